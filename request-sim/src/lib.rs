@@ -1,0 +1,18 @@
+//! request-sim: replay production LLM request traces against inference servers.
+//!
+//! Data flows one way:
+//! `trace` (formats -> one [`trace::TraceRequest`] type) ->
+//! `prompt` (vocabulary, block builder, chat-template calibration) ->
+//! `schedule` (producer threads, bounded channel, dispatcher clock) ->
+//! `backend` (request bodies, HTTP, SSE/JSON parsing per API) ->
+//! `record` (one [`record::Record`] per scheduled request, JSONL writer) ->
+//! `report` (statistics, console table, files).
+//!
+//! `cli` parses the command line, `config` validates it once, and `run` orchestrates a replay.
+
+pub mod backend;
+pub mod prompt;
+pub mod record;
+pub mod report;
+pub mod schedule;
+pub mod trace;

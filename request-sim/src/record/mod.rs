@@ -1,0 +1,106 @@
+//! The per-request record and its JSONL writer.
+//!
+//! Every scheduled request ends as exactly one [`Record`]. Fields are documented in
+//! `docs/records.md`.
+
+use serde::{Deserialize, Serialize};
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Completed with a full response.
+    Ok,
+    /// Server answered with a non-2xx HTTP status.
+    HttpError,
+    /// No complete response within the request timeout.
+    Timeout,
+    /// Could not connect, or the connection was reset/closed.
+    ConnectError,
+    /// Malformed SSE/JSON, error object inside a 200 stream, stream ended without [DONE].
+    ProtocolError,
+    /// The run stopped (Ctrl-C, time limit, early stop) before the request finished.
+    Cancelled,
+    /// `--dry-run`: the body was built and scheduled but not sent.
+    DryRun,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::HttpError => "http_error",
+            Status::Timeout => "timeout",
+            Status::ConnectError => "connect_error",
+            Status::ProtocolError => "protocol_error",
+            Status::Cancelled => "cancelled",
+            Status::DryRun => "dry_run",
+        }
+    }
+}
+
+/// Where `output_tokens` came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// `usage.completion_tokens` (or TGI `details.generated_tokens`).
+    Usage,
+    /// The server gave no usage: counted token-bearing chunks instead.
+    Chunks,
+}
+
+/// One line of the `--output-path` JSONL file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Replay order (0-based).
+    pub index: usize,
+    /// Line of the request in the trace file (1-based).
+    pub line: usize,
+    /// Trace timestamp in ms (rebased to the first request).
+    pub timestamp: f64,
+    /// Scheduled send time, ms since the run's start (`timestamp / scale_factor`).
+    pub scheduled_ms: f64,
+    /// Actual send time, ms since the run's start (taken just before the request is written);
+    /// `None` when the request was never sent.
+    pub sent_ms: Option<f64>,
+    /// `sent_ms - scheduled_ms`.
+    pub drift_ms: Option<f64>,
+    pub status: Status,
+    /// HTTP status code when a response head arrived.
+    pub http_status: Option<u16>,
+    /// Error text (server message truncated to 512 bytes); never contains credentials.
+    pub error: Option<String>,
+    /// First SSE message with a non-empty `choices` list (or first token event) - sent.
+    pub ttft_ms: Option<f64>,
+    /// First chunk carrying non-empty content - sent (differs from TTFT for role-only chunks).
+    pub ttfc_ms: Option<f64>,
+    /// Last token-bearing chunk - sent.
+    pub e2e_ms: Option<f64>,
+    /// End of stream ([DONE] / body end) - sent.
+    pub done_ms: Option<f64>,
+    /// (e2e - ttft) / (output_tokens - 1), only when output_tokens > 1.
+    pub tpot_ms: Option<f64>,
+    /// Gaps between consecutive token-bearing chunks (only with `--record-itl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_ms: Option<Vec<f64>>,
+    /// Intended prompt length from the trace.
+    pub input_length: u32,
+    /// Server-reported `usage.prompt_tokens`.
+    pub prompt_tokens: Option<u32>,
+    /// Server-reported `usage.prompt_tokens_details.cached_tokens`.
+    pub cached_tokens: Option<u32>,
+    /// Requested output tokens (trace `output_length`).
+    pub output_length: u32,
+    /// Output tokens received (see `output_tokens_source`).
+    pub output_tokens: Option<u32>,
+    pub output_tokens_source: Option<TokenSource>,
+    /// Number of token-bearing chunks received.
+    pub chunks: u32,
+    /// Bailian session ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_chat_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+}

@@ -1,0 +1,2 @@
+//! llm-sim: a simulated vLLM-like inference server (OpenAI and TGI compatible).
+pub mod vocab;

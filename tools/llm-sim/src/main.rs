@@ -1,0 +1,4 @@
+fn main() {
+    eprintln!("llm-sim: not yet implemented");
+    std::process::exit(2);
+}
