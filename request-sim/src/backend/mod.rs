@@ -1,1 +1,516 @@
-//! TODO
+//! Backends: which API a request goes to, its body, and how its response is read.
+//!
+//! - [`body`]: typed request bodies per API;
+//! - [`sse`]: the incremental SSE parser shared by all streaming APIs;
+//! - [`response`]: per-API interpretation of messages into timings and token counts;
+//! - this file: endpoint resolution, the pooled HTTP client, and [`execute`], which sends one
+//!   request and classifies how it ended.
+
+pub mod body;
+pub mod response;
+pub mod sse;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+pub use body::{encode_body, BodyParams, PromptPayload};
+pub use response::{ProtocolError, ResponseState, Usage};
+
+use crate::record::Status;
+
+/// The API family chosen with `--api`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ApiFlavor {
+    /// OpenAI-compatible (vLLM, SGLang, ...): chat or completions, from the URL path.
+    Openai,
+    /// Hugging Face text-generation-inference: `/generate` or `/generate_stream`.
+    Tgi,
+    /// AIBrix gateway: OpenAI plus a `routing-strategy` header (`--aibrix-route`).
+    Aibrix,
+}
+
+/// The concrete endpoint kind requests are sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiKind {
+    Chat,
+    Completions,
+    TgiGenerate,
+    TgiGenerateStream,
+}
+
+impl ApiKind {
+    pub fn is_chat(self) -> bool {
+        self == ApiKind::Chat
+    }
+    pub fn is_openai(self) -> bool {
+        matches!(self, ApiKind::Chat | ApiKind::Completions)
+    }
+}
+
+/// A resolved endpoint. `Debug` never shows the API key.
+#[derive(Clone)]
+pub struct Endpoint {
+    pub url: reqwest::Url,
+    pub kind: ApiKind,
+    pub flavor: ApiFlavor,
+    pub stream: bool,
+    /// `routing-strategy` header for AIBrix.
+    pub route: Option<String>,
+    api_key: Option<String>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.display_url())
+            .field("kind", &self.kind)
+            .field("stream", &self.stream)
+            .field("route", &self.route)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// Resolve `--endpoint` (full URL or base URL) for `--api`.
+    ///
+    /// A base URL (no path, or `/`) means chat completions for OpenAI/AIBrix and `/generate`
+    /// or `/generate_stream` (by `stream`) for TGI. A `/v1` base gets `/chat/completions`.
+    pub fn resolve(
+        endpoint: &str,
+        flavor: ApiFlavor,
+        stream: bool,
+        route: Option<String>,
+        api_key: Option<String>,
+    ) -> Result<Endpoint, String> {
+        let mut url = reqwest::Url::parse(endpoint)
+            .map_err(|e| format!("--endpoint {endpoint:?} is not a valid URL: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!(
+                "--endpoint must be http:// or https://, got {:?}",
+                url.scheme()
+            ));
+        }
+        let path = url.path().trim_end_matches('/').to_string();
+        let kind = match flavor {
+            ApiFlavor::Openai | ApiFlavor::Aibrix => {
+                if path.is_empty() || path == "/v1" {
+                    url.set_path(&format!("{path}/chat/completions").replace("//", "/"));
+                    if path.is_empty() {
+                        url.set_path("/v1/chat/completions");
+                    }
+                    ApiKind::Chat
+                } else if path.ends_with("/chat/completions") {
+                    ApiKind::Chat
+                } else if path.ends_with("/completions") {
+                    ApiKind::Completions
+                } else {
+                    return Err(format!(
+                        "--endpoint path {path:?} is not an OpenAI path: use .../v1/chat/completions, \
+                         .../v1/completions or a base URL like http://host:port"
+                    ));
+                }
+            }
+            ApiFlavor::Tgi => {
+                if path.is_empty() {
+                    url.set_path(if stream {
+                        "/generate_stream"
+                    } else {
+                        "/generate"
+                    });
+                    if stream {
+                        ApiKind::TgiGenerateStream
+                    } else {
+                        ApiKind::TgiGenerate
+                    }
+                } else if path.ends_with("/generate_stream") {
+                    ApiKind::TgiGenerateStream
+                } else if path.ends_with("/generate") {
+                    ApiKind::TgiGenerate
+                } else {
+                    return Err(format!(
+                        "--endpoint path {path:?} is not a TGI path: use .../generate, .../generate_stream \
+                         or a base URL"
+                    ));
+                }
+            }
+        };
+        if flavor == ApiFlavor::Aibrix && route.is_none() {
+            return Err("--api aibrix needs --aibrix-route (e.g. prefix-cache, throughput)".into());
+        }
+        if kind == ApiKind::TgiGenerate && stream {
+            return Err("--stream with a TGI /generate endpoint: use /generate_stream".into());
+        }
+        let stream = match kind {
+            ApiKind::TgiGenerateStream => true,
+            ApiKind::TgiGenerate => false,
+            _ => stream,
+        };
+        Ok(Endpoint {
+            url,
+            kind,
+            flavor,
+            stream,
+            route,
+            api_key,
+        })
+    }
+
+    /// The URL without any userinfo, for logs, records and summaries.
+    pub fn display_url(&self) -> String {
+        let mut u = self.url.clone();
+        let _ = u.set_username("");
+        let _ = u.set_password(None);
+        u.to_string()
+    }
+
+    /// Base URL (scheme, host, port) without path or credentials.
+    pub fn base_url(&self) -> String {
+        let mut u = self.url.clone();
+        let _ = u.set_username("");
+        let _ = u.set_password(None);
+        u.set_path("");
+        u.set_query(None);
+        u.to_string().trim_end_matches('/').to_string()
+    }
+
+    pub fn has_api_key(&self) -> bool {
+        self.api_key.is_some()
+    }
+}
+
+/// HTTP client settings.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub insecure: bool,
+    pub connect_timeout: Duration,
+    pub max_idle_per_host: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            insecure: false,
+            connect_timeout: Duration::from_secs(10),
+            max_idle_per_host: 4096,
+        }
+    }
+}
+
+/// The pooled keep-alive client shared by all requests (HTTP/1.1, TCP_NODELAY, rustls with
+/// the system's root certificates).
+pub fn build_client(opts: &ClientOptions) -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(opts.max_idle_per_host)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .connect_timeout(opts.connect_timeout)
+        .danger_accept_invalid_certs(opts.insecure)
+        .no_proxy()
+        .build()
+        .map_err(|e| format!("cannot build HTTP client: {e}"))
+}
+
+/// How one request ended, with everything measured relative to its send time.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: Status,
+    pub http_status: Option<u16>,
+    pub error: Option<String>,
+    pub state: ResponseState,
+}
+
+/// Largest SSE event / error body we keep.
+const MAX_EVENT_BYTES: usize = 8 << 20;
+const MAX_ERROR_BODY: usize = 4096;
+
+/// Send one request (body already built) and read its response to the end.
+///
+/// `sent` is taken by the caller just before calling. The request ends as `Timeout` after
+/// `timeout`, as `Cancelled` when `cancel` fires; timings measured up to then are kept.
+pub async fn execute(
+    client: &reqwest::Client,
+    ep: &Endpoint,
+    body: Bytes,
+    timeout: Option<Duration>,
+    cancel: &CancellationToken,
+    allow_missing_usage: bool,
+) -> Outcome {
+    let mut state = ResponseState::default();
+    let mut http_status = None;
+    let result = {
+        let fut = exchange(client, ep, body, &mut state, &mut http_status);
+        tokio::pin!(fut);
+        let sleep = async {
+            match timeout {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err((Status::Cancelled, "run stopped before the request finished".to_string())),
+            r = &mut fut => r,
+            _ = sleep => Err((Status::Timeout, format!("no complete response within {:.1} s", timeout.unwrap_or_default().as_secs_f64()))),
+        }
+    };
+    let (status, error) = match result {
+        Ok(()) => {
+            let usage_missing = ep.kind.is_openai()
+                && ep.stream
+                && state.usage.and_then(|u| u.completion_tokens).is_none();
+            if usage_missing && !allow_missing_usage {
+                (
+                    Status::ProtocolError,
+                    Some(
+                        "server sent no usage (stream_options.include_usage ignored?)".to_string(),
+                    ),
+                )
+            } else {
+                (Status::Ok, None)
+            }
+        }
+        Err((s, e)) => (s, Some(e)),
+    };
+    Outcome {
+        status,
+        http_status,
+        error,
+        state,
+    }
+}
+
+type ExchangeError = (Status, String);
+
+fn classify(e: &reqwest::Error, during_body: bool) -> ExchangeError {
+    let msg = {
+        let mut s = e.to_string();
+        let mut src = std::error::Error::source(e);
+        while let Some(inner) = src {
+            s.push_str(": ");
+            s.push_str(&inner.to_string());
+            src = inner.source();
+        }
+        s
+    };
+    if e.is_timeout() {
+        (Status::Timeout, msg)
+    } else if e.is_connect() {
+        (Status::ConnectError, msg)
+    } else if during_body {
+        (
+            Status::ConnectError,
+            format!("connection lost mid-response: {msg}"),
+        )
+    } else {
+        (Status::ConnectError, msg)
+    }
+}
+
+async fn exchange(
+    client: &reqwest::Client,
+    ep: &Endpoint,
+    body: Bytes,
+    state: &mut ResponseState,
+    http_status: &mut Option<u16>,
+) -> Result<(), ExchangeError> {
+    let mut req = client
+        .post(ep.url.clone())
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body);
+    if ep.stream {
+        req = req.header(reqwest::header::ACCEPT, "text/event-stream");
+    }
+    if let Some(key) = &ep.api_key {
+        req = req.bearer_auth(key);
+    }
+    if let Some(route) = &ep.route {
+        req = req.header("routing-strategy", route);
+    }
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| classify(&e.without_url(), false))?;
+    let status = resp.status();
+    *http_status = Some(status.as_u16());
+    let mut stream = resp.bytes_stream();
+    if !status.is_success() {
+        let mut buf = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(c) => {
+                    buf.extend_from_slice(&c);
+                    if buf.len() >= MAX_ERROR_BODY {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        return Err((
+            Status::HttpError,
+            format!("HTTP {}: {}", status.as_u16(), error_message(&buf)),
+        ));
+    }
+    if ep.stream {
+        let mut parser = sse::SseParser::new(MAX_EVENT_BYTES);
+        let mut proto: Result<(), ProtocolError> = Ok(());
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| classify(&e.without_url(), true))?;
+            let now = Instant::now();
+            let kind = ep.kind;
+            parser
+                .push(&chunk, |data| {
+                    if proto.is_ok() {
+                        proto = state.on_event(kind, data, now);
+                    }
+                })
+                .map_err(|e| (Status::ProtocolError, e.to_string()))?;
+            proto.clone().map_err(|e| (Status::ProtocolError, e.0))?;
+        }
+        let now = Instant::now();
+        let kind = ep.kind;
+        parser.finish(|data| {
+            if proto.is_ok() {
+                proto = state.on_event(kind, data, now);
+            }
+        });
+        proto.map_err(|e| (Status::ProtocolError, e.0))?;
+        if !state.finished {
+            let what = if ep.kind.is_openai() {
+                "stream ended without [DONE]"
+            } else {
+                "stream ended without a final event"
+            };
+            return Err((Status::ProtocolError, what.to_string()));
+        }
+        if state.chunks == 0 {
+            return Err((
+                Status::ProtocolError,
+                "stream carried no tokens".to_string(),
+            ));
+        }
+    } else {
+        let mut buf = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| classify(&e.without_url(), true))?;
+            buf.extend_from_slice(&chunk);
+            if buf.len() > MAX_EVENT_BYTES {
+                return Err((
+                    Status::ProtocolError,
+                    format!("response body larger than {MAX_EVENT_BYTES} bytes"),
+                ));
+            }
+        }
+        state
+            .on_body(ep.kind, &buf, Instant::now())
+            .map_err(|e| (Status::ProtocolError, e.0))?;
+    }
+    Ok(())
+}
+
+/// The server's error message: `message` / `error.message` / `error` of a JSON body, or the
+/// text itself, truncated to 512 bytes.
+fn error_message(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct E {
+        message: Option<String>,
+        error: Option<serde_json::Value>,
+    }
+    let text = String::from_utf8_lossy(body);
+    let msg = match serde_json::from_slice::<E>(body) {
+        Ok(E {
+            message: Some(m), ..
+        }) => m,
+        Ok(E {
+            error: Some(serde_json::Value::String(s)),
+            ..
+        }) => s,
+        Ok(E {
+            error: Some(serde_json::Value::Object(o)),
+            ..
+        }) => o
+            .get("message")
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| text.to_string()),
+        _ => text.trim().to_string(),
+    };
+    let mut end = msg.len().min(512);
+    while !msg.is_char_boundary(end) {
+        end -= 1;
+    }
+    msg[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_resolution() {
+        let e = Endpoint::resolve("http://h:8000", ApiFlavor::Openai, true, None, None).unwrap();
+        assert_eq!(e.url.as_str(), "http://h:8000/v1/chat/completions");
+        assert_eq!(e.kind, ApiKind::Chat);
+        let e = Endpoint::resolve("http://h:8000/v1", ApiFlavor::Openai, true, None, None).unwrap();
+        assert_eq!(e.url.as_str(), "http://h:8000/v1/chat/completions");
+        let e = Endpoint::resolve(
+            "http://h:8000/v1/completions",
+            ApiFlavor::Openai,
+            false,
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(e.kind, ApiKind::Completions);
+        let e = Endpoint::resolve("http://h:1/", ApiFlavor::Tgi, true, None, None).unwrap();
+        assert_eq!(e.url.path(), "/generate_stream");
+        assert_eq!(e.kind, ApiKind::TgiGenerateStream);
+        let e =
+            Endpoint::resolve("http://h:1/generate", ApiFlavor::Tgi, false, None, None).unwrap();
+        assert_eq!(e.kind, ApiKind::TgiGenerate);
+        assert!(!e.stream);
+        assert!(
+            Endpoint::resolve("http://h:1/generate", ApiFlavor::Tgi, true, None, None).is_err()
+        );
+        assert!(Endpoint::resolve("http://h:1/foo", ApiFlavor::Openai, true, None, None).is_err());
+        assert!(Endpoint::resolve("h:1", ApiFlavor::Openai, true, None, None).is_err());
+        assert!(Endpoint::resolve("http://h:1", ApiFlavor::Aibrix, true, None, None).is_err());
+    }
+
+    #[test]
+    fn debug_and_display_hide_secrets() {
+        let e = Endpoint::resolve(
+            "http://user:pw@h:8000",
+            ApiFlavor::Openai,
+            true,
+            None,
+            Some("sk-secret".into()),
+        )
+        .unwrap();
+        let dbg = format!("{e:?}");
+        assert!(!dbg.contains("sk-secret") && !dbg.contains("pw"), "{dbg}");
+        assert!(!e.display_url().contains("pw"));
+        assert_eq!(e.base_url(), "http://h:8000");
+    }
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(
+            error_message(br#"{"object":"error","message":"bad","code":400}"#),
+            "bad"
+        );
+        assert_eq!(error_message(br#"{"error":{"message":"nope"}}"#), "nope");
+        assert_eq!(error_message(br#"{"error":"tgi says"}"#), "tgi says");
+        assert_eq!(error_message(b"plain text\n"), "plain text");
+        let long = "\u{e9}".repeat(400);
+        assert!(error_message(long.as_bytes()).len() <= 512);
+    }
+}

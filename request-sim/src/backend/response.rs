@@ -1,0 +1,449 @@
+//! Turning response bytes into timings and token counts, per API, following the
+//! `vllm bench serve` definitions (see `docs/metrics.md`):
+//!
+//! - a *token-bearing* message is an SSE message with a non-empty `choices` list (OpenAI) or a
+//!   `token` (TGI); TTFT is the first, E2EL the last, ITL the gaps between consecutive ones;
+//! - the first *content* message (non-empty text) is kept separately (`ttfc`), since chat
+//!   servers often send a role-only first chunk;
+//! - output tokens come from `usage.completion_tokens` (TGI: `details.generated_tokens`).
+
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::ApiKind;
+
+/// Server-reported token counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+    pub cached_tokens: Option<u32>,
+}
+
+/// Why a response could not be understood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+/// Everything observed while reading one response.
+#[derive(Debug, Clone, Default)]
+pub struct ResponseState {
+    pub first_token: Option<Instant>,
+    pub first_content: Option<Instant>,
+    pub last_token: Option<Instant>,
+    pub done: Option<Instant>,
+    /// Gaps between consecutive token-bearing messages, ms.
+    pub itl_ms: Vec<f64>,
+    /// Token-bearing messages.
+    pub chunks: u32,
+    /// Messages with non-empty text.
+    pub content_chunks: u32,
+    pub usage: Option<Usage>,
+    /// `data: [DONE]` seen (OpenAI) / final event with details seen (TGI).
+    pub finished: bool,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    prompt_tokens: Option<u32>,
+    completion_tokens: Option<u32>,
+    prompt_tokens_details: Option<WireDetails>,
+}
+
+#[derive(Deserialize)]
+struct WireDetails {
+    cached_tokens: Option<u32>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Self {
+        Usage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct WireDelta<'a> {
+    #[serde(borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow)]
+    reasoning_content: Option<&'a RawValue>,
+    #[serde(borrow)]
+    reasoning: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice<'a> {
+    #[serde(borrow)]
+    delta: Option<WireDelta<'a>>,
+    #[serde(borrow)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow)]
+    message: Option<WireDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct WireChunk<'a> {
+    #[serde(borrow, default)]
+    choices: Option<Vec<WireChoice<'a>>>,
+    usage: Option<WireUsage>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+    object: Option<&'a str>,
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TgiToken {
+    #[serde(default)]
+    special: bool,
+}
+
+#[derive(Deserialize)]
+struct TgiDetails {
+    generated_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct TgiEvent {
+    token: Option<TgiToken>,
+    generated_text: Option<String>,
+    details: Option<TgiDetails>,
+    error: Option<String>,
+}
+
+/// A JSON string value that is non-empty (`null` and `""` are empty).
+fn non_empty(v: Option<&RawValue>) -> bool {
+    matches!(v, Some(r) if { let s = r.get(); s != "\"\"" && s != "null" })
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+fn error_text(raw: &RawValue) -> String {
+    #[derive(Deserialize)]
+    struct Obj {
+        message: Option<String>,
+    }
+    if let Ok(o) = serde_json::from_str::<Obj>(raw.get()) {
+        if let Some(m) = o.message {
+            return truncate(&m, 512);
+        }
+    }
+    if let Ok(s) = serde_json::from_str::<String>(raw.get()) {
+        return truncate(&s, 512);
+    }
+    truncate(raw.get(), 512)
+}
+
+impl ResponseState {
+    fn token_at(&mut self, now: Instant, has_content: bool) {
+        if self.first_token.is_none() {
+            self.first_token = Some(now);
+        } else if let Some(prev) = self.last_token {
+            self.itl_ms
+                .push(now.duration_since(prev).as_secs_f64() * 1e3);
+        }
+        if has_content {
+            self.content_chunks += 1;
+            if self.first_content.is_none() {
+                self.first_content = Some(now);
+            }
+        }
+        self.last_token = Some(now);
+        self.chunks += 1;
+    }
+
+    /// One SSE `data` payload of a streaming response, received at `now`.
+    pub fn on_event(
+        &mut self,
+        kind: ApiKind,
+        data: &[u8],
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        match kind {
+            ApiKind::Chat | ApiKind::Completions => self.on_openai_event(data, now),
+            ApiKind::TgiGenerate | ApiKind::TgiGenerateStream => self.on_tgi_event(data, now),
+        }
+    }
+
+    fn on_openai_event(&mut self, data: &[u8], now: Instant) -> Result<(), ProtocolError> {
+        let data = data.trim_ascii();
+        if data == b"[DONE]" {
+            self.finished = true;
+            self.done = Some(now);
+            return Ok(());
+        }
+        if self.finished {
+            return Err(ProtocolError("data after [DONE]".into()));
+        }
+        let chunk: WireChunk<'_> = serde_json::from_slice(data).map_err(|e| {
+            ProtocolError(format!(
+                "malformed SSE JSON ({e}): {}",
+                truncate(&String::from_utf8_lossy(data), 200)
+            ))
+        })?;
+        if let Some(err) = chunk.error {
+            return Err(ProtocolError(format!(
+                "error in stream: {}",
+                error_text(err)
+            )));
+        }
+        if chunk.object == Some("error") {
+            let msg = chunk.message.unwrap_or_default();
+            return Err(ProtocolError(format!(
+                "error in stream: {}",
+                truncate(&msg, 512)
+            )));
+        }
+        if let Some(choices) = &chunk.choices {
+            if let Some(c) = choices.first() {
+                let content = c
+                    .delta
+                    .as_ref()
+                    .map(|d| {
+                        non_empty(d.content)
+                            || non_empty(d.reasoning_content)
+                            || non_empty(d.reasoning)
+                    })
+                    .unwrap_or(false)
+                    || non_empty(c.text);
+                self.token_at(now, content);
+            }
+        }
+        if let Some(u) = chunk.usage {
+            self.usage = Some(u.into());
+        }
+        Ok(())
+    }
+
+    fn on_tgi_event(&mut self, data: &[u8], now: Instant) -> Result<(), ProtocolError> {
+        let ev: TgiEvent = serde_json::from_slice(data.trim_ascii()).map_err(|e| {
+            ProtocolError(format!(
+                "malformed SSE JSON ({e}): {}",
+                truncate(&String::from_utf8_lossy(data), 200)
+            ))
+        })?;
+        if let Some(err) = ev.error {
+            return Err(ProtocolError(format!(
+                "error in stream: {}",
+                truncate(&err, 512)
+            )));
+        }
+        if let Some(tok) = &ev.token {
+            self.token_at(now, !tok.special);
+        }
+        if ev.generated_text.is_some() || ev.details.is_some() {
+            self.finished = true;
+            self.done = Some(now);
+            if let Some(d) = ev.details {
+                self.usage = Some(Usage {
+                    completion_tokens: d.generated_tokens,
+                    ..Usage::default()
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A complete non-streaming response body, received at `now`.
+    pub fn on_body(
+        &mut self,
+        kind: ApiKind,
+        body: &[u8],
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        let bad = |e: serde_json::Error| {
+            ProtocolError(format!(
+                "malformed JSON response ({e}): {}",
+                truncate(&String::from_utf8_lossy(body), 200)
+            ))
+        };
+        match kind {
+            ApiKind::Chat | ApiKind::Completions => {
+                let chunk: WireChunk<'_> = serde_json::from_slice(body).map_err(bad)?;
+                if let Some(err) = chunk.error {
+                    return Err(ProtocolError(format!(
+                        "error in response: {}",
+                        error_text(err)
+                    )));
+                }
+                let choices = chunk.choices.unwrap_or_default();
+                let Some(c) = choices.first() else {
+                    return Err(ProtocolError("response has no choices".into()));
+                };
+                let content = c
+                    .message
+                    .as_ref()
+                    .map(|m| non_empty(m.content))
+                    .unwrap_or(false)
+                    || non_empty(c.text);
+                self.token_at(now, content);
+                self.usage = chunk.usage.map(Into::into);
+            }
+            ApiKind::TgiGenerate | ApiKind::TgiGenerateStream => {
+                let ev: TgiEvent = serde_json::from_slice(body).map_err(bad)?;
+                if let Some(err) = ev.error {
+                    return Err(ProtocolError(format!(
+                        "error in response: {}",
+                        truncate(&err, 512)
+                    )));
+                }
+                let Some(text) = ev.generated_text else {
+                    return Err(ProtocolError("response has no generated_text".into()));
+                };
+                self.token_at(now, !text.is_empty());
+                if let Some(d) = ev.details {
+                    self.usage = Some(Usage {
+                        completion_tokens: d.generated_tokens,
+                        ..Usage::default()
+                    });
+                }
+            }
+        }
+        self.finished = true;
+        self.done = Some(now);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn feed(kind: ApiKind, events: &[&str]) -> (ResponseState, Result<(), ProtocolError>) {
+        let t0 = Instant::now();
+        let mut st = ResponseState::default();
+        for (i, e) in events.iter().enumerate() {
+            let r = st.on_event(
+                kind,
+                e.as_bytes(),
+                t0 + Duration::from_millis(10 * (i as u64 + 1)),
+            );
+            if r.is_err() {
+                return (st, r);
+            }
+        }
+        (st, Ok(()))
+    }
+
+    // Shapes as vLLM's OpenAI server emits them for chat with include_usage.
+    const CHAT: &[&str] = &[
+        r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" hello"},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":"length","stop_reason":null}]}"#,
+        r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":12,"total_tokens":14,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}}"#,
+        "[DONE]",
+    ];
+
+    #[test]
+    fn chat_stream_timings_and_usage() {
+        let (st, r) = feed(ApiKind::Chat, CHAT);
+        r.unwrap();
+        let t0 = st.first_token.unwrap();
+        assert_eq!(st.chunks, 3);
+        assert_eq!(st.content_chunks, 2);
+        assert_eq!(st.first_content.unwrap() - t0, Duration::from_millis(10));
+        assert_eq!(st.last_token.unwrap() - t0, Duration::from_millis(20));
+        assert_eq!(st.itl_ms, vec![10.0, 10.0]);
+        assert!(st.finished);
+        assert_eq!(
+            st.usage,
+            Some(Usage {
+                prompt_tokens: Some(12),
+                completion_tokens: Some(2),
+                cached_tokens: Some(8)
+            })
+        );
+    }
+
+    #[test]
+    fn completions_stream_text() {
+        let ev = [
+            r#"{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null}]}"#,
+            r#"{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":" b","logprobs":null,"finish_reason":"length"}]}"#,
+            r#"{"id":"cmpl-1","object":"text_completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":null}}"#,
+            "[DONE]",
+        ];
+        let (st, r) = feed(ApiKind::Completions, &ev);
+        r.unwrap();
+        assert_eq!(st.chunks, 2);
+        assert_eq!(st.content_chunks, 2);
+        assert_eq!(st.usage.unwrap().cached_tokens, None);
+        assert_eq!(st.usage.unwrap().completion_tokens, Some(2));
+    }
+
+    #[test]
+    fn error_inside_200_stream() {
+        let ev = [
+            CHAT[0],
+            r#"{"object":"error","message":"boom","type":"InternalServerError","code":500}"#,
+        ];
+        let (_, r) = feed(ApiKind::Chat, &ev);
+        assert_eq!(r.unwrap_err().0, "error in stream: boom");
+        let ev = [r#"{"error":{"message":"overloaded","code":503}}"#];
+        let (_, r) = feed(ApiKind::Chat, &ev);
+        assert_eq!(r.unwrap_err().0, "error in stream: overloaded");
+    }
+
+    #[test]
+    fn garbage_is_a_protocol_error() {
+        let (_, r) = feed(ApiKind::Chat, &["{not json"]);
+        assert!(r.unwrap_err().0.starts_with("malformed SSE JSON"));
+        let (_, r) = feed(ApiKind::Chat, &["[DONE]", CHAT[1]]);
+        assert_eq!(r.unwrap_err().0, "data after [DONE]");
+    }
+
+    #[test]
+    fn tgi_stream() {
+        let ev = [
+            r#"{"index":1,"token":{"id":5,"text":" a","logprob":-0.1,"special":false},"generated_text":null,"details":null}"#,
+            r#"{"index":2,"token":{"id":6,"text":" b","logprob":-0.1,"special":false},"generated_text":" a b","details":{"finish_reason":"length","generated_tokens":2,"seed":null}}"#,
+        ];
+        let (st, r) = feed(ApiKind::TgiGenerateStream, &ev);
+        r.unwrap();
+        assert_eq!(st.chunks, 2);
+        assert!(st.finished);
+        assert_eq!(st.usage.unwrap().completion_tokens, Some(2));
+    }
+
+    #[test]
+    fn non_streaming_bodies() {
+        let now = Instant::now();
+        let mut st = ResponseState::default();
+        st.on_body(
+            ApiKind::Chat,
+            br#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],"usage":{"prompt_tokens":4,"completion_tokens":1,"total_tokens":5}}"#,
+            now,
+        )
+        .unwrap();
+        assert_eq!(st.chunks, 1);
+        assert_eq!(st.usage.unwrap().prompt_tokens, Some(4));
+        let mut st = ResponseState::default();
+        let e = st
+            .on_body(ApiKind::Chat, br#"{"choices":[]}"#, now)
+            .unwrap_err();
+        assert_eq!(e.0, "response has no choices");
+        let mut st = ResponseState::default();
+        st.on_body(
+            ApiKind::TgiGenerate,
+            br#"{"generated_text":" x y","details":{"generated_tokens":2}}"#,
+            now,
+        )
+        .unwrap();
+        assert_eq!(st.usage.unwrap().completion_tokens, Some(2));
+    }
+}
