@@ -3,6 +3,10 @@
 //! Every scheduled request ends as exactly one [`Record`]. Fields are documented in
 //! `docs/records.md`.
 
+pub mod writer;
+
+pub use writer::{Finished, RecordWriter, WriterStats};
+
 use serde::{Deserialize, Serialize};
 
 /// How a request ended.

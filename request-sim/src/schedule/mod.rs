@@ -1,1 +1,9 @@
-//! TODO
+//! Scheduling: producer threads build bodies ahead of time ([`producer`]), the dispatcher
+//! releases them at trace time ([`dispatcher`]) using a spin-then-sleep clock ([`clock`]).
+
+pub mod clock;
+pub mod dispatcher;
+pub mod producer;
+
+pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, StopReason};
+pub use producer::{BuildFn, Prepared, ProducerConfig, Producers, Scratch};

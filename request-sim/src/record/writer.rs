@@ -1,0 +1,134 @@
+//! The record writer: one thread that appends each record to the JSONL file as it arrives and
+//! feeds it to the report accumulator.
+//!
+//! Records are written line by line with a single `write` per batch of lines: when more are
+//! waiting they are batched, when the channel is idle the buffer is flushed, so a crash loses
+//! at most the records of the last instant, and a SIGKILL leaves at most a partial last line.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::Record;
+
+/// A finished request: its record and its inter-token latencies (always passed for the
+/// summary; written into the record only with `--record-itl`).
+pub struct Finished {
+    pub record: Record,
+    pub itl_ms: Vec<f64>,
+}
+
+/// Handle to the writer thread.
+pub struct RecordWriter {
+    tx: Option<Sender<Finished>>,
+    handle: Option<JoinHandle<io::Result<WriterStats>>>,
+}
+
+/// What the writer did.
+#[derive(Debug, Clone, Default)]
+pub struct WriterStats {
+    pub written: usize,
+    pub path: Option<PathBuf>,
+}
+
+const FLUSH_BYTES: usize = 256 << 10;
+
+impl RecordWriter {
+    /// Create (truncate) `path` and start the writer. `sink` sees every record (in arrival order).
+    pub fn spawn(
+        path: Option<&Path>,
+        record_itl: bool,
+        mut sink: impl FnMut(&Record, &[f64]) + Send + 'static,
+    ) -> io::Result<(Self, Sender<Finished>)> {
+        let file = match path {
+            Some(p) => {
+                if let Some(dir) = p.parent() {
+                    if !dir.as_os_str().is_empty() {
+                        std::fs::create_dir_all(dir)?;
+                    }
+                }
+                Some(File::create(p)?)
+            }
+            None => None,
+        };
+        let (tx, rx) = crossbeam_channel::unbounded::<Finished>();
+        let path = path.map(Path::to_path_buf);
+        let handle = std::thread::Builder::new()
+            .name("record-writer".into())
+            .spawn(move || writer_loop(file, path, rx, record_itl, &mut sink))?;
+        Ok((
+            RecordWriter {
+                tx: Some(tx.clone()),
+                handle: Some(handle),
+            },
+            tx,
+        ))
+    }
+
+    /// Wait until every sender is dropped and all records are written.
+    pub fn finish(mut self) -> io::Result<WriterStats> {
+        self.tx.take();
+        match self.handle.take() {
+            Some(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("record writer thread panicked"))),
+            None => Ok(WriterStats::default()),
+        }
+    }
+}
+
+fn writer_loop(
+    mut file: Option<File>,
+    path: Option<PathBuf>,
+    rx: Receiver<Finished>,
+    record_itl: bool,
+    sink: &mut dyn FnMut(&Record, &[f64]),
+) -> io::Result<WriterStats> {
+    let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_BYTES * 2);
+    let mut written = 0usize;
+    let mut first_error: Option<io::Error> = None;
+    let write_out =
+        |buf: &mut Vec<u8>, file: &mut Option<File>, first_error: &mut Option<io::Error>| {
+            if let Some(f) = file.as_mut() {
+                if first_error.is_none() {
+                    if let Err(e) = f.write_all(buf) {
+                        *first_error = Some(e);
+                    }
+                }
+            }
+            buf.clear();
+        };
+    while let Ok(mut fin) = rx.recv() {
+        loop {
+            sink(&fin.record, &fin.itl_ms);
+            if file.is_some() {
+                if record_itl {
+                    fin.record.itl_ms = Some(std::mem::take(&mut fin.itl_ms));
+                }
+                serde_json::to_writer(&mut buf, &fin.record).map_err(io::Error::other)?;
+                buf.push(b'\n');
+            }
+            written += 1;
+            if buf.len() >= FLUSH_BYTES {
+                write_out(&mut buf, &mut file, &mut first_error);
+            }
+            match rx.try_recv() {
+                Ok(next) => fin = next,
+                Err(_) => break,
+            }
+        }
+        write_out(&mut buf, &mut file, &mut first_error);
+    }
+    write_out(&mut buf, &mut file, &mut first_error);
+    if let Some(f) = file.as_mut() {
+        f.flush()?;
+        f.sync_data().ok();
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(WriterStats { written, path }),
+    }
+}
