@@ -16,3 +16,9 @@ pub mod record;
 pub mod report;
 pub mod schedule;
 pub mod trace;
+
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod run;
+pub mod wallclock;

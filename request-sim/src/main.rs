@@ -1,5 +1,27 @@
+use std::process::ExitCode;
+
+use clap::Parser;
 use mimalloc::MiMalloc;
+use request_sim::cli::{Cli, Command};
+use request_sim::config::Flavor;
+
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
 
-fn main() {}
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Replay(args) => request_sim::commands::replay(*args, Flavor::Replay),
+        Command::Analyze(args) => request_sim::commands::analyze(args),
+        Command::Report(args) => request_sim::commands::report(args),
+        Command::Compare(args) => request_sim::commands::compare(args),
+        Command::VerifyPrompts(args) => request_sim::commands::verify_prompts(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("request-sim: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

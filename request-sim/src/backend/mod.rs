@@ -181,6 +181,14 @@ impl Endpoint {
         u.to_string().trim_end_matches('/').to_string()
     }
 
+    /// Add the API key (if any) to a request.
+    pub fn authorize(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.api_key {
+            Some(k) => req.bearer_auth(k),
+            None => req,
+        }
+    }
+
     pub fn has_api_key(&self) -> bool {
         self.api_key.is_some()
     }
@@ -328,9 +336,7 @@ async fn exchange(
     if ep.stream {
         req = req.header(reqwest::header::ACCEPT, "text/event-stream");
     }
-    if let Some(key) = &ep.api_key {
-        req = req.bearer_auth(key);
-    }
+    req = ep.authorize(req);
     if let Some(route) = &ep.route {
         req = req.header("routing-strategy", route);
     }

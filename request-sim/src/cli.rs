@@ -1,0 +1,272 @@
+//! Command-line parsing (clap only; validation happens in [`crate::config`]).
+//!
+//! `request-sim replay` and the anchor-compatible `client` binary share [`ReplayArgs`]: every
+//! flag of the blitz-serving trace-replayer is accepted with its meaning, plus ours.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::backend::ApiFlavor;
+use crate::trace::TraceFormat;
+
+#[derive(Debug, Parser)]
+#[command(name = "request-sim", version, about = "Replay production LLM request traces against inference servers")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay a trace against a server (no --endpoint: the built-in simulator; no
+    /// --dataset-path: the built-in demo trace).
+    Replay(Box<ReplayArgs>),
+    /// Print what a trace contains before replaying it (rates, lengths, cache potential).
+    Analyze(AnalyzeArgs),
+    /// Recompute the summary (and result files) from a saved records JSONL.
+    Report(ReportArgs),
+    /// Print two runs side by side with the relative change of each headline metric.
+    Compare(CompareArgs),
+    /// Check that every prompt of a trace re-tokenizes to exactly its length and that shared
+    /// hash ids give shared token prefixes.
+    VerifyPrompts(VerifyArgs),
+}
+
+/// Flags of `replay` (and of the `client` binary).
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    // ---- inputs ----
+    /// Trace file (JSONL, CSV for azure, optionally .gz). Default: the built-in demo trace.
+    #[arg(long)]
+    pub dataset_path: Option<PathBuf>,
+    /// Trace format; detected from the content when not given.
+    #[arg(long, short = 'd', value_parser = parse_format)]
+    pub dataset: Option<TraceFormat>,
+    /// Tokens per hash id (default: 512 mooncake, 16 bailian).
+    #[arg(long, alias = "hash-block-size")]
+    pub block_size: Option<usize>,
+    /// Skip malformed trace lines (counted in the summary) instead of stopping.
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// Replay only requests with trace time >= this (ms, after rebasing to the first request).
+    #[arg(long)]
+    pub start_ms: Option<f64>,
+    /// Replay only requests with trace time < this (ms).
+    #[arg(long)]
+    pub end_ms: Option<f64>,
+    /// Replay at most this many requests.
+    #[arg(long)]
+    pub max_requests: Option<usize>,
+
+    // ---- prompts ----
+    /// HF tokenizer.json of the served model: prompts get exactly the trace's token counts.
+    /// Without it a built-in word list is used (exact only against the built-in simulator).
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+    /// tokenizer_config.json: its chat template gives the chat overhead without a server call.
+    #[arg(long)]
+    pub tokenizer_config: Option<PathBuf>,
+    /// Seed of the synthetic prompts (default: fresh per run, recorded in the summary).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Tokens the chat template adds around the content (default: measured at start-up).
+    #[arg(long)]
+    pub chat_overhead: Option<u32>,
+    /// Send prompts as token ids (completions endpoints of vLLM / SGLang).
+    #[arg(long)]
+    pub token_ids: bool,
+
+    // ---- server ----
+    /// Full URL (http://h:p/v1/chat/completions, .../v1/completions, .../generate,
+    /// .../generate_stream) or base URL (http://h:p = chat completions). Default: start the
+    /// built-in simulator on 127.0.0.1.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// API family.
+    #[arg(long, short = 'a', value_enum, default_value = "openai")]
+    pub api: ApiFlavor,
+    /// Model name sent in requests (default: the first of GET /v1/models).
+    #[arg(long)]
+    pub model_name: Option<String>,
+    /// AIBrix routing strategy (routing-strategy header).
+    #[arg(long)]
+    pub aibrix_route: Option<String>,
+    /// API key (default: $OPENAI_API_KEY). Never printed or written.
+    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Read the API key from this file.
+    #[arg(long, conflicts_with = "api_key")]
+    pub api_key_file: Option<PathBuf>,
+    /// Stream responses (SSE). `replay` streams by default; the `client` binary, like the
+    /// anchor, only with --stream.
+    #[arg(long, overrides_with = "no_stream")]
+    pub stream: bool,
+    /// Do not stream.
+    #[arg(long, overrides_with = "stream")]
+    pub no_stream: bool,
+    /// Do not ask for exactly output_length tokens with min_tokens/ignore_eos (for servers
+    /// that reject those vLLM extensions).
+    #[arg(long)]
+    pub no_exact_output: bool,
+    /// Accept streams without usage (output tokens are then counted from chunks).
+    #[arg(long)]
+    pub allow_missing_usage: bool,
+    /// Accept invalid TLS certificates.
+    #[arg(long)]
+    pub insecure: bool,
+
+    // ---- timing ----
+    /// Replay speed: 2 sends requests at twice the trace's rate.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale_factor: f64,
+    /// Stop sending after this many seconds (then in-flight requests get --grace-secs).
+    #[arg(long, short = 't')]
+    pub time_in_secs: Option<f64>,
+    /// Per-request timeout in seconds (default: max(15, ttft_slo + tpot_slo * output_length)
+    /// with SLOs given, else 600).
+    #[arg(long)]
+    pub request_timeout: Option<f64>,
+    /// Seconds in-flight requests get to finish after a stop (Ctrl-C, time limit, early stop).
+    #[arg(long, default_value_t = 5.0)]
+    pub grace_secs: f64,
+    /// Stop early after this many failed requests ("50") or this failure rate ("5%", "0.05").
+    #[arg(long)]
+    pub early_stop_error_threshold: Option<String>,
+    /// Producer threads that build request bodies ahead of schedule.
+    #[arg(long, default_value_t = 1)]
+    pub num_producer: usize,
+    /// Prepared requests buffered between producers and the dispatcher.
+    #[arg(long, default_value_t = 128)]
+    pub channel_capacity: usize,
+    /// Tokio worker threads (default: number of cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Spin this many microseconds before each send time instead of sleeping.
+    #[arg(long, default_value_t = 300)]
+    pub spin_us: u64,
+    /// Do not pin producer threads to cores.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// Build and schedule everything but send nothing (records get status dry_run).
+    #[arg(long)]
+    pub dry_run: bool,
+
+    // ---- outputs ----
+    /// Per-request JSONL records (default: results/replay-<UTC time>.jsonl).
+    #[arg(long, short = 'o')]
+    pub output_path: Option<PathBuf>,
+    /// Summary JSON (default: <output-path>.summary.json).
+    #[arg(long)]
+    pub summary_path: Option<PathBuf>,
+    /// Also write summary.json, requests.csv, results.xlsx and plots into this directory.
+    #[arg(long, alias = "save-result")]
+    pub result_dir: Option<PathBuf>,
+    /// Keep each request's inter-token latencies in its record.
+    #[arg(long)]
+    pub record_itl: bool,
+    /// Percentiles to report, comma-separated.
+    #[arg(long, alias = "metric-percentiles", value_delimiter = ',')]
+    pub metric_percentile: Option<Vec<f64>>,
+    /// SLOs for goodput, vLLM syntax: ttft:MS tpot:MS e2el:MS.
+    #[arg(long, num_args = 1..)]
+    pub goodput: Vec<String>,
+    /// TTFT SLO in seconds (anchor syntax; used for goodput and the request timeout).
+    #[arg(long)]
+    pub ttft_slo: Option<f64>,
+    /// TPOT SLO in seconds (anchor syntax; used for goodput and the request timeout).
+    #[arg(long)]
+    pub tpot_slo: Option<f64>,
+    /// No progress line.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+
+    // ---- accepted for compatibility with the anchor, no effect ----
+    #[arg(long, hide = true)]
+    pub tracing_path: Option<PathBuf>,
+    #[arg(long, hide = true)]
+    pub cache: Option<String>,
+    #[arg(long, hide = true)]
+    pub cache_path: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AnalyzeArgs {
+    /// Trace file.
+    pub trace: PathBuf,
+    #[arg(long, short = 'd', value_parser = parse_format)]
+    pub dataset: Option<TraceFormat>,
+    #[arg(long, alias = "hash-block-size")]
+    pub block_size: Option<usize>,
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// LRU cache sizes to simulate, in tokens, comma-separated (default: a sweep).
+    #[arg(long, value_delimiter = ',')]
+    pub cache_sizes: Vec<u64>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Write plots (cache-capacity curve, request rate) into this directory.
+    #[arg(long)]
+    pub plot_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Records JSONL of a run.
+    pub records: PathBuf,
+    #[arg(long, num_args = 1..)]
+    pub goodput: Vec<String>,
+    #[arg(long, alias = "metric-percentiles", value_delimiter = ',')]
+    pub metric_percentile: Option<Vec<f64>>,
+    /// Write summary.json, requests.csv, results.xlsx and plots here.
+    #[arg(long, alias = "save-result")]
+    pub result_dir: Option<PathBuf>,
+    /// Print the summary as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// First run: a summary JSON or a records JSONL.
+    pub a: PathBuf,
+    /// Second run.
+    pub b: PathBuf,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    /// Trace file.
+    pub trace: PathBuf,
+    /// HF tokenizer.json.
+    #[arg(long)]
+    pub tokenizer: PathBuf,
+    #[arg(long, short = 'd', value_parser = parse_format)]
+    pub dataset: Option<TraceFormat>,
+    #[arg(long, alias = "hash-block-size")]
+    pub block_size: Option<usize>,
+    #[arg(long)]
+    pub max_requests: Option<usize>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// The `client` binary: the anchor's command line, with the anchor's defaults.
+#[derive(Debug, Parser)]
+#[command(name = "client", version, about = "request-sim with the blitz-serving trace-replayer command line")]
+pub struct ClientCli {
+    #[command(flatten)]
+    pub args: ReplayArgs,
+}
+
+/// Parse a `--dataset` value.
+pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "mooncake" => Ok(TraceFormat::Mooncake),
+        "bailian" => Ok(TraceFormat::Bailian),
+        "azure" => Ok(TraceFormat::Azure),
+        "generic" => Ok(TraceFormat::Generic),
+        other => Err(format!("unknown dataset {other:?}: use mooncake, bailian, azure or generic")),
+    }
+}

@@ -1,0 +1,385 @@
+//! Validated replay settings, parsed once from the command line. Every invalid combination
+//! is rejected here, before anything is sent.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::backend::ApiFlavor;
+use crate::cli::ReplayArgs;
+use crate::report::Slo;
+use crate::trace::{LoadOptions, TraceFormat};
+
+/// Where the trace comes from.
+#[derive(Debug, Clone)]
+pub enum TraceSource {
+    File(PathBuf),
+    /// The small mooncake-format trace shipped in the binary (`request-sim/data/demo_trace.jsonl`).
+    BuiltinDemo,
+}
+
+/// Which server requests go to.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Start llm-sim in-process on 127.0.0.1 (ephemeral port).
+    BuiltinSimulator,
+    Remote(String),
+}
+
+/// When a run stops early because of failed requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EarlyStop {
+    /// After this many failed requests.
+    Count(u64),
+    /// When the failed fraction of finished requests exceeds this (after at least 20 finished).
+    Rate(f64),
+}
+
+impl EarlyStop {
+    pub fn parse(s: &str) -> Result<EarlyStop, String> {
+        let t = s.trim();
+        let bad = || format!("--early-stop-error-threshold {s:?}: use a count (50), a percentage (5%) or a fraction (0.05)");
+        if let Some(p) = t.strip_suffix('%') {
+            let v: f64 = p.trim().parse().map_err(|_| bad())?;
+            if !(0.0..=100.0).contains(&v) {
+                return Err(bad());
+            }
+            return Ok(EarlyStop::Rate(v / 100.0));
+        }
+        if let Ok(n) = t.parse::<u64>() {
+            if n == 0 {
+                return Err(bad());
+            }
+            return Ok(EarlyStop::Count(n));
+        }
+        let v: f64 = t.parse().map_err(|_| bad())?;
+        if v > 0.0 && v < 1.0 {
+            Ok(EarlyStop::Rate(v))
+        } else {
+            Err(bad())
+        }
+    }
+
+    /// Should the run stop with `failed` failures out of `finished` requests?
+    pub fn triggered(&self, failed: u64, finished: u64) -> bool {
+        match *self {
+            EarlyStop::Count(n) => failed >= n,
+            EarlyStop::Rate(r) => finished >= 20 && (failed as f64) > r * finished as f64,
+        }
+    }
+}
+
+/// Per-request timeout rule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TimeoutRule {
+    Fixed(Duration),
+    /// max(15 s, ttft + tpot × output_length), as the anchor does.
+    FromSlo { ttft_s: f64, tpot_s: f64 },
+}
+
+impl TimeoutRule {
+    pub fn for_output(&self, output_length: u32) -> Duration {
+        match *self {
+            TimeoutRule::Fixed(d) => d,
+            TimeoutRule::FromSlo { ttft_s, tpot_s } => {
+                Duration::from_secs_f64((ttft_s + tpot_s * output_length as f64).max(15.0))
+            }
+        }
+    }
+}
+
+/// Everything a replay needs, validated.
+#[derive(Debug, Clone)]
+pub struct ReplayConfig {
+    pub trace: TraceSource,
+    pub load: LoadOptions,
+    pub tokenizer: Option<PathBuf>,
+    pub tokenizer_config: Option<PathBuf>,
+    pub seed: u64,
+    pub chat_overhead: Option<u32>,
+    pub token_ids: bool,
+    pub target: Target,
+    pub api: ApiFlavor,
+    pub model_name: Option<String>,
+    pub route: Option<String>,
+    pub api_key: Option<String>,
+    pub stream: bool,
+    pub exact_output: bool,
+    pub allow_missing_usage: bool,
+    pub insecure: bool,
+    pub scale_factor: f64,
+    pub time_limit: Option<Duration>,
+    pub timeout: TimeoutRule,
+    pub grace: Duration,
+    pub early_stop: Option<EarlyStop>,
+    pub producers: usize,
+    pub channel_capacity: usize,
+    pub threads: usize,
+    pub spin: Duration,
+    pub pin: bool,
+    pub dry_run: bool,
+    pub output_path: PathBuf,
+    pub summary_path: PathBuf,
+    pub result_dir: Option<PathBuf>,
+    pub record_itl: bool,
+    pub percentiles: Vec<f64>,
+    pub slo: Slo,
+    pub quiet: bool,
+    /// Notes about accepted-but-ignored flags, printed at start-up.
+    pub notes: Vec<String>,
+}
+
+/// Defaults that differ between `request-sim replay` and the anchor-compatible `client`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    Replay,
+    Client,
+}
+
+/// A fresh seed: wall-clock nanoseconds mixed with the process id.
+pub fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut z = nanos ^ ((std::process::id() as u64) << 32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn positive(name: &str, v: f64) -> Result<f64, String> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("{name} must be a positive number, got {v}"))
+    }
+}
+
+fn must_exist(flag: &str, p: &PathBuf) -> Result<(), String> {
+    if p.exists() {
+        Ok(())
+    } else {
+        Err(format!("{flag} {}: no such file", p.display()))
+    }
+}
+
+impl ReplayConfig {
+    pub fn from_args(a: ReplayArgs, flavor: Flavor) -> Result<ReplayConfig, String> {
+        let client = flavor == Flavor::Client;
+        let mut notes = Vec::new();
+        let trace = match &a.dataset_path {
+            Some(p) => {
+                must_exist("--dataset-path", p)?;
+                TraceSource::File(p.clone())
+            }
+            None => TraceSource::BuiltinDemo,
+        };
+        if matches!(trace, TraceSource::BuiltinDemo) && a.dataset.is_some_and(|d| d != TraceFormat::Mooncake) {
+            return Err("--dataset given without --dataset-path (the built-in demo trace is mooncake)".into());
+        }
+        if let Some(b) = a.block_size {
+            if b == 0 || b > 1 << 20 {
+                return Err(format!("--block-size must be between 1 and 1048576, got {b}"));
+            }
+        }
+        if let (Some(s), Some(e)) = (a.start_ms, a.end_ms) {
+            if e <= s {
+                return Err(format!("--end-ms ({e}) must be greater than --start-ms ({s})"));
+            }
+        }
+        for (n, v) in [("--start-ms", a.start_ms), ("--end-ms", a.end_ms)] {
+            if let Some(v) = v {
+                if !v.is_finite() || v < 0.0 {
+                    return Err(format!("{n} must be a non-negative number, got {v}"));
+                }
+            }
+        }
+        if a.max_requests == Some(0) {
+            return Err("--max-requests must be at least 1".into());
+        }
+        if let Some(t) = &a.tokenizer {
+            must_exist("--tokenizer", t)?;
+        }
+        if let Some(t) = &a.tokenizer_config {
+            must_exist("--tokenizer-config", t)?;
+            if a.tokenizer.is_none() {
+                return Err("--tokenizer-config needs --tokenizer".into());
+            }
+        }
+        let api_key = match (&a.api_key, &a.api_key_file) {
+            (_, Some(f)) => {
+                let k = std::fs::read_to_string(f)
+                    .map_err(|e| format!("--api-key-file {}: {e}", f.display()))?;
+                let k = k.trim().to_string();
+                if k.is_empty() {
+                    return Err(format!("--api-key-file {}: file is empty", f.display()));
+                }
+                Some(k)
+            }
+            (Some(k), None) if !k.trim().is_empty() => Some(k.trim().to_string()),
+            _ => None,
+        };
+        let target = match &a.endpoint {
+            Some(e) => Target::Remote(e.clone()),
+            None => {
+                if a.api == ApiFlavor::Aibrix {
+                    return Err("--api aibrix needs --endpoint".into());
+                }
+                Target::BuiltinSimulator
+            }
+        };
+        if a.api == ApiFlavor::Aibrix && a.aibrix_route.is_none() {
+            return Err("--api aibrix needs --aibrix-route (e.g. prefix-cache, throughput)".into());
+        }
+        if a.token_ids && a.api == ApiFlavor::Tgi {
+            return Err("--token-ids works only with OpenAI completions endpoints".into());
+        }
+        let stream = if a.no_stream { false } else if a.stream { true } else { !client };
+        let scale_factor = positive("--scale-factor", a.scale_factor)?;
+        let time_in_secs = match (a.time_in_secs, client) {
+            (Some(t), _) => Some(positive("--time-in-secs", t)?),
+            (None, true) => Some(60.0),
+            (None, false) => None,
+        };
+        let (ttft_slo, tpot_slo) = match client {
+            true => (Some(a.ttft_slo.unwrap_or(5.0)), Some(a.tpot_slo.unwrap_or(0.06))),
+            false => (a.ttft_slo, a.tpot_slo),
+        };
+        if let Some(v) = ttft_slo {
+            positive("--ttft-slo", v)?;
+        }
+        if let Some(v) = tpot_slo {
+            positive("--tpot-slo", v)?;
+        }
+        let timeout = match (a.request_timeout, ttft_slo, tpot_slo) {
+            (Some(t), _, _) => TimeoutRule::Fixed(Duration::from_secs_f64(positive("--request-timeout", t)?)),
+            (None, None, None) => TimeoutRule::Fixed(Duration::from_secs(600)),
+            (None, t, p) => TimeoutRule::FromSlo { ttft_s: t.unwrap_or(0.0), tpot_s: p.unwrap_or(0.0) },
+        };
+        if !a.grace_secs.is_finite() || a.grace_secs < 0.0 {
+            return Err(format!("--grace-secs must be >= 0, got {}", a.grace_secs));
+        }
+        let early_stop = a.early_stop_error_threshold.as_deref().map(EarlyStop::parse).transpose()?;
+        if a.num_producer == 0 || a.num_producer > 256 {
+            return Err(format!("--num-producer must be between 1 and 256, got {}", a.num_producer));
+        }
+        if a.channel_capacity == 0 {
+            return Err("--channel-capacity must be at least 1".into());
+        }
+        let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
+        if threads == 0 || threads > 1024 {
+            return Err(format!("--threads must be between 1 and 1024, got {threads}"));
+        }
+        if a.spin_us > 100_000 {
+            return Err(format!("--spin-us must be at most 100000, got {}", a.spin_us));
+        }
+        let output_path = match (&a.output_path, client) {
+            (Some(p), _) => p.clone(),
+            (None, true) => PathBuf::from("./log/output.jsonl"),
+            (None, false) => {
+                let ts = crate::wallclock::utc_compact();
+                PathBuf::from(format!("results/replay-{ts}.jsonl"))
+            }
+        };
+        let summary_path = a
+            .summary_path
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("{}.summary.json", output_path.display())));
+        if summary_path == output_path {
+            return Err("--summary-path must differ from --output-path".into());
+        }
+        let percentiles = match &a.metric_percentile {
+            Some(p) if !p.is_empty() => p.clone(),
+            _ if client => vec![90.0, 95.0, 99.0],
+            _ => vec![25.0, 50.0, 75.0, 90.0, 95.0, 99.0],
+        };
+        for p in &percentiles {
+            if !(p.is_finite() && *p > 0.0 && *p <= 100.0) {
+                return Err(format!("--metric-percentile values must be in (0, 100], got {p}"));
+            }
+        }
+        let mut percentiles = percentiles;
+        percentiles.sort_by(f64::total_cmp);
+        percentiles.dedup();
+        let mut slo = if a.goodput.is_empty() { Slo::default() } else { Slo::parse(&a.goodput)? };
+        if slo.ttft_ms.is_none() {
+            slo.ttft_ms = a.ttft_slo.map(|s| s * 1e3);
+        }
+        if slo.tpot_ms.is_none() {
+            slo.tpot_ms = a.tpot_slo.map(|s| s * 1e3);
+        }
+        if a.tracing_path.is_some() || a.cache.is_some() || a.cache_path.is_some() {
+            notes.push("--tracing-path/--cache/--cache-path are accepted for compatibility and have no effect: prompts are built on the fly by producer threads".into());
+        }
+        let load = LoadOptions {
+            format: a.dataset,
+            block_size: a.block_size,
+            skip_invalid: a.skip_invalid,
+            start_ms: a.start_ms,
+            end_ms: a.end_ms,
+            max_requests: a.max_requests,
+        };
+        Ok(ReplayConfig {
+            trace,
+            load,
+            tokenizer: a.tokenizer,
+            tokenizer_config: a.tokenizer_config,
+            seed: a.seed.unwrap_or_else(fresh_seed),
+            chat_overhead: a.chat_overhead,
+            token_ids: a.token_ids,
+            target,
+            api: a.api,
+            model_name: a.model_name,
+            route: a.aibrix_route,
+            api_key,
+            stream,
+            exact_output: !a.no_exact_output,
+            allow_missing_usage: a.allow_missing_usage,
+            insecure: a.insecure,
+            scale_factor,
+            time_limit: time_in_secs.map(Duration::from_secs_f64),
+            timeout,
+            grace: Duration::from_secs_f64(a.grace_secs),
+            early_stop,
+            producers: a.num_producer,
+            channel_capacity: a.channel_capacity,
+            threads,
+            spin: Duration::from_micros(a.spin_us),
+            pin: !a.no_pin,
+            dry_run: a.dry_run,
+            output_path,
+            summary_path,
+            result_dir: a.result_dir,
+            record_itl: a.record_itl,
+            percentiles,
+            slo,
+            quiet: a.quiet,
+            notes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn early_stop_parsing() {
+        assert_eq!(EarlyStop::parse("50"), Ok(EarlyStop::Count(50)));
+        assert_eq!(EarlyStop::parse("5%"), Ok(EarlyStop::Rate(0.05)));
+        assert_eq!(EarlyStop::parse("0.1"), Ok(EarlyStop::Rate(0.1)));
+        assert!(EarlyStop::parse("0").is_err());
+        assert!(EarlyStop::parse("abc").is_err());
+        assert!(EarlyStop::parse("150%").is_err());
+        assert!(EarlyStop::Count(3).triggered(3, 3));
+        assert!(!EarlyStop::Rate(0.5).triggered(10, 19));
+        assert!(EarlyStop::Rate(0.5).triggered(11, 20));
+    }
+
+    #[test]
+    fn anchor_timeout_rule() {
+        let r = TimeoutRule::FromSlo { ttft_s: 5.0, tpot_s: 0.06 };
+        assert_eq!(r.for_output(100), Duration::from_secs(15));
+        assert_eq!(r.for_output(1000), Duration::from_secs_f64(65.0));
+    }
+}

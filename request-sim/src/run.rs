@@ -1,0 +1,645 @@
+//! The replay orchestrator: trace → prompts → producers → dispatcher → backend → records →
+//! summary. Everything the run needs is set up (and can fail) before the first request is
+//! sent; after that every dispatched request ends as exactly one record.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::backend::{self, ApiKind, BodyParams, Endpoint, PromptPayload};
+use crate::config::{ReplayConfig, Target, TraceSource};
+use crate::prompt::{self, PromptBuilder, Vocab};
+use crate::record::{Finished, Record, RecordWriter, Status, TokenSource};
+use crate::report::{self, Accumulator, ReportConfig, RunInfo, Summary};
+use crate::schedule::{self, BuildFn, DispatchPlan, Prepared, ProducerConfig, Producers, Scratch, StopReason};
+use crate::trace::{self, Trace, TraceRequest};
+
+/// The built-in demo trace (mooncake format, 200 requests over ~19 s, block 512).
+pub const DEMO_TRACE: &str = include_str!("../data/demo_trace.jsonl");
+
+/// How a replay ended.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub summary: Summary,
+    /// 0 completed, 3 early stop, 130 interrupted.
+    pub exit_code: i32,
+}
+
+/// Why the run stopped dispatching before the end of the trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Interrupted,
+    EarlyStop,
+}
+
+/// Shared run control: stop dispatching, cancel in-flight, count failures.
+struct Control {
+    stop_flag: AtomicBool,
+    stopping: CancellationToken,
+    cancel: CancellationToken,
+    cause: Mutex<Option<Cause>>,
+    finished: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Control {
+    fn request_stop(&self, cause: Cause) -> bool {
+        let mut c = self.cause.lock().unwrap_or_else(|p| p.into_inner());
+        if c.is_some() {
+            return false;
+        }
+        *c = Some(cause);
+        self.stop_flag.store(true, Ordering::SeqCst);
+        self.stopping.cancel();
+        true
+    }
+    fn cause(&self) -> Option<Cause> {
+        *self.cause.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn say(quiet_info: bool, msg: impl AsRef<str>) {
+    if !quiet_info {
+        eprintln!("request-sim: {}", msg.as_ref());
+    }
+}
+
+/// Load the trace the config names.
+pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace, String> {
+    match &cfg.trace {
+        TraceSource::File(p) => trace::load(p, &cfg.load).map_err(|e| e.to_string()),
+        TraceSource::BuiltinDemo => {
+            trace::parse_reader("<built-in demo trace>", DEMO_TRACE.as_bytes(), &cfg.load).map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// Run a replay to the end and write its records and summary.
+pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
+    let quiet = false;
+    for n in &cfg.notes {
+        say(quiet, format!("note: {n}"));
+    }
+    // ---- trace ----
+    let trace = load_trace(&cfg)?;
+    let requests = Arc::new(trace.requests.clone());
+    let trace_name = match &cfg.trace {
+        TraceSource::File(p) => p.display().to_string(),
+        TraceSource::BuiltinDemo => "<built-in demo trace>".to_string(),
+    };
+    let span_s = requests.last().map(|r| r.timestamp_ms / 1e3).unwrap_or(0.0);
+    say(
+        quiet,
+        format!(
+            "trace {trace_name}: {} requests over {:.1} s ({:?}, block {}), replayed in {:.1} s at scale {}",
+            requests.len(),
+            span_s,
+            trace.format,
+            trace.block_size,
+            span_s / cfg.scale_factor,
+            cfg.scale_factor
+        ),
+    );
+
+    // ---- runtime and server ----
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cfg.threads)
+        .thread_name("request-io")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let sim = match (&cfg.target, cfg.dry_run) {
+        (Target::BuiltinSimulator, false) => {
+            let mut sc = llm_sim::SimConfig::default();
+            sc.tokenizer = cfg.tokenizer.clone();
+            sc.tokenizer_config = cfg.tokenizer_config.clone();
+            let s = llm_sim::spawn_in_thread(sc).map_err(|e| format!("cannot start the built-in simulator: {e:#}"))?;
+            say(quiet, format!("no --endpoint: started the built-in simulator (llm-sim) at {}", s.base_url()));
+            Some(s)
+        }
+        _ => None,
+    };
+    let endpoint_str = match (&cfg.target, &sim) {
+        (Target::Remote(e), _) => e.clone(),
+        (Target::BuiltinSimulator, Some(s)) => {
+            if cfg.token_ids { format!("{}/v1/completions", s.base_url()) } else { s.base_url() }
+        }
+        (Target::BuiltinSimulator, None) => "http://127.0.0.1:9/v1/chat/completions".to_string(),
+    };
+    let ep = Endpoint::resolve(&endpoint_str, cfg.api, cfg.stream, cfg.route.clone(), cfg.api_key.clone())?;
+    if cfg.token_ids && ep.kind != ApiKind::Completions {
+        return Err(format!(
+            "--token-ids needs a completions endpoint (…/v1/completions), not {}",
+            ep.display_url()
+        ));
+    }
+    let client = backend::build_client(&backend::ClientOptions { insecure: cfg.insecure, ..Default::default() })?;
+
+    // ---- prompts ----
+    let t_tok = Instant::now();
+    let tokenizer = match &cfg.tokenizer {
+        Some(p) => Some(prompt::load_tokenizer(p).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let vocab = match &tokenizer {
+        Some(t) => Vocab::from_tokenizer(t).map_err(|e| e.to_string())?,
+        None => {
+            let against_sim = matches!(cfg.target, Target::BuiltinSimulator);
+            if !against_sim {
+                say(
+                    quiet,
+                    "WARNING: no --tokenizer: prompts use the built-in word list, so prompt token counts are \
+                     APPROXIMATE for a real model (exact only against the built-in simulator). Pass the \
+                     model's tokenizer.json for exact counts.",
+                );
+            }
+            Vocab::builtin()
+        }
+    };
+    let builder = Arc::new(PromptBuilder::new(Arc::new(vocab), cfg.seed, trace.block_size));
+    let verification = tokenizer.as_ref().map(|t| {
+        let v = prompt::verify_sample(&builder, t, &requests, 32);
+        say(
+            quiet,
+            format!(
+                "tokenizer {} loaded in {:.0} ms: {} prompt words; start-up check: {}/{} sample prompts re-tokenize to exactly their length",
+                cfg.tokenizer.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+                t_tok.elapsed().as_secs_f64() * 1e3,
+                builder.vocab_len(),
+                v.exact,
+                v.checked
+            ),
+        );
+        if let Some(f) = &v.first_failure {
+            say(quiet, format!("WARNING: prompt check failed: {f}"));
+        }
+        v
+    });
+
+    // ---- model name and chat overhead ----
+    let model = match (&cfg.model_name, cfg.dry_run, ep.kind.is_openai()) {
+        (Some(m), _, _) => m.clone(),
+        (None, true, _) | (None, _, false) => "default".to_string(),
+        (None, false, true) => rt.block_on(fetch_model(&client, &ep))?,
+    };
+    let params = BodyParams { model: model.clone(), stream: ep.stream, exact_output: cfg.exact_output, extra: None };
+    let overhead = determine_overhead(&cfg, &rt, &client, &ep, &params, &builder, tokenizer.as_ref())?;
+    if let Some((n, how)) = &overhead {
+        say(quiet, format!("prompt overhead: {n} tokens ({how}); content is shortened by it"));
+    }
+    let overhead_n = overhead.as_ref().map(|o| o.0).unwrap_or(0);
+    drop(tokenizer);
+
+    // ---- producers ----
+    let ncores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
+    let producer_cores: Vec<usize> = if ncores >= 2 { (0..ncores - 1).collect() } else { vec![0] };
+    let build = make_build_fn(builder.clone(), ep.kind, params, overhead_n, cfg.token_ids);
+    let producers = Producers::spawn(
+        requests.clone(),
+        &ProducerConfig {
+            threads: cfg.producers,
+            capacity: cfg.channel_capacity,
+            pin: cfg.pin && ncores >= 2,
+            cores: producer_cores,
+        },
+        build,
+    )?;
+
+    // ---- records and summary ----
+    let report_cfg = ReportConfig { percentiles: cfg.percentiles.clone(), slo: cfg.slo.clone() };
+    let acc = Arc::new(Mutex::new(Some(Accumulator::new(&report_cfg))));
+    let acc_sink = acc.clone();
+    let progress = Arc::new(report::Progress::new(requests.len(), !cfg.quiet));
+    let progress_sink = progress.clone();
+    let (writer, tx) = RecordWriter::spawn(Some(&cfg.output_path), cfg.record_itl, move |rec, itl| {
+        progress_sink.on_done(rec.status);
+        if let Some(a) = acc_sink.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            a.add(rec, itl);
+        }
+    })
+    .map_err(|e| format!("cannot write {}: {e}", cfg.output_path.display()))?;
+    say(quiet, format!("records: {}", cfg.output_path.display()));
+
+    // ---- control ----
+    let control = Arc::new(Control {
+        stop_flag: AtomicBool::new(false),
+        stopping: CancellationToken::new(),
+        cancel: CancellationToken::new(),
+        cause: Mutex::new(None),
+        finished: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+    });
+    {
+        let control = control.clone();
+        rt.spawn(async move { watch_signals(control).await });
+    }
+
+    // Let producers fill the channel a little before the clock starts.
+    let warm_until = Instant::now() + Duration::from_millis(200);
+    while producers.buffered() < cfg.channel_capacity.min(requests.len()) && Instant::now() < warm_until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+
+    // ---- dispatch ----
+    if ncores >= 2 && cfg.pin {
+        if let Some(ids) = core_affinity::get_core_ids() {
+            if let Some(last) = ids.last() {
+                core_affinity::set_for_current(*last);
+            }
+        }
+    }
+    let plan = DispatchPlan { scale_factor: cfg.scale_factor, spin: cfg.spin, time_limit: cfg.time_limit };
+    let tracker = TaskTracker::new();
+    let handle = rt.handle().clone();
+    let started_at = crate::wallclock::utc_now();
+    let start = Instant::now();
+    let ctx = Arc::new(TaskCtx {
+        client,
+        ep,
+        requests: requests.clone(),
+        control: control.clone(),
+        cfg: cfg.clone(),
+        start,
+        progress: progress.clone(),
+    });
+    let result = schedule::dispatch(&requests, &producers, start, &plan, &control.stop_flag, |prepared, scheduled| {
+        ctx.progress.on_sent();
+        let ctx = ctx.clone();
+        let tx = tx.clone();
+        tracker.spawn_on(run_one(ctx, prepared, scheduled, tx), &handle);
+    });
+    drop(producers);
+    drop(tx);
+
+    // ---- drain ----
+    let grace = cfg.grace;
+    let stopped_early = result.reason != StopReason::Completed;
+    if stopped_early && result.reason == StopReason::TimeLimit {
+        say(quiet, format!("time limit reached: stopped sending; in-flight requests get {:.1} s", grace.as_secs_f64()));
+    }
+    {
+        let control = control.clone();
+        rt.block_on(async move {
+            tracker.close();
+            if !stopped_early {
+                tokio::select! {
+                    _ = tracker.wait() => return,
+                    _ = control.stopping.cancelled() => {}
+                }
+            }
+            tokio::select! {
+                _ = tracker.wait() => {}
+                _ = tokio::time::sleep(grace) => {
+                    control.cancel.cancel();
+                    tracker.wait().await;
+                }
+                _ = control.cancel.cancelled() => tracker.wait().await,
+            }
+        });
+    }
+    let end_wall = start.elapsed();
+    drop(ctx);
+    let wstats = writer.finish().map_err(|e| format!("writing {} failed: {e}", cfg.output_path.display()))?;
+    progress.finish();
+    drop(sim);
+
+    // ---- summary ----
+    let never_sent = requests.len() - result.dispatched;
+    let cause = control.cause();
+    let stop_reason = match (cause, result.reason) {
+        (Some(Cause::Interrupted), _) => "interrupted",
+        (Some(Cause::EarlyStop), _) => "early_stop",
+        (None, StopReason::TimeLimit) => "time_limit",
+        (None, StopReason::ProducerFailed) => "producer_failed",
+        _ => "completed",
+    };
+    let info = RunInfo {
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at,
+        trace: trace_name,
+        format: Some(trace.format),
+        block_size: Some(trace.block_size),
+        trace_stats: Some(trace.stats.clone()),
+        seed: Some(cfg.seed),
+        scale_factor: Some(cfg.scale_factor),
+        endpoint: Some(if sim.is_some() || matches!(cfg.target, Target::BuiltinSimulator) {
+            "built-in simulator".to_string()
+        } else {
+            endpoint_str_for_info(&cfg)
+        }),
+        api: Some(format!("{:?}", cfg.api).to_lowercase()),
+        model: Some(model),
+        stream: Some(cfg.stream),
+        num_producer: Some(cfg.producers),
+        threads: Some(cfg.threads),
+        chat_overhead: overhead.as_ref().map(|o| o.0),
+        prompt_check_checked: verification.as_ref().map(|v| v.checked),
+        prompt_check_exact: verification.as_ref().map(|v| v.exact),
+        planned: Some(requests.len()),
+        scheduled: Some(result.dispatched),
+        never_sent: Some(never_sent),
+        stop_reason: Some(stop_reason.to_string()),
+        wall_time_s: Some(end_wall.as_secs_f64()),
+        dry_run: cfg.dry_run,
+        records_path: Some(cfg.output_path.display().to_string()),
+    };
+    let acc = acc.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or("summary accumulator missing")?;
+    let summary = acc.finish(&info);
+    if wstats.written != result.dispatched {
+        return Err(format!(
+            "internal error: {} requests dispatched but {} records written",
+            result.dispatched, wstats.written
+        ));
+    }
+    let json = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
+    if let Some(dir) = cfg.summary_path.parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+    }
+    std::fs::write(&cfg.summary_path, json + "\n").map_err(|e| format!("{}: {e}", cfg.summary_path.display()))?;
+    println!("{}", report::render_console(&summary));
+    say(quiet, format!("summary: {}", cfg.summary_path.display()));
+    if let Some(dir) = &cfg.result_dir {
+        let files = report::write_result_dir(dir, &summary, &cfg.output_path).map_err(|e| format!("{e:#}"))?;
+        say(quiet, format!("result files: {} files in {}", files.len(), dir.display()));
+    }
+    let exit_code = match cause {
+        Some(Cause::Interrupted) => 130,
+        Some(Cause::EarlyStop) => 3,
+        None => 0,
+    };
+    Ok(RunOutcome { summary, exit_code })
+}
+
+fn endpoint_str_for_info(cfg: &ReplayConfig) -> String {
+    match &cfg.target {
+        Target::Remote(e) => match reqwest::Url::parse(e) {
+            Ok(mut u) => {
+                let _ = u.set_username("");
+                let _ = u.set_password(None);
+                u.to_string()
+            }
+            Err(_) => "<invalid>".to_string(),
+        },
+        Target::BuiltinSimulator => "built-in simulator".to_string(),
+    }
+}
+
+/// Context shared by all request tasks.
+struct TaskCtx {
+    client: reqwest::Client,
+    ep: Endpoint,
+    requests: Arc<Vec<TraceRequest>>,
+    control: Arc<Control>,
+    cfg: ReplayConfig,
+    start: Instant,
+    progress: Arc<report::Progress>,
+}
+
+fn ms_between(a: Instant, b: Instant) -> f64 {
+    if b >= a {
+        b.duration_since(a).as_secs_f64() * 1e3
+    } else {
+        -(a.duration_since(b).as_secs_f64() * 1e3)
+    }
+}
+
+async fn run_one(ctx: Arc<TaskCtx>, prepared: Prepared, scheduled: Instant, tx: crossbeam_channel::Sender<Finished>) {
+    let req = &ctx.requests[prepared.index];
+    let sent = Instant::now();
+    let outcome = if ctx.cfg.dry_run {
+        backend::Outcome { status: Status::DryRun, http_status: None, error: None, state: Default::default() }
+    } else {
+        let timeout = ctx.cfg.timeout.for_output(req.output_length);
+        backend::execute(&ctx.client, &ctx.ep, prepared.body, Some(timeout), &ctx.control.cancel, ctx.cfg.allow_missing_usage)
+            .await
+    };
+    let st = &outcome.state;
+    let rel = |t: Option<Instant>| t.map(|t| ms_between(sent, t));
+    let ttft = rel(st.first_token);
+    let e2e = rel(st.last_token);
+    let usage = st.usage.unwrap_or_default();
+    let (output_tokens, source) = match (usage.completion_tokens, st.chunks) {
+        (Some(n), _) => (Some(n), Some(TokenSource::Usage)),
+        (None, 0) => (None, None),
+        (None, _) => (Some(st.content_chunks), Some(TokenSource::Chunks)),
+    };
+    let tpot = match (ttft, e2e, output_tokens) {
+        (Some(a), Some(b), Some(n)) if n > 1 => Some((b - a) / (n as f64 - 1.0)),
+        _ => None,
+    };
+    let sched_ms = ms_between(ctx.start, scheduled);
+    let sent_ms = ms_between(ctx.start, sent);
+    let session = req.session.as_ref();
+    let record = Record {
+        index: req.index,
+        line: req.line,
+        timestamp: req.timestamp_ms,
+        scheduled_ms: sched_ms,
+        sent_ms: Some(sent_ms),
+        drift_ms: Some(sent_ms - sched_ms),
+        status: outcome.status,
+        http_status: outcome.http_status,
+        error: outcome.error,
+        ttft_ms: ttft,
+        ttfc_ms: rel(st.first_content),
+        e2e_ms: e2e,
+        done_ms: rel(st.done),
+        tpot_ms: tpot,
+        itl_ms: None,
+        input_length: req.input_length,
+        prompt_tokens: usage.prompt_tokens,
+        cached_tokens: usage.cached_tokens,
+        output_length: req.output_length,
+        output_tokens,
+        output_tokens_source: source,
+        chunks: st.chunks,
+        chat_id: session.map(|s| s.chat_id),
+        parent_chat_id: session.map(|s| s.parent_chat_id),
+        turn: session.map(|s| s.turn),
+    };
+    let failed = !matches!(record.status, Status::Ok | Status::DryRun | Status::Cancelled);
+    let finished = ctx.control.finished.fetch_add(1, Ordering::Relaxed) + 1;
+    let nfailed = if failed {
+        ctx.control.failed.fetch_add(1, Ordering::Relaxed) + 1
+    } else {
+        ctx.control.failed.load(Ordering::Relaxed)
+    };
+    if failed {
+        if let Some(es) = ctx.cfg.early_stop {
+            if es.triggered(nfailed, finished) && ctx.control.request_stop(Cause::EarlyStop) {
+                eprintln!(
+                    "request-sim: early stop: {nfailed} of {finished} finished requests failed (threshold {:?}); \
+                     in-flight requests get {:.1} s",
+                    es,
+                    ctx.cfg.grace.as_secs_f64()
+                );
+            }
+        }
+    }
+    let itl = std::mem::take(&mut { outcome.state }.itl_ms);
+    // The writer outlives every task (it exits when all senders are gone).
+    let _ = tx.send(Finished { record, itl_ms: itl });
+}
+
+async fn watch_signals(control: Arc<Control>) {
+    #[cfg(unix)]
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => Some(s),
+        Err(_) => None,
+    };
+    loop {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => { if r.is_err() { return; } }
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return;
+            }
+        }
+        if control.request_stop(Cause::Interrupted) {
+            eprintln!(
+                "\nrequest-sim: interrupted: stopped sending; waiting for in-flight requests (press Ctrl-C again to cancel them now)"
+            );
+        } else {
+            eprintln!("\nrequest-sim: cancelling in-flight requests");
+            control.cancel.cancel();
+            return;
+        }
+    }
+}
+
+fn make_build_fn(
+    builder: Arc<PromptBuilder>,
+    kind: ApiKind,
+    params: BodyParams,
+    overhead: u32,
+    token_ids: bool,
+) -> Arc<BuildFn> {
+    Arc::new(move |req: &TraceRequest, s: &mut Scratch| {
+        let content = req.input_length.saturating_sub(overhead) as usize;
+        let payload = if token_ids {
+            s.ids.clear();
+            builder.write_token_ids(req, content, &mut s.ids);
+            PromptPayload::TokenIds(&s.ids)
+        } else {
+            s.text.clear();
+            builder.write_text(req, content, &mut s.text);
+            PromptPayload::Text(&s.text)
+        };
+        backend::encode_body(kind, &params, payload, req.output_length, &mut s.body);
+        Prepared {
+            index: req.index,
+            body: Bytes::copy_from_slice(&s.body),
+            intended_prompt_tokens: content as u32 + overhead,
+        }
+    })
+}
+
+/// GET /v1/models and take the first model id.
+async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Result<String, String> {
+    #[derive(serde::Deserialize)]
+    struct Models {
+        data: Vec<Model>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Model {
+        id: String,
+    }
+    let url = format!("{}/v1/models", ep.base_url());
+    let hint = "pass --model-name";
+    let resp = ep
+        .authorize(client.get(&url))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach {url} to find the model ({hint}): {}", e.without_url()))?;
+    if !resp.status().is_success() {
+        return Err(format!("GET {url} answered {} ({hint})", resp.status()));
+    }
+    let m: Models = resp.json().await.map_err(|e| format!("GET {url}: unexpected answer ({hint}): {e}"))?;
+    m.data.into_iter().next().map(|m| m.id).ok_or_else(|| format!("GET {url} lists no model ({hint})"))
+}
+
+/// Tokens the server adds around the prompt content: flag, chat template, or a calibration
+/// request whose `usage.prompt_tokens` is read. `None` when it cannot be known (TGI).
+fn determine_overhead(
+    cfg: &ReplayConfig,
+    rt: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    ep: &Endpoint,
+    params: &BodyParams,
+    builder: &PromptBuilder,
+    tokenizer: Option<&tokenizers::Tokenizer>,
+) -> Result<Option<(u32, String)>, String> {
+    if let Some(n) = cfg.chat_overhead {
+        return Ok(Some((n, "--chat-overhead".into())));
+    }
+    if cfg.token_ids {
+        return Ok(Some((0, "token-id prompts are used as given".into())));
+    }
+    if let (true, Some(tok), Some(tc)) = (ep.kind.is_chat(), tokenizer, &cfg.tokenizer_config) {
+        let n = prompt::chat_overhead_from_template(tok, tc).map_err(|e| e.to_string())?;
+        return Ok(Some((n, format!("chat template of {}", tc.display()))));
+    }
+    if !ep.kind.is_openai() {
+        return Ok(None);
+    }
+    if cfg.dry_run {
+        return Ok(Some((0, "dry run: not calibrated".into())));
+    }
+    // Calibration: a prompt of K content tokens, one output token, non-streaming.
+    const K: usize = 64;
+    let probe = TraceRequest {
+        index: usize::MAX,
+        line: 0,
+        timestamp_ms: 0.0,
+        input_length: K as u32,
+        output_length: 1,
+        hash_ids: Vec::new(),
+        session: None,
+    };
+    let mut text = String::new();
+    builder.write_text(&probe, K, &mut text);
+    let mut body = Vec::new();
+    let p = BodyParams { stream: false, ..params.clone() };
+    backend::encode_body(ep.kind, &p, PromptPayload::Text(&text), 1, &mut body);
+    let mut probe_ep = ep.clone();
+    probe_ep.stream = false;
+    let out = rt.block_on(backend::execute(
+        client,
+        &probe_ep,
+        Bytes::from(body),
+        Some(Duration::from_secs(60)),
+        &CancellationToken::new(),
+        true,
+    ));
+    if out.status != Status::Ok {
+        return Err(format!(
+            "calibration request to {} failed ({}): {} — check --endpoint/--model-name, or pass --chat-overhead N",
+            ep.display_url(),
+            out.status.as_str(),
+            out.error.unwrap_or_default()
+        ));
+    }
+    match out.state.usage.and_then(|u| u.prompt_tokens) {
+        Some(pt) => {
+            let n = (pt as i64 - K as i64).max(0) as u32;
+            Ok(Some((n, format!("calibration request: {pt} prompt tokens for {K} content tokens"))))
+        }
+        None => {
+            eprintln!("request-sim: WARNING: the server reported no usage.prompt_tokens; prompt overhead assumed 0");
+            Ok(Some((0, "unknown: server reports no usage".into())))
+        }
+    }
+}
