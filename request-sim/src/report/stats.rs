@@ -80,15 +80,19 @@ fn lerp(a: f64, b: f64, frac: f64) -> f64 {
     }
 }
 
-/// Running mean and population variance (Welford), robust over tens of millions of values.
+/// Order-independent running moments: sums of the values at 1 ns resolution in 128-bit
+/// integers, so the mean and std do not depend on the order values arrive (a live run and a
+/// re-summarised JSONL give identical numbers) and do not drift over tens of millions of values.
 #[derive(Debug, Clone, Default)]
 pub struct Moments {
     n: u64,
-    mean: f64,
-    m2: f64,
+    sum: i128,
+    sum_sq: i128,
     min: f64,
     max: f64,
 }
+
+const NS_PER_MS: f64 = 1e6;
 
 impl Moments {
     pub fn push(&mut self, x: f64) {
@@ -100,22 +104,38 @@ impl Moments {
             self.max = self.max.max(x);
         }
         self.n += 1;
-        let d = x - self.mean;
-        self.mean += d / self.n as f64;
-        self.m2 += d * (x - self.mean);
+        let q = (x * NS_PER_MS).round() as i128;
+        self.sum += q;
+        self.sum_sq = self.sum_sq.saturating_add(q * q);
     }
     pub fn count(&self) -> u64 {
         self.n
     }
     pub fn mean(&self) -> f64 {
-        self.mean
-    }
-    pub fn std(&self) -> f64 {
         if self.n == 0 {
             0.0
         } else {
-            (self.m2 / self.n as f64).max(0.0).sqrt()
+            self.sum as f64 / self.n as f64 / NS_PER_MS
         }
+    }
+    /// Population standard deviation.
+    pub fn std(&self) -> f64 {
+        if self.n == 0 {
+            return 0.0;
+        }
+        let n = self.n as i128;
+        // n^2 * var = n * Σx² - (Σx)², exact in integers when it fits.
+        let var_ns2 = match n
+            .checked_mul(self.sum_sq)
+            .and_then(|a| self.sum.checked_mul(self.sum).map(|b| a - b))
+        {
+            Some(d) => d as f64 / (n as f64 * n as f64),
+            None => {
+                let m = self.sum as f64 / n as f64;
+                self.sum_sq as f64 / n as f64 - m * m
+            }
+        };
+        var_ns2.max(0.0).sqrt() / NS_PER_MS
     }
 }
 
