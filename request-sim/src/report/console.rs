@@ -126,6 +126,9 @@ pub fn render_console(s: &Summary) -> String {
             src.chunks + src.unknown,
         );
     }
+    if s.run.dry_run {
+        t.int("Dry run:", "yes (nothing was sent)");
+    }
     if let Some(seed) = s.run.seed {
         t.int("Seed:", seed);
     }

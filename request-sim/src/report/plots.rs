@@ -77,8 +77,8 @@ fn upper(max: f64) -> f64 {
 fn fmt_num(v: &f64) -> String {
     let a = v.abs();
     if a >= 10_000.0 {
-        format!("{:.0}k", v / 1000.0)
-    } else if a >= 100.0 || *v == 0.0 {
+        format!("{}k", fmt_num(&(v / 1000.0)))
+    } else if a >= 100.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else if a >= 1.0 {
         format!("{v:.1}")
