@@ -498,3 +498,23 @@ fn console_has_vllm_shape() {
     assert!(cmp.contains("+10.0%"), "{cmp}");
     assert!(cmp.contains("-50.0%"), "{cmp}");
 }
+
+#[test]
+fn print_console_example() {
+    // `cargo test --test report_metrics print_console_example -- --nocapture` shows the table.
+    let recs = synthetic(400, 21);
+    let mut acc = Accumulator::new(&cfg());
+    for r in &recs {
+        acc.add(r, r.itl_ms.as_deref().unwrap_or(&[]));
+    }
+    let mut info = RunInfo::new();
+    info.scheduled = recs.len();
+    info.seed = Some(7);
+    info.ideal_cache_hit_ratio = Some(0.5);
+    let s = acc.finish(&info);
+    println!("{}", render_console(&s));
+    let mut b = s.clone();
+    b.request_throughput *= 0.9;
+    b.latency.ttft.percentiles[5].1 *= 1.3;
+    println!("{}", render_compare(&s, &b));
+}

@@ -81,7 +81,13 @@ fn rows(s: &Summary) -> Vec<(String, Option<f64>, Better)> {
 }
 
 fn fmt(v: Option<f64>) -> String {
-    v.map_or("-".to_string(), |x| format!("{x:.2}"))
+    v.map_or("-".to_string(), |x| {
+        if x.fract() == 0.0 && x.abs() < 1e15 {
+            format!("{x:.0}")
+        } else {
+            format!("{x:.2}")
+        }
+    })
 }
 
 /// Side-by-side table of the headline metrics of runs `a` and `b` with the relative change

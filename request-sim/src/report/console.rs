@@ -94,7 +94,7 @@ pub fn render_console(s: &Summary) -> String {
         let reason = s.run.never_sent_reason.as_deref().unwrap_or("");
         t.int("Never sent:", format!("{} {reason}", s.run.never_sent));
     }
-    t.float("Peak in-flight requests:", s.max_in_flight as f64);
+    t.int("Peak in-flight requests:", s.max_in_flight);
 
     t.header("Prefix cache", '-');
     t.int("Server cache hit ratio (%):", pct(s.cache.hit_ratio));

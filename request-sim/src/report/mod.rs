@@ -32,7 +32,7 @@ pub use files::{read_summary, write_result_dir};
 pub use progress::Progress;
 pub use slo::Slo;
 pub use stats::MetricStats;
-pub use summary::{sanitize_url, Accumulator, PromptVerification, RunInfo, Summary};
+pub use summary::{now_rfc3339, sanitize_url, Accumulator, PromptVerification, RunInfo, Summary};
 
 use crate::record::{Record, Status};
 
