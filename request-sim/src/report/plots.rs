@@ -182,13 +182,13 @@ impl Chart for OverTime {
                 });
         }
         if !self.failed.is_empty() {
-            let red = RED.mix(0.8).filled();
+            let red = RED.mix(0.5).filled();
             let mark = y_max * 0.01;
             chart
                 .draw_series(
                     thin(&self.failed, MAX_POINTS)
                         .into_iter()
-                        .map(|x| TriangleMarker::new((x, mark), 5, red)),
+                        .map(|x| TriangleMarker::new((x, mark), 4, red)),
                 )
                 .map_err(err)?
                 .label(format!("failed ({})", self.failed.len()))

@@ -586,8 +586,14 @@ impl Accumulator {
     }
 
     /// Add one record. `itl_ms` are its inter-token latencies (the engine passes them even
-    /// when the record does not keep them); only used for successful requests, as vLLM does.
+    /// when the record does not keep them; when empty, the record's own `itl_ms` is used);
+    /// only used for successful requests, as vLLM does.
     pub fn add(&mut self, rec: &Record, itl_ms: &[f64]) {
+        let itl_ms = if itl_ms.is_empty() {
+            rec.itl_ms.as_deref().unwrap_or(&[])
+        } else {
+            itl_ms
+        };
         self.status.add(rec.status);
         if rec.sent_ms.is_none() {
             self.status.not_sent += 1;
