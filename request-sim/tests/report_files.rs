@@ -142,6 +142,16 @@ fn plots_handle_no_completed_requests() {
     let s = report_from_records(&jsonl, &ReportConfig::default(), None).unwrap();
     let files = write_result_dir(&tmp.path().join("out"), &s, &jsonl).unwrap();
     assert_eq!(files.len(), 13);
+    // Run information is found next to the records file.
+    let mut info = request_sim::report::RunInfo::new();
+    info.seed = Some(77);
+    info.scheduled = 5;
+    let mut with_info = s.clone();
+    with_info.run = info;
+    request_sim::report::write_summary_json(&tmp.path().join("run.jsonl.summary.json"), &with_info)
+        .unwrap();
+    let found = request_sim::report::find_run_info(&jsonl).unwrap();
+    assert_eq!(found.seed, Some(77));
     // Even an empty records file.
     let empty = tmp.path().join("empty.jsonl");
     std::fs::write(&empty, "").unwrap();

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use rust_xlsxwriter::{Format, Workbook};
 
-use super::{plots, read_records, Summary};
+use super::{plots, read_records, RunInfo, Summary};
 use crate::record::Record;
 
 /// Read a `summary.json` written by [`write_result_dir`] (or `--summary-path`).
@@ -15,6 +15,26 @@ pub fn read_summary(path: &Path) -> anyhow::Result<Summary> {
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_str(&text)
         .with_context(|| format!("{}: not a request-sim summary", path.display()))
+}
+
+/// The run information saved next to a records file, if any: the `run` object of
+/// `<records>.summary.json` (the default `--summary-path`) or of `summary.json` in the same
+/// folder. `request-sim report` uses it so a re-summarised run keeps its settings.
+pub fn find_run_info(records_jsonl: &Path) -> Option<RunInfo> {
+    let mut beside = records_jsonl.as_os_str().to_owned();
+    beside.push(".summary.json");
+    let candidates = [
+        PathBuf::from(beside),
+        records_jsonl
+            .parent()
+            .map(|d| d.join("summary.json"))
+            .unwrap_or_default(),
+    ];
+    candidates
+        .iter()
+        .filter(|p| p.is_file())
+        .find_map(|p| read_summary(p).ok())
+        .map(|s| s.run)
 }
 
 /// Write `summary` as pretty JSON.

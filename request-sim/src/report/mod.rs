@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 pub use compare::render_compare;
 pub use console::render_console;
-pub use files::{read_summary, write_result_dir};
+pub use files::{find_run_info, read_summary, write_result_dir, write_summary_json};
 pub use progress::Progress;
 pub use slo::Slo;
 pub use stats::MetricStats;
