@@ -69,6 +69,17 @@ pub fn render_console(s: &Summary) -> String {
         t.metric(label, m, title);
     }
 
+    let (ttfc, ttft) = (&s.latency.ttfc, &s.latency.ttft);
+    if ttfc.count > 0 && (ttfc.mean != ttft.mean || ttfc.count != ttft.count) {
+        // Role-only first chunks: the first content token comes later than the first token.
+        t.header("Time to First Content Token", '-');
+        t.float("Mean TTFC (ms):", ttfc.mean);
+        t.float("Median TTFC (ms):", ttfc.median);
+        if let Some(p99) = ttfc.percentile(99.0) {
+            t.float("P99 TTFC (ms):", p99);
+        }
+    }
+
     t.header("Send drift", '-');
     t.float("Mean drift (ms):", s.drift.mean_ms);
     t.float("P50 drift (ms):", s.drift.p50_ms);
@@ -117,6 +128,15 @@ pub fn render_console(s: &Summary) -> String {
             "Prompt tokens over / under:",
             format!("{} / {}", e.over, e.under),
         );
+    }
+    if let Some(pv) = s.run.prompt_verification {
+        t.int(
+            "Prompts verified at start-up (exact):",
+            format!("{} / {}", pv.exact, pv.checked),
+        );
+    }
+    if let Some(o) = s.run.chat_overhead {
+        t.int("Chat template overhead (tokens):", o);
     }
     let src = &s.output_tokens_source;
     t.int("Output tokens from usage:", src.usage);
