@@ -1,1 +1,211 @@
-//! TODO
+//! Reports: statistics, the console table, result files, plots, comparison and live progress.
+//!
+//! - [`stats`]: mean / median / std / linear-interpolation percentiles (numpy semantics).
+//! - [`summary`]: [`RunInfo`], the streaming [`Accumulator`] and the [`Summary`] it produces.
+//! - [`console`]: the vLLM-shaped result table ([`render_console`]).
+//! - [`compare`]: two runs side by side ([`render_compare`]).
+//! - [`files`]: `--result-dir` contents: summary.json, requests.csv, results.xlsx, plots.
+//! - [`plots`]: PNG and SVG charts.
+//! - [`progress`]: the live progress line on stderr.
+//! - [`slo`]: goodput SLO parsing.
+//!
+//! Metric definitions: `docs/metrics.md`.
+
+pub mod compare;
+pub mod console;
+pub mod files;
+pub mod plots;
+pub mod progress;
+pub mod slo;
+pub mod stats;
+pub mod summary;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+pub use compare::render_compare;
+pub use console::render_console;
+pub use files::{find_run_info, read_summary, write_result_dir, write_summary_json};
+pub use progress::Progress;
+pub use slo::Slo;
+pub use stats::MetricStats;
+pub use summary::{now_rfc3339, sanitize_url, Accumulator, PromptVerification, RunInfo, Summary};
+
+use crate::record::{Record, Status};
+
+/// Default `--metric-percentile` list.
+pub const DEFAULT_PERCENTILES: [f64; 6] = [25.0, 50.0, 75.0, 90.0, 95.0, 99.0];
+
+/// What to compute.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportConfig {
+    /// Percentiles to report for every latency metric (0..=100).
+    pub percentiles: Vec<f64>,
+    /// Goodput SLO; empty = no goodput.
+    pub slo: Slo,
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        ReportConfig {
+            percentiles: DEFAULT_PERCENTILES.to_vec(),
+            slo: Slo::default(),
+        }
+    }
+}
+
+/// Parse a `--metric-percentile` value such as `25,50,99` or `99.9` (vLLM syntax).
+pub fn parse_percentiles(spec: &str) -> Result<Vec<f64>, String> {
+    let mut out = Vec::new();
+    for item in spec
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+    {
+        let p: f64 = item
+            .parse()
+            .map_err(|_| format!("invalid percentile `{item}`: expected a number in 0..=100"))?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(format!(
+                "invalid percentile `{item}`: must be within 0..=100"
+            ));
+        }
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    if out.is_empty() {
+        return Err("no percentile given".to_string());
+    }
+    Ok(out)
+}
+
+/// What [`read_records`] found besides the records.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadStats {
+    /// Lines read (including blank ones).
+    pub lines: usize,
+    pub records: usize,
+    /// 1-based line number of an incomplete last line that was ignored (the writing process
+    /// was killed mid-line).
+    pub partial_last_line: Option<usize>,
+    /// Records that carry per-chunk ITL values.
+    pub with_itl: usize,
+}
+
+/// Read a records JSONL file. Blank lines are skipped; an unparsable last line without a
+/// trailing newline is taken as cut off by a killed process and reported in
+/// [`ReadStats::partial_last_line`]; any other bad line is an error naming `file:line`.
+pub fn read_records(path: &Path) -> anyhow::Result<(Vec<Record>, ReadStats)> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    read_records_from(BufReader::new(file), &path.display().to_string())
+}
+
+/// [`read_records`] over any reader; `name` is used in error messages.
+pub fn read_records_from<R: Read>(
+    mut reader: BufReader<R>,
+    name: &str,
+) -> anyhow::Result<(Vec<Record>, ReadStats)> {
+    let mut records = Vec::new();
+    let mut st = ReadStats::default();
+    let mut buf = String::new();
+    loop {
+        buf.clear();
+        let n = reader
+            .read_line(&mut buf)
+            .with_context(|| format!("{name}:{}: read error", st.lines + 1))?;
+        if n == 0 {
+            break;
+        }
+        st.lines += 1;
+        let complete = buf.ends_with('\n');
+        let line = buf.trim();
+        if line.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Record>(line) {
+            Ok(r) => {
+                if r.itl_ms.is_some() {
+                    st.with_itl += 1;
+                }
+                records.push(r)
+            }
+            Err(e) => {
+                if !complete {
+                    // Last line (no newline follows): cut off when the writer was killed.
+                    st.partial_last_line = Some(st.lines);
+                    break;
+                }
+                anyhow::bail!("{name}:{}: invalid record: {e}", st.lines);
+            }
+        }
+    }
+    st.records = records.len();
+    Ok((records, st))
+}
+
+/// Recompute a [`Summary`] from a saved records JSONL file (ITL from the records' `itl_ms`
+/// when present). Without `info`, the run information is reconstructed from the records as
+/// far as possible.
+pub fn report_from_records(
+    path: &Path,
+    cfg: &ReportConfig,
+    info: Option<RunInfo>,
+) -> anyhow::Result<Summary> {
+    let (records, st) = read_records(path)?;
+    Ok(summarize_records(&records, &st, cfg, info))
+}
+
+/// [`report_from_records`] over records already in memory.
+pub fn summarize_records(
+    records: &[Record],
+    st: &ReadStats,
+    cfg: &ReportConfig,
+    info: Option<RunInfo>,
+) -> Summary {
+    let mut acc = Accumulator::new(cfg);
+    for r in records {
+        acc.add(r, r.itl_ms.as_deref().unwrap_or(&[]));
+    }
+    let info = info.unwrap_or_else(|| {
+        let mut i = RunInfo::new();
+        i.scheduled = records.len();
+        i.never_sent = records.iter().filter(|r| r.sent_ms.is_none()).count();
+        i.dry_run = !records.is_empty() && records.iter().all(|r| r.status == Status::DryRun);
+        i
+    });
+    let mut s = acc.finish(&info);
+    if let Some(line) = st.partial_last_line {
+        s.warnings.push(format!(
+            "line {line} of the records file is incomplete (the run was killed?) and was ignored"
+        ));
+    }
+    let ok = s.completed;
+    if ok > 0 && st.with_itl == 0 {
+        s.warnings.push(
+            "records carry no per-chunk ITL (replay with --record-itl): ITL statistics and peak \
+             output tokens/s are incomplete"
+                .to_string(),
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_list() {
+        assert_eq!(
+            parse_percentiles("25,50,99.9").unwrap(),
+            vec![25.0, 50.0, 99.9]
+        );
+        assert!(parse_percentiles("101").is_err());
+        assert!(parse_percentiles("x").is_err());
+        assert!(parse_percentiles("").is_err());
+    }
+}

@@ -1,0 +1,286 @@
+//! `--result-dir` contents: `summary.json`, `requests.csv`, `results.xlsx` (sheets "Metrics"
+//! and "Details") and the plots of [`super::plots`].
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use rust_xlsxwriter::{Format, Workbook};
+
+use super::{plots, read_records, RunInfo, Summary};
+use crate::record::Record;
+
+/// Read a `summary.json` written by [`write_result_dir`] (or `--summary-path`).
+pub fn read_summary(path: &Path) -> anyhow::Result<Summary> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a request-sim summary", path.display()))
+}
+
+/// The run information saved next to a records file, if any: the `run` object of
+/// `<records>.summary.json` (the default `--summary-path`) or of `summary.json` in the same
+/// folder. `request-sim report` uses it so a re-summarised run keeps its settings.
+pub fn find_run_info(records_jsonl: &Path) -> Option<RunInfo> {
+    let mut beside = records_jsonl.as_os_str().to_owned();
+    beside.push(".summary.json");
+    let candidates = [
+        PathBuf::from(beside),
+        records_jsonl
+            .parent()
+            .map(|d| d.join("summary.json"))
+            .unwrap_or_default(),
+    ];
+    candidates
+        .iter()
+        .filter(|p| p.is_file())
+        .find_map(|p| read_summary(p).ok())
+        .map(|s| s.run)
+}
+
+/// Write `summary` as pretty JSON.
+pub fn write_summary_json(path: &Path, summary: &Summary) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(summary)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Columns of `requests.csv` and the Details sheet.
+pub const DETAIL_COLUMNS: [&str; 25] = [
+    "index",
+    "line",
+    "timestamp_ms",
+    "scheduled_ms",
+    "sent_ms",
+    "drift_ms",
+    "status",
+    "http_status",
+    "error",
+    "ttft_ms",
+    "ttfc_ms",
+    "e2e_ms",
+    "done_ms",
+    "tpot_ms",
+    "itl_count",
+    "input_length",
+    "prompt_tokens",
+    "cached_tokens",
+    "output_length",
+    "output_tokens",
+    "output_tokens_source",
+    "chunks",
+    "chat_id",
+    "parent_chat_id",
+    "turn",
+];
+
+/// One cell of a detail row.
+enum Cell {
+    Num(f64),
+    Text(String),
+    Empty,
+}
+
+impl Cell {
+    fn text(&self) -> String {
+        match self {
+            Cell::Num(v) => format!("{v}"),
+            Cell::Text(s) => s.clone(),
+            Cell::Empty => String::new(),
+        }
+    }
+}
+
+fn detail_row(r: &Record) -> Vec<Cell> {
+    fn n<T: Into<f64>>(v: Option<T>) -> Cell {
+        v.map_or(Cell::Empty, |v| Cell::Num(v.into()))
+    }
+    fn i(v: Option<i64>) -> Cell {
+        v.map_or(Cell::Empty, |v| Cell::Num(v as f64))
+    }
+    vec![
+        Cell::Num(r.index as f64),
+        Cell::Num(r.line as f64),
+        Cell::Num(r.timestamp),
+        Cell::Num(r.scheduled_ms),
+        n(r.sent_ms),
+        n(r.drift_ms),
+        Cell::Text(r.status.as_str().to_string()),
+        n(r.http_status),
+        r.error.clone().map_or(Cell::Empty, Cell::Text),
+        n(r.ttft_ms),
+        n(r.ttfc_ms),
+        n(r.e2e_ms),
+        n(r.done_ms),
+        n(r.tpot_ms),
+        r.itl_ms
+            .as_ref()
+            .map_or(Cell::Empty, |v| Cell::Num(v.len() as f64)),
+        Cell::Num(r.input_length as f64),
+        n(r.prompt_tokens),
+        n(r.cached_tokens),
+        Cell::Num(r.output_length as f64),
+        n(r.output_tokens),
+        r.output_tokens_source.map_or(Cell::Empty, |s| {
+            Cell::Text(
+                match s {
+                    crate::record::TokenSource::Usage => "usage",
+                    crate::record::TokenSource::Chunks => "chunks",
+                }
+                .to_string(),
+            )
+        }),
+        Cell::Num(r.chunks as f64),
+        i(r.chat_id),
+        i(r.parent_chat_id),
+        n(r.turn),
+    ]
+}
+
+/// Write the per-request CSV (one row per record, ITL values summarised as a count).
+pub fn write_requests_csv(path: &Path, records: &[Record]) -> anyhow::Result<()> {
+    let mut w =
+        csv::Writer::from_path(path).with_context(|| format!("cannot write {}", path.display()))?;
+    w.write_record(DETAIL_COLUMNS)?;
+    for r in records {
+        w.write_record(detail_row(r).iter().map(Cell::text))?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Flatten a JSON value into `(dotted.key, value)` rows.
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, serde_json::Value)>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, x, out);
+            }
+        }
+        serde_json::Value::Array(a) if a.iter().all(|x| !x.is_object()) => {
+            let text = a
+                .iter()
+                .map(|x| match x {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            out.push((prefix.to_string(), serde_json::Value::String(text)));
+        }
+        other => out.push((prefix.to_string(), other.clone())),
+    }
+}
+
+/// Excel's row limit (header included).
+const XLSX_MAX_ROWS: usize = 1_048_576;
+
+/// Write `results.xlsx`: sheet "Metrics" (metric, value: every summary field, nested ones as
+/// dotted keys) and sheet "Details" (one row per record, as in `requests.csv`; truncated at
+/// Excel's row limit with a note in the Metrics sheet).
+pub fn write_xlsx(path: &Path, summary: &Summary, records: &[Record]) -> anyhow::Result<()> {
+    let mut wb = Workbook::new();
+    let bold = Format::new().set_bold();
+    let num = Format::new().set_num_format("0.00");
+
+    let metrics = wb.add_worksheet();
+    metrics.set_name("Metrics")?;
+    metrics.write_string_with_format(0, 0, "metric", &bold)?;
+    metrics.write_string_with_format(0, 1, "value", &bold)?;
+    let mut rows = Vec::new();
+    flatten("", &serde_json::to_value(summary)?, &mut rows);
+    let mut row = 1u32;
+    for (k, v) in &rows {
+        metrics.write_string(row, 0, k)?;
+        match v {
+            serde_json::Value::Number(x) => {
+                let x = x.as_f64().unwrap_or(0.0);
+                if x.fract() == 0.0 {
+                    metrics.write_number(row, 1, x)?;
+                } else {
+                    metrics.write_number_with_format(row, 1, x, &num)?;
+                }
+            }
+            serde_json::Value::Bool(b) => {
+                metrics.write_boolean(row, 1, *b)?;
+            }
+            serde_json::Value::Null => {}
+            serde_json::Value::String(s) => {
+                metrics.write_string(row, 1, s)?;
+            }
+            other => {
+                metrics.write_string(row, 1, other.to_string())?;
+            }
+        }
+        row += 1;
+    }
+    let shown = records.len().min(XLSX_MAX_ROWS - 1);
+    if shown < records.len() {
+        metrics.write_string(row, 0, "details_truncated")?;
+        metrics.write_string(
+            row,
+            1,
+            format!(
+                "Details shows the first {shown} of {} requests (Excel row limit); see requests.csv",
+                records.len()
+            ),
+        )?;
+    }
+    metrics.set_column_width(0, 42)?;
+    metrics.set_column_width(1, 24)?;
+
+    let details = wb.add_worksheet();
+    details.set_name("Details")?;
+    for (c, name) in DETAIL_COLUMNS.iter().enumerate() {
+        details.write_string_with_format(0, c as u16, *name, &bold)?;
+    }
+    for (i, r) in records.iter().take(shown).enumerate() {
+        let row = i as u32 + 1;
+        for (c, cell) in detail_row(r).into_iter().enumerate() {
+            match cell {
+                Cell::Num(v) => {
+                    details.write_number(row, c as u16, v)?;
+                }
+                Cell::Text(s) => {
+                    details.write_string(row, c as u16, s)?;
+                }
+                Cell::Empty => {}
+            }
+        }
+    }
+    details.set_freeze_panes(1, 0)?;
+    wb.save(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Write the result directory (created if needed): `summary.json`, `requests.csv`,
+/// `results.xlsx` and the plots, from `summary` and the records file of the run.
+/// Returns the files written.
+pub fn write_result_dir(
+    dir: &Path,
+    summary: &Summary,
+    records_jsonl: &Path,
+) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let (records, _) = read_records(records_jsonl)?;
+    let mut files = Vec::new();
+
+    let p = dir.join("summary.json");
+    write_summary_json(&p, summary)?;
+    files.push(p);
+
+    let p = dir.join("requests.csv");
+    write_requests_csv(&p, &records)?;
+    files.push(p);
+
+    let p = dir.join("results.xlsx");
+    write_xlsx(&p, summary, &records)?;
+    files.push(p);
+
+    files.extend(plots::write_plots(dir, &records, summary)?);
+    Ok(files)
+}

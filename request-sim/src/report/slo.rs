@@ -1,0 +1,138 @@
+//! Service-level objectives for goodput (`--goodput ttft:200 tpot:50 e2el:5000`, vLLM syntax).
+
+use serde::{Deserialize, Serialize};
+
+/// Per-request latency limits in ms; a request is "good" when it meets every given one
+/// (inclusive: `value <= limit`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2el_ms: Option<f64>,
+}
+
+impl Slo {
+    /// Parse `KEY:MS` items (`ttft`, `tpot`, `e2el`; values in milliseconds, > 0).
+    /// Each item may also hold several space- or comma-separated pairs.
+    pub fn parse(specs: &[String]) -> Result<Slo, String> {
+        let mut slo = Slo::default();
+        for spec in specs {
+            for item in spec
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|s| !s.is_empty())
+            {
+                let (key, value) = item.split_once(':').ok_or_else(|| {
+                    format!(
+                        "invalid goodput SLO `{item}`: expected KEY:VALUE with KEY one of \
+                         ttft, tpot, e2el and VALUE in milliseconds (e.g. ttft:200)"
+                    )
+                })?;
+                let key_l = key.trim().to_ascii_lowercase();
+                let v: f64 = value.trim().parse().map_err(|_| {
+                    format!(
+                        "invalid goodput SLO `{item}`: `{value}` is not a number of milliseconds"
+                    )
+                })?;
+                if !v.is_finite() || v <= 0.0 {
+                    return Err(format!(
+                        "invalid goodput SLO `{item}`: the limit must be a positive number of milliseconds"
+                    ));
+                }
+                let slot = match key_l.as_str() {
+                    "ttft" => &mut slo.ttft_ms,
+                    "tpot" => &mut slo.tpot_ms,
+                    "e2el" => &mut slo.e2el_ms,
+                    _ => {
+                        return Err(format!(
+                            "invalid goodput SLO `{item}`: unknown metric `{key}` \
+                             (valid: ttft, tpot, e2el)"
+                        ))
+                    }
+                };
+                if slot.is_some() {
+                    return Err(format!("goodput SLO for `{key_l}` given twice"));
+                }
+                *slot = Some(v);
+            }
+        }
+        Ok(slo)
+    }
+
+    /// True when no limit is set (then no goodput is reported).
+    pub fn is_empty(&self) -> bool {
+        self.ttft_ms.is_none() && self.tpot_ms.is_none() && self.e2el_ms.is_none()
+    }
+
+    /// Whether a completed request meets every given limit. `tpot_ms` is 0 for requests with
+    /// at most one output token (as vLLM counts them); a missing measured value fails its limit.
+    pub fn is_met(&self, ttft_ms: Option<f64>, tpot_ms: f64, e2el_ms: Option<f64>) -> bool {
+        let ok = |limit: Option<f64>, v: Option<f64>| match limit {
+            None => true,
+            Some(l) => v.is_some_and(|v| v <= l),
+        };
+        ok(self.ttft_ms, ttft_ms) && ok(self.tpot_ms, Some(tpot_ms)) && ok(self.e2el_ms, e2el_ms)
+    }
+
+    /// `ttft:200 tpot:50` form, for display.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(v) = self.ttft_ms {
+            parts.push(format!("ttft:{v}"));
+        }
+        if let Some(v) = self.tpot_ms {
+            parts.push(format!("tpot:{v}"));
+        }
+        if let Some(v) = self.e2el_ms {
+            parts.push(format!("e2el:{v}"));
+        }
+        parts.join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_vllm_syntax() {
+        let slo = Slo::parse(&s(&["ttft:200", "tpot:50", "e2el:5000"])).unwrap();
+        assert_eq!(slo.ttft_ms, Some(200.0));
+        assert_eq!(slo.tpot_ms, Some(50.0));
+        assert_eq!(slo.e2el_ms, Some(5000.0));
+        let slo = Slo::parse(&s(&["TTFT:1.5,e2el:10"])).unwrap();
+        assert_eq!(slo.ttft_ms, Some(1.5));
+        assert!(Slo::parse(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn rejects_bad_specs() {
+        assert!(Slo::parse(&s(&["ttft"])).unwrap_err().contains("KEY:VALUE"));
+        assert!(Slo::parse(&s(&["itl:5"]))
+            .unwrap_err()
+            .contains("unknown metric"));
+        assert!(Slo::parse(&s(&["ttft:abc"]))
+            .unwrap_err()
+            .contains("not a number"));
+        assert!(Slo::parse(&s(&["ttft:-1"]))
+            .unwrap_err()
+            .contains("positive"));
+        assert!(Slo::parse(&s(&["ttft:1", "ttft:2"]))
+            .unwrap_err()
+            .contains("twice"));
+    }
+
+    #[test]
+    fn inclusive_limits() {
+        let slo = Slo::parse(&s(&["ttft:200", "tpot:50"])).unwrap();
+        assert!(slo.is_met(Some(200.0), 50.0, None));
+        assert!(!slo.is_met(Some(200.1), 50.0, None));
+        assert!(!slo.is_met(None, 1.0, None));
+    }
+}

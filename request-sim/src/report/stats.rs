@@ -1,0 +1,330 @@
+//! Statistics with numpy's semantics: mean, median, population std and percentiles by linear
+//! interpolation at index `p/100 * (n-1)` (numpy's default "linear" method), over all values.
+//!
+//! Two sample stores:
+//! - [`Samples`]: every value kept exactly (one per request: TTFT, TPOT, E2EL, drift).
+//! - [`QuantizedSamples`]: values rounded to 1 µs in a counting map (ITL, which runs into tens
+//!   of millions of values). Memory grows with the number of *distinct* microsecond values,
+//!   not with the number of values; mean and std come from exact running sums of the unrounded
+//!   values, percentiles are exact at 1 µs resolution.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use serde::{Deserialize, Serialize};
+
+/// Summary statistics of one metric, in the metric's unit (ms).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct MetricStats {
+    /// Number of values.
+    pub count: u64,
+    pub mean: f64,
+    pub median: f64,
+    /// Population standard deviation (numpy `std`, ddof = 0).
+    pub std: f64,
+    pub min: f64,
+    pub max: f64,
+    /// `(p, value)` for each configured percentile, in configuration order.
+    pub percentiles: Vec<(f64, f64)>,
+}
+
+impl MetricStats {
+    /// The value at percentile `p`, if it was configured.
+    pub fn percentile(&self, p: f64) -> Option<f64> {
+        self.percentiles
+            .iter()
+            .find(|(q, _)| (q - p).abs() < 1e-9)
+            .map(|(_, v)| *v)
+    }
+
+    /// Statistics of no values: all zeros, as vLLM reports (`np.mean(x or 0)`).
+    pub fn empty(percentiles: &[f64]) -> MetricStats {
+        MetricStats {
+            percentiles: percentiles.iter().map(|p| (*p, 0.0)).collect(),
+            ..MetricStats::default()
+        }
+    }
+}
+
+/// Linear-interpolation percentile of sorted values (numpy's default).
+/// `p` in [0, 100]; returns 0 for no values.
+pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let (lo, hi, frac) = rank(sorted.len() as u64, p);
+    let a = sorted[lo as usize];
+    let b = sorted[hi as usize];
+    lerp(a, b, frac)
+}
+
+/// Index pair and fraction for percentile `p` of `n` values.
+fn rank(n: u64, p: f64) -> (u64, u64, f64) {
+    let p = p.clamp(0.0, 100.0);
+    let pos = p / 100.0 * (n - 1) as f64;
+    let lo = pos.floor() as u64;
+    let lo = lo.min(n - 1);
+    let hi = (lo + 1).min(n - 1);
+    (lo, hi, pos - lo as f64)
+}
+
+fn lerp(a: f64, b: f64, frac: f64) -> f64 {
+    if frac == 0.0 || a == b {
+        a
+    } else {
+        // numpy's _lerp: a + (b - a) * t, evaluated from the nearer end for t >= 0.5.
+        if frac >= 0.5 {
+            b - (b - a) * (1.0 - frac)
+        } else {
+            a + (b - a) * frac
+        }
+    }
+}
+
+/// Order-independent running moments: sums of the values at 1 ns resolution in 128-bit
+/// integers, so the mean and std do not depend on the order values arrive (a live run and a
+/// re-summarised JSONL give identical numbers) and do not drift over tens of millions of values.
+#[derive(Debug, Clone, Default)]
+pub struct Moments {
+    n: u64,
+    sum: i128,
+    sum_sq: i128,
+    min: f64,
+    max: f64,
+}
+
+const NS_PER_MS: f64 = 1e6;
+
+impl Moments {
+    pub fn push(&mut self, x: f64) {
+        if self.n == 0 {
+            self.min = x;
+            self.max = x;
+        } else {
+            self.min = self.min.min(x);
+            self.max = self.max.max(x);
+        }
+        self.n += 1;
+        let q = (x * NS_PER_MS).round() as i128;
+        self.sum += q;
+        self.sum_sq = self.sum_sq.saturating_add(q * q);
+    }
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+    pub fn mean(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.n as f64 / NS_PER_MS
+        }
+    }
+    /// Population standard deviation.
+    pub fn std(&self) -> f64 {
+        if self.n == 0 {
+            return 0.0;
+        }
+        let n = self.n as i128;
+        // n^2 * var = n * Σx² - (Σx)², exact in integers when it fits.
+        let var_ns2 = match n
+            .checked_mul(self.sum_sq)
+            .and_then(|a| self.sum.checked_mul(self.sum).map(|b| a - b))
+        {
+            Some(d) => d as f64 / (n as f64 * n as f64),
+            None => {
+                let m = self.sum as f64 / n as f64;
+                self.sum_sq as f64 / n as f64 - m * m
+            }
+        };
+        var_ns2.max(0.0).sqrt() / NS_PER_MS
+    }
+}
+
+/// Exact store: keeps every value.
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    values: Vec<f64>,
+}
+
+impl Samples {
+    pub fn push(&mut self, x: f64) {
+        if x.is_finite() {
+            self.values.push(x);
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+    pub fn values(&self) -> &[f64] {
+        &self.values
+    }
+    pub fn stats(&self, percentiles: &[f64]) -> MetricStats {
+        stats_of(&self.values, percentiles)
+    }
+}
+
+/// Statistics of a slice of values (copied and sorted).
+pub fn stats_of(values: &[f64], percentiles: &[f64]) -> MetricStats {
+    if values.is_empty() {
+        return MetricStats::empty(percentiles);
+    }
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if sorted.is_empty() {
+        return MetricStats::empty(percentiles);
+    }
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len() as f64;
+    // Two-pass mean and population std, as numpy does.
+    let mean = sorted.iter().sum::<f64>() / n;
+    let var = sorted.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+    MetricStats {
+        count: sorted.len() as u64,
+        mean,
+        median: percentile_sorted(&sorted, 50.0),
+        std: var.sqrt(),
+        min: sorted[0],
+        max: sorted[sorted.len() - 1],
+        percentiles: percentiles
+            .iter()
+            .map(|p| (*p, percentile_sorted(&sorted, *p)))
+            .collect(),
+    }
+}
+
+/// A fast hasher for the integer keys of [`QuantizedSamples`] (Fibonacci hashing); the keys
+/// are our own measurements, so no protection against crafted collisions is needed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ *b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_i64(&mut self, i: i64) {
+        self.0 = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Values quantised to 1 µs in a counting map; exact mean/std from running sums.
+#[derive(Debug, Clone, Default)]
+pub struct QuantizedSamples {
+    counts: HashMap<i64, u64, BuildHasherDefault<IntHasher>>,
+    moments: Moments,
+}
+
+/// Resolution of [`QuantizedSamples`]: values per millisecond (1 µs).
+const QUANTA_PER_MS: f64 = 1000.0;
+
+impl QuantizedSamples {
+    pub fn push(&mut self, x_ms: f64) {
+        if !x_ms.is_finite() {
+            return;
+        }
+        self.moments.push(x_ms);
+        let q = (x_ms * QUANTA_PER_MS).round() as i64;
+        *self.counts.entry(q).or_insert(0) += 1;
+    }
+    pub fn len(&self) -> u64 {
+        self.moments.count()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.moments.count() == 0
+    }
+    /// Number of distinct quantised values held (memory is proportional to this).
+    pub fn distinct(&self) -> usize {
+        self.counts.len()
+    }
+
+    pub fn stats(&self, percentiles: &[f64]) -> MetricStats {
+        let n = self.moments.count();
+        if n == 0 {
+            return MetricStats::empty(percentiles);
+        }
+        let mut sorted: Vec<(i64, u64)> = self.counts.iter().map(|(k, v)| (*k, *v)).collect();
+        sorted.sort_unstable_by_key(|(k, _)| *k);
+        // Cumulative counts: value at rank r is the first bucket whose cumulative count > r.
+        let mut cum = Vec::with_capacity(sorted.len());
+        let mut acc = 0u64;
+        for (_, c) in &sorted {
+            acc += c;
+            cum.push(acc);
+        }
+        let at = |r: u64| -> f64 {
+            let i = cum.partition_point(|c| *c <= r);
+            sorted[i.min(sorted.len() - 1)].0 as f64 / QUANTA_PER_MS
+        };
+        let pct = |p: f64| -> f64 {
+            let (lo, hi, frac) = rank(n, p);
+            lerp(at(lo), at(hi), frac)
+        };
+        MetricStats {
+            count: n,
+            mean: self.moments.mean(),
+            median: pct(50.0),
+            std: self.moments.std(),
+            min: self.moments.min,
+            max: self.moments.max,
+            percentiles: percentiles.iter().map(|p| (*p, pct(*p))).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numpy_linear_percentiles() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(percentile_sorted(&v, 50.0), 2.5);
+        assert_eq!(percentile_sorted(&v, 0.0), 1.0);
+        assert_eq!(percentile_sorted(&v, 100.0), 4.0);
+        assert!((percentile_sorted(&v, 99.0) - 3.97).abs() < 1e-12);
+        assert_eq!(percentile_sorted(&[7.0], 99.0), 7.0);
+        assert_eq!(percentile_sorted(&[], 99.0), 0.0);
+    }
+
+    #[test]
+    fn quantized_matches_exact_at_us_resolution() {
+        let vals: Vec<f64> = (0..10_000)
+            .map(|i| ((i * 7919) % 1000) as f64 * 0.013)
+            .collect();
+        let mut q = QuantizedSamples::default();
+        for v in &vals {
+            q.push(*v);
+        }
+        let ps = [25.0, 50.0, 90.0, 99.0, 99.9];
+        let a = q.stats(&ps);
+        let b = stats_of(&vals, &ps);
+        assert!((a.mean - b.mean).abs() < 1e-9);
+        assert!((a.std - b.std).abs() < 1e-9);
+        for ((_, x), (_, y)) in a.percentiles.iter().zip(&b.percentiles) {
+            assert!((x - y).abs() < 1e-3, "{x} vs {y}");
+        }
+        assert!(q.distinct() <= 1000);
+    }
+
+    #[test]
+    fn many_values_bounded_memory() {
+        // 5 million ITL-like values between 0 and 100 ms at 10 µs steps: at most 10,001 keys.
+        let mut q = QuantizedSamples::default();
+        let mut x = 12345u64;
+        for _ in 0..5_000_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            q.push(((x >> 40) % 10_001) as f64 * 0.01);
+        }
+        assert_eq!(q.len(), 5_000_000);
+        assert!(q.distinct() <= 10_001);
+        let s = q.stats(&[50.0, 99.0]);
+        assert!((s.mean - 50.0).abs() < 0.1, "{}", s.mean);
+        assert!((s.percentile(99.0).unwrap() - 99.0).abs() < 0.1);
+    }
+}

@@ -1,0 +1,160 @@
+//! `--result-dir` contents: summary.json, requests.csv, results.xlsx (read back with calamine),
+//! PNG and SVG plots.
+//!
+//! Set `REPORT_PLOT_DIR=/some/dir` to keep the files for a look.
+
+mod report_support;
+
+use std::path::Path;
+
+use calamine::{open_workbook, Data, Reader, Xlsx};
+use report_support::{synthetic, write_jsonl};
+use request_sim::report::{read_summary, report_from_records, write_result_dir, ReportConfig, Slo};
+
+/// Width and height from a PNG's IHDR chunk, after checking the signature.
+fn png_size(path: &Path) -> (u32, u32) {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(
+        &b[..8],
+        b"\x89PNG\r\n\x1a\n",
+        "{} is not a PNG",
+        path.display()
+    );
+    assert_eq!(&b[12..16], b"IHDR");
+    let w = u32::from_be_bytes(b[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(b[20..24].try_into().unwrap());
+    (w, h)
+}
+
+#[test]
+fn result_dir_has_all_files() {
+    let keep = std::env::var_os("REPORT_PLOT_DIR");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = keep
+        .as_ref()
+        .map(|p| Path::new(p).to_path_buf())
+        .unwrap_or_else(|| tmp.path().join("results"));
+    let recs = synthetic(1500, 99);
+    let jsonl = tmp.path().join("run.jsonl");
+    write_jsonl(&jsonl, &recs);
+    let cfg = ReportConfig {
+        slo: Slo::parse(&["ttft:200".into()]).unwrap(),
+        ..ReportConfig::default()
+    };
+    let summary = report_from_records(&jsonl, &cfg, None).unwrap();
+    let files = write_result_dir(&dir, &summary, &jsonl).unwrap();
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for f in [
+        "summary.json",
+        "requests.csv",
+        "results.xlsx",
+        "ttft_over_time.png",
+        "ttft_over_time.svg",
+        "e2el_over_time.png",
+        "e2el_over_time.svg",
+        "latency_cdf.png",
+        "latency_cdf.svg",
+        "throughput_inflight.png",
+        "throughput_inflight.svg",
+        "drift_histogram.png",
+        "drift_histogram.svg",
+    ] {
+        assert!(names.iter().any(|n| n == f), "missing {f}: {names:?}");
+        assert!(dir.join(f).metadata().unwrap().len() > 0);
+    }
+
+    // summary.json reads back.
+    let back = read_summary(&dir.join("summary.json")).unwrap();
+    assert_eq!(back.completed, summary.completed);
+    assert_eq!(back.good_requests, summary.good_requests);
+
+    // CSV: header + one row per record.
+    let csv = std::fs::read_to_string(dir.join("requests.csv")).unwrap();
+    assert_eq!(csv.lines().count(), recs.len() + 1);
+    assert!(csv.starts_with("index,line,timestamp_ms,"));
+
+    // xlsx opens with a standard reader, with the expected sheets and rows.
+    let mut wb: Xlsx<_> = open_workbook(dir.join("results.xlsx")).unwrap();
+    assert_eq!(
+        wb.sheet_names(),
+        vec!["Metrics".to_string(), "Details".to_string()]
+    );
+    let metrics = wb.worksheet_range("Metrics").unwrap();
+    let find = |key: &str| {
+        metrics
+            .rows()
+            .find(|r| r[0] == Data::String(key.to_string()))
+            .map(|r| r[1].clone())
+    };
+    assert_eq!(
+        find("completed"),
+        Some(Data::Float(summary.completed as f64))
+    );
+    match find("p99_ttft_ms") {
+        Some(Data::Float(v)) => {
+            assert!((v - summary.latency.ttft.percentile(99.0).unwrap()).abs() < 1e-9)
+        }
+        other => panic!("p99_ttft_ms: {other:?}"),
+    }
+    assert!(find("run.tool_version").is_some());
+    let details = wb.worksheet_range("Details").unwrap();
+    assert_eq!(details.height(), recs.len() + 1);
+    assert_eq!(details.get((0, 0)), Some(&Data::String("index".into())));
+    assert_eq!(details.get((1, 6)), Some(&Data::String("ok".into())));
+
+    // PNGs are real images of a reasonable size; SVGs are SVG.
+    for name in [
+        "ttft_over_time",
+        "e2el_over_time",
+        "latency_cdf",
+        "throughput_inflight",
+        "drift_histogram",
+    ] {
+        let png = dir.join(format!("{name}.png"));
+        let (w, h) = png_size(&png);
+        assert!(
+            (800..=2000).contains(&w) && (500..=1500).contains(&h),
+            "{name}: {w}x{h}"
+        );
+        let len = png.metadata().unwrap().len();
+        assert!(len > 10_000 && len < 5_000_000, "{name}.png is {len} bytes");
+        let svg = std::fs::read_to_string(dir.join(format!("{name}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("</svg>"));
+        assert!(svg.contains("<text"), "{name}.svg has no text");
+    }
+}
+
+#[test]
+fn plots_handle_no_completed_requests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut recs = synthetic(5, 1);
+    for r in &mut recs {
+        r.status = request_sim::record::Status::ConnectError;
+        r.ttft_ms = None;
+        r.e2e_ms = None;
+        r.itl_ms = None;
+    }
+    let jsonl = tmp.path().join("run.jsonl");
+    write_jsonl(&jsonl, &recs);
+    let s = report_from_records(&jsonl, &ReportConfig::default(), None).unwrap();
+    let files = write_result_dir(&tmp.path().join("out"), &s, &jsonl).unwrap();
+    assert_eq!(files.len(), 13);
+    // Run information is found next to the records file.
+    let mut info = request_sim::report::RunInfo::new();
+    info.seed = Some(77);
+    info.scheduled = 5;
+    let mut with_info = s.clone();
+    with_info.run = info;
+    request_sim::report::write_summary_json(&tmp.path().join("run.jsonl.summary.json"), &with_info)
+        .unwrap();
+    let found = request_sim::report::find_run_info(&jsonl).unwrap();
+    assert_eq!(found.seed, Some(77));
+    // Even an empty records file.
+    let empty = tmp.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let s = report_from_records(&empty, &ReportConfig::default(), None).unwrap();
+    write_result_dir(&tmp.path().join("out2"), &s, &empty).unwrap();
+}
