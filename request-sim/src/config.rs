@@ -277,7 +277,12 @@ impl ReplayConfig {
             (Some(p), _) => p.clone(),
             (None, true) => PathBuf::from("./log/output.jsonl"),
             (None, false) => {
-                let ts = crate::wallclock::utc_compact();
+                let ts: String = crate::report::now_rfc3339()
+                    .chars()
+                    .take(19)
+                    .filter(|c| c.is_ascii_digit() || *c == 'T')
+                    .map(|c| if c == 'T' { '-' } else { c })
+                    .collect();
                 PathBuf::from(format!("results/replay-{ts}.jsonl"))
             }
         };

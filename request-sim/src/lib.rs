@@ -21,4 +21,3 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod run;
-pub mod wallclock;

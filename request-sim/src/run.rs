@@ -137,6 +137,13 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             ep.display_url()
         ));
     }
+    let api_name = match (cfg.api, ep.kind) {
+        (backend::ApiFlavor::Aibrix, _) => "aibrix",
+        (_, ApiKind::Chat) => "openai-chat",
+        (_, ApiKind::Completions) => "openai-completions",
+        _ => "tgi",
+    }
+    .to_string();
     let client = backend::build_client(&backend::ClientOptions { insecure: cfg.insecure, ..Default::default() })?;
 
     // ---- prompts ----
@@ -255,7 +262,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     let plan = DispatchPlan { scale_factor: cfg.scale_factor, spin: cfg.spin, time_limit: cfg.time_limit };
     let tracker = TaskTracker::new();
     let handle = rt.handle().clone();
-    let started_at = crate::wallclock::utc_now();
+    let started_at = report::now_rfc3339();
     let start = Instant::now();
     let ctx = Arc::new(TaskCtx {
         client,
@@ -319,32 +326,34 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     };
     let info = RunInfo {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at,
-        trace: trace_name,
+        started_at: Some(started_at),
+        trace_path: Some(trace_name),
         format: Some(trace.format),
         block_size: Some(trace.block_size),
         trace_stats: Some(trace.stats.clone()),
         seed: Some(cfg.seed),
         scale_factor: Some(cfg.scale_factor),
-        endpoint: Some(if sim.is_some() || matches!(cfg.target, Target::BuiltinSimulator) {
-            "built-in simulator".to_string()
-        } else {
-            endpoint_str_for_info(&cfg)
+        endpoint: Some(match &cfg.target {
+            Target::Remote(e) => report::sanitize_url(e),
+            Target::BuiltinSimulator => "built-in simulator (llm-sim)".to_string(),
         }),
-        api: Some(format!("{:?}", cfg.api).to_lowercase()),
+        api: Some(api_name),
         model: Some(model),
         stream: Some(cfg.stream),
         num_producer: Some(cfg.producers),
         threads: Some(cfg.threads),
         chat_overhead: overhead.as_ref().map(|o| o.0),
-        prompt_check_checked: verification.as_ref().map(|v| v.checked),
-        prompt_check_exact: verification.as_ref().map(|v| v.exact),
+        prompt_verification: verification
+            .as_ref()
+            .map(|v| report::PromptVerification { checked: v.checked, exact: v.exact }),
+        ideal_cache_hit_ratio: None,
+        scheduled: result.dispatched,
+        never_sent,
+        never_sent_reason: (never_sent > 0).then(|| stop_reason.to_string()),
+        dry_run: cfg.dry_run,
         planned: Some(requests.len()),
-        scheduled: Some(result.dispatched),
-        never_sent: Some(never_sent),
         stop_reason: Some(stop_reason.to_string()),
         wall_time_s: Some(end_wall.as_secs_f64()),
-        dry_run: cfg.dry_run,
         records_path: Some(cfg.output_path.display().to_string()),
     };
     let acc = acc.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or("summary accumulator missing")?;
@@ -374,20 +383,6 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         None => 0,
     };
     Ok(RunOutcome { summary, exit_code })
-}
-
-fn endpoint_str_for_info(cfg: &ReplayConfig) -> String {
-    match &cfg.target {
-        Target::Remote(e) => match reqwest::Url::parse(e) {
-            Ok(mut u) => {
-                let _ = u.set_username("");
-                let _ = u.set_password(None);
-                u.to_string()
-            }
-            Err(_) => "<invalid>".to_string(),
-        },
-        Target::BuiltinSimulator => "built-in simulator".to_string(),
-    }
 }
 
 /// Context shared by all request tasks.

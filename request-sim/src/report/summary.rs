@@ -56,6 +56,14 @@ pub struct RunInfo {
     pub never_sent: usize,
     pub never_sent_reason: Option<String>,
     pub dry_run: bool,
+    /// Requests in the replayed trace slice (= scheduled + never_sent).
+    pub planned: Option<usize>,
+    /// How the run ended: completed, time_limit, interrupted, early_stop, producer_failed.
+    pub stop_reason: Option<String>,
+    /// Wall time from the first send to the last record, seconds.
+    pub wall_time_s: Option<f64>,
+    /// The records JSONL the summary was computed from.
+    pub records_path: Option<String>,
 }
 
 impl RunInfo {
