@@ -1,2 +1,30 @@
 //! llm-sim: a simulated vLLM-like inference server (OpenAI and TGI compatible).
+//!
+//! Start it in-process with [`start`] (on the current tokio runtime) or [`spawn_in_thread`] (its
+//! own thread and runtime), or run the `llm-sim` binary. See `docs/llm-sim.md`.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! let server = llm_sim::start(llm_sim::SimConfig::default()).await?;
+//! println!("listening on {}", server.base_url());
+//! server.faults().update(|f| f.error_503_rate = 0.1).map_err(anyhow::Error::msg)?;
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod api;
+pub mod cache;
+pub mod config;
+pub mod engine;
+pub mod faults;
+pub mod metrics;
+pub mod server;
+pub mod tokenize;
+pub mod util;
 pub mod vocab;
+
+pub use config::{FaultConfig, SimConfig, PRESETS};
+pub use faults::FaultHandle;
+pub use metrics::Metrics;
+pub use server::{spawn_in_thread, start, SimServer, SimThread};
+pub use tokenize::{BUILTIN_GENERATION_PROMPT_TOKENS, BUILTIN_TOKENS_PER_MESSAGE};

@@ -1,4 +1,213 @@
+//! `llm-sim`: run the simulated vLLM-like server.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use llm_sim::{FaultConfig, SimConfig, PRESETS};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// A simulated vLLM-like OpenAI/TGI-compatible inference server.
+///
+/// Engine, cache and timing flags default to the chosen --preset; any flag given overrides it.
+#[derive(Parser, Debug)]
+#[command(name = "llm-sim", version)]
+struct Cli {
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port to bind (0 = any free port).
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// Start from this preset: fast, qwen3-8b-h100, llama3-70b-h100x4, qwen3-32b-a100x2.
+    #[arg(long, default_value = "fast")]
+    preset: String,
+    /// Model name served (default: the preset's).
+    #[arg(long)]
+    model_name: Option<String>,
+    /// HF tokenizer.json (default: built-in one-word-one-token vocabulary).
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
+    /// HF tokenizer_config.json whose chat_template renders chat prompts (default: ChatML).
+    #[arg(long)]
+    tokenizer_config: Option<PathBuf>,
+    /// Longest prompt + completion accepted.
+    #[arg(long)]
+    max_model_len: Option<u32>,
+    /// Completion length when a request gives no max_tokens.
+    #[arg(long)]
+    default_max_tokens: Option<u32>,
+    /// Most sequences running at once.
+    #[arg(long)]
+    max_num_seqs: Option<usize>,
+    /// Token budget per engine step (chunked prefill + decodes).
+    #[arg(long)]
+    max_num_batched_tokens: Option<u32>,
+    /// Tokens per KV block.
+    #[arg(long)]
+    block_size: Option<u32>,
+    /// KV blocks in the simulated GPU.
+    #[arg(long)]
+    num_gpu_blocks: Option<u32>,
+    /// Turn prefix caching off.
+    #[arg(long)]
+    no_enable_prefix_caching: bool,
+    /// Fixed cost of one engine step, in milliseconds.
+    #[arg(long)]
+    step_fixed_ms: Option<f64>,
+    /// Cost per uncached prefill token, in microseconds.
+    #[arg(long)]
+    prefill_token_us: Option<f64>,
+    /// Cost per decoding sequence in a step, in microseconds.
+    #[arg(long)]
+    decode_seq_us: Option<f64>,
+    /// Tokio worker threads (1 = single-threaded runtime).
+    #[arg(long, default_value_t = 1)]
+    worker_threads: usize,
+
+    /// Seed of the fault draws.
+    #[arg(long, default_value_t = 0)]
+    fault_seed: u64,
+    /// Fraction of requests answered 500.
+    #[arg(long, default_value_t = 0.0)]
+    fault_500_rate: f64,
+    /// Fraction of requests answered 429.
+    #[arg(long, default_value_t = 0.0)]
+    fault_429_rate: f64,
+    /// Fraction of requests answered 503.
+    #[arg(long, default_value_t = 0.0)]
+    fault_503_rate: f64,
+    /// Fraction of requests whose connection is reset mid-response.
+    #[arg(long, default_value_t = 0.0)]
+    fault_reset_rate: f64,
+    /// Fraction of requests whose stream stalls mid-way.
+    #[arg(long, default_value_t = 0.0)]
+    fault_stall_rate: f64,
+    /// Length of a stall, in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    fault_stall_ms: u64,
+    /// Fraction of requests with one malformed SSE chunk (truncated JSON body when not streaming).
+    #[arg(long, default_value_t = 0.0)]
+    fault_malformed_rate: f64,
+    /// Fraction of requests whose response has no usage.
+    #[arg(long, default_value_t = 0.0)]
+    fault_missing_usage_rate: f64,
+    /// Fraction of connections served only after --fault-slow-accept-ms.
+    #[arg(long, default_value_t = 0.0)]
+    fault_slow_accept_rate: f64,
+    /// Delay of a slow accept, in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    fault_slow_accept_ms: u64,
+}
+
+fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
+    let mut cfg = SimConfig::preset(&cli.preset).ok_or_else(|| {
+        anyhow::anyhow!(
+            "unknown preset `{}` (known: {})",
+            cli.preset,
+            PRESETS.join(", ")
+        )
+    })?;
+    cfg.host = cli.host;
+    cfg.port = cli.port;
+    if let Some(m) = cli.model_name {
+        cfg.model_name = m;
+    }
+    cfg.tokenizer = cli.tokenizer;
+    cfg.tokenizer_config = cli.tokenizer_config;
+    macro_rules! set {
+        ($($f:ident),*) => { $( if let Some(v) = cli.$f { cfg.$f = v; } )* };
+    }
+    set!(
+        max_model_len,
+        default_max_tokens,
+        max_num_seqs,
+        max_num_batched_tokens,
+        block_size,
+        num_gpu_blocks,
+        prefill_token_us,
+        decode_seq_us
+    );
+    if let Some(ms) = cli.step_fixed_ms {
+        cfg.step_fixed_us = ms * 1000.0;
+    }
+    if cli.no_enable_prefix_caching {
+        cfg.enable_prefix_caching = false;
+    }
+    cfg.worker_threads = cli.worker_threads.max(1);
+    cfg.faults = FaultConfig {
+        seed: cli.fault_seed,
+        error_500_rate: cli.fault_500_rate,
+        error_429_rate: cli.fault_429_rate,
+        error_503_rate: cli.fault_503_rate,
+        reset_rate: cli.fault_reset_rate,
+        stall_rate: cli.fault_stall_rate,
+        stall_ms: cli.fault_stall_ms,
+        malformed_rate: cli.fault_malformed_rate,
+        missing_usage_rate: cli.fault_missing_usage_rate,
+        slow_accept_rate: cli.fault_slow_accept_rate,
+        slow_accept_ms: cli.fault_slow_accept_ms,
+    };
+    cfg.validate().map_err(anyhow::Error::msg)?;
+    Ok(cfg)
+}
+
 fn main() {
-    eprintln!("llm-sim: not yet implemented");
-    std::process::exit(2);
+    let cli = Cli::parse();
+    let cfg = match build_config(cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("llm-sim: {e:#}");
+            std::process::exit(2);
+        }
+    };
+    let rt = if cfg.worker_threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cfg.worker_threads)
+            .enable_all()
+            .build()
+    };
+    let rt = match rt {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("llm-sim: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let code = rt.block_on(async move {
+        let summary = format!(
+            "model={} max_num_seqs={} max_num_batched_tokens={} block_size={} num_gpu_blocks={} prefix_caching={} step={}us+{}us/prefill-token+{}us/decode-seq tokenizer={}",
+            cfg.model_name,
+            cfg.max_num_seqs,
+            cfg.max_num_batched_tokens,
+            cfg.block_size,
+            cfg.num_gpu_blocks,
+            cfg.enable_prefix_caching,
+            cfg.step_fixed_us,
+            cfg.prefill_token_us,
+            cfg.decode_seq_us,
+            cfg.tokenizer
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "built-in".into()),
+        );
+        let server = match llm_sim::start(cfg).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("llm-sim: {e:#}");
+                return 1;
+            }
+        };
+        eprintln!("llm-sim: listening on {} ({summary})", server.base_url());
+        let _ = tokio::signal::ctrl_c().await;
+        eprintln!("llm-sim: shutting down");
+        server.shutdown().await;
+        0
+    });
+    std::process::exit(code);
 }

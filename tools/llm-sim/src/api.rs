@@ -1,0 +1,864 @@
+//! The HTTP API: request parsing and validation, and responses in the shapes vLLM (OpenAI
+//! chat/completions) and TGI (`/generate`, `/generate_stream`) emit, streaming or not.
+
+use std::convert::Infallible;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::engine::{output_token, CancelOnDrop, NewRequest, Progress, ReqShared};
+use crate::faults::FaultPlan;
+use crate::metrics::FaultKind;
+use crate::server::AppState;
+use crate::tokenize::ChatMessage;
+use crate::util::{hash3, mix64};
+use crate::vocab::builtin_words;
+
+/// Response body type of every route.
+pub type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, io::Error>;
+
+/// Which API a request came through (decides the response shapes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    Chat,
+    Completion,
+    Tgi,
+}
+
+pub fn full(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
+    let mut r = Response::new(
+        Full::new(body.into())
+            .map_err(|e: Infallible| match e {})
+            .boxed_unsync(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+pub fn json_response(status: StatusCode, v: &serde_json::Value) -> Response<Body> {
+    full(status, "application/json", v.to_string())
+}
+
+/// A vLLM-style error: `{"object":"error","message":..,"type":..,"param":null,"code":..}`
+/// (TGI routes: `{"error":..,"error_type":..}`).
+pub fn error_response(api: Api, status: StatusCode, message: &str) -> Response<Body> {
+    if api == Api::Tgi {
+        let kind = match status.as_u16() {
+            400 | 422 => "validation",
+            429 => "overloaded",
+            503 => "unhealthy",
+            _ => "generation",
+        };
+        return json_response(status, &json!({"error": message, "error_type": kind}));
+    }
+    let kind = match status.as_u16() {
+        400 => "BadRequestError",
+        404 => "NotFoundError",
+        413 => "BadRequestError",
+        429 => "RateLimitError",
+        503 => "ServiceUnavailableError",
+        _ => "InternalServerError",
+    };
+    json_response(
+        status,
+        &json!({"object": "error", "message": message, "type": kind, "param": null,
+                "code": status.as_u16()}),
+    )
+}
+
+/// A request the server refuses, before it reaches the engine.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn into_response(self, api: Api) -> Response<Body> {
+        error_response(api, self.status, &self.message)
+    }
+}
+
+/// A validation error: 400 on OpenAI routes, 422 on TGI routes.
+fn bad(api: Api, msg: impl Into<String>) -> ApiError {
+    let status = if api == Api::Tgi {
+        StatusCode::UNPROCESSABLE_ENTITY
+    } else {
+        StatusCode::BAD_REQUEST
+    };
+    ApiError {
+        status,
+        message: msg.into(),
+    }
+}
+
+// ---------- request types ----------
+
+#[derive(Deserialize, Default)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
+    #[serde(default)]
+    continuous_usage_stats: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Deserialize)]
+struct ContentPart {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct InMessage {
+    role: String,
+    #[serde(default)]
+    content: Option<Content>,
+}
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    #[serde(default)]
+    model: Option<String>,
+    messages: Vec<InMessage>,
+    #[serde(default)]
+    max_tokens: Option<i64>,
+    #[serde(default)]
+    max_completion_tokens: Option<i64>,
+    #[serde(default)]
+    min_tokens: Option<i64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    ignore_eos: Option<bool>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    n: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Prompt {
+    Text(String),
+    Ids(Vec<u32>),
+    Texts(Vec<String>),
+    IdLists(Vec<Vec<u32>>),
+}
+
+#[derive(Deserialize)]
+struct CompletionRequest {
+    #[serde(default)]
+    model: Option<String>,
+    prompt: Prompt,
+    #[serde(default)]
+    max_tokens: Option<i64>,
+    #[serde(default)]
+    min_tokens: Option<i64>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    ignore_eos: Option<bool>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    n: Option<i64>,
+}
+
+#[derive(Deserialize, Default)]
+struct TgiParameters {
+    #[serde(default)]
+    max_new_tokens: Option<i64>,
+    #[serde(default)]
+    details: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct TgiRequest {
+    inputs: String,
+    #[serde(default)]
+    parameters: Option<TgiParameters>,
+}
+
+/// Validated generation settings of one request.
+struct Job {
+    prompt: Vec<u32>,
+    max_tokens: u32,
+    stream: bool,
+    include_usage: bool,
+    continuous_usage: bool,
+    tgi_details: bool,
+}
+
+fn check_model(state: &AppState, model: &Option<String>) -> Result<(), ApiError> {
+    match model {
+        Some(m) if *m != state.cfg.model_name => Err(ApiError {
+            status: StatusCode::NOT_FOUND,
+            message: format!("The model `{m}` does not exist."),
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn check_n(api: Api, n: Option<i64>) -> Result<(), ApiError> {
+    match n {
+        None | Some(1) => Ok(()),
+        Some(v) => Err(bad(api, format!("llm-sim supports only n=1, got n={v}."))),
+    }
+}
+
+/// Resolves max_tokens/min_tokens against the prompt length and the context limit.
+fn resolve_lengths(
+    state: &AppState,
+    api: Api,
+    prompt_len: usize,
+    max_tokens: Option<i64>,
+    min_tokens: Option<i64>,
+) -> Result<u32, ApiError> {
+    let limit = u64::from(state.cfg.max_model_len);
+    let p = prompt_len as u64;
+    if prompt_len == 0 {
+        return Err(bad(api, "The prompt cannot be empty."));
+    }
+    let name = if api == Api::Tgi {
+        "max_new_tokens"
+    } else {
+        "max_tokens"
+    };
+    let max = match max_tokens {
+        Some(v) if v < 1 => return Err(bad(api, format!("{name} must be at least 1, got {v}."))),
+        Some(v) => v as u64,
+        None => u64::from(state.cfg.default_max_tokens)
+            .min(limit.saturating_sub(p))
+            .max(1),
+    };
+    if let Some(m) = min_tokens {
+        if m < 0 {
+            return Err(bad(
+                api,
+                format!("min_tokens must be greater than or equal to 0, got {m}."),
+            ));
+        }
+        if m as u64 > max {
+            return Err(bad(
+                api,
+                format!("min_tokens must be less than or equal to max_tokens={max}, got {m}."),
+            ));
+        }
+    }
+    if p + max > limit {
+        let msg = if api == Api::Tgi {
+            format!(
+                "Input validation error: `inputs` tokens + `max_new_tokens` must be <= {limit}. Given: {p} `inputs` tokens and {max} `max_new_tokens`"
+            )
+        } else {
+            format!(
+                "This model's maximum context length is {limit} tokens. However, you requested {} tokens ({p} in the messages, {max} in the completion). Please reduce the length of the messages or completion.",
+                p + max
+            )
+        };
+        return Err(bad(api, msg));
+    }
+    let blocks = (p + max).div_ceil(u64::from(state.cfg.block_size));
+    if blocks > u64::from(state.cfg.num_gpu_blocks) {
+        return Err(bad(
+            api,
+            format!(
+                "The request needs {blocks} KV cache blocks ({} tokens) but the simulated cache has only {}.",
+                p + max,
+                state.cfg.num_gpu_blocks
+            ),
+        ));
+    }
+    Ok(max as u32)
+}
+
+fn stream_flags(
+    api: Api,
+    stream: bool,
+    opts: Option<StreamOptions>,
+) -> Result<(bool, bool), ApiError> {
+    match opts {
+        Some(_) if !stream => Err(bad(
+            api,
+            "Stream options can only be defined when `stream=True`.",
+        )),
+        Some(o) => Ok((
+            o.include_usage.unwrap_or(false),
+            o.include_usage.unwrap_or(false) && o.continuous_usage_stats.unwrap_or(false),
+        )),
+        None => Ok((false, false)),
+    }
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(api: Api, body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| bad(api, format!("Invalid request body: {e}")))
+}
+
+fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
+    let api = Api::Chat;
+    let req: ChatRequest = parse(api, body)?;
+    check_model(state, &req.model)?;
+    check_n(api, req.n)?;
+    if req.messages.is_empty() {
+        return Err(bad(api, "messages must contain at least one message."));
+    }
+    let mut msgs = Vec::with_capacity(req.messages.len());
+    for m in req.messages {
+        let content = match m.content {
+            None => String::new(),
+            Some(Content::Text(t)) => t,
+            Some(Content::Parts(parts)) => {
+                let mut texts = Vec::with_capacity(parts.len());
+                for p in parts {
+                    if p.kind != "text" {
+                        return Err(bad(
+                            api,
+                            format!("llm-sim accepts only text content parts, got `{}`.", p.kind),
+                        ));
+                    }
+                    texts.push(p.text.unwrap_or_default());
+                }
+                texts.join("\n")
+            }
+        };
+        msgs.push(ChatMessage {
+            role: m.role,
+            content,
+        });
+    }
+    let prompt = state
+        .tokenizer
+        .encode_chat(&msgs)
+        .map_err(|e| bad(api, e))?;
+    let stream = req.stream.unwrap_or(false);
+    let (include_usage, continuous_usage) = stream_flags(api, stream, req.stream_options)?;
+    let max = req.max_completion_tokens.or(req.max_tokens);
+    let max_tokens = resolve_lengths(state, api, prompt.len(), max, req.min_tokens)?;
+    Ok(Job {
+        prompt,
+        max_tokens,
+        stream,
+        include_usage,
+        continuous_usage,
+        tgi_details: false,
+    })
+}
+
+fn completion_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
+    let api = Api::Completion;
+    let req: CompletionRequest = parse(api, body)?;
+    check_model(state, &req.model)?;
+    check_n(api, req.n)?;
+    let prompt = match req.prompt {
+        Prompt::Text(t) => state.tokenizer.encode_text(&t).map_err(|e| bad(api, e))?,
+        Prompt::Texts(mut v) if v.len() == 1 => state
+            .tokenizer
+            .encode_text(&v.remove(0))
+            .map_err(|e| bad(api, e))?,
+        Prompt::IdLists(mut v) if v.len() == 1 => v.remove(0),
+        Prompt::Ids(ids) => ids,
+        Prompt::Texts(_) | Prompt::IdLists(_) => {
+            return Err(bad(api, "llm-sim serves exactly one prompt per request."))
+        }
+    };
+    if let Some(vs) = state.tokenizer.vocab_size() {
+        if let Some(&bad_id) = prompt.iter().find(|&&t| t >= vs) {
+            return Err(bad(api, format!("Token id {bad_id} is out of vocabulary")));
+        }
+    }
+    let stream = req.stream.unwrap_or(false);
+    let (include_usage, continuous_usage) = stream_flags(api, stream, req.stream_options)?;
+    let max_tokens = resolve_lengths(state, api, prompt.len(), req.max_tokens, req.min_tokens)?;
+    Ok(Job {
+        prompt,
+        max_tokens,
+        stream,
+        include_usage,
+        continuous_usage,
+        tgi_details: false,
+    })
+}
+
+fn tgi_job(state: &AppState, body: &[u8], stream: bool) -> Result<Job, ApiError> {
+    let api = Api::Tgi;
+    let req: TgiRequest = parse(api, body)?;
+    let params = req.parameters.unwrap_or_default();
+    let prompt = state
+        .tokenizer
+        .encode_text(&req.inputs)
+        .map_err(|e| bad(api, e))?;
+    let max_tokens = resolve_lengths(state, api, prompt.len(), params.max_new_tokens, None)?;
+    Ok(Job {
+        prompt,
+        max_tokens,
+        stream,
+        include_usage: false,
+        continuous_usage: false,
+        tgi_details: params.details.unwrap_or(false),
+    })
+}
+
+// ---------- serving ----------
+
+/// Serves one generation request of `api`.
+pub async fn generate(
+    state: Arc<AppState>,
+    api: Api,
+    body: Bytes,
+    tgi_stream: bool,
+) -> Response<Body> {
+    let n = state.req_counter.fetch_add(1, Ordering::Relaxed);
+    let plan = state.faults.plan(n);
+    if let Some(code) = plan.status {
+        state.metrics.count_fault(FaultKind::Status);
+        let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let msg = match code {
+            429 => "Simulated fault: too many requests.",
+            503 => "Simulated fault: service unavailable.",
+            _ => "Simulated fault: internal server error.",
+        };
+        return error_response(api, status, msg);
+    }
+    let job = match api {
+        Api::Chat => chat_job(&state, &body),
+        Api::Completion => completion_job(&state, &body),
+        Api::Tgi => tgi_job(&state, &body, tgi_stream),
+    };
+    drop(body);
+    let job = match job {
+        Ok(j) => j,
+        Err(e) => return e.into_response(api),
+    };
+    let shared = Arc::new(ReqShared::new(job.stream));
+    let output_seed = hash3(state.id_seed, n, 0x0u64);
+    let prompt_tokens = job.prompt.len() as u32;
+    let submitted = state.engine.submit(NewRequest {
+        prompt: job.prompt,
+        max_tokens: job.max_tokens,
+        output_seed,
+        shared: shared.clone(),
+    });
+    if !submitted {
+        return error_response(
+            api,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The engine is shutting down.",
+        );
+    }
+    let meta = Meta {
+        api,
+        id: request_id(api, state.id_seed, n),
+        created: now_secs(),
+        prompt_tokens,
+        max_tokens: job.max_tokens,
+        output_seed,
+        include_usage: job.include_usage,
+        continuous_usage: job.continuous_usage,
+        tgi_details: job.tgi_details,
+        plan,
+        fault_at: plan.position(job.max_tokens),
+    };
+    count_plan_faults(&state, &plan);
+    if job.stream {
+        stream_response(state, meta, shared)
+    } else {
+        whole_response(state, meta, shared).await
+    }
+}
+
+fn count_plan_faults(state: &AppState, plan: &FaultPlan) {
+    if plan.reset {
+        state.metrics.count_fault(FaultKind::Reset);
+    }
+    if plan.stall {
+        state.metrics.count_fault(FaultKind::Stall);
+    }
+    if plan.malformed {
+        state.metrics.count_fault(FaultKind::Malformed);
+    }
+    if plan.missing_usage {
+        state.metrics.count_fault(FaultKind::MissingUsage);
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn request_id(api: Api, seed: u64, n: u64) -> String {
+    let a = mix64(seed ^ n);
+    let b = mix64(a ^ 0xA5A5);
+    match api {
+        Api::Chat => format!("chatcmpl-{a:016x}{b:016x}"),
+        Api::Completion => format!("cmpl-{a:016x}{b:016x}"),
+        Api::Tgi => format!("tgi-{a:016x}"),
+    }
+}
+
+struct Meta {
+    api: Api,
+    id: String,
+    created: u64,
+    prompt_tokens: u32,
+    max_tokens: u32,
+    output_seed: u64,
+    include_usage: bool,
+    continuous_usage: bool,
+    tgi_details: bool,
+    plan: FaultPlan,
+    fault_at: u32,
+}
+
+fn word(seed: u64, i: u32) -> (u32, &'static str) {
+    let id = output_token(seed, i);
+    let words = builtin_words();
+    (id, words[id as usize % words.len()].as_str())
+}
+
+fn usage_json(prompt: u32, completion: u32, cached: u32) -> String {
+    format!(
+        "{{\"prompt_tokens\":{prompt},\"total_tokens\":{},\"completion_tokens\":{completion},\"prompt_tokens_details\":{{\"cached_tokens\":{cached}}}}}",
+        prompt + completion
+    )
+}
+
+fn reset_error() -> io::Error {
+    io::Error::new(io::ErrorKind::ConnectionReset, "simulated connection reset")
+}
+
+/// Non-streaming: waits for the whole completion, then answers in one JSON body.
+async fn whole_response(
+    state: Arc<AppState>,
+    meta: Meta,
+    shared: Arc<ReqShared>,
+) -> Response<Body> {
+    let guard = CancelOnDrop(shared);
+    let mut p = Progress {
+        generated: 0,
+        finished: false,
+        aborted: false,
+    };
+    while !p.finished && !p.aborted {
+        p = guard.0.wait_beyond(p.generated).await;
+    }
+    if p.aborted {
+        return error_response(
+            meta.api,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The request was aborted by the engine.",
+        );
+    }
+    if meta.plan.stall {
+        tokio::time::sleep(Duration::from_millis(meta.plan.stall_ms)).await;
+    }
+    let n = p.generated;
+    let mut text = String::with_capacity(n as usize * 5);
+    for i in 0..n {
+        text.push(' ');
+        text.push_str(word(meta.output_seed, i).1);
+    }
+    let cached = guard.0.cached_tokens();
+    let usage: serde_json::Value = if meta.plan.missing_usage {
+        serde_json::Value::Null
+    } else {
+        json!({"prompt_tokens": meta.prompt_tokens, "total_tokens": meta.prompt_tokens + n,
+               "completion_tokens": n, "prompt_tokens_details": {"cached_tokens": cached}})
+    };
+    let model = state.cfg.model_name.as_str();
+    let mut v = match meta.api {
+        Api::Chat => json!({
+            "id": meta.id, "object": "chat.completion", "created": meta.created, "model": model,
+            "choices": [{"index": 0,
+                "message": {"role": "assistant", "reasoning_content": null, "content": text, "tool_calls": []},
+                "logprobs": null, "finish_reason": "length", "stop_reason": null}],
+            "usage": usage, "prompt_logprobs": null}),
+        Api::Completion => json!({
+            "id": meta.id, "object": "text_completion", "created": meta.created, "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": "length",
+                "stop_reason": null, "prompt_logprobs": null}],
+            "usage": usage}),
+        Api::Tgi => {
+            if meta.tgi_details && !meta.plan.missing_usage {
+                let tokens: Vec<serde_json::Value> = (0..n)
+                    .map(|i| {
+                        let (id, w) = word(meta.output_seed, i);
+                        json!({"id": id, "text": format!(" {w}"), "logprob": -0.1, "special": false})
+                    })
+                    .collect();
+                json!({"generated_text": text, "details": {"finish_reason": "length",
+                    "generated_tokens": n, "seed": null, "prefill": [], "tokens": tokens}})
+            } else {
+                json!({"generated_text": text})
+            }
+        }
+    };
+    if meta.api != Api::Tgi && meta.plan.missing_usage {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("usage");
+        }
+    }
+    let mut body = v.to_string().into_bytes();
+    if meta.plan.malformed {
+        body.truncate(body.len() / 2);
+    }
+    let mut resp = if meta.plan.reset {
+        // Send half the body, then fail the connection.
+        let half = Bytes::from(body[..body.len() / 2].to_vec());
+        let frames = futures_util::stream::iter(vec![Ok(Frame::data(half)), Err(reset_error())]);
+        let mut r = Response::new(StreamBody::new(frames).boxed_unsync());
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        r
+    } else {
+        full(StatusCode::OK, "application/json", body)
+    };
+    if meta.api == Api::Tgi {
+        let h = resp.headers_mut();
+        h.insert("x-prompt-tokens", HeaderValue::from(meta.prompt_tokens));
+        h.insert("x-generated-tokens", HeaderValue::from(n));
+        h.insert("x-cached-tokens", HeaderValue::from(cached));
+    }
+    let _ = &state;
+    resp
+}
+
+/// Per-request state of an SSE stream.
+struct SseState {
+    state: Arc<AppState>,
+    guard: CancelOnDrop,
+    meta: Meta,
+    /// Prefix of every content event up to the token text.
+    prefix: String,
+    sent: u32,
+    stalled: bool,
+    done: bool,
+    tgi_text: String,
+}
+
+fn stream_response(state: Arc<AppState>, meta: Meta, shared: Arc<ReqShared>) -> Response<Body> {
+    let model_json = state.model_json.as_str();
+    let prefix = match meta.api {
+        Api::Chat => format!(
+            "data: {{\"id\":\"{}\",\"object\":\"chat.completion.chunk\",\"created\":{},\"model\":{model_json},\"choices\":[{{\"index\":0,\"delta\":",
+            meta.id, meta.created
+        ),
+        Api::Completion => format!(
+            "data: {{\"id\":\"{}\",\"object\":\"text_completion\",\"created\":{},\"model\":{model_json},\"choices\":[{{\"index\":0,\"text\":\"",
+            meta.id, meta.created
+        ),
+        Api::Tgi => String::new(),
+    };
+    let tgi_text = if meta.api == Api::Tgi {
+        String::with_capacity(meta.max_tokens as usize * 5)
+    } else {
+        String::new()
+    };
+    let st = SseState {
+        state,
+        guard: CancelOnDrop(shared),
+        meta,
+        prefix,
+        sent: 0,
+        stalled: false,
+        done: false,
+        tgi_text,
+    };
+    let stream = futures_util::stream::unfold(st, next_frame);
+    let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
+    let h = r.headers_mut();
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    h.insert("cache-control", HeaderValue::from_static("no-cache"));
+    r
+}
+
+async fn next_frame(mut st: SseState) -> Option<(Result<Frame<Bytes>, io::Error>, SseState)> {
+    if st.done {
+        return None;
+    }
+    let plan = st.meta.plan;
+    if plan.stall && !st.stalled && st.sent >= st.meta.fault_at {
+        st.stalled = true;
+        tokio::time::sleep(Duration::from_millis(plan.stall_ms)).await;
+    }
+    if plan.reset && st.sent >= st.meta.fault_at {
+        st.done = true;
+        return Some((Err(reset_error()), st));
+    }
+    let p = st.guard.0.wait_beyond(st.sent).await;
+    if p.aborted {
+        st.done = true;
+        return Some((
+            Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                "request aborted",
+            )),
+            st,
+        ));
+    }
+    let mut upto = p.generated.min(st.meta.max_tokens);
+    if (plan.reset || (plan.stall && !st.stalled)) && st.sent < st.meta.fault_at {
+        upto = upto.min(st.meta.fault_at);
+    }
+    let mut buf: Vec<u8> =
+        Vec::with_capacity((upto - st.sent) as usize * (st.prefix.len() + 80) + 256);
+    for i in st.sent..upto {
+        if plan.malformed && i == st.meta.fault_at {
+            write_malformed(&st, &mut buf);
+        }
+        write_token(&mut st, i, &mut buf);
+    }
+    st.sent = upto;
+    if p.finished && st.sent >= p.generated {
+        write_tail(&st, &mut buf);
+        st.done = true;
+    }
+    Some((Ok(Frame::data(Bytes::from(buf))), st))
+}
+
+fn write_malformed(st: &SseState, buf: &mut Vec<u8>) {
+    // A chunk cut off in the middle of its JSON, as a broken proxy might deliver it.
+    let cut = st.prefix.len().min(40);
+    match st.meta.api {
+        Api::Tgi => buf.extend_from_slice(b"data:{\"index\":"),
+        _ => buf.extend_from_slice(&st.prefix.as_bytes()[..cut]),
+    }
+    buf.extend_from_slice(b"\n\n");
+}
+
+fn write_token(st: &mut SseState, i: u32, buf: &mut Vec<u8>) {
+    let (id, w) = word(st.meta.output_seed, i);
+    let last = i + 1 == st.meta.max_tokens;
+    let meta = &st.meta;
+    match meta.api {
+        Api::Chat => {
+            if i == 0 {
+                buf.extend_from_slice(st.prefix.as_bytes());
+                buf.extend_from_slice(
+                    b"{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]",
+                );
+                if meta.continuous_usage {
+                    buf.extend_from_slice(b",\"usage\":");
+                    buf.extend_from_slice(
+                        usage_json(meta.prompt_tokens, 0, st.guard.0.cached_tokens()).as_bytes(),
+                    );
+                }
+                buf.extend_from_slice(b"}\n\n");
+            }
+            buf.extend_from_slice(st.prefix.as_bytes());
+            buf.extend_from_slice(b"{\"content\":\" ");
+            buf.extend_from_slice(w.as_bytes());
+            if last {
+                buf.extend_from_slice(
+                    b"\"},\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}]",
+                );
+            } else {
+                buf.extend_from_slice(b"\"},\"logprobs\":null,\"finish_reason\":null}]");
+            }
+            if meta.continuous_usage {
+                buf.extend_from_slice(b",\"usage\":");
+                buf.extend_from_slice(
+                    usage_json(meta.prompt_tokens, i + 1, st.guard.0.cached_tokens()).as_bytes(),
+                );
+            }
+            buf.extend_from_slice(b"}\n\n");
+        }
+        Api::Completion => {
+            buf.extend_from_slice(st.prefix.as_bytes());
+            buf.push(b' ');
+            buf.extend_from_slice(w.as_bytes());
+            if last {
+                buf.extend_from_slice(
+                    b"\",\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}]",
+                );
+            } else {
+                buf.extend_from_slice(
+                    b"\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}]",
+                );
+            }
+            if meta.continuous_usage {
+                buf.extend_from_slice(b",\"usage\":");
+                buf.extend_from_slice(
+                    usage_json(meta.prompt_tokens, i + 1, st.guard.0.cached_tokens()).as_bytes(),
+                );
+                buf.extend_from_slice(b"}\n\n");
+            } else {
+                buf.extend_from_slice(b",\"usage\":null}\n\n");
+            }
+        }
+        Api::Tgi => {
+            st.tgi_text.push(' ');
+            st.tgi_text.push_str(w);
+            let index = i + 1;
+            let details = if last && meta.tgi_details && !meta.plan.missing_usage {
+                format!(
+                    "{{\"finish_reason\":\"length\",\"generated_tokens\":{},\"seed\":null,\"input_length\":{}}}",
+                    meta.max_tokens, meta.prompt_tokens
+                )
+            } else {
+                "null".to_string()
+            };
+            let generated = if last {
+                serde_json::Value::String(st.tgi_text.clone()).to_string()
+            } else {
+                "null".to_string()
+            };
+            let line = format!(
+                "data:{{\"index\":{index},\"token\":{{\"id\":{id},\"text\":\" {w}\",\"logprob\":-0.1,\"special\":false}},\"generated_text\":{generated},\"details\":{details}}}\n\n"
+            );
+            buf.extend_from_slice(line.as_bytes());
+        }
+    }
+}
+
+fn write_tail(st: &SseState, buf: &mut Vec<u8>) {
+    let meta = &st.meta;
+    if meta.api == Api::Tgi {
+        return;
+    }
+    if meta.include_usage && !meta.plan.missing_usage {
+        let object = if meta.api == Api::Chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        };
+        let usage = usage_json(meta.prompt_tokens, st.sent, st.guard.0.cached_tokens());
+        let line = format!(
+            "data: {{\"id\":\"{}\",\"object\":\"{object}\",\"created\":{},\"model\":{},\"choices\":[],\"usage\":{usage}}}\n\n",
+            meta.id, meta.created, st.state.model_json
+        );
+        buf.extend_from_slice(line.as_bytes());
+    }
+    buf.extend_from_slice(b"data: [DONE]\n\n");
+}

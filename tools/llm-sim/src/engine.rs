@@ -1,0 +1,656 @@
+//! The simulated engine: one event-driven scheduler loop (a single tokio task) doing continuous
+//! batching with chunked prefill, a token budget per step, a prefix cache, and preemption by
+//! recomputation when KV blocks run out, in the manner of vLLM's V1 scheduler.
+//!
+//! Requests come in over an unbounded channel. Each step the loop picks the work, sleeps for the
+//! step's simulated duration, then applies it: computed tokens advance, finished prefills and
+//! decodes each produce one output token. Progress is published to the request's
+//! [`ReqShared`] (atomics + a `Notify`), so delivering a token costs an atomic store and a wake-up,
+//! never an allocation or a message.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::time::Instant;
+
+use crate::cache::{extend_block_hashes, BlockPool};
+use crate::config::SimConfig;
+use crate::metrics::Metrics;
+use crate::util::mix64;
+use crate::vocab::BUILTIN_VOCAB_SIZE;
+
+// State 0 (the default) means queued, not yet scheduled.
+const RUNNING: u8 = 1;
+const FINISHED: u8 = 2;
+const ABORTED: u8 = 3;
+
+/// The id of output token `i` of a request whose output seed is `seed` (an index into the
+/// built-in word list).
+#[inline]
+pub fn output_token(seed: u64, i: u32) -> u32 {
+    (mix64(seed ^ (u64::from(i) << 32 | 0x9E37)) % BUILTIN_VOCAB_SIZE as u64) as u32
+}
+
+/// Progress of one request, written by the engine and read by the HTTP side.
+#[derive(Debug, Default)]
+pub struct ReqShared {
+    generated: AtomicU32,
+    cached: AtomicU32,
+    state: AtomicU8,
+    cancelled: AtomicBool,
+    /// Wake the reader on every token (streaming) or only at the end (non-streaming).
+    per_token: bool,
+    notify: Notify,
+}
+
+/// A snapshot of a request's progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Output tokens produced so far.
+    pub generated: u32,
+    /// All tokens produced.
+    pub finished: bool,
+    /// The engine gave up on the request (shutdown).
+    pub aborted: bool,
+}
+
+impl ReqShared {
+    /// Progress of a new request; `per_token` readers are woken for every token.
+    pub fn new(per_token: bool) -> Self {
+        ReqShared {
+            per_token,
+            ..ReqShared::default()
+        }
+    }
+
+    pub fn progress(&self) -> Progress {
+        // State first: a final state implies the final token count was already stored.
+        let st = self.state.load(Ordering::Acquire);
+        Progress {
+            generated: self.generated.load(Ordering::Acquire),
+            finished: st == FINISHED,
+            aborted: st == ABORTED,
+        }
+    }
+
+    /// Prompt tokens served from the prefix cache (known once the request was scheduled).
+    pub fn cached_tokens(&self) -> u32 {
+        self.cached.load(Ordering::Acquire)
+    }
+
+    /// Waits until more than `have` tokens exist or the request ended.
+    pub async fn wait_beyond(&self, have: u32) -> Progress {
+        loop {
+            let p = self.progress();
+            if p.generated > have || p.finished || p.aborted {
+                return p;
+            }
+            self.notify.notified().await;
+        }
+    }
+
+    /// Tells the engine the client is gone.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Release);
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    fn publish(&self, generated: u32, state: Option<u8>) {
+        self.generated.store(generated, Ordering::Release);
+        if let Some(s) = state {
+            self.state.store(s, Ordering::Release);
+            self.notify.notify_one();
+        } else if self.per_token {
+            self.notify.notify_one();
+        }
+    }
+}
+
+/// Cancels the request when dropped unless it already ended (used by response bodies).
+pub struct CancelOnDrop(pub Arc<ReqShared>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let p = self.0.progress();
+        if !p.finished && !p.aborted {
+            self.0.cancel();
+        }
+    }
+}
+
+/// A request handed to the engine.
+pub struct NewRequest {
+    pub prompt: Vec<u32>,
+    pub max_tokens: u32,
+    pub output_seed: u64,
+    pub shared: Arc<ReqShared>,
+}
+
+/// The sending side of the engine.
+#[derive(Clone)]
+pub struct EngineHandle {
+    tx: mpsc::UnboundedSender<NewRequest>,
+}
+
+impl EngineHandle {
+    /// Queues a request; false if the engine has stopped.
+    pub fn submit(&self, req: NewRequest) -> bool {
+        self.tx.send(req).is_ok()
+    }
+}
+
+/// Starts the scheduler loop on the current tokio runtime.
+pub fn spawn_engine(
+    cfg: &SimConfig,
+    metrics: Arc<Metrics>,
+    shutdown: watch::Receiver<bool>,
+) -> (EngineHandle, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let engine = Engine::new(cfg, metrics);
+    let task = tokio::spawn(engine.run(rx, shutdown));
+    (EngineHandle { tx }, task)
+}
+
+struct Seq {
+    shared: Arc<ReqShared>,
+    tokens: Vec<u32>,
+    prompt_len: u32,
+    max_tokens: u32,
+    output_seed: u64,
+    hashes: Vec<u64>,
+    blocks: Vec<u32>,
+    computed: u32,
+    registered: u32,
+    generated: u32,
+    admitted_once: bool,
+}
+
+struct Scheduled {
+    /// Index into `running`.
+    idx: usize,
+    tokens: u32,
+}
+
+/// Engine state: owned by the scheduler task only.
+struct Engine {
+    max_num_seqs: usize,
+    max_num_batched_tokens: u32,
+    block_size: u32,
+    step_fixed_us: f64,
+    prefill_token_us: f64,
+    decode_seq_us: f64,
+    pool: BlockPool,
+    running: Vec<Seq>,
+    waiting: VecDeque<Seq>,
+    step: Vec<Scheduled>,
+    metrics: Arc<Metrics>,
+}
+
+impl Engine {
+    fn new(cfg: &SimConfig, metrics: Arc<Metrics>) -> Self {
+        Engine {
+            max_num_seqs: cfg.max_num_seqs.max(1),
+            max_num_batched_tokens: cfg.max_num_batched_tokens.max(1),
+            block_size: cfg.block_size.max(1),
+            step_fixed_us: cfg.step_fixed_us,
+            prefill_token_us: cfg.prefill_token_us,
+            decode_seq_us: cfg.decode_seq_us,
+            pool: BlockPool::new(cfg.num_gpu_blocks.max(1), cfg.enable_prefix_caching),
+            running: Vec::new(),
+            waiting: VecDeque::new(),
+            step: Vec::new(),
+            metrics,
+        }
+    }
+
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<NewRequest>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let mut next_start = Instant::now();
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            if self.running.is_empty() && self.waiting.is_empty() {
+                tokio::select! {
+                    msg = rx.recv() => match msg {
+                        Some(r) => self.add(r),
+                        None => break,
+                    },
+                    _ = shutdown.changed() => break,
+                }
+            }
+            while let Ok(r) = rx.try_recv() {
+                self.add(r);
+            }
+            let cost_us = self.schedule();
+            self.publish_gauges();
+            if self.step.is_empty() {
+                // Nothing could run (e.g. everything was cancelled); wait for news.
+                tokio::select! {
+                    msg = rx.recv() => match msg {
+                        Some(r) => self.add(r),
+                        None => break,
+                    },
+                    _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                    _ = shutdown.changed() => break,
+                }
+                continue;
+            }
+            let now = Instant::now();
+            let start = if next_start > now { next_start } else { now };
+            let end = start + Duration::from_nanos((cost_us * 1000.0) as u64);
+            tokio::select! {
+                _ = tokio::time::sleep_until(end) => {}
+                _ = shutdown.changed() => break,
+            }
+            next_start = end;
+            self.complete();
+            self.publish_gauges();
+        }
+        self.abort_all(&mut rx);
+    }
+
+    fn add(&mut self, r: NewRequest) {
+        let bs = self.block_size as usize;
+        let mut hashes = Vec::with_capacity(r.prompt.len() / bs + 1);
+        extend_block_hashes(&mut hashes, &r.prompt, bs);
+        let prompt_len = r.prompt.len() as u32;
+        let mut tokens = r.prompt;
+        tokens.reserve(r.max_tokens as usize);
+        self.waiting.push_back(Seq {
+            shared: r.shared,
+            tokens,
+            prompt_len,
+            max_tokens: r.max_tokens.max(1),
+            output_seed: r.output_seed,
+            hashes,
+            blocks: Vec::new(),
+            computed: 0,
+            registered: 0,
+            generated: 0,
+            admitted_once: false,
+        });
+    }
+
+    fn publish_gauges(&self) {
+        self.metrics
+            .running
+            .store(self.running.len() as u64, Ordering::Relaxed);
+        self.metrics
+            .waiting
+            .store(self.waiting.len() as u64, Ordering::Relaxed);
+        self.metrics
+            .kv_usage_ppm
+            .store((self.pool.usage() * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    fn blocks_for(&self, tokens: u32) -> usize {
+        tokens.div_ceil(self.block_size) as usize
+    }
+
+    fn end_seq(&mut self, mut s: Seq, state: u8) {
+        self.pool.release(&s.blocks);
+        s.blocks.clear();
+        if state == FINISHED {
+            self.metrics
+                .requests_finished
+                .fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.metrics
+                .requests_aborted
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        s.shared.publish(s.generated, Some(state));
+    }
+
+    fn preempt(&mut self, mut s: Seq) {
+        self.pool.release(&s.blocks);
+        s.blocks.clear();
+        s.computed = 0;
+        s.registered = 0;
+        self.metrics.preemptions.fetch_add(1, Ordering::Relaxed);
+        self.waiting.push_front(s);
+    }
+
+    /// Picks this step's work; returns its simulated cost in microseconds.
+    fn schedule(&mut self) -> f64 {
+        self.step.clear();
+        // Drop sequences whose clients went away.
+        let mut i = 0;
+        while i < self.running.len() {
+            if self.running[i].shared.is_cancelled() {
+                let s = self.running.remove(i);
+                self.end_seq(s, ABORTED);
+            } else {
+                i += 1;
+            }
+        }
+        let mut budget = self.max_num_batched_tokens;
+        let mut prefill_tokens: u64 = 0;
+        let mut decodes: u64 = 0;
+        let mut preempted = false;
+
+        // Running sequences first, in arrival order.
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let (computed, total, nblocks, generated) = {
+                let s = &self.running[i];
+                (
+                    s.computed,
+                    s.tokens.len() as u32,
+                    s.blocks.len(),
+                    s.generated,
+                )
+            };
+            let need = total - computed;
+            let n = need.min(budget);
+            let extra = self.blocks_for(computed + n).saturating_sub(nblocks);
+            let mut fits = true;
+            while self.pool.num_free() < extra {
+                if self.running.len() - 1 == i {
+                    fits = false;
+                    break;
+                }
+                if let Some(victim) = self.running.pop() {
+                    self.preempt(victim);
+                    preempted = true;
+                }
+            }
+            if !fits {
+                let s = self.running.remove(i);
+                self.preempt(s);
+                preempted = true;
+                break;
+            }
+            let s = &mut self.running[i];
+            if !self.pool.allocate(extra, &mut s.blocks) {
+                break;
+            }
+            if generated > 0 && need == 1 {
+                decodes += 1;
+            } else {
+                prefill_tokens += u64::from(n);
+            }
+            self.step.push(Scheduled { idx: i, tokens: n });
+            budget -= n;
+            i += 1;
+        }
+
+        // Then waiting ones, while there is room (not in a step that had to preempt).
+        while !preempted && budget > 0 && self.running.len() < self.max_num_seqs {
+            let Some(front) = self.waiting.front() else {
+                break;
+            };
+            if front.shared.is_cancelled() {
+                if let Some(s) = self.waiting.pop_front() {
+                    self.end_seq(s, ABORTED);
+                }
+                continue;
+            }
+            let total = front.tokens.len() as u32;
+            let bs = self.block_size;
+            // Like vLLM, always recompute at least the last token.
+            let max_hit_blocks = ((total.saturating_sub(1)) / bs) as usize;
+            let lookup_len = max_hit_blocks.min(front.hashes.len());
+            let (hit, hit_free) = self.pool.lookup(&front.hashes[..lookup_len]);
+            let cached = hit as u32 * bs;
+            let n = (total - cached).min(budget);
+            let extra = self.blocks_for(cached + n).saturating_sub(hit);
+            if self.pool.num_free().saturating_sub(hit_free) < extra {
+                break;
+            }
+            let Some(mut s) = self.waiting.pop_front() else {
+                break;
+            };
+            self.pool.acquire_cached(&s.hashes[..hit], &mut s.blocks);
+            if !self.pool.allocate(extra, &mut s.blocks) {
+                // Cannot happen after the check above; put it back untouched.
+                self.pool.release(&s.blocks);
+                s.blocks.clear();
+                self.waiting.push_front(s);
+                break;
+            }
+            s.computed = cached;
+            s.registered = hit as u32;
+            if !s.admitted_once {
+                s.admitted_once = true;
+                s.shared.cached.store(cached, Ordering::Release);
+                s.shared.state.store(RUNNING, Ordering::Release);
+                self.metrics
+                    .prefix_queries
+                    .fetch_add(u64::from(total), Ordering::Relaxed);
+                self.metrics
+                    .prefix_hits
+                    .fetch_add(u64::from(cached), Ordering::Relaxed);
+            }
+            prefill_tokens += u64::from(n);
+            self.running.push(s);
+            self.step.push(Scheduled {
+                idx: self.running.len() - 1,
+                tokens: n,
+            });
+            budget -= n;
+        }
+
+        if self.step.is_empty() {
+            return 0.0;
+        }
+        self.step_fixed_us
+            + self.prefill_token_us * prefill_tokens as f64
+            + self.decode_seq_us * decodes as f64
+    }
+
+    /// Applies the step picked by `schedule` after its time has passed.
+    fn complete(&mut self) {
+        self.metrics.engine_steps.fetch_add(1, Ordering::Relaxed);
+        let bs = self.block_size as usize;
+        let mut any_done = false;
+        let mut generated_now: u64 = 0;
+        let mut prompt_done: u64 = 0;
+        for k in 0..self.step.len() {
+            let Scheduled { idx, tokens } = self.step[k];
+            let Some(s) = self.running.get_mut(idx) else {
+                continue;
+            };
+            s.computed += tokens;
+            while ((s.registered as usize + 1) * bs) <= s.computed as usize
+                && (s.registered as usize) < s.hashes.len()
+                && (s.registered as usize) < s.blocks.len()
+            {
+                let r = s.registered as usize;
+                self.pool.register(s.blocks[r], s.hashes[r]);
+                s.registered += 1;
+            }
+            if s.computed as usize == s.tokens.len() {
+                if s.generated == 0 {
+                    prompt_done += u64::from(s.prompt_len);
+                }
+                let tok = output_token(s.output_seed, s.generated);
+                s.tokens.push(tok);
+                s.generated += 1;
+                generated_now += 1;
+                extend_block_hashes(&mut s.hashes, &s.tokens, bs);
+                if s.generated >= s.max_tokens {
+                    any_done = true;
+                } else {
+                    s.shared.publish(s.generated, None);
+                }
+            }
+        }
+        self.step.clear();
+        self.metrics
+            .generation_tokens
+            .fetch_add(generated_now, Ordering::Relaxed);
+        self.metrics
+            .prompt_tokens
+            .fetch_add(prompt_done, Ordering::Relaxed);
+        if any_done {
+            let mut i = 0;
+            while i < self.running.len() {
+                if self.running[i].generated >= self.running[i].max_tokens {
+                    let s = self.running.remove(i);
+                    self.end_seq(s, FINISHED);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    fn abort_all(&mut self, rx: &mut mpsc::UnboundedReceiver<NewRequest>) {
+        rx.close();
+        while let Ok(r) = rx.try_recv() {
+            self.add(r);
+        }
+        let running: Vec<Seq> = self.running.drain(..).collect();
+        for s in running {
+            self.end_seq(s, ABORTED);
+        }
+        while let Some(s) = self.waiting.pop_front() {
+            self.end_seq(s, ABORTED);
+        }
+        self.publish_gauges();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> SimConfig {
+        SimConfig {
+            max_num_seqs: 2,
+            max_num_batched_tokens: 64,
+            num_gpu_blocks: 64,
+            ..SimConfig::default()
+        }
+    }
+
+    fn req(prompt: Vec<u32>, max_tokens: u32) -> (NewRequest, Arc<ReqShared>) {
+        let shared = Arc::new(ReqShared::new(true));
+        (
+            NewRequest {
+                prompt,
+                max_tokens,
+                output_seed: 1,
+                shared: shared.clone(),
+            },
+            shared,
+        )
+    }
+
+    #[test]
+    fn batching_respects_limits_and_finishes_exactly() {
+        let m = Arc::new(Metrics::default());
+        let mut e = Engine::new(&cfg(), m.clone());
+        let mut shared = Vec::new();
+        for k in 0..3u32 {
+            let (r, s) = req((0..100).map(|t| t + 1000 * k).collect(), 5);
+            e.add(r);
+            shared.push(s);
+        }
+        // Step 1: budget 64 goes to the first prompt's first chunk only.
+        e.schedule();
+        assert_eq!(e.running.len(), 1);
+        assert_eq!(e.step[0].tokens, 64);
+        e.complete();
+        let mut steps = 1;
+        while !e.running.is_empty() || !e.waiting.is_empty() {
+            e.schedule();
+            assert!(e.running.len() <= 2);
+            let used: u32 = e.step.iter().map(|s| s.tokens).sum();
+            assert!(used <= 64);
+            e.complete();
+            steps += 1;
+            assert!(steps < 100);
+        }
+        for s in &shared {
+            let p = s.progress();
+            assert!(p.finished);
+            assert_eq!(p.generated, 5);
+        }
+        assert_eq!(m.generation_tokens.load(Ordering::Relaxed), 15);
+        assert_eq!(m.prompt_tokens.load(Ordering::Relaxed), 300);
+        assert_eq!(e.pool.num_free(), 64);
+    }
+
+    #[test]
+    fn repeated_prompt_hits_full_blocks() {
+        let m = Arc::new(Metrics::default());
+        let mut e = Engine::new(&cfg(), m.clone());
+        let prompt: Vec<u32> = (0..100).collect();
+        for _ in 0..2 {
+            let (r, s) = req(prompt.clone(), 3);
+            e.add(r);
+            while !s.progress().finished {
+                e.schedule();
+                e.complete();
+            }
+            if m.prefix_hits.load(Ordering::Relaxed) > 0 {
+                assert_eq!(s.cached_tokens(), 96);
+            }
+        }
+        assert_eq!(m.prefix_hits.load(Ordering::Relaxed), 96);
+        assert_eq!(m.prefix_queries.load(Ordering::Relaxed), 200);
+        // A prompt of exactly 6 full blocks can hit at most 5 (the last token is recomputed).
+        let (r, s) = req(prompt[..96].to_vec(), 1);
+        e.add(r);
+        e.schedule();
+        e.complete();
+        assert_eq!(s.cached_tokens(), 80);
+    }
+
+    #[test]
+    fn preempts_when_blocks_run_out() {
+        let c = SimConfig {
+            max_num_seqs: 4,
+            max_num_batched_tokens: 1000,
+            num_gpu_blocks: 8,
+            block_size: 16,
+            ..SimConfig::default()
+        };
+        let m = Arc::new(Metrics::default());
+        let mut e = Engine::new(&c, m.clone());
+        let mut shared = Vec::new();
+        for k in 0..2u32 {
+            let (r, s) = req((0..60).map(|t| t + 1000 * k).collect(), 40);
+            e.add(r);
+            shared.push(s);
+        }
+        let mut steps = 0;
+        while !e.running.is_empty() || !e.waiting.is_empty() {
+            e.schedule();
+            e.complete();
+            steps += 1;
+            assert!(steps < 1000);
+        }
+        assert!(m.preemptions.load(Ordering::Relaxed) > 0);
+        for s in &shared {
+            assert_eq!(s.progress().generated, 40);
+        }
+    }
+
+    #[test]
+    fn cancelled_requests_are_dropped() {
+        let m = Arc::new(Metrics::default());
+        let mut e = Engine::new(&cfg(), m.clone());
+        let (r, s) = req((0..40).collect(), 1000);
+        e.add(r);
+        e.schedule();
+        e.complete();
+        s.cancel();
+        e.schedule();
+        assert!(e.running.is_empty());
+        assert!(s.progress().aborted);
+        assert_eq!(e.pool.num_free(), 64);
+    }
+}

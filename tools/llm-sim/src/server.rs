@@ -1,0 +1,404 @@
+//! The HTTP/1.1 server (hyper 1): accepting connections, routing, and the in-process handles
+//! [`SimServer`] (on the caller's runtime) and [`SimThread`] (on its own thread and runtime).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::api::{self, error_response, full, json_response, Api, Body};
+use crate::config::{FaultConfig, SimConfig};
+use crate::engine::{spawn_engine, EngineHandle};
+use crate::faults::FaultHandle;
+use crate::metrics::{FaultKind, Metrics};
+use crate::tokenize::Tokenizer;
+use crate::util::mix64;
+
+/// Largest request body accepted.
+const MAX_BODY: usize = 64 << 20;
+
+/// State shared by all connections of one server.
+pub struct AppState {
+    pub cfg: SimConfig,
+    /// The model name as a JSON string literal (quoted, escaped).
+    pub model_json: String,
+    pub tokenizer: Tokenizer,
+    pub engine: EngineHandle,
+    pub metrics: Arc<Metrics>,
+    pub faults: FaultHandle,
+    pub req_counter: AtomicU64,
+    pub conn_counter: AtomicU64,
+    pub id_seed: u64,
+    pub started: u64,
+}
+
+/// A running server on the caller's tokio runtime.
+pub struct SimServer {
+    /// The bound address (the real port when `port` was 0).
+    pub addr: SocketAddr,
+    state: Arc<AppState>,
+    shutdown: watch::Sender<bool>,
+    accept_task: tokio::task::JoinHandle<()>,
+    engine_task: tokio::task::JoinHandle<()>,
+}
+
+impl SimServer {
+    /// `http://ADDR:PORT` of the server.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The server's runtime fault switches.
+    pub fn faults(&self) -> FaultHandle {
+        self.state.faults.clone()
+    }
+
+    /// The server's counters (also on `GET /metrics`).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.state.metrics.clone()
+    }
+
+    /// Stops accepting, aborts in-flight requests and waits for the engine to stop.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.accept_task.await;
+        let _ = self.engine_task.await;
+    }
+}
+
+/// Binds `cfg.host:cfg.port` and starts the server on the current tokio runtime.
+pub async fn start(cfg: SimConfig) -> anyhow::Result<SimServer> {
+    cfg.validate().map_err(anyhow::Error::msg)?;
+    let tokenizer = match &cfg.tokenizer {
+        Some(p) => Tokenizer::load(p, cfg.tokenizer_config.as_deref())?,
+        None => Tokenizer::builtin(),
+    };
+    let listener = TcpListener::bind((cfg.host.as_str(), cfg.port))
+        .await
+        .with_context(|| format!("binding {}:{}", cfg.host, cfg.port))?;
+    let addr = listener.local_addr()?;
+    let metrics = Arc::new(Metrics::default());
+    let (shutdown, sd_rx) = watch::channel(false);
+    let (engine, engine_task) = spawn_engine(&cfg, metrics.clone(), sd_rx.clone());
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let state = Arc::new(AppState {
+        model_json: serde_json::Value::String(cfg.model_name.clone()).to_string(),
+        faults: FaultHandle::new(cfg.faults.clone()),
+        cfg,
+        tokenizer,
+        engine,
+        metrics,
+        req_counter: AtomicU64::new(0),
+        conn_counter: AtomicU64::new(0),
+        id_seed: mix64(started ^ u64::from(addr.port())),
+        started: started / 1_000_000_000,
+    });
+    let accept_task = tokio::spawn(accept_loop(listener, state.clone(), sd_rx));
+    Ok(SimServer {
+        addr,
+        state,
+        shutdown,
+        accept_task,
+        engine_task,
+    })
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<AppState>, mut sd: watch::Receiver<bool>) {
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = sd.changed() => break,
+        };
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(_) => {
+                // Out of file descriptors or similar: back off briefly.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        if state.faults.resets_enabled() {
+            // With SO_LINGER 0, aborting the connection sends a real TCP RST.
+            let _ = stream.set_zero_linger();
+        }
+        let n = state.conn_counter.fetch_add(1, Ordering::Relaxed);
+        let delay = state.faults.accept_delay_ms(n);
+        let st = state.clone();
+        let mut conn_sd = sd.clone();
+        tokio::spawn(async move {
+            if let Some(ms) = delay {
+                st.metrics.count_fault(FaultKind::SlowAccept);
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                    _ = conn_sd.changed() => return,
+                }
+            }
+            let svc_state = st.clone();
+            let svc = service_fn(move |req| route(svc_state.clone(), req));
+            let conn = http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = conn_sd.changed() => {}
+            }
+        });
+    }
+}
+
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Body>> {
+    match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e) => {
+            let too_big = e
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some();
+            if too_big {
+                Err(error_response(
+                    Api::Completion,
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "Request body too large.",
+                ))
+            } else {
+                Err(error_response(
+                    Api::Completion,
+                    StatusCode::BAD_REQUEST,
+                    "Could not read the request body.",
+                ))
+            }
+        }
+    }
+}
+
+async fn route(state: Arc<AppState>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let resp = dispatch(&state, req).await;
+    state.metrics.count_status(resp.status().as_u16());
+    Ok(resp)
+}
+
+fn not_found() -> Response<Body> {
+    full(
+        StatusCode::NOT_FOUND,
+        "application/json",
+        r#"{"detail":"Not Found"}"#,
+    )
+}
+
+fn method_not_allowed() -> Response<Body> {
+    full(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "application/json",
+        r#"{"detail":"Method Not Allowed"}"#,
+    )
+}
+
+async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    let gen = |api: Api, stream: bool| (api, stream);
+    let target = match path.as_str() {
+        "/v1/chat/completions" => Some(gen(Api::Chat, false)),
+        "/v1/completions" => Some(gen(Api::Completion, false)),
+        "/generate" => Some(gen(Api::Tgi, false)),
+        "/generate_stream" => Some(gen(Api::Tgi, true)),
+        _ => None,
+    };
+    if let Some((api, tgi_stream)) = target {
+        if method != Method::POST {
+            return method_not_allowed();
+        }
+        let body = match read_body(req).await {
+            Ok(b) => b,
+            Err(r) => return r,
+        };
+        return api::generate(state.clone(), api, body, tgi_stream).await;
+    }
+    match (method, path.as_str()) {
+        (Method::GET, "/health") => full(StatusCode::OK, "application/json", ""),
+        (Method::GET, "/version") => json_response(
+            StatusCode::OK,
+            &json!({"version": format!("llm-sim {}", env!("CARGO_PKG_VERSION"))}),
+        ),
+        (Method::GET, "/v1/models") => {
+            let m = &state.cfg.model_name;
+            json_response(
+                StatusCode::OK,
+                &json!({"object": "list", "data": [{
+                    "id": m, "object": "model", "created": state.started, "owned_by": "vllm",
+                    "root": m, "parent": null, "max_model_len": state.cfg.max_model_len,
+                    "permission": []}]}),
+            )
+        }
+        (Method::GET, "/metrics") => full(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            state.metrics.render(&state.cfg.model_name),
+        ),
+        (Method::GET, "/admin/faults") => json_response(
+            StatusCode::OK,
+            &serde_json::to_value(state.faults.get()).unwrap_or_default(),
+        ),
+        (Method::POST, "/admin/faults") => {
+            let body = match read_body(req).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            admin_faults(state, &body)
+        }
+        (_, "/health" | "/version" | "/v1/models" | "/metrics" | "/admin/faults") => {
+            method_not_allowed()
+        }
+        _ => not_found(),
+    }
+}
+
+/// `POST /admin/faults`: a JSON object with any subset of [`FaultConfig`]'s fields; the rest
+/// keep their current values. `{"reset": true}` turns every fault off first.
+fn admin_faults(state: &AppState, body: &[u8]) -> Response<Body> {
+    let bad = |m: String| error_response(Api::Completion, StatusCode::BAD_REQUEST, &m);
+    let patch: serde_json::Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return bad(format!("Invalid JSON: {e}")),
+    };
+    let serde_json::Value::Object(mut patch) = patch else {
+        return bad("Expected a JSON object.".into());
+    };
+    let mut cur = serde_json::to_value(state.faults.get()).unwrap_or_default();
+    if patch.remove("reset").and_then(|v| v.as_bool()) == Some(true) {
+        let keep = state.faults.get();
+        cur = serde_json::to_value(FaultConfig {
+            seed: keep.seed,
+            stall_ms: keep.stall_ms,
+            slow_accept_ms: keep.slow_accept_ms,
+            ..FaultConfig::default()
+        })
+        .unwrap_or_default();
+    }
+    if let Some(obj) = cur.as_object_mut() {
+        for (k, v) in patch {
+            obj.insert(k, v);
+        }
+    }
+    let cfg: FaultConfig = match serde_json::from_value(cur) {
+        Ok(c) => c,
+        Err(e) => return bad(format!("Invalid fault settings: {e}")),
+    };
+    if let Err(e) = state.faults.set(cfg.clone()) {
+        return bad(e);
+    }
+    json_response(
+        StatusCode::OK,
+        &serde_json::to_value(cfg).unwrap_or_default(),
+    )
+}
+
+/// A server running on its own thread with its own single-threaded tokio runtime; it stops
+/// when dropped.
+pub struct SimThread {
+    /// The bound address.
+    pub addr: SocketAddr,
+    faults: FaultHandle,
+    metrics: Arc<Metrics>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SimThread {
+    /// `http://ADDR:PORT` of the server.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The server's runtime fault switches.
+    pub fn faults(&self) -> FaultHandle {
+        self.faults.clone()
+    }
+
+    /// The server's counters.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+}
+
+impl Drop for SimThread {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts a server on a background thread (its own current-thread runtime) and returns once it
+/// is listening.
+pub fn spawn_in_thread(cfg: SimConfig) -> anyhow::Result<SimThread> {
+    type Ready = anyhow::Result<(SocketAddr, FaultHandle, Arc<Metrics>)>;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Ready>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("llm-sim".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.into()));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                match start(cfg).await {
+                    Ok(server) => {
+                        let _ = ready_tx.send(Ok((server.addr, server.faults(), server.metrics())));
+                        let _ = stop_rx.await;
+                        server.shutdown().await;
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            });
+        })
+        .context("spawning the llm-sim thread")?;
+    match ready_rx.recv() {
+        Ok(Ok((addr, faults, metrics))) => Ok(SimThread {
+            addr,
+            faults,
+            metrics,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(e)
+        }
+        Err(_) => {
+            let _ = thread.join();
+            Err(anyhow::anyhow!(
+                "the llm-sim thread exited before it was ready"
+            ))
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! Turning prompts into token ids: the built-in word tokenizer (one token per
+//! whitespace-separated word) or a Hugging Face `tokenizer.json`, and chat prompts through a
+//! chat template (built-in ChatML accounting, or `chat_template` from `tokenizer_config.json`
+//! rendered with minijinja).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{anyhow, Context};
+use minijinja::value::Value;
+use minijinja::{Environment, Error, ErrorKind, State};
+
+use crate::vocab::{builtin_words, BUILTIN_VOCAB_SIZE};
+
+/// One chat message with its content flattened to text.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+/// Built-in special token ids (just past the word list).
+const IM_START: u32 = BUILTIN_VOCAB_SIZE as u32;
+const IM_END: u32 = IM_START + 1;
+const NEWLINE: u32 = IM_START + 2;
+const ROLE_BASE: u32 = IM_START + 16;
+/// Ids of words outside the built-in list live above this (hashed, for prefix caching).
+const UNKNOWN_BASE: u32 = 1 << 31;
+
+/// Tokens a chat message adds around its content in the built-in template:
+/// `<|im_start|>`, role, `\n`, ..., `<|im_end|>`, `\n`.
+pub const BUILTIN_TOKENS_PER_MESSAGE: u32 = 5;
+/// Tokens of the generation prompt in the built-in template: `<|im_start|>`, `assistant`, `\n`.
+pub const BUILTIN_GENERATION_PROMPT_TOKENS: u32 = 3;
+
+/// The tokenizer of a server.
+pub enum Tokenizer {
+    /// One token per whitespace-separated word; words of the built-in list get their index.
+    Builtin(BuiltinTokenizer),
+    /// A Hugging Face tokenizer plus a chat template.
+    Hf(Box<HfTokenizer>),
+}
+
+pub struct BuiltinTokenizer {
+    ids: HashMap<&'static str, u32>,
+}
+
+pub struct HfTokenizer {
+    tok: tokenizers::Tokenizer,
+    env: Environment<'static>,
+    vocab_size: u32,
+    bos_token: String,
+    eos_token: String,
+}
+
+const CHATML_TEMPLATE: &str = "{% for message in messages %}<|im_start|>{{ message.role }}\n\
+{{ message.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+fn fnv1a(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+impl BuiltinTokenizer {
+    pub fn new() -> Self {
+        let ids = builtin_words()
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.as_str(), i as u32))
+            .collect();
+        BuiltinTokenizer { ids }
+    }
+
+    fn word_id(&self, w: &str) -> u32 {
+        match self.ids.get(w) {
+            Some(&id) => id,
+            None => UNKNOWN_BASE | (fnv1a(w) as u32 & (UNKNOWN_BASE - 1)),
+        }
+    }
+
+    fn encode_into(&self, text: &str, out: &mut Vec<u32>) {
+        out.extend(text.split_whitespace().map(|w| self.word_id(w)));
+    }
+
+    fn role_id(&self, role: &str) -> u32 {
+        match role {
+            "system" => ROLE_BASE,
+            "user" => ROLE_BASE + 1,
+            "assistant" => ROLE_BASE + 2,
+            "tool" => ROLE_BASE + 3,
+            "developer" => ROLE_BASE + 4,
+            other => ROLE_BASE + 5 + (fnv1a(other) % 1024) as u32,
+        }
+    }
+}
+
+impl Default for BuiltinTokenizer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Tokenizer {
+    /// The built-in tokenizer.
+    pub fn builtin() -> Self {
+        Tokenizer::Builtin(BuiltinTokenizer::new())
+    }
+
+    /// Loads `tokenizer.json` and, if given, the chat template of `tokenizer_config.json`.
+    pub fn load(tokenizer: &Path, config: Option<&Path>) -> anyhow::Result<Self> {
+        let tok = tokenizers::Tokenizer::from_file(tokenizer)
+            .map_err(|e| anyhow!("loading tokenizer {}: {e}", tokenizer.display()))?;
+        let vocab_size = tok.get_vocab_size(true) as u32;
+        let mut template = CHATML_TEMPLATE.to_string();
+        let mut bos_token = String::new();
+        let mut eos_token = String::new();
+        if let Some(cfg_path) = config {
+            let text = std::fs::read_to_string(cfg_path)
+                .with_context(|| format!("reading {}", cfg_path.display()))?;
+            let cfg: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", cfg_path.display()))?;
+            match cfg.get("chat_template") {
+                Some(serde_json::Value::String(s)) => template = s.clone(),
+                Some(serde_json::Value::Array(list)) => {
+                    let pick = list
+                        .iter()
+                        .find(|t| t.get("name").and_then(|n| n.as_str()) == Some("default"))
+                        .or_else(|| list.first());
+                    if let Some(s) = pick
+                        .and_then(|t| t.get("template"))
+                        .and_then(|t| t.as_str())
+                    {
+                        template = s.to_string();
+                    }
+                }
+                _ => {}
+            }
+            bos_token = special_token_text(cfg.get("bos_token"));
+            eos_token = special_token_text(cfg.get("eos_token"));
+        }
+        let mut env = Environment::new();
+        env.set_unknown_method_callback(python_methods);
+        env.add_function("raise_exception", |msg: String| -> Result<Value, Error> {
+            Err(Error::new(ErrorKind::InvalidOperation, msg))
+        });
+        env.add_function("strftime_now", |_fmt: String| -> String {
+            "01 Jan 2026".to_string()
+        });
+        env.add_template_owned("chat", template)
+            .context("parsing the chat template")?;
+        Ok(Tokenizer::Hf(Box::new(HfTokenizer {
+            tok,
+            env,
+            vocab_size,
+            bos_token,
+            eos_token,
+        })))
+    }
+
+    /// Largest valid token id + 1 (`None`: any id is accepted).
+    pub fn vocab_size(&self) -> Option<u32> {
+        match self {
+            Tokenizer::Builtin(_) => None,
+            Tokenizer::Hf(h) => Some(h.vocab_size),
+        }
+    }
+
+    /// Token ids of a completion prompt (HF: with the tokenizer's special tokens, as vLLM does).
+    pub fn encode_text(&self, text: &str) -> Result<Vec<u32>, String> {
+        match self {
+            Tokenizer::Builtin(b) => {
+                let mut out = Vec::with_capacity(text.len() / 5 + 1);
+                b.encode_into(text, &mut out);
+                Ok(out)
+            }
+            Tokenizer::Hf(h) => h
+                .tok
+                .encode(text, true)
+                .map(|e| e.get_ids().to_vec())
+                .map_err(|e| format!("tokenization failed: {e}")),
+        }
+    }
+
+    /// Token ids of a chat prompt including the generation prompt.
+    pub fn encode_chat(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, String> {
+        match self {
+            Tokenizer::Builtin(b) => {
+                let words: usize = messages.iter().map(|m| m.content.len() / 5 + 1).sum();
+                let mut out = Vec::with_capacity(words + 5 * messages.len() + 3);
+                for m in messages {
+                    out.push(IM_START);
+                    out.push(b.role_id(&m.role));
+                    out.push(NEWLINE);
+                    b.encode_into(&m.content, &mut out);
+                    out.push(IM_END);
+                    out.push(NEWLINE);
+                }
+                out.push(IM_START);
+                out.push(b.role_id("assistant"));
+                out.push(NEWLINE);
+                Ok(out)
+            }
+            Tokenizer::Hf(h) => {
+                let text = h.render_chat(messages)?;
+                h.tok
+                    .encode(text.as_str(), false)
+                    .map(|e| e.get_ids().to_vec())
+                    .map_err(|e| format!("tokenization failed: {e}"))
+            }
+        }
+    }
+}
+
+impl HfTokenizer {
+    fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, String> {
+        let tmpl = self
+            .env
+            .get_template("chat")
+            .map_err(|e| format!("chat template: {e}"))?;
+        tmpl.render(minijinja::context! {
+            messages => messages,
+            add_generation_prompt => true,
+            bos_token => self.bos_token.as_str(),
+            eos_token => self.eos_token.as_str(),
+        })
+        .map_err(|e| format!("rendering the chat template failed: {e}"))
+    }
+}
+
+fn special_token_text(v: Option<&serde_json::Value>) -> String {
+    match v {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Object(o)) => o
+            .get("content")
+            .and_then(|c| c.as_str())
+            .unwrap_or_default()
+            .to_string(),
+        _ => String::new(),
+    }
+}
+
+fn str_arg(args: &[Value], i: usize) -> Option<String> {
+    args.get(i)
+        .filter(|v| !v.is_undefined() && !v.is_none())
+        .map(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string())
+        })
+}
+
+fn prefix_match(s: &str, arg: Option<&Value>, f: impl Fn(&str, &str) -> bool) -> Value {
+    match arg {
+        Some(v) if v.as_str().is_some() => Value::from(f(s, v.as_str().unwrap_or_default())),
+        Some(v) => match v.try_iter() {
+            Ok(it) => Value::from(it.into_iter().any(|p| p.as_str().is_some_and(|p| f(s, p)))),
+            Err(_) => Value::from(false),
+        },
+        None => Value::from(false),
+    }
+}
+
+/// The Python string and dict methods that Hugging Face chat templates commonly call.
+fn python_methods(
+    state: &State,
+    value: &Value,
+    method: &str,
+    args: &[Value],
+) -> Result<Value, Error> {
+    if let Some(s) = value.as_str() {
+        let chars = str_arg(args, 0);
+        let trim_set = |c: char| match &chars {
+            Some(set) => set.contains(c),
+            None => c.is_whitespace(),
+        };
+        return Ok(match method {
+            "strip" => Value::from(s.trim_matches(trim_set)),
+            "lstrip" => Value::from(s.trim_start_matches(trim_set)),
+            "rstrip" => Value::from(s.trim_end_matches(trim_set)),
+            "startswith" => prefix_match(s, args.first(), |s, p| s.starts_with(p)),
+            "endswith" => prefix_match(s, args.first(), |s, p| s.ends_with(p)),
+            "upper" => Value::from(s.to_uppercase()),
+            "lower" => Value::from(s.to_lowercase()),
+            "title" => Value::from(
+                s.split(' ')
+                    .map(|w| {
+                        let mut c = w.chars();
+                        match c.next() {
+                            Some(f) => {
+                                f.to_uppercase().collect::<String>() + &c.as_str().to_lowercase()
+                            }
+                            None => String::new(),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            "replace" => {
+                let from = str_arg(args, 0).unwrap_or_default();
+                let to = str_arg(args, 1).unwrap_or_default();
+                Value::from(s.replace(&from, &to))
+            }
+            "split" => {
+                let maxsplit = args
+                    .get(1)
+                    .and_then(|v| i64::try_from(v.clone()).ok())
+                    .filter(|&m| m >= 0);
+                let parts: Vec<Value> = match (str_arg(args, 0), maxsplit) {
+                    (Some(sep), Some(m)) => s
+                        .splitn(m as usize + 1, sep.as_str())
+                        .map(Value::from)
+                        .collect(),
+                    (Some(sep), None) => s.split(sep.as_str()).map(Value::from).collect(),
+                    (None, _) => s.split_whitespace().map(Value::from).collect(),
+                };
+                Value::from(parts)
+            }
+            "find" => {
+                let needle = str_arg(args, 0).unwrap_or_default();
+                Value::from(s.find(&needle).map(|i| i as i64).unwrap_or(-1))
+            }
+            _ => return Err(Error::from(ErrorKind::UnknownMethod)),
+        });
+    }
+    if value.kind() == minijinja::value::ValueKind::Map {
+        return match method {
+            "items" => state.apply_filter("items", std::slice::from_ref(value)),
+            "keys" => Ok(Value::from(value.try_iter()?.collect::<Vec<_>>())),
+            "values" => {
+                let vals: Result<Vec<Value>, Error> =
+                    value.try_iter()?.map(|k| value.get_item(&k)).collect();
+                Ok(Value::from(vals?))
+            }
+            "get" => {
+                let key = args.first().cloned().unwrap_or(Value::UNDEFINED);
+                let v = value.get_item(&key)?;
+                if v.is_undefined() {
+                    Ok(args.get(1).cloned().unwrap_or(Value::from(())))
+                } else {
+                    Ok(v)
+                }
+            }
+            _ => Err(Error::from(ErrorKind::UnknownMethod)),
+        };
+    }
+    Err(Error::from(ErrorKind::UnknownMethod))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_counts_one_token_per_word() {
+        let t = Tokenizer::builtin();
+        let w = builtin_words();
+        let text = format!(" {} {}  {}\n{}", w[0], w[17], w[4899], "unknownword");
+        let ids = t.encode_text(&text).unwrap();
+        assert_eq!(ids.len(), 4);
+        assert_eq!(&ids[..3], &[0, 17, 4899]);
+        assert!(ids[3] >= UNKNOWN_BASE);
+    }
+
+    #[test]
+    fn builtin_chat_adds_eight_tokens_for_one_user_message() {
+        let t = Tokenizer::builtin();
+        let msgs = [ChatMessage {
+            role: "user".into(),
+            content: " bake tomo dila".into(),
+        }];
+        assert_eq!(t.encode_chat(&msgs).unwrap().len(), 3 + 8);
+        let two = [
+            ChatMessage {
+                role: "system".into(),
+                content: "bake".into(),
+            },
+            msgs[0].clone(),
+        ];
+        assert_eq!(t.encode_chat(&two).unwrap().len(), 1 + 3 + 5 * 2 + 3);
+    }
+}

@@ -1,0 +1,22 @@
+//! Small deterministic hashing helpers (no global state, no external PRNG crate).
+
+/// SplitMix64 finaliser: a fast, well-mixed 64-bit hash of one word.
+#[inline]
+pub fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Hash of a tuple of words.
+#[inline]
+pub fn hash3(a: u64, b: u64, c: u64) -> u64 {
+    mix64(mix64(mix64(a) ^ b) ^ c)
+}
+
+/// A uniform draw in `[0, 1)` from a hash.
+#[inline]
+pub fn unit(h: u64) -> f64 {
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
