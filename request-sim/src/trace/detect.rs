@@ -20,7 +20,7 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
     if t.starts_with('{') {
         let keys: Keys = serde_json::from_str(t).map_err(|e| {
             RowError::Undetectable(format!(
-                "the first line looks like JSON but does not parse ({})",
+                "the first data line looks like JSON but does not parse ({})",
                 super::fields::json_error(t, &e)
             ))
         })?;
@@ -34,7 +34,7 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
     }
     if t.starts_with('[') {
         return Err(RowError::Undetectable(
-            "the first line is a JSON array, not one object per line (JSONL)".into(),
+            "the first data line is a JSON array, not one object per line (JSONL)".into(),
         ));
     }
     if t.contains(',') || t.to_ascii_uppercase().contains("TIMESTAMP") {
@@ -42,7 +42,7 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
     }
     let head: String = t.chars().take(40).collect();
     Err(RowError::Undetectable(format!(
-        "the first line ({head:?}) is neither a JSON object nor a CSV header"
+        "the first data line ({head:?}) is neither a JSON object nor a CSV header"
     )))
 }
 

@@ -10,10 +10,12 @@ pub enum TraceError {
     #[error("{path}: cannot open: {error}")]
     Open { path: String, error: io::Error },
     /// Reading (or decompressing) failed after `line` complete lines.
-    #[error("{path}: read error after line {line}: {error}")]
+    #[error("{path}: read error after line {line}{}: {error}", if *.gzip { " (gzip: truncated or corrupt file?)" } else { "" })]
     Read {
         path: String,
         line: usize,
+        /// The input is gzip-compressed (the error is most likely a damaged file).
+        gzip: bool,
         error: io::Error,
     },
     /// The file has no data lines at all (zero bytes, or only blank lines).

@@ -49,11 +49,21 @@ pub(crate) fn check_timestamp(v: f64, unit: &str, scale: f64) -> Result<f64, Str
     let ms = v * scale;
     if ms.abs() > MAX_ABS_TIMESTAMP_MS {
         return Err(format!(
-            "{v} {unit} is absurd (more than {} {unit} away from 0)",
-            MAX_ABS_TIMESTAMP_MS / scale
+            "{} {unit} is absurd (more than {} {unit} away from 0)",
+            short_num(v),
+            short_num(MAX_ABS_TIMESTAMP_MS / scale)
         ));
     }
     Ok(ms)
+}
+
+/// A number for messages: scientific notation when it is very large.
+pub(crate) fn short_num(v: f64) -> String {
+    if v.abs() >= 1e9 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
 }
 
 /// A short, safe rendering of an offending string value.

@@ -84,18 +84,21 @@ pub fn parse_reader<R: Read>(
     let magic = peek_magic(&mut reader).map_err(|error| TraceError::Read {
         path: name.to_owned(),
         line: 0,
+        gzip: false,
         error,
     })?;
     let gzip = is_gzip(&magic);
     let whole = Cursor::new(magic).chain(reader);
     if gzip {
+        let input = BufReader::with_capacity(256 << 10, MultiGzDecoder::new(whole));
+        parse_buffered(name, input, true, opts)
+    } else {
         parse_buffered(
             name,
-            BufReader::with_capacity(256 << 10, MultiGzDecoder::new(whole)),
+            BufReader::with_capacity(256 << 10, whole),
+            false,
             opts,
         )
-    } else {
-        parse_buffered(name, BufReader::with_capacity(256 << 10, whole), opts)
     }
 }
 
@@ -240,6 +243,7 @@ fn decode(buf: &[u8], first: bool) -> Result<&str, RowError> {
 fn parse_buffered<B: BufRead>(
     name: &str,
     mut input: B,
+    gzip: bool,
     opts: &LoadOptions,
 ) -> Result<Trace, TraceError> {
     let cap = opts.max_line_bytes.unwrap_or(DEFAULT_MAX_LINE_BYTES);
@@ -259,6 +263,7 @@ fn parse_buffered<B: BufRead>(
             read_line_capped(&mut input, &mut buf, cap).map_err(|error| TraceError::Read {
                 path: name.to_owned(),
                 line,
+                gzip,
                 error,
             })?;
         let text = match kind {
