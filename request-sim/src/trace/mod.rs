@@ -1,4 +1,26 @@
 //! Trace formats: every supported format is parsed into one [`Trace`] of [`TraceRequest`]s.
+//!
+//! - [`load`] / [`parse_reader`] read a file (plain or gzip), detect or force the format,
+//!   validate every row, apply the consistency rules of `docs/traces.md`, sort, rebase and slice.
+//! - One file per format: `mooncake.rs`, `bailian.rs`, `azure.rs`, `generic.rs`; `detect.rs`
+//!   picks one from the first data line, `fields.rs` holds the shared field checks.
+//! - [`analyze()`](analyze::analyze) summarises a loaded trace (rates, lengths, prefix-cache hit ratios).
+
+pub mod analyze;
+mod azure;
+mod bailian;
+mod detect;
+mod error;
+mod fields;
+mod generic;
+mod lines;
+mod load;
+mod mooncake;
+
+pub use analyze::{analyze, ideal_prefix_hits, render_text, Analysis, AnalyzeOptions};
+pub use detect::detect_format;
+pub use error::{RowError, TraceError};
+pub use load::{load, parse_reader, LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
 
 /// Which trace format a file is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -18,9 +40,9 @@ impl TraceFormat {
     /// Default hash block size (tokens per hash id) of the format.
     pub fn default_block_size(self) -> usize {
         match self {
-            TraceFormat::Mooncake => 512,
-            TraceFormat::Bailian => 16,
-            TraceFormat::Azure | TraceFormat::Generic => 512,
+            TraceFormat::Mooncake => mooncake::BLOCK_SIZE,
+            TraceFormat::Bailian => bailian::BLOCK_SIZE,
+            TraceFormat::Azure | TraceFormat::Generic => generic::DEFAULT_BLOCK_SIZE,
         }
     }
 }
@@ -69,6 +91,18 @@ pub struct TraceStats {
     pub repeated_timestamps: usize,
     /// Timestamp smaller than the previous row's (rows are stably sorted by time).
     pub decreasing_timestamps: usize,
+    /// Requests with output_length 0 (kept; the replayer asks for at least one token).
+    #[serde(default)]
+    pub zero_output_length: usize,
+    /// Valid requests dropped because they fall outside `start_ms..end_ms`.
+    #[serde(default)]
+    pub outside_time_window: usize,
+    /// Valid requests dropped by `max_requests`.
+    #[serde(default)]
+    pub over_max_requests: usize,
+    /// The first few invalid-row messages (`path:line: what`), only with `--skip-invalid`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invalid_examples: Vec<String>,
 }
 
 /// A whole parsed trace.

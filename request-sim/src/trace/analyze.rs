@@ -1,0 +1,889 @@
+//! Trace analysis: what a user checks before replaying (`request-sim analyze TRACE`).
+//!
+//! Everything is computed from a loaded [`Trace`] (replay order, rebased times, normalised hash
+//! ids) in one pass plus one pass per LRU cache size.
+//!
+//! ## Prefix-cache hit ratio (definition)
+//!
+//! A request's prompt is the chain of blocks `b0, b1, ..., b(n-1)` (one per hash id, `block_size`
+//! tokens each except the last, which holds the rest of `input_length`; tokens beyond the hashed
+//! blocks are unique to the request). Block `i` is a **hit** when the whole chain `b0..=bi` was
+//! part of an earlier request's prompt (same ids at the same positions) and still is in the
+//! cache; matching stops at the first miss, as in vLLM/SGLang prefix caching. The hit ratio is
+//!
+//! `Σ tokens of hit blocks ÷ Σ input_length` over all requests,
+//!
+//! where a hit block counts its token count in the current request (`block_size`, or fewer for
+//! the last partial block). The block ratio (`hit blocks ÷ hashed blocks`) is reported too.
+//! The infinite cache never evicts; the LRU cache holds a given number of tokens
+//! (`capacity / block_size` whole blocks) and evicts the least recently used block. A request
+//! touches its blocks from last to first, so a prefix is always more recent than its tails and
+//! tails are evicted first (as vLLM frees blocks in reverse order).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
+
+use serde::ser::SerializeMap;
+use serde::Serialize;
+
+use super::{Trace, TraceFormat, TraceStats};
+
+/// What to compute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnalyzeOptions {
+    /// LRU cache sizes to simulate, in tokens; empty = a default sweep of powers of two from
+    /// 16 Ki tokens up to the first size that holds every distinct block of the trace.
+    pub cache_sizes_tokens: Vec<u64>,
+    /// Percentiles of the length distributions; empty = 50, 90, 99.
+    pub percentiles: Vec<f64>,
+    /// Width of the request-rate series buckets in seconds (default 60). Widened automatically
+    /// so that the series has at most [`MAX_RATE_POINTS`] points.
+    pub rate_bucket_s: f64,
+}
+
+/// Most points in [`Analysis::rate_series`].
+pub const MAX_RATE_POINTS: usize = 10_000;
+
+impl Default for AnalyzeOptions {
+    fn default() -> Self {
+        AnalyzeOptions {
+            cache_sizes_tokens: Vec::new(),
+            percentiles: Vec::new(),
+            rate_bucket_s: 60.0,
+        }
+    }
+}
+
+/// Percentiles as `{"p50": v, "p90": v, ...}` in the requested order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Percentiles(pub Vec<(f64, f64)>);
+
+impl Percentiles {
+    /// The value at percentile `p`, if it was computed.
+    pub fn get(&self, p: f64) -> Option<f64> {
+        self.0.iter().find(|(q, _)| *q == p).map(|&(_, v)| v)
+    }
+}
+
+impl Serialize for Percentiles {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (p, v) in &self.0 {
+            m.serialize_entry(&format!("p{p}"), v)?;
+        }
+        m.end()
+    }
+}
+
+/// Distribution of a token count over the requests.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct LengthStats {
+    pub mean: f64,
+    pub min: u64,
+    pub max: u64,
+    pub total: u64,
+    /// Linear interpolation at index `p/100 * (n-1)` of the sorted values.
+    pub percentiles: Percentiles,
+}
+
+/// Sessions and turns (Bailian traces).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct SessionStats {
+    /// Conversations: requests linked through `parent_chat_id` count as one.
+    pub sessions: usize,
+    /// Sessions with more than one request.
+    pub multi_turn_sessions: usize,
+    /// Requests per session.
+    pub mean_turns_per_session: f64,
+    pub max_turns_per_session: usize,
+    /// Largest `turn` value in the trace.
+    pub max_turn: u32,
+    /// Requests with `parent_chat_id` -1.
+    pub root_requests: usize,
+    /// Requests whose parent is not an earlier request of the trace (cut off by the trace
+    /// window or slicing); each starts its own session here.
+    pub orphan_requests: usize,
+    /// Requests per `type` (text/search/image/file; `unknown` when absent).
+    pub types: BTreeMap<String, usize>,
+}
+
+/// Trace-ideal prefix-cache hit ratio with an infinite cache (see the module docs).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct PrefixCacheStats {
+    pub hit_tokens: u64,
+    pub input_tokens: u64,
+    /// `hit_tokens / input_tokens`.
+    pub hit_ratio: f64,
+    pub hit_blocks: u64,
+    /// Hashed blocks over all requests.
+    pub blocks: u64,
+    /// `hit_blocks / blocks`.
+    pub block_hit_ratio: f64,
+    /// Tokens an infinite cache ends up holding: distinct prefix blocks × block size.
+    pub footprint_tokens: u64,
+}
+
+/// One LRU cache size of the sweep.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LruPoint {
+    pub capacity_tokens: u64,
+    /// `capacity_tokens / block_size` (whole blocks).
+    pub capacity_blocks: u64,
+    pub hit_tokens: u64,
+    pub hit_ratio: f64,
+    pub block_hit_ratio: f64,
+}
+
+/// One bucket of the request-rate series.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RatePoint {
+    /// Bucket start, seconds of trace time.
+    pub start_s: f64,
+    pub requests: u64,
+    /// `requests / bucket_s` (the last bucket may be partly past the end of the trace).
+    pub rate_per_s: f64,
+}
+
+/// Request rate over trace time.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct RateSeries {
+    pub bucket_s: f64,
+    pub points: Vec<RatePoint>,
+}
+
+/// Everything `analyze` reports. Serialises to one JSON object (`--json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Analysis {
+    pub format: TraceFormat,
+    pub block_size: usize,
+    pub requests: usize,
+    /// Last request time − first request time.
+    pub duration_s: f64,
+    /// `requests / duration_s` (`None` when all requests share one timestamp).
+    pub mean_rate_per_s: Option<f64>,
+    /// Most requests in one 1-s window `[k, k+1)` s of trace time.
+    pub peak_rate_per_s: u64,
+    /// Start of that window (the first one when several tie).
+    pub peak_rate_at_s: f64,
+    pub input_length: LengthStats,
+    pub output_length: LengthStats,
+    /// Requests that carry at least one hash id.
+    pub requests_with_hash_ids: usize,
+    pub distinct_hash_ids: usize,
+    /// Distinct chains `b0..=bi` (= distinct cacheable blocks).
+    pub distinct_prefix_blocks: usize,
+    pub sessions: Option<SessionStats>,
+    pub prefix_cache: PrefixCacheStats,
+    pub lru_sweep: Vec<LruPoint>,
+    pub rate_series: RateSeries,
+    /// The loader's counts (rules applied, skipped rows).
+    pub trace_stats: TraceStats,
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Percentile by linear interpolation at index `p/100 * (n-1)` of `sorted` (ascending).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let p = p.clamp(0.0, 100.0);
+    let pos = p / 100.0 * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    let frac = pos - lo as f64;
+    sorted[lo] + (sorted[hi] - sorted[lo]) * frac
+}
+
+fn length_stats(values: impl Iterator<Item = u32>, percentiles: &[f64]) -> LengthStats {
+    let mut v: Vec<f64> = values.map(f64::from).collect();
+    if v.is_empty() {
+        return LengthStats::default();
+    }
+    v.sort_by(f64::total_cmp);
+    let total: f64 = v.iter().sum();
+    LengthStats {
+        mean: total / v.len() as f64,
+        min: v[0] as u64,
+        max: v[v.len() - 1] as u64,
+        total: total as u64,
+        percentiles: Percentiles(
+            percentiles
+                .iter()
+                .map(|&p| (p, percentile(&v, p)))
+                .collect(),
+        ),
+    }
+}
+
+/// Prefix-chain structure of a trace: every request's blocks as dense node ids of a trie keyed
+/// by (parent node, hash id), so equal ids at equal positions after equal prefixes are one node.
+struct Chains {
+    /// Node ids of all requests, concatenated.
+    nodes: Vec<u32>,
+    /// `nodes[offsets[r]..offsets[r+1]]` are request r's blocks.
+    offsets: Vec<usize>,
+    /// Tokens of each request's block, same layout as `nodes`.
+    tokens: Vec<u32>,
+    node_count: usize,
+}
+
+impl Chains {
+    fn build(trace: &Trace) -> Chains {
+        let block = trace.block_size.max(1) as u64;
+        let total: usize = trace.requests.iter().map(|r| r.hash_ids.len()).sum();
+        let mut nodes = Vec::with_capacity(total);
+        let mut tokens = Vec::with_capacity(total);
+        let mut offsets = Vec::with_capacity(trace.requests.len() + 1);
+        let mut trie: HashMap<(u32, u64), u32> = HashMap::with_capacity(total);
+        offsets.push(0);
+        for r in &trace.requests {
+            let mut parent = u32::MAX;
+            for (i, &id) in r.hash_ids.iter().enumerate() {
+                let next = trie.len() as u32;
+                let node = *trie.entry((parent, id)).or_insert(next);
+                let left = u64::from(r.input_length).saturating_sub(i as u64 * block);
+                nodes.push(node);
+                tokens.push(left.min(block) as u32);
+                parent = node;
+            }
+            offsets.push(nodes.len());
+        }
+        Chains {
+            nodes,
+            offsets,
+            tokens,
+            node_count: trie.len(),
+        }
+    }
+
+    fn request(&self, r: usize) -> (&[u32], &[u32]) {
+        let range = self.offsets[r]..self.offsets[r + 1];
+        (&self.nodes[range.clone()], &self.tokens[range])
+    }
+
+    fn requests(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Infinite cache: per-request hit tokens and hit blocks.
+    fn infinite(&self) -> (Vec<u32>, u64) {
+        let mut seen = vec![false; self.node_count];
+        let mut hits = Vec::with_capacity(self.requests());
+        let mut hit_blocks = 0u64;
+        for r in 0..self.requests() {
+            let (nodes, tokens) = self.request(r);
+            let k = nodes.iter().take_while(|&&n| seen[n as usize]).count();
+            hit_blocks += k as u64;
+            hits.push(tokens[..k].iter().fold(0u32, |a, &t| a.saturating_add(t)));
+            for &n in nodes {
+                seen[n as usize] = true;
+            }
+        }
+        (hits, hit_blocks)
+    }
+
+    /// LRU cache of `capacity` blocks: total hit tokens and hit blocks.
+    fn lru(&self, capacity: usize) -> (u64, u64) {
+        const NIL: u32 = u32::MAX;
+        let n = self.node_count;
+        let mut prev = vec![NIL; n];
+        let mut next = vec![NIL; n];
+        let mut cached = vec![false; n];
+        // head = most recent, tail = least recent.
+        let (mut head, mut tail) = (NIL, NIL);
+        let mut size = 0usize;
+        let (mut hit_tokens, mut hit_blocks) = (0u64, 0u64);
+        for r in 0..self.requests() {
+            let (nodes, tokens) = self.request(r);
+            let k = nodes.iter().take_while(|&&x| cached[x as usize]).count();
+            hit_blocks += k as u64;
+            hit_tokens += tokens[..k].iter().map(|&t| u64::from(t)).sum::<u64>();
+            if capacity == 0 {
+                continue;
+            }
+            for &x in nodes.iter().rev() {
+                let x = x as usize;
+                if cached[x] {
+                    // unlink
+                    let (p, nx) = (prev[x], next[x]);
+                    if p != NIL {
+                        next[p as usize] = nx;
+                    } else {
+                        head = nx;
+                    }
+                    if nx != NIL {
+                        prev[nx as usize] = p;
+                    } else {
+                        tail = p;
+                    }
+                } else {
+                    cached[x] = true;
+                    size += 1;
+                }
+                // push front
+                prev[x] = NIL;
+                next[x] = head;
+                if head != NIL {
+                    prev[head as usize] = x as u32;
+                }
+                head = x as u32;
+                if tail == NIL {
+                    tail = x as u32;
+                }
+            }
+            while size > capacity {
+                let t = tail as usize;
+                tail = prev[t];
+                if tail != NIL {
+                    next[tail as usize] = NIL;
+                } else {
+                    head = NIL;
+                }
+                prev[t] = NIL;
+                cached[t] = false;
+                size -= 1;
+            }
+        }
+        (hit_tokens, hit_blocks)
+    }
+}
+
+/// Trace-ideal prefix-cache hits per request (tokens, infinite cache, replay order): what a
+/// server with an unbounded prefix cache would report as cached tokens. See the module docs.
+pub fn ideal_prefix_hits(trace: &Trace) -> Vec<u32> {
+    Chains::build(trace).infinite().0
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+fn default_sweep(footprint_tokens: u64) -> Vec<u64> {
+    let mut sizes = Vec::new();
+    let mut s: u64 = 16 << 10;
+    loop {
+        sizes.push(s);
+        if s >= footprint_tokens || s >= 1 << 50 {
+            return sizes;
+        }
+        s *= 2;
+    }
+}
+
+fn session_stats(trace: &Trace) -> Option<SessionStats> {
+    if !trace.requests.iter().any(|r| r.session.is_some()) {
+        return None;
+    }
+    let mut st = SessionStats::default();
+    // chat id -> session root, for requests seen so far (replay order).
+    let mut root_of: HashMap<i64, i64> = HashMap::new();
+    let mut size_of: HashMap<i64, usize> = HashMap::new();
+    for s in trace.requests.iter().filter_map(|r| r.session.as_ref()) {
+        let root = if s.parent_chat_id < 0 {
+            st.root_requests += 1;
+            s.chat_id
+        } else if let Some(&root) = root_of.get(&s.parent_chat_id) {
+            root
+        } else {
+            st.orphan_requests += 1;
+            s.chat_id
+        };
+        root_of.insert(s.chat_id, root);
+        *size_of.entry(root).or_insert(0) += 1;
+        st.max_turn = st.max_turn.max(s.turn);
+        let kind = s.kind.clone().unwrap_or_else(|| "unknown".to_owned());
+        *st.types.entry(kind).or_insert(0) += 1;
+    }
+    st.sessions = size_of.len();
+    st.multi_turn_sessions = size_of.values().filter(|&&n| n > 1).count();
+    st.max_turns_per_session = size_of.values().copied().max().unwrap_or(0);
+    st.mean_turns_per_session = ratio(size_of.values().sum::<usize>() as u64, st.sessions as u64);
+    Some(st)
+}
+
+fn rate_series(times_s: &[f64], duration_s: f64, bucket_s: f64) -> RateSeries {
+    let mut bucket = if bucket_s.is_finite() && bucket_s > 0.0 {
+        bucket_s
+    } else {
+        60.0
+    };
+    while duration_s / bucket >= MAX_RATE_POINTS as f64 {
+        bucket *= 2.0;
+    }
+    let first = times_s.first().copied().unwrap_or(0.0);
+    let n = ((duration_s / bucket).floor() as usize + 1).min(MAX_RATE_POINTS);
+    let mut counts = vec![0u64; n];
+    for &t in times_s {
+        let i = (((t - first) / bucket).floor().max(0.0) as usize).min(n - 1);
+        counts[i] += 1;
+    }
+    RateSeries {
+        bucket_s: bucket,
+        points: counts
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| RatePoint {
+                start_s: i as f64 * bucket,
+                requests: c,
+                rate_per_s: c as f64 / bucket,
+            })
+            .collect(),
+    }
+}
+
+/// Analyses a loaded trace.
+pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
+    let reqs = &trace.requests;
+    let percentiles: Vec<f64> = if opts.percentiles.is_empty() {
+        vec![50.0, 90.0, 99.0]
+    } else {
+        opts.percentiles.clone()
+    };
+
+    // Timing. Requests are in replay order, but do not rely on it.
+    let mut times_s: Vec<f64> = reqs.iter().map(|r| r.timestamp_ms / 1000.0).collect();
+    times_s.sort_by(f64::total_cmp);
+    let (first, last) = match (times_s.first(), times_s.last()) {
+        (Some(&a), Some(&b)) => (a, b),
+        _ => (0.0, 0.0),
+    };
+    let duration_s = last - first;
+    let mean_rate_per_s = (duration_s > 0.0).then(|| reqs.len() as f64 / duration_s);
+    let (mut peak, mut peak_at) = (0u64, 0.0);
+    let mut i = 0;
+    while i < times_s.len() {
+        let w = ((times_s[i] - first).floor()).max(0.0);
+        let mut j = i;
+        while j < times_s.len() && ((times_s[j] - first).floor()).max(0.0) == w {
+            j += 1;
+        }
+        if (j - i) as u64 > peak {
+            peak = (j - i) as u64;
+            peak_at = w;
+        }
+        i = j;
+    }
+
+    // Blocks and caches.
+    let chains = Chains::build(trace);
+    let (hits, hit_blocks) = chains.infinite();
+    let hit_tokens: u64 = hits.iter().map(|&h| u64::from(h)).sum();
+    let input_tokens: u64 = reqs.iter().map(|r| u64::from(r.input_length)).sum();
+    let blocks = chains.nodes.len() as u64;
+    let block = trace.block_size.max(1) as u64;
+    let footprint_tokens = chains.node_count as u64 * block;
+    let distinct_hash_ids = reqs
+        .iter()
+        .flat_map(|r| r.hash_ids.iter().copied())
+        .collect::<HashSet<u64>>()
+        .len();
+    let sizes = if opts.cache_sizes_tokens.is_empty() {
+        default_sweep(footprint_tokens)
+    } else {
+        opts.cache_sizes_tokens.clone()
+    };
+    let lru_sweep = sizes
+        .into_iter()
+        .map(|capacity_tokens| {
+            let capacity_blocks = capacity_tokens / block;
+            let cap = usize::try_from(capacity_blocks).unwrap_or(usize::MAX);
+            let (h, hb) = if cap >= chains.node_count {
+                (hit_tokens, hit_blocks) // holds everything: same as infinite
+            } else {
+                chains.lru(cap)
+            };
+            LruPoint {
+                capacity_tokens,
+                capacity_blocks,
+                hit_tokens: h,
+                hit_ratio: ratio(h, input_tokens),
+                block_hit_ratio: ratio(hb, blocks),
+            }
+        })
+        .collect();
+
+    Analysis {
+        format: trace.format,
+        block_size: trace.block_size,
+        requests: reqs.len(),
+        duration_s,
+        mean_rate_per_s,
+        peak_rate_per_s: peak,
+        peak_rate_at_s: peak_at,
+        input_length: length_stats(reqs.iter().map(|r| r.input_length), &percentiles),
+        output_length: length_stats(reqs.iter().map(|r| r.output_length), &percentiles),
+        requests_with_hash_ids: reqs.iter().filter(|r| !r.hash_ids.is_empty()).count(),
+        distinct_hash_ids,
+        distinct_prefix_blocks: chains.node_count,
+        sessions: session_stats(trace),
+        prefix_cache: PrefixCacheStats {
+            hit_tokens,
+            input_tokens,
+            hit_ratio: ratio(hit_tokens, input_tokens),
+            hit_blocks,
+            blocks,
+            block_hit_ratio: ratio(hit_blocks, blocks),
+            footprint_tokens,
+        },
+        lru_sweep,
+        rate_series: rate_series(&times_s, duration_s, opts.rate_bucket_s),
+        trace_stats: trace.stats.clone(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// console output
+
+const WIDTH: usize = 50;
+
+fn title(out: &mut String, s: &str, fill: char) {
+    let s = format!(" {s} ");
+    let n = s.chars().count();
+    let left = WIDTH.saturating_sub(n) / 2;
+    let right = WIDTH.saturating_sub(n + left);
+    let _ = writeln!(
+        out,
+        "{}{s}{}",
+        fill.to_string().repeat(left),
+        fill.to_string().repeat(right)
+    );
+}
+
+fn row(out: &mut String, label: &str, value: impl std::fmt::Display) {
+    let line = format!("{:<40} {:<10}", label, value);
+    out.push_str(line.trim_end());
+    out.push('\n');
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.2}%", x * 100.0)
+}
+
+/// Thousands separators for readability.
+fn group(n: u64) -> String {
+    let digits = n.to_string().into_bytes();
+    let groups: Vec<String> = digits
+        .rchunks(3)
+        .rev()
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    groups.join(",")
+}
+
+fn lengths(out: &mut String, name: &str, l: &LengthStats) {
+    title(out, &format!("{name} length (tokens)"), '-');
+    row(
+        out,
+        &format!("Mean {name} length:"),
+        format!("{:.2}", l.mean),
+    );
+    for &(p, v) in &l.percentiles.0 {
+        row(out, &format!("P{p} {name} length:"), format!("{v:.2}"));
+    }
+    row(out, &format!("Max {name} length:"), l.max);
+    row(out, &format!("Total {name} tokens:"), group(l.total));
+}
+
+fn sparkline(points: &[RatePoint]) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let max = points.iter().map(|p| p.requests).max().unwrap_or(0);
+    points
+        .iter()
+        .map(|p| {
+            let level = (p.requests * 7 + max / 2).checked_div(max).unwrap_or(0);
+            BARS[level.min(7) as usize]
+        })
+        .collect()
+}
+
+/// Readable console output: a vLLM-style table, the LRU sweep and the rate over time.
+pub fn render_text(a: &Analysis) -> String {
+    let mut out = String::new();
+    title(&mut out, "Trace Analysis", '=');
+    row(
+        &mut out,
+        "Format:",
+        format!("{:?}", a.format).to_lowercase(),
+    );
+    row(&mut out, "Block size (tokens per hash id):", a.block_size);
+    row(&mut out, "Requests:", a.requests);
+    row(&mut out, "Duration (s):", format!("{:.2}", a.duration_s));
+    row(
+        &mut out,
+        "Mean request rate (req/s):",
+        a.mean_rate_per_s
+            .map_or("n/a".to_owned(), |r| format!("{r:.2}")),
+    );
+    row(
+        &mut out,
+        "Peak request rate (req/s, 1-s window):",
+        format!("{} (at {:.0} s)", a.peak_rate_per_s, a.peak_rate_at_s),
+    );
+    lengths(&mut out, "input", &a.input_length);
+    lengths(&mut out, "output", &a.output_length);
+
+    if let Some(s) = &a.sessions {
+        title(&mut out, "Sessions", '-');
+        row(&mut out, "Sessions:", s.sessions);
+        row(&mut out, "Multi-turn sessions:", s.multi_turn_sessions);
+        row(
+            &mut out,
+            "Mean turns per session:",
+            format!("{:.2}", s.mean_turns_per_session),
+        );
+        row(&mut out, "Max turns per session:", s.max_turns_per_session);
+        row(&mut out, "Max turn number:", s.max_turn);
+        row(
+            &mut out,
+            "Requests with parent not in trace:",
+            s.orphan_requests,
+        );
+        let types: Vec<String> = s.types.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        row(&mut out, "Request types:", types.join(", "));
+    }
+
+    title(&mut out, "Prefix cache (trace-ideal)", '-');
+    let p = &a.prefix_cache;
+    row(
+        &mut out,
+        "Requests with hash ids:",
+        a.requests_with_hash_ids,
+    );
+    row(
+        &mut out,
+        "Distinct hash ids:",
+        group(a.distinct_hash_ids as u64),
+    );
+    row(
+        &mut out,
+        "Distinct prefix blocks:",
+        group(a.distinct_prefix_blocks as u64),
+    );
+    row(
+        &mut out,
+        "Footprint of all blocks (tokens):",
+        group(p.footprint_tokens),
+    );
+    row(
+        &mut out,
+        "Infinite-cache hit ratio (tokens):",
+        pct(p.hit_ratio),
+    );
+    row(
+        &mut out,
+        "Infinite-cache hit ratio (blocks):",
+        pct(p.block_hit_ratio),
+    );
+    if !a.lru_sweep.is_empty() {
+        let _ = writeln!(
+            out,
+            "LRU cache sweep (prefix match stops at the first miss):"
+        );
+        let _ = writeln!(
+            out,
+            "{:>16} {:>14} {:>9} {:>9}",
+            "capacity tokens", "blocks", "hit tok", "hit blk"
+        );
+        for l in &a.lru_sweep {
+            let _ = writeln!(
+                out,
+                "{:>16} {:>14} {:>9} {:>9}",
+                group(l.capacity_tokens),
+                group(l.capacity_blocks),
+                pct(l.hit_ratio),
+                pct(l.block_hit_ratio)
+            );
+        }
+    }
+
+    let r = &a.rate_series;
+    if !r.points.is_empty() {
+        title(&mut out, "Request rate over time", '-');
+        let max = r.points.iter().map(|p| p.rate_per_s).fold(0.0, f64::max);
+        let min = r
+            .points
+            .iter()
+            .map(|p| p.rate_per_s)
+            .fold(f64::INFINITY, f64::min);
+        let _ = writeln!(
+            out,
+            "per {} s bucket, req/s: min {min:.2}, max {max:.2}",
+            r.bucket_s
+        );
+        let line = sparkline(&r.points);
+        let chars: Vec<char> = line.chars().collect();
+        for (i, chunk) in chars.chunks(WIDTH).enumerate() {
+            let start = r.points[i * WIDTH].start_s;
+            let _ = writeln!(out, "{:>8.0}s {}", start, chunk.iter().collect::<String>());
+        }
+    }
+
+    let t = &a.trace_stats;
+    title(&mut out, "Trace rules applied", '-');
+    row(&mut out, "Rows read:", t.rows);
+    row(&mut out, "Invalid rows skipped:", t.skipped_invalid);
+    row(
+        &mut out,
+        "Input beyond hashed blocks:",
+        t.input_beyond_blocks,
+    );
+    row(&mut out, "Surplus hash ids dropped:", t.surplus_hash_ids);
+    row(&mut out, "Repeated timestamps:", t.repeated_timestamps);
+    row(
+        &mut out,
+        "Decreasing timestamps (sorted):",
+        t.decreasing_timestamps,
+    );
+    row(&mut out, "Zero output length:", t.zero_output_length);
+    if t.outside_time_window + t.over_max_requests > 0 {
+        row(&mut out, "Outside time window:", t.outside_time_window);
+        row(&mut out, "Over max requests:", t.over_max_requests);
+    }
+    out.push_str(&"=".repeat(WIDTH));
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::TraceRequest;
+
+    fn trace(block: usize, reqs: &[(f64, u32, &[u64])]) -> Trace {
+        Trace {
+            format: TraceFormat::Mooncake,
+            block_size: block,
+            requests: reqs
+                .iter()
+                .enumerate()
+                .map(|(i, &(t, input, ids))| TraceRequest {
+                    index: i,
+                    line: i + 1,
+                    timestamp_ms: t,
+                    input_length: input,
+                    output_length: 1,
+                    hash_ids: ids.to_vec(),
+                    session: None,
+                })
+                .collect(),
+            stats: TraceStats::default(),
+        }
+    }
+
+    #[test]
+    fn groups_thousands() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(1000), "1,000");
+        assert_eq!(group(93_588_480), "93,588,480");
+    }
+
+    #[test]
+    fn percentile_interpolates() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(percentile(&v, 50.0), 2.5);
+        assert_eq!(percentile(&v, 0.0), 1.0);
+        assert_eq!(percentile(&v, 100.0), 4.0);
+        assert!((percentile(&v, 90.0) - 3.7).abs() < 1e-12);
+        assert_eq!(percentile(&[7.0], 99.0), 7.0);
+    }
+
+    #[test]
+    fn infinite_cache_counts_chain_prefixes() {
+        // block 10. r0: [1,2] 15 tokens (10 + 5). r1: [1,2,3] 30 tokens: hits 1,2 = 20 tokens.
+        // r2: [9,2] : 9 misses, so 2 (at a different chain) misses too. r3: [1,5]: hits 1.
+        let t = trace(
+            10,
+            &[
+                (0.0, 15, &[1, 2]),
+                (1.0, 30, &[1, 2, 3]),
+                (2.0, 20, &[9, 2]),
+                (3.0, 12, &[1, 5]),
+            ],
+        );
+        assert_eq!(ideal_prefix_hits(&t), vec![0, 20, 0, 10]);
+        let a = analyze(&t, &AnalyzeOptions::default());
+        assert_eq!(a.prefix_cache.hit_tokens, 30);
+        assert_eq!(a.prefix_cache.input_tokens, 77);
+        assert_eq!(a.prefix_cache.hit_blocks, 3);
+        assert_eq!(a.prefix_cache.blocks, 9);
+        assert_eq!(a.distinct_hash_ids, 5);
+        assert_eq!(a.distinct_prefix_blocks, 6); // (1) (1,2) (1,2,3) (9) (9,2) (1,5)
+        assert_eq!(a.prefix_cache.footprint_tokens, 60);
+    }
+
+    #[test]
+    fn lru_evicts_least_recent_tails_first() {
+        // block 1, capacity 2 blocks.
+        // r0 [1,2,3]: miss; cache keeps the two most recent = (1),(1,2).
+        // r1 [1,2,3]: hits (1),(1,2) then (1,2,3) misses -> 2 hits.
+        // r2 [4]: miss; cache now (4) and (1) [(1,2) evicted as least recent].
+        // r3 [1,2]: hits (1) only.
+        let t = trace(
+            1,
+            &[
+                (0.0, 3, &[1, 2, 3]),
+                (1.0, 3, &[1, 2, 3]),
+                (2.0, 1, &[4]),
+                (3.0, 2, &[1, 2]),
+            ],
+        );
+        let opts = AnalyzeOptions {
+            cache_sizes_tokens: vec![0, 2, 100],
+            ..Default::default()
+        };
+        let a = analyze(&t, &opts);
+        let hits: Vec<u64> = a.lru_sweep.iter().map(|p| p.hit_tokens).collect();
+        assert_eq!(hits, vec![0, 3, 3 + 2]);
+        assert_eq!(a.lru_sweep[1].capacity_blocks, 2);
+        assert_eq!(a.prefix_cache.hit_tokens, 5);
+    }
+
+    #[test]
+    fn rates_and_lengths() {
+        let t = trace(
+            512,
+            &[
+                (0.0, 100, &[]),
+                (200.0, 200, &[]),
+                (900.0, 300, &[]),
+                (1000.0, 400, &[]),
+                (61_500.0, 500, &[]),
+            ],
+        );
+        let a = analyze(&t, &AnalyzeOptions::default());
+        assert_eq!(a.requests, 5);
+        assert_eq!(a.duration_s, 61.5);
+        assert!((a.mean_rate_per_s.unwrap() - 5.0 / 61.5).abs() < 1e-12);
+        assert_eq!((a.peak_rate_per_s, a.peak_rate_at_s), (3, 0.0));
+        assert_eq!(a.input_length.mean, 300.0);
+        assert_eq!(a.input_length.percentiles.get(50.0), Some(300.0));
+        assert_eq!(a.input_length.percentiles.get(90.0), Some(460.0));
+        assert_eq!(a.input_length.max, 500);
+        assert_eq!(a.rate_series.bucket_s, 60.0);
+        let counts: Vec<u64> = a.rate_series.points.iter().map(|p| p.requests).collect();
+        assert_eq!(counts, vec![4, 1]);
+        assert_eq!(a.prefix_cache.hit_ratio, 0.0);
+        let json = serde_json::to_value(&a).unwrap();
+        assert_eq!(json["input_length"]["percentiles"]["p90"], 460.0);
+        let text = render_text(&a);
+        assert!(text.contains("Requests:"), "{text}");
+        assert!(
+            text.contains("Peak request rate (req/s, 1-s window):   3 (at 0 s)\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn empty_trace_does_not_panic() {
+        let t = trace(16, &[]);
+        let a = analyze(&t, &AnalyzeOptions::default());
+        assert_eq!(a.requests, 0);
+        let _ = render_text(&a);
+    }
+}

@@ -1,0 +1,80 @@
+//! Format detection from the first data line.
+
+use super::error::RowError;
+use super::TraceFormat;
+
+/// Only the keys detection looks at; everything else in the line is skipped.
+#[derive(serde::Deserialize)]
+struct Keys {
+    #[serde(default)]
+    chat_id: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    hash_ids: Option<serde::de::IgnoredAny>,
+}
+
+/// Detects the format from the first non-blank line of a file:
+/// a JSON object with `chat_id` is Bailian, one with `hash_ids` is Mooncake, any other JSON
+/// object is Generic; a line that is not JSON but has a comma (a CSV header) is Azure.
+pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
+    let t = first_line.trim_start_matches('\u{feff}').trim();
+    if t.starts_with('{') {
+        let keys: Keys = serde_json::from_str(t).map_err(|e| {
+            RowError::Undetectable(format!(
+                "the first data line looks like JSON but does not parse ({})",
+                super::fields::json_error(t, &e)
+            ))
+        })?;
+        return Ok(if keys.chat_id.is_some() {
+            TraceFormat::Bailian
+        } else if keys.hash_ids.is_some() {
+            TraceFormat::Mooncake
+        } else {
+            TraceFormat::Generic
+        });
+    }
+    if t.starts_with('[') {
+        return Err(RowError::Undetectable(
+            "the first data line is a JSON array, not one object per line (JSONL)".into(),
+        ));
+    }
+    if t.contains(',') || t.to_ascii_uppercase().contains("TIMESTAMP") {
+        return Ok(TraceFormat::Azure);
+    }
+    let head: String = t.chars().take(40).collect();
+    Err(RowError::Undetectable(format!(
+        "the first data line ({head:?}) is neither a JSON object nor a CSV header"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_each_format() {
+        let d = |s| detect_format(s).unwrap();
+        assert_eq!(
+            d(r#"{"chat_id": 1, "hash_ids": [1]}"#),
+            TraceFormat::Bailian
+        );
+        assert_eq!(
+            d(r#"{"timestamp": 0, "hash_ids": [1]}"#),
+            TraceFormat::Mooncake
+        );
+        assert_eq!(
+            d(r#"{"timestamp": 0, "input_length": 5}"#),
+            TraceFormat::Generic
+        );
+        assert_eq!(
+            d("TIMESTAMP,ContextTokens,GeneratedTokens"),
+            TraceFormat::Azure
+        );
+        assert_eq!(
+            d("\u{feff}TIMESTAMP,ContextTokens,GeneratedTokens"),
+            TraceFormat::Azure
+        );
+        assert!(detect_format("hello").is_err());
+        assert!(detect_format("[1,2]").is_err());
+        assert!(detect_format("{\"a\": ").is_err());
+    }
+}

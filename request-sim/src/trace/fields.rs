@@ -1,0 +1,654 @@
+//! Field-level parsing shared by the formats: typed serde visitors whose errors name the field,
+//! value checks (lengths, timestamps), and the mapping of `serde_json` errors to [`RowError`].
+//!
+//! JSON rows are deserialised straight into small typed structs (no `serde_json::Value`, unknown
+//! fields skipped); every field goes through one of the `deserialize_with` functions below, so a
+//! wrong type reads `field `input_length`: expected a non-negative integer, found the string "12"`
+//! instead of serde's anonymous `invalid type: string`.
+
+use std::fmt;
+
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
+};
+
+use super::error::RowError;
+
+/// Largest accepted input or output length, in tokens.
+pub const MAX_LENGTH_TOKENS: u64 = 10_000_000;
+/// Largest accepted |timestamp| in milliseconds (about 31,700 years; anything larger is garbage).
+pub const MAX_ABS_TIMESTAMP_MS: f64 = 1e15;
+
+// ---------------------------------------------------------------------------------------------
+// value checks (also used by the CSV parser, so both give the same messages)
+
+/// Checks a token count: `min ..= MAX_LENGTH_TOKENS`.
+pub(crate) fn check_length(v: u64, min: u64) -> Result<u32, String> {
+    if v < min {
+        if min == 1 {
+            return Err(format!(
+                "must be at least 1 (an empty prompt cannot be sent), found {v}"
+            ));
+        }
+        return Err(format!("must be at least {min}, found {v}"));
+    }
+    if v > MAX_LENGTH_TOKENS {
+        return Err(format!(
+            "{v} tokens is absurd (the limit is {MAX_LENGTH_TOKENS})"
+        ));
+    }
+    // MAX_LENGTH_TOKENS < u32::MAX, so this cannot truncate.
+    Ok(v as u32)
+}
+
+/// Checks a timestamp in `unit` (`ms` or `s`, `scale` = ms per unit) and returns milliseconds.
+pub(crate) fn check_timestamp(v: f64, unit: &str, scale: f64) -> Result<f64, String> {
+    if !v.is_finite() {
+        return Err(format!("must be a finite number, found {v}"));
+    }
+    let ms = v * scale;
+    if ms.abs() > MAX_ABS_TIMESTAMP_MS {
+        return Err(format!(
+            "{} {unit} is absurd (more than {} {unit} away from 0)",
+            short_num(v),
+            short_num(MAX_ABS_TIMESTAMP_MS / scale)
+        ));
+    }
+    Ok(ms)
+}
+
+/// A number for messages: scientific notation when it is very large.
+pub(crate) fn short_num(v: f64) -> String {
+    if v.abs() >= 1e9 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A short, safe rendering of an offending string value.
+pub(crate) fn quote_short(s: &str) -> String {
+    const MAX: usize = 40;
+    if s.chars().count() <= MAX {
+        format!("{s:?}")
+    } else {
+        let head: String = s.chars().take(MAX).collect();
+        format!("{:?}...", head)
+    }
+}
+
+fn field_err<E: de::Error>(field: &str, what: impl fmt::Display) -> E {
+    E::custom(format_args!("field `{field}`: {what}"))
+}
+
+/// Implements the visit methods for the JSON kinds a visitor does not accept.
+macro_rules! reject {
+    ($($kind:ident),*) => {
+        $( reject!(@one $kind); )*
+    };
+    (@one str) => {
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Err(field_err(self.field, format_args!("expected {}, found the string {}", self.expected(), quote_short(v))))
+        }
+    };
+    (@one bool) => {
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+            Err(field_err(self.field, format_args!("expected {}, found {v}", self.expected())))
+        }
+    };
+    (@one unit) => {
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Err(field_err(self.field, format_args!("expected {}, found null", self.expected())))
+        }
+    };
+    (@one seq) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, _seq: A) -> Result<Self::Value, A::Error> {
+            Err(field_err(self.field, format_args!("expected {}, found an array", self.expected())))
+        }
+    };
+    (@one map) => {
+        fn visit_map<A: MapAccess<'de>>(self, _map: A) -> Result<Self::Value, A::Error> {
+            Err(field_err(self.field, format_args!("expected {}, found an object", self.expected())))
+        }
+    };
+    (@one numbers) => {
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Err(field_err(self.field, format_args!("expected {}, found the number {v}", self.expected())))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Err(field_err(self.field, format_args!("expected {}, found the number {v}", self.expected())))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Err(field_err(self.field, format_args!("expected {}, found the number {v}", self.expected())))
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// token counts
+
+struct LengthVisitor {
+    field: &'static str,
+    min: u64,
+}
+
+const INT: &str = "a non-negative integer";
+
+impl LengthVisitor {
+    fn expected(&self) -> &'static str {
+        INT
+    }
+}
+
+impl<'de> Visitor<'de> for LengthVisitor {
+    type Value = u32;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "field `{}`: {INT}", self.field)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<u32, E> {
+        check_length(v, self.min).map_err(|m| field_err(self.field, m))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<u32, E> {
+        if v < 0 {
+            return Err(field_err(
+                self.field,
+                format_args!("must not be negative, found {v}"),
+            ));
+        }
+        self.visit_u64(v as u64)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<u32, E> {
+        Err(field_err(
+            self.field,
+            format_args!("expected {INT}, found the fractional number {v}"),
+        ))
+    }
+    reject!(str, bool, unit, seq, map);
+}
+
+pub(crate) fn input_length<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    d.deserialize_any(LengthVisitor {
+        field: "input_length",
+        min: 1,
+    })
+}
+
+pub(crate) fn output_length<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    d.deserialize_any(LengthVisitor {
+        field: "output_length",
+        min: 0,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// timestamps
+
+struct TimestampVisitor {
+    field: &'static str,
+    unit: &'static str,
+    scale: f64,
+}
+
+const NUMBER: &str = "a number";
+
+impl TimestampVisitor {
+    fn expected(&self) -> &'static str {
+        NUMBER
+    }
+}
+
+impl<'de> Visitor<'de> for TimestampVisitor {
+    type Value = f64;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "field `{}`: a number ({})", self.field, self.unit)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
+        self.visit_f64(v as f64)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
+        self.visit_f64(v as f64)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
+        check_timestamp(v, self.unit, self.scale).map_err(|m| field_err(self.field, m))
+    }
+    reject!(str, bool, unit, seq, map);
+}
+
+/// `timestamp` in milliseconds (int or float).
+pub(crate) fn timestamp_ms<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    d.deserialize_any(TimestampVisitor {
+        field: "timestamp",
+        unit: "ms",
+        scale: 1.0,
+    })
+}
+
+/// `timestamp` in seconds (int or float), returned in milliseconds.
+pub(crate) fn timestamp_s<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    d.deserialize_any(TimestampVisitor {
+        field: "timestamp",
+        unit: "s",
+        scale: 1000.0,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// hash ids
+
+const IDS: &str = "an array of non-negative integers";
+
+struct HashIdsVisitor {
+    field: &'static str,
+    /// `null` gives `None` (optional hash ids) instead of an error.
+    optional: bool,
+}
+
+impl HashIdsVisitor {
+    fn expected(&self) -> &'static str {
+        IDS
+    }
+}
+
+impl<'de> Visitor<'de> for HashIdsVisitor {
+    type Value = Option<Vec<u64>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "field `{}`: {IDS}", self.field)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        if self.optional {
+            Ok(None)
+        } else {
+            Err(field_err(
+                self.field,
+                format_args!("expected {IDS}, found null"),
+            ))
+        }
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(id) = seq.next_element_seed(IdSeed {
+            field: self.field,
+            index: ids.len(),
+        })? {
+            ids.push(id);
+        }
+        Ok(Some(ids))
+    }
+    reject!(str, bool, map, numbers);
+}
+
+struct IdSeed {
+    field: &'static str,
+    index: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for IdSeed {
+    type Value = u64;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<u64, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for IdSeed {
+    type Value = u64;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "field `{}`: {IDS}", self.field)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+        Ok(v)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+        if v < 0 {
+            return Err(self.bad(format_args!("is negative ({v})")));
+        }
+        Ok(v as u64)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<u64, E> {
+        Err(self.bad(format_args!("is the fractional number {v}")))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+        Err(self.bad(format_args!("is the string {}", quote_short(v))))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<u64, E> {
+        Err(self.bad(format_args!("is {v}")))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<u64, E> {
+        Err(self.bad("is null"))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, _seq: A) -> Result<u64, A::Error> {
+        Err(self.bad("is an array"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, _map: A) -> Result<u64, A::Error> {
+        Err(self.bad("is an object"))
+    }
+}
+
+impl IdSeed {
+    fn bad<E: de::Error>(&self, what: impl fmt::Display) -> E {
+        field_err(
+            self.field,
+            format_args!("element {} {what}; expected {IDS}", self.index),
+        )
+    }
+}
+
+/// Required `hash_ids`.
+pub(crate) fn hash_ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+    d.deserialize_any(HashIdsVisitor {
+        field: "hash_ids",
+        optional: false,
+    })
+    .map(Option::unwrap_or_default)
+}
+
+/// Optional `hash_ids` (absent or `null` = none); use with `#[serde(default)]`.
+pub(crate) fn opt_hash_ids<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u64>>, D::Error> {
+    d.deserialize_any(HashIdsVisitor {
+        field: "hash_ids",
+        optional: true,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// session fields (Bailian)
+
+struct IntVisitor {
+    field: &'static str,
+    min: i64,
+    what: &'static str,
+}
+
+impl IntVisitor {
+    fn expected(&self) -> &'static str {
+        self.what
+    }
+}
+
+impl<'de> Visitor<'de> for IntVisitor {
+    type Value = i64;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "field `{}`: {}", self.field, self.what)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<i64, E> {
+        match i64::try_from(v) {
+            Ok(v) => self.visit_i64(v),
+            Err(_) => Err(field_err(
+                self.field,
+                format_args!("{v} is too large; expected {}", self.what),
+            )),
+        }
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<i64, E> {
+        if v < self.min {
+            return Err(field_err(
+                self.field,
+                format_args!("expected {}, found {v}", self.what),
+            ));
+        }
+        Ok(v)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<i64, E> {
+        Err(field_err(
+            self.field,
+            format_args!("expected {}, found the fractional number {v}", self.what),
+        ))
+    }
+    reject!(str, bool, unit, seq, map);
+}
+
+pub(crate) fn chat_id<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    d.deserialize_any(IntVisitor {
+        field: "chat_id",
+        min: 0,
+        what: "a non-negative integer",
+    })
+}
+
+pub(crate) fn parent_chat_id<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    d.deserialize_any(IntVisitor {
+        field: "parent_chat_id",
+        min: -1,
+        what: "a chat id (>= 0) or -1 for a root turn",
+    })
+}
+
+struct TurnVisitor {
+    field: &'static str,
+}
+
+const TURN: &str = "a turn number (non-negative integer)";
+
+impl TurnVisitor {
+    fn expected(&self) -> &'static str {
+        TURN
+    }
+}
+
+impl<'de> Visitor<'de> for TurnVisitor {
+    type Value = Option<u32>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "field `{}`: {TURN}", self.field)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Option<u32>, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<u32>, E> {
+        match u32::try_from(v) {
+            Ok(v) => Ok(Some(v)),
+            Err(_) => Err(field_err(
+                self.field,
+                format_args!("{v} is absurd; expected {TURN}"),
+            )),
+        }
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<u32>, E> {
+        if v < 0 {
+            return Err(field_err(
+                self.field,
+                format_args!("must not be negative, found {v}"),
+            ));
+        }
+        self.visit_u64(v as u64)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Option<u32>, E> {
+        Err(field_err(
+            self.field,
+            format_args!("expected {TURN}, found the fractional number {v}"),
+        ))
+    }
+    reject!(str, bool, seq, map);
+}
+
+/// Optional `turn` (absent or `null` = unknown); use with `#[serde(default)]`.
+pub(crate) fn opt_turn<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    d.deserialize_any(TurnVisitor { field: "turn" })
+}
+
+struct StrVisitor {
+    field: &'static str,
+}
+
+const STRING: &str = "a string";
+
+impl StrVisitor {
+    fn expected(&self) -> &'static str {
+        STRING
+    }
+}
+
+impl<'de> Visitor<'de> for StrVisitor {
+    type Value = Option<String>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "field `{}`: {STRING}", self.field)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Option<String>, E> {
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<String>, E> {
+        Ok(Some(v.to_owned()))
+    }
+    reject!(bool, seq, map, numbers);
+}
+
+/// Optional `type` string (absent or `null` = none); use with `#[serde(default)]`.
+pub(crate) fn opt_kind<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    d.deserialize_any(StrVisitor { field: "type" })
+}
+
+// ---------------------------------------------------------------------------------------------
+// whole JSON lines
+
+/// Parses one JSON line into `T`, mapping every failure to a clear [`RowError`].
+pub(crate) fn from_json_line<T: DeserializeOwned>(text: &str) -> Result<T, RowError> {
+    let trimmed = text.trim_start();
+    if !trimmed.starts_with('{') {
+        return Err(RowError::NotObject {
+            found: describe_json_start(trimmed),
+        });
+    }
+    serde_json::from_str(text).map_err(|e| json_error(text, &e))
+}
+
+fn describe_json_start(t: &str) -> String {
+    match t.chars().next() {
+        Some('[') => "an array".into(),
+        Some('"') => "a string".into(),
+        Some('t') | Some('f') if t.starts_with("true") || t.starts_with("false") => {
+            "a boolean".into()
+        }
+        Some('n') if t.starts_with("null") => "null".into(),
+        Some(c) if c == '-' || c.is_ascii_digit() => "a number".into(),
+        _ => {
+            let head: String = t.chars().take(20).collect();
+            format!("text starting with {head:?}")
+        }
+    }
+}
+
+/// Turns a `serde_json` error on `text` into a [`RowError`] without serde's confusing
+/// `at line 1 column N` suffix (the file line is added by the caller).
+pub(crate) fn json_error(text: &str, e: &serde_json::Error) -> RowError {
+    use serde_json::error::Category;
+    let full = e.to_string();
+    let msg = match full.rfind(" at line ") {
+        Some(i) => &full[..i],
+        None => full.as_str(),
+    };
+    let col = e.column();
+    match e.classify() {
+        Category::Data => {
+            if msg.starts_with("field `")
+                || msg.starts_with("missing field")
+                || msg.starts_with("duplicate field")
+            {
+                RowError::Json(msg.to_owned())
+            } else {
+                RowError::Json(format!("{msg} (column {col})"))
+            }
+        }
+        Category::Eof => RowError::Json(format!(
+            "invalid JSON: the line ends in the middle of a value ({msg})"
+        )),
+        Category::Syntax | Category::Io => {
+            let pos = col.saturating_sub(1);
+            let rest = text.get(pos..).unwrap_or("");
+            let bad_number = ["NaN", "-NaN", "Infinity", "-Infinity", "inf", "-inf", "nan"]
+                .into_iter()
+                .find(|w| rest.starts_with(w));
+            match (bad_number, key_before(text, pos)) {
+                (Some(w), Some(key)) => RowError::Json(format!(
+                    "field `{key}`: {w} is not a number JSON allows (column {col})"
+                )),
+                (Some(w), None) => RowError::Json(format!(
+                    "invalid JSON: {w} is not a number JSON allows (column {col})"
+                )),
+                (None, Some(key)) => RowError::Json(format!(
+                    "invalid JSON near field `{key}`: {msg} (column {col})"
+                )),
+                (None, None) => RowError::Json(format!("invalid JSON: {msg} (column {col})")),
+            }
+        }
+    }
+}
+
+/// The object key closest before byte `pos` (heuristic, for messages only).
+fn key_before(text: &str, pos: usize) -> Option<&str> {
+    let head = text.get(..pos.min(text.len()))?;
+    let colon = head.rfind(':')?;
+    let before = head[..colon].trim_end();
+    let before = before.strip_suffix('"')?;
+    let start = before.rfind('"')?;
+    let key = &before[start + 1..];
+    if key.is_empty() || key.len() > 64 {
+        return None;
+    }
+    Some(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug)]
+    struct Row {
+        #[serde(deserialize_with = "timestamp_ms")]
+        #[allow(dead_code)]
+        timestamp: f64,
+        #[serde(deserialize_with = "input_length")]
+        #[allow(dead_code)]
+        input_length: u32,
+        #[serde(default, deserialize_with = "opt_hash_ids")]
+        #[allow(dead_code)]
+        hash_ids: Option<Vec<u64>>,
+    }
+
+    fn err(text: &str) -> String {
+        from_json_line::<Row>(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn messages_name_the_field() {
+        assert_eq!(
+            err(r#"{"timestamp": 1, "input_length": "12"}"#),
+            r#"field `input_length`: expected a non-negative integer, found the string "12""#
+        );
+        assert_eq!(
+            err(r#"{"timestamp": 1, "input_length": -3}"#),
+            "field `input_length`: must not be negative, found -3"
+        );
+        assert_eq!(
+            err(r#"{"timestamp": 1, "input_length": 0}"#),
+            "field `input_length`: must be at least 1 (an empty prompt cannot be sent), found 0"
+        );
+        assert_eq!(
+            err(r#"{"timestamp": 1, "input_length": 20000000}"#),
+            "field `input_length`: 20000000 tokens is absurd (the limit is 10000000)"
+        );
+        assert_eq!(err(r#"{"timestamp": 1}"#), "missing field `input_length`");
+        assert_eq!(
+            err(r#"{"timestamp": NaN, "input_length": 5}"#),
+            "field `timestamp`: NaN is not a number JSON allows (column 15)"
+        );
+        assert_eq!(
+            err(r#"{"timestamp": 1, "input_length": 5, "hash_ids": [1, -2]}"#),
+            "field `hash_ids`: element 1 is negative (-2); expected an array of non-negative integers"
+        );
+        assert_eq!(err("[1, 2]"), "expected a JSON object, found an array");
+        assert!(
+            err(r#"{"timestamp": 1, "input_length": 5"#).starts_with("invalid JSON: the line ends")
+        );
+        assert_eq!(
+            err(r#"{"timestamp": 1e999, "input_length": 5}"#),
+            "invalid JSON near field `timestamp`: number out of range (column 19)"
+        );
+    }
+
+    #[test]
+    fn accepts_null_optional_ids_and_float_timestamps() {
+        let r: Row =
+            from_json_line(r#"{"timestamp": 1.5, "input_length": 5, "hash_ids": null, "x": [1]}"#)
+                .unwrap();
+        assert_eq!(r.hash_ids, None);
+        assert_eq!(r.timestamp, 1.5);
+    }
+}

@@ -1,0 +1,129 @@
+//! Line reading with a length cap, and transparent gzip detection by magic bytes.
+
+use std::io::{self, BufRead, Read};
+
+/// Result of reading one line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LineRead {
+    /// End of input; nothing was read.
+    Eof,
+    /// A line (without its `\n` / `\r\n`) is in the buffer.
+    Line,
+    /// The line was longer than the cap; it was consumed and discarded.
+    TooLong,
+}
+
+/// Reads one line into `buf` (cleared first), never buffering more than `cap` bytes: a longer
+/// line is read to its end and discarded, so the caller can report it and go on.
+pub(crate) fn read_line_capped<R: BufRead + ?Sized>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> io::Result<LineRead> {
+    buf.clear();
+    let mut any = false;
+    let mut too_long = false;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(match (any, too_long) {
+                (false, _) => LineRead::Eof,
+                (true, true) => LineRead::TooLong,
+                (true, false) => {
+                    strip_cr(buf);
+                    LineRead::Line
+                }
+            });
+        }
+        any = true;
+        let newline = available.iter().position(|&b| b == b'\n');
+        let chunk = match newline {
+            Some(i) => &available[..i],
+            None => available,
+        };
+        if !too_long {
+            if buf.len() + chunk.len() > cap {
+                too_long = true;
+                buf.clear();
+                buf.shrink_to(64 * 1024);
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+        }
+        let used = chunk.len() + usize::from(newline.is_some());
+        reader.consume(used);
+        if newline.is_some() {
+            if too_long {
+                return Ok(LineRead::TooLong);
+            }
+            strip_cr(buf);
+            return Ok(LineRead::Line);
+        }
+    }
+}
+
+fn strip_cr(buf: &mut Vec<u8>) {
+    if buf.last() == Some(&b'\r') {
+        buf.pop();
+    }
+}
+
+/// Reads up to 2 bytes (the gzip magic) from `reader`, retrying short reads.
+pub(crate) fn peek_magic<R: Read>(reader: &mut R) -> io::Result<Vec<u8>> {
+    let mut magic = [0u8; 2];
+    let mut n = 0;
+    while n < magic.len() {
+        match reader.read(&mut magic[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(magic[..n].to_vec())
+}
+
+/// True if `magic` is the gzip magic number.
+pub(crate) fn is_gzip(magic: &[u8]) -> bool {
+    magic == [0x1f, 0x8b]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(input: &[u8], cap: usize) -> Vec<(LineRead, String)> {
+        // A tiny buffer so lines span many fill_buf calls.
+        let mut r = io::BufReader::with_capacity(3, input);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            let k = read_line_capped(&mut r, &mut buf, cap).unwrap();
+            if k == LineRead::Eof {
+                return out;
+            }
+            out.push((k, String::from_utf8_lossy(&buf).into_owned()));
+        }
+    }
+
+    #[test]
+    fn splits_lines_and_caps_length() {
+        let got = all(b"ab\r\n\nlong line here\nxyz", 5);
+        assert_eq!(
+            got,
+            vec![
+                (LineRead::Line, "ab".into()),
+                (LineRead::Line, "".into()),
+                (LineRead::TooLong, "".into()),
+                (LineRead::Line, "xyz".into()),
+            ]
+        );
+        assert_eq!(all(b"", 5), vec![]);
+        assert_eq!(all(b"123456", 5), vec![(LineRead::TooLong, "".into())]);
+        assert_eq!(all(b"12345\n", 5), vec![(LineRead::Line, "12345".into())]);
+    }
+}
