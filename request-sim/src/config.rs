@@ -323,6 +323,7 @@ impl ReplayConfig {
             start_ms: a.start_ms,
             end_ms: a.end_ms,
             max_requests: a.max_requests,
+            ..LoadOptions::default()
         };
         Ok(ReplayConfig {
             trace,

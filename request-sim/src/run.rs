@@ -176,7 +176,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
                 "tokenizer {} loaded in {:.0} ms: {} prompt words; start-up check: {}/{} sample prompts re-tokenize to exactly their length",
                 cfg.tokenizer.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
                 t_tok.elapsed().as_secs_f64() * 1e3,
-                builder.vocab_len(),
+                builder.vocab().len(),
                 v.exact,
                 v.checked
             ),
@@ -220,7 +220,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     let report_cfg = ReportConfig { percentiles: cfg.percentiles.clone(), slo: cfg.slo.clone() };
     let acc = Arc::new(Mutex::new(Some(Accumulator::new(&report_cfg))));
     let acc_sink = acc.clone();
-    let progress = Arc::new(report::Progress::new(requests.len(), !cfg.quiet));
+    let progress = Arc::new(report::Progress::new(requests.len() as u64, !cfg.quiet));
     let progress_sink = progress.clone();
     let (writer, tx) = RecordWriter::spawn(Some(&cfg.output_path), cfg.record_itl, move |rec, itl| {
         progress_sink.on_done(rec.status);
@@ -562,7 +562,9 @@ async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Result<String, 
     if !resp.status().is_success() {
         return Err(format!("GET {url} answered {} ({hint})", resp.status()));
     }
-    let m: Models = resp.json().await.map_err(|e| format!("GET {url}: unexpected answer ({hint}): {e}"))?;
+    let body = resp.bytes().await.map_err(|e| format!("GET {url}: {} ({hint})", e.without_url()))?;
+    let m: Models =
+        serde_json::from_slice(&body).map_err(|e| format!("GET {url}: unexpected answer ({hint}): {e}"))?;
     m.data.into_iter().next().map(|m| m.id).ok_or_else(|| format!("GET {url} lists no model ({hint})"))
 }
 

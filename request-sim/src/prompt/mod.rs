@@ -1,1 +1,62 @@
-//! TODO
+//! Prompt synthesis (DESIGN §3): prompts with exactly the trace's token counts and exactly the
+//! trace's prefix-block sharing, built without any cache.
+//!
+//! * [`Vocab`] — the word list prompts are made of: single-token words of the form `" word"`
+//!   (a space then lowercase ASCII letters). From a real tokenizer ([`Vocab::from_tokenizer`])
+//!   only words that re-encode to exactly their own token, alone and concatenated, are kept; without
+//!   a tokenizer the built-in list of `llm-sim` is used ([`Vocab::builtin`], exact only against
+//!   the built-in simulator).
+//! * [`PromptBuilder`] — turns a [`TraceRequest`](crate::trace::TraceRequest) into prompt text
+//!   (or token ids). Block `i` is a pure function of `(seed, hash_ids[i], length)`; a shorter
+//!   block is a prefix of the longer one; tokens beyond the hashed blocks are unique to the
+//!   request. Nothing is cached, so memory is flat however many distinct hash ids a trace has.
+//! * [`verify_sample`] / [`verify_trace`] — re-tokenize built prompts with the real tokenizer
+//!   (a quick start-up sample, or a whole trace slice with the block-sharing check).
+//! * [`chat_overhead_from_template`] — how many tokens the model's chat template adds around the
+//!   user content (8 for Qwen3), so chat requests can shorten their content by it.
+//!
+//! See `docs/prompts.md` for the guarantees and the measured numbers.
+
+mod builder;
+mod template;
+mod verify;
+mod vocab;
+
+pub use builder::PromptBuilder;
+pub use template::{chat_overhead_from_template, ChatTemplate};
+pub use verify::{verify_sample, verify_trace, TraceVerifyReport, VerifyReport};
+pub use vocab::{load_tokenizer, Vocab, MAX_WORDS, MIN_WORDS};
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while preparing prompts.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The tokenizer file could not be loaded or the tokenizer failed to encode.
+    #[error("tokenizer error: {0}")]
+    Tokenizer(String),
+    /// The tokenizer has too few single-token `" word"` tokens to build exact prompts
+    /// (e.g. a WordPiece or SentencePiece tokenizer without byte-level pre-splitting).
+    #[error(
+        "tokenizer yields only {found} single-token words that re-encode to themselves \
+         (need at least {min}); exact text prompts are not possible with it \
+         (send token ids instead, or use the built-in word list with approximate counts)"
+    )]
+    TooFewWords { found: usize, min: usize },
+    /// Built prompts did not re-tokenize to their intended token ids.
+    #[error("prompt verification failed: {0}")]
+    Verification(String),
+    /// `tokenizer_config.json` is malformed or has no usable chat template.
+    #[error("tokenizer config {path}: {message}")]
+    Config { path: PathBuf, message: String },
+    /// The chat template failed to render.
+    #[error("chat template: {0}")]
+    Template(String),
+}

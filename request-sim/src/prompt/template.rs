@@ -1,0 +1,262 @@
+//! Chat-template rendering (from `tokenizer_config.json`) to measure how many tokens a chat
+//! endpoint adds around the user content.
+
+use std::path::{Path, PathBuf};
+
+use minijinja::{Environment, ErrorKind, Value};
+use serde_json::Value as Json;
+use tokenizers::Tokenizer;
+
+use super::PromptError;
+
+const TEMPLATE_NAME: &str = "chat";
+
+/// A model's chat template, rendered the way Hugging Face `apply_chat_template` does
+/// (jinja2 with `trim_blocks` and `lstrip_blocks`, Python string methods, `raise_exception`,
+/// `strftime_now`, and the config's `bos_token`/`eos_token` in the context).
+#[derive(Debug)]
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    bos_token: String,
+    eos_token: String,
+}
+
+impl ChatTemplate {
+    /// Read the `chat_template` of a `tokenizer_config.json`. When the config holds a list of
+    /// named templates, the one named `default` (else the first) is used.
+    pub fn from_config_file(path: &Path) -> Result<Self, PromptError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PromptError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_config_json(&text, path)
+    }
+
+    /// Like [`from_config_file`](Self::from_config_file) from the file's text; `path` is only
+    /// used in error messages.
+    pub fn from_config_json(text: &str, path: &Path) -> Result<Self, PromptError> {
+        let cfg_err = |message: String| PromptError::Config {
+            path: PathBuf::from(path),
+            message,
+        };
+        let cfg: Json =
+            serde_json::from_str(text).map_err(|e| cfg_err(format!("invalid JSON: {e}")))?;
+        let template = match cfg.get("chat_template") {
+            Some(Json::String(s)) => s.clone(),
+            Some(Json::Array(list)) => {
+                let named = |name: &str| {
+                    list.iter()
+                        .find(|t| t.get("name").and_then(Json::as_str) == Some(name))
+                };
+                named("default")
+                    .or_else(|| list.first())
+                    .and_then(|t| t.get("template"))
+                    .and_then(Json::as_str)
+                    .ok_or_else(|| cfg_err("chat_template list has no template".into()))?
+                    .to_string()
+            }
+            _ => return Err(cfg_err("no chat_template".into())),
+        };
+        let special = |key: &str| match cfg.get(key) {
+            Some(Json::String(s)) => s.clone(),
+            Some(Json::Object(o)) => o
+                .get("content")
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            _ => String::new(),
+        };
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", raise_exception);
+        env.add_function("strftime_now", strftime_now);
+        env.add_template_owned(TEMPLATE_NAME, template)
+            .map_err(|e| PromptError::Template(format!("{e:#}")))?;
+        Ok(ChatTemplate {
+            env,
+            bos_token: special("bos_token"),
+            eos_token: special("eos_token"),
+        })
+    }
+
+    /// Render `messages` (an OpenAI-style chat array).
+    pub fn render(
+        &self,
+        messages: &Json,
+        add_generation_prompt: bool,
+    ) -> Result<String, PromptError> {
+        let tmpl = self
+            .env
+            .get_template(TEMPLATE_NAME)
+            .map_err(|e| PromptError::Template(format!("{e:#}")))?;
+        tmpl.render(minijinja::context! {
+            messages => Value::from_serialize(messages),
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token.as_str(),
+            eos_token => self.eos_token.as_str(),
+        })
+        .map_err(|e| PromptError::Template(format!("{e:#}")))
+    }
+
+    /// Render a single user message with the generation prompt, as a chat endpoint does.
+    pub fn render_user(&self, content: &str) -> Result<String, PromptError> {
+        self.render(
+            &serde_json::json!([{ "role": "user", "content": content }]),
+            true,
+        )
+    }
+
+    /// Tokens the template adds around one user message (rendered total minus the content's
+    /// own tokens), measured with two contents of different lengths that must agree.
+    pub fn overhead(&self, tok: &Tokenizer) -> Result<u32, PromptError> {
+        let probes = [
+            " hello world",
+            " the quick brown fox jumps over the lazy dog and then some more words",
+        ];
+        let mut result = None;
+        for content in probes {
+            let rendered = self.render_user(content)?;
+            if !rendered.contains(content) {
+                return Err(PromptError::Template(
+                    "rendered chat template does not contain the user content verbatim".into(),
+                ));
+            }
+            let total = count(tok, &rendered)?;
+            let own = count(tok, content)?;
+            let overhead = total.checked_sub(own).ok_or_else(|| {
+                PromptError::Template(format!(
+                    "rendered prompt has fewer tokens ({total}) than its content ({own})"
+                ))
+            })?;
+            match result {
+                None => result = Some(overhead),
+                Some(o) if o == overhead => {}
+                Some(o) => {
+                    return Err(PromptError::Template(format!(
+                        "chat template overhead depends on the content ({o} vs {overhead} tokens)"
+                    )))
+                }
+            }
+        }
+        Ok(result.unwrap_or(0) as u32)
+    }
+}
+
+/// Render the chat template of `tokenizer_config` around a user message (with the generation
+/// prompt and the config's bos/eos tokens), tokenize without adding special tokens, and return
+/// how many tokens the template adds (8 for Qwen3: `<|im_start|>user\n` …
+/// `<|im_end|>\n<|im_start|>assistant\n`).
+pub fn chat_overhead_from_template(
+    tok: &Tokenizer,
+    tokenizer_config: &Path,
+) -> Result<u32, PromptError> {
+    ChatTemplate::from_config_file(tokenizer_config)?.overhead(tok)
+}
+
+fn count(tok: &Tokenizer, text: &str) -> Result<usize, PromptError> {
+    tok.encode_fast(text, false)
+        .map(|e| e.len())
+        .map_err(|e| PromptError::Tokenizer(e.to_string()))
+}
+
+fn raise_exception(message: String) -> Result<Value, minijinja::Error> {
+    Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
+}
+
+/// `strftime_now(format)` as in Hugging Face's template environment (UTC; supports
+/// `%d %m %Y %y %b %B %H %M %S %%`, other directives are kept verbatim).
+fn strftime_now(format: String) -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format_utc(secs, &format)
+}
+
+fn format_utc(secs: u64, format: &str) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let name = MONTHS[(month - 1) as usize];
+
+    let mut out = String::new();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('d') => out.push_str(&format!("{day:02}")),
+            Some('m') => out.push_str(&format!("{month:02}")),
+            Some('Y') => out.push_str(&year.to_string()),
+            Some('y') => out.push_str(&format!("{:02}", year % 100)),
+            Some('b') => out.push_str(&name[..3]),
+            Some('B') => out.push_str(name),
+            Some('H') => out.push_str(&format!("{:02}", rem / 3600)),
+            Some('M') => out.push_str(&format!("{:02}", rem / 60 % 60)),
+            Some('S') => out.push_str(&format!("{:02}", rem % 60)),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(format_utc(0, "%d %b %Y"), "01 Jan 1970");
+        // 2024-07-26 13:25:09 UTC
+        assert_eq!(
+            format_utc(1_722_000_309, "%Y-%m-%d %H:%M:%S %B %%"),
+            "2024-07-26 13:25:09 July %"
+        );
+    }
+
+    #[test]
+    fn renders_python_methods_and_specials() {
+        let cfg = r#"{"bos_token": {"content": "<s>"}, "eos_token": "</s>",
+          "chat_template": "{{ bos_token }}{% for m in messages[::-1] %}{% if m.content.startswith(' h') %}[{{ m.role }}]{{ m.content.strip() }}{% endif %}{% endfor %}{% if add_generation_prompt %}<gen>{% endif %}{{ eos_token }}"}"#;
+        let t = ChatTemplate::from_config_json(cfg, Path::new("test.json")).unwrap();
+        assert_eq!(t.render_user(" hello").unwrap(), "<s>[user]hello<gen></s>");
+    }
+
+    #[test]
+    fn missing_template_is_an_error() {
+        let e = ChatTemplate::from_config_json("{}", Path::new("x.json")).unwrap_err();
+        assert!(e.to_string().contains("no chat_template"), "{e}");
+    }
+}

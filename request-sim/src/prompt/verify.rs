@@ -1,0 +1,323 @@
+//! Re-tokenize built prompts with the real tokenizer: a quick sample at start-up, or a whole
+//! trace slice with the block-sharing check.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::Serialize;
+use tokenizers::Tokenizer;
+
+use crate::trace::TraceRequest;
+
+use super::PromptBuilder;
+
+/// Result of [`verify_sample`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct VerifyReport {
+    /// Prompts built and re-tokenized.
+    pub checked: usize,
+    /// Prompts whose re-tokenization is exactly the intended token ids (hence length).
+    pub exact: usize,
+    /// Tokens re-tokenized in total.
+    pub tokens: usize,
+    /// Wall time of the check.
+    pub elapsed_ms: f64,
+    /// Description of the first prompt that was not exact.
+    pub first_failure: Option<String>,
+}
+
+impl VerifyReport {
+    /// Every checked prompt was exact.
+    pub fn ok(&self) -> bool {
+        self.exact == self.checked
+    }
+}
+
+/// Outcome of one prompt's re-tokenization.
+struct Checked {
+    ids: Vec<u32>,
+    exact_length: bool,
+    exact_ids: bool,
+    failure: Option<String>,
+}
+
+fn check_one(builder: &PromptBuilder, tok: &Tokenizer, req: &TraceRequest) -> Checked {
+    let n = req.input_length as usize;
+    let text = builder.text(req, n);
+    let intended = builder.token_ids(req, n);
+    let ids = match tok.encode_fast(text.as_str(), false) {
+        Ok(enc) => enc.get_ids().to_vec(),
+        Err(e) => {
+            return Checked {
+                ids: Vec::new(),
+                exact_length: false,
+                exact_ids: false,
+                failure: Some(format!("request {} (line {}): {e}", req.index, req.line)),
+            }
+        }
+    };
+    let exact_length = ids.len() == n;
+    let exact_ids = ids == intended;
+    let failure = (!exact_ids).then(|| {
+        let at = ids
+            .iter()
+            .zip(&intended)
+            .position(|(a, b)| a != b)
+            .unwrap_or(ids.len().min(n));
+        format!(
+            "request {} (line {}): intended {n} tokens, re-tokenized to {}; first difference \
+             at token {at}",
+            req.index,
+            req.line,
+            ids.len()
+        )
+    });
+    Checked {
+        ids,
+        exact_length,
+        exact_ids,
+        failure,
+    }
+}
+
+/// Start-up check: build the prompts of `n` requests spread evenly over `requests` (all of
+/// them if fewer), re-tokenize them in parallel and compare with the intended token ids.
+/// Long prompts are checked in full, so keep `n` small (8–16) for a check well under 100 ms.
+pub fn verify_sample(
+    builder: &PromptBuilder,
+    tok: &Tokenizer,
+    requests: &[TraceRequest],
+    n: usize,
+) -> VerifyReport {
+    let start = Instant::now();
+    let n = n.min(requests.len());
+    let picks: Vec<&TraceRequest> = (0..n).map(|k| &requests[k * requests.len() / n]).collect();
+    let results: Vec<Checked> = picks
+        .par_iter()
+        .with_max_len(1)
+        .map(|r| check_one(builder, tok, r))
+        .collect();
+    VerifyReport {
+        checked: results.len(),
+        exact: results.iter().filter(|c| c.exact_ids).count(),
+        tokens: results.iter().map(|c| c.ids.len()).sum(),
+        elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
+        first_failure: results.into_iter().find_map(|c| c.failure),
+    }
+}
+
+/// Result of [`verify_trace`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TraceVerifyReport {
+    /// Requests checked.
+    pub requests: usize,
+    /// Prompts that re-tokenize to exactly `input_length` tokens.
+    pub exact_length: usize,
+    /// Prompts that re-tokenize to exactly the intended token ids.
+    pub exact_ids: usize,
+    /// `100 * exact_length / requests`.
+    pub pct_exact: f64,
+    /// Tokens re-tokenized in total.
+    pub tokens: usize,
+    /// Block occurrences whose (position, hash id) had been seen before and whose re-tokenized
+    /// ids were compared with the earlier occurrence (prefix-compared for partial blocks).
+    pub shared_blocks_compared: usize,
+    /// Of those, blocks whose token ids differed (must be 0).
+    pub shared_block_mismatches: usize,
+    /// Requests whose first block was seen before (they share a prefix with an earlier one).
+    pub requests_with_shared_prefix: usize,
+    /// Σ over requests of k×block_size (capped at the prompt length), k = leading hash ids
+    /// shared with some earlier request: the trace-ideal prefix-cache hit tokens.
+    pub shared_prefix_tokens: u64,
+    /// Places where requests with a common prefix of k hash ids continue with different
+    /// hash ids (or one continues with its unique tail): each must differ from the first token
+    /// of block k.
+    pub branch_points: usize,
+    /// Branch points whose continuations start with the same token (0 expected when the
+    /// hash ids involved are less than the vocabulary size apart; see `docs/prompts.md`).
+    pub first_token_collisions: usize,
+    /// Description of the first first-token collision.
+    pub first_collision: Option<String>,
+    /// Wall time of the check.
+    pub elapsed_ms: f64,
+    /// Description of the first failure (length, ids or sharing).
+    pub first_failure: Option<String>,
+}
+
+impl TraceVerifyReport {
+    /// All prompts exact and all shared blocks identical.
+    pub fn ok(&self) -> bool {
+        self.exact_ids == self.requests && self.shared_block_mismatches == 0
+    }
+}
+
+/// What follows a trie node: the next hash id, or a request's unique tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Child {
+    Block(u64),
+    Tail(usize),
+}
+
+/// Incremental state of the sharing checks.
+#[derive(Default)]
+struct Sharing {
+    /// (position, hash id) -> the longest re-tokenized block seen so far.
+    blocks: HashMap<(u32, u64), Box<[u32]>>,
+    /// (parent node, hash id) -> node; node 0 is the root (empty prefix).
+    nodes: HashMap<(u32, u64), u32>,
+    /// (parent node, first token) -> the child that starts with it.
+    first_tokens: HashMap<(u32, u32), Child>,
+    /// parent node -> number of distinct children.
+    children: HashMap<u32, u32>,
+}
+
+/// Full check for a trace slice (the issue's "Done when"): every prompt of `requests` is built
+/// with `input_length` tokens and re-tokenized (in parallel with rayon, in batches so memory
+/// stays bounded), then
+/// * its length and ids are compared with the intended ones;
+/// * each block `i` is compared token by token with the earlier occurrences of the same
+///   `(i, hash id)` — so requests that share `k` leading hash ids share exactly the first
+///   `k × block_size` token ids;
+/// * where requests with a common prefix continue differently, the continuations' first tokens
+///   are compared (they should differ, so the shared prefix is exactly `k` blocks).
+pub fn verify_trace(
+    builder: &PromptBuilder,
+    tok: &Tokenizer,
+    requests: &[TraceRequest],
+) -> TraceVerifyReport {
+    let start = Instant::now();
+    let b = builder.block_size();
+    let mut rep = TraceVerifyReport {
+        requests: requests.len(),
+        ..Default::default()
+    };
+    let mut sh = Sharing::default();
+    let mut next_node = 1u32;
+    let batch = (rayon::current_num_threads() * 8).max(8);
+    for chunk in requests.chunks(batch) {
+        let results: Vec<Checked> = chunk
+            .par_iter()
+            .with_max_len(1)
+            .map(|r| check_one(builder, tok, r))
+            .collect();
+        for (req, c) in chunk.iter().zip(results) {
+            rep.tokens += c.ids.len();
+            rep.exact_length += usize::from(c.exact_length);
+            rep.exact_ids += usize::from(c.exact_ids);
+            if rep.first_failure.is_none() {
+                rep.first_failure = c.failure;
+            }
+            let ids = &c.ids;
+            let mut parent = 0u32;
+            let mut on_known_path = true;
+            let mut shared_blocks = 0usize;
+            let mut pos = 0usize;
+            for (i, &h) in req.hash_ids.iter().enumerate() {
+                if b == 0 || pos >= ids.len() {
+                    break;
+                }
+                let end = (pos + b).min(ids.len());
+                let block = &ids[pos..end];
+                // Sharing: same (position, hash id) => same tokens.
+                match sh.blocks.entry((i as u32, h)) {
+                    Entry::Vacant(e) => {
+                        e.insert(block.into());
+                    }
+                    Entry::Occupied(mut e) => {
+                        rep.shared_blocks_compared += 1;
+                        let prev = e.get();
+                        let common = prev.len().min(block.len());
+                        if prev[..common] != block[..common] {
+                            rep.shared_block_mismatches += 1;
+                            if rep.first_failure.is_none() {
+                                rep.first_failure = Some(format!(
+                                    "request {} (line {}): block {i} (hash id {h}) differs from \
+                                     an earlier request's block with the same hash id",
+                                    req.index, req.line
+                                ));
+                            }
+                        } else if block.len() > prev.len() {
+                            e.insert(block.into());
+                        }
+                    }
+                }
+                // Prefix trie: shared-prefix length and first-token divergence.
+                let node = match sh.nodes.entry((parent, h)) {
+                    Entry::Occupied(e) => {
+                        if on_known_path {
+                            shared_blocks += 1;
+                        }
+                        *e.get()
+                    }
+                    Entry::Vacant(e) => {
+                        on_known_path = false;
+                        let node = next_node;
+                        next_node += 1;
+                        e.insert(node);
+                        add_child(&mut sh, &mut rep, parent, block[0], Child::Block(h), req);
+                        node
+                    }
+                };
+                parent = node;
+                pos = end;
+            }
+            if pos < ids.len() {
+                add_child(
+                    &mut sh,
+                    &mut rep,
+                    parent,
+                    ids[pos],
+                    Child::Tail(req.index),
+                    req,
+                );
+            }
+            if shared_blocks > 0 {
+                rep.requests_with_shared_prefix += 1;
+                rep.shared_prefix_tokens += (shared_blocks * b).min(ids.len()) as u64;
+            }
+        }
+    }
+    rep.pct_exact = if rep.requests == 0 {
+        100.0
+    } else {
+        100.0 * rep.exact_length as f64 / rep.requests as f64
+    };
+    rep.elapsed_ms = start.elapsed().as_secs_f64() * 1e3;
+    rep
+}
+
+fn add_child(
+    sh: &mut Sharing,
+    rep: &mut TraceVerifyReport,
+    parent: u32,
+    first: u32,
+    child: Child,
+    req: &TraceRequest,
+) {
+    let n = sh.children.entry(parent).or_insert(0);
+    *n += 1;
+    if *n > 1 {
+        rep.branch_points += 1;
+    }
+    match sh.first_tokens.entry((parent, first)) {
+        Entry::Vacant(e) => {
+            e.insert(child);
+        }
+        Entry::Occupied(e) => {
+            if *e.get() != child {
+                rep.first_token_collisions += 1;
+                if rep.first_collision.is_none() {
+                    rep.first_collision = Some(format!(
+                        "request {} (line {}): continuation {child:?} after a shared prefix \
+                         starts with the same token ({first}) as {:?}",
+                        req.index,
+                        req.line,
+                        e.get()
+                    ));
+                }
+            }
+        }
+    }
+}

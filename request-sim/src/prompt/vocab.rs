@@ -1,0 +1,250 @@
+//! The word list prompts are built from.
+
+use std::path::Path;
+
+use rayon::prelude::*;
+use tokenizers::Tokenizer;
+
+use super::PromptError;
+
+/// Fewest qualifying words a tokenizer must yield for [`Vocab::from_tokenizer`] to succeed.
+/// It bounds how many distinct hash ids are guaranteed to get distinct first tokens.
+pub const MIN_WORDS: usize = 1000;
+
+/// Most words a vocabulary keeps (the builder draws 21-bit word indices); extra words are
+/// dropped (highest token ids first).
+pub const MAX_WORDS: usize = 1 << 21;
+
+/// Candidates verified together in one `encode` call; a failing group is split in halves.
+const CHECK_GROUP: usize = 512;
+
+/// Words of the form `" word"` (one space, then lowercase ASCII letters) that are exactly one
+/// token each, with their token ids.
+///
+/// The words are stored in one contiguous string; `spans[i]` is where word `i` lies in it.
+#[derive(Debug, Clone)]
+pub struct Vocab {
+    text: String,
+    spans: Vec<(u32, u32)>,
+    ids: Vec<u32>,
+    max_word_len: usize,
+    builtin: bool,
+}
+
+impl Vocab {
+    /// The built-in word list of `llm-sim` (4,900 pseudo-words; token id = position in the
+    /// list). Exact against the built-in simulator, which counts one token per word;
+    /// approximate for real models.
+    pub fn builtin() -> Vocab {
+        let words = llm_sim::vocab::builtin_words();
+        Vocab::from_words(
+            words
+                .iter()
+                .enumerate()
+                .map(|(id, w)| (id as u32, format!(" {w}"))),
+            true,
+        )
+    }
+
+    /// Collect the tokens of `tok` whose text is `" "` + lowercase ASCII letters and that
+    /// encode back to exactly themselves.
+    ///
+    /// Candidates are the tokens spelled `Ġword` (byte-level BPE) or `▁word` (metaspace).
+    /// They are checked in groups of 512 in parallel: the group's words are concatenated and
+    /// encoded once; if the result is not exactly the group's ids the group is split in halves
+    /// until the offending words are isolated and dropped. So every kept word was verified
+    /// both alone-or-in-a-group and in concatenation with other words.
+    ///
+    /// Returns [`PromptError::TooFewWords`] when fewer than [`MIN_WORDS`] words qualify.
+    pub fn from_tokenizer(tok: &Tokenizer) -> Result<Vocab, PromptError> {
+        let n_ids = tok.get_vocab_size(true) as u32;
+        let candidates: Vec<(u32, String)> = (0..n_ids)
+            .into_par_iter()
+            .with_min_len(4096)
+            .filter_map(|id| {
+                let token = tok.id_to_token(id)?;
+                candidate_word(&token).map(|w| (id, w))
+            })
+            .collect();
+
+        let verdicts: Vec<Vec<bool>> = candidates
+            .par_chunks(CHECK_GROUP)
+            .map(|group| check_group(tok, group))
+            .collect::<Result<_, _>>()?;
+
+        let mut seen = std::collections::HashSet::new();
+        let kept = candidates
+            .into_iter()
+            .zip(verdicts.into_iter().flatten())
+            .filter(|(_, ok)| *ok)
+            .map(|(c, _)| c)
+            .filter(|(_, w)| seen.insert(w.clone()))
+            .take(MAX_WORDS);
+        let vocab = Vocab::from_words(kept, false);
+        if vocab.len() < MIN_WORDS {
+            return Err(PromptError::TooFewWords {
+                found: vocab.len(),
+                min: MIN_WORDS,
+            });
+        }
+        Ok(vocab)
+    }
+
+    /// Build a vocabulary from `(token id, text)` pairs; every text must be `" "` followed by
+    /// lowercase ASCII letters (others are skipped).
+    pub fn from_words<I: IntoIterator<Item = (u32, String)>>(words: I, builtin: bool) -> Vocab {
+        let mut text = String::new();
+        let mut spans = Vec::new();
+        let mut ids = Vec::new();
+        let mut max_word_len = 0;
+        for (id, w) in words {
+            if !is_word(&w) || spans.len() >= MAX_WORDS {
+                continue;
+            }
+            let start = text.len() as u32;
+            text.push_str(&w);
+            spans.push((start, text.len() as u32));
+            ids.push(id);
+            max_word_len = max_word_len.max(w.len());
+        }
+        text.shrink_to_fit();
+        Vocab {
+            text,
+            spans,
+            ids,
+            max_word_len,
+            builtin,
+        }
+    }
+
+    /// Number of words.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// True when there are no words (never the case for a vocabulary built by this module).
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// True for the built-in word list (counts exact only against the built-in simulator).
+    pub fn is_builtin(&self) -> bool {
+        self.builtin
+    }
+
+    /// Text of word `i` (with its leading space).
+    #[inline]
+    pub fn word(&self, i: usize) -> &str {
+        let (s, e) = self.spans[i];
+        &self.text[s as usize..e as usize]
+    }
+
+    /// Token id of word `i`.
+    #[inline]
+    pub fn id(&self, i: usize) -> u32 {
+        self.ids[i]
+    }
+
+    /// Longest word in bytes (with its leading space).
+    pub fn max_word_len(&self) -> usize {
+        self.max_word_len
+    }
+
+    pub(crate) fn spans(&self) -> &[(u32, u32)] {
+        &self.spans
+    }
+
+    pub(crate) fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub(crate) fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+}
+
+/// Load a Hugging Face `tokenizer.json`.
+pub fn load_tokenizer(path: &Path) -> Result<Tokenizer, PromptError> {
+    let bytes = std::fs::read(path).map_err(|source| PromptError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Tokenizer::from_bytes(bytes)
+        .map_err(|e| PromptError::Tokenizer(format!("{}: {e}", path.display())))
+}
+
+/// `" word"` for a vocabulary entry spelled `Ġword` or `▁word` with lowercase ASCII letters.
+fn candidate_word(token: &str) -> Option<String> {
+    let rest = token
+        .strip_prefix('\u{0120}')
+        .or_else(|| token.strip_prefix('\u{2581}'))?;
+    if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_lowercase()) {
+        return None;
+    }
+    Some(format!(" {rest}"))
+}
+
+fn is_word(w: &str) -> bool {
+    let b = w.as_bytes();
+    b.len() >= 2 && b[0] == b' ' && b[1..].iter().all(|c| c.is_ascii_lowercase())
+}
+
+/// Which words of `group` encode to exactly their own id when concatenated (recursive halving).
+fn check_group(tok: &Tokenizer, group: &[(u32, String)]) -> Result<Vec<bool>, PromptError> {
+    let text: String = group.iter().map(|(_, w)| w.as_str()).collect();
+    let enc = tok
+        .encode_fast(text.as_str(), false)
+        .map_err(|e| PromptError::Tokenizer(e.to_string()))?;
+    let got = enc.get_ids();
+    if got.len() == group.len() && got.iter().zip(group).all(|(g, (id, _))| g == id) {
+        return Ok(vec![true; group.len()]);
+    }
+    if group.len() == 1 {
+        return Ok(vec![false]);
+    }
+    let (a, b) = group.split_at(group.len() / 2);
+    let mut out = check_group(tok, a)?;
+    out.extend(check_group(tok, b)?);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidates() {
+        assert_eq!(candidate_word("\u{0120}apple").as_deref(), Some(" apple"));
+        assert_eq!(candidate_word("\u{2581}apple").as_deref(), Some(" apple"));
+        assert_eq!(candidate_word("apple"), None);
+        assert_eq!(candidate_word("\u{0120}Apple"), None);
+        assert_eq!(candidate_word("\u{0120}"), None);
+        assert_eq!(candidate_word("\u{0120}ap1"), None);
+    }
+
+    #[test]
+    fn builtin_vocab() {
+        let v = Vocab::builtin();
+        assert_eq!(v.len(), 4900);
+        assert!(v.is_builtin());
+        assert_eq!(v.word(0), " baba");
+        assert_eq!(v.id(17), 17);
+        assert_eq!(v.max_word_len(), 5);
+    }
+
+    #[test]
+    fn from_words_skips_non_words() {
+        let v = Vocab::from_words(
+            vec![
+                (1, " ok".to_string()),
+                (2, "no".to_string()),
+                (3, " No".to_string()),
+                (4, " fine".to_string()),
+            ],
+            false,
+        );
+        assert_eq!(v.len(), 2);
+        assert_eq!(v.word(1), " fine");
+        assert_eq!(v.id(1), 4);
+    }
+}
