@@ -11,7 +11,11 @@ use crate::backend::ApiFlavor;
 use crate::trace::TraceFormat;
 
 #[derive(Debug, Parser)]
-#[command(name = "request-sim", version, about = "Replay production LLM request traces against inference servers")]
+#[command(
+    name = "request-sim",
+    version,
+    about = "Replay production LLM request traces against inference servers"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -254,7 +258,11 @@ pub struct VerifyArgs {
 
 /// The `client` binary: the anchor's command line, with the anchor's defaults.
 #[derive(Debug, Parser)]
-#[command(name = "client", version, about = "request-sim with the blitz-serving trace-replayer command line")]
+#[command(
+    name = "client",
+    version,
+    about = "request-sim with the blitz-serving trace-replayer command line"
+)]
 pub struct ClientCli {
     #[command(flatten)]
     pub args: ReplayArgs,
@@ -267,6 +275,8 @@ pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
         "bailian" => Ok(TraceFormat::Bailian),
         "azure" => Ok(TraceFormat::Azure),
         "generic" => Ok(TraceFormat::Generic),
-        other => Err(format!("unknown dataset {other:?}: use mooncake, bailian, azure or generic")),
+        other => Err(format!(
+            "unknown dataset {other:?}: use mooncake, bailian, azure or generic"
+        )),
     }
 }

@@ -4,7 +4,9 @@ use crate::cli::{AnalyzeArgs, CompareArgs, ReplayArgs, ReportArgs, VerifyArgs};
 use std::path::Path;
 
 use crate::config::{Flavor, ReplayConfig};
+use crate::prompt;
 use crate::report::{self, ReportConfig, Slo, Summary};
+use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions};
 
 /// `replay` (and the `client` binary).
 pub fn replay(args: ReplayArgs, flavor: Flavor) -> Result<u8, String> {
@@ -13,17 +15,58 @@ pub fn replay(args: ReplayArgs, flavor: Flavor) -> Result<u8, String> {
     Ok(out.exit_code as u8)
 }
 
-pub fn analyze(_args: AnalyzeArgs) -> Result<u8, String> {
-    Err("analyze: not yet wired".into())
+/// `analyze TRACE`.
+pub fn analyze(args: AnalyzeArgs) -> Result<u8, String> {
+    let opts = LoadOptions {
+        format: args.dataset,
+        block_size: args.block_size,
+        skip_invalid: args.skip_invalid,
+        ..LoadOptions::default()
+    };
+    let t = std::time::Instant::now();
+    let trace = trace::load(&args.trace, &opts).map_err(|e| e.to_string())?;
+    let aopts = AnalyzeOptions {
+        cache_sizes_tokens: args.cache_sizes.clone(),
+        ..AnalyzeOptions::default()
+    };
+    let analysis = trace::analyze::analyze(&trace, &aopts);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&analysis).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", trace::analyze::render_text(&analysis));
+        eprintln!(
+            "request-sim: analyzed {} in {:.2} s",
+            args.trace.display(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    if let Some(dir) = &args.plot_dir {
+        let files =
+            report::plots::write_analysis_plots(dir, &analysis).map_err(|e| format!("{e:#}"))?;
+        eprintln!(
+            "request-sim: wrote {} plot files to {}",
+            files.len(),
+            dir.display()
+        );
+    }
+    Ok(0)
 }
 
-fn report_config(goodput: &[String], percentiles: &Option<Vec<f64>>) -> Result<ReportConfig, String> {
+fn report_config(
+    goodput: &[String],
+    percentiles: &Option<Vec<f64>>,
+) -> Result<ReportConfig, String> {
     let mut cfg = ReportConfig::default();
     if !goodput.is_empty() {
         cfg.slo = Slo::parse(goodput)?;
     }
     if let Some(p) = percentiles {
-        if p.iter().any(|v| !(v.is_finite() && *v > 0.0 && *v <= 100.0)) {
+        if p.iter()
+            .any(|v| !(v.is_finite() && *v > 0.0 && *v <= 100.0))
+        {
             return Err("--metric-percentile values must be in (0, 100]".into());
         }
         if !p.is_empty() {
@@ -37,15 +80,24 @@ fn report_config(goodput: &[String], percentiles: &Option<Vec<f64>>) -> Result<R
 pub fn report(args: ReportArgs) -> Result<u8, String> {
     let cfg = report_config(&args.goodput, &args.metric_percentile)?;
     let info = report::find_run_info(&args.records);
-    let summary = report::report_from_records(&args.records, &cfg, info).map_err(|e| format!("{e:#}"))?;
+    let summary =
+        report::report_from_records(&args.records, &cfg, info).map_err(|e| format!("{e:#}"))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
+        );
     } else {
         println!("{}", report::render_console(&summary));
     }
     if let Some(dir) = &args.result_dir {
-        let files = report::write_result_dir(dir, &summary, &args.records).map_err(|e| format!("{e:#}"))?;
-        eprintln!("request-sim: wrote {} files to {}", files.len(), dir.display());
+        let files =
+            report::write_result_dir(dir, &summary, &args.records).map_err(|e| format!("{e:#}"))?;
+        eprintln!(
+            "request-sim: wrote {} files to {}",
+            files.len(),
+            dir.display()
+        );
     }
     Ok(0)
 }
@@ -54,12 +106,20 @@ pub fn report(args: ReportArgs) -> Result<u8, String> {
 fn load_run(path: &Path) -> Result<Summary, String> {
     let as_records = || {
         let info = report::find_run_info(path);
-        report::report_from_records(path, &ReportConfig::default(), info).map_err(|e| format!("{e:#}"))
+        report::report_from_records(path, &ReportConfig::default(), info)
+            .map_err(|e| format!("{e:#}"))
     };
     if path.extension().is_some_and(|e| e == "jsonl") {
         return as_records();
     }
-    report::read_summary(path).or_else(|e| as_records().map_err(|e2| format!("{}: neither a summary ({e:#}) nor records ({e2})", path.display())))
+    report::read_summary(path).or_else(|e| {
+        as_records().map_err(|e2| {
+            format!(
+                "{}: neither a summary ({e:#}) nor records ({e2})",
+                path.display()
+            )
+        })
+    })
 }
 
 /// `compare A B`.
@@ -70,6 +130,39 @@ pub fn compare(args: CompareArgs) -> Result<u8, String> {
     Ok(0)
 }
 
-pub fn verify_prompts(_args: VerifyArgs) -> Result<u8, String> {
-    Err("verify-prompts: not yet wired".into())
+/// `verify-prompts TRACE --tokenizer T`: the full exactness and sharing check.
+pub fn verify_prompts(args: VerifyArgs) -> Result<u8, String> {
+    let opts = LoadOptions {
+        format: args.dataset,
+        block_size: args.block_size,
+        max_requests: args.max_requests,
+        ..LoadOptions::default()
+    };
+    let trace = trace::load(&args.trace, &opts).map_err(|e| e.to_string())?;
+    let t = std::time::Instant::now();
+    let tok = prompt::load_tokenizer(&args.tokenizer).map_err(|e| e.to_string())?;
+    let vocab = prompt::Vocab::from_tokenizer(&tok).map_err(|e| e.to_string())?;
+    eprintln!(
+        "request-sim: tokenizer loaded and {} prompt words found in {:.0} ms",
+        vocab.len(),
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    let builder =
+        prompt::PromptBuilder::new(std::sync::Arc::new(vocab), args.seed, trace.block_size);
+    let rep = prompt::verify_trace(&builder, &tok, &trace.requests);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?
+    );
+    eprintln!(
+        "request-sim: {} of {} prompts ({:.2}%) re-tokenize to exactly their length; {} shared blocks compared, {} mismatches; {} branch points, {} with equal first tokens",
+        rep.exact_length,
+        rep.requests,
+        rep.pct_exact,
+        rep.shared_blocks_compared,
+        rep.shared_block_mismatches,
+        rep.branch_points,
+        rep.first_token_collisions
+    );
+    Ok(if rep.ok() { 0 } else { 1 })
 }

@@ -37,7 +37,9 @@ pub enum EarlyStop {
 impl EarlyStop {
     pub fn parse(s: &str) -> Result<EarlyStop, String> {
         let t = s.trim();
-        let bad = || format!("--early-stop-error-threshold {s:?}: use a count (50), a percentage (5%) or a fraction (0.05)");
+        let bad = || {
+            format!("--early-stop-error-threshold {s:?}: use a count (50), a percentage (5%) or a fraction (0.05)")
+        };
         if let Some(p) = t.strip_suffix('%') {
             let v: f64 = p.trim().parse().map_err(|_| bad())?;
             if !(0.0..=100.0).contains(&v) {
@@ -73,7 +75,10 @@ impl EarlyStop {
 pub enum TimeoutRule {
     Fixed(Duration),
     /// max(15 s, ttft + tpot × output_length), as the anchor does.
-    FromSlo { ttft_s: f64, tpot_s: f64 },
+    FromSlo {
+        ttft_s: f64,
+        tpot_s: f64,
+    },
 }
 
 impl TimeoutRule {
@@ -174,17 +179,26 @@ impl ReplayConfig {
             }
             None => TraceSource::BuiltinDemo,
         };
-        if matches!(trace, TraceSource::BuiltinDemo) && a.dataset.is_some_and(|d| d != TraceFormat::Mooncake) {
-            return Err("--dataset given without --dataset-path (the built-in demo trace is mooncake)".into());
+        if matches!(trace, TraceSource::BuiltinDemo)
+            && a.dataset.is_some_and(|d| d != TraceFormat::Mooncake)
+        {
+            return Err(
+                "--dataset given without --dataset-path (the built-in demo trace is mooncake)"
+                    .into(),
+            );
         }
         if let Some(b) = a.block_size {
             if b == 0 || b > 1 << 20 {
-                return Err(format!("--block-size must be between 1 and 1048576, got {b}"));
+                return Err(format!(
+                    "--block-size must be between 1 and 1048576, got {b}"
+                ));
             }
         }
         if let (Some(s), Some(e)) = (a.start_ms, a.end_ms) {
             if e <= s {
-                return Err(format!("--end-ms ({e}) must be greater than --start-ms ({s})"));
+                return Err(format!(
+                    "--end-ms ({e}) must be greater than --start-ms ({s})"
+                ));
             }
         }
         for (n, v) in [("--start-ms", a.start_ms), ("--end-ms", a.end_ms)] {
@@ -234,7 +248,13 @@ impl ReplayConfig {
         if a.token_ids && a.api == ApiFlavor::Tgi {
             return Err("--token-ids works only with OpenAI completions endpoints".into());
         }
-        let stream = if a.no_stream { false } else if a.stream { true } else { !client };
+        let stream = if a.no_stream {
+            false
+        } else if a.stream {
+            true
+        } else {
+            !client
+        };
         let scale_factor = positive("--scale-factor", a.scale_factor)?;
         let time_in_secs = match (a.time_in_secs, client) {
             (Some(t), _) => Some(positive("--time-in-secs", t)?),
@@ -242,7 +262,10 @@ impl ReplayConfig {
             (None, false) => None,
         };
         let (ttft_slo, tpot_slo) = match client {
-            true => (Some(a.ttft_slo.unwrap_or(5.0)), Some(a.tpot_slo.unwrap_or(0.06))),
+            true => (
+                Some(a.ttft_slo.unwrap_or(5.0)),
+                Some(a.tpot_slo.unwrap_or(0.06)),
+            ),
             false => (a.ttft_slo, a.tpot_slo),
         };
         if let Some(v) = ttft_slo {
@@ -252,26 +275,47 @@ impl ReplayConfig {
             positive("--tpot-slo", v)?;
         }
         let timeout = match (a.request_timeout, ttft_slo, tpot_slo) {
-            (Some(t), _, _) => TimeoutRule::Fixed(Duration::from_secs_f64(positive("--request-timeout", t)?)),
+            (Some(t), _, _) => {
+                TimeoutRule::Fixed(Duration::from_secs_f64(positive("--request-timeout", t)?))
+            }
             (None, None, None) => TimeoutRule::Fixed(Duration::from_secs(600)),
-            (None, t, p) => TimeoutRule::FromSlo { ttft_s: t.unwrap_or(0.0), tpot_s: p.unwrap_or(0.0) },
+            (None, t, p) => TimeoutRule::FromSlo {
+                ttft_s: t.unwrap_or(0.0),
+                tpot_s: p.unwrap_or(0.0),
+            },
         };
         if !a.grace_secs.is_finite() || a.grace_secs < 0.0 {
             return Err(format!("--grace-secs must be >= 0, got {}", a.grace_secs));
         }
-        let early_stop = a.early_stop_error_threshold.as_deref().map(EarlyStop::parse).transpose()?;
+        let early_stop = a
+            .early_stop_error_threshold
+            .as_deref()
+            .map(EarlyStop::parse)
+            .transpose()?;
         if a.num_producer == 0 || a.num_producer > 256 {
-            return Err(format!("--num-producer must be between 1 and 256, got {}", a.num_producer));
+            return Err(format!(
+                "--num-producer must be between 1 and 256, got {}",
+                a.num_producer
+            ));
         }
         if a.channel_capacity == 0 {
             return Err("--channel-capacity must be at least 1".into());
         }
-        let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
+        let threads = a.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+        });
         if threads == 0 || threads > 1024 {
-            return Err(format!("--threads must be between 1 and 1024, got {threads}"));
+            return Err(format!(
+                "--threads must be between 1 and 1024, got {threads}"
+            ));
         }
         if a.spin_us > 100_000 {
-            return Err(format!("--spin-us must be at most 100000, got {}", a.spin_us));
+            return Err(format!(
+                "--spin-us must be at most 100000, got {}",
+                a.spin_us
+            ));
         }
         let output_path = match (&a.output_path, client) {
             (Some(p), _) => p.clone(),
@@ -300,13 +344,19 @@ impl ReplayConfig {
         };
         for p in &percentiles {
             if !(p.is_finite() && *p > 0.0 && *p <= 100.0) {
-                return Err(format!("--metric-percentile values must be in (0, 100], got {p}"));
+                return Err(format!(
+                    "--metric-percentile values must be in (0, 100], got {p}"
+                ));
             }
         }
         let mut percentiles = percentiles;
         percentiles.sort_by(f64::total_cmp);
         percentiles.dedup();
-        let mut slo = if a.goodput.is_empty() { Slo::default() } else { Slo::parse(&a.goodput)? };
+        let mut slo = if a.goodput.is_empty() {
+            Slo::default()
+        } else {
+            Slo::parse(&a.goodput)?
+        };
         if slo.ttft_ms.is_none() {
             slo.ttft_ms = a.ttft_slo.map(|s| s * 1e3);
         }
@@ -384,7 +434,10 @@ mod tests {
 
     #[test]
     fn anchor_timeout_rule() {
-        let r = TimeoutRule::FromSlo { ttft_s: 5.0, tpot_s: 0.06 };
+        let r = TimeoutRule::FromSlo {
+            ttft_s: 5.0,
+            tpot_s: 0.06,
+        };
         assert_eq!(r.for_output(100), Duration::from_secs(15));
         assert_eq!(r.for_output(1000), Duration::from_secs_f64(65.0));
     }

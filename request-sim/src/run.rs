@@ -15,7 +15,9 @@ use crate::config::{ReplayConfig, Target, TraceSource};
 use crate::prompt::{self, PromptBuilder, Vocab};
 use crate::record::{Finished, Record, RecordWriter, Status, TokenSource};
 use crate::report::{self, Accumulator, ReportConfig, RunInfo, Summary};
-use crate::schedule::{self, BuildFn, DispatchPlan, Prepared, ProducerConfig, Producers, Scratch, StopReason};
+use crate::schedule::{
+    self, BuildFn, DispatchPlan, Prepared, ProducerConfig, Producers, Scratch, StopReason,
+};
 use crate::trace::{self, Trace, TraceRequest};
 
 /// The built-in demo trace (mooncake format, 200 requests over ~19 s, block 512).
@@ -73,7 +75,8 @@ pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace, String> {
     match &cfg.trace {
         TraceSource::File(p) => trace::load(p, &cfg.load).map_err(|e| e.to_string()),
         TraceSource::BuiltinDemo => {
-            trace::parse_reader("<built-in demo trace>", DEMO_TRACE.as_bytes(), &cfg.load).map_err(|e| e.to_string())
+            trace::parse_reader("<built-in demo trace>", DEMO_TRACE.as_bytes(), &cfg.load)
+                .map_err(|e| e.to_string())
         }
     }
 }
@@ -87,6 +90,15 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     // ---- trace ----
     let trace = load_trace(&cfg)?;
     let requests = Arc::new(trace.requests.clone());
+    let ideal_ratio = {
+        let hits: u64 = trace::analyze::ideal_prefix_hits(&trace)
+            .iter()
+            .map(|&h| u64::from(h))
+            .sum();
+        let total: u64 = requests.iter().map(|r| u64::from(r.input_length)).sum();
+        (total > 0 && !requests.iter().all(|r| r.hash_ids.is_empty()))
+            .then(|| hits as f64 / total as f64)
+    };
     let trace_name = match &cfg.trace {
         TraceSource::File(p) => p.display().to_string(),
         TraceSource::BuiltinDemo => "<built-in demo trace>".to_string(),
@@ -117,8 +129,15 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             let mut sc = llm_sim::SimConfig::default();
             sc.tokenizer = cfg.tokenizer.clone();
             sc.tokenizer_config = cfg.tokenizer_config.clone();
-            let s = llm_sim::spawn_in_thread(sc).map_err(|e| format!("cannot start the built-in simulator: {e:#}"))?;
-            say(quiet, format!("no --endpoint: started the built-in simulator (llm-sim) at {}", s.base_url()));
+            let s = llm_sim::spawn_in_thread(sc)
+                .map_err(|e| format!("cannot start the built-in simulator: {e:#}"))?;
+            say(
+                quiet,
+                format!(
+                    "no --endpoint: started the built-in simulator (llm-sim) at {}",
+                    s.base_url()
+                ),
+            );
             Some(s)
         }
         _ => None,
@@ -126,11 +145,21 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     let endpoint_str = match (&cfg.target, &sim) {
         (Target::Remote(e), _) => e.clone(),
         (Target::BuiltinSimulator, Some(s)) => {
-            if cfg.token_ids { format!("{}/v1/completions", s.base_url()) } else { s.base_url() }
+            if cfg.token_ids {
+                format!("{}/v1/completions", s.base_url())
+            } else {
+                s.base_url()
+            }
         }
         (Target::BuiltinSimulator, None) => "http://127.0.0.1:9/v1/chat/completions".to_string(),
     };
-    let ep = Endpoint::resolve(&endpoint_str, cfg.api, cfg.stream, cfg.route.clone(), cfg.api_key.clone())?;
+    let ep = Endpoint::resolve(
+        &endpoint_str,
+        cfg.api,
+        cfg.stream,
+        cfg.route.clone(),
+        cfg.api_key.clone(),
+    )?;
     if cfg.token_ids && ep.kind != ApiKind::Completions {
         return Err(format!(
             "--token-ids needs a completions endpoint (…/v1/completions), not {}",
@@ -144,7 +173,10 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         _ => "tgi",
     }
     .to_string();
-    let client = backend::build_client(&backend::ClientOptions { insecure: cfg.insecure, ..Default::default() })?;
+    let client = backend::build_client(&backend::ClientOptions {
+        insecure: cfg.insecure,
+        ..Default::default()
+    })?;
 
     // ---- prompts ----
     let t_tok = Instant::now();
@@ -167,7 +199,11 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             Vocab::builtin()
         }
     };
-    let builder = Arc::new(PromptBuilder::new(Arc::new(vocab), cfg.seed, trace.block_size));
+    let builder = Arc::new(PromptBuilder::new(
+        Arc::new(vocab),
+        cfg.seed,
+        trace.block_size,
+    ));
     let verification = tokenizer.as_ref().map(|t| {
         let v = prompt::verify_sample(&builder, t, &requests, 32);
         say(
@@ -193,17 +229,37 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         (None, true, _) | (None, _, false) => "default".to_string(),
         (None, false, true) => rt.block_on(fetch_model(&client, &ep))?,
     };
-    let params = BodyParams { model: model.clone(), stream: ep.stream, exact_output: cfg.exact_output, extra: None };
-    let overhead = determine_overhead(&cfg, &rt, &client, &ep, &params, &builder, tokenizer.as_ref())?;
+    let params = BodyParams {
+        model: model.clone(),
+        stream: ep.stream,
+        exact_output: cfg.exact_output,
+        extra: None,
+    };
+    let overhead = determine_overhead(
+        &cfg,
+        &rt,
+        &client,
+        &ep,
+        &params,
+        &builder,
+        tokenizer.as_ref(),
+    )?;
     if let Some((n, how)) = &overhead {
-        say(quiet, format!("prompt overhead: {n} tokens ({how}); content is shortened by it"));
+        say(
+            quiet,
+            format!("prompt overhead: {n} tokens ({how}); content is shortened by it"),
+        );
     }
     let overhead_n = overhead.as_ref().map(|o| o.0).unwrap_or(0);
     drop(tokenizer);
 
     // ---- producers ----
     let ncores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
-    let producer_cores: Vec<usize> = if ncores >= 2 { (0..ncores - 1).collect() } else { vec![0] };
+    let producer_cores: Vec<usize> = if ncores >= 2 {
+        (0..ncores - 1).collect()
+    } else {
+        vec![0]
+    };
     let build = make_build_fn(builder.clone(), ep.kind, params, overhead_n, cfg.token_ids);
     let producers = Producers::spawn(
         requests.clone(),
@@ -217,18 +273,22 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     )?;
 
     // ---- records and summary ----
-    let report_cfg = ReportConfig { percentiles: cfg.percentiles.clone(), slo: cfg.slo.clone() };
+    let report_cfg = ReportConfig {
+        percentiles: cfg.percentiles.clone(),
+        slo: cfg.slo.clone(),
+    };
     let acc = Arc::new(Mutex::new(Some(Accumulator::new(&report_cfg))));
     let acc_sink = acc.clone();
     let progress = Arc::new(report::Progress::new(requests.len() as u64, !cfg.quiet));
     let progress_sink = progress.clone();
-    let (writer, tx) = RecordWriter::spawn(Some(&cfg.output_path), cfg.record_itl, move |rec, itl| {
-        progress_sink.on_done(rec.status);
-        if let Some(a) = acc_sink.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            a.add(rec, itl);
-        }
-    })
-    .map_err(|e| format!("cannot write {}: {e}", cfg.output_path.display()))?;
+    let (writer, tx) =
+        RecordWriter::spawn(Some(&cfg.output_path), cfg.record_itl, move |rec, itl| {
+            progress_sink.on_done(rec.status);
+            if let Some(a) = acc_sink.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                a.add(rec, itl);
+            }
+        })
+        .map_err(|e| format!("cannot write {}: {e}", cfg.output_path.display()))?;
     say(quiet, format!("records: {}", cfg.output_path.display()));
 
     // ---- control ----
@@ -247,7 +307,9 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
 
     // Let producers fill the channel a little before the clock starts.
     let warm_until = Instant::now() + Duration::from_millis(200);
-    while producers.buffered() < cfg.channel_capacity.min(requests.len()) && Instant::now() < warm_until {
+    while producers.buffered() < cfg.channel_capacity.min(requests.len())
+        && Instant::now() < warm_until
+    {
         std::thread::sleep(Duration::from_millis(1));
     }
 
@@ -259,7 +321,11 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             }
         }
     }
-    let plan = DispatchPlan { scale_factor: cfg.scale_factor, spin: cfg.spin, time_limit: cfg.time_limit };
+    let plan = DispatchPlan {
+        scale_factor: cfg.scale_factor,
+        spin: cfg.spin,
+        time_limit: cfg.time_limit,
+    };
     let tracker = TaskTracker::new();
     let handle = rt.handle().clone();
     let started_at = report::now_rfc3339();
@@ -273,12 +339,19 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         start,
         progress: progress.clone(),
     });
-    let result = schedule::dispatch(&requests, &producers, start, &plan, &control.stop_flag, |prepared, scheduled| {
-        ctx.progress.on_sent();
-        let ctx = ctx.clone();
-        let tx = tx.clone();
-        tracker.spawn_on(run_one(ctx, prepared, scheduled, tx), &handle);
-    });
+    let result = schedule::dispatch(
+        &requests,
+        &producers,
+        start,
+        &plan,
+        &control.stop_flag,
+        |prepared, scheduled| {
+            ctx.progress.on_sent();
+            let ctx = ctx.clone();
+            let tx = tx.clone();
+            tracker.spawn_on(run_one(ctx, prepared, scheduled, tx), &handle);
+        },
+    );
     drop(producers);
     drop(tx);
 
@@ -286,7 +359,13 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     let grace = cfg.grace;
     let stopped_early = result.reason != StopReason::Completed;
     if stopped_early && result.reason == StopReason::TimeLimit {
-        say(quiet, format!("time limit reached: stopped sending; in-flight requests get {:.1} s", grace.as_secs_f64()));
+        say(
+            quiet,
+            format!(
+                "time limit reached: stopped sending; in-flight requests get {:.1} s",
+                grace.as_secs_f64()
+            ),
+        );
     }
     {
         let control = control.clone();
@@ -310,7 +389,9 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     }
     let end_wall = start.elapsed();
     drop(ctx);
-    let wstats = writer.finish().map_err(|e| format!("writing {} failed: {e}", cfg.output_path.display()))?;
+    let wstats = writer
+        .finish()
+        .map_err(|e| format!("writing {} failed: {e}", cfg.output_path.display()))?;
     progress.finish();
     drop(sim);
 
@@ -343,10 +424,11 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         num_producer: Some(cfg.producers),
         threads: Some(cfg.threads),
         chat_overhead: overhead.as_ref().map(|o| o.0),
-        prompt_verification: verification
-            .as_ref()
-            .map(|v| report::PromptVerification { checked: v.checked, exact: v.exact }),
-        ideal_cache_hit_ratio: None,
+        prompt_verification: verification.as_ref().map(|v| report::PromptVerification {
+            checked: v.checked,
+            exact: v.exact,
+        }),
+        ideal_cache_hit_ratio: ideal_ratio,
         scheduled: result.dispatched,
         never_sent,
         never_sent_reason: (never_sent > 0).then(|| stop_reason.to_string()),
@@ -356,7 +438,11 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         wall_time_s: Some(end_wall.as_secs_f64()),
         records_path: Some(cfg.output_path.display().to_string()),
     };
-    let acc = acc.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or("summary accumulator missing")?;
+    let acc = acc
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+        .ok_or("summary accumulator missing")?;
     let summary = acc.finish(&info);
     if wstats.written != result.dispatched {
         return Err(format!(
@@ -370,12 +456,17 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
     }
-    std::fs::write(&cfg.summary_path, json + "\n").map_err(|e| format!("{}: {e}", cfg.summary_path.display()))?;
+    std::fs::write(&cfg.summary_path, json + "\n")
+        .map_err(|e| format!("{}: {e}", cfg.summary_path.display()))?;
     println!("{}", report::render_console(&summary));
     say(quiet, format!("summary: {}", cfg.summary_path.display()));
     if let Some(dir) = &cfg.result_dir {
-        let files = report::write_result_dir(dir, &summary, &cfg.output_path).map_err(|e| format!("{e:#}"))?;
-        say(quiet, format!("result files: {} files in {}", files.len(), dir.display()));
+        let files = report::write_result_dir(dir, &summary, &cfg.output_path)
+            .map_err(|e| format!("{e:#}"))?;
+        say(
+            quiet,
+            format!("result files: {} files in {}", files.len(), dir.display()),
+        );
     }
     let exit_code = match cause {
         Some(Cause::Interrupted) => 130,
@@ -396,23 +487,43 @@ struct TaskCtx {
     progress: Arc<report::Progress>,
 }
 
+/// Milliseconds from `a` to `b` (negative if `b` is earlier), rounded to 1 µs: records carry
+/// microsecond resolution, which keeps them short and free of float noise.
 fn ms_between(a: Instant, b: Instant) -> f64 {
-    if b >= a {
-        b.duration_since(a).as_secs_f64() * 1e3
+    let us = if b >= a {
+        b.duration_since(a).as_micros() as f64
     } else {
-        -(a.duration_since(b).as_secs_f64() * 1e3)
-    }
+        -(a.duration_since(b).as_micros() as f64)
+    };
+    us / 1e3
 }
 
-async fn run_one(ctx: Arc<TaskCtx>, prepared: Prepared, scheduled: Instant, tx: crossbeam_channel::Sender<Finished>) {
+async fn run_one(
+    ctx: Arc<TaskCtx>,
+    prepared: Prepared,
+    scheduled: Instant,
+    tx: crossbeam_channel::Sender<Finished>,
+) {
     let req = &ctx.requests[prepared.index];
     let sent = Instant::now();
     let outcome = if ctx.cfg.dry_run {
-        backend::Outcome { status: Status::DryRun, http_status: None, error: None, state: Default::default() }
+        backend::Outcome {
+            status: Status::DryRun,
+            http_status: None,
+            error: None,
+            state: Default::default(),
+        }
     } else {
         let timeout = ctx.cfg.timeout.for_output(req.output_length);
-        backend::execute(&ctx.client, &ctx.ep, prepared.body, Some(timeout), &ctx.control.cancel, ctx.cfg.allow_missing_usage)
-            .await
+        backend::execute(
+            &ctx.client,
+            &ctx.ep,
+            prepared.body,
+            Some(timeout),
+            &ctx.control.cancel,
+            ctx.cfg.allow_missing_usage,
+        )
+        .await
     };
     let st = &outcome.state;
     let rel = |t: Option<Instant>| t.map(|t| ms_between(sent, t));
@@ -425,7 +536,9 @@ async fn run_one(ctx: Arc<TaskCtx>, prepared: Prepared, scheduled: Instant, tx: 
         (None, _) => (Some(st.content_chunks), Some(TokenSource::Chunks)),
     };
     let tpot = match (ttft, e2e, output_tokens) {
-        (Some(a), Some(b), Some(n)) if n > 1 => Some((b - a) / (n as f64 - 1.0)),
+        (Some(a), Some(b), Some(n)) if n > 1 => {
+            Some(((b - a) / (n as f64 - 1.0) * 1e3).round() / 1e3)
+        }
         _ => None,
     };
     let sched_ms = ms_between(ctx.start, scheduled);
@@ -437,7 +550,7 @@ async fn run_one(ctx: Arc<TaskCtx>, prepared: Prepared, scheduled: Instant, tx: 
         timestamp: req.timestamp_ms,
         scheduled_ms: sched_ms,
         sent_ms: Some(sent_ms),
-        drift_ms: Some(sent_ms - sched_ms),
+        drift_ms: Some(((sent_ms - sched_ms) * 1e3).round() / 1e3),
         status: outcome.status,
         http_status: outcome.http_status,
         error: outcome.error,
@@ -458,7 +571,10 @@ async fn run_one(ctx: Arc<TaskCtx>, prepared: Prepared, scheduled: Instant, tx: 
         parent_chat_id: session.map(|s| s.parent_chat_id),
         turn: session.map(|s| s.turn),
     };
-    let failed = !matches!(record.status, Status::Ok | Status::DryRun | Status::Cancelled);
+    let failed = !matches!(
+        record.status,
+        Status::Ok | Status::DryRun | Status::Cancelled
+    );
     let finished = ctx.control.finished.fetch_add(1, Ordering::Relaxed) + 1;
     let nfailed = if failed {
         ctx.control.failed.fetch_add(1, Ordering::Relaxed) + 1
@@ -479,7 +595,10 @@ async fn run_one(ctx: Arc<TaskCtx>, prepared: Prepared, scheduled: Instant, tx: 
     }
     let itl = std::mem::take(&mut { outcome.state }.itl_ms);
     // The writer outlives every task (it exits when all senders are gone).
-    let _ = tx.send(Finished { record, itl_ms: itl });
+    let _ = tx.send(Finished {
+        record,
+        itl_ms: itl,
+    });
 }
 
 async fn watch_signals(control: Arc<Control>) {
@@ -558,14 +677,26 @@ async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Result<String, 
         .timeout(Duration::from_secs(10))
         .send()
         .await
-        .map_err(|e| format!("cannot reach {url} to find the model ({hint}): {}", e.without_url()))?;
+        .map_err(|e| {
+            format!(
+                "cannot reach {url} to find the model ({hint}): {}",
+                e.without_url()
+            )
+        })?;
     if !resp.status().is_success() {
         return Err(format!("GET {url} answered {} ({hint})", resp.status()));
     }
-    let body = resp.bytes().await.map_err(|e| format!("GET {url}: {} ({hint})", e.without_url()))?;
-    let m: Models =
-        serde_json::from_slice(&body).map_err(|e| format!("GET {url}: unexpected answer ({hint}): {e}"))?;
-    m.data.into_iter().next().map(|m| m.id).ok_or_else(|| format!("GET {url} lists no model ({hint})"))
+    let body = resp
+        .bytes()
+        .await
+        .map_err(|e| format!("GET {url}: {} ({hint})", e.without_url()))?;
+    let m: Models = serde_json::from_slice(&body)
+        .map_err(|e| format!("GET {url}: unexpected answer ({hint}): {e}"))?;
+    m.data
+        .into_iter()
+        .next()
+        .map(|m| m.id)
+        .ok_or_else(|| format!("GET {url} lists no model ({hint})"))
 }
 
 /// Tokens the server adds around the prompt content: flag, chat template, or a calibration
@@ -609,7 +740,10 @@ fn determine_overhead(
     let mut text = String::new();
     builder.write_text(&probe, K, &mut text);
     let mut body = Vec::new();
-    let p = BodyParams { stream: false, ..params.clone() };
+    let p = BodyParams {
+        stream: false,
+        ..params.clone()
+    };
     backend::encode_body(ep.kind, &p, PromptPayload::Text(&text), 1, &mut body);
     let mut probe_ep = ep.clone();
     probe_ep.stream = false;
@@ -632,7 +766,10 @@ fn determine_overhead(
     match out.state.usage.and_then(|u| u.prompt_tokens) {
         Some(pt) => {
             let n = (pt as i64 - K as i64).max(0) as u32;
-            Ok(Some((n, format!("calibration request: {pt} prompt tokens for {K} content tokens"))))
+            Ok(Some((
+                n,
+                format!("calibration request: {pt} prompt tokens for {K} content tokens"),
+            )))
         }
         None => {
             eprintln!("request-sim: WARNING: the server reported no usage.prompt_tokens; prompt overhead assumed 0");

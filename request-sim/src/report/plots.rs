@@ -630,3 +630,11 @@ pub fn write_plots(dir: &Path, records: &[Record], _s: &Summary) -> anyhow::Resu
     files.extend(save(dir, "drift_histogram", &drift)?);
     Ok(files)
 }
+
+/// Plots of a trace analysis (cache-capacity curve, request rate over time).
+pub fn write_analysis_plots(
+    _dir: &Path,
+    _analysis: &crate::trace::analyze::Analysis,
+) -> anyhow::Result<Vec<PathBuf>> {
+    anyhow::bail!("analysis plots are not implemented yet")
+}
