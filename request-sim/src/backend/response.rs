@@ -154,7 +154,7 @@ impl ResponseState {
             self.first_token = Some(now);
         } else if let Some(prev) = self.last_token {
             self.itl_ms
-                .push(now.duration_since(prev).as_secs_f64() * 1e3);
+                .push(now.duration_since(prev).as_micros() as f64 / 1e3);
         }
         if has_content {
             self.content_chunks += 1;
