@@ -1,0 +1,351 @@
+//! End-to-end replays over loopback against the built-in simulator (llm-sim), checking the
+//! records, drift, usage capture and the summary; and the anchor's `client` command line.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use request_sim::cli::{Cli, ClientCli, Command};
+use request_sim::config::{Flavor, ReplayConfig, Target, TimeoutRule};
+use request_sim::record::{Record, Status};
+
+/// A mooncake-style trace: `n` requests 10 ms apart, half continuing an earlier request's
+/// prefix (multi-turn), block size `block`.
+fn write_trace(dir: &Path, n: usize, block: u32) -> PathBuf {
+    let path = dir.join("trace.jsonl");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let mut next = 1u64;
+    let mut prev: Vec<Vec<u64>> = Vec::new();
+    for i in 0..n {
+        let mut ids: Vec<u64> = if i % 2 == 1 && !prev.is_empty() {
+            prev[(i * 7) % prev.len()].clone()
+        } else {
+            vec![0]
+        };
+        for _ in 0..(1 + i % 3) {
+            ids.push(next);
+            next += 1;
+        }
+        let input = (ids.len() as u32 - 1) * block + 1 + (i as u32 * 13) % block;
+        let output = 2 + (i as u32 % 9);
+        writeln!(
+            f,
+            r#"{{"timestamp": {}, "input_length": {}, "output_length": {}, "hash_ids": {:?}}}"#,
+            i * 10,
+            input,
+            output,
+            ids
+        )
+        .unwrap();
+        prev.push(ids);
+    }
+    path
+}
+
+fn read_records(path: &Path) -> Vec<Record> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<Record>(l).expect(l))
+        .collect()
+}
+
+fn replay_args(extra: &[&str]) -> request_sim::cli::ReplayArgs {
+    let mut argv = vec!["request-sim", "replay"];
+    argv.extend_from_slice(extra);
+    match Cli::try_parse_from(argv).unwrap().command {
+        Command::Replay(a) => *a,
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn replay_against_simulator_gives_one_exact_record_per_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 80, 64);
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let args = replay_args(&[
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--block-size",
+        "64",
+        "--seed",
+        "42",
+        "--quiet",
+        "--scale-factor",
+        "2",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let cfg = ReplayConfig::from_args(args, Flavor::Replay).unwrap();
+    let outcome = request_sim::run::replay(cfg).unwrap();
+    assert_eq!(outcome.exit_code, 0);
+
+    let recs = read_records(&out);
+    assert_eq!(recs.len(), 80, "one record per request");
+    let mut seen: Vec<usize> = recs.iter().map(|r| r.index).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..80).collect::<Vec<_>>());
+    let mut cached_any = 0;
+    for r in &recs {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert_eq!(r.http_status, Some(200));
+        // Built-in word list against the simulator: exact, chat overhead calibrated away.
+        assert_eq!(r.prompt_tokens, Some(r.input_length), "request {}", r.index);
+        assert_eq!(
+            r.output_tokens,
+            Some(r.output_length),
+            "request {}",
+            r.index
+        );
+        assert_eq!(r.scheduled_ms, r.timestamp / 2.0);
+        let sent = r.sent_ms.unwrap();
+        let drift = r.drift_ms.unwrap();
+        assert!((sent - r.scheduled_ms - drift).abs() < 0.002);
+        assert!(drift >= 0.0, "sent before its time: {r:?}");
+        assert!(drift < 250.0, "drift {drift} ms");
+        let ttft = r.ttft_ms.unwrap();
+        let e2e = r.e2e_ms.unwrap();
+        assert!(ttft > 0.0 && e2e >= ttft);
+        if r.output_tokens.unwrap() > 1 {
+            let tpot = r.tpot_ms.unwrap();
+            let expect = (e2e - ttft) / (r.output_tokens.unwrap() as f64 - 1.0);
+            assert!((tpot - expect).abs() < 0.01, "{tpot} vs {expect}");
+        }
+        if r.cached_tokens.unwrap_or(0) > 0 {
+            cached_any += 1;
+        }
+    }
+    assert!(
+        cached_any > 20,
+        "shared prefixes must hit the simulator's cache ({cached_any})"
+    );
+
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out.jsonl.summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary["completed"], 80);
+    assert_eq!(summary["failed"], 0);
+    assert_eq!(summary["run"]["seed"], 42);
+    assert_eq!(summary["run"]["chat_overhead"], 8);
+    assert_eq!(outcome.summary.completed, 80);
+}
+
+#[test]
+fn same_seed_same_prompts_different_seed_different_cache() {
+    // Prompts are a pure function of (seed, hash ids): replaying the same trace twice with the
+    // same seed hits the cache left by the first run; a new seed does not.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 12, 64);
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let run = |seed: &str, name: &str| -> Vec<Record> {
+        let out = dir.path().join(name);
+        let args = replay_args(&[
+            "--endpoint",
+            &sim.base_url(),
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "--block-size",
+            "64",
+            "--seed",
+            seed,
+            "-q",
+            "--scale-factor",
+            "4",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        request_sim::run::replay(ReplayConfig::from_args(args, Flavor::Replay).unwrap()).unwrap();
+        read_records(&out)
+    };
+    let first = run("1", "a.jsonl");
+    let again = run("1", "b.jsonl");
+    let other = run("2", "c.jsonl");
+    let by_index = |v: &[Record]| {
+        v.iter()
+            .map(|r| (r.index, r.cached_tokens.unwrap_or(0)))
+            .collect::<HashMap<_, _>>()
+    };
+    let (a, b, c) = (by_index(&first), by_index(&again), by_index(&other));
+    // Request 0 is cold in the first run and warm when replayed with the same seed.
+    assert_eq!(a[&0], 0);
+    assert!(b[&0] > 0, "same seed must reproduce identical prompts");
+    assert!(
+        c[&0] == 0,
+        "a new seed must not hit the previous run's cache"
+    );
+}
+
+#[test]
+fn dry_run_writes_records_without_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 30, 16);
+    let out = dir.path().join("dry.jsonl");
+    let args = replay_args(&[
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--dry-run",
+        "-q",
+        "--scale-factor",
+        "100",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let outcome =
+        request_sim::run::replay(ReplayConfig::from_args(args, Flavor::Replay).unwrap()).unwrap();
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records(&out);
+    assert_eq!(recs.len(), 30);
+    assert!(recs
+        .iter()
+        .all(|r| r.status == Status::DryRun && r.sent_ms.is_some()));
+}
+
+#[test]
+fn client_accepts_the_anchor_command_line_with_its_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 4, 512);
+    let tok = dir.path().join("tokenizer.json");
+    let tokc = dir.path().join("tokenizer_config.json");
+    std::fs::write(&tok, "{}").unwrap();
+    std::fs::write(&tokc, "{}").unwrap();
+    let argv = [
+        "client",
+        "--tokenizer",
+        tok.to_str().unwrap(),
+        "--tokenizer-config",
+        tokc.to_str().unwrap(),
+        "--endpoint",
+        "http://127.0.0.1:8000/v1/chat/completions",
+        "--api",
+        "openai",
+        "--dataset",
+        "mooncake",
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--hash-block-size",
+        "512",
+        "--scale-factor",
+        "1.5",
+        "--num-producer",
+        "4",
+        "--channel-capacity",
+        "256",
+        "--threads",
+        "8",
+        "--output-path",
+        "/tmp/x.jsonl",
+        "--model-name",
+        "qwen",
+        "--ttft-slo",
+        "2",
+        "--tpot-slo",
+        "0.05",
+        "--stream",
+        "--metric-percentile",
+        "90,99",
+        "--early-stop-error-threshold",
+        "100",
+        "--tracing-path",
+        "/tmp/trace.log",
+    ];
+    let cli = ClientCli::try_parse_from(argv).unwrap();
+    let cfg = ReplayConfig::from_args(cli.args, Flavor::Client).unwrap();
+    assert!(matches!(cfg.target, Target::Remote(ref e) if e.ends_with("/v1/chat/completions")));
+    assert_eq!(cfg.scale_factor, 1.5);
+    assert_eq!(cfg.producers, 4);
+    assert_eq!(cfg.channel_capacity, 256);
+    assert_eq!(cfg.threads, 8);
+    assert_eq!(cfg.load.block_size, Some(512));
+    assert_eq!(cfg.model_name.as_deref(), Some("qwen"));
+    assert!(cfg.stream);
+    assert_eq!(cfg.percentiles, vec![90.0, 99.0]);
+    assert_eq!(cfg.summary_path, PathBuf::from("/tmp/x.jsonl.summary.json"));
+    // The anchor's defaults: 60 s run, SLO-derived timeout, SLOs in seconds.
+    assert_eq!(cfg.time_limit, Some(std::time::Duration::from_secs(60)));
+    assert_eq!(
+        cfg.timeout,
+        TimeoutRule::FromSlo {
+            ttft_s: 2.0,
+            tpot_s: 0.05
+        }
+    );
+    assert_eq!(cfg.slo.ttft_ms, Some(2000.0));
+    assert_eq!(cfg.slo.tpot_ms, Some(50.0));
+    assert!(!cfg.notes.is_empty(), "ignored anchor flags are reported");
+
+    // Without --stream the anchor does not stream, and short flags work.
+    let cli = ClientCli::try_parse_from([
+        "client",
+        "-a",
+        "tgi",
+        "-d",
+        "mooncake",
+        "--endpoint",
+        "http://127.0.0.1:8000/generate",
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "-t",
+        "5",
+        "-o",
+        "/tmp/y.jsonl",
+    ])
+    .unwrap();
+    let cfg = ReplayConfig::from_args(cli.args, Flavor::Client).unwrap();
+    assert!(!cfg.stream);
+    assert_eq!(cfg.time_limit, Some(std::time::Duration::from_secs(5)));
+    assert_eq!(
+        cfg.timeout,
+        TimeoutRule::FromSlo {
+            ttft_s: 5.0,
+            tpot_s: 0.06
+        }
+    );
+}
+
+#[test]
+fn client_binary_replays_against_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 20, 512);
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let out = dir.path().join("log/output.jsonl");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_client"))
+        .args([
+            "--endpoint",
+            &format!("{}/v1/chat/completions", sim.base_url()),
+            "--api",
+            "openai",
+            "--dataset",
+            "mooncake",
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "--scale-factor",
+            "5",
+            "--stream",
+            "--output-path",
+            out.to_str().unwrap(),
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        stdout.contains("============ Serving Benchmark Result ============"),
+        "{stdout}"
+    );
+    let recs = read_records(&out);
+    assert_eq!(recs.len(), 20);
+    assert!(recs
+        .iter()
+        .all(|r| r.status == Status::Ok && r.prompt_tokens == Some(r.input_length)));
+    assert!(out.with_file_name("output.jsonl.summary.json").exists());
+}
