@@ -84,6 +84,9 @@ pub struct LengthStats {
     pub total: u64,
     /// Linear interpolation at index `p/100 * (n-1)` of the sorted values.
     pub percentiles: Percentiles,
+    /// Every request's value, ascending (for the length plots; not in the JSON output).
+    #[serde(skip)]
+    pub sorted: Vec<u32>,
 }
 
 /// Sessions and turns (Bailian traces).
@@ -213,6 +216,7 @@ fn length_stats(values: impl Iterator<Item = u32>, percentiles: &[f64]) -> Lengt
                 .map(|&p| (p, percentile(&v, p)))
                 .collect(),
         ),
+        sorted: v.iter().map(|&x| x as u32).collect(),
     }
 }
 
