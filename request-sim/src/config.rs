@@ -160,7 +160,7 @@ fn positive(name: &str, v: f64) -> Result<f64, String> {
     }
 }
 
-fn must_exist(flag: &str, p: &PathBuf) -> Result<(), String> {
+fn must_exist(flag: &str, p: &std::path::Path) -> Result<(), String> {
     if p.exists() {
         Ok(())
     } else {
