@@ -259,3 +259,19 @@ fn start_up_sample_passes() {
     let rep = verify_sample(&b, &q.tok, &reqs[40..], 1);
     assert!(rep.ok() && rep.tokens == 2048, "{rep:?}");
 }
+
+#[test]
+fn inexact_vocabulary_is_reported() {
+    let Some(q) = qwen3() else { return };
+    // The built-in pseudo-words are not single Qwen3 tokens: both checks must say so.
+    let b = PromptBuilder::new(Arc::new(Vocab::builtin()), 1, 16);
+    let reqs = conversation_requests(20, 16, 1);
+    let rep = verify_sample(&b, &q.tok, &reqs, 4);
+    assert_eq!(rep.exact, 0, "{rep:?}");
+    assert!(rep.first_failure.is_some());
+    let err = rep.into_result().unwrap_err().to_string();
+    assert!(err.contains("0 of 4 sampled prompts"), "{err}");
+    let rep = verify_trace(&b, &q.tok, &reqs);
+    assert!(!rep.ok());
+    assert!(rep.pct_exact < 100.0);
+}

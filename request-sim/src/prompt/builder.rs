@@ -114,7 +114,7 @@ impl PromptBuilder {
     /// request (keyed by `req.index`). Every word starts with a space, so the text starts with
     /// one too.
     pub fn write_text(&self, req: &TraceRequest, n_tokens: usize, out: &mut String) {
-        out.reserve(n_tokens * self.vocab.max_word_len());
+        out.reserve(n_tokens * self.vocab.reserve_per_token());
         let text = self.vocab.text();
         let spans = self.vocab.spans();
         self.for_each_word(req, n_tokens, |i| {
@@ -148,7 +148,7 @@ impl PromptBuilder {
     /// Append the text of one hashed block of `len` tokens (the first `len` words of the
     /// block stream of `hash_id`).
     pub fn write_block_text(&self, hash_id: u64, len: usize, out: &mut String) {
-        out.reserve(len * self.vocab.max_word_len());
+        out.reserve(len * self.vocab.reserve_per_token());
         let text = self.vocab.text();
         let spans = self.vocab.spans();
         self.stream(self.block, hash_id, len, &mut |i| {

@@ -11,7 +11,7 @@ use tokenizers::Tokenizer;
 
 use crate::trace::TraceRequest;
 
-use super::PromptBuilder;
+use super::{PromptBuilder, PromptError};
 
 /// Result of [`verify_sample`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -32,6 +32,21 @@ impl VerifyReport {
     /// Every checked prompt was exact.
     pub fn ok(&self) -> bool {
         self.exact == self.checked
+    }
+
+    /// `Ok(self)` when every checked prompt was exact, else [`PromptError::Verification`]
+    /// naming the first failure (for callers that refuse to run with inexact prompts).
+    pub fn into_result(self) -> Result<Self, PromptError> {
+        if self.ok() {
+            Ok(self)
+        } else {
+            Err(PromptError::Verification(format!(
+                "{} of {} sampled prompts re-tokenized exactly; first failure: {}",
+                self.exact,
+                self.checked,
+                self.first_failure.as_deref().unwrap_or("unknown")
+            )))
+        }
     }
 }
 

@@ -28,6 +28,8 @@ pub struct Vocab {
     spans: Vec<(u32, u32)>,
     ids: Vec<u32>,
     max_word_len: usize,
+    /// Bytes to reserve per token: the mean word length rounded up, plus one.
+    reserve_per_token: usize,
     builtin: bool,
 }
 
@@ -108,11 +110,13 @@ impl Vocab {
             max_word_len = max_word_len.max(w.len());
         }
         text.shrink_to_fit();
+        let reserve_per_token = text.len().div_ceil(spans.len().max(1)) + 1;
         Vocab {
             text,
             spans,
             ids,
             max_word_len,
+            reserve_per_token,
             builtin,
         }
     }
@@ -148,6 +152,12 @@ impl Vocab {
     /// Longest word in bytes (with its leading space).
     pub fn max_word_len(&self) -> usize {
         self.max_word_len
+    }
+
+    /// Bytes worth reserving per token of prompt text (mean word length rounded up, plus one;
+    /// the mean is what uniformly drawn words average to).
+    pub fn reserve_per_token(&self) -> usize {
+        self.reserve_per_token
     }
 
     pub(crate) fn spans(&self) -> &[(u32, u32)] {
@@ -230,6 +240,7 @@ mod tests {
         assert_eq!(v.word(0), " baba");
         assert_eq!(v.id(17), 17);
         assert_eq!(v.max_word_len(), 5);
+        assert_eq!(v.reserve_per_token(), 6);
     }
 
     #[test]
