@@ -8,9 +8,10 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use rayon::prelude::*;
 use request_sim::prompt::{
-    chat_overhead_from_template, load_tokenizer, verify_sample, verify_trace, ChatTemplate,
-    PromptBuilder, Vocab,
+    chat_overhead_from_template, completion_overhead, load_tokenizer, verify_sample, verify_trace,
+    ChatTemplate, PromptBuilder, Vocab,
 };
 use request_sim::trace::TraceRequest;
 use tokenizers::Tokenizer;
@@ -115,11 +116,26 @@ fn vocabulary_is_large() {
     let Some(q) = qwen3() else { return };
     assert!(q.vocab.len() > 20_000, "{} words", q.vocab.len());
     assert!(!q.vocab.is_builtin());
-    for i in [0, 1, q.vocab.len() / 2, q.vocab.len() - 1] {
-        let w = q.vocab.word(i);
-        let enc = q.tok.encode(w, false).unwrap();
-        assert_eq!(enc.get_ids(), &[q.vocab.id(i)], "word {w:?}");
-    }
+    // Every word, alone, is exactly its own token.
+    let bad: Vec<String> = (0..q.vocab.len())
+        .into_par_iter()
+        .filter(|&i| {
+            let enc = q.tok.encode_fast(q.vocab.word(i), false).unwrap();
+            enc.get_ids() != [q.vocab.id(i)]
+        })
+        .map(|i| q.vocab.word(i).to_string())
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{} words are not single tokens: {bad:?}",
+        bad.len()
+    );
+}
+
+#[test]
+fn completion_overhead_is_zero() {
+    let Some(q) = qwen3() else { return };
+    assert_eq!(completion_overhead(&q.tok).unwrap(), 0);
 }
 
 #[test]

@@ -244,6 +244,22 @@ mod tests {
     }
 
     #[test]
+    fn word_level_tokenizer_has_too_few_words() {
+        let json = r#"{
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": null, "decoder": null,
+            "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "hello": 1, "world": 2},
+                      "unk_token": "[UNK]"}
+        }"#;
+        let tok: Tokenizer = json.parse().unwrap();
+        match Vocab::from_tokenizer(&tok) {
+            Err(PromptError::TooFewWords { found: 0, min }) => assert_eq!(min, MIN_WORDS),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn from_words_skips_non_words() {
         let v = Vocab::from_words(
             vec![
