@@ -68,6 +68,14 @@ fn bench_vocab(c: &mut Criterion, name: &str, vocab: Vocab) {
             black_box(text.len())
         })
     });
+    let mut bytes = Vec::new();
+    g.bench_function("write_text_bytes_12035", |bench| {
+        bench.iter(|| {
+            bytes.clear();
+            b.write_text_bytes(black_box(&req), n, &mut bytes);
+            black_box(bytes.len())
+        })
+    });
     let mut ids = Vec::new();
     g.bench_function("write_token_ids_12035", |bench| {
         bench.iter(|| {

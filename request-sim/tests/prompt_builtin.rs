@@ -80,6 +80,21 @@ fn word_count_is_exact() {
 }
 
 #[test]
+fn bytes_equal_text_and_need_no_escaping() {
+    let b = builder(3, 16);
+    for r in random_requests(50, 16, 2) {
+        let n = r.input_length as usize;
+        let mut bytes = b"{\"prompt\":\"".to_vec();
+        let start = bytes.len();
+        b.write_text_bytes(&r, n, &mut bytes);
+        assert_eq!(&bytes[start..], b.text(&r, n).as_bytes());
+        assert!(bytes[start..]
+            .iter()
+            .all(|&c| c == b' ' || c.is_ascii_lowercase()));
+    }
+}
+
+#[test]
 fn token_ids_are_builtin_positions() {
     let words = llm_sim::vocab::builtin_words();
     let pos: HashMap<&str, u32> = words
