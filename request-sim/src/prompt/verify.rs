@@ -98,7 +98,7 @@ fn check_one(builder: &PromptBuilder, tok: &Tokenizer, req: &TraceRequest) -> Ch
 }
 
 /// Tokens re-tokenized at each end of a sampled prompt by [`verify_sample`].
-pub const SAMPLE_WINDOW: usize = 1024;
+pub const SAMPLE_WINDOW: usize = 512;
 
 /// Check the first and the last `window` tokens of one prompt (the whole prompt if it has at
 /// most `2 * window` tokens).

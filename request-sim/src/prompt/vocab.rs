@@ -59,7 +59,9 @@ impl Vocab {
     ///
     /// Returns [`PromptError::TooFewWords`] when fewer than [`MIN_WORDS`] words qualify.
     pub fn from_tokenizer(tok: &Tokenizer) -> Result<Vocab, PromptError> {
-        let n_ids = tok.get_vocab_size(true) as u32;
+        // Model vocabulary only: added tokens are special (`<|im_start|>` …), never words, and
+        // counting them would clone the whole vocabulary into a map.
+        let n_ids = tok.get_vocab_size(false) as u32;
         let candidates: Vec<(u32, String)> = (0..n_ids)
             .into_par_iter()
             .with_min_len(4096)
