@@ -650,7 +650,8 @@ fn make_build_fn(
             builder.write_text(req, content, &mut s.text);
             PromptPayload::Text(&s.text)
         };
-        backend::encode_body(kind, &params, payload, req.output_length, &mut s.body);
+        // Servers reject max_tokens 0: rows with output_length 0 ask for one token.
+        backend::encode_body(kind, &params, payload, req.output_length.max(1), &mut s.body);
         Prepared {
             index: req.index,
             body: Bytes::copy_from_slice(&s.body),

@@ -112,14 +112,27 @@ impl PromptBuilder {
     /// Block `i` is a pure function of `(seed, hash_ids[i], length)`; a partial last block is
     /// the prefix of the full block's text; tokens beyond the hashed blocks are unique to the
     /// request (keyed by `req.index`). Every word starts with a space, so the text starts with
-    /// one too.
+    /// one too. The text is only spaces and lowercase ASCII letters (no JSON escaping needed).
     pub fn write_text(&self, req: &TraceRequest, n_tokens: usize, out: &mut String) {
-        out.reserve(n_tokens * self.vocab.max_word_len());
+        out.reserve(n_tokens * self.vocab.reserve_per_token());
         let text = self.vocab.text();
         let spans = self.vocab.spans();
         self.for_each_word(req, n_tokens, |i| {
             let (s, e) = spans[i];
             out.push_str(&text[s as usize..e as usize]);
+        });
+    }
+
+    /// Like [`write_text`](Self::write_text), appending the bytes to a byte buffer (e.g. a
+    /// request body being built). The text is only spaces and lowercase ASCII letters, so it
+    /// can be placed inside a JSON string without escaping.
+    pub fn write_text_bytes(&self, req: &TraceRequest, n_tokens: usize, out: &mut Vec<u8>) {
+        out.reserve(n_tokens * self.vocab.reserve_per_token());
+        let text = self.vocab.text().as_bytes();
+        let spans = self.vocab.spans();
+        self.for_each_word(req, n_tokens, |i| {
+            let (s, e) = spans[i];
+            out.extend_from_slice(&text[s as usize..e as usize]);
         });
     }
 
@@ -148,7 +161,7 @@ impl PromptBuilder {
     /// Append the text of one hashed block of `len` tokens (the first `len` words of the
     /// block stream of `hash_id`).
     pub fn write_block_text(&self, hash_id: u64, len: usize, out: &mut String) {
-        out.reserve(len * self.vocab.max_word_len());
+        out.reserve(len * self.vocab.reserve_per_token());
         let text = self.vocab.text();
         let spans = self.vocab.spans();
         self.stream(self.block, hash_id, len, &mut |i| {

@@ -23,8 +23,8 @@ mod verify;
 mod vocab;
 
 pub use builder::PromptBuilder;
-pub use template::{chat_overhead_from_template, ChatTemplate};
-pub use verify::{verify_sample, verify_trace, TraceVerifyReport, VerifyReport};
+pub use template::{chat_overhead_from_template, completion_overhead, ChatTemplate};
+pub use verify::{verify_sample, verify_trace, TraceVerifyReport, VerifyReport, SAMPLE_WINDOW};
 pub use vocab::{load_tokenizer, Vocab, MAX_WORDS, MIN_WORDS};
 
 use std::path::PathBuf;

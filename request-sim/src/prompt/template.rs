@@ -155,6 +155,19 @@ pub fn chat_overhead_from_template(
     ChatTemplate::from_config_file(tokenizer_config)?.overhead(tok)
 }
 
+/// Tokens the tokenizer's post-processor adds to a plain (completions-endpoint) prompt, e.g. a
+/// BOS token for Llama 3; 0 for Qwen3. A server that tokenizes completions prompts with special
+/// tokens reports `prompt_tokens` = content tokens + this.
+pub fn completion_overhead(tok: &Tokenizer) -> Result<u32, PromptError> {
+    let probe = " hello world";
+    let with = tok
+        .encode_fast(probe, true)
+        .map_err(|e| PromptError::Tokenizer(e.to_string()))?
+        .len();
+    let without = count(tok, probe)?;
+    Ok(with.saturating_sub(without) as u32)
+}
+
 fn count(tok: &Tokenizer, text: &str) -> Result<usize, PromptError> {
     tok.encode_fast(text, false)
         .map(|e| e.len())

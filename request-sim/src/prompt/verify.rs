@@ -11,7 +11,7 @@ use tokenizers::Tokenizer;
 
 use crate::trace::TraceRequest;
 
-use super::PromptBuilder;
+use super::{PromptBuilder, PromptError};
 
 /// Result of [`verify_sample`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -32,6 +32,21 @@ impl VerifyReport {
     /// Every checked prompt was exact.
     pub fn ok(&self) -> bool {
         self.exact == self.checked
+    }
+
+    /// `Ok(self)` when every checked prompt was exact, else [`PromptError::Verification`]
+    /// naming the first failure (for callers that refuse to run with inexact prompts).
+    pub fn into_result(self) -> Result<Self, PromptError> {
+        if self.ok() {
+            Ok(self)
+        } else {
+            Err(PromptError::Verification(format!(
+                "{} of {} sampled prompts re-tokenized exactly; first failure: {}",
+                self.exact,
+                self.checked,
+                self.first_failure.as_deref().unwrap_or("unknown")
+            )))
+        }
     }
 }
 
@@ -82,9 +97,80 @@ fn check_one(builder: &PromptBuilder, tok: &Tokenizer, req: &TraceRequest) -> Ch
     }
 }
 
+/// Tokens re-tokenized at each end of a sampled prompt by [`verify_sample`].
+pub const SAMPLE_WINDOW: usize = 512;
+
+/// Check the first and the last `window` tokens of one prompt (the whole prompt if it has at
+/// most `2 * window` tokens).
+fn check_windows(
+    builder: &PromptBuilder,
+    tok: &Tokenizer,
+    req: &TraceRequest,
+    window: usize,
+) -> Checked {
+    let n = req.input_length as usize;
+    if n <= 2 * window {
+        return check_one(builder, tok, req);
+    }
+    let text = builder.text(req, n);
+    let intended = builder.token_ids(req, n);
+    // Every word starts with its (only) space.
+    let starts: Vec<usize> = text
+        .bytes()
+        .enumerate()
+        .filter(|&(_, b)| b == b' ')
+        .map(|(i, _)| i)
+        .collect();
+    let mut ids = Vec::with_capacity(2 * window);
+    let mut failure = None;
+    let (head_text, tail_text) = if starts.len() == n {
+        (&text[..starts[window]], &text[starts[n - window]..])
+    } else {
+        failure = Some(format!(
+            "request {} (line {}): built text has {} words, intended {n}",
+            req.index,
+            req.line,
+            starts.len()
+        ));
+        ("", "")
+    };
+    for (part, want, at) in [
+        (head_text, &intended[..window], 0),
+        (tail_text, &intended[n - window..], n - window),
+    ] {
+        if failure.is_some() {
+            break;
+        }
+        match tok.encode_fast(part, false) {
+            Ok(enc) => {
+                let got = enc.get_ids();
+                ids.extend_from_slice(got);
+                if got != want {
+                    failure = Some(format!(
+                        "request {} (line {}): tokens {at}..{} re-tokenized to {} tokens, not \
+                         the intended {window}",
+                        req.index,
+                        req.line,
+                        at + window,
+                        got.len()
+                    ));
+                }
+            }
+            Err(e) => failure = Some(format!("request {} (line {}): {e}", req.index, req.line)),
+        }
+    }
+    Checked {
+        ids,
+        exact_length: failure.is_none(),
+        exact_ids: failure.is_none(),
+        failure,
+    }
+}
+
 /// Start-up check: build the prompts of `n` requests spread evenly over `requests` (all of
-/// them if fewer), re-tokenize them in parallel and compare with the intended token ids.
-/// Long prompts are checked in full, so keep `n` small (8–16) for a check well under 100 ms.
+/// them if fewer), re-tokenize the first and the last [`SAMPLE_WINDOW`] tokens of each (the
+/// whole prompt when shorter) in parallel, and compare with the intended token ids. With
+/// `n = 8` this takes a few tens of milliseconds; [`verify_trace`] checks whole prompts.
 pub fn verify_sample(
     builder: &PromptBuilder,
     tok: &Tokenizer,
@@ -97,7 +183,7 @@ pub fn verify_sample(
     let results: Vec<Checked> = picks
         .par_iter()
         .with_max_len(1)
-        .map(|r| check_one(builder, tok, r))
+        .map(|r| check_windows(builder, tok, r, SAMPLE_WINDOW))
         .collect();
     VerifyReport {
         checked: results.len(),
@@ -138,6 +224,9 @@ pub struct TraceVerifyReport {
     /// Branch points whose continuations start with the same token (0 expected when the
     /// hash ids involved are less than the vocabulary size apart; see `docs/prompts.md`).
     pub first_token_collisions: usize,
+    /// Branch points whose continuations start with the same two tokens (0 expected when the
+    /// hash ids involved are less than the vocabulary size squared apart).
+    pub two_token_collisions: usize,
     /// Description of the first first-token collision.
     pub first_collision: Option<String>,
     /// Wall time of the check.
@@ -169,6 +258,8 @@ struct Sharing {
     nodes: HashMap<(u32, u64), u32>,
     /// (parent node, first token) -> the child that starts with it.
     first_tokens: HashMap<(u32, u32), Child>,
+    /// (parent node, first token, second token) -> the child that starts with them.
+    first_two: HashMap<(u32, u32, u32), Child>,
     /// parent node -> number of distinct children.
     children: HashMap<u32, u32>,
 }
@@ -256,7 +347,7 @@ pub fn verify_trace(
                         let node = next_node;
                         next_node += 1;
                         e.insert(node);
-                        add_child(&mut sh, &mut rep, parent, block[0], Child::Block(h), req);
+                        add_child(&mut sh, &mut rep, parent, block, Child::Block(h), req);
                         node
                     }
                 };
@@ -268,7 +359,7 @@ pub fn verify_trace(
                     &mut sh,
                     &mut rep,
                     parent,
-                    ids[pos],
+                    &ids[pos..],
                     Child::Tail(req.index),
                     req,
                 );
@@ -292,10 +383,18 @@ fn add_child(
     sh: &mut Sharing,
     rep: &mut TraceVerifyReport,
     parent: u32,
-    first: u32,
+    start: &[u32],
     child: Child,
     req: &TraceRequest,
 ) {
+    let first = start[0];
+    if let Some(&second) = start.get(1) {
+        if let Some(other) = sh.first_two.insert((parent, first, second), child) {
+            if other != child {
+                rep.two_token_collisions += 1;
+            }
+        }
+    }
     let n = sh.children.entry(parent).or_insert(0);
     *n += 1;
     if *n > 1 {

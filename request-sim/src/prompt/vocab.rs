@@ -28,6 +28,8 @@ pub struct Vocab {
     spans: Vec<(u32, u32)>,
     ids: Vec<u32>,
     max_word_len: usize,
+    /// Bytes to reserve per token: the mean word length rounded up, plus one.
+    reserve_per_token: usize,
     builtin: bool,
 }
 
@@ -57,7 +59,9 @@ impl Vocab {
     ///
     /// Returns [`PromptError::TooFewWords`] when fewer than [`MIN_WORDS`] words qualify.
     pub fn from_tokenizer(tok: &Tokenizer) -> Result<Vocab, PromptError> {
-        let n_ids = tok.get_vocab_size(true) as u32;
+        // Model vocabulary only: added tokens are special (`<|im_start|>` …), never words, and
+        // counting them would clone the whole vocabulary into a map.
+        let n_ids = tok.get_vocab_size(false) as u32;
         let candidates: Vec<(u32, String)> = (0..n_ids)
             .into_par_iter()
             .with_min_len(4096)
@@ -108,11 +112,13 @@ impl Vocab {
             max_word_len = max_word_len.max(w.len());
         }
         text.shrink_to_fit();
+        let reserve_per_token = text.len().div_ceil(spans.len().max(1)) + 1;
         Vocab {
             text,
             spans,
             ids,
             max_word_len,
+            reserve_per_token,
             builtin,
         }
     }
@@ -148,6 +154,12 @@ impl Vocab {
     /// Longest word in bytes (with its leading space).
     pub fn max_word_len(&self) -> usize {
         self.max_word_len
+    }
+
+    /// Bytes worth reserving per token of prompt text (mean word length rounded up, plus one;
+    /// the mean is what uniformly drawn words average to).
+    pub fn reserve_per_token(&self) -> usize {
+        self.reserve_per_token
     }
 
     pub(crate) fn spans(&self) -> &[(u32, u32)] {
@@ -230,6 +242,23 @@ mod tests {
         assert_eq!(v.word(0), " baba");
         assert_eq!(v.id(17), 17);
         assert_eq!(v.max_word_len(), 5);
+        assert_eq!(v.reserve_per_token(), 6);
+    }
+
+    #[test]
+    fn word_level_tokenizer_has_too_few_words() {
+        let json = r#"{
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": null, "decoder": null,
+            "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "hello": 1, "world": 2},
+                      "unk_token": "[UNK]"}
+        }"#;
+        let tok: Tokenizer = json.parse().unwrap();
+        match Vocab::from_tokenizer(&tok) {
+            Err(PromptError::TooFewWords { found: 0, min }) => assert_eq!(min, MIN_WORDS),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
