@@ -119,6 +119,10 @@ pub struct PrefixCacheStats {
     pub blocks: u64,
     /// `hit_blocks / blocks`.
     pub block_hit_ratio: f64,
+    /// Token hit ratio over the second half of the requests (replay order) only, with the
+    /// cache warmed by the first half: shows how much of the gap to a steady-state figure is
+    /// the cold start of the trace window.
+    pub warm_hit_ratio: f64,
     /// Tokens an infinite cache ends up holding: distinct prefix blocks × block size.
     pub footprint_tokens: u64,
 }
@@ -165,6 +169,10 @@ pub struct Analysis {
     pub peak_rate_per_s: u64,
     /// Start of that window (the first one when several tie).
     pub peak_rate_at_s: f64,
+    /// Distinct timestamps (traces with coarse timestamps send requests in bursts).
+    pub distinct_timestamps: usize,
+    /// Most requests sharing one timestamp (the largest burst sent at once).
+    pub max_requests_per_timestamp: usize,
     pub input_length: LengthStats,
     pub output_length: LengthStats,
     /// Requests that carry at least one hash id.
@@ -266,45 +274,48 @@ impl Chains {
         self.offsets.len() - 1
     }
 
-    /// Infinite cache: per-request hit tokens and hit blocks.
+    /// Infinite cache: per-request hit tokens and total fully hit blocks.
     fn infinite(&self) -> (Vec<u32>, u64) {
-        let mut seen = vec![false; self.node_count];
+        // Tokens each block held when cached (the most seen so far); 0 = never seen.
+        let mut stored = vec![0u32; self.node_count];
         let mut hits = Vec::with_capacity(self.requests());
         let mut hit_blocks = 0u64;
         for r in 0..self.requests() {
             let (nodes, tokens) = self.request(r);
-            let k = nodes.iter().take_while(|&&n| seen[n as usize]).count();
-            hit_blocks += k as u64;
-            hits.push(tokens[..k].iter().fold(0u32, |a, &t| a.saturating_add(t)));
-            for &n in nodes {
-                seen[n as usize] = true;
+            let (t, b) = match_prefix(nodes, tokens, &stored);
+            hits.push(u32::try_from(t).unwrap_or(u32::MAX));
+            hit_blocks += b;
+            for (&n, &cur) in nodes.iter().zip(tokens) {
+                let s = &mut stored[n as usize];
+                *s = (*s).max(cur.max(1));
             }
         }
         (hits, hit_blocks)
     }
 
-    /// LRU cache of `capacity` blocks: total hit tokens and hit blocks.
+    /// LRU cache of `capacity` blocks: total hit tokens and fully hit blocks.
     fn lru(&self, capacity: usize) -> (u64, u64) {
         const NIL: u32 = u32::MAX;
         let n = self.node_count;
         let mut prev = vec![NIL; n];
         let mut next = vec![NIL; n];
-        let mut cached = vec![false; n];
+        // Tokens of each cached block; 0 = not cached.
+        let mut stored = vec![0u32; n];
         // head = most recent, tail = least recent.
         let (mut head, mut tail) = (NIL, NIL);
         let mut size = 0usize;
         let (mut hit_tokens, mut hit_blocks) = (0u64, 0u64);
         for r in 0..self.requests() {
             let (nodes, tokens) = self.request(r);
-            let k = nodes.iter().take_while(|&&x| cached[x as usize]).count();
-            hit_blocks += k as u64;
-            hit_tokens += tokens[..k].iter().map(|&t| u64::from(t)).sum::<u64>();
+            let (t, b) = match_prefix(nodes, tokens, &stored);
+            hit_tokens += t;
+            hit_blocks += b;
             if capacity == 0 {
                 continue;
             }
-            for &x in nodes.iter().rev() {
+            for (&x, &cur) in nodes.iter().zip(tokens).rev() {
                 let x = x as usize;
-                if cached[x] {
+                if stored[x] > 0 {
                     // unlink
                     let (p, nx) = (prev[x], next[x]);
                     if p != NIL {
@@ -318,9 +329,9 @@ impl Chains {
                         tail = p;
                     }
                 } else {
-                    cached[x] = true;
                     size += 1;
                 }
+                stored[x] = stored[x].max(cur.max(1));
                 // push front
                 prev[x] = NIL;
                 next[x] = head;
@@ -341,12 +352,31 @@ impl Chains {
                     head = NIL;
                 }
                 prev[t] = NIL;
-                cached[t] = false;
+                stored[t] = 0;
                 size -= 1;
             }
         }
         (hit_tokens, hit_blocks)
     }
+}
+
+/// Leading hit tokens and fully hit blocks of one request, given the tokens each block holds in
+/// the cache (`stored`, 0 = not cached). A block cached with fewer tokens than this request
+/// needs (an earlier partial last block) hits those tokens and ends the match.
+fn match_prefix(nodes: &[u32], tokens: &[u32], stored: &[u32]) -> (u64, u64) {
+    let (mut hit_tokens, mut hit_blocks) = (0u64, 0u64);
+    for (&n, &cur) in nodes.iter().zip(tokens) {
+        let have = stored[n as usize];
+        if have == 0 {
+            break;
+        }
+        hit_tokens += u64::from(have.min(cur));
+        if have < cur {
+            break;
+        }
+        hit_blocks += 1;
+    }
+    (hit_tokens, hit_blocks)
 }
 
 /// Trace-ideal prefix-cache hits per request (tokens, infinite cache, replay order): what a
@@ -454,6 +484,17 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
     };
     let duration_s = last - first;
     let mean_rate_per_s = (duration_s > 0.0).then(|| reqs.len() as f64 / duration_s);
+    let (mut distinct_timestamps, mut max_same) = (0usize, 0usize);
+    let mut i = 0;
+    while i < times_s.len() {
+        let j = i + times_s[i..]
+            .iter()
+            .take_while(|&&t| t == times_s[i])
+            .count();
+        distinct_timestamps += 1;
+        max_same = max_same.max(j - i);
+        i = j;
+    }
     let (mut peak, mut peak_at) = (0u64, 0.0);
     let mut i = 0;
     while i < times_s.len() {
@@ -474,6 +515,9 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
     let (hits, hit_blocks) = chains.infinite();
     let hit_tokens: u64 = hits.iter().map(|&h| u64::from(h)).sum();
     let input_tokens: u64 = reqs.iter().map(|r| u64::from(r.input_length)).sum();
+    let half = reqs.len() / 2;
+    let warm_hit: u64 = hits[half..].iter().map(|&h| u64::from(h)).sum();
+    let warm_input: u64 = reqs[half..].iter().map(|r| u64::from(r.input_length)).sum();
     let blocks = chains.nodes.len() as u64;
     let block = trace.block_size.max(1) as u64;
     let footprint_tokens = chains.node_count as u64 * block;
@@ -515,6 +559,8 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
         mean_rate_per_s,
         peak_rate_per_s: peak,
         peak_rate_at_s: peak_at,
+        distinct_timestamps,
+        max_requests_per_timestamp: max_same,
         input_length: length_stats(reqs.iter().map(|r| r.input_length), &percentiles),
         output_length: length_stats(reqs.iter().map(|r| r.output_length), &percentiles),
         requests_with_hash_ids: reqs.iter().filter(|r| !r.hash_ids.is_empty()).count(),
@@ -528,6 +574,7 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
             hit_blocks,
             blocks,
             block_hit_ratio: ratio(hit_blocks, blocks),
+            warm_hit_ratio: ratio(warm_hit, warm_input),
             footprint_tokens,
         },
         lru_sweep,
@@ -624,6 +671,14 @@ pub fn render_text(a: &Analysis) -> String {
         "Peak request rate (req/s, 1-s window):",
         format!("{} (at {:.0} s)", a.peak_rate_per_s, a.peak_rate_at_s),
     );
+    row(
+        &mut out,
+        "Distinct timestamps:",
+        format!(
+            "{} (up to {} requests at one time)",
+            a.distinct_timestamps, a.max_requests_per_timestamp
+        ),
+    );
     lengths(&mut out, "input", &a.input_length);
     lengths(&mut out, "output", &a.output_length);
 
@@ -678,6 +733,11 @@ pub fn render_text(a: &Analysis) -> String {
         &mut out,
         "Infinite-cache hit ratio (blocks):",
         pct(p.block_hit_ratio),
+    );
+    row(
+        &mut out,
+        "Same, second half of the trace (warm):",
+        pct(p.warm_hit_ratio),
     );
     if !a.lru_sweep.is_empty() {
         let _ = writeln!(
@@ -795,7 +855,7 @@ mod tests {
 
     #[test]
     fn infinite_cache_counts_chain_prefixes() {
-        // block 10. r0: [1,2] 15 tokens (10 + 5). r1: [1,2,3] 30 tokens: hits 1,2 = 20 tokens.
+        // block 10. r0: [1,2] 15 tokens (10 + 5). r1: [1,2,3] 30 tokens.
         // r2: [9,2] : 9 misses, so 2 (at a different chain) misses too. r3: [1,5]: hits 1.
         let t = trace(
             10,
@@ -806,11 +866,13 @@ mod tests {
                 (3.0, 12, &[1, 5]),
             ],
         );
-        assert_eq!(ideal_prefix_hits(&t), vec![0, 20, 0, 10]);
+        // r1: (1) hits 10; (1,2) was cached with 5 tokens (r0's partial last block), so it hits 5
+        // tokens and ends the match.
+        assert_eq!(ideal_prefix_hits(&t), vec![0, 15, 0, 10]);
         let a = analyze(&t, &AnalyzeOptions::default());
-        assert_eq!(a.prefix_cache.hit_tokens, 30);
+        assert_eq!(a.prefix_cache.hit_tokens, 25);
         assert_eq!(a.prefix_cache.input_tokens, 77);
-        assert_eq!(a.prefix_cache.hit_blocks, 3);
+        assert_eq!(a.prefix_cache.hit_blocks, 2);
         assert_eq!(a.prefix_cache.blocks, 9);
         assert_eq!(a.distinct_hash_ids, 5);
         assert_eq!(a.distinct_prefix_blocks, 6); // (1) (1,2) (1,2,3) (9) (9,2) (1,5)
