@@ -699,11 +699,7 @@ fn sparkline(points: &[RatePoint]) -> String {
 pub fn render_text(a: &Analysis) -> String {
     let mut out = String::new();
     title(&mut out, "Trace Analysis", '=');
-    row(
-        &mut out,
-        "Format:",
-        format!("{:?}", a.format).to_lowercase(),
-    );
+    row(&mut out, "Format:", a.format.name());
     row(&mut out, "Block size (tokens per hash id):", a.block_size);
     row(&mut out, "Requests:", a.requests);
     row(&mut out, "Duration (s):", format!("{:.2}", a.duration_s));
