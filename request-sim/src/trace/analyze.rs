@@ -14,7 +14,9 @@
 //! `Σ tokens of hit blocks ÷ Σ input_length` over all requests,
 //!
 //! where a hit block counts its token count in the current request (`block_size`, or fewer for
-//! the last partial block). The block ratio (`hit blocks ÷ hashed blocks`) is reported too.
+//! the last partial block). If the cached copy of a block is shorter than this request needs
+//! (an earlier request's partial last block), its cached tokens count and the match ends there.
+//! The block ratio (`fully hit blocks ÷ hashed blocks`) is reported too.
 //! The infinite cache never evicts; the LRU cache holds a given number of tokens
 //! (`capacity / block_size` whole blocks) and evicts the least recently used block. A request
 //! touches its blocks from last to first, so a prefix is always more recent than its tails and
