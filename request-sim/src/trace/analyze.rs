@@ -279,9 +279,23 @@ struct Chains {
     nodes: Vec<u32>,
     /// `nodes[offsets[r]..offsets[r+1]]` are request r's blocks.
     offsets: Vec<usize>,
-    /// Tokens of each request's block, same layout as `nodes`.
-    tokens: Vec<u32>,
+    /// Each request's input length (its blocks' token counts follow from it).
+    inputs: Vec<u32>,
+    block: u64,
     node_count: usize,
+}
+
+/// Token counts of a request's blocks: `block` each, the last one the rest of the input.
+fn block_tokens(
+    input: u32,
+    block: u64,
+    n: usize,
+) -> impl DoubleEndedIterator<Item = u32> + ExactSizeIterator + Clone {
+    (0..n).map(move |i| {
+        let left = u64::from(input).saturating_sub(i as u64 * block);
+        // <= input_length, a u32.
+        left.min(block) as u32
+    })
 }
 
 impl Chains {
@@ -289,19 +303,16 @@ impl Chains {
         let block = trace.block_size.max(1) as u64;
         let total: usize = trace.requests.iter().map(|r| r.hash_ids.len()).sum();
         let mut nodes = Vec::with_capacity(total);
-        let mut tokens = Vec::with_capacity(total);
         let mut offsets = Vec::with_capacity(trace.requests.len() + 1);
         let mut trie: IdMap<(u32, u64), u32> = IdMap::default();
         trie.reserve(total);
         offsets.push(0);
         for r in &trace.requests {
             let mut parent = u32::MAX;
-            for (i, &id) in r.hash_ids.iter().enumerate() {
+            for &id in &r.hash_ids {
                 let next = trie.len() as u32;
                 let node = *trie.entry((parent, id)).or_insert(next);
-                let left = u64::from(r.input_length).saturating_sub(i as u64 * block);
                 nodes.push(node);
-                tokens.push(left.min(block) as u32);
                 parent = node;
             }
             offsets.push(nodes.len());
@@ -309,14 +320,22 @@ impl Chains {
         Chains {
             nodes,
             offsets,
-            tokens,
+            inputs: trace.requests.iter().map(|r| r.input_length).collect(),
+            block,
             node_count: trie.len(),
         }
     }
 
-    fn request(&self, r: usize) -> (&[u32], &[u32]) {
-        let range = self.offsets[r]..self.offsets[r + 1];
-        (&self.nodes[range.clone()], &self.tokens[range])
+    /// Request r's block nodes and their token counts.
+    fn request(
+        &self,
+        r: usize,
+    ) -> (
+        &[u32],
+        impl DoubleEndedIterator<Item = u32> + ExactSizeIterator + Clone,
+    ) {
+        let nodes = &self.nodes[self.offsets[r]..self.offsets[r + 1]];
+        (nodes, block_tokens(self.inputs[r], self.block, nodes.len()))
     }
 
     fn requests(&self) -> usize {
@@ -331,10 +350,10 @@ impl Chains {
         let mut hit_blocks = 0u64;
         for r in 0..self.requests() {
             let (nodes, tokens) = self.request(r);
-            let (t, b) = match_prefix(nodes, tokens, &stored);
+            let (t, b) = match_prefix(nodes, tokens.clone(), &stored);
             hits.push(u32::try_from(t).unwrap_or(u32::MAX));
             hit_blocks += b;
-            for (&n, &cur) in nodes.iter().zip(tokens) {
+            for (&n, cur) in nodes.iter().zip(tokens) {
                 let s = &mut stored[n as usize];
                 *s = (*s).max(cur.max(1));
             }
@@ -356,13 +375,13 @@ impl Chains {
         let (mut hit_tokens, mut hit_blocks) = (0u64, 0u64);
         for r in 0..self.requests() {
             let (nodes, tokens) = self.request(r);
-            let (t, b) = match_prefix(nodes, tokens, &stored);
+            let (t, b) = match_prefix(nodes, tokens.clone(), &stored);
             hit_tokens += t;
             hit_blocks += b;
             if capacity == 0 {
                 continue;
             }
-            for (&x, &cur) in nodes.iter().zip(tokens).rev() {
+            for (&x, cur) in nodes.iter().zip(tokens).rev() {
                 let x = x as usize;
                 if stored[x] > 0 {
                     // unlink
@@ -412,9 +431,9 @@ impl Chains {
 /// Leading hit tokens and fully hit blocks of one request, given the tokens each block holds in
 /// the cache (`stored`, 0 = not cached). A block cached with fewer tokens than this request
 /// needs (an earlier partial last block) hits those tokens and ends the match.
-fn match_prefix(nodes: &[u32], tokens: &[u32], stored: &[u32]) -> (u64, u64) {
+fn match_prefix(nodes: &[u32], tokens: impl Iterator<Item = u32>, stored: &[u32]) -> (u64, u64) {
     let (mut hit_tokens, mut hit_blocks) = (0u64, 0u64);
-    for (&n, &cur) in nodes.iter().zip(tokens) {
+    for (&n, cur) in nodes.iter().zip(tokens) {
         let have = stored[n as usize];
         if have == 0 {
             break;
