@@ -20,7 +20,8 @@
 //! The infinite cache never evicts; the LRU cache holds a given number of tokens
 //! (`capacity / block_size` whole blocks) and evicts the least recently used block. A request
 //! touches its blocks from last to first, so a prefix is always more recent than its tails and
-//! tails are evicted first (as vLLM frees blocks in reverse order).
+//! tails are evicted first (as vLLM frees blocks in reverse order). All LRU sizes are computed
+//! in one pass from LRU stack distances, so a finer sweep costs nothing extra.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -361,70 +362,136 @@ impl Chains {
         (hits, hit_blocks)
     }
 
-    /// LRU cache of `capacity` blocks: total hit tokens and fully hit blocks.
-    fn lru(&self, capacity: usize) -> (u64, u64) {
-        const NIL: u32 = u32::MAX;
-        let n = self.node_count;
-        let mut prev = vec![NIL; n];
-        let mut next = vec![NIL; n];
-        // Tokens of each cached block; 0 = not cached.
-        let mut stored = vec![0u32; n];
-        // head = most recent, tail = least recent.
-        let (mut head, mut tail) = (NIL, NIL);
-        let mut size = 0usize;
-        let (mut hit_tokens, mut hit_blocks) = (0u64, 0u64);
+    /// LRU caches of every capacity in `caps` (blocks, ascending) in one pass: total hit tokens
+    /// and fully hit blocks per capacity.
+    ///
+    /// Every request touches all its blocks whatever the capacity, so the recency order (the
+    /// LRU stack) is the same for every capacity and a cache of C blocks holds exactly the C
+    /// most recent blocks (Mattson et al., 1970). A block hits in a cache of C blocks iff its
+    /// stack distance — the number of distinct blocks used since its last use, counted with a
+    /// Fenwick tree over use times — is below C; a chain hits up to the first block whose
+    /// distance (or any earlier block's) reaches C. A cached block's length is the longest any
+    /// earlier request used (as for the infinite cache).
+    fn lru_sweep(&self, caps: &[u64]) -> Vec<(u64, u64)> {
+        let mut uses = Fenwick::new(self.nodes.len());
+        // Use time (1-based) of each block's last use; 0 = never used.
+        let mut last = vec![0usize; self.node_count];
+        let mut stored = vec![0u32; self.node_count];
+        let (mut distinct, mut time) = (0u64, 0usize);
+        // Hits bucketed by the first capacity index at which they occur.
+        let mut tok = vec![0u64; caps.len() + 1];
+        let mut blk = vec![0u64; caps.len() + 1];
         for r in 0..self.requests() {
             let (nodes, tokens) = self.request(r);
-            let (t, b) = match_prefix(nodes, tokens.clone(), &stored);
-            hit_tokens += t;
-            hit_blocks += b;
-            if capacity == 0 {
-                continue;
+            let mut depth = 0u64;
+            for (&x, cur) in nodes.iter().zip(tokens.clone()) {
+                let x = x as usize;
+                if last[x] == 0 {
+                    break;
+                }
+                // Distinct blocks used after x's last use = x's 0-based LRU position.
+                let distance = distinct - uses.prefix(last[x]);
+                depth = depth.max(distance);
+                let j = caps.partition_point(|&c| c <= depth);
+                let have = stored[x];
+                tok[j] += u64::from(have.min(cur));
+                if have < cur {
+                    break;
+                }
+                blk[j] += 1;
             }
             for (&x, cur) in nodes.iter().zip(tokens).rev() {
                 let x = x as usize;
-                if stored[x] > 0 {
-                    // unlink
-                    let (p, nx) = (prev[x], next[x]);
-                    if p != NIL {
-                        next[p as usize] = nx;
-                    } else {
-                        head = nx;
-                    }
-                    if nx != NIL {
-                        prev[nx as usize] = p;
-                    } else {
-                        tail = p;
-                    }
+                time += 1;
+                if last[x] == 0 {
+                    distinct += 1;
                 } else {
-                    size += 1;
+                    uses.remove(last[x]);
                 }
+                uses.add(time);
+                last[x] = time;
                 stored[x] = stored[x].max(cur.max(1));
-                // push front
-                prev[x] = NIL;
-                next[x] = head;
-                if head != NIL {
-                    prev[head as usize] = x as u32;
-                }
-                head = x as u32;
-                if tail == NIL {
-                    tail = x as u32;
-                }
-            }
-            while size > capacity {
-                let t = tail as usize;
-                tail = prev[t];
-                if tail != NIL {
-                    next[tail as usize] = NIL;
-                } else {
-                    head = NIL;
-                }
-                prev[t] = NIL;
-                stored[t] = 0;
-                size -= 1;
             }
         }
+        let (mut t, mut b) = (0u64, 0u64);
+        (0..caps.len())
+            .map(|j| {
+                t += tok[j];
+                b += blk[j];
+                (t, b)
+            })
+            .collect()
+    }
+
+    /// Direct simulation of one LRU cache of `capacity` blocks (the test oracle for
+    /// [`Chains::lru_sweep`]): total hit tokens and fully hit blocks.
+    #[cfg(test)]
+    fn lru(&self, capacity: usize) -> (u64, u64) {
+        let n = self.node_count;
+        // Recency list as a vector of nodes, most recent first (slow but obviously right).
+        let mut order: Vec<usize> = Vec::new();
+        let mut stored = vec![0u32; n];
+        let (mut hit_tokens, mut hit_blocks) = (0u64, 0u64);
+        for r in 0..self.requests() {
+            let (nodes, tokens) = self.request(r);
+            for (&x, cur) in nodes.iter().zip(tokens.clone()) {
+                let x = x as usize;
+                if !order.contains(&x) {
+                    break;
+                }
+                hit_tokens += u64::from(stored[x].min(cur));
+                if stored[x] < cur {
+                    break;
+                }
+                hit_blocks += 1;
+            }
+            for (&x, cur) in nodes.iter().zip(tokens).rev() {
+                let x = x as usize;
+                order.retain(|&y| y != x);
+                order.insert(0, x);
+                stored[x] = stored[x].max(cur.max(1));
+            }
+            order.truncate(capacity);
+        }
         (hit_tokens, hit_blocks)
+    }
+}
+
+/// Fenwick (binary indexed) tree of 0/1 marks over positions `1..=n`.
+struct Fenwick {
+    tree: Vec<u32>,
+}
+
+impl Fenwick {
+    fn new(n: usize) -> Fenwick {
+        Fenwick {
+            tree: vec![0; n + 1],
+        }
+    }
+
+    fn add(&mut self, mut i: usize) {
+        while i < self.tree.len() {
+            self.tree[i] += 1;
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// Clears a mark set by `add(i)`.
+    fn remove(&mut self, mut i: usize) {
+        while i < self.tree.len() {
+            self.tree[i] -= 1;
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// Number of marks at positions `1..=i`.
+    fn prefix(&self, mut i: usize) -> u64 {
+        let mut sum = 0u64;
+        while i > 0 {
+            sum += u64::from(self.tree[i]);
+            i &= i - 1;
+        }
+        sum
     }
 }
 
@@ -599,16 +666,16 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
     } else {
         opts.cache_sizes_tokens.clone()
     };
+    let capacities: Vec<u64> = sizes.iter().map(|&t| t / block).collect();
+    let mut sorted = capacities.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let swept = chains.lru_sweep(&sorted);
     let lru_sweep = sizes
-        .into_iter()
-        .map(|capacity_tokens| {
-            let capacity_blocks = capacity_tokens / block;
-            let cap = usize::try_from(capacity_blocks).unwrap_or(usize::MAX);
-            let (h, hb) = if cap >= chains.node_count {
-                (hit_tokens, hit_blocks) // holds everything: same as infinite
-            } else {
-                chains.lru(cap)
-            };
+        .iter()
+        .zip(&capacities)
+        .map(|(&capacity_tokens, &capacity_blocks)| {
+            let (h, hb) = swept[sorted.partition_point(|&c| c < capacity_blocks)];
             LruPoint {
                 capacity_tokens,
                 capacity_blocks,
@@ -981,6 +1048,51 @@ mod tests {
         assert_eq!(hits, vec![0, 3, 3 + 2]);
         assert_eq!(a.lru_sweep[1].capacity_blocks, 2);
         assert_eq!(a.prefix_cache.hit_tokens, 5);
+    }
+
+    #[test]
+    fn one_pass_sweep_equals_direct_lru_simulation() {
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rnd = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        let mut evicting_rounds = 0;
+        for round in 0..200 {
+            // Small id alphabets so chains are shared, diverge and repeat; random lengths so
+            // partial blocks, missing tails and surplus ids all occur.
+            let block = 1 + rnd(4) as usize;
+            let alphabet = 2 + rnd(6);
+            let reqs: Vec<(f64, u32, Vec<u64>)> = (0..(1 + rnd(40)))
+                .map(|i| {
+                    let n = rnd(7) as usize;
+                    let ids: Vec<u64> = (0..n).map(|_| rnd(alphabet)).collect();
+                    let input = 1 + rnd((n * block + 3) as u64) as u32;
+                    (i as f64, input, ids)
+                })
+                .collect();
+            let refs: Vec<(f64, u32, &[u64])> = reqs
+                .iter()
+                .map(|(t, i, ids)| (*t, *i, ids.as_slice()))
+                .collect();
+            let t = trace(block, &refs);
+            let chains = Chains::build(&t);
+            let caps: Vec<u64> = (0..=chains.node_count as u64 + 2).collect();
+            let swept = chains.lru_sweep(&caps);
+            for (&c, &got) in caps.iter().zip(&swept) {
+                assert_eq!(got, chains.lru(c as usize), "round {round}, capacity {c}");
+            }
+            let (hits, hit_blocks) = chains.infinite();
+            let inf = (hits.iter().map(|&h| u64::from(h)).sum::<u64>(), hit_blocks);
+            assert_eq!(*swept.last().unwrap(), inf, "round {round}");
+            // Rounds where eviction matters: some capacity hits less than infinite, but not 0.
+            if swept.iter().any(|&(h, _)| h > 0 && h < inf.0) {
+                evicting_rounds += 1;
+            }
+        }
+        assert!(evicting_rounds > 50, "{evicting_rounds}");
     }
 
     #[test]
