@@ -306,7 +306,8 @@ impl Chains {
         let mut nodes = Vec::with_capacity(total);
         let mut offsets = Vec::with_capacity(trace.requests.len() + 1);
         let mut trie: IdMap<(u32, u64), u32> = IdMap::default();
-        trie.reserve(total);
+        // Shared blocks make the distinct count much smaller than `total`; the map grows as needed.
+        trie.reserve(total / 4);
         offsets.push(0);
         for r in &trace.requests {
             let mut parent = u32::MAX;
