@@ -301,7 +301,12 @@ fn mutated_inputs_never_panic() {
         b"99999999999999999999",
         b"null",
     ];
-    for i in 0..3000 {
+    // TRACE_MUTATIONS=N runs a longer session (e.g. 200000) by hand.
+    let rounds: usize = std::env::var("TRACE_MUTATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000);
+    for i in 0..rounds {
         let mut data = base[i % base.len()].clone();
         for _ in 0..(1 + rnd() % 4) {
             if data.is_empty() {

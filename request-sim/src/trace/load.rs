@@ -57,8 +57,12 @@ pub(crate) struct RawRow {
     pub turn_given: bool,
 }
 
-/// Loads a trace file (plain or gzip-compressed, detected by magic bytes).
+/// Loads a trace file (plain or gzip-compressed, detected by magic bytes). The path `-` reads
+/// standard input (named `<stdin>` in messages).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
+    if path.as_os_str() == "-" {
+        return parse_reader("<stdin>", std::io::stdin().lock(), opts);
+    }
     let name = path.display().to_string();
     if path.is_dir() {
         return Err(TraceError::Open {

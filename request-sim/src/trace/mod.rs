@@ -37,6 +37,31 @@ pub enum TraceFormat {
 }
 
 impl TraceFormat {
+    /// Every format, in `--dataset` order.
+    pub const ALL: [TraceFormat; 4] = [
+        TraceFormat::Mooncake,
+        TraceFormat::Bailian,
+        TraceFormat::Azure,
+        TraceFormat::Generic,
+    ];
+
+    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceFormat::Mooncake => "mooncake",
+            TraceFormat::Bailian => "bailian",
+            TraceFormat::Azure => "azure",
+            TraceFormat::Generic => "generic",
+        }
+    }
+
+    /// Parses a `--dataset` name (case-insensitive).
+    pub fn from_name(name: &str) -> Option<TraceFormat> {
+        TraceFormat::ALL
+            .into_iter()
+            .find(|f| f.name().eq_ignore_ascii_case(name.trim()))
+    }
+
     /// Default hash block size (tokens per hash id) of the format.
     pub fn default_block_size(self) -> usize {
         match self {
