@@ -551,6 +551,10 @@ fn usage_json(prompt: u32, completion: u32, cached: u32) -> String {
     )
 }
 
+/// Pause before a simulated reset, so the bytes already sent reach the client before the RST
+/// (a RST makes the peer's kernel drop data the application has not read yet).
+const RESET_PAUSE: Duration = Duration::from_millis(20);
+
 fn reset_error() -> io::Error {
     io::Error::new(io::ErrorKind::ConnectionReset, "simulated connection reset")
 }
@@ -632,8 +636,14 @@ async fn whole_response(
     }
     let mut resp = if meta.plan.reset {
         // Send half the body, then fail the connection.
+        use futures_util::StreamExt;
         let half = Bytes::from(body[..body.len() / 2].to_vec());
-        let frames = futures_util::stream::iter(vec![Ok(Frame::data(half)), Err(reset_error())]);
+        let frames = futures_util::stream::iter([Ok(Frame::data(half))]).chain(
+            futures_util::stream::once(async {
+                tokio::time::sleep(RESET_PAUSE).await;
+                Err(reset_error())
+            }),
+        );
         let mut r = Response::new(StreamBody::new(frames).boxed_unsync());
         r.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -714,6 +724,7 @@ async fn next_frame(mut st: SseState) -> Option<(Result<Frame<Bytes>, io::Error>
     }
     if plan.reset && st.sent >= st.meta.fault_at {
         st.done = true;
+        tokio::time::sleep(RESET_PAUSE).await;
         return Some((Err(reset_error()), st));
     }
     let p = st.guard.0.wait_beyond(st.sent).await;
