@@ -253,6 +253,14 @@ impl Engine {
                 _ = shutdown.changed() => break,
             }
             next_start = end;
+            let woke = Instant::now();
+            self.metrics
+                .engine_sim_us
+                .fetch_add((cost_us as u64).max(1), Ordering::Relaxed);
+            self.metrics.engine_lag_us.fetch_add(
+                woke.saturating_duration_since(end).as_micros() as u64,
+                Ordering::Relaxed,
+            );
             self.complete();
             self.publish_gauges();
         }

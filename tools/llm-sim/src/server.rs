@@ -51,8 +51,15 @@ pub struct SimServer {
     pub addr: SocketAddr,
     state: Arc<AppState>,
     shutdown: watch::Sender<bool>,
-    accept_task: tokio::task::JoinHandle<()>,
-    engine_task: tokio::task::JoinHandle<()>,
+    accept_task: Option<tokio::task::JoinHandle<()>>,
+    engine_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for SimServer {
+    /// Dropping without `shutdown()` still stops the server (without waiting for it).
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
 }
 
 impl SimServer {
@@ -72,10 +79,14 @@ impl SimServer {
     }
 
     /// Stops accepting, aborts in-flight requests and waits for the engine to stop.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(true);
-        let _ = self.accept_task.await;
-        let _ = self.engine_task.await;
+        if let Some(t) = self.accept_task.take() {
+            let _ = t.await;
+        }
+        if let Some(t) = self.engine_task.take() {
+            let _ = t.await;
+        }
     }
 }
 
@@ -114,8 +125,8 @@ pub async fn start(cfg: SimConfig) -> anyhow::Result<SimServer> {
         addr,
         state,
         shutdown,
-        accept_task,
-        engine_task,
+        accept_task: Some(accept_task),
+        engine_task: Some(engine_task),
     })
 }
 

@@ -472,3 +472,53 @@ async fn shutdown_ends_in_flight_streams() {
     assert!(!s.done());
     assert!(s.token_events().len() < 100_000);
 }
+
+#[tokio::test]
+async fn dropping_the_server_stops_it() {
+    let server = llm_sim::start(SimConfig::default()).await.unwrap();
+    let url = server.base_url();
+    drop(server);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let r = client()
+        .get(format!("{url}/health"))
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await;
+    assert!(r.is_err(), "still answering after drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_streams_all_complete_exactly() {
+    let cfg = SimConfig {
+        max_num_seqs: 512,
+        ..SimConfig::default()
+    };
+    let server = llm_sim::start(cfg).await.unwrap();
+    let b = server.base_url();
+    let c = client();
+    let mut tasks = Vec::new();
+    for i in 0..300usize {
+        let (b, c) = (b.clone(), c.clone());
+        tasks.push(tokio::spawn(async move {
+            let body = chat_body(&words(50, i * 13), 20, true);
+            let text = c
+                .post(format!("{b}/v1/chat/completions"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let tokens = text.matches("\"content\":\" ").count();
+            (tokens, text.ends_with("data: [DONE]\n\n"))
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), (20, true));
+    }
+    let page = metrics(&b).await;
+    assert_eq!(metric(&page, "vllm:generation_tokens_total"), 6000.0);
+    assert_eq!(metric(&page, "vllm:num_requests_running"), 0.0);
+    server.shutdown().await;
+}
