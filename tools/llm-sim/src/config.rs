@@ -135,6 +135,9 @@ pub struct SimConfig {
     /// Tokio worker threads for the binary (1 = a single-threaded runtime).
     pub worker_threads: usize,
 
+    /// When set, `/v1/*` routes require `Authorization: Bearer <api_key>` (vLLM `--api-key`).
+    pub api_key: Option<String>,
+
     /// Fault switches at start-up (change them at runtime with a [`crate::FaultHandle`]).
     pub faults: FaultConfig,
 }
@@ -158,6 +161,7 @@ impl Default for SimConfig {
             prefill_token_us: 0.25,
             decode_seq_us: 2.0,
             worker_threads: 1,
+            api_key: None,
             faults: FaultConfig::default(),
         }
     }

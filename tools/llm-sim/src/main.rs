@@ -62,6 +62,9 @@ struct Cli {
     /// Cost per decoding sequence in a step, in microseconds.
     #[arg(long)]
     decode_seq_us: Option<f64>,
+    /// Require `Authorization: Bearer KEY` on /v1 routes.
+    #[arg(long)]
+    api_key: Option<String>,
     /// Tokio worker threads (1 = single-threaded runtime).
     #[arg(long, default_value_t = 1)]
     worker_threads: usize,
@@ -136,6 +139,7 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
         cfg.enable_prefix_caching = false;
     }
     cfg.worker_threads = cli.worker_threads.max(1);
+    cfg.api_key = cli.api_key;
     cfg.faults = FaultConfig {
         seed: cli.fault_seed,
         error_500_rate: cli.fault_500_rate,

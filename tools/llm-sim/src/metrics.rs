@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// HTTP statuses counted individually; anything else lands in "other".
-pub const STATUSES: [u16; 9] = [200, 400, 404, 405, 413, 422, 429, 500, 503];
+pub const STATUSES: [u16; 10] = [200, 400, 401, 404, 405, 413, 422, 429, 500, 503];
 
 /// Fault kinds counted in `llm_sim:faults_injected_total{kind=...}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

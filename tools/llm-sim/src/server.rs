@@ -205,6 +205,14 @@ async fn route(state: Arc<AppState>, req: Request<Incoming>) -> Result<Response<
     Ok(resp)
 }
 
+fn authorized(req: &Request<Incoming>, key: &str) -> bool {
+    req.headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|k| k == key)
+}
+
 fn not_found() -> Response<Body> {
     full(
         StatusCode::NOT_FOUND,
@@ -224,6 +232,15 @@ fn method_not_allowed() -> Response<Body> {
 async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
+    if let Some(key) = &state.cfg.api_key {
+        if path.starts_with("/v1/") && !authorized(&req, key) {
+            return full(
+                StatusCode::UNAUTHORIZED,
+                "application/json",
+                r#"{"error":"Unauthorized"}"#,
+            );
+        }
+    }
     let gen = |api: Api, stream: bool| (api, stream);
     let target = match path.as_str() {
         "/v1/chat/completions" => Some(gen(Api::Chat, false)),

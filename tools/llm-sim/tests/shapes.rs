@@ -375,3 +375,47 @@ async fn bad_requests_get_vllm_errors() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn api_key_is_required_when_set() {
+    let cfg = SimConfig {
+        api_key: Some("sekret".into()),
+        ..SimConfig::default()
+    };
+    let server = llm_sim::start(cfg).await.unwrap();
+    let b = server.base_url();
+    let url = format!("{b}/v1/completions");
+    let body = completion_body(json!("a"), 1, false);
+    let r = client().post(&url).json(&body).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v, json!({"error": "Unauthorized"}));
+    let r = client()
+        .post(&url)
+        .bearer_auth("wrong")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let r = client()
+        .post(&url)
+        .bearer_auth("sekret")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    // Health and metrics stay open, as in vLLM.
+    let r = client().get(format!("{b}/health")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        metric_with(
+            &metrics(&b).await,
+            "llm_sim:http_responses_total",
+            "status=\"401\""
+        ),
+        2.0
+    );
+    server.shutdown().await;
+}
