@@ -247,7 +247,9 @@ impl Engine {
             }
             let now = Instant::now();
             let start = if next_start > now { next_start } else { now };
-            let end = start + Duration::from_nanos((cost_us * 1000.0) as u64);
+            // Capped at an hour per step so absurd settings cannot overflow the clock.
+            let cost = Duration::from_nanos((cost_us.min(3.6e9) * 1000.0) as u64);
+            let end = start.checked_add(cost).unwrap_or(start);
             tokio::select! {
                 _ = tokio::time::sleep_until(end) => {}
                 _ = shutdown.changed() => break,

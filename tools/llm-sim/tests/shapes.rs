@@ -419,3 +419,78 @@ async fn api_key_is_required_when_set() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn weird_inputs_never_break_the_server() {
+    let server = llm_sim::start(SimConfig::default()).await.unwrap();
+    let b = server.base_url();
+    let bodies: Vec<Vec<u8>> = vec![
+        b"".to_vec(),
+        b"null".to_vec(),
+        b"[]".to_vec(),
+        b"{}".to_vec(),
+        vec![0xff, 0xfe, b'{'],
+        br#"{"messages":[{"role":5,"content":"a"}]}"#.to_vec(),
+        br#"{"messages":[{"role":"user","content":[{"type":"image_url"}]}],"max_tokens":1}"#
+            .to_vec(),
+        br#"{"messages":[{"role":"user","content":{"x":1}}]}"#.to_vec(),
+        br#"{"messages":[{"role":"user","content":"a"}],"max_tokens":1e30}"#.to_vec(),
+        br#"{"messages":[{"role":"user","content":"a"}],"max_tokens":"5"}"#.to_vec(),
+        br#"{"messages":[{"role":"user","content":"a"}],"max_tokens":9223372036854775807}"#
+            .to_vec(),
+        br#"{"prompt":[[1,2],[3]],"max_tokens":1}"#.to_vec(),
+        br#"{"prompt":{"a":1}}"#.to_vec(),
+        br#"{"prompt":[4294967296]}"#.to_vec(),
+        br#"{"prompt":"a","min_tokens":-1,"max_tokens":2}"#.to_vec(),
+        br#"{"inputs":5}"#.to_vec(),
+        br#"{"inputs":"a","parameters":{"max_new_tokens":-1}}"#.to_vec(),
+        br#"{"inputs":"a","parameters":"x"}"#.to_vec(),
+    ];
+    for path in [
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/generate",
+        "/generate_stream",
+    ] {
+        for body in &bodies {
+            let r = client()
+                .post(format!("{b}{path}"))
+                .body(body.clone())
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            assert!(
+                (400..500).contains(&status),
+                "{path} {:?} -> {status}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+    let r = client().get(format!("{b}/health")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let s = stream(&b, "/v1/chat/completions", &chat_body("a", 3, true)).await;
+    assert_eq!(s.token_events().len(), 3);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn huge_step_costs_do_not_crash() {
+    let cfg = SimConfig {
+        step_fixed_us: 1e300,
+        ..SimConfig::default()
+    };
+    let server = llm_sim::start(cfg).await.unwrap();
+    let b = server.base_url();
+    let c = client();
+    let r = c
+        .post(format!("{b}/v1/completions"))
+        .json(&completion_body(json!("a"), 1, false))
+        .timeout(std::time::Duration::from_millis(300))
+        .send()
+        .await;
+    assert!(r.is_err(), "a step of 1e300 us cannot finish");
+    let r = c.get(format!("{b}/health")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    server.shutdown().await;
+}
