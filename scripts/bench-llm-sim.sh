@@ -30,6 +30,10 @@ run() { # $1 = title, then server flags, "--", client flags
   echo
 }
 
+# 0. Fixed cost of a request: one output token each.
+run "fixed cost per request (2000 requests, 1 token out, concurrency 64)" \
+  --max-num-seqs 256 -- --requests 2000 --concurrency 64 --prompt-words 200 --max-tokens 1
+
 # 1. CPU per request at moderate load: 2,000 requests, 64 in flight, 200-token prompts, 100 tokens out.
 run "cost per request (2000 requests, concurrency 64)" \
   --max-num-seqs 256 -- --requests 2000 --concurrency 64 --prompt-words 200 --max-tokens 100

@@ -657,7 +657,6 @@ async fn whole_response(
         h.insert("x-generated-tokens", HeaderValue::from(n));
         h.insert("x-cached-tokens", HeaderValue::from(cached));
     }
-    let _ = &state;
     resp
 }
 
