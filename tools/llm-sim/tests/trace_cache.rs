@@ -99,7 +99,8 @@ fn synthetic(n: usize, trace_block: usize) -> Vec<Req> {
     let mut out = Vec::new();
     for i in 0..n {
         let h = mix64(i as u64);
-        let mut ids = if !sessions.is_empty() && h % 3 > 0 {
+        let one_in_three = matches!(h % 3, 0);
+        let mut ids = if !sessions.is_empty() && !one_in_three {
             // The previous turn's last block was partial: its extension is a new block.
             let s = (h >> 8) as usize % sessions.len();
             let prev = &sessions[s];
