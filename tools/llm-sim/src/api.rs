@@ -553,7 +553,7 @@ fn usage_json(prompt: u32, completion: u32, cached: u32) -> String {
 
 /// Pause before a simulated reset, so the bytes already sent reach the client before the RST
 /// (a RST makes the peer's kernel drop data the application has not read yet).
-const RESET_PAUSE: Duration = Duration::from_millis(20);
+const RESET_PAUSE: Duration = Duration::from_millis(100);
 
 fn reset_error() -> io::Error {
     io::Error::new(io::ErrorKind::ConnectionReset, "simulated connection reset")
