@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
@@ -671,6 +671,7 @@ struct SseState {
     stalled: bool,
     done: bool,
     tgi_text: String,
+    buf: BytesMut,
 }
 
 fn stream_response(state: Arc<AppState>, meta: Meta, shared: Arc<ReqShared>) -> Response<Body> {
@@ -700,6 +701,7 @@ fn stream_response(state: Arc<AppState>, meta: Meta, shared: Arc<ReqShared>) -> 
         stalled: false,
         done: false,
         tgi_text,
+        buf: BytesMut::with_capacity(4096),
     };
     let stream = futures_util::stream::unfold(st, next_frame);
     let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
@@ -741,8 +743,10 @@ async fn next_frame(mut st: SseState) -> Option<(Result<Frame<Bytes>, io::Error>
     if (plan.reset || (plan.stall && !st.stalled)) && st.sent < st.meta.fault_at {
         upto = upto.min(st.meta.fault_at);
     }
-    let mut buf: Vec<u8> =
-        Vec::with_capacity((upto - st.sent) as usize * (st.prefix.len() + 80) + 256);
+    // One buffer per stream, reused: once hyper has written and dropped the previous frames,
+    // `reserve` reclaims the same allocation, so steady-state streaming allocates nothing.
+    let mut buf = std::mem::take(&mut st.buf);
+    buf.reserve((upto - st.sent) as usize * (st.prefix.len() + 80) + 256);
     for i in st.sent..upto {
         if plan.malformed && i == st.meta.fault_at {
             write_malformed(&st, &mut buf);
@@ -754,10 +758,12 @@ async fn next_frame(mut st: SseState) -> Option<(Result<Frame<Bytes>, io::Error>
         write_tail(&st, &mut buf);
         st.done = true;
     }
-    Some((Ok(Frame::data(Bytes::from(buf))), st))
+    let frame = buf.split().freeze();
+    st.buf = buf;
+    Some((Ok(Frame::data(frame)), st))
 }
 
-fn write_malformed(st: &SseState, buf: &mut Vec<u8>) {
+fn write_malformed(st: &SseState, buf: &mut BytesMut) {
     // A chunk cut off in the middle of its JSON, as a broken proxy might deliver it.
     let cut = st.prefix.len().min(40);
     match st.meta.api {
@@ -767,7 +773,7 @@ fn write_malformed(st: &SseState, buf: &mut Vec<u8>) {
     buf.extend_from_slice(b"\n\n");
 }
 
-fn write_token(st: &mut SseState, i: u32, buf: &mut Vec<u8>) {
+fn write_token(st: &mut SseState, i: u32, buf: &mut BytesMut) {
     let (id, w) = word(st.meta.output_seed, i);
     let last = i + 1 == st.meta.max_tokens;
     let meta = &st.meta;
@@ -806,7 +812,7 @@ fn write_token(st: &mut SseState, i: u32, buf: &mut Vec<u8>) {
         }
         Api::Completion => {
             buf.extend_from_slice(st.prefix.as_bytes());
-            buf.push(b' ');
+            buf.extend_from_slice(b" ");
             buf.extend_from_slice(w.as_bytes());
             if last {
                 buf.extend_from_slice(
@@ -852,7 +858,7 @@ fn write_token(st: &mut SseState, i: u32, buf: &mut Vec<u8>) {
     }
 }
 
-fn write_tail(st: &SseState, buf: &mut Vec<u8>) {
+fn write_tail(st: &SseState, buf: &mut BytesMut) {
     let meta = &st.meta;
     if meta.api == Api::Tgi {
         return;
