@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
@@ -551,6 +551,10 @@ fn usage_json(prompt: u32, completion: u32, cached: u32) -> String {
     )
 }
 
+/// Pause before a simulated reset, so the bytes already sent reach the client before the RST
+/// (a RST makes the peer's kernel drop data the application has not read yet).
+const RESET_PAUSE: Duration = Duration::from_millis(100);
+
 fn reset_error() -> io::Error {
     io::Error::new(io::ErrorKind::ConnectionReset, "simulated connection reset")
 }
@@ -632,8 +636,14 @@ async fn whole_response(
     }
     let mut resp = if meta.plan.reset {
         // Send half the body, then fail the connection.
+        use futures_util::StreamExt;
         let half = Bytes::from(body[..body.len() / 2].to_vec());
-        let frames = futures_util::stream::iter(vec![Ok(Frame::data(half)), Err(reset_error())]);
+        let frames = futures_util::stream::iter([Ok(Frame::data(half))]).chain(
+            futures_util::stream::once(async {
+                tokio::time::sleep(RESET_PAUSE).await;
+                Err(reset_error())
+            }),
+        );
         let mut r = Response::new(StreamBody::new(frames).boxed_unsync());
         r.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -647,7 +657,6 @@ async fn whole_response(
         h.insert("x-generated-tokens", HeaderValue::from(n));
         h.insert("x-cached-tokens", HeaderValue::from(cached));
     }
-    let _ = &state;
     resp
 }
 
@@ -662,6 +671,7 @@ struct SseState {
     stalled: bool,
     done: bool,
     tgi_text: String,
+    buf: BytesMut,
 }
 
 fn stream_response(state: Arc<AppState>, meta: Meta, shared: Arc<ReqShared>) -> Response<Body> {
@@ -691,6 +701,7 @@ fn stream_response(state: Arc<AppState>, meta: Meta, shared: Arc<ReqShared>) -> 
         stalled: false,
         done: false,
         tgi_text,
+        buf: BytesMut::with_capacity(4096),
     };
     let stream = futures_util::stream::unfold(st, next_frame);
     let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
@@ -714,6 +725,7 @@ async fn next_frame(mut st: SseState) -> Option<(Result<Frame<Bytes>, io::Error>
     }
     if plan.reset && st.sent >= st.meta.fault_at {
         st.done = true;
+        tokio::time::sleep(RESET_PAUSE).await;
         return Some((Err(reset_error()), st));
     }
     let p = st.guard.0.wait_beyond(st.sent).await;
@@ -731,8 +743,10 @@ async fn next_frame(mut st: SseState) -> Option<(Result<Frame<Bytes>, io::Error>
     if (plan.reset || (plan.stall && !st.stalled)) && st.sent < st.meta.fault_at {
         upto = upto.min(st.meta.fault_at);
     }
-    let mut buf: Vec<u8> =
-        Vec::with_capacity((upto - st.sent) as usize * (st.prefix.len() + 80) + 256);
+    // One buffer per stream, reused: once hyper has written and dropped the previous frames,
+    // `reserve` reclaims the same allocation, so steady-state streaming allocates nothing.
+    let mut buf = std::mem::take(&mut st.buf);
+    buf.reserve((upto - st.sent) as usize * (st.prefix.len() + 80) + 256);
     for i in st.sent..upto {
         if plan.malformed && i == st.meta.fault_at {
             write_malformed(&st, &mut buf);
@@ -744,10 +758,12 @@ async fn next_frame(mut st: SseState) -> Option<(Result<Frame<Bytes>, io::Error>
         write_tail(&st, &mut buf);
         st.done = true;
     }
-    Some((Ok(Frame::data(Bytes::from(buf))), st))
+    let frame = buf.split().freeze();
+    st.buf = buf;
+    Some((Ok(Frame::data(frame)), st))
 }
 
-fn write_malformed(st: &SseState, buf: &mut Vec<u8>) {
+fn write_malformed(st: &SseState, buf: &mut BytesMut) {
     // A chunk cut off in the middle of its JSON, as a broken proxy might deliver it.
     let cut = st.prefix.len().min(40);
     match st.meta.api {
@@ -757,7 +773,7 @@ fn write_malformed(st: &SseState, buf: &mut Vec<u8>) {
     buf.extend_from_slice(b"\n\n");
 }
 
-fn write_token(st: &mut SseState, i: u32, buf: &mut Vec<u8>) {
+fn write_token(st: &mut SseState, i: u32, buf: &mut BytesMut) {
     let (id, w) = word(st.meta.output_seed, i);
     let last = i + 1 == st.meta.max_tokens;
     let meta = &st.meta;
@@ -796,7 +812,7 @@ fn write_token(st: &mut SseState, i: u32, buf: &mut Vec<u8>) {
         }
         Api::Completion => {
             buf.extend_from_slice(st.prefix.as_bytes());
-            buf.push(b' ');
+            buf.extend_from_slice(b" ");
             buf.extend_from_slice(w.as_bytes());
             if last {
                 buf.extend_from_slice(
@@ -842,7 +858,7 @@ fn write_token(st: &mut SseState, i: u32, buf: &mut Vec<u8>) {
     }
 }
 
-fn write_tail(st: &SseState, buf: &mut Vec<u8>) {
+fn write_tail(st: &SseState, buf: &mut BytesMut) {
     let meta = &st.meta;
     if meta.api == Api::Tgi {
         return;

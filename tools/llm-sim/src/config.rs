@@ -131,9 +131,15 @@ pub struct SimConfig {
     pub prefill_token_us: f64,
     /// Cost per decoding sequence in a step, microseconds.
     pub decode_seq_us: f64,
+    /// Cost per token of context of each decoding sequence in a step (reading its KV cache),
+    /// microseconds: a sequence with c tokens of context adds `decode_seq_us + c * this`.
+    pub decode_ctx_token_us: f64,
 
     /// Tokio worker threads for the binary (1 = a single-threaded runtime).
     pub worker_threads: usize,
+
+    /// When set, `/v1/*` routes require `Authorization: Bearer <api_key>` (vLLM `--api-key`).
+    pub api_key: Option<String>,
 
     /// Fault switches at start-up (change them at runtime with a [`crate::FaultHandle`]).
     pub faults: FaultConfig,
@@ -157,7 +163,9 @@ impl Default for SimConfig {
             step_fixed_us: 1_000.0,
             prefill_token_us: 0.25,
             decode_seq_us: 2.0,
+            decode_ctx_token_us: 0.0,
             worker_threads: 1,
+            api_key: None,
             faults: FaultConfig::default(),
         }
     }
@@ -176,7 +184,8 @@ impl SimConfig {
     /// for vLLM on real hardware (see docs/llm-sim.md for the arithmetic):
     /// - fixed step cost = weight bytes / HBM bandwidth (+ ~20% overheads, + all-reduce for TP);
     /// - prefill cost per token = 2 x parameters FLOPs at ~50% of the dense BF16 peak;
-    /// - decode cost per sequence = its KV cache read at ~2k tokens of context;
+    /// - decode cost per sequence = ~10 us of per-sequence overhead + its KV cache read
+    ///   (KV bytes per token / HBM bandwidth per token of context);
     /// - KV blocks = (90% of HBM - weights) / KV bytes per token / 16.
     pub fn preset(name: &str) -> Option<SimConfig> {
         let base = SimConfig::default();
@@ -184,7 +193,8 @@ impl SimConfig {
             "fast" => Some(base),
             // Qwen3-8B BF16 on one H100 SXM (80 GB, 3.35 TB/s, 989 TFLOP/s):
             // 16.4 GB weights -> 4.9 ms, +20% -> 6 ms; 16.4 GFLOP/token at 495 TFLOP/s -> 33 us;
-            // KV 144 KiB/token (36 layers x 8 KV heads x 128 x 2 x 2 B) x 2k ctx -> 0.09 ms/seq;
+            // KV 144 KiB/token (36 layers x 8 KV heads x 128 x 2 x 2 B) / 3.35 TB/s -> 0.044 us
+            // per token of context (0.09 ms for a 2k-token sequence);
             // (72 GB - 16.4 GB) / 144 KiB / 16 -> ~23.5k blocks.
             "qwen3-8b-h100" => Some(SimConfig {
                 model_name: "Qwen/Qwen3-8B".to_string(),
@@ -194,12 +204,13 @@ impl SimConfig {
                 num_gpu_blocks: 23_500,
                 step_fixed_us: 6_000.0,
                 prefill_token_us: 33.0,
-                decode_seq_us: 90.0,
+                decode_seq_us: 10.0,
+                decode_ctx_token_us: 0.044,
                 ..base
             }),
             // Llama-3.1-70B BF16 on 4 x H100 SXM, TP=4: 141 GB / 13.4 TB/s -> 10.5 ms, + all-reduce
             // and overheads -> 14 ms; 141 GFLOP/token at 4 x 495 TFLOP/s -> 71 us; KV 320 KiB/token
-            // (80 x 8 x 128 x 2 x 2 B) x 2k / 13.4 TB/s -> 0.05 ms/seq;
+            // (80 x 8 x 128 x 2 x 2 B) / 13.4 TB/s -> 0.0245 us per token of context;
             // (288 GB - 141 GB) / 320 KiB / 16 -> ~28k blocks.
             "llama3-70b-h100x4" => Some(SimConfig {
                 model_name: "meta-llama/Llama-3.1-70B-Instruct".to_string(),
@@ -209,12 +220,14 @@ impl SimConfig {
                 num_gpu_blocks: 28_000,
                 step_fixed_us: 14_000.0,
                 prefill_token_us: 71.0,
-                decode_seq_us: 50.0,
+                decode_seq_us: 10.0,
+                decode_ctx_token_us: 0.0245,
                 ..base
             }),
             // Qwen3-32B BF16 on 2 x A100 80 GB, TP=2 (2 x 2.0 TB/s, 2 x 312 TFLOP/s):
             // 65.5 GB / 4 TB/s -> 16.4 ms, + overheads -> 20 ms; 65.5 GFLOP/token at 312 TFLOP/s
-            // -> 210 us; KV 256 KiB/token (64 x 8 x 128 x 2 x 2 B) x 2k / 4 TB/s -> 0.13 ms/seq;
+            // -> 210 us; KV 256 KiB/token (64 x 8 x 128 x 2 x 2 B) / 4 TB/s -> 0.066 us per token
+            // of context;
             // (144 GB - 65.5 GB) / 256 KiB / 16 -> ~18.7k blocks.
             "qwen3-32b-a100x2" => Some(SimConfig {
                 model_name: "Qwen/Qwen3-32B".to_string(),
@@ -224,7 +237,8 @@ impl SimConfig {
                 num_gpu_blocks: 18_700,
                 step_fixed_us: 20_000.0,
                 prefill_token_us: 210.0,
-                decode_seq_us: 130.0,
+                decode_seq_us: 10.0,
+                decode_ctx_token_us: 0.066,
                 ..base
             }),
             _ => None,
@@ -252,6 +266,7 @@ impl SimConfig {
             ("step_fixed_us", self.step_fixed_us),
             ("prefill_token_us", self.prefill_token_us),
             ("decode_seq_us", self.decode_seq_us),
+            ("decode_ctx_token_us", self.decode_ctx_token_us),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!(

@@ -185,6 +185,7 @@ struct Engine {
     step_fixed_us: f64,
     prefill_token_us: f64,
     decode_seq_us: f64,
+    decode_ctx_token_us: f64,
     pool: BlockPool,
     running: Vec<Seq>,
     waiting: VecDeque<Seq>,
@@ -201,6 +202,7 @@ impl Engine {
             step_fixed_us: cfg.step_fixed_us,
             prefill_token_us: cfg.prefill_token_us,
             decode_seq_us: cfg.decode_seq_us,
+            decode_ctx_token_us: cfg.decode_ctx_token_us,
             pool: BlockPool::new(cfg.num_gpu_blocks.max(1), cfg.enable_prefix_caching),
             running: Vec::new(),
             waiting: VecDeque::new(),
@@ -247,12 +249,22 @@ impl Engine {
             }
             let now = Instant::now();
             let start = if next_start > now { next_start } else { now };
-            let end = start + Duration::from_nanos((cost_us * 1000.0) as u64);
+            // Capped at an hour per step so absurd settings cannot overflow the clock.
+            let cost = Duration::from_nanos((cost_us.min(3.6e9) * 1000.0) as u64);
+            let end = start.checked_add(cost).unwrap_or(start);
             tokio::select! {
                 _ = tokio::time::sleep_until(end) => {}
                 _ = shutdown.changed() => break,
             }
             next_start = end;
+            let woke = Instant::now();
+            self.metrics
+                .engine_sim_us
+                .fetch_add((cost_us as u64).max(1), Ordering::Relaxed);
+            self.metrics.engine_lag_us.fetch_add(
+                woke.saturating_duration_since(end).as_micros() as u64,
+                Ordering::Relaxed,
+            );
             self.complete();
             self.publish_gauges();
         }
@@ -337,6 +349,7 @@ impl Engine {
         let mut budget = self.max_num_batched_tokens;
         let mut prefill_tokens: u64 = 0;
         let mut decodes: u64 = 0;
+        let mut decode_ctx: u64 = 0;
         let mut preempted = false;
 
         // Running sequences first, in arrival order.
@@ -377,6 +390,7 @@ impl Engine {
             }
             if generated > 0 && need == 1 {
                 decodes += 1;
+                decode_ctx += u64::from(total);
             } else {
                 prefill_tokens += u64::from(n);
             }
@@ -447,6 +461,7 @@ impl Engine {
         self.step_fixed_us
             + self.prefill_token_us * prefill_tokens as f64
             + self.decode_seq_us * decodes as f64
+            + self.decode_ctx_token_us * decode_ctx as f64
     }
 
     /// Applies the step picked by `schedule` after its time has passed.
@@ -637,6 +652,33 @@ mod tests {
         for s in &shared {
             assert_eq!(s.progress().generated, 40);
         }
+    }
+
+    #[test]
+    fn step_cost_follows_the_model() {
+        let c = SimConfig {
+            step_fixed_us: 1000.0,
+            prefill_token_us: 2.0,
+            decode_seq_us: 10.0,
+            decode_ctx_token_us: 0.5,
+            max_num_batched_tokens: 100,
+            ..SimConfig::default()
+        };
+        let mut e = Engine::new(&c, Arc::new(Metrics::default()));
+        let (r, _a) = req((0..150).collect(), 3);
+        e.add(r);
+        // Chunked prefill: 100 then 50 tokens.
+        assert_eq!(e.schedule(), 1000.0 + 2.0 * 100.0);
+        e.complete();
+        assert_eq!(e.schedule(), 1000.0 + 2.0 * 50.0);
+        e.complete();
+        // A second request prefills while the first decodes with 151 tokens of context.
+        let (r, _b) = req((1000..1020).collect(), 3);
+        e.add(r);
+        assert_eq!(e.schedule(), 1000.0 + 2.0 * 20.0 + 10.0 + 0.5 * 151.0);
+        e.complete();
+        // Both decode: contexts 152 and 21.
+        assert_eq!(e.schedule(), 1000.0 + 2.0 * 10.0 + 0.5 * 173.0);
     }
 
     #[test]

@@ -62,6 +62,12 @@ struct Cli {
     /// Cost per decoding sequence in a step, in microseconds.
     #[arg(long)]
     decode_seq_us: Option<f64>,
+    /// Cost per token of context of each decoding sequence (KV read), in microseconds.
+    #[arg(long)]
+    decode_ctx_token_us: Option<f64>,
+    /// Require `Authorization: Bearer KEY` on /v1 routes.
+    #[arg(long)]
+    api_key: Option<String>,
     /// Tokio worker threads (1 = single-threaded runtime).
     #[arg(long, default_value_t = 1)]
     worker_threads: usize,
@@ -127,7 +133,8 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
         block_size,
         num_gpu_blocks,
         prefill_token_us,
-        decode_seq_us
+        decode_seq_us,
+        decode_ctx_token_us
     );
     if let Some(ms) = cli.step_fixed_ms {
         cfg.step_fixed_us = ms * 1000.0;
@@ -136,6 +143,7 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
         cfg.enable_prefix_caching = false;
     }
     cfg.worker_threads = cli.worker_threads.max(1);
+    cfg.api_key = cli.api_key;
     cfg.faults = FaultConfig {
         seed: cli.fault_seed,
         error_500_rate: cli.fault_500_rate,
@@ -181,7 +189,7 @@ fn main() {
     };
     let code = rt.block_on(async move {
         let summary = format!(
-            "model={} max_num_seqs={} max_num_batched_tokens={} block_size={} num_gpu_blocks={} prefix_caching={} step={}us+{}us/prefill-token+{}us/decode-seq tokenizer={}",
+            "model={} max_num_seqs={} max_num_batched_tokens={} block_size={} num_gpu_blocks={} prefix_caching={} step={}us+{}us/prefill-token+{}us/decode-seq+{}us/decode-context-token tokenizer={}",
             cfg.model_name,
             cfg.max_num_seqs,
             cfg.max_num_batched_tokens,
@@ -191,6 +199,7 @@ fn main() {
             cfg.step_fixed_us,
             cfg.prefill_token_us,
             cfg.decode_seq_us,
+            cfg.decode_ctx_token_us,
             cfg.tokenizer
                 .as_ref()
                 .map(|p| p.display().to_string())

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// HTTP statuses counted individually; anything else lands in "other".
-pub const STATUSES: [u16; 9] = [200, 400, 404, 405, 413, 422, 429, 500, 503];
+pub const STATUSES: [u16; 10] = [200, 400, 401, 404, 405, 413, 422, 429, 500, 503];
 
 /// Fault kinds counted in `llm_sim:faults_injected_total{kind=...}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +41,10 @@ pub struct Metrics {
     pub requests_aborted: AtomicU64,
     pub preemptions: AtomicU64,
     pub engine_steps: AtomicU64,
+    /// Simulated time of all steps, microseconds.
+    pub engine_sim_us: AtomicU64,
+    /// How late the engine woke up after its steps' deadlines, summed, microseconds.
+    pub engine_lag_us: AtomicU64,
     http_status: [AtomicU64; STATUSES.len() + 1],
     faults: [AtomicU64; FAULT_NAMES.len()],
 }
@@ -144,6 +148,24 @@ impl Metrics {
                 out,
                 "# HELP {name}_total {help}\n# TYPE {name}_total counter\n{name}_total{{{lbl}{extra}}} {}\n",
                 v.load(Relaxed)
+            );
+        }
+        for (name, help, v) in [
+            (
+                "llm_sim:engine_step_seconds_total",
+                "Simulated time of all engine steps.",
+                &self.engine_sim_us,
+            ),
+            (
+                "llm_sim:engine_lag_seconds_total",
+                "Sum over steps of how late the engine woke after the step's deadline (timer granularity and CPU contention).",
+                &self.engine_lag_us,
+            ),
+        ] {
+            let _ = write!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{{lbl}}} {:.6}\n",
+                v.load(Relaxed) as f64 / 1e6
             );
         }
         let _ = writeln!(

@@ -51,8 +51,15 @@ pub struct SimServer {
     pub addr: SocketAddr,
     state: Arc<AppState>,
     shutdown: watch::Sender<bool>,
-    accept_task: tokio::task::JoinHandle<()>,
-    engine_task: tokio::task::JoinHandle<()>,
+    accept_task: Option<tokio::task::JoinHandle<()>>,
+    engine_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for SimServer {
+    /// Dropping without `shutdown()` still stops the server (without waiting for it).
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
 }
 
 impl SimServer {
@@ -72,10 +79,14 @@ impl SimServer {
     }
 
     /// Stops accepting, aborts in-flight requests and waits for the engine to stop.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(true);
-        let _ = self.accept_task.await;
-        let _ = self.engine_task.await;
+        if let Some(t) = self.accept_task.take() {
+            let _ = t.await;
+        }
+        if let Some(t) = self.engine_task.take() {
+            let _ = t.await;
+        }
     }
 }
 
@@ -114,8 +125,8 @@ pub async fn start(cfg: SimConfig) -> anyhow::Result<SimServer> {
         addr,
         state,
         shutdown,
-        accept_task,
-        engine_task,
+        accept_task: Some(accept_task),
+        engine_task: Some(engine_task),
     })
 }
 
@@ -194,6 +205,14 @@ async fn route(state: Arc<AppState>, req: Request<Incoming>) -> Result<Response<
     Ok(resp)
 }
 
+fn authorized(req: &Request<Incoming>, key: &str) -> bool {
+    req.headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|k| k == key)
+}
+
 fn not_found() -> Response<Body> {
     full(
         StatusCode::NOT_FOUND,
@@ -213,6 +232,15 @@ fn method_not_allowed() -> Response<Body> {
 async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
+    if let Some(key) = &state.cfg.api_key {
+        if path.starts_with("/v1/") && !authorized(&req, key) {
+            return full(
+                StatusCode::UNAUTHORIZED,
+                "application/json",
+                r#"{"error":"Unauthorized"}"#,
+            );
+        }
+    }
     let gen = |api: Api, stream: bool| (api, stream);
     let target = match path.as_str() {
         "/v1/chat/completions" => Some(gen(Api::Chat, false)),
