@@ -651,7 +651,13 @@ fn make_build_fn(
             PromptPayload::Text(&s.text)
         };
         // Servers reject max_tokens 0: rows with output_length 0 ask for one token.
-        backend::encode_body(kind, &params, payload, req.output_length.max(1), &mut s.body);
+        backend::encode_body(
+            kind,
+            &params,
+            payload,
+            req.output_length.max(1),
+            &mut s.body,
+        );
         Prepared {
             index: req.index,
             body: Bytes::copy_from_slice(&s.body),

@@ -349,3 +349,75 @@ fn client_binary_replays_against_the_simulator() {
         .all(|r| r.status == Status::Ok && r.prompt_tokens == Some(r.input_length)));
     assert!(out.with_file_name("output.jsonl.summary.json").exists());
 }
+
+fn qwen3_dir() -> Option<PathBuf> {
+    let dir = match std::env::var_os("REQUEST_SIM_QWEN3_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/tokenizers/qwen3"),
+    };
+    if dir.join("tokenizer.json").is_file() && dir.join("tokenizer_config.json").is_file() {
+        return Some(dir);
+    }
+    let msg = format!(
+        "Qwen3 tokenizer not found in {} — run scripts/fetch-tokenizer.sh",
+        dir.display()
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg}");
+    }
+    eprintln!("\n!!!!!!!! SKIPPING Qwen3 replay test: {msg} !!!!!!!!\n");
+    None
+}
+
+#[test]
+fn replay_with_qwen3_gives_server_prompt_tokens_equal_to_input_length() {
+    let Some(q) = qwen3_dir() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 24, 512);
+    let tok = q.join("tokenizer.json");
+    let tokc = q.join("tokenizer_config.json");
+    // The simulator tokenizes with the same tokenizer and renders Qwen3's chat template.
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+        tokenizer: Some(tok.clone()),
+        tokenizer_config: Some(tokc.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    for (mode, extra) in [("template", true), ("calibration", false)] {
+        let out = dir.path().join(format!("{mode}.jsonl"));
+        let mut argv = vec![
+            "--endpoint".to_string(),
+            sim.base_url(),
+            "--dataset-path".into(),
+            trace.to_str().unwrap().into(),
+            "--tokenizer".into(),
+            tok.to_str().unwrap().into(),
+            "-q".into(),
+            "--scale-factor".into(),
+            "4".into(),
+            "-o".into(),
+            out.to_str().unwrap().into(),
+        ];
+        if extra {
+            argv.push("--tokenizer-config".into());
+            argv.push(tokc.to_str().unwrap().into());
+        }
+        let refs: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let cfg = ReplayConfig::from_args(replay_args(&refs), Flavor::Replay).unwrap();
+        let outcome = request_sim::run::replay(cfg).unwrap();
+        let recs = read_records(&out);
+        assert_eq!(recs.len(), 24);
+        for r in &recs {
+            assert_eq!(r.status, Status::Ok, "{mode}: {r:?}");
+            assert_eq!(
+                r.prompt_tokens,
+                Some(r.input_length),
+                "{mode}: request {}",
+                r.index
+            );
+        }
+        assert_eq!(outcome.summary.run.chat_overhead, Some(8), "{mode}");
+        let pv = outcome.summary.run.prompt_verification.unwrap();
+        assert!(pv.checked > 0 && pv.exact == pv.checked, "{mode}: {pv:?}");
+    }
+}
