@@ -192,6 +192,16 @@ impl Endpoint {
     pub fn has_api_key(&self) -> bool {
         self.api_key.is_some()
     }
+
+    /// `text` with every occurrence of the API key replaced by `<redacted>`.
+    pub fn redact(&self, text: String) -> String {
+        match &self.api_key {
+            Some(k) if !k.is_empty() && text.contains(k.as_str()) => {
+                text.replace(k.as_str(), "<redacted>")
+            }
+            _ => text,
+        }
+    }
 }
 
 /// HTTP client settings.
@@ -287,6 +297,9 @@ pub async fn execute(
         }
         Err((s, e)) => (s, Some(e)),
     };
+    // Servers may echo the key in an error ("Incorrect API key provided: sk-..."): it must
+    // never reach a record.
+    let error = error.map(|e| ep.redact(e));
     Outcome {
         status,
         http_status,
@@ -308,8 +321,25 @@ fn classify(e: &reqwest::Error, during_body: bool) -> ExchangeError {
         }
         s
     };
+    // The peer answered, but not with HTTP (or with a broken response head).
+    let unparsable = {
+        let mut src = std::error::Error::source(e);
+        let mut found = false;
+        while let Some(inner) = src {
+            if let Some(h) = inner.downcast_ref::<hyper::Error>() {
+                found |= h.is_parse() || h.is_parse_status() || h.is_parse_too_large();
+            }
+            src = inner.source();
+        }
+        found
+    };
     if e.is_timeout() {
         (Status::Timeout, msg)
+    } else if unparsable {
+        (
+            Status::ProtocolError,
+            format!("the server's answer is not valid HTTP: {msg}"),
+        )
     } else if e.is_connect() {
         (Status::ConnectError, msg)
     } else if during_body {
