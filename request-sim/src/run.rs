@@ -126,9 +126,11 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     let sim = match (&cfg.target, cfg.dry_run) {
         (Target::BuiltinSimulator, false) => {
-            let mut sc = llm_sim::SimConfig::default();
-            sc.tokenizer = cfg.tokenizer.clone();
-            sc.tokenizer_config = cfg.tokenizer_config.clone();
+            let sc = llm_sim::SimConfig {
+                tokenizer: cfg.tokenizer.clone(),
+                tokenizer_config: cfg.tokenizer_config.clone(),
+                ..Default::default()
+            };
             let s = llm_sim::spawn_in_thread(sc)
                 .map_err(|e| format!("cannot start the built-in simulator: {e:#}"))?;
             say(
@@ -275,7 +277,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     // ---- records and summary ----
     let report_cfg = ReportConfig {
         percentiles: cfg.percentiles.clone(),
-        slo: cfg.slo.clone(),
+        slo: cfg.slo,
     };
     let acc = Arc::new(Mutex::new(Some(Accumulator::new(&report_cfg))));
     let acc_sink = acc.clone();
@@ -603,10 +605,7 @@ async fn run_one(
 
 async fn watch_signals(control: Arc<Control>) {
     #[cfg(unix)]
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => Some(s),
-        Err(_) => None,
-    };
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     loop {
         #[cfg(unix)]
         {
@@ -625,10 +624,14 @@ async fn watch_signals(control: Arc<Control>) {
             eprintln!(
                 "\nrequest-sim: interrupted: stopped sending; waiting for in-flight requests (press Ctrl-C again to cancel them now)"
             );
-        } else {
+        } else if !control.cancel.is_cancelled() {
             eprintln!("\nrequest-sim: cancelling in-flight requests");
             control.cancel.cancel();
-            return;
+        } else {
+            // Once installed, the handler stays: without this a run stuck after the cancel
+            // could no longer be interrupted. Records written so far are complete lines.
+            eprintln!("\nrequest-sim: interrupted again: exiting now");
+            std::process::exit(130);
         }
     }
 }
