@@ -248,6 +248,8 @@ pub struct Outcome {
 /// Largest SSE event / error body we keep.
 const MAX_EVENT_BYTES: usize = 8 << 20;
 const MAX_ERROR_BODY: usize = 4096;
+/// How long the body of an HTTP error response is waited for.
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(1);
 
 /// Send one request (body already built) and read its response to the end.
 ///
@@ -379,17 +381,22 @@ async fn exchange(
     let mut stream = resp.bytes_stream();
     if !status.is_success() {
         let mut buf = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(c) => {
-                    buf.extend_from_slice(&c);
-                    if buf.len() >= MAX_ERROR_BODY {
-                        break;
+        // The status is what matters: a server that never finishes its error body must not
+        // turn an HTTP error into a timeout.
+        let read = async {
+            while let Some(chunk) = stream.next().await {
+                match chunk {
+                    Ok(c) => {
+                        buf.extend_from_slice(&c);
+                        if buf.len() >= MAX_ERROR_BODY {
+                            break;
+                        }
                     }
+                    Err(_) => break,
                 }
-                Err(_) => break,
             }
-        }
+        };
+        let _ = tokio::time::timeout(ERROR_BODY_WAIT, read).await;
         return Err((
             Status::HttpError,
             format!("HTTP {}: {}", status.as_u16(), error_message(&buf)),
