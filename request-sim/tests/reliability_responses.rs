@@ -247,3 +247,57 @@ fn data_after_done_is_a_protocol_error() {
     );
     expect(&r, Status::ProtocolError, "data after [DONE]");
 }
+
+/// Replay 2 requests against `endpoint` (nothing answering HTTP there); the records.
+fn replay_unreachable(endpoint: &str) -> Vec<Record> {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "t.jsonl", 2, 10.0, 16, 4);
+    let mut args = base_args(endpoint, &trace, dir.path());
+    args.extend(["--request-timeout".to_string(), "5".to_string()]);
+    let t = Instant::now();
+    let out = replay(&strs(&args)).unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(out.summary.counts_add_up);
+    read_records(&dir.path().join("records.jsonl"))
+}
+
+#[test]
+fn connection_refused_is_a_connect_error() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let r = replay_unreachable(&format!("http://127.0.0.1:{port}/v1/chat/completions"));
+    expect(&r, Status::ConnectError, "");
+    assert!(r[0].error.as_deref().unwrap().contains("refused"), "{r:?}");
+    assert_eq!(r[0].http_status, None);
+}
+
+#[test]
+fn tls_to_a_plain_server_is_a_connect_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            let _ = std::io::Write::write_all(&mut s, b"HTTP/1.1 400 Bad Request\r\n\r\n");
+        }
+    });
+    let r = replay_unreachable(&format!("https://{addr}/v1/chat/completions"));
+    expect(&r, Status::ConnectError, "");
+}
+
+#[test]
+fn error_status_with_an_endless_body_is_an_http_error() {
+    let mut s = Script::raw(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"message\":\"over");
+    s.hang = Some(Duration::from_secs(6));
+    let r = replay_against(s, CHAT, &[]);
+    expect(&r, Status::HttpError, "HTTP 503: {\"message\":\"over");
+    assert_eq!(r[0].http_status, Some(503));
+}
