@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -517,15 +518,27 @@ async fn run_one(
         }
     } else {
         let timeout = ctx.cfg.timeout.for_output(req.output_length);
-        backend::execute(
+        let exec = backend::execute(
             &ctx.client,
             &ctx.ep,
             prepared.body,
             Some(timeout),
             &ctx.control.cancel,
             ctx.cfg.allow_missing_usage,
-        )
-        .await
+        );
+        // A bug while reading a response must not lose the request's record (the panic
+        // message itself still goes to stderr).
+        match std::panic::AssertUnwindSafe(exec).catch_unwind().await {
+            Ok(o) => o,
+            Err(_) => backend::Outcome {
+                status: Status::ProtocolError,
+                http_status: None,
+                error: Some(
+                    "internal error while handling the response (a request-sim bug)".to_string(),
+                ),
+                state: Default::default(),
+            },
+        }
     };
     let st = &outcome.state;
     let rel = |t: Option<Instant>| t.map(|t| ms_between(sent, t));
