@@ -22,8 +22,11 @@ for t in "${targets[@]}"; do
     echo "== fuzz target $t for ${secs}s (sanitizer: $sanitizer)"
     mkdir -p "fuzz/corpus/$t"
     seeds=()
-    if [ "$t" = trace_parse ] && [ -d request-sim/tests/data/traces ]; then
-        seeds=(request-sim/tests/data/traces)
+    if [ -d "fuzz/seeds/$t" ]; then
+        seeds+=("fuzz/seeds/$t")
+    fi
+    if [ "$t" = trace_parse ]; then
+        seeds+=(request-sim/tests/data/traces)
     fi
     cargo fuzz run --fuzz-dir fuzz --sanitizer "$sanitizer" "$t" "fuzz/corpus/$t" "${seeds[@]}" -- \
         -max_total_time="$secs" -max_len=8192 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
