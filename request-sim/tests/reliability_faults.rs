@@ -322,3 +322,18 @@ fn missing_usage_allowed_counts_chunks() {
         s.warnings
     );
 }
+
+#[test]
+fn slow_accept_delays_but_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = FaultConfig {
+        seed: 16,
+        slow_accept_rate: 0.2,
+        slow_accept_ms: 300,
+        ..FaultConfig::default()
+    };
+    // Connections, not requests, are delayed: nothing fails.
+    let r = run_with(dir.path(), faults, |_| false, &[]);
+    check_accounting(&r, Status::Timeout);
+    assert_eq!(r.summary.status.ok, N);
+}
