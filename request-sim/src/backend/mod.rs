@@ -90,8 +90,11 @@ impl Endpoint {
         route: Option<String>,
         api_key: Option<String>,
     ) -> Result<Endpoint, String> {
-        let mut url = reqwest::Url::parse(endpoint)
-            .map_err(|e| format!("--endpoint {endpoint:?} is not a valid URL: {e}"))?;
+        let mut url = reqwest::Url::parse(endpoint).map_err(|e| {
+            // Without any user:password@ part: the error is printed.
+            let shown = crate::report::sanitize_url(endpoint);
+            format!("--endpoint {shown:?} is not a valid URL: {e}")
+        })?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!(
                 "--endpoint must be http:// or https://, got {:?}",
@@ -542,6 +545,18 @@ mod tests {
         assert!(!dbg.contains("sk-secret") && !dbg.contains("pw"), "{dbg}");
         assert!(!e.display_url().contains("pw"));
         assert_eq!(e.base_url(), "http://h:8000");
+        let err = Endpoint::resolve(
+            "http://u:sk-secret@h:99999",
+            ApiFlavor::Openai,
+            true,
+            None,
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("is not a valid URL") && !err.contains("sk-secret"),
+            "{err}"
+        );
     }
 
     #[test]
