@@ -255,6 +255,18 @@ impl ReplayConfig {
         } else {
             !client
         };
+        // The endpoint is checked here too (it is resolved again when the run starts) so that
+        // a bad URL or a chat endpoint with --token-ids fails before the trace is loaded.
+        if let Some(e) = &a.endpoint {
+            let ep =
+                crate::backend::Endpoint::resolve(e, a.api, stream, a.aibrix_route.clone(), None)?;
+            if a.token_ids && ep.kind != crate::backend::ApiKind::Completions {
+                return Err(format!(
+                    "--token-ids needs a completions endpoint (…/v1/completions), not {}",
+                    ep.display_url()
+                ));
+            }
+        }
         let scale_factor = positive("--scale-factor", a.scale_factor)?;
         let time_in_secs = match (a.time_in_secs, client) {
             (Some(t), _) => Some(positive("--time-in-secs", t)?),

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -517,15 +518,27 @@ async fn run_one(
         }
     } else {
         let timeout = ctx.cfg.timeout.for_output(req.output_length);
-        backend::execute(
+        let exec = backend::execute(
             &ctx.client,
             &ctx.ep,
             prepared.body,
             Some(timeout),
             &ctx.control.cancel,
             ctx.cfg.allow_missing_usage,
-        )
-        .await
+        );
+        // A bug while reading a response must not lose the request's record (the panic
+        // message itself still goes to stderr).
+        match std::panic::AssertUnwindSafe(exec).catch_unwind().await {
+            Ok(o) => o,
+            Err(_) => backend::Outcome {
+                status: Status::ProtocolError,
+                http_status: None,
+                error: Some(
+                    "internal error while handling the response (a request-sim bug)".to_string(),
+                ),
+                state: Default::default(),
+            },
+        }
     };
     let st = &outcome.state;
     let rel = |t: Option<Instant>| t.map(|t| ms_between(sent, t));
@@ -624,10 +637,14 @@ async fn watch_signals(control: Arc<Control>) {
             eprintln!(
                 "\nrequest-sim: interrupted: stopped sending; waiting for in-flight requests (press Ctrl-C again to cancel them now)"
             );
-        } else {
+        } else if !control.cancel.is_cancelled() {
             eprintln!("\nrequest-sim: cancelling in-flight requests");
             control.cancel.cancel();
-            return;
+        } else {
+            // Once installed, the handler stays: without this a run stuck after the cancel
+            // could no longer be interrupted. Records written so far are complete lines.
+            eprintln!("\nrequest-sim: interrupted again: exiting now");
+            std::process::exit(130);
         }
     }
 }

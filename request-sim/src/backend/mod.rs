@@ -90,8 +90,11 @@ impl Endpoint {
         route: Option<String>,
         api_key: Option<String>,
     ) -> Result<Endpoint, String> {
-        let mut url = reqwest::Url::parse(endpoint)
-            .map_err(|e| format!("--endpoint {endpoint:?} is not a valid URL: {e}"))?;
+        let mut url = reqwest::Url::parse(endpoint).map_err(|e| {
+            // Without any user:password@ part: the error is printed.
+            let shown = crate::report::sanitize_url(endpoint);
+            format!("--endpoint {shown:?} is not a valid URL: {e}")
+        })?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!(
                 "--endpoint must be http:// or https://, got {:?}",
@@ -192,6 +195,16 @@ impl Endpoint {
     pub fn has_api_key(&self) -> bool {
         self.api_key.is_some()
     }
+
+    /// `text` with every occurrence of the API key replaced by `<redacted>`.
+    pub fn redact(&self, text: String) -> String {
+        match &self.api_key {
+            Some(k) if !k.is_empty() && text.contains(k.as_str()) => {
+                text.replace(k.as_str(), "<redacted>")
+            }
+            _ => text,
+        }
+    }
 }
 
 /// HTTP client settings.
@@ -238,6 +251,8 @@ pub struct Outcome {
 /// Largest SSE event / error body we keep.
 const MAX_EVENT_BYTES: usize = 8 << 20;
 const MAX_ERROR_BODY: usize = 4096;
+/// How long the body of an HTTP error response is waited for.
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(1);
 
 /// Send one request (body already built) and read its response to the end.
 ///
@@ -287,6 +302,9 @@ pub async fn execute(
         }
         Err((s, e)) => (s, Some(e)),
     };
+    // Servers may echo the key in an error ("Incorrect API key provided: sk-..."): it must
+    // never reach a record.
+    let error = error.map(|e| ep.redact(e));
     Outcome {
         status,
         http_status,
@@ -308,8 +326,25 @@ fn classify(e: &reqwest::Error, during_body: bool) -> ExchangeError {
         }
         s
     };
+    // The peer answered, but not with HTTP (or with a broken response head).
+    let unparsable = {
+        let mut src = std::error::Error::source(e);
+        let mut found = false;
+        while let Some(inner) = src {
+            if let Some(h) = inner.downcast_ref::<hyper::Error>() {
+                found |= h.is_parse() || h.is_parse_status() || h.is_parse_too_large();
+            }
+            src = inner.source();
+        }
+        found
+    };
     if e.is_timeout() {
         (Status::Timeout, msg)
+    } else if unparsable {
+        (
+            Status::ProtocolError,
+            format!("the server's answer is not valid HTTP: {msg}"),
+        )
     } else if e.is_connect() {
         (Status::ConnectError, msg)
     } else if during_body {
@@ -349,17 +384,22 @@ async fn exchange(
     let mut stream = resp.bytes_stream();
     if !status.is_success() {
         let mut buf = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(c) => {
-                    buf.extend_from_slice(&c);
-                    if buf.len() >= MAX_ERROR_BODY {
-                        break;
+        // The status is what matters: a server that never finishes its error body must not
+        // turn an HTTP error into a timeout.
+        let read = async {
+            while let Some(chunk) = stream.next().await {
+                match chunk {
+                    Ok(c) => {
+                        buf.extend_from_slice(&c);
+                        if buf.len() >= MAX_ERROR_BODY {
+                            break;
+                        }
                     }
+                    Err(_) => break,
                 }
-                Err(_) => break,
             }
-        }
+        };
+        let _ = tokio::time::timeout(ERROR_BODY_WAIT, read).await;
         return Err((
             Status::HttpError,
             format!("HTTP {}: {}", status.as_u16(), error_message(&buf)),
@@ -505,6 +545,18 @@ mod tests {
         assert!(!dbg.contains("sk-secret") && !dbg.contains("pw"), "{dbg}");
         assert!(!e.display_url().contains("pw"));
         assert_eq!(e.base_url(), "http://h:8000");
+        let err = Endpoint::resolve(
+            "http://u:sk-secret@h:99999",
+            ApiFlavor::Openai,
+            true,
+            None,
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("is not a valid URL") && !err.contains("sk-secret"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -79,14 +79,15 @@ impl SseParser {
                 }
                 self.data.extend_from_slice(value);
                 self.has_data = true;
-                if self.data.len() > self.limit {
-                    return Err(SseError::Oversized { limit: self.limit });
-                }
             } else if line == b"data" {
                 if self.has_data {
                     self.data.push(b'\n');
                 }
                 self.has_data = true;
+            }
+            // Checked for bare `data` lines too: each adds a newline to the event.
+            if self.data.len() > self.limit {
+                return Err(SseError::Oversized { limit: self.limit });
             }
             // other fields (event:, id:, retry:) and comments (":") are ignored
         }
@@ -171,5 +172,9 @@ mod tests {
         let mut p = SseParser::new(16);
         let r = p.push(&[b'x'; 40], |_| {});
         assert!(r.is_err());
+        // Bare `data` lines add a newline each: they count towards the limit too.
+        let mut p = SseParser::new(16);
+        let r = p.push(&b"data\n".repeat(40), |_| {});
+        assert_eq!(r, Err(SseError::Oversized { limit: 16 }));
     }
 }

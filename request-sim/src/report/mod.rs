@@ -111,22 +111,24 @@ pub fn read_records_from<R: Read>(
 ) -> anyhow::Result<(Vec<Record>, ReadStats)> {
     let mut records = Vec::new();
     let mut st = ReadStats::default();
-    let mut buf = String::new();
+    // Bytes, not `read_line`: a line cut by a kill may end inside a UTF-8 character, which
+    // must count as a partial last line, not as a read error.
+    let mut buf = Vec::new();
     loop {
         buf.clear();
         let n = reader
-            .read_line(&mut buf)
+            .read_until(b'\n', &mut buf)
             .with_context(|| format!("{name}:{}: read error", st.lines + 1))?;
         if n == 0 {
             break;
         }
         st.lines += 1;
-        let complete = buf.ends_with('\n');
-        let line = buf.trim();
+        let complete = buf.ends_with(b"\n");
+        let line = buf.trim_ascii();
         if line.is_empty() {
             continue;
         }
-        match serde_json::from_str::<Record>(line) {
+        match serde_json::from_slice::<Record>(line) {
             Ok(r) => {
                 if r.itl_ms.is_some() {
                     st.with_itl += 1;

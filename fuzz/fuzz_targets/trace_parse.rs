@@ -1,0 +1,49 @@
+//! Trace parsers: `parse_reader` with detection and with each forced format, on arbitrary bytes
+//! (plain or gzip). Any input must give a trace or an error, never a panic; a trace must keep
+//! the loader's invariants.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use request_sim::trace::{ideal_prefix_hits, parse_reader, LoadOptions, TraceFormat};
+
+const FORMATS: [Option<TraceFormat>; 5] = [
+    None,
+    Some(TraceFormat::Mooncake),
+    Some(TraceFormat::Bailian),
+    Some(TraceFormat::Azure),
+    Some(TraceFormat::Generic),
+];
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&sel, input)) = data.split_first() else {
+        return;
+    };
+    let opts = LoadOptions {
+        format: FORMATS[usize::from(sel % 5)],
+        block_size: match (sel >> 3) & 3 {
+            0 => None,
+            1 => Some(1),
+            2 => Some(16),
+            _ => Some(512),
+        },
+        skip_invalid: sel & 0x20 != 0,
+        max_requests: (sel & 0x40 != 0).then_some(3),
+        start_ms: (sel & 0x80 != 0).then_some(1.0),
+        max_line_bytes: Some(4096),
+        ..LoadOptions::default()
+    };
+    if let Ok(trace) = parse_reader("fuzz", input, &opts) {
+        assert!(!trace.requests.is_empty());
+        for (i, r) in trace.requests.iter().enumerate() {
+            assert_eq!(r.index, i);
+            assert!(r.timestamp_ms.is_finite() && r.timestamp_ms >= 0.0);
+            assert!(r.line >= 1);
+        }
+        assert!(trace
+            .requests
+            .windows(2)
+            .all(|w| w[0].timestamp_ms <= w[1].timestamp_ms));
+        let hits = ideal_prefix_hits(&trace);
+        assert_eq!(hits.len(), trace.requests.len());
+    }
+});
