@@ -421,3 +421,125 @@ fn replay_with_qwen3_gives_server_prompt_tokens_equal_to_input_length() {
         assert!(pv.checked > 0 && pv.exact == pv.checked, "{mode}: {pv:?}");
     }
 }
+
+/// vLLM's `np.percentile` (linear interpolation at p/100·(n−1)).
+fn np_percentile(v: &[f64], p: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let x = p / 100.0 * (s.len() - 1) as f64;
+    let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+    s[lo] + (s[hi] - s[lo]) * (x - lo as f64)
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+#[test]
+fn summary_of_a_real_run_matches_vllm_definitions_recomputed_from_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 60, 64);
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let out = dir.path().join("run.jsonl");
+    let args = replay_args(&[
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--block-size",
+        "64",
+        "-q",
+        "--scale-factor",
+        "3",
+        "--record-itl",
+        "--goodput",
+        "ttft:30",
+        "tpot:4",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let s = request_sim::run::replay(ReplayConfig::from_args(args, Flavor::Replay).unwrap())
+        .unwrap()
+        .summary;
+    let recs = read_records(&out);
+    let ok: Vec<&Record> = recs.iter().filter(|r| r.status == Status::Ok).collect();
+    assert_eq!(ok.len(), 60);
+
+    let ttft: Vec<f64> = ok.iter().map(|r| r.ttft_ms.unwrap()).collect();
+    let e2el: Vec<f64> = ok.iter().map(|r| r.e2e_ms.unwrap()).collect();
+    let tpot: Vec<f64> = ok
+        .iter()
+        .filter(|r| r.output_tokens.unwrap() > 1)
+        .map(|r| (r.e2e_ms.unwrap() - r.ttft_ms.unwrap()) / (r.output_tokens.unwrap() as f64 - 1.0))
+        .collect();
+    let itl: Vec<f64> = ok.iter().flat_map(|r| r.itl_ms.clone().unwrap()).collect();
+    // E2EL − TTFT = Σ ITL for every request.
+    for r in &ok {
+        let sum: f64 = r.itl_ms.as_ref().unwrap().iter().sum();
+        assert!(
+            (r.e2e_ms.unwrap() - r.ttft_ms.unwrap() - sum).abs() < 0.01,
+            "{r:?}"
+        );
+    }
+    let close = |a: f64, b: f64, what: &str| {
+        assert!(
+            (a - b).abs() <= 1e-6 * b.abs().max(1.0) + 1e-3,
+            "{what}: {a} vs {b}"
+        )
+    };
+    let lat = &s.latency;
+    close(lat.ttft.mean, mean(&ttft), "mean ttft");
+    close(
+        lat.ttft.percentile(99.0).unwrap(),
+        np_percentile(&ttft, 99.0),
+        "p99 ttft",
+    );
+    close(lat.tpot.mean, mean(&tpot), "mean tpot");
+    close(
+        lat.tpot.percentile(99.0).unwrap(),
+        np_percentile(&tpot, 99.0),
+        "p99 tpot",
+    );
+    close(lat.e2el.mean, mean(&e2el), "mean e2el");
+    close(
+        lat.e2el.percentile(99.0).unwrap(),
+        np_percentile(&e2el, 99.0),
+        "p99 e2el",
+    );
+    close(lat.itl.mean, mean(&itl), "mean itl");
+    close(
+        lat.itl.percentile(99.0).unwrap(),
+        np_percentile(&itl, 99.0),
+        "p99 itl",
+    );
+
+    // Throughputs over first send → last completion.
+    let first = ok
+        .iter()
+        .map(|r| r.sent_ms.unwrap())
+        .fold(f64::MAX, f64::min);
+    let last = ok
+        .iter()
+        .map(|r| r.sent_ms.unwrap() + r.done_ms.or(r.e2e_ms).unwrap())
+        .fold(0.0, f64::max);
+    let dur = (last - first) / 1e3;
+    close(s.duration_s, dur, "duration");
+    let out_tokens: u64 = ok.iter().map(|r| u64::from(r.output_tokens.unwrap())).sum();
+    let in_tokens: u64 = ok.iter().map(|r| u64::from(r.input_length)).sum();
+    close(s.request_throughput, 60.0 / dur, "request throughput");
+    close(
+        s.output_throughput,
+        out_tokens as f64 / dur,
+        "output throughput",
+    );
+    close(
+        s.total_token_throughput,
+        (in_tokens + out_tokens) as f64 / dur,
+        "total token throughput",
+    );
+    let good = ok
+        .iter()
+        .filter(|r| r.ttft_ms.unwrap() <= 30.0 && r.tpot_ms.is_none_or(|t| t <= 4.0))
+        .count();
+    close(s.request_goodput.unwrap(), good as f64 / dur, "goodput");
+}
