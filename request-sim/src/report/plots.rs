@@ -230,7 +230,9 @@ impl Chart for Cdfs {
         for (area, (name, sorted)) in areas.iter().zip(&self.panels) {
             let n = sorted.len();
             let x_max = upper(sorted.last().copied().unwrap_or(0.0));
-            let caption = if n == 0 {
+            let caption = if n == 0 && name == "ITL" {
+                "ITL: no per-chunk values in the records (replay with --record-itl)".to_string()
+            } else if n == 0 {
                 format!("{name}: no values")
             } else {
                 let p = |q| percentile_sorted(sorted, q);
