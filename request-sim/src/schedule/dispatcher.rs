@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use super::clock::wait_until;
+use super::clock::Waiter;
 use super::producer::{Prepared, Producers};
 use crate::trace::TraceRequest;
 
@@ -63,6 +63,8 @@ pub struct DispatchStats {
     pub late_over_5ms: u64,
     /// Latest hand-over, ms after its scheduled time.
     pub max_late_ms: f64,
+    /// CPU time spent spinning before send times, seconds.
+    pub spin_s: f64,
 }
 
 /// Dispatch `requests` in order; `send(prepared, scheduled)` hands one to the runtime.
@@ -76,19 +78,23 @@ pub fn dispatch(
 ) -> DispatchResult {
     let mut stats = DispatchStats::default();
     let mut last_send = None;
-    let result = |dispatched, reason, stats, last_send| DispatchResult {
-        dispatched,
-        reason,
-        stats,
-        last_send,
+    let mut waiter = Waiter::new(plan.spin);
+    let result = |dispatched, reason, mut stats: DispatchStats, last_send, w: &Waiter| {
+        stats.spin_s = w.spun().as_secs_f64();
+        DispatchResult {
+            dispatched,
+            reason,
+            stats,
+            last_send,
+        }
     };
     for (i, req) in requests.iter().enumerate() {
         let offset = plan.offset(req.timestamp_ms);
         if let Some(limit) = plan.time_limit {
             if offset >= limit {
                 // Wait out the time limit so in-flight requests get the full window.
-                let _ = wait_until(start + limit, plan.spin, stop);
-                return result(i, StopReason::TimeLimit, stats, last_send);
+                let _ = waiter.wait_until(start + limit, stop);
+                return result(i, StopReason::TimeLimit, stats, last_send, &waiter);
             }
         }
         let scheduled = start + offset;
@@ -99,12 +105,14 @@ pub fn dispatch(
                 stats.not_ready += 1;
                 match producers.take(i) {
                     Some(p) => p,
-                    None => return result(i, StopReason::ProducerFailed, stats, last_send),
+                    None => {
+                        return result(i, StopReason::ProducerFailed, stats, last_send, &waiter)
+                    }
                 }
             }
         };
-        if !wait_until(scheduled, plan.spin, stop) {
-            return result(i, StopReason::Stopped, stats, last_send);
+        if !waiter.wait_until(scheduled, stop) {
+            return result(i, StopReason::Stopped, stats, last_send, &waiter);
         }
         let now = Instant::now();
         let late = now.saturating_duration_since(scheduled);
@@ -118,5 +126,11 @@ pub fn dispatch(
         send(prepared, scheduled);
         last_send = Some(now);
     }
-    result(requests.len(), StopReason::Completed, stats, last_send)
+    result(
+        requests.len(),
+        StopReason::Completed,
+        stats,
+        last_send,
+        &waiter,
+    )
 }
