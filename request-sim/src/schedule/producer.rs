@@ -145,10 +145,6 @@ impl Producers {
                     if tx.send(prepared).is_err() {
                         break; // dispatcher gone
                     }
-                    // Refilling after a burst is a run of CPU-bound builds exactly when the
-                    // I/O threads must start the burst's requests: offer the core between
-                    // bodies so they do not wait a whole scheduler slice (drift).
-                    std::thread::yield_now();
                     i += n;
                 }
             });
