@@ -62,6 +62,10 @@ pub struct ReplayArgs {
     /// Replay at most this many requests.
     #[arg(long)]
     pub max_requests: Option<usize>,
+    /// Cap every request's output_length at N tokens (requested and recorded): short outputs
+    /// for load tests where the server must keep up with high request rates.
+    #[arg(long, value_name = "N")]
+    pub max_output_tokens: Option<u32>,
 
     // ---- prompts ----
     /// HF tokenizer.json of the served model: prompts get exactly the trace's token counts.

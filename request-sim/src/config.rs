@@ -122,6 +122,8 @@ pub struct ReplayConfig {
     pub spin: Duration,
     pub pin: bool,
     pub dry_run: bool,
+    /// `--max-output-tokens`: cap on every request's output_length.
+    pub max_output_tokens: Option<u32>,
     pub output_path: PathBuf,
     pub summary_path: PathBuf,
     pub result_dir: Option<PathBuf>,
@@ -323,6 +325,9 @@ impl ReplayConfig {
                 "--threads must be between 1 and 1024, got {threads}"
             ));
         }
+        if a.max_output_tokens == Some(0) {
+            return Err("--max-output-tokens must be at least 1".into());
+        }
         if a.spin_us > 100_000 {
             return Err(format!(
                 "--spin-us must be at most 100000, got {}",
@@ -415,6 +420,7 @@ impl ReplayConfig {
             spin: Duration::from_micros(a.spin_us),
             pin: !a.no_pin,
             dry_run: a.dry_run,
+            max_output_tokens: a.max_output_tokens,
             output_path,
             summary_path,
             result_dir: a.result_dir,

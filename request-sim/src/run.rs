@@ -15,7 +15,7 @@ use crate::backend::{self, ApiKind, BodyParams, Endpoint, PromptPayload};
 use crate::config::{ReplayConfig, Target, TraceSource};
 use crate::prompt::{self, PromptBuilder, Vocab};
 use crate::record::{Finished, Record, RecordWriter, Status, TokenSource};
-use crate::report::{self, Accumulator, ReportConfig, RunInfo, Summary};
+use crate::report::{self, Accumulator, ReportConfig, RunInfo, StartupTimes, Summary};
 use crate::schedule::{
     self, BuildFn, DispatchPlan, Prepared, ProducerConfig, Producers, Scratch, StopReason,
 };
@@ -84,13 +84,29 @@ pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace, String> {
 
 /// Run a replay to the end and write its records and summary.
 pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
+    let t_start = Instant::now();
+    let mut startup = StartupTimes::default();
     let quiet = false;
     for n in &cfg.notes {
         say(quiet, format!("note: {n}"));
     }
+    // The tokenizer (hundreds of ms for a real model's) loads while the trace is read.
+    let tokenizer_job = cfg.tokenizer.clone().map(|p| {
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            let r = prompt::load_tokenizer(&p).map_err(|e| e.to_string());
+            (r, ms_since(t))
+        })
+    });
     // ---- trace ----
     let trace = load_trace(&cfg)?;
-    let requests = Arc::new(trace.requests.clone());
+    let mut requests = trace.requests.clone();
+    if let Some(cap) = cfg.max_output_tokens {
+        for r in &mut requests {
+            r.output_length = r.output_length.min(cap);
+        }
+    }
+    let requests = Arc::new(requests);
     let ideal_ratio = {
         let hits: u64 = trace::analyze::ideal_prefix_hits(&trace)
             .iter()
@@ -118,7 +134,10 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         ),
     );
 
+    startup.trace_load_ms = ms_since(t_start);
+
     // ---- runtime and server ----
+    let t_phase = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.threads)
         .thread_name("request-io")
@@ -178,15 +197,24 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     .to_string();
     let client = backend::build_client(&backend::ClientOptions {
         insecure: cfg.insecure,
+        tls_roots: ep.url.scheme() == "https",
         ..Default::default()
     })?;
 
+    startup.runtime_ms = ms_since(t_phase);
+
     // ---- prompts ----
-    let t_tok = Instant::now();
-    let tokenizer = match &cfg.tokenizer {
-        Some(p) => Some(prompt::load_tokenizer(p).map_err(|e| e.to_string())?),
+    let tokenizer = match tokenizer_job {
+        Some(job) => {
+            let (r, ms) = job
+                .join()
+                .map_err(|_| "tokenizer loading panicked".to_string())?;
+            startup.tokenizer_load_ms = ms;
+            Some(r?)
+        }
         None => None,
     };
+    let t_phase = Instant::now();
     let vocab = match &tokenizer {
         Some(t) => Vocab::from_tokenizer(t).map_err(|e| e.to_string())?,
         None => {
@@ -202,20 +230,33 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             Vocab::builtin()
         }
     };
+    startup.vocab_ms = ms_since(t_phase);
     let builder = Arc::new(PromptBuilder::new(
         Arc::new(vocab),
         cfg.seed,
         trace.block_size,
     ));
+    let t_phase = Instant::now();
     let verification = tokenizer.as_ref().map(|t| {
-        let v = prompt::verify_sample(&builder, t, &requests, 32);
+        // The head of a few prompts: a prompt's first n tokens are the prompt of length n, so
+        // this checks real blocks while keeping start-up short (`verify-prompts` checks all).
+        let n = STARTUP_CHECK_PROMPTS.min(requests.len());
+        let heads: Vec<TraceRequest> = (0..n)
+            .map(|k| &requests[k * requests.len() / n])
+            .map(|r| TraceRequest {
+                input_length: r.input_length.min(STARTUP_CHECK_TOKENS),
+                ..r.clone()
+            })
+            .collect();
+        let v = prompt::verify_sample(&builder, t, &heads, STARTUP_CHECK_PROMPTS);
         say(
             quiet,
             format!(
-                "tokenizer {} loaded in {:.0} ms: {} prompt words; start-up check: {}/{} sample prompts re-tokenize to exactly their length",
+                "tokenizer {} loaded in {:.0} ms, {} prompt words in {:.0} ms; start-up check: {}/{} sample prompts (first {STARTUP_CHECK_TOKENS} tokens) re-tokenize exactly",
                 cfg.tokenizer.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
-                t_tok.elapsed().as_secs_f64() * 1e3,
+                startup.tokenizer_load_ms,
                 builder.vocab().len(),
+                startup.vocab_ms,
                 v.exact,
                 v.checked
             ),
@@ -225,8 +266,10 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         }
         v
     });
+    startup.prompt_check_ms = ms_since(t_phase);
 
     // ---- model name and chat overhead ----
+    let t_phase = Instant::now();
     let model = match (&cfg.model_name, cfg.dry_run, ep.kind.is_openai()) {
         (Some(m), _, _) => m.clone(),
         (None, true, _) | (None, _, false) => "default".to_string(),
@@ -255,11 +298,16 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     }
     let overhead_n = overhead.as_ref().map(|o| o.0).unwrap_or(0);
     drop(tokenizer);
+    startup.calibration_ms = ms_since(t_phase);
 
     // ---- producers ----
     let ncores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
-    let producer_cores: Vec<usize> = if ncores >= 2 {
+    // Producers keep off the dispatcher's (last) core while there are enough other cores;
+    // with more producers than that they spread over all cores instead of sharing one.
+    let producer_cores: Vec<usize> = if ncores >= 2 && cfg.producers < ncores {
         (0..ncores - 1).collect()
+    } else if ncores >= 2 {
+        (0..ncores).collect()
     } else {
         vec![0]
     };
@@ -308,13 +356,21 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         rt.spawn(async move { watch_signals(control).await });
     }
 
-    // Let producers fill the channel a little before the clock starts.
-    let warm_until = Instant::now() + Duration::from_millis(200);
-    while producers.buffered() < cfg.channel_capacity.min(requests.len())
-        && Instant::now() < warm_until
-    {
-        std::thread::sleep(Duration::from_millis(1));
+    // Let producers build the bodies due in the first few milliseconds before the clock
+    // starts (the rest is built while those are sent), but never wait long for them.
+    let t_phase = Instant::now();
+    let early = requests
+        .iter()
+        .take_while(|r| r.timestamp_ms / cfg.scale_factor < WARMUP_SCHEDULE_MS)
+        .count();
+    let want = early
+        .clamp(1, cfg.channel_capacity.min(WARMUP_MAX_BODIES))
+        .min(requests.len());
+    let warm_until = t_phase + WARMUP_MAX;
+    while producers.buffered() < want && Instant::now() < warm_until {
+        std::thread::sleep(Duration::from_micros(200));
     }
+    startup.warmup_ms = ms_since(t_phase);
 
     // ---- dispatch ----
     if ncores >= 2 && cfg.pin {
@@ -333,6 +389,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     let handle = rt.handle().clone();
     let started_at = report::now_rfc3339();
     let start = Instant::now();
+    startup.total_ms = ms_since(t_start);
     let ctx = Arc::new(TaskCtx {
         client,
         ep,
@@ -355,6 +412,13 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             tracker.spawn_on(run_one(ctx, prepared, scheduled, tx), &handle);
         },
     );
+    let mut producer_stats = producers.stats();
+    if let Some(last) = result.last_send {
+        let s = last.duration_since(start).as_secs_f64();
+        if s > 0.0 {
+            producer_stats.bodies_per_s = result.dispatched as f64 / s;
+        }
+    }
     drop(producers);
     drop(tx);
 
@@ -440,6 +504,10 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         stop_reason: Some(stop_reason.to_string()),
         wall_time_s: Some(end_wall.as_secs_f64()),
         records_path: Some(cfg.output_path.display().to_string()),
+        max_output_tokens: cfg.max_output_tokens,
+        producer: Some(producer_stats),
+        dispatch: Some(result.stats),
+        startup: Some(startup),
     };
     let acc = acc
         .lock()
@@ -462,6 +530,36 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     std::fs::write(&cfg.summary_path, json + "\n")
         .map_err(|e| format!("{}: {e}", cfg.summary_path.display()))?;
     println!("{}", report::render_console(&summary));
+    say(
+        quiet,
+        format!(
+            "producers: {} thread(s) built {} bodies ({:.1} M prompt tokens, {:.0} MB) at {:.1} M tokens/s and {:.0} bodies/s per thread while building; dispatched {:.0} bodies/s; {} not ready in time; dispatcher late > 1 ms: {}, max {:.3} ms",
+            producer_stats.threads,
+            producer_stats.bodies,
+            producer_stats.prompt_tokens as f64 / 1e6,
+            producer_stats.body_bytes as f64 / 1e6,
+            producer_stats.tokens_per_s_per_thread / 1e6,
+            producer_stats.bodies_per_s_per_thread,
+            producer_stats.bodies_per_s,
+            result.stats.not_ready,
+            result.stats.late_over_1ms,
+            result.stats.max_late_ms,
+        ),
+    );
+    say(
+        quiet,
+        format!(
+            "start-up {:.0} ms: trace {:.0}, runtime {:.0}, tokenizer {:.0}, vocab {:.0}, prompt check {:.0}, calibration {:.0}, warm-up {:.0}",
+            startup.total_ms,
+            startup.trace_load_ms,
+            startup.runtime_ms,
+            startup.tokenizer_load_ms,
+            startup.vocab_ms,
+            startup.prompt_check_ms,
+            startup.calibration_ms,
+            startup.warmup_ms,
+        ),
+    );
     say(quiet, format!("summary: {}", cfg.summary_path.display()));
     if let Some(dir) = &cfg.result_dir {
         let files = report::write_result_dir(dir, &summary, &cfg.output_path)
@@ -477,6 +575,21 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         None => 0,
     };
     Ok(RunOutcome { summary, exit_code })
+}
+
+/// Before the clock starts, producers build the bodies scheduled in this first stretch…
+const WARMUP_SCHEDULE_MS: f64 = 20.0;
+/// …but at most this many…
+const WARMUP_MAX_BODIES: usize = 16;
+/// …for at most this long.
+const WARMUP_MAX: Duration = Duration::from_millis(200);
+/// Prompts re-tokenized at start-up, and the tokens checked of each (their head).
+const STARTUP_CHECK_PROMPTS: usize = 8;
+const STARTUP_CHECK_TOKENS: u32 = 1024;
+
+/// Milliseconds since `t`.
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
 }
 
 /// Context shared by all request tasks.
@@ -649,6 +762,9 @@ async fn watch_signals(control: Arc<Control>) {
     }
 }
 
+/// Room in a body buffer for everything but the prompt and the model name.
+const BODY_SLACK: usize = 512;
+
 fn make_build_fn(
     builder: Arc<PromptBuilder>,
     kind: ApiKind,
@@ -667,17 +783,19 @@ fn make_build_fn(
             builder.write_text(req, content, &mut s.text);
             PromptPayload::Text(&s.text)
         };
+        // Encode straight into the body's own buffer (sized for the whole body, so it never
+        // grows) and hand it over without a copy.
+        let hint = match payload {
+            PromptPayload::Text(t) => t.len(),
+            PromptPayload::TokenIds(ids) => ids.len() * 7,
+        } + params.model.len()
+            + BODY_SLACK;
+        let mut body = Vec::with_capacity(hint);
         // Servers reject max_tokens 0: rows with output_length 0 ask for one token.
-        backend::encode_body(
-            kind,
-            &params,
-            payload,
-            req.output_length.max(1),
-            &mut s.body,
-        );
+        backend::encode_body(kind, &params, payload, req.output_length.max(1), &mut body);
         Prepared {
             index: req.index,
-            body: Bytes::copy_from_slice(&s.body),
+            body: Bytes::from(body),
             intended_prompt_tokens: content as u32 + overhead,
         }
     })

@@ -211,6 +211,9 @@ impl Endpoint {
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     pub insecure: bool,
+    /// Load the system's root certificates (only needed for https endpoints; loading them
+    /// costs start-up time).
+    pub tls_roots: bool,
     pub connect_timeout: Duration,
     pub max_idle_per_host: usize,
 }
@@ -219,6 +222,7 @@ impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
             insecure: false,
+            tls_roots: true,
             connect_timeout: Duration::from_secs(10),
             max_idle_per_host: 4096,
         }
@@ -234,6 +238,7 @@ pub fn build_client(opts: &ClientOptions) -> Result<reqwest::Client, String> {
         .pool_idle_timeout(Duration::from_secs(90))
         .connect_timeout(opts.connect_timeout)
         .danger_accept_invalid_certs(opts.insecure)
+        .tls_built_in_root_certs(opts.tls_roots)
         .no_proxy()
         .build()
         .map_err(|e| format!("cannot build HTTP client: {e}"))

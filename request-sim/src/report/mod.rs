@@ -32,7 +32,9 @@ pub use files::{find_run_info, read_summary, write_result_dir, write_summary_jso
 pub use progress::Progress;
 pub use slo::Slo;
 pub use stats::MetricStats;
-pub use summary::{now_rfc3339, sanitize_url, Accumulator, PromptVerification, RunInfo, Summary};
+pub use summary::{
+    now_rfc3339, sanitize_url, Accumulator, PromptVerification, RunInfo, StartupTimes, Summary,
+};
 
 use crate::record::{Record, Status};
 

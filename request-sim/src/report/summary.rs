@@ -21,6 +21,29 @@ pub struct PromptVerification {
     pub exact: usize,
 }
 
+/// Where start-up time went, in milliseconds: from the start of the replay command to the
+/// first scheduled send (the clock's start).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StartupTimes {
+    /// Reading and validating the trace (and its ideal cache ratio).
+    pub trace_load_ms: f64,
+    /// Async runtime, HTTP client and (without --endpoint) the built-in simulator.
+    pub runtime_ms: f64,
+    /// Loading `tokenizer.json`.
+    pub tokenizer_load_ms: f64,
+    /// Collecting the single-token word list from the tokenizer.
+    pub vocab_ms: f64,
+    /// Re-tokenizing a sample of prompts.
+    pub prompt_check_ms: f64,
+    /// Model name lookup and chat overhead (template or calibration request).
+    pub calibration_ms: f64,
+    /// Waiting for producers to build the first bodies.
+    pub warmup_ms: f64,
+    /// Everything, start to first scheduled send.
+    pub total_ms: f64,
+}
+
 /// What was run: settings and facts the summary reports alongside the metrics.
 /// Everything that may be unknown (e.g. when re-summarising a JSONL file) is optional.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -64,6 +87,14 @@ pub struct RunInfo {
     pub wall_time_s: Option<f64>,
     /// The records JSONL the summary was computed from.
     pub records_path: Option<String>,
+    /// `--max-output-tokens`: every request's output_length was capped at this.
+    pub max_output_tokens: Option<u32>,
+    /// What the producers built and how fast (producer-side capacity; see `docs/performance.md`).
+    pub producer: Option<crate::schedule::ProducerStats>,
+    /// How precisely the dispatcher handed requests over (before the runtime started them).
+    pub dispatch: Option<crate::schedule::DispatchStats>,
+    /// Where start-up time went.
+    pub startup: Option<StartupTimes>,
 }
 
 impl RunInfo {

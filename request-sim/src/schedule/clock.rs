@@ -1,8 +1,10 @@
 //! Precise waiting: sleep until shortly before the deadline, then spin.
 //!
-//! `thread::sleep` on Linux overshoots by tens to hundreds of microseconds (timer slack,
-//! scheduling); spinning the last stretch makes the wake-up land within a few microseconds of
-//! the deadline at the cost of at most `spin` of CPU per request.
+//! `thread::sleep` on Linux overshoots by tens to hundreds of microseconds on a quiet machine
+//! (timer slack, scheduling); spinning the last stretch makes the wake-up land within a few
+//! microseconds of the deadline at the cost of at most `spin` of CPU per wait. On a machine
+//! whose cores are busy with other work a woken (or spinning) thread can wait milliseconds for
+//! its core; no spin length fixes that (see docs/performance.md).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -12,25 +14,59 @@ const MAX_SLEEP: Duration = Duration::from_millis(20);
 
 /// Wait until `deadline`. Returns `false` if `stop` became true first.
 pub fn wait_until(deadline: Instant, spin: Duration, stop: &AtomicBool) -> bool {
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            return false;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return true;
-        }
-        let left = deadline - now;
-        if left > spin {
-            std::thread::sleep((left - spin).min(MAX_SLEEP));
-        } else {
-            break;
+    Waiter::new(spin).wait_until(deadline, stop)
+}
+
+/// A sleep-then-spin waiter that accounts for the time it spins.
+#[derive(Debug, Clone)]
+pub struct Waiter {
+    spin: Duration,
+    spun: Duration,
+}
+
+impl Waiter {
+    /// Spin `spin` before each deadline.
+    pub fn new(spin: Duration) -> Self {
+        Waiter {
+            spin,
+            spun: Duration::ZERO,
         }
     }
-    while Instant::now() < deadline {
-        std::hint::spin_loop();
+
+    /// The spin before each deadline.
+    pub fn spin(&self) -> Duration {
+        self.spin
     }
-    true
+
+    /// Time spent spinning so far.
+    pub fn spun(&self) -> Duration {
+        self.spun
+    }
+
+    /// Wait until `deadline`. Returns `false` if `stop` became true first.
+    pub fn wait_until(&mut self, deadline: Instant, stop: &AtomicBool) -> bool {
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return true;
+            }
+            let left = deadline - now;
+            if left > self.spin {
+                std::thread::sleep((left - self.spin).min(MAX_SLEEP));
+            } else {
+                break;
+            }
+        }
+        let t = Instant::now();
+        while Instant::now() < deadline {
+            std::hint::spin_loop();
+        }
+        self.spun += t.elapsed();
+        true
+    }
 }
 
 #[cfg(test)]
@@ -53,5 +89,22 @@ mod tests {
             &stop
         ));
         assert!(t.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn waiter_counts_spin() {
+        let stop = AtomicBool::new(false);
+        // A spin longer than the wait: all of it is spun.
+        let mut w = Waiter::new(Duration::from_millis(50));
+        let d = Instant::now() + Duration::from_millis(2);
+        assert!(w.wait_until(d, &stop));
+        assert!(Instant::now() >= d);
+        assert!(w.spun() > Duration::ZERO);
+        assert_eq!(w.spin(), Duration::from_millis(50));
+        // A spin shorter than the wait spins at most about the spin (a late wake-up from the
+        // sleep may leave nothing to spin).
+        let mut w = Waiter::new(Duration::from_micros(500));
+        assert!(w.wait_until(Instant::now() + Duration::from_millis(2), &stop));
+        assert!(w.spun() < Duration::from_secs(1));
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use super::clock::wait_until;
+use super::clock::Waiter;
 use super::producer::{Prepared, Producers};
 use crate::trace::TraceRequest;
 
@@ -44,6 +44,27 @@ pub enum StopReason {
 pub struct DispatchResult {
     pub dispatched: usize,
     pub reason: StopReason,
+    /// How precisely the dispatcher itself kept the schedule.
+    pub stats: DispatchStats,
+    /// When the last request was handed over.
+    pub last_send: Option<Instant>,
+}
+
+/// The dispatcher's own lateness: the time it handed each request to the runtime minus the
+/// scheduled time. Send drift in the records adds the runtime's delay in starting the request
+/// task; comparing the two tells which stage made a request late.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct DispatchStats {
+    /// Times the next body was not built yet when the dispatcher wanted it (it then waited).
+    pub not_ready: u64,
+    /// Hand-overs later than 1 ms / 5 ms after their scheduled time.
+    pub late_over_1ms: u64,
+    pub late_over_5ms: u64,
+    /// Latest hand-over, ms after its scheduled time.
+    pub max_late_ms: f64,
+    /// CPU time spent spinning before send times, seconds.
+    pub spin_s: f64,
 }
 
 /// Dispatch `requests` in order; `send(prepared, scheduled)` hands one to the runtime.
@@ -55,42 +76,61 @@ pub fn dispatch(
     stop: &AtomicBool,
     mut send: impl FnMut(Prepared, Instant),
 ) -> DispatchResult {
+    let mut stats = DispatchStats::default();
+    let mut last_send = None;
+    let mut waiter = Waiter::new(plan.spin);
+    let result = |dispatched, reason, mut stats: DispatchStats, last_send, w: &Waiter| {
+        stats.spin_s = w.spun().as_secs_f64();
+        DispatchResult {
+            dispatched,
+            reason,
+            stats,
+            last_send,
+        }
+    };
     for (i, req) in requests.iter().enumerate() {
         let offset = plan.offset(req.timestamp_ms);
         if let Some(limit) = plan.time_limit {
             if offset >= limit {
                 // Wait out the time limit so in-flight requests get the full window.
-                let _ = wait_until(start + limit, plan.spin, stop);
-                return DispatchResult {
-                    dispatched: i,
-                    reason: StopReason::TimeLimit,
-                };
+                let _ = waiter.wait_until(start + limit, stop);
+                return result(i, StopReason::TimeLimit, stats, last_send, &waiter);
             }
         }
         let scheduled = start + offset;
         // Take the body first (it is normally ready long before its time).
         let prepared = match producers.try_take(i) {
             Some(p) => p,
-            None => match producers.take(i) {
-                Some(p) => p,
-                None => {
-                    return DispatchResult {
-                        dispatched: i,
-                        reason: StopReason::ProducerFailed,
+            None => {
+                stats.not_ready += 1;
+                match producers.take(i) {
+                    Some(p) => p,
+                    None => {
+                        return result(i, StopReason::ProducerFailed, stats, last_send, &waiter)
                     }
                 }
-            },
+            }
         };
-        if !wait_until(scheduled, plan.spin, stop) {
-            return DispatchResult {
-                dispatched: i,
-                reason: StopReason::Stopped,
-            };
+        if !waiter.wait_until(scheduled, stop) {
+            return result(i, StopReason::Stopped, stats, last_send, &waiter);
         }
+        let now = Instant::now();
+        let late = now.saturating_duration_since(scheduled);
+        if late > Duration::from_millis(1) {
+            stats.late_over_1ms += 1;
+            if late > Duration::from_millis(5) {
+                stats.late_over_5ms += 1;
+            }
+        }
+        stats.max_late_ms = stats.max_late_ms.max(late.as_secs_f64() * 1e3);
         send(prepared, scheduled);
+        last_send = Some(now);
     }
-    DispatchResult {
-        dispatched: requests.len(),
-        reason: StopReason::Completed,
-    }
+    result(
+        requests.len(),
+        StopReason::Completed,
+        stats,
+        last_send,
+        &waiter,
+    )
 }

@@ -5,5 +5,5 @@ pub mod clock;
 pub mod dispatcher;
 pub mod producer;
 
-pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, StopReason};
-pub use producer::{BuildFn, Prepared, ProducerConfig, Producers, Scratch};
+pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, DispatchStats, StopReason};
+pub use producer::{BuildFn, Prepared, ProducerConfig, ProducerStats, Producers, Scratch};

@@ -7,8 +7,9 @@
 //! blocks its producer (bounded memory); an empty one makes the dispatcher wait, which shows as
 //! send drift.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use crossbeam_channel::{bounded, Receiver};
@@ -38,8 +39,42 @@ pub struct Scratch {
 /// Running producers; dropping it stops them.
 pub struct Producers {
     receivers: Vec<Receiver<Prepared>>,
+    counters: Vec<Arc<Counters>>,
     stop: Arc<AtomicBool>,
     _pool: rayon::ThreadPool,
+}
+
+/// What one producer thread has built so far (written by it, read by [`Producers::stats`]).
+#[derive(Debug, Default)]
+struct Counters {
+    bodies: AtomicU64,
+    prompt_tokens: AtomicU64,
+    body_bytes: AtomicU64,
+    /// Nanoseconds spent inside the build function (not waiting on a full channel).
+    build_ns: AtomicU64,
+}
+
+/// What the producers did: how much they built and how fast they build when not blocked by a
+/// full channel. `tokens_per_s_per_thread` is the producer side's capacity per thread; a
+/// dry run at a high `--scale-factor` shows whether the rest of the pipeline keeps up with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ProducerStats {
+    pub threads: usize,
+    /// Request bodies built.
+    pub bodies: u64,
+    /// Prompt tokens in them (as the server should count them).
+    pub prompt_tokens: u64,
+    /// Bytes of request bodies built.
+    pub body_bytes: u64,
+    /// Seconds spent building, summed over threads.
+    pub build_s: f64,
+    /// Prompt tokens built per second of building, per thread.
+    pub tokens_per_s_per_thread: f64,
+    /// Bodies built per second of building, per thread.
+    pub bodies_per_s_per_thread: f64,
+    /// Bodies dispatched per second of dispatch wall time (set by the orchestrator).
+    pub bodies_per_s: f64,
 }
 
 /// Producer settings.
@@ -82,17 +117,31 @@ impl Producers {
             .map_err(|e| format!("cannot start producer threads: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let mut receivers = Vec::with_capacity(n);
+        let mut all_counters = Vec::with_capacity(n);
         for p in 0..n {
             let (tx, rx) = bounded::<Prepared>(per);
             receivers.push(rx);
+            let counters = Arc::new(Counters::default());
+            all_counters.push(counters.clone());
             let requests = requests.clone();
             let build = build.clone();
             let stop = stop.clone();
             pool.spawn(move || {
                 let mut scratch = Scratch::default();
                 let mut i = p;
+                let (mut bodies, mut tokens, mut bytes, mut ns) = (0u64, 0u64, 0u64, 0u64);
                 while i < requests.len() && !stop.load(Ordering::Relaxed) {
+                    let t = Instant::now();
                     let prepared = build(&requests[i], &mut scratch);
+                    ns += t.elapsed().as_nanos() as u64;
+                    bodies += 1;
+                    tokens += u64::from(prepared.intended_prompt_tokens);
+                    bytes += prepared.body.len() as u64;
+                    // Only this thread writes its counters: plain stores, no contention.
+                    counters.bodies.store(bodies, Ordering::Relaxed);
+                    counters.prompt_tokens.store(tokens, Ordering::Relaxed);
+                    counters.body_bytes.store(bytes, Ordering::Relaxed);
+                    counters.build_ns.store(ns, Ordering::Relaxed);
                     if tx.send(prepared).is_err() {
                         break; // dispatcher gone
                     }
@@ -102,9 +151,41 @@ impl Producers {
         }
         Ok(Producers {
             receivers,
+            counters: all_counters,
             stop,
             _pool: pool,
         })
+    }
+
+    /// What the producers have built so far (`bodies_per_s` is left 0 for the caller, which
+    /// knows the dispatch wall time).
+    pub fn stats(&self) -> ProducerStats {
+        let sum = |f: fn(&Counters) -> &AtomicU64| -> u64 {
+            self.counters
+                .iter()
+                .map(|c| f(c).load(Ordering::Relaxed))
+                .sum()
+        };
+        let bodies = sum(|c| &c.bodies);
+        let prompt_tokens = sum(|c| &c.prompt_tokens);
+        let build_s = sum(|c| &c.build_ns) as f64 / 1e9;
+        let per_s = |x: u64| {
+            if build_s > 0.0 {
+                x as f64 / build_s
+            } else {
+                0.0
+            }
+        };
+        ProducerStats {
+            threads: self.counters.len(),
+            bodies,
+            prompt_tokens,
+            body_bytes: sum(|c| &c.body_bytes),
+            build_s,
+            tokens_per_s_per_thread: per_s(prompt_tokens),
+            bodies_per_s_per_thread: per_s(bodies),
+            bodies_per_s: 0.0,
+        }
     }
 
     /// The prepared request `index` (requests must be taken in order 0, 1, 2, …).
