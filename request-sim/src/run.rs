@@ -65,10 +65,9 @@ impl Control {
     }
 }
 
-fn say(quiet_info: bool, msg: impl AsRef<str>) {
-    if !quiet_info {
-        eprintln!("request-sim: {}", msg.as_ref());
-    }
+/// A start-up or end-of-run line on stderr (`--quiet` only turns off the progress line).
+fn note(msg: impl AsRef<str>) {
+    eprintln!("request-sim: {}", msg.as_ref());
 }
 
 /// Load the trace the config names.
@@ -86,9 +85,8 @@ pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace, String> {
 pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     let t_start = Instant::now();
     let mut startup = StartupTimes::default();
-    let quiet = false;
     for n in &cfg.notes {
-        say(quiet, format!("note: {n}"));
+        note(format!("note: {n}"));
     }
     // The tokenizer (hundreds of ms for a real model's) loads while the trace is read.
     let tokenizer_job = cfg.tokenizer.clone().map(|p| {
@@ -121,9 +119,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         TraceSource::BuiltinDemo => "<built-in demo trace>".to_string(),
     };
     let span_s = requests.last().map(|r| r.timestamp_ms / 1e3).unwrap_or(0.0);
-    say(
-        quiet,
-        format!(
+    note(format!(
             "trace {trace_name}: {} requests over {:.1} s ({:?}, block {}), replayed in {:.1} s at scale {}",
             requests.len(),
             span_s,
@@ -153,13 +149,10 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             };
             let s = llm_sim::spawn_in_thread(sc)
                 .map_err(|e| format!("cannot start the built-in simulator: {e:#}"))?;
-            say(
-                quiet,
-                format!(
-                    "no --endpoint: started the built-in simulator (llm-sim) at {}",
-                    s.base_url()
-                ),
-            );
+            note(format!(
+                "no --endpoint: started the built-in simulator (llm-sim) at {}",
+                s.base_url()
+            ));
             Some(s)
         }
         _ => None,
@@ -220,9 +213,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         None => {
             let against_sim = matches!(cfg.target, Target::BuiltinSimulator);
             if !against_sim {
-                say(
-                    quiet,
-                    "WARNING: no --tokenizer: prompts use the built-in word list, so prompt token counts are \
+                note("WARNING: no --tokenizer: prompts use the built-in word list, so prompt token counts are \
                      APPROXIMATE for a real model (exact only against the built-in simulator). Pass the \
                      model's tokenizer.json for exact counts.",
                 );
@@ -249,9 +240,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             })
             .collect();
         let v = prompt::verify_sample(&builder, t, &heads, STARTUP_CHECK_PROMPTS);
-        say(
-            quiet,
-            format!(
+        note(format!(
                 "tokenizer {} loaded in {:.0} ms, {} prompt words in {:.0} ms; start-up check: {}/{} sample prompts (first {STARTUP_CHECK_TOKENS} tokens) re-tokenize exactly",
                 cfg.tokenizer.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
                 startup.tokenizer_load_ms,
@@ -262,7 +251,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             ),
         );
         if let Some(f) = &v.first_failure {
-            say(quiet, format!("WARNING: prompt check failed: {f}"));
+            note(format!("WARNING: prompt check failed: {f}"));
         }
         v
     });
@@ -291,10 +280,9 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         tokenizer.as_ref(),
     )?;
     if let Some((n, how)) = &overhead {
-        say(
-            quiet,
-            format!("prompt overhead: {n} tokens ({how}); content is shortened by it"),
-        );
+        note(format!(
+            "prompt overhead: {n} tokens ({how}); content is shortened by it"
+        ));
     }
     let overhead_n = overhead.as_ref().map(|o| o.0).unwrap_or(0);
     drop(tokenizer);
@@ -340,7 +328,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             }
         })
         .map_err(|e| format!("cannot write {}: {e}", cfg.output_path.display()))?;
-    say(quiet, format!("records: {}", cfg.output_path.display()));
+    note(format!("records: {}", cfg.output_path.display()));
 
     // ---- control ----
     let control = Arc::new(Control {
@@ -426,13 +414,10 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     let grace = cfg.grace;
     let stopped_early = result.reason != StopReason::Completed;
     if stopped_early && result.reason == StopReason::TimeLimit {
-        say(
-            quiet,
-            format!(
-                "time limit reached: stopped sending; in-flight requests get {:.1} s",
-                grace.as_secs_f64()
-            ),
-        );
+        note(format!(
+            "time limit reached: stopped sending; in-flight requests get {:.1} s",
+            grace.as_secs_f64()
+        ));
     }
     {
         let control = control.clone();
@@ -530,9 +515,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     std::fs::write(&cfg.summary_path, json + "\n")
         .map_err(|e| format!("{}: {e}", cfg.summary_path.display()))?;
     println!("{}", report::render_console(&summary));
-    say(
-        quiet,
-        format!(
+    note(format!(
             "producers: {} thread(s) built {} bodies ({:.1} M prompt tokens, {:.0} MB) at {:.1} M tokens/s and {:.0} bodies/s per thread while building; dispatched {:.0} bodies/s; {} not ready in time; dispatcher late > 1 ms: {}, max {:.3} ms",
             producer_stats.threads,
             producer_stats.bodies,
@@ -546,9 +529,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             result.stats.max_late_ms,
         ),
     );
-    say(
-        quiet,
-        format!(
+    note(format!(
             "start-up {:.0} ms: trace {:.0}, runtime {:.0}, tokenizer {:.0}, vocab {:.0}, prompt check {:.0}, calibration {:.0}, warm-up {:.0}",
             startup.total_ms,
             startup.trace_load_ms,
@@ -560,14 +541,15 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             startup.warmup_ms,
         ),
     );
-    say(quiet, format!("summary: {}", cfg.summary_path.display()));
+    note(format!("summary: {}", cfg.summary_path.display()));
     if let Some(dir) = &cfg.result_dir {
         let files = report::write_result_dir(dir, &summary, &cfg.output_path)
             .map_err(|e| format!("{e:#}"))?;
-        say(
-            quiet,
-            format!("result files: {} files in {}", files.len(), dir.display()),
-        );
+        note(format!(
+            "result files: {} files in {}",
+            files.len(),
+            dir.display()
+        ));
     }
     let exit_code = match cause {
         Some(Cause::Interrupted) => 130,

@@ -105,10 +105,7 @@ impl Endpoint {
         let kind = match flavor {
             ApiFlavor::Openai | ApiFlavor::Aibrix => {
                 if path.is_empty() || path == "/v1" {
-                    url.set_path(&format!("{path}/chat/completions").replace("//", "/"));
-                    if path.is_empty() {
-                        url.set_path("/v1/chat/completions");
-                    }
+                    url.set_path("/v1/chat/completions");
                     ApiKind::Chat
                 } else if path.ends_with("/chat/completions") {
                     ApiKind::Chat
