@@ -156,6 +156,14 @@ pub struct ReplayArgs {
     /// Do not pin producer threads to cores.
     #[arg(long)]
     pub no_pin: bool,
+    /// Run the dispatcher and I/O threads under real-time scheduling (SCHED_FIFO) so other
+    /// work on the machine cannot delay a send: auto = when permitted (root, CAP_SYS_NICE or
+    /// `ulimit -r`), on = fail if not permitted, off = never.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub realtime: crate::schedule::RealtimeMode,
+    /// SCHED_FIFO priority for --realtime (1-49).
+    #[arg(long, default_value_t = crate::schedule::priority::DEFAULT_RT_PRIORITY)]
+    pub rt_priority: u8,
     /// Build and schedule everything but send nothing (records get status dry_run).
     #[arg(long)]
     pub dry_run: bool,

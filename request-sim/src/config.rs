@@ -121,6 +121,9 @@ pub struct ReplayConfig {
     pub threads: usize,
     pub spin: Duration,
     pub pin: bool,
+    /// `--realtime` and `--rt-priority`.
+    pub realtime: crate::schedule::RealtimeMode,
+    pub rt_priority: u8,
     pub dry_run: bool,
     /// `--max-output-tokens`: cap on every request's output_length.
     pub max_output_tokens: Option<u32>,
@@ -328,6 +331,12 @@ impl ReplayConfig {
         if a.max_output_tokens == Some(0) {
             return Err("--max-output-tokens must be at least 1".into());
         }
+        if !(1..=49).contains(&a.rt_priority) {
+            return Err(format!(
+                "--rt-priority must be between 1 and 49, got {}",
+                a.rt_priority
+            ));
+        }
         if a.spin_us > 100_000 {
             return Err(format!(
                 "--spin-us must be at most 100000, got {}",
@@ -419,6 +428,8 @@ impl ReplayConfig {
             threads,
             spin: Duration::from_micros(a.spin_us),
             pin: !a.no_pin,
+            realtime: a.realtime,
+            rt_priority: a.rt_priority,
             dry_run: a.dry_run,
             max_output_tokens: a.max_output_tokens,
             output_path,

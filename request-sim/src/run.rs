@@ -17,7 +17,8 @@ use crate::prompt::{self, PromptBuilder, Vocab};
 use crate::record::{Finished, Record, RecordWriter, Status, TokenSource};
 use crate::report::{self, Accumulator, ReportConfig, RunInfo, StartupTimes, Summary};
 use crate::schedule::{
-    self, BuildFn, DispatchPlan, Prepared, ProducerConfig, Producers, Scratch, StopReason,
+    self, BuildFn, DispatchPlan, Prepared, ProducerConfig, Producers, Realtime, RealtimeMode,
+    Scratch, StopReason,
 };
 use crate::trace::{self, Trace, TraceRequest};
 
@@ -134,9 +135,21 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
 
     // ---- runtime and server ----
     let t_phase = Instant::now();
+    // The I/O threads write requests when their time comes: real-time scheduling when the
+    // mode allows it (see schedule::priority). `on` fails here, before anything is sent.
+    let realtime = Realtime::new(cfg.realtime, cfg.rt_priority);
+    match (cfg.realtime, realtime.probe()) {
+        (RealtimeMode::On, Err(e)) => return Err(format!("--realtime on: {e}")),
+        (RealtimeMode::Auto, Err(e)) => note(format!(
+            "normal scheduling ({e}); other work on this machine can delay sends (see --realtime)"
+        )),
+        _ => {}
+    }
+    let rt_io = realtime.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.threads)
         .thread_name("request-io")
+        .on_thread_start(move || rt_io.register_io_thread())
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
@@ -354,6 +367,16 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     let want = early
         .clamp(1, cfg.channel_capacity.min(WARMUP_MAX_BODIES))
         .min(requests.len());
+    // Open the connections the first second of the schedule will need, so the first bursts
+    // do not pay for TCP set-up (and the server's accept) at their send time.
+    if !cfg.dry_run {
+        let first_second = requests
+            .iter()
+            .take_while(|r| r.timestamp_ms / cfg.scale_factor < 1000.0)
+            .count();
+        let n = first_second.clamp(1, WARMUP_CONNECTIONS);
+        startup.connections = rt.block_on(open_connections(&client, &ep, n));
+    }
     let warm_until = t_phase + WARMUP_MAX;
     while producers.buffered() < want && Instant::now() < warm_until {
         std::thread::sleep(Duration::from_micros(200));
@@ -361,13 +384,6 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     startup.warmup_ms = ms_since(t_phase);
 
     // ---- dispatch ----
-    if ncores >= 2 && cfg.pin {
-        if let Some(ids) = core_affinity::get_core_ids() {
-            if let Some(last) = ids.last() {
-                core_affinity::set_for_current(*last);
-            }
-        }
-    }
     let plan = DispatchPlan {
         scale_factor: cfg.scale_factor,
         spin: cfg.spin,
@@ -375,31 +391,63 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     };
     let tracker = TaskTracker::new();
     let handle = rt.handle().clone();
-    let started_at = report::now_rfc3339();
-    let start = Instant::now();
-    startup.total_ms = ms_since(t_start);
-    let ctx = Arc::new(TaskCtx {
-        client,
-        ep,
-        requests: requests.clone(),
-        control: control.clone(),
-        cfg: cfg.clone(),
-        start,
-        progress: progress.clone(),
-    });
-    let result = schedule::dispatch(
-        &requests,
-        &producers,
-        start,
-        &plan,
-        &control.stop_flag,
-        |prepared, scheduled| {
-            ctx.progress.on_sent();
-            let ctx = ctx.clone();
-            let tx = tx.clone();
-            tracker.spawn_on(run_one(ctx, prepared, scheduled, tx), &handle);
-        },
-    );
+    // The dispatcher runs on its own thread: pinned to the last core and, when permitted,
+    // under real-time scheduling; the thread ends with dispatching, so nothing after it (drain,
+    // reports) runs at real-time priority. The clock starts on that thread once it is set up,
+    // so its own start-up never makes the first requests late.
+    let pin_dispatcher = ncores >= 2 && cfg.pin;
+    let (result, start, started_at) = {
+        let (requests, producers, plan, control, realtime, tracker, handle, tx) = (
+            &requests, &producers, &plan, &control, &realtime, &tracker, &handle, &tx,
+        );
+        let (progress, cfg, startup) = (&progress, &cfg, &mut startup);
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("dispatcher".into())
+                .spawn_scoped(scope, move || {
+                    if pin_dispatcher {
+                        if let Some(last) =
+                            core_affinity::get_core_ids().and_then(|ids| ids.last().copied())
+                        {
+                            core_affinity::set_for_current(last);
+                        }
+                    }
+                    realtime.enter_dispatcher();
+                    let started_at = report::now_rfc3339();
+                    let start = Instant::now();
+                    startup.total_ms = ms_between(t_start, start);
+                    let ctx = Arc::new(TaskCtx {
+                        client,
+                        ep,
+                        requests: requests.clone(),
+                        control: control.clone(),
+                        cfg: cfg.clone(),
+                        start,
+                        progress: progress.clone(),
+                        realtime: realtime.clone(),
+                    });
+                    let result = schedule::dispatch(
+                        requests,
+                        producers,
+                        start,
+                        plan,
+                        &control.stop_flag,
+                        realtime.io_boost(),
+                        |prepared, scheduled| {
+                            ctx.progress.on_sent();
+                            let ctx = ctx.clone();
+                            let tx = tx.clone();
+                            tracker.spawn_on(run_one(ctx, prepared, scheduled, tx), handle);
+                        },
+                    );
+                    (result, start, started_at)
+                })
+                .map_err(|e| format!("cannot start the dispatcher thread: {e}"))?
+                .join()
+                .map_err(|_| "the dispatcher thread panicked".to_string())
+        })?
+    };
+    let realtime_report = realtime.report();
     let mut producer_stats = producers.stats();
     if let Some(last) = result.last_send {
         let s = last.duration_since(start).as_secs_f64();
@@ -440,7 +488,6 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         });
     }
     let end_wall = start.elapsed();
-    drop(ctx);
     let wstats = writer
         .finish()
         .map_err(|e| format!("writing {} failed: {e}", cfg.output_path.display()))?;
@@ -493,6 +540,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         producer: Some(producer_stats),
         dispatch: Some(result.stats),
         startup: Some(startup),
+        realtime: Some(realtime_report.clone()),
     };
     let acc = acc
         .lock()
@@ -530,7 +578,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         ),
     );
     note(format!(
-            "start-up {:.0} ms: trace {:.0}, runtime {:.0}, tokenizer {:.0}, vocab {:.0}, prompt check {:.0}, calibration {:.0}, warm-up {:.0}",
+            "start-up {:.0} ms: trace {:.0}, runtime {:.0}, tokenizer {:.0}, vocab {:.0}, prompt check {:.0}, calibration {:.0}, warm-up {:.0} ({} connections opened)",
             startup.total_ms,
             startup.trace_load_ms,
             startup.runtime_ms,
@@ -539,6 +587,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             startup.prompt_check_ms,
             startup.calibration_ms,
             startup.warmup_ms,
+            startup.connections,
         ),
     );
     note(format!("summary: {}", cfg.summary_path.display()));
@@ -565,6 +614,9 @@ const WARMUP_SCHEDULE_MS: f64 = 20.0;
 const WARMUP_MAX_BODIES: usize = 16;
 /// …for at most this long.
 const WARMUP_MAX: Duration = Duration::from_millis(200);
+/// At most this many connections are opened before the start, within this time.
+const WARMUP_CONNECTIONS: usize = 64;
+const WARMUP_CONNECT_MAX: Duration = Duration::from_secs(2);
 /// Prompts re-tokenized at start-up, and the tokens checked of each (their head).
 const STARTUP_CHECK_PROMPTS: usize = 8;
 const STARTUP_CHECK_TOKENS: u32 = 1024;
@@ -583,6 +635,7 @@ struct TaskCtx {
     cfg: ReplayConfig,
     start: Instant,
     progress: Arc<report::Progress>,
+    realtime: Realtime,
 }
 
 /// Milliseconds from `a` to `b` (negative if `b` is earlier), rounded to 1 µs: records carry
@@ -604,6 +657,7 @@ async fn run_one(
 ) {
     let req = &ctx.requests[prepared.index];
     let sent = Instant::now();
+    ctx.realtime.task_started();
     let outcome = if ctx.cfg.dry_run {
         backend::Outcome {
             status: Status::DryRun,
@@ -784,6 +838,27 @@ fn make_build_fn(
 }
 
 /// GET /v1/models and take the first model id.
+/// Open up to `n` keep-alive connections to the endpoint's server with `n` concurrent cheap
+/// requests (`GET /v1/models` for OpenAI-style servers, else `GET` on the endpoint itself, whose
+/// answer, even an error status, leaves the connection open). Returns how many answered; a
+/// failure only means the first requests open their own connections.
+async fn open_connections(client: &reqwest::Client, ep: &Endpoint, n: usize) -> usize {
+    let url = if ep.kind.is_openai() {
+        format!("{}/v1/models", ep.base_url())
+    } else {
+        ep.url.to_string()
+    };
+    let one = |url: String| async move {
+        let resp = ep.authorize(client.get(url)).send().await.ok()?;
+        resp.bytes().await.ok()
+    };
+    let all = futures_util::future::join_all((0..n).map(|_| one(url.clone())));
+    match tokio::time::timeout(WARMUP_CONNECT_MAX, all).await {
+        Ok(r) => r.iter().filter(|r| r.is_some()).count(),
+        Err(_) => 0,
+    }
+}
+
 async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Result<String, String> {
     #[derive(serde::Deserialize)]
     struct Models {

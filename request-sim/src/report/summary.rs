@@ -38,8 +38,11 @@ pub struct StartupTimes {
     pub prompt_check_ms: f64,
     /// Model name lookup and chat overhead (template or calibration request).
     pub calibration_ms: f64,
-    /// Waiting for producers to build the first bodies.
+    /// Waiting for producers to build the first bodies (and, at the same time, opening the
+    /// first connections).
     pub warmup_ms: f64,
+    /// Keep-alive connections opened before the clock started (see `docs/performance.md`).
+    pub connections: usize,
     /// Everything, start to first scheduled send.
     pub total_ms: f64,
 }
@@ -95,6 +98,8 @@ pub struct RunInfo {
     pub dispatch: Option<crate::schedule::DispatchStats>,
     /// Where start-up time went.
     pub startup: Option<StartupTimes>,
+    /// Whether the dispatcher and I/O threads ran under real-time scheduling (`--realtime`).
+    pub realtime: Option<crate::schedule::RealtimeReport>,
 }
 
 impl RunInfo {

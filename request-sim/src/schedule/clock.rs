@@ -43,6 +43,21 @@ impl Waiter {
         self.spun
     }
 
+    /// Sleep (no spin) until about `deadline`, for waits that need no precision. Returns
+    /// `false` if `stop` became true first.
+    pub fn sleep_until(&self, deadline: Instant, stop: &AtomicBool) -> bool {
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return true;
+            }
+            std::thread::sleep((deadline - now).min(MAX_SLEEP));
+        }
+    }
+
     /// Wait until `deadline`. Returns `false` if `stop` became true first.
     pub fn wait_until(&mut self, deadline: Instant, stop: &AtomicBool) -> bool {
         loop {

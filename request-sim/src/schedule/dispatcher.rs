@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use super::clock::Waiter;
+use super::priority::IoBoost;
 use super::producer::{Prepared, Producers};
 use crate::trace::TraceRequest;
 
@@ -68,12 +69,17 @@ pub struct DispatchStats {
 }
 
 /// Dispatch `requests` in order; `send(prepared, scheduled)` hands one to the runtime.
+///
+/// With `boost`, the I/O threads are raised to real-time priority [`IoBoost::LEAD`] before each
+/// send time and lowered once the requests handed over have started, whenever the next send
+/// is far enough away (see [`super::priority`]).
 pub fn dispatch(
     requests: &[TraceRequest],
     producers: &Producers,
     start: Instant,
     plan: &DispatchPlan,
     stop: &AtomicBool,
+    mut boost: Option<IoBoost>,
     mut send: impl FnMut(Prepared, Instant),
 ) -> DispatchResult {
     let mut stats = DispatchStats::default();
@@ -111,6 +117,15 @@ pub fn dispatch(
                 }
             }
         };
+        if let Some(b) = boost.as_mut() {
+            if !b.is_raised() {
+                let lead = scheduled.checked_sub(IoBoost::LEAD).unwrap_or(scheduled);
+                if !waiter.sleep_until(lead, stop) {
+                    return result(i, StopReason::Stopped, stats, last_send, &waiter);
+                }
+                b.raise();
+            }
+        }
         if !waiter.wait_until(scheduled, stop) {
             return result(i, StopReason::Stopped, stats, last_send, &waiter);
         }
@@ -125,6 +140,17 @@ pub fn dispatch(
         stats.max_late_ms = stats.max_late_ms.max(late.as_secs_f64() * 1e3);
         send(prepared, scheduled);
         last_send = Some(now);
+        if let Some(b) = boost.as_mut() {
+            // Lower the I/O threads when the next send is far enough away for the handed-over
+            // requests to start (and be written) first.
+            let next = requests
+                .get(i + 1)
+                .map(|r| start + plan.offset(r.timestamp_ms));
+            let room = IoBoost::LEAD + IoBoost::LINGER + IoBoost::SETTLE_MAX;
+            if next.is_none_or(|t| t.saturating_duration_since(Instant::now()) > room) {
+                b.settle(i + 1, stop);
+            }
+        }
     }
     result(
         requests.len(),

@@ -3,7 +3,9 @@
 
 pub mod clock;
 pub mod dispatcher;
+pub mod priority;
 pub mod producer;
 
 pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, DispatchStats, StopReason};
+pub use priority::{Realtime, RealtimeMode, RealtimeReport};
 pub use producer::{BuildFn, Prepared, ProducerConfig, ProducerStats, Producers, Scratch};

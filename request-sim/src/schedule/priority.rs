@@ -1,0 +1,440 @@
+//! Real-time scheduling for the threads that keep the schedule.
+//!
+//! On a machine whose cores are shared (the server under test, other work, our own producer
+//! threads), a thread that must act at a given microsecond waits for a core whenever another
+//! task holds it: Linux's fair scheduler lets a running task finish its slice before a woken one
+//! runs, and a nice level changes shares, not that wait. On the 2-core development machine that
+//! wait was nearly all of the drift above 1 ms (docs/performance.md). Under `SCHED_FIFO` a woken
+//! thread preempts every normal task at once.
+//!
+//! Two kinds of threads need it, differently:
+//! - the **dispatcher** hands requests over at their send times; it runs under SCHED_FIFO for
+//!   the whole dispatch (it sleeps between sends) and its thread ends with dispatching, so
+//!   nothing after it (drain, reports) runs at real-time priority;
+//! - the async runtime's **I/O threads** start the request tasks and write the requests. Kept
+//!   under SCHED_FIFO all the time they would also preempt the server for every streamed token
+//!   they read (one context switch per SSE chunk: +30% CPU at 100 req/s), so the dispatcher
+//!   **raises** them to SCHED_FIFO shortly before each send time and **lowers** them back once
+//!   every request handed over has started ([`IoBoost`]).
+//!
+//! Producers and the record writer always stay at normal priority, and the kernel's real-time
+//! throttling (by default 5% of every second left to normal tasks) bounds the rest.
+//!
+//! Needs permission (root, `CAP_SYS_NICE` or `RLIMIT_RTPRIO`, see `ulimit -r`) and Linux. In
+//! `auto` mode a refusal is not an error: the run goes on at normal priority and says why.
+//!
+//! The `libc` calls are used directly (not a thread-priority crate) because the I/O threads are
+//! switched by the dispatcher, by thread id, back and forth between SCHED_FIFO and SCHED_OTHER
+//! without touching their nice level.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// `--realtime`: whether the dispatcher and I/O threads use `SCHED_FIFO`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum RealtimeMode {
+    /// Use it when permitted, otherwise run at normal priority (and say so).
+    Auto,
+    /// Use it; fail at start-up when not permitted.
+    On,
+    /// Never.
+    Off,
+}
+
+/// Default `SCHED_FIFO` priority: above every normal task, well below the kernel's threaded
+/// interrupt handlers (50).
+pub const DEFAULT_RT_PRIORITY: u8 = 10;
+
+/// What the run got, for the summary (`run.realtime`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct RealtimeReport {
+    /// The `--realtime` setting (`auto`, `on`, `off`).
+    pub mode: String,
+    /// `fifo` when the dispatcher ran under SCHED_FIFO, else `normal`.
+    pub policy: String,
+    /// SCHED_FIFO priority, when used.
+    pub priority: Option<u8>,
+    /// I/O threads raised to SCHED_FIFO around send times.
+    pub io_threads: usize,
+    /// Times the I/O threads were raised, and the seconds they spent raised in total.
+    pub io_raises: u64,
+    pub io_raised_s: f64,
+    /// Why not, when `policy` is `normal` although the mode allowed it.
+    pub reason: Option<String>,
+}
+
+/// Real-time scheduling for one run: decides, switches threads and remembers what happened.
+#[derive(Debug, Clone)]
+pub struct Realtime {
+    mode: RealtimeMode,
+    priority: u8,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    /// Kernel thread ids of the I/O threads.
+    io: Mutex<Vec<i32>>,
+    dispatcher_fifo: std::sync::atomic::AtomicBool,
+    refused: Mutex<Option<String>>,
+    /// Request tasks that have started (first poll), for [`IoBoost::settle`].
+    started: AtomicU64,
+    raises: AtomicU64,
+    raised_ns: AtomicU64,
+}
+
+impl Realtime {
+    pub fn new(mode: RealtimeMode, priority: u8) -> Realtime {
+        Realtime {
+            mode,
+            priority: priority.clamp(1, 99),
+            shared: Arc::default(),
+        }
+    }
+
+    /// Whether threads may be switched at all: tries it once on a short-lived thread (the
+    /// caller's own policy is untouched). `Err` explains a refusal.
+    pub fn probe(&self) -> Result<(), String> {
+        if self.mode == RealtimeMode::Off {
+            return Err("--realtime off".to_string());
+        }
+        let prio = self.priority;
+        let r = std::thread::Builder::new()
+            .name("rt-probe".into())
+            .spawn(move || set_policy(0, Some(prio)))
+            .map_err(|e| format!("cannot start a thread: {e}"))?
+            .join()
+            .unwrap_or_else(|_| Err("probe thread panicked".to_string()));
+        if let Err(e) = &r {
+            self.refuse(e.clone());
+        }
+        r
+    }
+
+    fn refuse(&self, why: String) {
+        let mut r = self
+            .shared
+            .refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        r.get_or_insert(why);
+    }
+
+    /// Register the calling thread as an I/O thread (from the runtime's `on_thread_start`). It
+    /// stays at normal priority until an [`IoBoost`] raises it.
+    pub fn register_io_thread(&self) {
+        if let Some(tid) = current_tid() {
+            self.shared
+                .io
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(tid);
+        }
+    }
+
+    /// Switch the calling (dispatcher) thread to SCHED_FIFO if the mode allows and the system
+    /// permits; returns whether it did. A refusal is remembered for the report.
+    pub fn enter_dispatcher(&self) -> bool {
+        if self.mode == RealtimeMode::Off {
+            return false;
+        }
+        match set_policy(0, Some(self.priority)) {
+            Ok(()) => {
+                self.shared.dispatcher_fifo.store(true, Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                self.refuse(e);
+                false
+            }
+        }
+    }
+
+    /// Count a request task's start (its first poll).
+    pub fn task_started(&self) {
+        self.shared.started.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The I/O-thread booster for the dispatcher, if the dispatcher itself got SCHED_FIFO (the
+    /// permission check) and there are I/O threads to raise.
+    pub fn io_boost(&self) -> Option<IoBoost> {
+        let have_io = !self
+            .shared
+            .io
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty();
+        (self.shared.dispatcher_fifo.load(Ordering::Relaxed) && have_io).then(|| IoBoost {
+            rt: self.clone(),
+            raised_at: None,
+        })
+    }
+
+    pub fn report(&self) -> RealtimeReport {
+        let fifo = self.shared.dispatcher_fifo.load(Ordering::Relaxed);
+        let refused = self
+            .shared
+            .refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mode = match self.mode {
+            RealtimeMode::Auto => "auto",
+            RealtimeMode::On => "on",
+            RealtimeMode::Off => "off",
+        };
+        let raises = self.shared.raises.load(Ordering::Relaxed);
+        RealtimeReport {
+            mode: mode.to_string(),
+            policy: if fifo { "fifo" } else { "normal" }.to_string(),
+            priority: fifo.then_some(self.priority),
+            io_threads: if fifo && raises > 0 {
+                self.shared
+                    .io
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .len()
+            } else {
+                0
+            },
+            io_raises: raises,
+            io_raised_s: self.shared.raised_ns.load(Ordering::Relaxed) as f64 / 1e9,
+            reason: if fifo { None } else { refused },
+        }
+    }
+}
+
+/// Raises the I/O threads to SCHED_FIFO around send times (owned by the dispatcher).
+#[derive(Debug)]
+pub struct IoBoost {
+    rt: Realtime,
+    raised_at: Option<Instant>,
+}
+
+impl IoBoost {
+    /// How long before a send time the I/O threads are raised.
+    pub const LEAD: Duration = Duration::from_millis(1);
+    /// How long they stay raised after every request handed over has started: covers the write
+    /// of the request by the connection task that the request task wakes.
+    pub const LINGER: Duration = Duration::from_micros(500);
+    /// Longest wait for the handed-over requests to start before lowering anyway.
+    pub const SETTLE_MAX: Duration = Duration::from_millis(20);
+
+    pub fn is_raised(&self) -> bool {
+        self.raised_at.is_some()
+    }
+
+    /// Raise every I/O thread to SCHED_FIFO.
+    pub fn raise(&mut self) {
+        if self.raised_at.is_some() {
+            return;
+        }
+        for &tid in self.io_tids().iter() {
+            let _ = set_policy(tid, Some(self.rt.priority));
+        }
+        self.rt.shared.raises.fetch_add(1, Ordering::Relaxed);
+        self.raised_at = Some(Instant::now());
+    }
+
+    /// Return every I/O thread to normal scheduling.
+    pub fn lower(&mut self) {
+        if let Some(t) = self.raised_at.take() {
+            for &tid in self.io_tids().iter() {
+                let _ = set_policy(tid, None);
+            }
+            self.rt
+                .shared
+                .raised_ns
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Wait until `dispatched` request tasks have started (at most [`Self::SETTLE_MAX`]), then
+    /// [`Self::LINGER`], then lower. Returns early without lowering if `stop` is set.
+    pub fn settle(&mut self, dispatched: usize, stop: &std::sync::atomic::AtomicBool) {
+        if self.raised_at.is_none() {
+            return;
+        }
+        let give_up = Instant::now() + Self::SETTLE_MAX;
+        while (self.rt.shared.started.load(Ordering::Relaxed) as usize) < dispatched
+            && Instant::now() < give_up
+            && !stop.load(Ordering::Relaxed)
+        {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        std::thread::sleep(Self::LINGER);
+        self.lower();
+    }
+
+    fn io_tids(&self) -> Vec<i32> {
+        self.rt
+            .shared
+            .io
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for IoBoost {
+    fn drop(&mut self) {
+        self.lower();
+    }
+}
+
+/// The calling thread's scheduling policy, as `fifo`, `rr` or `normal` (for checks and tests).
+pub fn current_policy() -> String {
+    policy_of(0)
+}
+
+/// The scheduling policy of thread `tid` (0 = the calling thread).
+pub fn policy_of(tid: i32) -> String {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: sched_getscheduler only reads the policy of a thread id; an unknown id gives
+        // -1 (ESRCH), no memory is passed.
+        let p = unsafe { libc::sched_getscheduler(tid) };
+        match p {
+            libc::SCHED_FIFO => "fifo".into(),
+            libc::SCHED_RR => "rr".into(),
+            p if p < 0 => "unknown".into(),
+            _ => "normal".into(),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = tid;
+        "normal".into()
+    }
+}
+
+/// The kernel thread id of the calling thread.
+pub fn current_tid() -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no arguments and cannot fail.
+        Some(unsafe { libc::gettid() })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// Set thread `tid` (0 = the calling thread) to SCHED_FIFO at `priority`, or back to
+/// SCHED_OTHER (its nice level is kept) with `None`.
+fn set_policy(tid: i32, priority: Option<u8>) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        let (policy, prio) = match priority {
+            Some(p) => (libc::SCHED_FIFO, i32::from(p)),
+            None => (libc::SCHED_OTHER, 0),
+        };
+        let param = libc::sched_param {
+            sched_priority: prio,
+        };
+        // SAFETY: `param` is a valid sched_param that outlives the call; the kernel copies it.
+        let r = unsafe { libc::sched_setscheduler(tid, policy, &param) };
+        if r == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        Err(match err.raw_os_error() {
+            Some(libc::EPERM) => format!(
+                "SCHED_FIFO not permitted: run as root, grant CAP_SYS_NICE, or raise `ulimit -r` to at least {prio}"
+            ),
+            _ => format!("cannot set SCHED_FIFO priority {prio}: {err}"),
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (tid, priority);
+        Err("real-time scheduling is only supported on Linux".to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    #[test]
+    fn off_never_switches() {
+        let rt = Realtime::new(RealtimeMode::Off, 10);
+        assert!(rt.probe().is_err());
+        assert!(!rt.enter_dispatcher());
+        assert!(rt.io_boost().is_none());
+        let r = rt.report();
+        assert_eq!(r.policy, "normal");
+        assert_eq!(r.mode, "off");
+        assert_eq!(current_policy(), "normal");
+    }
+
+    /// Switches real threads when the system permits it (root in CI), and otherwise checks the
+    /// refusal is reported: either way the policy read back from the kernel must match.
+    #[test]
+    fn dispatcher_and_io_boost_switch_real_threads() {
+        let rt = Realtime::new(RealtimeMode::Auto, 3);
+        let permitted = rt.probe().is_ok();
+        // An "I/O thread" that waits until told to finish.
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let rt_io = rt.clone();
+        let io = std::thread::spawn(move || {
+            rt_io.register_io_thread();
+            tid_tx.send(current_tid().unwrap()).unwrap();
+            let _ = done_rx.recv();
+        });
+        let io_tid = tid_rx.recv().unwrap();
+        let rt_d = rt.clone();
+        let stop = AtomicBool::new(false);
+        let seen = std::thread::spawn(move || {
+            let entered = rt_d.enter_dispatcher();
+            let me = current_policy();
+            let mut seen = vec![(entered, me)];
+            if let Some(mut b) = rt_d.io_boost() {
+                assert_eq!(
+                    policy_of(io_tid),
+                    "normal",
+                    "registered threads start normal"
+                );
+                b.raise();
+                seen.push((b.is_raised(), policy_of(io_tid)));
+                rt_d.task_started();
+                b.settle(1, &stop);
+                seen.push((b.is_raised(), policy_of(io_tid)));
+            }
+            seen
+        })
+        .join()
+        .unwrap();
+        done_tx.send(()).unwrap();
+        io.join().unwrap();
+        assert_eq!(current_policy(), "normal", "other threads are untouched");
+        let r = rt.report();
+        if permitted {
+            assert_eq!(
+                seen,
+                vec![
+                    (true, "fifo".to_string()),
+                    (true, "fifo".to_string()),
+                    (false, "normal".to_string())
+                ]
+            );
+            assert_eq!(r.policy, "fifo");
+            assert_eq!(r.priority, Some(3));
+            assert_eq!((r.io_threads, r.io_raises), (1, 1));
+            assert!(r.io_raised_s >= IoBoost::LINGER.as_secs_f64());
+            assert!(r.reason.is_none());
+        } else {
+            assert_eq!(seen, vec![(false, "normal".to_string())]);
+            assert_eq!(r.policy, "normal");
+            assert!(r.reason.unwrap().contains("SCHED_FIFO"));
+        }
+    }
+}
