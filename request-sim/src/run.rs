@@ -839,14 +839,14 @@ fn make_build_fn(
 
 /// GET /v1/models and take the first model id.
 /// Open up to `n` keep-alive connections to the endpoint's server with `n` concurrent cheap
-/// requests (`GET /v1/models` for OpenAI-style servers, else `GET` on the endpoint itself, whose
-/// answer, even an error status, leaves the connection open). Returns how many answered; a
+/// requests (`GET /v1/models` for OpenAI-style servers, `GET /health` for TGI; any answer, even
+/// an error status, leaves the connection open). Returns how many answered; a
 /// failure only means the first requests open their own connections.
 async fn open_connections(client: &reqwest::Client, ep: &Endpoint, n: usize) -> usize {
     let url = if ep.kind.is_openai() {
         format!("{}/v1/models", ep.base_url())
     } else {
-        ep.url.to_string()
+        format!("{}/health", ep.base_url())
     };
     let one = |url: String| async move {
         let resp = ep.authorize(client.get(url)).send().await.ok()?;

@@ -31,7 +31,11 @@ fn replay_against(script: Script, path: &str, extra: &[&str]) -> Vec<Record> {
     assert!(out.summary.counts_add_up);
     let records = read_records(&dir.path().join("records.jsonl"));
     assert_eq!(records.len(), 2);
-    assert_eq!(server.requests().len(), 2, "each request sent exactly once");
+    assert_eq!(
+        server.generation_requests().len(),
+        2,
+        "each request sent exactly once"
+    );
     records
 }
 

@@ -300,6 +300,13 @@ impl RawServer {
     pub fn requests(&self) -> Vec<SeenRequest> {
         self.seen.lock().unwrap().clone()
     }
+    /// The POST requests: not the `GET`s of model lookup and of the connections the
+    /// replayer opens before its clock starts.
+    pub fn generation_requests(&self) -> Vec<SeenRequest> {
+        let mut all = self.requests();
+        all.retain(|r| r.head.starts_with("POST "));
+        all
+    }
 }
 
 fn serve(stream: TcpStream, script: &Script, seen: &Mutex<Vec<SeenRequest>>) {
