@@ -543,3 +543,58 @@ fn summary_of_a_real_run_matches_vllm_definitions_recomputed_from_the_records() 
         .count();
     close(s.request_goodput.unwrap(), good as f64 / dur, "goodput");
 }
+
+/// `--realtime auto` raises the dispatcher and, around send times, the I/O threads to
+/// SCHED_FIFO when the system permits it (and says why not otherwise); `off` never does. Both
+/// open the first connections before the clock starts and lose nothing.
+#[test]
+fn realtime_scheduling_is_used_when_permitted_and_reported() {
+    use request_sim::schedule::{Realtime, RealtimeMode};
+    let permitted = Realtime::new(RealtimeMode::Auto, 10).probe().is_ok();
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    for mode in ["auto", "off"] {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = write_trace(dir.path(), 40, 64);
+        let out = dir.path().join("out.jsonl");
+        let args = replay_args(&[
+            "--endpoint",
+            &sim.base_url(),
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "--block-size",
+            "64",
+            "--quiet",
+            "--scale-factor",
+            "4",
+            "--threads",
+            "2",
+            "--realtime",
+            mode,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        let cfg = ReplayConfig::from_args(args, Flavor::Replay).unwrap();
+        let outcome = request_sim::run::replay(cfg).unwrap();
+        assert_eq!(outcome.exit_code, 0, "{mode}");
+        let recs = read_records(&out);
+        assert_eq!(recs.len(), 40, "{mode}");
+        assert!(recs.iter().all(|r| r.status == Status::Ok), "{mode}");
+        let run = &outcome.summary.run;
+        let rt = run.realtime.clone().unwrap();
+        assert_eq!(rt.mode, mode);
+        let startup = run.startup.clone().unwrap();
+        // 40 requests 2.5 ms apart: all in the first second, one connection each.
+        assert_eq!(startup.connections, 40, "{mode}");
+        if mode == "auto" && permitted {
+            assert_eq!(rt.policy, "fifo");
+            assert_eq!(rt.priority, Some(10));
+            assert_eq!(rt.io_threads, 2, "both runtime threads were raised");
+            assert!(rt.io_raises >= 1 && rt.io_raised_s > 0.0, "{rt:?}");
+            assert!(rt.reason.is_none());
+        } else {
+            assert_eq!(rt.policy, "normal", "{mode}");
+            assert_eq!((rt.io_threads, rt.io_raises), (0, 0), "{mode}");
+            assert!(rt.reason.is_some(), "{mode}: says why not");
+        }
+    }
+}

@@ -101,6 +101,7 @@ impl Realtime {
     /// caller's own policy is untouched). `Err` explains a refusal.
     pub fn probe(&self) -> Result<(), String> {
         if self.mode == RealtimeMode::Off {
+            self.refuse("--realtime off".to_string());
             return Err("--realtime off".to_string());
         }
         let prio = self.priority;
