@@ -71,8 +71,8 @@ pub struct DispatchStats {
 /// Dispatch `requests` in order; `send(prepared, scheduled)` hands one to the runtime.
 ///
 /// With `boost`, the I/O threads are raised to real-time priority [`IoBoost::LEAD`] before each
-/// send time and lowered once the requests handed over have started, whenever the next send
-/// is far enough away (see [`super::priority`]).
+/// send time and lowered once the requests handed over have started, unless the next send comes
+/// first (see [`super::priority`]).
 pub fn dispatch(
     requests: &[TraceRequest],
     producers: &Producers,
@@ -141,15 +141,15 @@ pub fn dispatch(
         send(prepared, scheduled);
         last_send = Some(now);
         if let Some(b) = boost.as_mut() {
-            // Lower the I/O threads when the next send is far enough away for the handed-over
-            // requests to start (and be written) first.
-            let next = requests
-                .get(i + 1)
-                .map(|r| start + plan.offset(r.timestamp_ms));
-            let room = IoBoost::LEAD + IoBoost::LINGER + IoBoost::SETTLE_MAX;
-            if next.is_none_or(|t| t.saturating_duration_since(Instant::now()) > room) {
-                b.settle(i + 1, stop);
-            }
+            // Lower the I/O threads once the requests handed over have started (and been
+            // written), if that happens before the next send needs them raised again.
+            let until = match requests.get(i + 1) {
+                Some(r) => (start + plan.offset(r.timestamp_ms))
+                    .checked_sub(IoBoost::LEAD)
+                    .unwrap_or(start),
+                None => Instant::now() + IoBoost::SETTLE_MAX,
+            };
+            b.settle(i + 1, until, stop);
         }
     }
     result(

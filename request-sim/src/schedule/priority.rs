@@ -218,12 +218,13 @@ pub struct IoBoost {
 }
 
 impl IoBoost {
-    /// How long before a send time the I/O threads are raised.
-    pub const LEAD: Duration = Duration::from_millis(1);
+    /// How long before a send time the I/O threads are raised (a raise takes effect at once:
+    /// a raised thread that was waiting for a core preempts whatever holds it).
+    pub const LEAD: Duration = Duration::from_micros(500);
     /// How long they stay raised after every request handed over has started: covers the write
     /// of the request by the connection task that the request task wakes.
-    pub const LINGER: Duration = Duration::from_micros(500);
-    /// Longest wait for the handed-over requests to start before lowering anyway.
+    pub const LINGER: Duration = Duration::from_micros(300);
+    /// After the last request, the longest wait for it to start before lowering.
     pub const SETTLE_MAX: Duration = Duration::from_millis(20);
 
     pub fn is_raised(&self) -> bool {
@@ -255,17 +256,29 @@ impl IoBoost {
         }
     }
 
-    /// Wait until `dispatched` request tasks have started (at most [`Self::SETTLE_MAX`]), then
-    /// [`Self::LINGER`], then lower. Returns early without lowering if `stop` is set.
-    pub fn settle(&mut self, dispatched: usize, stop: &std::sync::atomic::AtomicBool) {
+    /// Lower the I/O threads once `dispatched` request tasks have started and [`Self::LINGER`]
+    /// has passed, if that happens by `until` (the next send's raise time); otherwise leave
+    /// them raised. Never waits past `until` or a set `stop`.
+    pub fn settle(
+        &mut self,
+        dispatched: usize,
+        until: Instant,
+        stop: &std::sync::atomic::AtomicBool,
+    ) {
         if self.raised_at.is_none() {
             return;
         }
-        let give_up = Instant::now() + Self::SETTLE_MAX;
-        while (self.rt.shared.started.load(Ordering::Relaxed) as usize) < dispatched
-            && Instant::now() < give_up
-            && !stop.load(Ordering::Relaxed)
-        {
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let now = Instant::now();
+            if now + Self::LINGER > until {
+                return;
+            }
+            if self.rt.shared.started.load(Ordering::Relaxed) as usize >= dispatched {
+                break;
+            }
             std::thread::sleep(Duration::from_micros(50));
         }
         std::thread::sleep(Self::LINGER);
@@ -407,7 +420,7 @@ mod tests {
                 b.raise();
                 seen.push((b.is_raised(), policy_of(io_tid)));
                 rt_d.task_started();
-                b.settle(1, &stop);
+                b.settle(1, Instant::now() + IoBoost::SETTLE_MAX, &stop);
                 seen.push((b.is_raised(), policy_of(io_tid)));
             }
             seen
