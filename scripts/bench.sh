@@ -14,7 +14,7 @@
 # Every run is bounded: --max-requests, --time-in-secs and `timeout`. Loopback only.
 #
 # Environment (defaults in brackets):
-#   RATES ["50 100 200 400 800 1000 1200 1600"]  offered rates, req/s
+#   RATES ["50 100 200 400 800 1000 1200 1600 2000"]  offered rates, req/s
 #   SECONDS_PER_RUN [12]   requests per run = rate x this (at most the whole trace)
 #   REPEATS [3]            runs per rate (the median is printed)
 #   FULL_OUTPUT_UP_TO [100] rates above this use --max-output-tokens SHORT_OUTPUT
@@ -34,7 +34,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 TRACE="${1:-../shared/traces/mooncake_conversation_trace.jsonl}"
-RATES="${RATES:-50 100 200 400 800 1000 1200 1600}"
+RATES="${RATES:-50 100 200 400 800 1000 1200 1600 2000}"
 SECONDS_PER_RUN="${SECONDS_PER_RUN:-12}"
 REPEATS="${REPEATS:-3}"
 FULL_OUTPUT_UP_TO="${FULL_OUTPUT_UP_TO:-100}"
@@ -141,6 +141,13 @@ for rate in $RATES; do
         "$rate" "$reqs" "$out_label" "$sent" "$done_" "$(awk -v t="$tps" 'BEGIN{print t/1e6}')" \
         "$cpu1k" "$cpup" "$rss" "$d50" "$d99" "$dmax" "$start" "$errs"
 done
+# How the client was scheduled (run.realtime of the first summary): the drift numbers depend on it.
+first_sum=$(ls "$OUT"/r*-1.jsonl.summary.json 2>/dev/null | head -1 || true)
+if [[ -n "$first_sum" ]]; then
+    jq -r '.run.realtime // {} | "client scheduling: \(.policy // "unknown")" +
+        (if .priority then " (SCHED_FIFO priority \(.priority), I/O threads raised around send times)" else "" end) +
+        (if .reason then " - \(.reason)" else "" end)' "$first_sum"
+fi
 
 # ---- start-up with the Qwen3 tokenizer (dry run: no server needed) ----
 if [[ -f "$QWEN3_DIR/tokenizer.json" ]]; then

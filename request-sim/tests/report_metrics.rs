@@ -518,3 +518,42 @@ fn print_console_example() {
     b.latency.ttft.percentiles[5].1 *= 1.3;
     println!("{}", render_compare(&s, &b));
 }
+
+#[test]
+fn drift_above_1ms_at_normal_priority_is_a_warning() {
+    let recs = synthetic(200, 5);
+    let p99 = {
+        let mut acc = Accumulator::new(&cfg());
+        recs.iter().for_each(|r| acc.add(r, &[]));
+        acc.finish(&RunInfo::new()).drift.p99_ms
+    };
+    let run = |policy: &str| {
+        let mut info = RunInfo::new();
+        info.realtime = Some(request_sim::schedule::RealtimeReport {
+            mode: "auto".into(),
+            policy: policy.into(),
+            reason: (policy == "normal").then(|| "SCHED_FIFO not permitted".to_string()),
+            ..Default::default()
+        });
+        let mut acc = Accumulator::new(&cfg());
+        recs.iter().for_each(|r| acc.add(r, &[]));
+        acc.finish(&info)
+    };
+    assert!(
+        p99 > 1.0,
+        "the synthetic run has 2% of sends 2-5 ms late: p99 {p99}"
+    );
+    let normal = run("normal");
+    let fifo = run("fifo");
+    let warned = |s: &request_sim::report::Summary| {
+        s.warnings
+            .iter()
+            .any(|w| w.contains("send drift p99") && w.contains("SCHED_FIFO not permitted"))
+    };
+    assert_eq!(warned(&normal), p99 > 1.0, "p99 {p99}");
+    assert!(!warned(&fifo));
+    // No run information (re-summarising a JSONL file): nothing to say about scheduling.
+    let mut acc = Accumulator::new(&cfg());
+    recs.iter().for_each(|r| acc.add(r, &[]));
+    assert!(!warned(&acc.finish(&RunInfo::new())));
+}

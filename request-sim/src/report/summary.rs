@@ -841,6 +841,16 @@ impl Accumulator {
                 exact.max_abs_diff
             ));
         }
+        if let Some(rt) = info.realtime.as_ref().filter(|rt| rt.policy != "fifo") {
+            if drift.p99_ms > 1.0 {
+                warnings.push(format!(
+                    "send drift p99 {:.2} ms at normal scheduling ({}): other work on the machine \
+                     delayed sends; real-time scheduling (--realtime) usually keeps it under 1 ms",
+                    drift.p99_ms,
+                    rt.reason.as_deref().unwrap_or("not used")
+                ));
+            }
+        }
         if let Some(pv) = info.prompt_verification {
             if pv.exact < pv.checked {
                 warnings.push(format!(
