@@ -582,7 +582,7 @@ fn realtime_scheduling_is_used_when_permitted_and_reported() {
         let run = &outcome.summary.run;
         let rt = run.realtime.clone().unwrap();
         assert_eq!(rt.mode, mode);
-        let startup = run.startup.clone().unwrap();
+        let startup = run.startup.unwrap();
         // 40 requests 2.5 ms apart: all in the first second, one connection each.
         assert_eq!(startup.connections, 40, "{mode}");
         if mode == "auto" && permitted {
