@@ -848,15 +848,24 @@ async fn open_connections(client: &reqwest::Client, ep: &Endpoint, n: usize) -> 
     } else {
         format!("{}/health", ep.base_url())
     };
-    let one = |url: String| async move {
-        let resp = ep.authorize(client.get(url)).send().await.ok()?;
-        resp.bytes().await.ok()
-    };
-    let all = futures_util::future::join_all((0..n).map(|_| one(url.clone())));
-    match tokio::time::timeout(WARMUP_CONNECT_MAX, all).await {
-        Ok(r) => r.iter().filter(|r| r.is_some()).count(),
-        Err(_) => 0,
+    // One task each, so they spread over the I/O threads and each thread has run the request
+    // path once before the first real send.
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let req = ep.authorize(client.get(&url));
+        set.spawn(async move { req.send().await.ok()?.bytes().await.ok() });
     }
+    let answered = async {
+        let mut ok = 0;
+        while let Some(r) = set.join_next().await {
+            ok += usize::from(matches!(r, Ok(Some(_))));
+        }
+        ok
+    };
+    // On timeout the set is dropped, which aborts what is left.
+    tokio::time::timeout(WARMUP_CONNECT_MAX, answered)
+        .await
+        .unwrap_or(0)
 }
 
 async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Result<String, String> {
