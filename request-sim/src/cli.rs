@@ -161,7 +161,8 @@ pub struct ReplayArgs {
     /// `ulimit -r`), on = fail if not permitted, off = never.
     #[arg(long, value_enum, default_value = "auto")]
     pub realtime: crate::schedule::RealtimeMode,
-    /// SCHED_FIFO priority for --realtime (1-49).
+    /// SCHED_FIFO priority of the I/O threads for --realtime (1-48; the dispatcher runs one
+    /// above).
     #[arg(long, default_value_t = crate::schedule::priority::DEFAULT_RT_PRIORITY)]
     pub rt_priority: u8,
     /// Build and schedule everything but send nothing (records get status dry_run).

@@ -331,9 +331,9 @@ impl ReplayConfig {
         if a.max_output_tokens == Some(0) {
             return Err("--max-output-tokens must be at least 1".into());
         }
-        if !(1..=49).contains(&a.rt_priority) {
+        if !(1..=48).contains(&a.rt_priority) {
             return Err(format!(
-                "--rt-priority must be between 1 and 49, got {}",
+                "--rt-priority must be between 1 and 48, got {}",
                 a.rt_priority
             ));
         }

@@ -45,8 +45,8 @@ pub enum RealtimeMode {
     Off,
 }
 
-/// Default `SCHED_FIFO` priority: above every normal task, well below the kernel's threaded
-/// interrupt handlers (50).
+/// Default `SCHED_FIFO` priority of the I/O threads (the dispatcher runs one above): above every
+/// normal task, well below the kernel's threaded interrupt handlers (50).
 pub const DEFAULT_RT_PRIORITY: u8 = 10;
 
 /// What the run got, for the summary (`run.realtime`).
@@ -57,7 +57,7 @@ pub struct RealtimeReport {
     pub mode: String,
     /// `fifo` when the dispatcher ran under SCHED_FIFO, else `normal`.
     pub policy: String,
-    /// SCHED_FIFO priority, when used.
+    /// SCHED_FIFO priority of the raised I/O threads, when used (the dispatcher runs one above).
     pub priority: Option<u8>,
     /// I/O threads raised to SCHED_FIFO around send times.
     pub io_threads: usize,
@@ -144,7 +144,8 @@ impl Realtime {
         if self.mode == RealtimeMode::Off {
             return false;
         }
-        match set_policy(0, Some(self.priority)) {
+        // One above the I/O threads: raised on its core, they must never delay a hand-over.
+        match set_policy(0, Some(self.priority.saturating_add(1).min(99))) {
             Ok(()) => {
                 self.shared.dispatcher_fifo.store(true, Ordering::Relaxed);
                 true
@@ -327,6 +328,22 @@ pub fn policy_of(tid: i32) -> String {
     }
 }
 
+/// The real-time priority of thread `tid` (0 = the calling thread); 0 for normal threads.
+pub fn rt_priority_of(tid: i32) -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid, writable sched_param for the duration of the call.
+        let r = unsafe { libc::sched_getparam(tid, &mut param) };
+        (r == 0).then_some(param.sched_priority)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = tid;
+        None
+    }
+}
+
 /// The kernel thread id of the calling thread.
 pub fn current_tid() -> Option<i32> {
     #[cfg(target_os = "linux")]
@@ -418,6 +435,8 @@ mod tests {
                     "registered threads start normal"
                 );
                 b.raise();
+                assert_eq!(rt_priority_of(io_tid), Some(3));
+                assert_eq!(rt_priority_of(0), Some(4), "the dispatcher runs one above");
                 seen.push((b.is_raised(), policy_of(io_tid)));
                 rt_d.task_started();
                 b.settle(1, Instant::now() + IoBoost::SETTLE_MAX, &stop);
