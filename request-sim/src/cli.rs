@@ -156,9 +156,9 @@ pub struct ReplayArgs {
     /// Do not pin producer threads to cores.
     #[arg(long)]
     pub no_pin: bool,
-    /// Run the dispatcher and I/O threads under real-time scheduling (SCHED_FIFO) so other
-    /// work on the machine cannot delay a send: auto = when permitted (root, CAP_SYS_NICE or
-    /// `ulimit -r`), on = fail if not permitted, off = never.
+    /// Run the dispatcher, and the I/O threads around send times, under real-time scheduling
+    /// (SCHED_FIFO) so other work on the machine cannot delay a send: auto = when permitted
+    /// (root, CAP_SYS_NICE or `ulimit -r`), on = fail if not permitted, off = never.
     #[arg(long, value_enum, default_value = "auto")]
     pub realtime: crate::schedule::RealtimeMode,
     /// SCHED_FIFO priority of the I/O threads for --realtime (1-48; the dispatcher runs one
