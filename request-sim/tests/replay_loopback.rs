@@ -59,29 +59,40 @@ fn replay_args(extra: &[&str]) -> request_sim::cli::ReplayArgs {
     }
 }
 
+/// Replay `trace` (block size 64, quiet) against the simulator at `endpoint` with
+/// `--scale-factor scale`, records to `out`, plus `extra` flags.
+fn replay_sim(
+    endpoint: &str,
+    trace: &Path,
+    out: &Path,
+    scale: &str,
+    extra: &[&str],
+) -> request_sim::run::RunOutcome {
+    let mut argv = vec![
+        "--endpoint",
+        endpoint,
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--block-size",
+        "64",
+        "--quiet",
+        "--scale-factor",
+        scale,
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    argv.extend_from_slice(extra);
+    let cfg = ReplayConfig::from_args(replay_args(&argv), Flavor::Replay).unwrap();
+    request_sim::run::replay(cfg).unwrap()
+}
+
 #[test]
 fn replay_against_simulator_gives_one_exact_record_per_request() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path(), 80, 64);
     let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
     let out = dir.path().join("out.jsonl");
-    let args = replay_args(&[
-        "--endpoint",
-        &sim.base_url(),
-        "--dataset-path",
-        trace.to_str().unwrap(),
-        "--block-size",
-        "64",
-        "--seed",
-        "42",
-        "--quiet",
-        "--scale-factor",
-        "2",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let cfg = ReplayConfig::from_args(args, Flavor::Replay).unwrap();
-    let outcome = request_sim::run::replay(cfg).unwrap();
+    let outcome = replay_sim(&sim.base_url(), &trace, &out, "2", &["--seed", "42"]);
     assert_eq!(outcome.exit_code, 0);
 
     let recs = read_records(&out);
@@ -144,22 +155,7 @@ fn same_seed_same_prompts_different_seed_different_cache() {
     let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
     let run = |seed: &str, name: &str| -> Vec<Record> {
         let out = dir.path().join(name);
-        let args = replay_args(&[
-            "--endpoint",
-            &sim.base_url(),
-            "--dataset-path",
-            trace.to_str().unwrap(),
-            "--block-size",
-            "64",
-            "--seed",
-            seed,
-            "-q",
-            "--scale-factor",
-            "4",
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-        request_sim::run::replay(ReplayConfig::from_args(args, Flavor::Replay).unwrap()).unwrap();
+        replay_sim(&sim.base_url(), &trace, &out, "4", &["--seed", seed]);
         read_records(&out)
     };
     let first = run("1", "a.jsonl");
@@ -441,26 +437,14 @@ fn summary_of_a_real_run_matches_vllm_definitions_recomputed_from_the_records() 
     let trace = write_trace(dir.path(), 60, 64);
     let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
     let out = dir.path().join("run.jsonl");
-    let args = replay_args(&[
-        "--endpoint",
+    let s = replay_sim(
         &sim.base_url(),
-        "--dataset-path",
-        trace.to_str().unwrap(),
-        "--block-size",
-        "64",
-        "-q",
-        "--scale-factor",
+        &trace,
+        &out,
         "3",
-        "--record-itl",
-        "--goodput",
-        "ttft:30",
-        "tpot:4",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    let s = request_sim::run::replay(ReplayConfig::from_args(args, Flavor::Replay).unwrap())
-        .unwrap()
-        .summary;
+        &["--record-itl", "--goodput", "ttft:30", "tpot:4"],
+    )
+    .summary;
     let recs = read_records(&out);
     let ok: Vec<&Record> = recs.iter().filter(|r| r.status == Status::Ok).collect();
     assert_eq!(ok.len(), 60);
@@ -556,25 +540,8 @@ fn realtime_scheduling_is_used_when_permitted_and_reported() {
         let dir = tempfile::tempdir().unwrap();
         let trace = write_trace(dir.path(), 40, 64);
         let out = dir.path().join("out.jsonl");
-        let args = replay_args(&[
-            "--endpoint",
-            &sim.base_url(),
-            "--dataset-path",
-            trace.to_str().unwrap(),
-            "--block-size",
-            "64",
-            "--quiet",
-            "--scale-factor",
-            "4",
-            "--threads",
-            "2",
-            "--realtime",
-            mode,
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-        let cfg = ReplayConfig::from_args(args, Flavor::Replay).unwrap();
-        let outcome = request_sim::run::replay(cfg).unwrap();
+        let extra = ["--threads", "2", "--realtime", mode];
+        let outcome = replay_sim(&sim.base_url(), &trace, &out, "4", &extra);
         assert_eq!(outcome.exit_code, 0, "{mode}");
         let recs = read_records(&out);
         assert_eq!(recs.len(), 40, "{mode}");

@@ -28,7 +28,7 @@
 //! without touching their nice level.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// `--realtime`: whether the dispatcher and I/O threads use `SCHED_FIFO`.
@@ -118,11 +118,7 @@ impl Realtime {
     }
 
     fn refuse(&self, why: String) {
-        let mut r = self
-            .shared
-            .refused
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut r = lock(&self.shared.refused);
         r.get_or_insert(why);
     }
 
@@ -130,11 +126,7 @@ impl Realtime {
     /// stays at normal priority until an [`IoBoost`] raises it.
     pub fn register_io_thread(&self) {
         if let Some(tid) = current_tid() {
-            self.shared
-                .io
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(tid);
+            lock(&self.shared.io).push(tid);
         }
     }
 
@@ -165,12 +157,7 @@ impl Realtime {
     /// The I/O-thread booster for the dispatcher, if the dispatcher itself got SCHED_FIFO (the
     /// permission check) and there are I/O threads to raise.
     pub fn io_boost(&self) -> Option<IoBoost> {
-        let have_io = !self
-            .shared
-            .io
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty();
+        let have_io = !lock(&self.shared.io).is_empty();
         (self.shared.dispatcher_fifo.load(Ordering::Relaxed) && have_io).then(|| IoBoost {
             rt: self.clone(),
             raised_at: None,
@@ -179,12 +166,7 @@ impl Realtime {
 
     pub fn report(&self) -> RealtimeReport {
         let fifo = self.shared.dispatcher_fifo.load(Ordering::Relaxed);
-        let refused = self
-            .shared
-            .refused
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let refused = lock(&self.shared.refused).clone();
         let mode = match self.mode {
             RealtimeMode::Auto => "auto",
             RealtimeMode::On => "on",
@@ -196,11 +178,7 @@ impl Realtime {
             policy: if fifo { "fifo" } else { "normal" }.to_string(),
             priority: fifo.then_some(self.priority),
             io_threads: if fifo && raises > 0 {
-                self.shared
-                    .io
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .len()
+                lock(&self.shared.io).len()
             } else {
                 0
             },
@@ -287,12 +265,7 @@ impl IoBoost {
     }
 
     fn io_tids(&self) -> Vec<i32> {
-        self.rt
-            .shared
-            .io
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.rt.shared.io).clone()
     }
 }
 
@@ -300,6 +273,11 @@ impl Drop for IoBoost {
     fn drop(&mut self) {
         self.lower();
     }
+}
+
+/// Lock, also after a panic elsewhere (the data are plain lists and messages).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The calling thread's scheduling policy, as `fifo`, `rr` or `normal` (for checks and tests).
