@@ -288,8 +288,9 @@ pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
         "bailian" => Ok(TraceFormat::Bailian),
         "azure" => Ok(TraceFormat::Azure),
         "generic" => Ok(TraceFormat::Generic),
+        "messages" => Ok(TraceFormat::Messages),
         other => Err(format!(
-            "unknown dataset {other:?}: use mooncake, bailian, azure or generic"
+            "unknown dataset {other:?}: use mooncake, bailian, azure, generic or messages"
         )),
     }
 }

@@ -968,6 +968,8 @@ mod tests {
                 })
                 .collect(),
             stats: TraceStats::default(),
+            sessions: Default::default(),
+            chats: Vec::new(),
         }
     }
 

@@ -85,6 +85,9 @@ pub(crate) fn parse_row(header: &Header, text: &str) -> Result<RawRow, RowError>
         hash_ids: None,
         session: None,
         turn_given: false,
+        session_id: None,
+        delay_ms: None,
+        chat: None,
     })
 }
 

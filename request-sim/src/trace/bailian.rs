@@ -48,6 +48,9 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
         output_length: row.output_length,
         hash_ids: Some(row.hash_ids),
         turn_given: row.turn.is_some(),
+        session_id: None,
+        delay_ms: None,
+        chat: None,
         session: Some(SessionInfo {
             chat_id: row.chat_id,
             parent_chat_id: row.parent_chat_id,

@@ -10,10 +10,15 @@ struct Keys {
     chat_id: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     hash_ids: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    messages: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    tools: Option<serde::de::IgnoredAny>,
 }
 
 /// Detects the format from the first non-blank line of a file:
-/// a JSON object with `chat_id` is Bailian, one with `hash_ids` is Mooncake, any other JSON
+/// a JSON object with `messages` (or `tools`) is a messages trace, one with `chat_id` is Bailian,
+/// one with `hash_ids` is Mooncake, any other JSON
 /// object is Generic; a line that is not JSON but has a comma (a CSV header) is Azure.
 pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
     let t = first_line.trim_start_matches('\u{feff}').trim();
@@ -24,7 +29,9 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
                 super::fields::json_error(t, &e)
             ))
         })?;
-        return Ok(if keys.chat_id.is_some() {
+        return Ok(if keys.messages.is_some() || keys.tools.is_some() {
+            TraceFormat::Messages
+        } else if keys.chat_id.is_some() {
             TraceFormat::Bailian
         } else if keys.hash_ids.is_some() {
             TraceFormat::Mooncake
@@ -65,6 +72,11 @@ mod tests {
             d(r#"{"timestamp": 0, "input_length": 5}"#),
             TraceFormat::Generic
         );
+        assert_eq!(
+            d(r#"{"timestamp": 0, "messages": []}"#),
+            TraceFormat::Messages
+        );
+        assert_eq!(d(r#"{"tools": []}"#), TraceFormat::Messages);
         assert_eq!(
             d("TIMESTAMP,ContextTokens,GeneratedTokens"),
             TraceFormat::Azure

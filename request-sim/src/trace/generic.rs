@@ -2,7 +2,8 @@
 //! `{"timestamp": 1200.5, "input_length": 900, "output_length": 80, "hash_ids": [1, 2]}`.
 //!
 //! `timestamp` in milliseconds (integer or float); `hash_ids` optional (absent or `null`: every
-//! prompt is unique); block size from `--block-size` (default 512). Unknown fields are ignored.
+//! prompt is unique); block size from `--block-size` (default 512); `session_id` optional (a
+//! string or an integer: rows sharing one are the turns of a session). Unknown fields are ignored.
 
 use super::error::RowError;
 use super::fields;
@@ -21,11 +22,17 @@ struct Row {
     output_length: u32,
     #[serde(default, deserialize_with = "fields::opt_hash_ids")]
     hash_ids: Option<Vec<u64>>,
+    #[serde(default)]
+    session_id: Option<serde_json::Value>,
 }
 
 /// Parses one non-blank line.
 pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
     let row: Row = fields::from_json_line(text)?;
+    let session_id = match &row.session_id {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(super::messages::session_id(v)?),
+    };
     Ok(RawRow {
         timestamp_ms: row.timestamp,
         input_length: row.input_length,
@@ -33,6 +40,9 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
         hash_ids: row.hash_ids,
         session: None,
         turn_given: false,
+        session_id,
+        delay_ms: None,
+        chat: None,
     })
 }
 

@@ -6,14 +6,16 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::Path;
+use std::sync::Arc;
 
 use flate2::read::MultiGzDecoder;
 
 use super::detect::detect_format;
 use super::error::{RowError, TraceError};
 use super::lines::{is_gzip, peek_magic, read_line_capped, LineRead};
-use super::{azure, bailian, generic, mooncake};
-use super::{SessionInfo, Trace, TraceFormat, TraceRequest, TraceStats};
+use super::session::{SessionStats, SessionTurn, Sessions};
+use super::{azure, bailian, generic, messages, mooncake};
+use super::{ChatPayload, SessionInfo, Trace, TraceFormat, TraceRequest, TraceStats};
 
 pub use super::fields::MAX_LENGTH_TOKENS;
 
@@ -55,6 +57,12 @@ pub(crate) struct RawRow {
     pub session: Option<SessionInfo>,
     /// False when `session.turn` is a placeholder to fill in from the parent chain.
     pub turn_given: bool,
+    /// `session_id` of a messages or generic row.
+    pub session_id: Option<String>,
+    /// `delay` of a messages row (ms after the previous turn of its session).
+    pub delay_ms: Option<f64>,
+    /// The chat request of a messages row.
+    pub chat: Option<ChatPayload>,
 }
 
 /// Loads a trace file (plain or gzip-compressed, detected by magic bytes). The path `-` reads
@@ -144,10 +152,21 @@ struct Row {
     line: usize,
     raw: RawRow,
     flags: Flags,
+    /// Session link, set after sorting; `parent` is a position in the sorted rows.
+    link: Option<Link>,
+}
+
+struct Link {
+    id: Arc<str>,
+    turn: u32,
+    parent: Option<usize>,
+    gap_ms: Option<f64>,
 }
 
 #[derive(Default, Clone, Copy)]
 struct Flags {
+    /// Position in replay order before slicing.
+    pos: usize,
     input_beyond_blocks: bool,
     surplus_hash_ids: bool,
     repeated_timestamp: bool,
@@ -207,6 +226,7 @@ impl Reader<'_> {
             TraceFormat::Mooncake => mooncake::parse_line(text),
             TraceFormat::Bailian => bailian::parse_line(text),
             TraceFormat::Generic => generic::parse_line(text),
+            TraceFormat::Messages => messages::parse_line(text),
             TraceFormat::Azure => match &self.azure {
                 Some(h) => azure::parse_row(h, text),
                 None => {
@@ -225,6 +245,7 @@ impl Reader<'_> {
                     line,
                     raw,
                     flags: Flags::default(),
+                    link: None,
                 });
                 Ok(())
             }
@@ -329,6 +350,7 @@ fn finish(
     opts: &LoadOptions,
 ) -> Result<Trace, TraceError> {
     let block = opts.block_size.unwrap_or(format.default_block_size());
+    resolve_delays(name, &mut rows)?;
 
     // File-order properties and hash id normalisation.
     let mut prev: Option<f64> = None;
@@ -377,6 +399,20 @@ fn finish(
         }
     }
 
+    link_sessions(name, &mut rows)?;
+    let ids_before: Vec<Option<Arc<str>>> = rows
+        .iter()
+        .map(|r| r.link.as_ref().map(|l| l.id.clone()))
+        .collect();
+    let count_before = rows.len();
+    let mut orphans = 0;
+    for (pos, row) in rows.iter_mut().enumerate() {
+        row.flags.pos = pos;
+        if let (Some(s), Some(l)) = (&row.raw.session, &row.link) {
+            orphans += usize::from(s.parent_chat_id >= 0 && l.parent.is_none());
+        }
+    }
+
     // Time window [start, end) on the rebased time, then rebase to the first kept request.
     if opts.start_ms.is_some() || opts.end_ms.is_some() {
         let start = opts.start_ms.unwrap_or(0.0);
@@ -404,6 +440,56 @@ fn finish(
         }
     }
 
+    // Sessions over the kept requests: parents that were sliced away are dropped, cut turns
+    // counted.
+    let mut new_index = vec![None; count_before];
+    for (index, row) in rows.iter().enumerate() {
+        new_index[row.flags.pos] = Some(index);
+    }
+    let mut session_stats = SessionStats {
+        orphans,
+        ..Default::default()
+    };
+    let mut turns_per_session: HashMap<Arc<str>, usize> = HashMap::new();
+    let mut turns = Vec::new();
+    let mut chats = Vec::new();
+    if rows.iter().any(|r| r.link.is_some()) {
+        turns = rows
+            .iter()
+            .map(|r| {
+                r.link.as_ref().map(|l| {
+                    *turns_per_session.entry(l.id.clone()).or_default() += 1;
+                    let parent_index = l.parent.and_then(|p| new_index[p]);
+                    SessionTurn {
+                        id: l.id.clone(),
+                        turn: l.turn,
+                        parent_index,
+                        trace_gap_ms: parent_index.and(l.gap_ms),
+                    }
+                })
+            })
+            .collect();
+        let mut cut: HashMap<&Arc<str>, ()> = HashMap::new();
+        for (pos, id) in ids_before.iter().enumerate() {
+            if let Some(id) = id {
+                if new_index[pos].is_none() && turns_per_session.contains_key(id) {
+                    session_stats.cut_turns += 1;
+                    cut.insert(id, ());
+                }
+            }
+        }
+        session_stats.cut_sessions = cut.len();
+        session_stats.sessions = turns_per_session.len();
+        session_stats.turns = turns_per_session.values().sum();
+        session_stats.max_turns = turns_per_session.values().copied().max().unwrap_or(0);
+    }
+    if rows.iter().any(|r| r.raw.chat.is_some()) {
+        chats = rows
+            .iter_mut()
+            .map(|r| r.raw.chat.take().map(Arc::new))
+            .collect();
+    }
+
     // Counts over the kept requests.
     let mut requests = Vec::with_capacity(rows.len());
     for (index, row) in rows.into_iter().enumerate() {
@@ -428,7 +514,165 @@ fn finish(
         block_size: block,
         requests,
         stats,
+        sessions: Sessions {
+            turns,
+            stats: session_stats,
+        },
+        chats,
     })
+}
+
+/// `delay` rows (messages traces): the trace time is the previous turn's (in file order) plus
+/// the delay when the row has no `timestamp`.
+fn resolve_delays(name: &str, rows: &mut [Row]) -> Result<(), TraceError> {
+    if !rows.iter().any(|r| r.raw.delay_ms.is_some()) {
+        return Ok(());
+    }
+    let mut last: HashMap<String, f64> = HashMap::new();
+    for row in rows.iter_mut() {
+        let Some(id) = &row.raw.session_id else {
+            continue;
+        };
+        if row.raw.timestamp_ms.is_nan() {
+            let delay = row.raw.delay_ms.unwrap_or(0.0);
+            match last.get(id) {
+                Some(prev) => row.raw.timestamp_ms = prev + delay,
+                None => {
+                    return Err(TraceError::Row {
+                        path: name.to_owned(),
+                        line: row.line,
+                        error: RowError::Field {
+                            field: "delay".into(),
+                            what: format!(
+                                "this is the first turn of session {id:?}: nothing to delay from (give it a `timestamp`)"
+                            ),
+                        },
+                    })
+                }
+            }
+        }
+        last.insert(id.clone(), row.raw.timestamp_ms);
+    }
+    Ok(())
+}
+
+/// Sets every row's session link (rows are sorted by time): Bailian parent chains, or shared
+/// `session_id`s. A `parent_chat_id` cycle is an error naming a line of the cycle.
+fn link_sessions(name: &str, rows: &mut [Row]) -> Result<(), TraceError> {
+    if rows.iter().any(|r| r.raw.session.is_some()) {
+        let mut by_chat: HashMap<i64, usize> = HashMap::new();
+        for (pos, row) in rows.iter().enumerate() {
+            if let Some(s) = &row.raw.session {
+                by_chat.entry(s.chat_id).or_insert(pos);
+            }
+        }
+        let parent_of = |pos: usize| -> Option<usize> {
+            let s = rows[pos].raw.session.as_ref()?;
+            if s.parent_chat_id < 0 {
+                return None;
+            }
+            by_chat.get(&s.parent_chat_id).copied()
+        };
+        // Root of every chain; state 1 = on the current walk (seen again = a cycle), 2 = done.
+        let mut root = vec![usize::MAX; rows.len()];
+        let mut state = vec![0u8; rows.len()];
+        let mut walk = Vec::new();
+        for start in 0..rows.len() {
+            if rows[start].raw.session.is_none() || state[start] == 2 {
+                continue;
+            }
+            walk.clear();
+            let mut cur = start;
+            let r = loop {
+                if state[cur] == 2 {
+                    break root[cur];
+                }
+                if state[cur] == 1 {
+                    let chain: Vec<String> = walk
+                        .iter()
+                        .skip_while(|&&p| p != cur)
+                        .chain(std::iter::once(&cur))
+                        .map(|&p| {
+                            rows[p]
+                                .raw
+                                .session
+                                .as_ref()
+                                .map_or(String::new(), |s| s.chat_id.to_string())
+                        })
+                        .collect();
+                    return Err(TraceError::Row {
+                        path: name.to_owned(),
+                        line: rows[cur].line,
+                        error: RowError::Field {
+                            field: "parent_chat_id".into(),
+                            what: format!(
+                                "the parent chain loops back on itself (chat ids {})",
+                                chain.join(" -> ")
+                            ),
+                        },
+                    });
+                }
+                state[cur] = 1;
+                walk.push(cur);
+                match parent_of(cur) {
+                    Some(p) => cur = p,
+                    None => break cur,
+                }
+            };
+            for &p in &walk {
+                state[p] = 2;
+                root[p] = r;
+            }
+        }
+        let links: Vec<Option<Link>> = (0..rows.len())
+            .map(|pos| {
+                let s = rows[pos].raw.session.as_ref()?;
+                let r = rows[root[pos]].raw.session.as_ref()?;
+                let parent = parent_of(pos);
+                Some(Link {
+                    id: Arc::from(r.chat_id.to_string()),
+                    turn: s.turn,
+                    parent,
+                    gap_ms: parent.map(|p| rows[pos].raw.timestamp_ms - rows[p].raw.timestamp_ms),
+                })
+            })
+            .collect();
+        for (row, link) in rows.iter_mut().zip(links) {
+            row.link = link;
+        }
+        return Ok(());
+    }
+    if rows.iter().any(|r| r.raw.session_id.is_some()) {
+        let mut last: HashMap<String, (usize, u32, Arc<str>)> = HashMap::new();
+        for pos in 0..rows.len() {
+            let Some(id) = rows[pos].raw.session_id.clone() else {
+                continue;
+            };
+            let t = rows[pos].raw.timestamp_ms;
+            let link = match last.get(&id) {
+                Some((p, turn, key)) => Link {
+                    id: key.clone(),
+                    turn: turn + 1,
+                    parent: Some(*p),
+                    gap_ms: Some(
+                        rows[pos]
+                            .raw
+                            .delay_ms
+                            .unwrap_or(t - rows[*p].raw.timestamp_ms),
+                    ),
+                },
+                None => Link {
+                    id: Arc::from(id.as_str()),
+                    turn: 1,
+                    parent: None,
+                    gap_ms: None,
+                },
+            };
+            last.insert(id, (pos, link.turn, link.id.clone()));
+            rows[pos].link = Some(link);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -15,12 +15,15 @@ mod fields;
 mod generic;
 mod lines;
 mod load;
+mod messages;
 mod mooncake;
+pub mod session;
 
 pub use analyze::{analyze, ideal_prefix_hits, render_text, Analysis, AnalyzeOptions};
 pub use detect::detect_format;
 pub use error::{RowError, TraceError};
 pub use load::{load, parse_reader, LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
+pub use session::{SessionStats, SessionTurn, Sessions};
 
 /// Which trace format a file is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -34,24 +37,28 @@ pub enum TraceFormat {
     Azure,
     /// Generic JSONL: timestamp (ms), input_length, output_length, optional hash_ids.
     Generic,
+    /// AIPerf-style JSONL: a whole OpenAI chat request per row (`messages`, `tools`, ...).
+    Messages,
 }
 
 impl TraceFormat {
     /// Every format, in `--dataset` order.
-    pub const ALL: [TraceFormat; 4] = [
+    pub const ALL: [TraceFormat; 5] = [
         TraceFormat::Mooncake,
         TraceFormat::Bailian,
         TraceFormat::Azure,
         TraceFormat::Generic,
+        TraceFormat::Messages,
     ];
 
-    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`).
+    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`).
     pub fn name(self) -> &'static str {
         match self {
             TraceFormat::Mooncake => "mooncake",
             TraceFormat::Bailian => "bailian",
             TraceFormat::Azure => "azure",
             TraceFormat::Generic => "generic",
+            TraceFormat::Messages => "messages",
         }
     }
 
@@ -67,7 +74,9 @@ impl TraceFormat {
         match self {
             TraceFormat::Mooncake => mooncake::BLOCK_SIZE,
             TraceFormat::Bailian => bailian::BLOCK_SIZE,
-            TraceFormat::Azure | TraceFormat::Generic => generic::DEFAULT_BLOCK_SIZE,
+            TraceFormat::Azure | TraceFormat::Generic | TraceFormat::Messages => {
+                generic::DEFAULT_BLOCK_SIZE
+            }
         }
     }
 }
@@ -130,6 +139,19 @@ pub struct TraceStats {
     pub invalid_examples: Vec<String>,
 }
 
+/// The OpenAI chat request of a `messages` row, kept verbatim for the request body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatPayload {
+    /// The `messages` array as given (validated: roles, contents, tool calls).
+    pub messages: serde_json::Value,
+    /// The `tools` array as given.
+    pub tools: Option<serde_json::Value>,
+    /// `extra`: merged into the request body.
+    pub extra: Option<serde_json::Map<String, serde_json::Value>>,
+    /// `output_length` when the row gives one (else the server decides).
+    pub max_tokens: Option<u32>,
+}
+
 /// A whole parsed trace.
 #[derive(Debug, Clone)]
 pub struct Trace {
@@ -137,4 +159,15 @@ pub struct Trace {
     pub block_size: usize,
     pub requests: Vec<TraceRequest>,
     pub stats: TraceStats,
+    /// Session of every request (empty when the trace has no sessions), see [`Sessions`].
+    pub sessions: Sessions,
+    /// The chat payload of every request of a `messages` trace (empty for other formats).
+    pub chats: Vec<Option<std::sync::Arc<ChatPayload>>>,
+}
+
+impl Trace {
+    /// The chat payload of request `index` (`messages` traces only).
+    pub fn chat(&self, index: usize) -> Option<&ChatPayload> {
+        self.chats.get(index).and_then(|c| c.as_deref())
+    }
 }

@@ -33,6 +33,9 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
         hash_ids: Some(row.hash_ids),
         session: None,
         turn_given: false,
+        session_id: None,
+        delay_ms: None,
+        chat: None,
     })
 }
 

@@ -1,0 +1,365 @@
+//! `messages` JSONL (AIPerf style): every row carries a whole OpenAI chat request.
+//!
+//! `{"session_id": "s1", "timestamp": 0, "messages": [{"role": "user", "content": "Hello"}],
+//!   "tools": [...], "output_length": 50, "extra": {"temperature": 0}}`
+//!
+//! - `messages` (required): an OpenAI chat array; each item an object with `role` one of
+//!   system/developer/user/assistant/tool, `content` a string, an array of content parts
+//!   (objects with a string `type`) or `null`; optional `tool_calls` (array of objects) and
+//!   `tool_call_id` (string, required for `tool` messages).
+//! - `tools` (optional): OpenAI tool definitions (array of objects); only valid with `messages`.
+//! - `session_id` (optional, string or integer): rows with the same id are the turns of one
+//!   session, in time order.
+//! - `timestamp` (ms) or `delay` (ms after the previous turn of the same session; needs
+//!   `session_id` and an earlier turn). One of them is required.
+//! - `output_length` (optional): sent as the token budget; absent = the server decides.
+//! - `extra` (optional object): merged into the request body as given.
+//! - `input_length` / `text_input` are refused: a `messages` row is sent as given.
+//!
+//! Rows are checked with hand-written walks over `serde_json::Value` (not typed structs) because
+//! the payload must be kept verbatim for the request body while every bad field still gets a
+//! message naming its JSON path.
+
+use serde_json::{Map, Value};
+
+use super::error::RowError;
+use super::fields;
+use super::load::RawRow;
+use super::ChatPayload;
+
+const ROLES: [&str; 5] = ["system", "developer", "user", "assistant", "tool"];
+
+fn bad(field: impl Into<String>, what: impl Into<String>) -> RowError {
+    RowError::Field {
+        field: field.into(),
+        what: what.into(),
+    }
+}
+
+/// A short description of a JSON value for messages ("the string \"x\"", "an array", ...).
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) => format!("the string {}", fields::quote_short(s)),
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// A session id: a non-empty string or an integer (kept as its decimal text).
+pub(crate) fn session_id(v: &Value) -> Result<String, RowError> {
+    match v {
+        Value::String(s) if !s.is_empty() => Ok(s.clone()),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Ok(n.to_string()),
+        other => Err(bad(
+            "session_id",
+            format!(
+                "expected a non-empty string or an integer, found {}",
+                describe(other)
+            ),
+        )),
+    }
+}
+
+fn non_negative_ms(field: &str, v: &Value) -> Result<f64, RowError> {
+    let x = v.as_f64().ok_or_else(|| {
+        bad(
+            field,
+            format!("expected a number of milliseconds, found {}", describe(v)),
+        )
+    })?;
+    let ms = fields::check_timestamp(x, "ms", 1.0).map_err(|w| bad(field, w))?;
+    if ms < 0.0 {
+        return Err(bad(
+            field,
+            format!("must be >= 0, found {}", fields::short_num(x)),
+        ));
+    }
+    Ok(ms)
+}
+
+fn check_content(path: &str, v: &Value, role: &str) -> Result<(), RowError> {
+    match v {
+        Value::String(_) => Ok(()),
+        Value::Null if role == "assistant" => Ok(()),
+        Value::Array(parts) => {
+            for (k, p) in parts.iter().enumerate() {
+                let pp = format!("{path}[{k}]");
+                let obj = p.as_object().ok_or_else(|| {
+                    bad(
+                        &pp,
+                        format!("expected a content part object, found {}", describe(p)),
+                    )
+                })?;
+                match obj.get("type") {
+                    Some(Value::String(_)) => {}
+                    Some(t) => {
+                        return Err(bad(
+                            format!("{pp}.type"),
+                            format!("expected a string, found {}", describe(t)),
+                        ))
+                    }
+                    None => return Err(bad(&pp, "a content part needs a `type`")),
+                }
+            }
+            Ok(())
+        }
+        other => Err(bad(
+            path,
+            format!(
+                "expected a string or an array of content parts{}, found {}",
+                if role == "assistant" { " or null" } else { "" },
+                describe(other)
+            ),
+        )),
+    }
+}
+
+fn check_messages(v: &Value) -> Result<(), RowError> {
+    let items = v.as_array().ok_or_else(|| {
+        bad(
+            "messages",
+            format!("expected an array of chat messages, found {}", describe(v)),
+        )
+    })?;
+    if items.is_empty() {
+        return Err(bad("messages", "must hold at least one message"));
+    }
+    for (i, m) in items.iter().enumerate() {
+        let path = format!("messages[{i}]");
+        let obj = m
+            .as_object()
+            .ok_or_else(|| bad(&path, format!("expected an object, found {}", describe(m))))?;
+        let role = match obj.get("role") {
+            Some(Value::String(r)) if ROLES.contains(&r.as_str()) => r.as_str(),
+            Some(Value::String(r)) => {
+                return Err(bad(
+                    format!("{path}.role"),
+                    format!(
+                        "expected one of {}, found {}",
+                        ROLES.join("/"),
+                        fields::quote_short(r)
+                    ),
+                ))
+            }
+            Some(other) => {
+                return Err(bad(
+                    format!("{path}.role"),
+                    format!("expected a string, found {}", describe(other)),
+                ))
+            }
+            None => return Err(bad(&path, "missing `role`")),
+        };
+        match obj.get("content") {
+            Some(c) => check_content(&format!("{path}.content"), c, role)?,
+            None if role == "assistant" && obj.contains_key("tool_calls") => {}
+            None => return Err(bad(&path, "missing `content`")),
+        }
+        if let Some(tc) = obj.get("tool_calls") {
+            let calls = tc.as_array().ok_or_else(|| {
+                bad(
+                    format!("{path}.tool_calls"),
+                    format!("expected an array, found {}", describe(tc)),
+                )
+            })?;
+            if role != "assistant" {
+                return Err(bad(
+                    format!("{path}.tool_calls"),
+                    format!("only assistant messages carry tool calls, this one is {role}"),
+                ));
+            }
+            for (k, c) in calls.iter().enumerate() {
+                if !c.is_object() {
+                    return Err(bad(
+                        format!("{path}.tool_calls[{k}]"),
+                        format!("expected an object, found {}", describe(c)),
+                    ));
+                }
+            }
+        }
+        match obj.get("tool_call_id") {
+            Some(Value::String(_)) => {}
+            Some(other) => {
+                return Err(bad(
+                    format!("{path}.tool_call_id"),
+                    format!("expected a string, found {}", describe(other)),
+                ))
+            }
+            None if role == "tool" => {
+                return Err(bad(&path, "a tool message needs `tool_call_id`"))
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+/// Parses one non-blank line of a `messages` trace.
+pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
+    let mut row: Map<String, Value> = fields::from_json_line(text)?;
+    let messages = match row.remove("messages") {
+        Some(m) => m,
+        None if row.contains_key("tools") => {
+            return Err(bad(
+                "tools",
+                "is only valid with `messages` (this row has none)",
+            ))
+        }
+        None => {
+            return Err(RowError::Json(
+                "missing field `messages` (a messages trace row is an OpenAI chat request)".into(),
+            ))
+        }
+    };
+    for refused in ["input_length", "text_input"] {
+        if row.contains_key(refused) {
+            return Err(bad(
+                refused,
+                "cannot be combined with `messages` (a messages row is sent as given)",
+            ));
+        }
+    }
+    check_messages(&messages)?;
+    let tools = match row.remove("tools") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(t)) => {
+            if let Some((k, x)) = t.iter().enumerate().find(|(_, x)| !x.is_object()) {
+                return Err(bad(
+                    format!("tools[{k}]"),
+                    format!("expected a tool definition object, found {}", describe(x)),
+                ));
+            }
+            Some(Value::Array(t))
+        }
+        Some(other) => {
+            return Err(bad(
+                "tools",
+                format!(
+                    "expected an array of tool definitions, found {}",
+                    describe(&other)
+                ),
+            ))
+        }
+    };
+    let extra = match row.remove("extra") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(e)) => Some(e),
+        Some(other) => {
+            return Err(bad(
+                "extra",
+                format!("expected an object, found {}", describe(&other)),
+            ))
+        }
+    };
+    let session = match row.get("session_id") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(session_id(v)?),
+    };
+    let timestamp = match row.get("timestamp") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(non_negative_ms("timestamp", v)?),
+    };
+    let delay = match row.get("delay") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(non_negative_ms("delay", v)?),
+    };
+    if delay.is_some() && session.is_none() {
+        return Err(bad(
+            "delay",
+            "needs a `session_id` (it counts from the previous turn of the session)",
+        ));
+    }
+    if timestamp.is_none() && delay.is_none() {
+        return Err(RowError::Json(
+            "missing field `timestamp` (ms) or `delay` (ms after the previous turn)".into(),
+        ));
+    }
+    let output_length = match row.get("output_length") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            let n = v.as_u64().ok_or_else(|| {
+                bad(
+                    "output_length",
+                    format!("expected a non-negative integer, found {}", describe(v)),
+                )
+            })?;
+            Some(fields::check_length(n, 0).map_err(|w| bad("output_length", w))?)
+        }
+    };
+    Ok(RawRow {
+        timestamp_ms: timestamp.unwrap_or(f64::NAN),
+        input_length: 0,
+        output_length: output_length.unwrap_or(0),
+        hash_ids: None,
+        session: None,
+        turn_given: false,
+        session_id: session,
+        delay_ms: delay,
+        chat: Some(ChatPayload {
+            messages,
+            tools,
+            extra,
+            max_tokens: output_length,
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(line: &str) -> String {
+        parse_line(line).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn keeps_the_payload() {
+        let r = parse_line(r#"{"session_id": 7, "timestamp": 5, "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}], "tools": [{"type": "function", "function": {"name": "f"}}], "output_length": 3, "extra": {"temperature": 0}}"#).unwrap();
+        assert_eq!(r.session_id.as_deref(), Some("7"));
+        assert_eq!(r.timestamp_ms, 5.0);
+        let c = r.chat.unwrap();
+        assert_eq!(c.max_tokens, Some(3));
+        assert_eq!(c.messages[0]["content"][0]["text"], "hi");
+        assert_eq!(c.tools.unwrap()[0]["function"]["name"], "f");
+        assert_eq!(c.extra.unwrap()["temperature"], 0);
+    }
+
+    #[test]
+    fn bad_rows_are_named() {
+        assert_eq!(
+            err(r#"{"timestamp": 0, "tools": []}"#),
+            "field `tools`: is only valid with `messages` (this row has none)"
+        );
+        assert_eq!(
+            err(r#"{"timestamp": 0, "input_length": 4, "messages": [{"role": "user", "content": "x"}]}"#),
+            "field `input_length`: cannot be combined with `messages` (a messages row is sent as given)"
+        );
+        assert_eq!(
+            err(r#"{"delay": 10, "messages": [{"role": "user", "content": "x"}]}"#),
+            "field `delay`: needs a `session_id` (it counts from the previous turn of the session)"
+        );
+        assert_eq!(
+            err(r#"{"timestamp": 0, "messages": [{"role": "user", "content": 5}]}"#),
+            "field `messages[0].content`: expected a string or an array of content parts, found the number 5"
+        );
+        assert_eq!(
+            err(r#"{"timestamp": 0, "messages": [{"role": "bot", "content": "x"}]}"#),
+            "field `messages[0].role`: expected one of system/developer/user/assistant/tool, found \"bot\""
+        );
+        assert_eq!(
+            err(r#"{"timestamp": 0, "messages": [{"role": "tool", "content": "x"}]}"#),
+            "field `messages[0]`: a tool message needs `tool_call_id`"
+        );
+        assert_eq!(
+            err(r#"{"timestamp": 0, "messages": "hello"}"#),
+            "field `messages`: expected an array of chat messages, found the string \"hello\""
+        );
+        assert_eq!(
+            err(r#"{"timestamp": 0, "messages": [{"role": "user", "content": "x"}], "tools": {}}"#),
+            "field `tools`: expected an array of tool definitions, found an object"
+        );
+        assert!(err(r#"{"messages": [{"role": "user", "content": "x"}]}"#).contains("`timestamp`"));
+    }
+}

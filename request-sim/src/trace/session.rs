@@ -1,0 +1,71 @@
+//! Sessions (conversations), one type whatever the source format:
+//!
+//! - Bailian: a chain of `parent_chat_id` links is one session, named after its root's
+//!   `chat_id`; a turn whose parent is not in the file becomes a root (counted as an orphan).
+//! - `messages` and generic rows: rows sharing a `session_id` are the turns of one session, in
+//!   replay (time) order.
+//!
+//! Each request of a session knows its session id (the key a scale-out shards on), its turn
+//! (1-based), its parent request (the previous turn, when it is in the replayed slice) and the
+//! trace's own think time before it (the row's `delay`, else the gap between the parent's and
+//! its own trace time).
+
+use std::sync::Arc;
+
+/// The session facts of one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionTurn {
+    /// Session id: the root `chat_id` (Bailian) or the row's `session_id`.
+    pub id: Arc<str>,
+    /// 1-based turn within the session (Bailian: the row's `turn` when given).
+    pub turn: u32,
+    /// Replay index of the parent request; `None` for a first turn, or when the parent was
+    /// sliced away (the request then starts its part of the session).
+    pub parent_index: Option<usize>,
+    /// The trace's own think time before this turn (ms): `delay` when the row has one, else
+    /// this turn's trace time minus its parent's (`None` without a parent).
+    pub trace_gap_ms: Option<f64>,
+}
+
+/// Counts about the sessions of a trace (after slicing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SessionStats {
+    /// Sessions with at least one replayed request.
+    pub sessions: usize,
+    /// Replayed requests that belong to a session.
+    pub turns: usize,
+    /// Most replayed turns in one session.
+    pub max_turns: usize,
+    /// Bailian turns whose `parent_chat_id` is not in the file (they start a session).
+    pub orphans: usize,
+    /// Turns removed by slicing (`--start-ms/--end-ms/--max-requests`) from sessions that still
+    /// have replayed turns.
+    pub cut_turns: usize,
+    /// Sessions that lost turns to slicing.
+    pub cut_sessions: usize,
+}
+
+/// The sessions of a trace: one entry per request (empty when the trace has no sessions).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sessions {
+    pub turns: Vec<Option<SessionTurn>>,
+    pub stats: SessionStats,
+}
+
+impl Sessions {
+    /// The session facts of request `index`.
+    pub fn get(&self, index: usize) -> Option<&SessionTurn> {
+        self.turns.get(index).and_then(Option::as_ref)
+    }
+
+    /// The key to keep a session together (e.g. on one scale-out shard): the session id, or
+    /// `None` for a request outside any session.
+    pub fn key(&self, index: usize) -> Option<&str> {
+        self.get(index).map(|t| &*t.id)
+    }
+
+    /// True when at least one request belongs to a session.
+    pub fn any(&self) -> bool {
+        self.stats.turns > 0
+    }
+}
