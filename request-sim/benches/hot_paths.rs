@@ -219,6 +219,7 @@ fn record(i: usize) -> Record {
         chat_id: None,
         parent_chat_id: None,
         turn: None,
+        retries: 0,
     }
 }
 

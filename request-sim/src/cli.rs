@@ -123,6 +123,10 @@ pub struct ReplayArgs {
     /// Accept invalid TLS certificates.
     #[arg(long)]
     pub insecure: bool,
+    /// Seconds an idle keep-alive connection is kept for reuse; keep it below the server's
+    /// keep-alive timeout (uvicorn/vLLM and llama.cpp: 5 s).
+    #[arg(long, value_name = "SECS", default_value_t = crate::backend::DEFAULT_POOL_IDLE_TIMEOUT_S)]
+    pub pool_idle_timeout: f64,
 
     // ---- timing ----
     /// Replay speed: 2 sends requests at twice the trace's rate.

@@ -111,6 +111,8 @@ pub struct ReplayConfig {
     pub exact_output: bool,
     pub allow_missing_usage: bool,
     pub insecure: bool,
+    /// `--pool-idle-timeout`.
+    pub pool_idle_timeout: Duration,
     pub scale_factor: f64,
     pub time_limit: Option<Duration>,
     pub timeout: TimeoutRule,
@@ -301,6 +303,12 @@ impl ReplayConfig {
                 tpot_s: p.unwrap_or(0.0),
             },
         };
+        if !a.pool_idle_timeout.is_finite() || a.pool_idle_timeout <= 0.0 {
+            return Err(format!(
+                "--pool-idle-timeout must be > 0 seconds, got {}",
+                a.pool_idle_timeout
+            ));
+        }
         if !a.grace_secs.is_finite() || a.grace_secs < 0.0 {
             return Err(format!("--grace-secs must be >= 0, got {}", a.grace_secs));
         }
@@ -418,6 +426,7 @@ impl ReplayConfig {
             exact_output: !a.no_exact_output,
             allow_missing_usage: a.allow_missing_usage,
             insecure: a.insecure,
+            pool_idle_timeout: Duration::from_secs_f64(a.pool_idle_timeout),
             scale_factor,
             time_limit: time_in_secs.map(Duration::from_secs_f64),
             timeout,

@@ -208,6 +208,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     let client = backend::build_client(&backend::ClientOptions {
         insecure: cfg.insecure,
         tls_roots: ep.url.scheme() == "https",
+        pool_idle_timeout: cfg.pool_idle_timeout,
         ..Default::default()
     })?;
 
@@ -632,7 +633,7 @@ fn ms_since(t: Instant) -> f64 {
 
 /// Context shared by all request tasks.
 struct TaskCtx {
-    client: reqwest::Client,
+    client: backend::HttpClient,
     ep: Endpoint,
     requests: Arc<Vec<TraceRequest>>,
     control: Arc<Control>,
@@ -668,6 +669,7 @@ async fn run_one(
             http_status: None,
             error: None,
             state: Default::default(),
+            retries: 0,
         }
     } else {
         let timeout = ctx.cfg.timeout.for_output(req.output_length);
@@ -690,6 +692,7 @@ async fn run_one(
                     "internal error while handling the response (a request-sim bug)".to_string(),
                 ),
                 state: Default::default(),
+                retries: 0,
             },
         }
     };
@@ -738,6 +741,7 @@ async fn run_one(
         chat_id: session.map(|s| s.chat_id),
         parent_chat_id: session.map(|s| s.parent_chat_id),
         turn: session.map(|s| s.turn),
+        retries: outcome.retries,
     };
     let failed = !matches!(
         record.status,
@@ -915,7 +919,7 @@ async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Result<String, 
 fn determine_overhead(
     cfg: &ReplayConfig,
     rt: &tokio::runtime::Runtime,
-    client: &reqwest::Client,
+    client: &backend::HttpClient,
     ep: &Endpoint,
     params: &BodyParams,
     builder: &PromptBuilder,

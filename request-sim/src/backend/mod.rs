@@ -213,7 +213,14 @@ pub struct ClientOptions {
     pub tls_roots: bool,
     pub connect_timeout: Duration,
     pub max_idle_per_host: usize,
+    /// How long an idle keep-alive connection is kept for reuse. Below the keep-alive timeout
+    /// of the servers users run (uvicorn/vLLM and llama.cpp close idle connections after 5 s),
+    /// so the client gives up a connection before the server does.
+    pub pool_idle_timeout: Duration,
 }
+
+/// Default of [`ClientOptions::pool_idle_timeout`] (`--pool-idle-timeout`), seconds.
+pub const DEFAULT_POOL_IDLE_TIMEOUT_S: f64 = 4.0;
 
 impl Default for ClientOptions {
     fn default() -> Self {
@@ -222,23 +229,53 @@ impl Default for ClientOptions {
             tls_roots: true,
             connect_timeout: Duration::from_secs(10),
             max_idle_per_host: 4096,
+            pool_idle_timeout: Duration::from_secs_f64(DEFAULT_POOL_IDLE_TIMEOUT_S),
         }
     }
 }
 
-/// The pooled keep-alive client shared by all requests (HTTP/1.1, TCP_NODELAY, rustls with
-/// the system's root certificates).
-pub fn build_client(opts: &ClientOptions) -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .tcp_nodelay(true)
+/// The HTTP clients of a run: the pooled keep-alive client every request uses, and a client
+/// without a pool, whose every request opens a fresh connection, for the one retry of a
+/// request whose reused connection the server had closed (see [`execute`]).
+///
+/// Derefs to the pooled client, for the few side requests (`/v1/models`, warm-up).
+#[derive(Debug, Clone)]
+pub struct HttpClient {
+    pooled: reqwest::Client,
+    fresh: reqwest::Client,
+}
+
+impl std::ops::Deref for HttpClient {
+    type Target = reqwest::Client;
+    fn deref(&self) -> &reqwest::Client {
+        &self.pooled
+    }
+}
+
+/// The clients (HTTP/1.1, TCP_NODELAY, rustls with the system's root certificates).
+///
+/// hyper's pool already honours `Connection: close` (such a connection is never reused) and
+/// drops a connection it sees closed while idle; it does not read `Keep-Alive: timeout=`,
+/// which is why the pool's own idle timeout stays below the servers' usual 5 s.
+pub fn build_client(opts: &ClientOptions) -> Result<HttpClient, String> {
+    let base = || {
+        reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .connect_timeout(opts.connect_timeout)
+            .danger_accept_invalid_certs(opts.insecure)
+            .tls_built_in_root_certs(opts.tls_roots)
+            .no_proxy()
+    };
+    let pooled = base()
         .pool_max_idle_per_host(opts.max_idle_per_host)
-        .pool_idle_timeout(Duration::from_secs(90))
-        .connect_timeout(opts.connect_timeout)
-        .danger_accept_invalid_certs(opts.insecure)
-        .tls_built_in_root_certs(opts.tls_roots)
-        .no_proxy()
+        .pool_idle_timeout(opts.pool_idle_timeout)
         .build()
-        .map_err(|e| format!("cannot build HTTP client: {e}"))
+        .map_err(|e| format!("cannot build HTTP client: {e}"))?;
+    let fresh = base()
+        .pool_max_idle_per_host(0)
+        .build()
+        .map_err(|e| format!("cannot build HTTP client: {e}"))?;
+    Ok(HttpClient { pooled, fresh })
 }
 
 /// How one request ended, with everything measured relative to its send time.
@@ -248,6 +285,8 @@ pub struct Outcome {
     pub http_status: Option<u16>,
     pub error: Option<String>,
     pub state: ResponseState,
+    /// 1 when the request was sent a second time on a fresh connection (see [`execute`]).
+    pub retries: u32,
 }
 
 /// Largest SSE event / error body we keep.
@@ -260,8 +299,14 @@ const ERROR_BODY_WAIT: Duration = Duration::from_secs(1);
 ///
 /// `sent` is taken by the caller just before calling. The request ends as `Timeout` after
 /// `timeout`, as `Cancelled` when `cancel` fires; timings measured up to then are kept.
+///
+/// When the pooled connection is closed by the server before any byte of the response arrived
+/// (the keep-alive race: the server's idle timer fired as the request was written), the request
+/// is sent once more, right away, on a fresh connection, and counted in `retries`. Never after
+/// a response byte, never twice; the timeout covers both attempts and all times stay relative
+/// to the first send. docs/reliability.md explains why this cannot double processed work.
 pub async fn execute(
-    client: &reqwest::Client,
+    client: &HttpClient,
     ep: &Endpoint,
     body: Bytes,
     timeout: Option<Duration>,
@@ -270,8 +315,28 @@ pub async fn execute(
 ) -> Outcome {
     let mut state = ResponseState::default();
     let mut http_status = None;
+    let mut retries = 0;
     let result = {
-        let fut = exchange(client, ep, body, &mut state, &mut http_status);
+        let fut = async {
+            let first = exchange(
+                &client.pooled,
+                ep,
+                body.clone(),
+                &mut state,
+                &mut http_status,
+            )
+            .await;
+            match first {
+                Err(Failure::PeerClosed(_)) => {
+                    retries = 1;
+                    state = ResponseState::default();
+                    exchange(&client.fresh, ep, body, &mut state, &mut http_status)
+                        .await
+                        .map_err(Failure::into_error)
+                }
+                r => r.map_err(Failure::into_error),
+            }
+        };
         tokio::pin!(fut);
         let sleep = async {
             match timeout {
@@ -312,10 +377,63 @@ pub async fn execute(
         http_status,
         error,
         state,
+        retries,
     }
 }
 
 type ExchangeError = (Status, String);
+
+/// Why one attempt failed.
+enum Failure {
+    /// The connection was closed by the peer (end of input, reset, broken pipe) after the
+    /// request was handed to it and before any byte of the response: retryable once.
+    PeerClosed(ExchangeError),
+    Other(ExchangeError),
+}
+
+impl Failure {
+    fn into_error(self) -> ExchangeError {
+        match self {
+            Failure::PeerClosed(e) | Failure::Other(e) => e,
+        }
+    }
+}
+
+impl From<ExchangeError> for Failure {
+    fn from(e: ExchangeError) -> Self {
+        Failure::Other(e)
+    }
+}
+
+/// True when `e` (from `send()`, so before any response byte) says the peer closed an
+/// established connection: hyper's "connection closed before message completed", or a reset
+/// / broken pipe while writing the request. Connect errors (a new connection that could not
+/// be opened), timeouts and answers that are not HTTP are not this.
+fn closed_by_peer(e: &reqwest::Error) -> bool {
+    if e.is_connect() || e.is_timeout() {
+        return false;
+    }
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        if let Some(h) = inner.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() || h.is_canceled() {
+                return true;
+            }
+            if h.is_parse() || h.is_parse_status() || h.is_parse_too_large() || h.is_user() {
+                return false;
+            }
+        }
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            return matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+            );
+        }
+        src = inner.source();
+    }
+    false
+}
 
 fn classify(e: &reqwest::Error, during_body: bool) -> ExchangeError {
     let msg = {
@@ -365,7 +483,7 @@ async fn exchange(
     body: Bytes,
     state: &mut ResponseState,
     http_status: &mut Option<u16>,
-) -> Result<(), ExchangeError> {
+) -> Result<(), Failure> {
     let mut req = client
         .post(ep.url.clone())
         .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -377,10 +495,14 @@ async fn exchange(
     if let Some(route) = &ep.route {
         req = req.header("routing-strategy", route);
     }
-    let resp = req
-        .send()
-        .await
-        .map_err(|e| classify(&e.without_url(), false))?;
+    let resp = req.send().await.map_err(|e| {
+        let e = e.without_url();
+        if closed_by_peer(&e) {
+            Failure::PeerClosed(classify(&e, false))
+        } else {
+            Failure::Other(classify(&e, false))
+        }
+    })?;
     let status = resp.status();
     *http_status = Some(status.as_u16());
     let mut stream = resp.bytes_stream();
@@ -402,10 +524,10 @@ async fn exchange(
             }
         };
         let _ = tokio::time::timeout(ERROR_BODY_WAIT, read).await;
-        return Err((
+        return Err(Failure::Other((
             Status::HttpError,
             format!("HTTP {}: {}", status.as_u16(), error_message(&buf)),
-        ));
+        )));
     }
     if ep.stream {
         let mut parser = sse::SseParser::new(MAX_EVENT_BYTES);
@@ -437,13 +559,14 @@ async fn exchange(
             } else {
                 "stream ended without a final event"
             };
-            return Err((Status::ProtocolError, what.to_string()));
+            return Err((Status::ProtocolError, what.to_string()).into());
         }
         if state.chunks == 0 {
             return Err((
                 Status::ProtocolError,
                 "stream carried no tokens".to_string(),
-            ));
+            )
+                .into());
         }
     } else {
         let mut buf = Vec::new();
@@ -454,7 +577,8 @@ async fn exchange(
                 return Err((
                     Status::ProtocolError,
                     format!("response body larger than {MAX_EVENT_BYTES} bytes"),
-                ));
+                )
+                    .into());
             }
         }
         state

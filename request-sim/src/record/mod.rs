@@ -107,4 +107,13 @@ pub struct Record {
     pub parent_chat_id: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// 1 when the request was sent again on a fresh connection because the server closed the
+    /// reused one before answering (docs/reliability.md); absent when 0. Times stay relative
+    /// to the first send.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

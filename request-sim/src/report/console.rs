@@ -101,6 +101,9 @@ pub fn render_console(s: &Summary) -> String {
     for (kind, n) in &s.errors {
         t.int(&format!("  {kind}:"), n);
     }
+    if s.retried > 0 {
+        t.int("Retried on a fresh connection:", s.retried);
+    }
     if s.run.never_sent > 0 {
         let reason = s.run.never_sent_reason.as_deref().unwrap_or("");
         t.int("Never sent:", format!("{} {reason}", s.run.never_sent));

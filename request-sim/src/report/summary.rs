@@ -454,6 +454,9 @@ pub struct Summary {
     pub scheduled: usize,
     /// True when the records account for every scheduled request.
     pub counts_add_up: bool,
+    /// Requests sent a second time on a fresh connection because the server closed the
+    /// reused one before answering (records with `retries` > 0).
+    pub retried: usize,
     /// Failed requests by kind (`http_error:503`, `timeout`, ...).
     pub errors: BTreeMap<String, usize>,
     /// First error message seen for each kind.
@@ -564,6 +567,7 @@ pub struct Accumulator {
     cache: CacheStats,
     exact: TokenExactness,
     sources: OutputTokenSources,
+    retried: usize,
 }
 
 /// Error kind key of a failed record: `http_error:503`, `timeout`, ...
@@ -626,6 +630,7 @@ impl Accumulator {
             cache: CacheStats::default(),
             exact: TokenExactness::default(),
             sources: OutputTokenSources::default(),
+            retried: 0,
         }
     }
 
@@ -639,6 +644,9 @@ impl Accumulator {
             itl_ms
         };
         self.status.add(rec.status);
+        if rec.retries > 0 {
+            self.retried += 1;
+        }
         if rec.sent_ms.is_none() {
             self.status.not_sent += 1;
         }
@@ -888,6 +896,7 @@ impl Accumulator {
             status: self.status,
             scheduled,
             counts_add_up,
+            retried: self.retried,
             errors: self.errors,
             error_examples: self.error_examples,
             cache,

@@ -60,6 +60,7 @@ pub fn base_record(i: usize) -> Record {
         chat_id: None,
         parent_chat_id: None,
         turn: None,
+        retries: 0,
     }
 }
 

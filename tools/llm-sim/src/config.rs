@@ -143,6 +143,16 @@ pub struct SimConfig {
 
     /// Fault switches at start-up (change them at runtime with a [`crate::FaultHandle`]).
     pub faults: FaultConfig,
+
+    /// The keep-alive race on demand: a connection idle for more than this many milliseconds
+    /// is closed, without an answer, when the next request arrives on it (what a server's
+    /// keep-alive timer does when it fires just as the client reuses the connection).
+    /// `None` keeps connections open.
+    #[serde(default)]
+    pub idle_close_ms: Option<u64>,
+    /// Answer every request with `Connection: close` and close the connection after it.
+    #[serde(default)]
+    pub no_keep_alive: bool,
 }
 
 impl Default for SimConfig {
@@ -167,6 +177,8 @@ impl Default for SimConfig {
             worker_threads: 1,
             api_key: None,
             faults: FaultConfig::default(),
+            idle_close_ms: None,
+            no_keep_alive: false,
         }
     }
 }

@@ -105,6 +105,13 @@ struct Cli {
     /// Delay of a slow accept, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     fault_slow_accept_ms: u64,
+    /// Close a connection idle for more than this many milliseconds when the next request
+    /// arrives on it, without answering (the keep-alive race of a real server, on demand).
+    #[arg(long, value_name = "MS")]
+    idle_close_ms: Option<u64>,
+    /// Answer every request with `Connection: close` and close the connection after it.
+    #[arg(long)]
+    no_keep_alive: bool,
 }
 
 fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
@@ -144,6 +151,8 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
     }
     cfg.worker_threads = cli.worker_threads.max(1);
     cfg.api_key = cli.api_key;
+    cfg.idle_close_ms = cli.idle_close_ms;
+    cfg.no_keep_alive = cli.no_keep_alive;
     cfg.faults = FaultConfig {
         seed: cli.fault_seed,
         error_500_rate: cli.fault_500_rate,

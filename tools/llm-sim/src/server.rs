@@ -163,15 +163,96 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>, mut sd: watch:
             }
             let svc_state = st.clone();
             let svc = service_fn(move |req| route(svc_state.clone(), req));
+            let idle = st.cfg.idle_close_ms.map(Duration::from_millis);
             let conn = http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), svc);
+                .keep_alive(!st.cfg.no_keep_alive)
+                .serve_connection(TokioIo::new(IdleClose::new(stream, idle)), svc);
             tokio::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => {}
                 _ = conn_sd.changed() => {}
             }
         });
+    }
+}
+
+/// The connection's byte stream, closed (end of input, nothing answered) when bytes arrive
+/// after more than `idle` without traffic in either direction: the keep-alive race of a real
+/// server, made deterministic (`SimConfig::idle_close_ms`). hyper's server has no such switch
+/// (its keep-alive settings only turn keep-alive on or off), hence this small wrapper.
+struct IdleClose {
+    inner: tokio::net::TcpStream,
+    idle: Option<Duration>,
+    /// End of the last traffic; `None` until the first response byte was written (a
+    /// connection becomes idle only once it has served a request).
+    last: Option<std::time::Instant>,
+    closed: bool,
+}
+
+impl IdleClose {
+    fn new(inner: tokio::net::TcpStream, idle: Option<Duration>) -> Self {
+        IdleClose {
+            inner,
+            idle,
+            last: None,
+            closed: false,
+        }
+    }
+}
+
+impl tokio::io::AsyncRead for IdleClose {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.closed {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = r {
+            if buf.filled().len() > before {
+                let idle_for = self.last.map(|t| t.elapsed()).unwrap_or_default();
+                if self.idle.is_some_and(|d| idle_for > d) {
+                    // Forget what arrived and report the end of input: hyper closes the
+                    // connection without having seen the request.
+                    buf.set_filled(before);
+                    self.closed = true;
+                } else if self.last.is_some() {
+                    self.last = Some(std::time::Instant::now());
+                }
+            }
+        }
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for IdleClose {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(r, std::task::Poll::Ready(Ok(_))) {
+            self.last = Some(std::time::Instant::now());
+        }
+        r
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
