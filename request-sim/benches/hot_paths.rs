@@ -220,6 +220,9 @@ fn record(i: usize) -> Record {
         parent_chat_id: None,
         turn: None,
         retries: 0,
+        session_id: None,
+        parent_index: None,
+        session_wait_ms: None,
     }
 }
 

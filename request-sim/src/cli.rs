@@ -169,6 +169,8 @@ pub struct ReplayArgs {
     /// above).
     #[arg(long, default_value_t = crate::schedule::priority::DEFAULT_RT_PRIORITY)]
     pub rt_priority: u8,
+    #[command(flatten)]
+    pub sessions: SessionArgs,
     /// Build and schedule everything but send nothing (records get status dry_run).
     #[arg(long)]
     pub dry_run: bool,
@@ -297,4 +299,24 @@ pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
             "unknown dataset {other:?}: use mooncake, bailian, azure, generic or messages"
         )),
     }
+}
+
+/// Session (multi-turn) flags of `replay`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SessionArgs {
+    /// open: every request at its trace time; closed: a later turn of a session is released at
+    /// max(its trace time, parent's completion + --think-time).
+    #[arg(long, value_enum, default_value = "open")]
+    pub timing: crate::schedule::Timing,
+    /// Think time of --timing closed: milliseconds, or `trace` for the trace's own gap between
+    /// the two turns (a messages row's `delay`), divided by --scale-factor.
+    #[arg(long, default_value = "0", value_parser = crate::schedule::ThinkTime::parse)]
+    pub think_time: crate::schedule::ThinkTime,
+    /// --timing closed: do not send a turn whose parent failed (it is recorded as skipped);
+    /// by default it is still sent.
+    #[arg(long)]
+    pub skip_after_failed_parent: bool,
+    /// Put the session id in the OpenAI `user` field (routers that pin sessions by it).
+    #[arg(long)]
+    pub session_user: bool,
 }

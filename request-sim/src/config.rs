@@ -136,6 +136,8 @@ pub struct ReplayConfig {
     pub percentiles: Vec<f64>,
     pub slo: Slo,
     pub quiet: bool,
+    /// `--timing`, `--think-time`, `--skip-after-failed-parent`, `--session-user`.
+    pub sessions: crate::schedule::SessionOptions,
     /// Notes about accepted-but-ignored flags, printed at start-up.
     pub notes: Vec<String>,
 }
@@ -444,6 +446,12 @@ impl ReplayConfig {
             output_path,
             summary_path,
             result_dir: a.result_dir,
+            sessions: crate::schedule::SessionOptions {
+                timing: a.sessions.timing,
+                think: a.sessions.think_time,
+                skip_after_failed_parent: a.sessions.skip_after_failed_parent,
+                session_user: a.sessions.session_user,
+            },
             record_itl: a.record_itl,
             percentiles,
             slo,

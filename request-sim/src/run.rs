@@ -16,11 +16,12 @@ use crate::config::{ReplayConfig, Target, TraceSource};
 use crate::prompt::{self, PromptBuilder, Vocab};
 use crate::record::{Finished, Record, RecordWriter, Status, TokenSource};
 use crate::report::{self, Accumulator, ReportConfig, RunInfo, StartupTimes, Summary};
+use crate::schedule::sessions::{sleep_until_precise, Done, SessionGate, Timing};
 use crate::schedule::{
     self, BuildFn, DispatchPlan, Prepared, ProducerConfig, Producers, Realtime, RealtimeMode,
     Scratch, StopReason,
 };
-use crate::trace::{self, Trace, TraceRequest};
+use crate::trace::{self, ChatPayload, Sessions, Trace, TraceRequest};
 
 /// The built-in demo trace (mooncake format, 200 requests over ~19 s, block 512).
 pub const DEMO_TRACE: &str = include_str!("../data/demo_trace.jsonl");
@@ -80,9 +81,6 @@ pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace, String> {
                 .map_err(|e| e.to_string())
         }
     }?;
-    if trace.format == trace::TraceFormat::Messages {
-        return Err("messages traces cannot be replayed yet (the chat-body path is being wired); `request-sim analyze` reads them".into());
-    }
     Ok(trace)
 }
 
@@ -192,6 +190,12 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         cfg.route.clone(),
         cfg.api_key.clone(),
     )?;
+    if !trace.chats.is_empty() && ep.kind != ApiKind::Chat {
+        return Err(format!(
+            "a messages trace is sent as chat requests: it needs a chat endpoint (…/v1/chat/completions), not {}",
+            ep.display_url()
+        ));
+    }
     if cfg.token_ids && ep.kind != ApiKind::Completions {
         return Err(format!(
             "--token-ids needs a completions endpoint (…/v1/completions), not {}",
@@ -317,7 +321,20 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     } else {
         vec![0]
     };
-    let build = make_build_fn(builder.clone(), ep.kind, params, overhead_n, cfg.token_ids);
+    let sessions = Arc::new(trace.sessions.clone());
+    let build = make_build_fn(
+        builder.clone(),
+        ep.kind,
+        params,
+        overhead_n,
+        cfg.token_ids,
+        ChatRows {
+            chats: Arc::new(trace.chats.clone()),
+            sessions: cfg.sessions.session_user.then(|| sessions.clone()),
+        },
+    );
+    let gate = (cfg.sessions.timing == Timing::Closed && sessions.any())
+        .then(|| Arc::new(SessionGate::new(&sessions, requests.len())));
     let producers = Producers::spawn(
         requests.clone(),
         &ProducerConfig {
@@ -430,6 +447,8 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
                         start,
                         progress: progress.clone(),
                         realtime: realtime.clone(),
+                        sessions: sessions.clone(),
+                        gate: gate.clone(),
                     });
                     let result = schedule::dispatch(
                         requests,
@@ -442,7 +461,18 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
                             ctx.progress.on_sent();
                             let ctx = ctx.clone();
                             let tx = tx.clone();
-                            tracker.spawn_on(run_one(ctx, prepared, scheduled, tx), handle);
+                            let parent = ctx
+                                .gate
+                                .as_ref()
+                                .and_then(|_| ctx.sessions.get(prepared.index)?.parent_index);
+                            match parent {
+                                // Closed loop: the turn waits for its parent in its own task,
+                                // so no other request waits behind it.
+                                Some(p) => tracker
+                                    .spawn_on(closed_turn(ctx, prepared, scheduled, p, tx), handle),
+                                None => tracker
+                                    .spawn_on(run_one(ctx, prepared, scheduled, None, tx), handle),
+                            };
                         },
                     );
                     (result, start, started_at)
@@ -641,6 +671,9 @@ struct TaskCtx {
     start: Instant,
     progress: Arc<report::Progress>,
     realtime: Realtime,
+    sessions: Arc<Sessions>,
+    /// `--timing closed` with sessions: completion signals for the waiting turns.
+    gate: Option<Arc<SessionGate>>,
 }
 
 /// Milliseconds from `a` to `b` (negative if `b` is earlier), rounded to 1 µs: records carry
@@ -654,10 +687,147 @@ fn ms_between(a: Instant, b: Instant) -> f64 {
     us / 1e3
 }
 
+/// A later turn in `--timing closed`: waits (in its own task) for its parent to end, then
+/// until `max(trace time, parent's completion + think time)`, and sends with drift measured from
+/// that release. A stop, the time limit, or (with `--skip-after-failed-parent`) a failed parent
+/// end it as one unsent record instead.
+async fn closed_turn(
+    ctx: Arc<TaskCtx>,
+    prepared: Prepared,
+    trace_time: Instant,
+    parent: usize,
+    tx: crossbeam_channel::Sender<Finished>,
+) {
+    let index = prepared.index;
+    let Some(gate) = ctx.gate.clone() else {
+        return run_one(ctx, prepared, trace_time, None, tx).await;
+    };
+    let limit = ctx.cfg.time_limit.map(|l| ctx.start + l);
+    let after_limit = async {
+        match limit {
+            Some(l) => tokio::time::sleep_until(l.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(after_limit);
+    let cut = |why: &str| {
+        format!("session cut: {why} while the turn waited for its parent (request {parent})")
+    };
+    let done = tokio::select! {
+        biased;
+        _ = ctx.control.stopping.cancelled() => Err(cut("the run stopped")),
+        _ = &mut after_limit => Err(cut("--time-in-secs reached")),
+        d = gate.wait(parent) => Ok(d),
+    };
+    let done = match done {
+        Ok(d) => d,
+        Err(why) => return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx),
+    };
+    if let Some(d) = done {
+        if !d.ok && ctx.cfg.sessions.skip_after_failed_parent {
+            let why = format!(
+                "skipped: parent request {parent} did not succeed (--skip-after-failed-parent)"
+            );
+            return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx);
+        }
+    }
+    let think = ctx
+        .sessions
+        .get(index)
+        .map(|t| ctx.cfg.sessions.think.before(t, ctx.cfg.scale_factor))
+        .unwrap_or_default();
+    let release = match done {
+        Some(d) => trace_time.max(d.at + think),
+        None => trace_time,
+    };
+    if limit.is_some_and(|l| release >= l) {
+        let why = cut("--time-in-secs reached");
+        return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx);
+    }
+    tokio::select! {
+        biased;
+        _ = ctx.control.stopping.cancelled() => {
+            return unsent(&ctx, index, trace_time, Status::Cancelled, cut("the run stopped"), &tx);
+        }
+        _ = sleep_until_precise(release) => {}
+    }
+    let wait_ms = ms_between(trace_time, release);
+    run_one(ctx, prepared, release, Some(wait_ms), tx).await
+}
+
+/// The session fields of request `index`'s record.
+fn session_fields(ctx: &TaskCtx, index: usize) -> (Option<u32>, Option<String>, Option<usize>) {
+    match ctx.sessions.get(index) {
+        Some(t) => (Some(t.turn), Some(t.id.to_string()), t.parent_index),
+        None => (None, None, None),
+    }
+}
+
+/// One record for a request that was scheduled but never sent (a closed-loop turn cut or
+/// skipped); its children are released as after a failure.
+fn unsent(
+    ctx: &TaskCtx,
+    index: usize,
+    scheduled: Instant,
+    status: Status,
+    why: String,
+    tx: &crossbeam_channel::Sender<Finished>,
+) {
+    let req = &ctx.requests[index];
+    let session = req.session.as_ref();
+    let (turn, session_id, parent_index) = session_fields(ctx, index);
+    let record = Record {
+        index: req.index,
+        line: req.line,
+        timestamp: req.timestamp_ms,
+        scheduled_ms: ms_between(ctx.start, scheduled),
+        sent_ms: None,
+        drift_ms: None,
+        status,
+        http_status: None,
+        error: Some(why),
+        ttft_ms: None,
+        ttfc_ms: None,
+        e2e_ms: None,
+        done_ms: None,
+        tpot_ms: None,
+        itl_ms: None,
+        input_length: req.input_length,
+        prompt_tokens: None,
+        cached_tokens: None,
+        output_length: req.output_length,
+        output_tokens: None,
+        output_tokens_source: None,
+        chunks: 0,
+        chat_id: session.map(|s| s.chat_id),
+        parent_chat_id: session.map(|s| s.parent_chat_id),
+        turn,
+        session_id,
+        parent_index,
+        session_wait_ms: None,
+        retries: 0,
+    };
+    ctx.control.finished.fetch_add(1, Ordering::Relaxed);
+    if let Some(g) = &ctx.gate {
+        g.complete(
+            index,
+            Done {
+                at: Instant::now(),
+                ok: false,
+            },
+        );
+    }
+    let _ = tx.send(Finished {
+        record,
+        itl_ms: Vec::new(),
+    });
+}
+
 async fn run_one(
     ctx: Arc<TaskCtx>,
     prepared: Prepared,
     scheduled: Instant,
+    session_wait_ms: Option<f64>,
     tx: crossbeam_channel::Sender<Finished>,
 ) {
     let req = &ctx.requests[prepared.index];
@@ -712,9 +882,19 @@ async fn run_one(
         }
         _ => None,
     };
+    if let Some(g) = &ctx.gate {
+        g.complete(
+            req.index,
+            Done {
+                at: Instant::now(),
+                ok: matches!(outcome.status, Status::Ok | Status::DryRun),
+            },
+        );
+    }
     let sched_ms = ms_between(ctx.start, scheduled);
     let sent_ms = ms_between(ctx.start, sent);
     let session = req.session.as_ref();
+    let (turn, session_id, parent_index) = session_fields(&ctx, req.index);
     let record = Record {
         index: req.index,
         line: req.line,
@@ -740,7 +920,10 @@ async fn run_one(
         chunks: st.chunks,
         chat_id: session.map(|s| s.chat_id),
         parent_chat_id: session.map(|s| s.parent_chat_id),
-        turn: session.map(|s| s.turn),
+        turn,
+        session_id,
+        parent_index,
+        session_wait_ms,
         retries: outcome.retries,
     };
     let failed = !matches!(
@@ -809,14 +992,32 @@ async fn watch_signals(control: Arc<Control>) {
 /// Room in a body buffer for everything but the prompt and the model name.
 const BODY_SLACK: usize = 512;
 
+/// The chat requests of a `messages` trace, and the sessions when their ids go into `user`.
+struct ChatRows {
+    chats: Arc<Vec<Option<Arc<ChatPayload>>>>,
+    sessions: Option<Arc<Sessions>>,
+}
+
 fn make_build_fn(
     builder: Arc<PromptBuilder>,
     kind: ApiKind,
     params: BodyParams,
     overhead: u32,
     token_ids: bool,
+    rows: ChatRows,
 ) -> Arc<BuildFn> {
     Arc::new(move |req: &TraceRequest, s: &mut Scratch| {
+        let user = rows.sessions.as_ref().and_then(|ss| ss.key(req.index));
+        if let Some(chat) = rows.chats.get(req.index).and_then(|c| c.as_deref()) {
+            // A messages row is sent as given; its prompt length is the server's to count.
+            let mut body = Vec::new();
+            backend::encode_chat_row_body(&params, chat, user, &mut body);
+            return Prepared {
+                index: req.index,
+                body: Bytes::from(body),
+                intended_prompt_tokens: 0,
+            };
+        }
         let content = req.input_length.saturating_sub(overhead) as usize;
         let payload = if token_ids {
             s.ids.clear();
@@ -837,6 +1038,15 @@ fn make_build_fn(
         let mut body = Vec::with_capacity(hint);
         // Servers reject max_tokens 0: rows with output_length 0 ask for one token.
         backend::encode_body(kind, &params, payload, req.output_length.max(1), &mut body);
+        if let (Some(u), true) = (user, kind.is_openai()) {
+            // The session id as OpenAI `user`: appended inside the body's top-level object.
+            if body.last() == Some(&b'}') {
+                body.pop();
+                body.extend_from_slice(b",\"user\":");
+                let _ = serde_json::to_writer(&mut body, u);
+                body.push(b'}');
+            }
+        }
         Prepared {
             index: req.index,
             body: Bytes::from(body),

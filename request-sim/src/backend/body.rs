@@ -77,6 +77,54 @@ struct TgiBody<'a> {
     stream: bool,
 }
 
+/// Serialise the chat body of a `messages` trace row into `out` (cleared first): its
+/// `messages`, `tools` and `extra` as given, the token budget only when the row gives one, and
+/// `user` = `session_user` when set. Later sources override earlier keys (no duplicate keys):
+/// run settings, then `--extra-body`, then the row's `extra`.
+pub fn encode_chat_row_body(
+    params: &BodyParams,
+    chat: &crate::trace::ChatPayload,
+    session_user: Option<&str>,
+    out: &mut Vec<u8>,
+) {
+    use serde_json::Value;
+    out.clear();
+    let mut body = serde_json::Map::new();
+    body.insert("model".into(), Value::from(params.model.as_str()));
+    body.insert("messages".into(), chat.messages.clone());
+    if let Some(t) = &chat.tools {
+        body.insert("tools".into(), t.clone());
+    }
+    // Servers reject max_tokens 0: a row with output_length 0 asks for one token.
+    if let Some(n) = chat.max_tokens.map(|n| n.max(1)) {
+        body.insert("max_tokens".into(), Value::from(n));
+        if params.exact_output {
+            body.insert("min_tokens".into(), Value::from(n));
+            body.insert("ignore_eos".into(), Value::from(true));
+        }
+    }
+    body.insert("stream".into(), Value::from(params.stream));
+    if params.stream {
+        body.insert(
+            "stream_options".into(),
+            serde_json::json!({"include_usage": true}),
+        );
+    }
+    if let Some(u) = session_user {
+        body.insert("user".into(), Value::from(u));
+    }
+    for extra in [params.extra.as_ref(), chat.extra.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        for (k, v) in extra {
+            body.insert(k.clone(), v.clone());
+        }
+    }
+    let result = serde_json::to_writer(&mut *out, &body);
+    debug_assert!(result.is_ok());
+}
+
 /// Serialise the body of one request into `out` (cleared first).
 ///
 /// Token-id prompts are only valid for [`ApiKind::Completions`]; the caller validates that

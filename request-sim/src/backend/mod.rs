@@ -16,7 +16,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-pub use body::{encode_body, BodyParams, PromptPayload};
+pub use body::{encode_body, encode_chat_row_body, BodyParams, PromptPayload};
 pub use response::{ProtocolError, ResponseState, Usage};
 
 use crate::record::Status;

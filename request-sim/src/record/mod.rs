@@ -105,6 +105,7 @@ pub struct Record {
     pub chat_id: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_chat_id: Option<i64>,
+    /// Turn within the session (1-based), any format with sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
     /// 1 when the request was sent again on a fresh connection because the server closed the
@@ -112,6 +113,16 @@ pub struct Record {
     /// to the first send.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
+    /// Session id (Bailian: the root `chat_id`; messages/generic: `session_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Replay index of the previous turn of the session (when it was replayed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_index: Option<usize>,
+    /// `--timing closed`: how long the turn waited past its trace time for its parent's
+    /// answer plus the think time (ms); `scheduled_ms` is then the release time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_wait_ms: Option<f64>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -5,7 +5,9 @@ pub mod clock;
 pub mod dispatcher;
 pub mod priority;
 pub mod producer;
+pub mod sessions;
 
 pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, DispatchStats, StopReason};
 pub use priority::{Realtime, RealtimeMode, RealtimeReport};
 pub use producer::{BuildFn, Prepared, ProducerConfig, ProducerStats, Producers, Scratch};
+pub use sessions::{SessionGate, SessionOptions, ThinkTime, Timing};

@@ -1,0 +1,205 @@
+//! Closed-loop session timing: a later turn of a session is released at
+//! `max(its trace time, parent's completion + think time)`.
+//!
+//! The dispatcher never waits for a parent: at the turn's trace time it hands the (already
+//! built) body to a task that awaits the parent's completion ([`SessionGate::wait`]), so a turn
+//! waiting for its parent delays no other request, whatever the number of sessions in flight.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::trace::{SessionTurn, Sessions};
+
+/// `--timing`: when follow-up turns are sent.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Timing {
+    /// Every request at its trace time (sessions ignored).
+    #[default]
+    Open,
+    /// A later turn waits for its parent's answer plus the think time.
+    Closed,
+}
+
+/// `--think-time`: the pause between a parent's completion and its child's release.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThinkTime {
+    /// The trace's own gap (`delay`, else the child's trace time minus the parent's), divided
+    /// by `--scale-factor` like every trace time.
+    Trace,
+    /// A fixed pause in milliseconds.
+    FixedMs(f64),
+}
+
+impl Default for ThinkTime {
+    fn default() -> Self {
+        ThinkTime::FixedMs(0.0)
+    }
+}
+
+impl ThinkTime {
+    /// Parses `trace` or a number of milliseconds (>= 0).
+    pub fn parse(s: &str) -> Result<ThinkTime, String> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("trace") {
+            return Ok(ThinkTime::Trace);
+        }
+        match t.parse::<f64>() {
+            Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok(ThinkTime::FixedMs(ms)),
+            _ => Err(format!(
+                "expected `trace` or a number of milliseconds >= 0, got {s:?}"
+            )),
+        }
+    }
+
+    /// The think time before `turn` (a turn with a parent).
+    pub fn before(&self, turn: &SessionTurn, scale_factor: f64) -> Duration {
+        let ms = match *self {
+            ThinkTime::FixedMs(ms) => ms,
+            ThinkTime::Trace => turn.trace_gap_ms.unwrap_or(0.0).max(0.0) / scale_factor,
+        };
+        Duration::from_secs_f64(ms / 1e3)
+    }
+}
+
+/// Session settings of a replay.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SessionOptions {
+    pub timing: Timing,
+    pub think: ThinkTime,
+    /// `--skip-after-failed-parent`: a turn whose parent failed is not sent (recorded skipped).
+    pub skip_after_failed_parent: bool,
+    /// `--session-user`: the session id goes into the OpenAI `user` field.
+    pub session_user: bool,
+}
+
+/// How a request ended, as its children see it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Done {
+    pub at: Instant,
+    /// The request completed with status ok (or dry run).
+    pub ok: bool,
+}
+
+/// Completion signals of the requests that are some turn's parent.
+pub struct SessionGate {
+    done: Vec<Option<watch::Sender<Option<Done>>>>,
+}
+
+impl SessionGate {
+    /// A gate for `n` requests with these sessions.
+    pub fn new(sessions: &Sessions, n: usize) -> SessionGate {
+        let mut done: Vec<Option<watch::Sender<Option<Done>>>> = (0..n).map(|_| None).collect();
+        for t in sessions.turns.iter().flatten() {
+            if let Some(p) = t.parent_index {
+                if p < n && done[p].is_none() {
+                    done[p] = Some(watch::channel(None).0);
+                }
+            }
+        }
+        SessionGate { done }
+    }
+
+    /// Request `index` ended (every request must end here once, sent or not).
+    pub fn complete(&self, index: usize, done: Done) {
+        if let Some(Some(tx)) = self.done.get(index) {
+            tx.send_replace(Some(done));
+        }
+    }
+
+    /// Waits until request `parent` ended.
+    pub async fn wait(&self, parent: usize) -> Option<Done> {
+        let tx = self.done.get(parent)?.as_ref()?;
+        let mut rx = tx.subscribe();
+        let r = rx.wait_for(Option::is_some).await.ok()?;
+        *r
+    }
+}
+
+/// Sleeps until `at` with sub-millisecond precision: the timer for all but the last
+/// millisecond (tokio's timer has 1 ms granularity), then yields to the runtime until the
+/// instant, so other tasks keep running meanwhile.
+pub async fn sleep_until_precise(at: Instant) {
+    const TAIL: Duration = Duration::from_millis(1);
+    if let Some(coarse) = at.checked_sub(TAIL) {
+        if coarse > Instant::now() {
+            tokio::time::sleep_until(coarse.into()).await;
+        }
+    }
+    while Instant::now() < at {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn think_time_parses() {
+        assert_eq!(ThinkTime::parse("trace"), Ok(ThinkTime::Trace));
+        assert_eq!(ThinkTime::parse("250"), Ok(ThinkTime::FixedMs(250.0)));
+        assert!(ThinkTime::parse("-1").is_err());
+        assert!(ThinkTime::parse("soon").is_err());
+        let turn = SessionTurn {
+            id: Arc::from("s"),
+            turn: 2,
+            parent_index: Some(0),
+            trace_gap_ms: Some(400.0),
+        };
+        assert_eq!(
+            ThinkTime::Trace.before(&turn, 2.0),
+            Duration::from_millis(200)
+        );
+    }
+
+    #[test]
+    fn gate_wakes_children() {
+        let sessions = Sessions {
+            turns: vec![
+                Some(SessionTurn {
+                    id: Arc::from("s"),
+                    turn: 1,
+                    parent_index: None,
+                    trace_gap_ms: None,
+                }),
+                Some(SessionTurn {
+                    id: Arc::from("s"),
+                    turn: 2,
+                    parent_index: Some(0),
+                    trace_gap_ms: Some(1.0),
+                }),
+            ],
+            stats: Default::default(),
+        };
+        let gate = Arc::new(SessionGate::new(&sessions, 2));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let at = Instant::now();
+        let got = rt.block_on(async {
+            let g = gate.clone();
+            let waiter = tokio::spawn(async move { g.wait(0).await });
+            tokio::task::yield_now().await;
+            gate.complete(0, Done { at, ok: false });
+            waiter.await.unwrap()
+        });
+        assert_eq!(got, Some(Done { at, ok: false }));
+        // Requests nobody waits for have no signal.
+        assert_eq!(rt.block_on(gate.wait(1)), None);
+    }
+}

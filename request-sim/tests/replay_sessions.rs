@@ -1,0 +1,357 @@
+//! Sessions over loopback: closed-loop release against llm-sim (every follow-up after its
+//! parent's answer plus the think time), messages rows arriving at a capture server exactly as
+//! written, `--session-user`, and `--skip-after-failed-parent`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use clap::Parser;
+use request_sim::cli::{Cli, Command};
+use request_sim::config::{Flavor, ReplayConfig};
+use request_sim::record::{Record, Status};
+
+fn read_records(path: &Path) -> Vec<Record> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut v: Vec<Record> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Record>(l).expect(l))
+        .collect();
+    v.sort_by_key(|r| r.index);
+    v
+}
+
+fn replay(argv: &[&str]) -> request_sim::run::RunOutcome {
+    let mut full = vec!["request-sim", "replay", "--quiet"];
+    full.extend_from_slice(argv);
+    let args = match Cli::try_parse_from(full).unwrap().command {
+        Command::Replay(a) => *a,
+        _ => unreachable!(),
+    };
+    request_sim::run::replay(ReplayConfig::from_args(args, Flavor::Replay).unwrap()).unwrap()
+}
+
+/// A Bailian trace of `sessions` chains of 1..=max_turns turns; each turn resends its parent's
+/// blocks plus new ones (as a conversation does). Turns of a session are 30 ms apart in the
+/// trace, sessions start 7 ms apart.
+fn write_bailian(dir: &Path, sessions: usize, max_turns: usize) -> (PathBuf, usize) {
+    let path = dir.join("bailian.jsonl");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let mut chat = 0i64;
+    let mut block = 1u64;
+    let mut rows = 0;
+    for s in 0..sessions {
+        let turns = 1 + (s * 7) % max_turns;
+        let mut ids: Vec<u64> = Vec::new();
+        let mut parent = -1i64;
+        for t in 0..turns {
+            for _ in 0..(50 + (s + t) % 20) {
+                ids.push(block);
+                block += 1;
+            }
+            let ts = (s as f64 * 7.0 + t as f64 * 30.0) / 1000.0;
+            writeln!(
+                f,
+                r#"{{"chat_id": {chat}, "parent_chat_id": {parent}, "timestamp": {ts}, "input_length": {}, "output_length": {}, "turn": {}, "hash_ids": {:?}}}"#,
+                ids.len() * 16,
+                2 + (s + t) % 5,
+                t + 1,
+                ids
+            )
+            .unwrap();
+            parent = chat;
+            chat += 1;
+            rows += 1;
+        }
+    }
+    (path, rows)
+}
+
+#[test]
+fn closed_loop_follow_ups_wait_for_parent_and_think_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, rows) = write_bailian(dir.path(), 40, 6);
+    // The simulator caches in the trace's own 16-token blocks (Bailian).
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    })
+    .unwrap();
+    let out = dir.path().join("closed.jsonl");
+    let outcome = replay(&[
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--timing",
+        "closed",
+        "--think-time",
+        "40",
+        "--seed",
+        "3",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records(&out);
+    assert_eq!(recs.len(), rows, "one record per scheduled request");
+    let mut follow_ups = 0;
+    let mut waited = 0;
+    for r in &recs {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert!(r.session_id.is_some() && r.turn.is_some(), "{r:?}");
+        let Some(p) = r.parent_index else {
+            assert_eq!(r.turn, Some(1));
+            continue;
+        };
+        follow_ups += 1;
+        let parent = &recs[p];
+        assert_eq!(parent.session_id, r.session_id);
+        assert_eq!(parent.turn.unwrap() + 1, r.turn.unwrap());
+        let parent_done = parent.sent_ms.unwrap() + parent.done_ms.unwrap();
+        let sent = r.sent_ms.unwrap();
+        assert!(
+            sent + 0.002 >= parent_done + 40.0,
+            "request {} sent at {sent} ms, parent {p} done at {parent_done} ms",
+            r.index
+        );
+        // The release, not the trace time, is the schedule drift is measured from.
+        assert!(r.scheduled_ms + 0.002 >= parent_done + 40.0);
+        assert!(r.scheduled_ms + 0.002 >= r.timestamp);
+        let wait = r
+            .session_wait_ms
+            .expect("closed-loop turns record their wait");
+        assert!((r.scheduled_ms - r.timestamp - wait).abs() < 0.01, "{r:?}");
+        waited += usize::from(wait > 0.0);
+    }
+    assert!(follow_ups > 50, "{follow_ups}");
+    assert!(
+        waited > 0,
+        "some follow-ups must have waited for their parent"
+    );
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("closed.jsonl.summary.json")).unwrap(),
+    )
+    .unwrap();
+    let hit = summary["cache"]["hit_ratio"].as_f64().unwrap();
+    let ideal = summary["cache"]["ideal_hit_ratio"].as_f64().unwrap();
+    assert!(
+        (hit - ideal).abs() <= 0.01,
+        "server hit ratio {hit} vs trace-ideal {ideal}"
+    );
+}
+
+/// A tiny HTTP/1.1 server on 127.0.0.1 that keeps every POST body and answers with a
+/// non-streaming chat completion whose text is `answer`; bodies containing `FAIL` get a 500.
+struct Capture {
+    url: String,
+    bodies: Arc<Mutex<Vec<serde_json::Value>>>,
+}
+
+fn capture_server(answer: &'static str) -> Capture {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://{}/v1/chat/completions",
+        listener.local_addr().unwrap()
+    );
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let keep = bodies.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let keep = keep.clone();
+            std::thread::spawn(move || serve(conn, answer, &keep));
+        }
+    });
+    Capture { url, bodies }
+}
+
+fn serve(conn: TcpStream, answer: &str, keep: &Mutex<Vec<serde_json::Value>>) {
+    let mut w = conn.try_clone().unwrap();
+    let mut r = BufReader::new(conn);
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let post = line.starts_with("POST");
+        let mut len = 0usize;
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            if h.trim().is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().unwrap();
+                }
+            }
+        }
+        let mut body = vec![0u8; len];
+        r.read_exact(&mut body).unwrap();
+        let (status, reply) = if post {
+            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let fail = String::from_utf8_lossy(&body).contains("FAIL");
+            keep.lock().unwrap().push(v);
+            if fail {
+                (
+                    "500 Internal Server Error",
+                    r#"{"error":"asked to fail"}"#.to_string(),
+                )
+            } else {
+                (
+                    "200 OK",
+                    serde_json::json!({
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+                    })
+                    .to_string(),
+                )
+            }
+        } else {
+            ("200 OK", r#"{"data":[{"id":"m"}]}"#.to_string())
+        };
+        let head = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            reply.len()
+        );
+        if w.write_all(head.as_bytes()).is_err() || w.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+const MESSAGES_TRACE: &str = r#"{"session_id": "conv-1", "timestamp": 0, "messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}], "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Current weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}], "output_length": 12, "extra": {"temperature": 0.25, "tool_choice": "auto"}}
+{"session_id": "conv-1", "delay": 40, "messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}, {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"}], "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]}
+{"session_id": 77, "timestamp": 10, "messages": [{"role": "user", "content": "unrelated"}], "output_length": 3}
+"#;
+
+#[test]
+fn messages_rows_arrive_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("m.jsonl");
+    std::fs::write(&trace, MESSAGES_TRACE).unwrap();
+    let server = capture_server("ok");
+    let out = dir.path().join("m-out.jsonl");
+    let outcome = replay(&[
+        "--endpoint",
+        &server.url,
+        "--model-name",
+        "m",
+        "--no-stream",
+        "--no-exact-output",
+        "--session-user",
+        "--timing",
+        "closed",
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records(&out);
+    assert_eq!(recs.len(), 3);
+    assert!(recs.iter().all(|r| r.status == Status::Ok), "{recs:?}");
+    assert_eq!(recs[2].parent_index, Some(0));
+    assert_eq!(recs[2].session_id.as_deref(), Some("conv-1"));
+    let rows: Vec<serde_json::Value> = MESSAGES_TRACE
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Only the trace's requests (not the start-up probes).
+    let bodies: Vec<serde_json::Value> = server
+        .bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|b| rows.iter().any(|r| r["messages"] == b["messages"]))
+        .cloned()
+        .collect();
+    assert_eq!(bodies.len(), 3);
+    for row in &rows {
+        let body = bodies
+            .iter()
+            .find(|b| b["messages"] == row["messages"])
+            .unwrap_or_else(|| panic!("no body carries the messages of {row}"));
+        assert_eq!(body["model"], "m");
+        assert_eq!(body.get("tools"), row.get("tools"));
+        if let Some(extra) = row["extra"].as_object() {
+            for (k, v) in extra {
+                assert_eq!(&body[k], v, "extra field {k}");
+            }
+        }
+        assert_eq!(body.get("max_tokens"), row.get("output_length"));
+        let session = match &row["session_id"] {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        assert_eq!(body["user"], session.as_str());
+    }
+}
+
+#[test]
+fn failed_parent_child_sent_or_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("f.jsonl");
+    std::fs::write(
+        &trace,
+        r#"{"session_id": "a", "timestamp": 0, "messages": [{"role": "user", "content": "FAIL please"}]}
+{"session_id": "a", "delay": 5, "messages": [{"role": "user", "content": "second"}]}
+{"session_id": "a", "delay": 5, "messages": [{"role": "user", "content": "third"}]}
+"#,
+    )
+    .unwrap();
+    for skip in [false, true] {
+        let server = capture_server("ok");
+        let out = dir.path().join(format!("f-{skip}.jsonl"));
+        let mut argv = vec![
+            "--endpoint",
+            &server.url,
+            "--model-name",
+            "m",
+            "--no-stream",
+            "--timing",
+            "closed",
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        if skip {
+            argv.push("--skip-after-failed-parent");
+        }
+        replay(&argv);
+        let recs = read_records(&out);
+        assert_eq!(recs.len(), 3, "one record each, skipped or not");
+        assert_eq!(recs[0].status, Status::HttpError);
+        let sent = server
+            .bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|b| {
+                let t = b.to_string();
+                t.contains("FAIL please") || t.contains("second") || t.contains("third")
+            })
+            .count();
+        if skip {
+            assert_eq!(sent, 1);
+            for r in &recs[1..] {
+                assert_eq!(r.status, Status::Cancelled);
+                assert_eq!(r.sent_ms, None);
+                assert!(r
+                    .error
+                    .as_deref()
+                    .unwrap()
+                    .starts_with("skipped: parent request"));
+            }
+        } else {
+            assert_eq!(sent, 3);
+            assert!(recs[1..].iter().all(|r| r.status == Status::Ok));
+        }
+    }
+}
