@@ -236,8 +236,14 @@ pub struct AnalyzeArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ReportArgs {
-    /// Records JSONL of a run.
-    pub records: PathBuf,
+    /// Records JSONL of a run; several files or a directory (its *.jsonl files) are the shards
+    /// of one run, merged exactly and checked to hold every request index once.
+    #[arg(required = true, num_args = 1..)]
+    pub records: Vec<PathBuf>,
+    /// Number of requests of the whole (sharded) run, for the union check of a merge (default:
+    /// the highest index seen + 1, which cannot notice missing requests at the very end).
+    #[arg(long)]
+    pub expected_requests: Option<usize>,
     #[arg(long, num_args = 1..)]
     pub goodput: Vec<String>,
     #[arg(long, alias = "metric-percentiles", value_delimiter = ',')]
@@ -252,7 +258,7 @@ pub struct ReportArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
-    /// First run: a summary JSON or a records JSONL.
+    /// First run: a summary JSON, a records JSONL or a directory of shard records (merged).
     pub a: PathBuf,
     /// Second run.
     pub b: PathBuf,

@@ -79,9 +79,12 @@ fn report_config(
 /// `report RECORDS.jsonl`: recompute the summary from saved records.
 pub fn report(args: ReportArgs) -> Result<u8, String> {
     let cfg = report_config(&args.goodput, &args.metric_percentile)?;
-    let info = report::find_run_info(&args.records);
-    let summary =
-        report::report_from_records(&args.records, &cfg, info).map_err(|e| format!("{e:#}"))?;
+    if report::merge::is_multi(&args.records) || args.expected_requests.is_some() {
+        return report_merged(&args, &cfg);
+    }
+    let records = &args.records[0];
+    let info = report::find_run_info(records);
+    let summary = report::report_from_records(records, &cfg, info).map_err(|e| format!("{e:#}"))?;
     if args.json {
         println!(
             "{}",
@@ -92,7 +95,7 @@ pub fn report(args: ReportArgs) -> Result<u8, String> {
     }
     if let Some(dir) = &args.result_dir {
         let files =
-            report::write_result_dir(dir, &summary, &args.records).map_err(|e| format!("{e:#}"))?;
+            report::write_result_dir(dir, &summary, records).map_err(|e| format!("{e:#}"))?;
         eprintln!(
             "request-sim: wrote {} files to {}",
             files.len(),
@@ -102,8 +105,73 @@ pub fn report(args: ReportArgs) -> Result<u8, String> {
     Ok(0)
 }
 
-/// A run given as a summary JSON or a records JSONL.
+/// Several shards' records merged into one run (exit code 1 when the union is not every
+/// index exactly once).
+fn merged_summary(
+    paths: &[std::path::PathBuf],
+    expected: Option<usize>,
+    cfg: &ReportConfig,
+) -> Result<(Summary, report::merge::Merged), String> {
+    let files = report::merge::expand_inputs(paths).map_err(|e| format!("{e:#}"))?;
+    let merged = report::merge::merge_files(&files, expected, cfg).map_err(|e| format!("{e:#}"))?;
+    let mut info = report::RunInfo::new();
+    info.scheduled = merged.union.expected.max(merged.records.len());
+    info.never_sent = merged
+        .records
+        .iter()
+        .filter(|r| r.sent_ms.is_none())
+        .count();
+    info.dry_run = !merged.records.is_empty()
+        && merged
+            .records
+            .iter()
+            .all(|r| r.status == crate::record::Status::DryRun);
+    let mut summary = report::summarize_records(&merged.records, &merged.stats, cfg, Some(info));
+    if !merged.union.complete() {
+        summary.warnings.push(format!(
+            "the merged records are not every index 0..{} exactly once: {} missing, {} duplicated",
+            merged.union.expected,
+            merged.union.missing.len(),
+            merged.union.duplicated.len()
+        ));
+    }
+    Ok((summary, merged))
+}
+
+fn report_merged(args: &ReportArgs, cfg: &ReportConfig) -> Result<u8, String> {
+    let (summary, merged) = merged_summary(&args.records, args.expected_requests, cfg)?;
+    let table = report::merge::render_merge(&merged);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
+        );
+        eprint!("{table}");
+    } else {
+        println!("{}", report::render_console(&summary));
+        print!("{table}");
+    }
+    if let Some(dir) = &args.result_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let path = dir.join("records.jsonl");
+        report::merge::write_records(&path, &merged.records).map_err(|e| format!("{e:#}"))?;
+        let files = report::write_result_dir(dir, &summary, &path).map_err(|e| format!("{e:#}"))?;
+        eprintln!(
+            "request-sim: wrote {} files and the merged records.jsonl to {}",
+            files.len(),
+            dir.display()
+        );
+    }
+    Ok(if merged.union.complete() { 0 } else { 1 })
+}
+
+/// A run given as a summary JSON, a records JSONL or a directory of shard records.
 fn load_run(path: &Path) -> Result<Summary, String> {
+    if path.is_dir() {
+        let cfg = ReportConfig::default();
+        return merged_summary(&[path.to_path_buf()], None, &cfg).map(|(s, _)| s);
+    }
     let as_records = || {
         let info = report::find_run_info(path);
         report::report_from_records(path, &ReportConfig::default(), info)

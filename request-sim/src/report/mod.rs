@@ -14,6 +14,7 @@
 pub mod compare;
 pub mod console;
 pub mod files;
+pub mod merge;
 pub mod plots;
 pub mod progress;
 pub mod slo;

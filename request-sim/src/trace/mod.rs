@@ -18,6 +18,7 @@ mod load;
 mod messages;
 mod mooncake;
 pub mod session;
+pub mod shard;
 
 pub use analyze::{analyze, ideal_prefix_hits, render_text, Analysis, AnalyzeOptions};
 pub use detect::detect_format;
