@@ -365,6 +365,7 @@ mod tests {
             chat_id: None,
             parent_chat_id: None,
             turn: None,
+            retries: 0,
         }
     }
 
