@@ -366,6 +366,9 @@ mod tests {
             parent_chat_id: None,
             turn: None,
             retries: 0,
+            session_id: None,
+            parent_index: None,
+            session_wait_ms: None,
         }
     }
 
