@@ -582,7 +582,7 @@ async fn whole_response(
         );
     }
     if meta.plan.stall {
-        tokio::time::sleep(Duration::from_millis(meta.plan.stall_ms)).await;
+        tokio::time::sleep(state.wall(meta.plan.stall_ms)).await;
     }
     let n = p.generated;
     let mut text = String::with_capacity(n as usize * 5);
@@ -721,7 +721,7 @@ async fn next_frame(mut st: SseState) -> Option<(Result<Frame<Bytes>, io::Error>
     let plan = st.meta.plan;
     if plan.stall && !st.stalled && st.sent >= st.meta.fault_at {
         st.stalled = true;
-        tokio::time::sleep(Duration::from_millis(plan.stall_ms)).await;
+        tokio::time::sleep(st.state.wall(plan.stall_ms)).await;
     }
     if plan.reset && st.sent >= st.meta.fault_at {
         st.done = true;

@@ -153,6 +153,21 @@ pub struct SimConfig {
     /// Answer every request with `Connection: close` and close the connection after it.
     #[serde(default)]
     pub no_keep_alive: bool,
+
+    /// Index of this engine in a `--instances N` cluster (0-based). It names the instance in
+    /// the `x-inference-pod` response header (`llm-sim-INDEX`) and is the engine's identity for
+    /// per-instance metrics.
+    #[serde(default)]
+    pub engine_index: usize,
+    /// Simulated time runs this many times faster than the wall clock: engine steps and fault
+    /// timers (stalls, slow accepts) last 1/speedup of their simulated length; metrics keep the
+    /// simulated values. 1 = real time.
+    #[serde(default = "one")]
+    pub speedup: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 impl Default for SimConfig {
@@ -179,6 +194,8 @@ impl Default for SimConfig {
             faults: FaultConfig::default(),
             idle_close_ms: None,
             no_keep_alive: false,
+            engine_index: 0,
+            speedup: 1.0,
         }
     }
 }
@@ -259,6 +276,12 @@ impl SimConfig {
 
     /// Checks the engine settings for values the engine cannot run with.
     pub fn validate(&self) -> Result<(), String> {
+        if !(self.speedup.is_finite() && self.speedup > 0.0) {
+            return Err(format!(
+                "speedup must be a positive number, got {}",
+                self.speedup
+            ));
+        }
         if self.max_num_seqs == 0 {
             return Err("max_num_seqs must be at least 1".into());
         }

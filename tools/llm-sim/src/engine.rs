@@ -186,6 +186,8 @@ struct Engine {
     prefill_token_us: f64,
     decode_seq_us: f64,
     decode_ctx_token_us: f64,
+    /// Simulated time per wall-clock time (`SimConfig::speedup`).
+    speedup: f64,
     pool: BlockPool,
     running: Vec<Seq>,
     waiting: VecDeque<Seq>,
@@ -203,6 +205,7 @@ impl Engine {
             prefill_token_us: cfg.prefill_token_us,
             decode_seq_us: cfg.decode_seq_us,
             decode_ctx_token_us: cfg.decode_ctx_token_us,
+            speedup: if cfg.speedup > 0.0 { cfg.speedup } else { 1.0 },
             pool: BlockPool::new(cfg.num_gpu_blocks.max(1), cfg.enable_prefix_caching),
             running: Vec::new(),
             waiting: VecDeque::new(),
@@ -249,8 +252,10 @@ impl Engine {
             }
             let now = Instant::now();
             let start = if next_start > now { next_start } else { now };
-            // Capped at an hour per step so absurd settings cannot overflow the clock.
-            let cost = Duration::from_nanos((cost_us.min(3.6e9) * 1000.0) as u64);
+            // Wall time of the step: its simulated cost divided by the speedup, capped at an
+            // hour so absurd settings cannot overflow the clock.
+            let wall_us = cost_us / self.speedup;
+            let cost = Duration::from_nanos((wall_us.min(3.6e9) * 1000.0) as u64);
             let end = start.checked_add(cost).unwrap_or(start);
             tokio::select! {
                 _ = tokio::time::sleep_until(end) => {}

@@ -26,5 +26,5 @@ pub mod vocab;
 pub use config::{FaultConfig, SimConfig, PRESETS};
 pub use faults::FaultHandle;
 pub use metrics::Metrics;
-pub use server::{spawn_in_thread, start, SimServer, SimThread};
+pub use server::{spawn_in_thread, start, start_cluster, SimServer, SimThread};
 pub use tokenize::{BUILTIN_GENERATION_PROMPT_TOKENS, BUILTIN_TOKENS_PER_MESSAGE};

@@ -17,9 +17,17 @@ struct Cli {
     /// Address to bind.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
-    /// Port to bind (0 = any free port).
+    /// Port to bind (0 = any free port); with --instances N, the first of N consecutive ports.
     #[arg(long, default_value_t = 8000)]
     port: u16,
+    /// Run N independent engines (own scheduler, KV cache, metrics) in this process, on ports
+    /// PORT..PORT+N-1; each answers with `x-inference-pod: llm-sim-I` and `x-inference-port`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    instances: u32,
+    /// Simulated time runs X times faster: engine steps and fault timers take 1/X of their
+    /// simulated length (metrics keep simulated values). Pair with request-sim --scale-factor X.
+    #[arg(long, default_value_t = 1.0)]
+    speedup: f64,
     /// Start from this preset: fast, qwen3-8b-h100, llama3-70b-h100x4, qwen3-32b-a100x2.
     #[arg(long, default_value = "fast")]
     preset: String,
@@ -151,6 +159,7 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
     }
     cfg.worker_threads = cli.worker_threads.max(1);
     cfg.api_key = cli.api_key;
+    cfg.speedup = cli.speedup;
     cfg.idle_close_ms = cli.idle_close_ms;
     cfg.no_keep_alive = cli.no_keep_alive;
     cfg.faults = FaultConfig {
@@ -172,6 +181,7 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
 
 fn main() {
     let cli = Cli::parse();
+    let instances = cli.instances as usize;
     let cfg = match build_config(cli) {
         Ok(c) => c,
         Err(e) => {
@@ -198,7 +208,8 @@ fn main() {
     };
     let code = rt.block_on(async move {
         let summary = format!(
-            "model={} max_num_seqs={} max_num_batched_tokens={} block_size={} num_gpu_blocks={} prefix_caching={} step={}us+{}us/prefill-token+{}us/decode-seq+{}us/decode-context-token tokenizer={}",
+            "speedup={} model={} max_num_seqs={} max_num_batched_tokens={} block_size={} num_gpu_blocks={} prefix_caching={} step={}us+{}us/prefill-token+{}us/decode-seq+{}us/decode-context-token tokenizer={}",
+            cfg.speedup,
             cfg.model_name,
             cfg.max_num_seqs,
             cfg.max_num_batched_tokens,
@@ -214,17 +225,21 @@ fn main() {
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| "built-in".into()),
         );
-        let server = match llm_sim::start(cfg).await {
+        let servers = match llm_sim::start_cluster(cfg, instances).await {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("llm-sim: {e:#}");
                 return 1;
             }
         };
-        eprintln!("llm-sim: listening on {} ({summary})", server.base_url());
+        for s in &servers {
+            eprintln!("llm-sim: listening on {} ({summary})", s.base_url());
+        }
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("llm-sim: shutting down");
-        server.shutdown().await;
+        for s in servers {
+            s.shutdown().await;
+        }
         0
     });
     std::process::exit(code);

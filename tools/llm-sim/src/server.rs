@@ -11,6 +11,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use hyper::header::HeaderValue;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -43,6 +44,17 @@ pub struct AppState {
     pub conn_counter: AtomicU64,
     pub id_seed: u64,
     pub started: u64,
+    /// `x-inference-pod` value: `llm-sim-INDEX` (the engine's index in a cluster).
+    pub pod: HeaderValue,
+    /// `x-inference-port` value: the bound port.
+    pub port_header: HeaderValue,
+}
+
+impl AppState {
+    /// Wall-clock length of a simulated timer of `ms` milliseconds (divided by the speedup).
+    pub fn wall(&self, ms: u64) -> Duration {
+        Duration::from_millis(ms).div_f64(self.cfg.speedup)
+    }
 }
 
 /// A running server on the caller's tokio runtime.
@@ -108,6 +120,8 @@ pub async fn start(cfg: SimConfig) -> anyhow::Result<SimServer> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
+    let pod = HeaderValue::from_str(&pod_name(cfg.engine_index))
+        .unwrap_or(HeaderValue::from_static("llm-sim"));
     let state = Arc::new(AppState {
         model_json: serde_json::Value::String(cfg.model_name.clone()).to_string(),
         faults: FaultHandle::new(cfg.faults.clone()),
@@ -119,6 +133,8 @@ pub async fn start(cfg: SimConfig) -> anyhow::Result<SimServer> {
         conn_counter: AtomicU64::new(0),
         id_seed: mix64(started ^ u64::from(addr.port())),
         started: started / 1_000_000_000,
+        pod,
+        port_header: HeaderValue::from(addr.port()),
     });
     let accept_task = tokio::spawn(accept_loop(listener, state.clone(), sd_rx));
     Ok(SimServer {
@@ -128,6 +144,39 @@ pub async fn start(cfg: SimConfig) -> anyhow::Result<SimServer> {
         accept_task: Some(accept_task),
         engine_task: Some(engine_task),
     })
+}
+
+/// Starts `n` independent engines (each its own scheduler, KV cache, metrics and fault switches)
+/// on the current runtime: instance `i` gets `engine_index = i` and port `cfg.port + i` (every
+/// instance a free port when `cfg.port` is 0). On an error the instances already started stop.
+pub async fn start_cluster(cfg: SimConfig, n: usize) -> anyhow::Result<Vec<SimServer>> {
+    anyhow::ensure!(n >= 1, "instances must be at least 1");
+    if cfg.port != 0 {
+        let last = usize::from(cfg.port) + n - 1;
+        anyhow::ensure!(
+            last <= usize::from(u16::MAX),
+            "ports {}..={last} do not fit below 65536",
+            cfg.port
+        );
+    }
+    let mut servers = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut c = cfg.clone();
+        c.engine_index = i;
+        if c.port != 0 {
+            c.port += i as u16;
+        }
+        match start(c).await {
+            Ok(s) => servers.push(s),
+            Err(e) => {
+                for s in servers {
+                    s.shutdown().await;
+                }
+                return Err(e.context(format!("starting instance {i}")));
+            }
+        }
+    }
+    Ok(servers)
 }
 
 async fn accept_loop(listener: TcpListener, state: Arc<AppState>, mut sd: watch::Receiver<bool>) {
@@ -150,14 +199,14 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>, mut sd: watch:
             let _ = stream.set_zero_linger();
         }
         let n = state.conn_counter.fetch_add(1, Ordering::Relaxed);
-        let delay = state.faults.accept_delay_ms(n);
+        let delay = state.faults.accept_delay_ms(n).map(|ms| state.wall(ms));
         let st = state.clone();
         let mut conn_sd = sd.clone();
         tokio::spawn(async move {
             if let Some(ms) = delay {
                 st.metrics.count_fault(FaultKind::SlowAccept);
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                    _ = tokio::time::sleep(ms) => {}
                     _ = conn_sd.changed() => return,
                 }
             }
@@ -280,9 +329,18 @@ async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Body>> {
     }
 }
 
+/// Name of the engine with this index in the `x-inference-pod` header.
+pub fn pod_name(engine_index: usize) -> String {
+    format!("llm-sim-{engine_index}")
+}
+
 async fn route(state: Arc<AppState>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
-    let resp = dispatch(&state, req).await;
+    let mut resp = dispatch(&state, req).await;
     state.metrics.count_status(resp.status().as_u16());
+    // Which instance answered, as llm-d's inference simulator says it (useful behind a router).
+    let h = resp.headers_mut();
+    h.insert("x-inference-pod", state.pod.clone());
+    h.insert("x-inference-port", state.port_header.clone());
     Ok(resp)
 }
 
