@@ -151,6 +151,13 @@ pub struct ReplayArgs {
     /// Prepared requests buffered between producers and the dispatcher.
     #[arg(long, default_value_t = 128)]
     pub channel_capacity: usize,
+    /// Memory budget of request bodies built ahead and not yet sent, MB (the channel capacity
+    /// bounds their number, this their bytes).
+    #[arg(long, value_name = "MB", default_value_t = 64.0)]
+    pub lookahead_mb: f64,
+    /// Build a request body at most this many seconds before it is due.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub lookahead_secs: f64,
     /// Tokio worker threads (default: number of cores).
     #[arg(long)]
     pub threads: Option<usize>,

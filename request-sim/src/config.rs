@@ -120,6 +120,10 @@ pub struct ReplayConfig {
     pub early_stop: Option<EarlyStop>,
     pub producers: usize,
     pub channel_capacity: usize,
+    /// `--lookahead-mb`, in bytes.
+    pub lookahead_bytes: u64,
+    /// `--lookahead-secs`.
+    pub lookahead: Duration,
     pub threads: usize,
     pub spin: Duration,
     pub pin: bool,
@@ -328,6 +332,18 @@ impl ReplayConfig {
         if a.channel_capacity == 0 {
             return Err("--channel-capacity must be at least 1".into());
         }
+        if !a.lookahead_mb.is_finite() || a.lookahead_mb <= 0.0 {
+            return Err(format!(
+                "--lookahead-mb must be > 0, got {}",
+                a.lookahead_mb
+            ));
+        }
+        if !a.lookahead_secs.is_finite() || a.lookahead_secs < 0.0 {
+            return Err(format!(
+                "--lookahead-secs must be >= 0, got {}",
+                a.lookahead_secs
+            ));
+        }
         let threads = a.threads.unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -436,6 +452,8 @@ impl ReplayConfig {
             early_stop,
             producers: a.num_producer,
             channel_capacity: a.channel_capacity,
+            lookahead_bytes: (a.lookahead_mb * 1e6) as u64,
+            lookahead: Duration::from_secs_f64(a.lookahead_secs),
             threads,
             spin: Duration::from_micros(a.spin_us),
             pin: !a.no_pin,

@@ -342,6 +342,9 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             capacity: cfg.channel_capacity,
             pin: cfg.pin && ncores >= 2,
             cores: producer_cores,
+            budget_bytes: cfg.lookahead_bytes,
+            horizon: cfg.lookahead,
+            scale_factor: cfg.scale_factor,
         },
         build,
     )?;
@@ -399,10 +402,22 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         let n = first_second.clamp(1, WARMUP_CONNECTIONS);
         startup.connections = rt.block_on(open_connections(&client, &ep, n));
     }
-    let warm_until = t_phase + WARMUP_MAX;
-    while producers.buffered() < want && Instant::now() < warm_until {
+    // The clock starts when its start is ready: the first `want` requests themselves (not
+    // just any `want` bodies) must be built, whatever the producer count.
+    let t_fill = Instant::now();
+    let warm_until = t_fill + WARMUP_MAX;
+    while !producers.built_first(want) && Instant::now() < warm_until {
         std::thread::sleep(Duration::from_micros(200));
     }
+    let prefilled = producers.built_first(want);
+    note(format!(
+        "pre-fill: the first {want} request bodies (due in the first {WARMUP_SCHEDULE_MS:.0} ms) {} in {:.1} ms; lookahead: {} bodies, {:.0} MB, {:.1} s",
+        if prefilled { "built" } else { "NOT all built" },
+        ms_since(t_fill),
+        cfg.channel_capacity,
+        cfg.lookahead_bytes as f64 / 1e6,
+        cfg.lookahead.as_secs_f64(),
+    ));
     startup.warmup_ms = ms_since(t_phase);
 
     // ---- dispatch ----
@@ -437,6 +452,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
                     realtime.enter_dispatcher();
                     let started_at = report::now_rfc3339();
                     let start = Instant::now();
+                    producers.start_clock(start);
                     startup.total_ms = ms_between(t_start, start);
                     let ctx = Arc::new(TaskCtx {
                         client,
@@ -599,7 +615,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         .map_err(|e| format!("{}: {e}", cfg.summary_path.display()))?;
     println!("{}", report::render_console(&summary));
     note(format!(
-            "producers: {} thread(s) built {} bodies ({:.1} M prompt tokens, {:.0} MB) at {:.1} M tokens/s and {:.0} bodies/s per thread while building; dispatched {:.0} bodies/s; {} not ready in time; dispatcher late > 1 ms: {}, max {:.3} ms",
+            "producers: {} thread(s) built {} bodies ({:.1} M prompt tokens, {:.0} MB) at {:.1} M tokens/s and {:.0} bodies/s per thread while building; dispatched {:.0} bodies/s; {} not ready in time; dispatcher late > 1 ms: {}, max {:.3} ms; bodies waiting peaked at {:.1} MB of a {:.0} MB budget",
             producer_stats.threads,
             producer_stats.bodies,
             producer_stats.prompt_tokens as f64 / 1e6,
@@ -610,6 +626,8 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             result.stats.not_ready,
             result.stats.late_over_1ms,
             result.stats.max_late_ms,
+            producer_stats.peak_buffered_bytes as f64 / 1e6,
+            producer_stats.budget_bytes as f64 / 1e6,
         ),
     );
     note(format!(
@@ -646,9 +664,9 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
 /// Before the clock starts, producers build the bodies scheduled in this first stretch…
 const WARMUP_SCHEDULE_MS: f64 = 20.0;
 /// …but at most this many…
-const WARMUP_MAX_BODIES: usize = 16;
+const WARMUP_MAX_BODIES: usize = 256;
 /// …for at most this long.
-const WARMUP_MAX: Duration = Duration::from_millis(200);
+const WARMUP_MAX: Duration = Duration::from_secs(2);
 /// At most this many connections are opened before the start, within this time.
 const WARMUP_CONNECTIONS: usize = 64;
 const WARMUP_CONNECT_MAX: Duration = Duration::from_secs(2);

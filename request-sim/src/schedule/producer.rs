@@ -6,10 +6,16 @@
 //! trace order with no reordering buffer and no lock shared between producers. A full channel
 //! blocks its producer (bounded memory); an empty one makes the dispatcher wait, which shows as
 //! send drift.
+//!
+//! Lookahead is bounded three ways: by count (the channels' capacity), by bytes (the bodies
+//! built and not yet taken stay under `budget_bytes`), and by time (a request is built only once
+//! it is due within `horizon` of the trace clock; before the clock starts, that is the first
+//! `horizon` of the schedule, which is the pre-fill). The byte bound never holds back one of the
+//! next `threads` requests the dispatcher will take, so it cannot stall the run.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use crossbeam_channel::{bounded, Receiver};
@@ -41,7 +47,60 @@ pub struct Producers {
     receivers: Vec<Receiver<Prepared>>,
     counters: Vec<Arc<Counters>>,
     stop: Arc<AtomicBool>,
+    gate: Arc<Gate>,
+    budget_bytes: u64,
     _pool: rayon::ThreadPool,
+}
+
+/// Wait until request `i` (due at `due_ms` on the schedule) may be built: it is due within
+/// `horizon_ms` of the clock (of the schedule's start before the clock runs), and the bodies
+/// waiting fit the byte budget unless `i` is among the next `n` requests to be taken. False
+/// when stopped. Sleeps in steps of at most 1 ms: a due time is known, a budget frees up when
+/// the dispatcher takes a body.
+fn wait_turn(
+    gate: &Gate,
+    stop: &AtomicBool,
+    i: usize,
+    n: usize,
+    due_ms: f64,
+    horizon_ms: f64,
+    budget: u64,
+) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let clock_ms = gate
+            .start
+            .get()
+            .map(|s| s.elapsed().as_secs_f64() * 1e3)
+            .unwrap_or(0.0);
+        let early_ms = due_ms - horizon_ms - clock_ms;
+        let over_budget = gate.buffered_bytes.load(Ordering::Relaxed) >= budget
+            && i >= gate.next.load(Ordering::Relaxed) + n;
+        if early_ms <= 0.0 && !over_budget {
+            return true;
+        }
+        let step = if early_ms > 0.0 {
+            early_ms.min(1.0)
+        } else {
+            0.2
+        };
+        std::thread::sleep(Duration::from_secs_f64(step / 1e3));
+    }
+}
+
+/// What producers share with the dispatcher side to bound their lookahead.
+#[derive(Debug, Default)]
+struct Gate {
+    /// When the trace clock started (unset during the pre-fill).
+    start: OnceLock<Instant>,
+    /// Bytes of bodies built and not yet taken.
+    buffered_bytes: AtomicU64,
+    /// Most `buffered_bytes` ever reached.
+    peak_bytes: AtomicU64,
+    /// Index of the next request the dispatcher will take.
+    next: AtomicUsize,
 }
 
 /// What one producer thread has built so far (written by it, read by [`Producers::stats`]).
@@ -75,6 +134,10 @@ pub struct ProducerStats {
     pub bodies_per_s_per_thread: f64,
     /// Bodies dispatched per second of dispatch wall time (set by the orchestrator).
     pub bodies_per_s: f64,
+    /// Memory budget of bodies built ahead (`--lookahead-mb`), bytes.
+    pub budget_bytes: u64,
+    /// Most bytes of bodies built and not yet sent at any moment.
+    pub peak_buffered_bytes: u64,
 }
 
 /// Producer settings.
@@ -86,6 +149,13 @@ pub struct ProducerConfig {
     pub pin: bool,
     /// Cores producers may use (the dispatcher's core is left out when possible).
     pub cores: Vec<usize>,
+    /// Bytes of bodies built ahead and not yet taken (at least one body per producer is
+    /// always allowed).
+    pub budget_bytes: u64,
+    /// Build a request only once it is due within this much of the trace clock.
+    pub horizon: Duration,
+    /// Trace time ÷ this = schedule time (`--scale-factor`).
+    pub scale_factor: f64,
 }
 
 impl Producers {
@@ -116,6 +186,12 @@ impl Producers {
             .build()
             .map_err(|e| format!("cannot start producer threads: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
+        let gate = Arc::new(Gate::default());
+        let (budget, horizon_ms, scale) = (
+            cfg.budget_bytes,
+            cfg.horizon.as_secs_f64() * 1e3,
+            cfg.scale_factor,
+        );
         let mut receivers = Vec::with_capacity(n);
         let mut all_counters = Vec::with_capacity(n);
         for p in 0..n {
@@ -126,11 +202,16 @@ impl Producers {
             let requests = requests.clone();
             let build = build.clone();
             let stop = stop.clone();
+            let gate = gate.clone();
             pool.spawn(move || {
                 let mut scratch = Scratch::default();
                 let mut i = p;
                 let (mut bodies, mut tokens, mut bytes, mut ns) = (0u64, 0u64, 0u64, 0u64);
                 while i < requests.len() && !stop.load(Ordering::Relaxed) {
+                    let due_ms = requests[i].timestamp_ms / scale;
+                    if !wait_turn(&gate, &stop, i, n, due_ms, horizon_ms, budget) {
+                        break;
+                    }
                     let t = Instant::now();
                     let prepared = build(&requests[i], &mut scratch);
                     ns += t.elapsed().as_nanos() as u64;
@@ -142,6 +223,9 @@ impl Producers {
                     counters.prompt_tokens.store(tokens, Ordering::Relaxed);
                     counters.body_bytes.store(bytes, Ordering::Relaxed);
                     counters.build_ns.store(ns, Ordering::Relaxed);
+                    let len = prepared.body.len() as u64;
+                    let now = gate.buffered_bytes.fetch_add(len, Ordering::Relaxed) + len;
+                    gate.peak_bytes.fetch_max(now, Ordering::Relaxed);
                     if tx.send(prepared).is_err() {
                         break; // dispatcher gone
                     }
@@ -153,7 +237,25 @@ impl Producers {
             receivers,
             counters: all_counters,
             stop,
+            gate,
+            budget_bytes: cfg.budget_bytes,
             _pool: pool,
+        })
+    }
+
+    /// Start the trace clock: from now on requests are built up to `horizon` ahead of
+    /// `start` + their due time. Only the first call counts.
+    pub fn start_clock(&self, start: Instant) {
+        let _ = self.gate.start.set(start);
+    }
+
+    /// True when requests `0..k` are all built (taken or waiting in their channels).
+    pub fn built_first(&self, k: usize) -> bool {
+        let n = self.counters.len();
+        (0..n.min(k)).all(|p| {
+            // Producer p builds p, p + n, ...: of 0..k those are ceil((k - p) / n).
+            let need = (k - p).div_ceil(n) as u64;
+            self.counters[p].bodies.load(Ordering::Relaxed) >= need
         })
     }
 
@@ -185,7 +287,16 @@ impl Producers {
             tokens_per_s_per_thread: per_s(prompt_tokens),
             bodies_per_s_per_thread: per_s(bodies),
             bodies_per_s: 0.0,
+            budget_bytes: self.budget_bytes,
+            peak_buffered_bytes: self.gate.peak_bytes.load(Ordering::Relaxed),
         }
+    }
+
+    fn taken(&self, index: usize, p: &Prepared) {
+        self.gate
+            .buffered_bytes
+            .fetch_sub(p.body.len() as u64, Ordering::Relaxed);
+        self.gate.next.store(index + 1, Ordering::Relaxed);
     }
 
     /// The prepared request `index` (requests must be taken in order 0, 1, 2, …).
@@ -194,12 +305,17 @@ impl Producers {
         let rx = &self.receivers[index % self.receivers.len()];
         let p = rx.recv().ok()?;
         debug_assert_eq!(p.index, index);
+        self.taken(index, &p);
         Some(p)
     }
 
     /// Non-blocking variant of [`Producers::take`].
     pub fn try_take(&self, index: usize) -> Option<Prepared> {
-        self.receivers[index % self.receivers.len()].try_recv().ok()
+        let p = self.receivers[index % self.receivers.len()]
+            .try_recv()
+            .ok()?;
+        self.taken(index, &p);
+        Some(p)
     }
 
     /// Prepared requests waiting in the channels.
@@ -252,6 +368,9 @@ mod tests {
                 capacity: 8,
                 pin: true,
                 cores: vec![0, 1],
+                budget_bytes: 1 << 20,
+                horizon: Duration::from_secs(3600),
+                scale_factor: 1.0,
             };
             let p = Producers::spawn(reqs.clone(), &cfg, build.clone()).unwrap();
             for i in 0..1000 {
@@ -275,9 +394,97 @@ mod tests {
             capacity: 4,
             pin: false,
             cores: vec![],
+            budget_bytes: 1 << 20,
+            horizon: Duration::from_secs(3600),
+            scale_factor: 1.0,
         };
         let p = Producers::spawn(reqs, &cfg, build).unwrap();
         assert_eq!(p.take(0).unwrap().index, 0);
         drop(p); // must not hang
+    }
+
+    /// Bodies of 1,000 bytes; requests `burst` at t = 0, then one every `gap_ms`.
+    fn bursty(n: usize, burst: usize, gap_ms: f64) -> (Arc<Vec<TraceRequest>>, Arc<BuildFn>) {
+        let reqs = (0..n)
+            .map(|i| TraceRequest {
+                timestamp_ms: i.saturating_sub(burst - 1) as f64 * gap_ms,
+                ..req(i)
+            })
+            .collect();
+        let build: Arc<BuildFn> = Arc::new(|r: &TraceRequest, _s: &mut Scratch| Prepared {
+            index: r.index,
+            body: Bytes::from(vec![b'x'; 1000]),
+            intended_prompt_tokens: 0,
+        });
+        (Arc::new(reqs), build)
+    }
+
+    /// Wait (bounded) until `cond` holds.
+    fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+        let until = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < until {
+            if cond() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        false
+    }
+
+    #[test]
+    fn prefill_builds_the_first_burst_and_nothing_beyond_the_horizon() {
+        // 8 requests at t = 0, then one every 10 s: with a 1 s horizon and the clock not
+        // started, exactly the burst is built, whatever the producer count.
+        for threads in [1, 3, 32] {
+            let (reqs, build) = bursty(100, 8, 10_000.0);
+            let cfg = ProducerConfig {
+                threads,
+                capacity: 40960,
+                pin: false,
+                cores: vec![],
+                budget_bytes: 1 << 20,
+                horizon: Duration::from_secs(1),
+                scale_factor: 1.0,
+            };
+            let p = Producers::spawn(reqs, &cfg, build).unwrap();
+            assert!(eventually(|| p.built_first(8)), "{threads} producers");
+            // Give producers time to overreach if they would.
+            std::thread::sleep(Duration::from_millis(50));
+            assert_eq!(p.stats().bodies, 8, "{threads} producers");
+            assert!(!p.built_first(9));
+            // Every body taken was built before it was asked for: none blocks.
+            for i in 0..8 {
+                assert_eq!(p.try_take(i).map(|b| b.index), Some(i));
+            }
+        }
+    }
+
+    #[test]
+    fn byte_budget_bounds_the_lookahead_without_stalling() {
+        // Everything due at once, a budget of 5 bodies, capacity of 1,000 bodies.
+        let (reqs, build) = bursty(200, 200, 0.0);
+        let cfg = ProducerConfig {
+            threads: 2,
+            capacity: 1000,
+            pin: false,
+            cores: vec![],
+            budget_bytes: 5_000,
+            horizon: Duration::from_secs(1),
+            scale_factor: 1.0,
+        };
+        let p = Producers::spawn(reqs, &cfg, build).unwrap();
+        p.start_clock(Instant::now());
+        // The next `threads` requests are always built, budget or not.
+        assert!(eventually(|| p.built_first(2) && p.stats().bodies >= 5));
+        std::thread::sleep(Duration::from_millis(50));
+        // The budget, plus at most one body per producer past it.
+        assert!(p.stats().bodies <= 7, "{:?}", p.stats());
+        // Taking frees budget: all 200 come out in order.
+        for i in 0..200 {
+            assert_eq!(p.take(i).unwrap().index, i);
+        }
+        let st = p.stats();
+        assert!(st.peak_buffered_bytes <= 7_000, "{st:?}");
+        assert_eq!(st.budget_bytes, 5_000);
     }
 }
