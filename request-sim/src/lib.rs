@@ -6,11 +6,12 @@
 //! `schedule` (producer threads, bounded channel, dispatcher clock) ->
 //! `backend` (request bodies, HTTP, SSE/JSON parsing per API) ->
 //! `record` (one [`record::Record`] per scheduled request, JSONL writer) ->
-//! `report` (statistics, console table, files).
+//! `report` (statistics, console table, files); `observe` reads the servers' `/metrics`.
 //!
 //! `cli` parses the command line, `config` validates it once, and `run` orchestrates a replay.
 
 pub mod backend;
+pub mod observe;
 pub mod prompt;
 pub mod record;
 pub mod report;

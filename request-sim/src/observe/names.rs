@@ -1,0 +1,240 @@
+//! The metric names of the servers request-sim knows, read into one engine-neutral view.
+//!
+//! Each quantity lists its sample names per engine, newest first; the first one a page has wins,
+//! so vLLM V1 names and the older aliases both work. Values are summed over label sets (models,
+//! engines, ranks), except ratios (KV usage), which take the largest. Families not named here
+//! stay in the [`Page`] untouched.
+
+use super::prom::Page;
+
+/// Which server a page comes from, told by its metric prefixes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    Vllm,
+    Sglang,
+    LlamaCpp,
+    Tgi,
+    Unknown,
+}
+
+impl Engine {
+    /// The engine whose prefix most samples of the page carry.
+    pub fn detect(page: &Page) -> Engine {
+        let mut counts = [0usize; 4];
+        for f in &page.families {
+            let n = &f.name;
+            if n.starts_with("vllm:") {
+                counts[0] += 1;
+            } else if n.starts_with("sglang:") {
+                counts[1] += 1;
+            } else if n.starts_with("llamacpp:") {
+                counts[2] += 1;
+            } else if n.starts_with("tgi_") {
+                counts[3] += 1;
+            }
+        }
+        let (best, &n) = counts
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, n)| (**n, std::cmp::Reverse(*i)))
+            .unwrap_or((0, &0));
+        if n == 0 {
+            return Engine::Unknown;
+        }
+        [Engine::Vllm, Engine::Sglang, Engine::LlamaCpp, Engine::Tgi][best]
+    }
+}
+
+// Gauges.
+const RUNNING: &[&str] = &[
+    "vllm:num_requests_running",
+    "sglang:num_running_reqs",
+    "llamacpp:requests_processing",
+    "tgi_batch_current_size",
+];
+const WAITING: &[&str] = &[
+    "vllm:num_requests_waiting",
+    "sglang:num_queue_reqs",
+    "llamacpp:requests_deferred",
+    "tgi_queue_size",
+];
+/// KV-cache usage as a fraction of 1 (vLLM V1 renamed `gpu_cache_usage_perc`).
+const KV_USAGE: &[&str] = &[
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+    "sglang:token_usage",
+    "llamacpp:kv_cache_usage_ratio",
+];
+// Counters.
+/// Prefix-cache lookups in tokens (vLLM V1 dropped the `gpu_` prefix; SGLang's lookups are its
+/// prompt tokens).
+const PREFIX_QUERIES: &[&str] = &[
+    "vllm:prefix_cache_queries_total",
+    "vllm:gpu_prefix_cache_queries_total",
+    "vllm:prefix_cache_queries",
+    "vllm:gpu_prefix_cache_queries",
+];
+const PREFIX_HITS: &[&str] = &[
+    "vllm:prefix_cache_hits_total",
+    "vllm:gpu_prefix_cache_hits_total",
+    "vllm:prefix_cache_hits",
+    "vllm:gpu_prefix_cache_hits",
+    "sglang:cached_tokens_total",
+];
+const PROMPT_TOKENS: &[&str] = &[
+    "vllm:prompt_tokens_total",
+    "sglang:prompt_tokens_total",
+    "llamacpp:prompt_tokens_total",
+];
+const GENERATION_TOKENS: &[&str] = &[
+    "vllm:generation_tokens_total",
+    "sglang:generation_tokens_total",
+    "llamacpp:tokens_predicted_total",
+];
+const PREEMPTIONS: &[&str] = &["vllm:num_preemptions_total", "vllm:num_preemptions"];
+const REQUESTS_DONE: &[&str] = &[
+    "vllm:request_success_total",
+    "sglang:num_requests_total",
+    "tgi_request_success",
+];
+// Histograms (family names; `_sum` and `_count` are read).
+const TTFT: &[&str] = &[
+    "vllm:time_to_first_token_seconds",
+    "sglang:time_to_first_token_seconds",
+];
+const E2E: &[&str] = &[
+    "vllm:e2e_request_latency_seconds",
+    "sglang:e2e_request_latency_seconds",
+    "tgi_request_duration",
+];
+const QUEUE: &[&str] = &[
+    "vllm:request_queue_time_seconds",
+    "sglang:queue_time_seconds",
+    "tgi_request_queue_duration",
+];
+
+fn first_sum(page: &Page, names: &[&str]) -> Option<f64> {
+    names.iter().find_map(|n| page.sum(n))
+}
+
+fn first_max(page: &Page, names: &[&str]) -> Option<f64> {
+    names.iter().find_map(|n| page.max(n))
+}
+
+/// A histogram's running sum and count (seconds, observations).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct HistTotals {
+    pub sum: f64,
+    pub count: f64,
+}
+
+fn first_hist(page: &Page, names: &[&str]) -> Option<HistTotals> {
+    names.iter().find_map(|n| {
+        let sum = page.sum(&format!("{n}_sum"))?;
+        let count = page.sum(&format!("{n}_count"))?;
+        Some(HistTotals { sum, count })
+    })
+}
+
+/// One scrape of one instance, in engine-neutral terms. `None`: the page does not say.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ServerView {
+    pub engine: Engine,
+    pub running: Option<f64>,
+    pub waiting: Option<f64>,
+    /// Fraction of 1.
+    pub kv_usage: Option<f64>,
+    pub prefix_queries: Option<f64>,
+    pub prefix_hits: Option<f64>,
+    pub prompt_tokens: Option<f64>,
+    pub generation_tokens: Option<f64>,
+    pub preemptions: Option<f64>,
+    pub requests_done: Option<f64>,
+    pub ttft: Option<HistTotals>,
+    pub e2e: Option<HistTotals>,
+    pub queue: Option<HistTotals>,
+}
+
+impl ServerView {
+    pub fn of(page: &Page) -> ServerView {
+        let engine = Engine::detect(page);
+        let prompt_tokens = first_sum(page, PROMPT_TOKENS);
+        let mut prefix_queries = first_sum(page, PREFIX_QUERIES);
+        if prefix_queries.is_none()
+            && engine == Engine::Sglang
+            && page.sum(PREFIX_HITS[4]).is_some()
+        {
+            // SGLang counts cached tokens against all prompt tokens.
+            prefix_queries = prompt_tokens;
+        }
+        ServerView {
+            engine,
+            running: first_sum(page, RUNNING),
+            waiting: first_sum(page, WAITING),
+            kv_usage: first_max(page, KV_USAGE),
+            prefix_queries,
+            prefix_hits: first_sum(page, PREFIX_HITS),
+            prompt_tokens,
+            generation_tokens: first_sum(page, GENERATION_TOKENS),
+            preemptions: first_sum(page, PREEMPTIONS),
+            requests_done: first_sum(page, REQUESTS_DONE),
+            ttft: first_hist(page, TTFT),
+            e2e: first_hist(page, E2E),
+            queue: first_hist(page, QUEUE),
+        }
+    }
+}
+
+/// What happened on one instance between two scrapes (counter and histogram deltas).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Window {
+    pub prefix_queries: Option<f64>,
+    pub prefix_hits: Option<f64>,
+    pub preemptions: Option<f64>,
+    pub requests_done: Option<f64>,
+    pub prompt_tokens: Option<f64>,
+    pub generation_tokens: Option<f64>,
+    /// Mean server-side TTFT, E2E latency and queue time over the window, in ms.
+    pub ttft_mean_ms: Option<f64>,
+    pub e2e_mean_ms: Option<f64>,
+    pub queue_mean_ms: Option<f64>,
+}
+
+/// A counter delta; a counter that went down (server restart) counts from zero.
+fn delta(first: Option<f64>, last: Option<f64>) -> Option<f64> {
+    let (a, b) = (first?, last?);
+    Some(if b >= a { b - a } else { b })
+}
+
+fn hist_mean_ms(first: Option<HistTotals>, last: Option<HistTotals>) -> Option<f64> {
+    let (a, b) = (first?, last?);
+    let (sum, count) = if b.count >= a.count {
+        (b.sum - a.sum, b.count - a.count)
+    } else {
+        (b.sum, b.count)
+    };
+    (count > 0.0).then(|| sum / count * 1000.0)
+}
+
+impl Window {
+    pub fn between(first: &ServerView, last: &ServerView) -> Window {
+        Window {
+            prefix_queries: delta(first.prefix_queries, last.prefix_queries),
+            prefix_hits: delta(first.prefix_hits, last.prefix_hits),
+            preemptions: delta(first.preemptions, last.preemptions),
+            requests_done: delta(first.requests_done, last.requests_done),
+            prompt_tokens: delta(first.prompt_tokens, last.prompt_tokens),
+            generation_tokens: delta(first.generation_tokens, last.generation_tokens),
+            ttft_mean_ms: hist_mean_ms(first.ttft, last.ttft),
+            e2e_mean_ms: hist_mean_ms(first.e2e, last.e2e),
+            queue_mean_ms: hist_mean_ms(first.queue, last.queue),
+        }
+    }
+
+    /// Prefix-cache hit ratio over the window (hits / lookups), when both were counted.
+    pub fn hit_ratio(&self) -> Option<f64> {
+        let (q, h) = (self.prefix_queries?, self.prefix_hits?);
+        (q > 0.0).then(|| h / q)
+    }
+}
