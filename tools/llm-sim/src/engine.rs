@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::cache::{extend_block_hashes, BlockPool};
 use crate::config::SimConfig;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, RequestTimes};
 use crate::util::mix64;
 use crate::vocab::BUILTIN_VOCAB_SIZE;
 
@@ -169,6 +169,12 @@ struct Seq {
     registered: u32,
     generated: u32,
     admitted_once: bool,
+    /// When the engine received it, first scheduled it, and produced its first and latest token
+    /// (the request-level histograms of `metrics`).
+    arrived: Instant,
+    scheduled_at: Option<Instant>,
+    first_token_at: Option<Instant>,
+    last_token_at: Option<Instant>,
 }
 
 struct Scheduled {
@@ -295,6 +301,10 @@ impl Engine {
             registered: 0,
             generated: 0,
             admitted_once: false,
+            arrived: Instant::now(),
+            scheduled_at: None,
+            first_token_at: None,
+            last_token_at: None,
         });
     }
 
@@ -321,6 +331,20 @@ impl Engine {
             self.metrics
                 .requests_finished
                 .fetch_add(1, Ordering::Relaxed);
+            let now = Instant::now();
+            let since = |t: Option<Instant>| {
+                t.map_or(0.0, |t| {
+                    t.saturating_duration_since(s.arrived).as_secs_f64()
+                })
+            };
+            self.metrics.observe_finished(&RequestTimes {
+                scheduled: since(s.scheduled_at),
+                first_token: since(s.first_token_at),
+                last_token: since(s.last_token_at),
+                finished: now.saturating_duration_since(s.arrived).as_secs_f64(),
+                prompt_tokens: s.prompt_len,
+                generation_tokens: s.generated,
+            });
         } else {
             self.metrics
                 .requests_aborted
@@ -442,6 +466,7 @@ impl Engine {
             s.registered = hit as u32;
             if !s.admitted_once {
                 s.admitted_once = true;
+                s.scheduled_at = Some(Instant::now());
                 s.shared.cached.store(cached, Ordering::Release);
                 s.shared.state.store(RUNNING, Ordering::Release);
                 self.metrics
@@ -476,12 +501,16 @@ impl Engine {
         let mut any_done = false;
         let mut generated_now: u64 = 0;
         let mut prompt_done: u64 = 0;
+        let now = Instant::now();
+        let mut itls: Vec<f64> = Vec::new();
+        let mut step_tokens: u64 = 0;
         for k in 0..self.step.len() {
             let Scheduled { idx, tokens } = self.step[k];
             let Some(s) = self.running.get_mut(idx) else {
                 continue;
             };
             s.computed += tokens;
+            step_tokens += u64::from(tokens);
             while ((s.registered as usize + 1) * bs) <= s.computed as usize
                 && (s.registered as usize) < s.hashes.len()
                 && (s.registered as usize) < s.blocks.len()
@@ -498,6 +527,11 @@ impl Engine {
                 s.tokens.push(tok);
                 s.generated += 1;
                 generated_now += 1;
+                match s.last_token_at {
+                    Some(prev) => itls.push(now.saturating_duration_since(prev).as_secs_f64()),
+                    None => s.first_token_at = Some(now),
+                }
+                s.last_token_at = Some(now);
                 extend_block_hashes(&mut s.hashes, &s.tokens, bs);
                 if s.generated >= s.max_tokens {
                     any_done = true;
@@ -507,6 +541,12 @@ impl Engine {
             }
         }
         self.step.clear();
+        if let Ok(mut h) = self.metrics.hist.lock() {
+            h.iteration_tokens.observe(step_tokens as f64);
+            for v in itls {
+                h.itl.observe(v);
+            }
+        }
         self.metrics
             .generation_tokens
             .fetch_add(generated_now, Ordering::Relaxed);

@@ -3,6 +3,124 @@
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+use crate::config::SimConfig;
+
+/// vLLM V1 (`vllm/v1/metrics/loggers.py`) bucket bounds of `time_to_first_token_seconds`.
+pub const TTFT_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+/// Bucket bounds of `inter_token_latency_seconds` and `time_per_output_token_seconds`.
+pub const ITL_BUCKETS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+];
+/// Bucket bounds of the request-phase latencies (e2e, queue, prefill, decode, inference).
+pub const REQUEST_LATENCY_BUCKETS: &[f64] = &[
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+];
+/// Bucket bounds of `iteration_tokens_total`.
+pub const ITERATION_TOKEN_BUCKETS: &[f64] = &[
+    1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0,
+];
+/// 1-2-5 bounds up to 5e9; token-count histograms render those up to `max_model_len`, as vLLM's
+/// `build_1_2_5_buckets(max_model_len)` does.
+const ONE_TWO_FIVE: &[f64] = &[
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5,
+    5e5, 1e6, 2e6, 5e6, 1e7, 2e7, 5e7, 1e8, 2e8, 5e8, 1e9, 2e9, 5e9,
+];
+
+/// One Prometheus histogram: per-bucket (not cumulative) counts, a sum and a count.
+#[derive(Debug)]
+pub struct Hist {
+    bounds: &'static [f64],
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Hist {
+    fn new(bounds: &'static [f64]) -> Self {
+        Hist {
+            bounds,
+            counts: vec![0; bounds.len()],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
+    pub fn observe(&mut self, v: f64) {
+        if let Some(i) = self.bounds.iter().position(|&b| v <= b) {
+            self.counts[i] += 1;
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+
+    /// Writes `_bucket`/`_sum`/`_count` lines; `limit` hides bounds above it (the cumulative
+    /// counts stay exact because no observation exceeds it).
+    fn render(&self, out: &mut String, name: &str, help: &str, lbl: &str, limit: f64) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cum = 0;
+        for (b, c) in self.bounds.iter().zip(&self.counts) {
+            cum += c;
+            if *b <= limit {
+                let _ = writeln!(out, "{name}_bucket{{{lbl},le=\"{b:?}\"}} {cum}");
+            }
+        }
+        let _ = writeln!(out, "{name}_bucket{{{lbl},le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum{{{lbl}}} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{{{lbl}}} {}", self.count);
+    }
+}
+
+/// The request-level histograms of vLLM V1, fed by the engine.
+#[derive(Debug)]
+pub struct Histograms {
+    pub ttft: Hist,
+    pub itl: Hist,
+    pub tpot: Hist,
+    pub e2e: Hist,
+    pub queue: Hist,
+    pub prefill: Hist,
+    pub decode: Hist,
+    pub inference: Hist,
+    pub prompt_tokens: Hist,
+    pub generation_tokens: Hist,
+    pub iteration_tokens: Hist,
+}
+
+impl Default for Histograms {
+    fn default() -> Self {
+        Histograms {
+            ttft: Hist::new(TTFT_BUCKETS),
+            itl: Hist::new(ITL_BUCKETS),
+            tpot: Hist::new(ITL_BUCKETS),
+            e2e: Hist::new(REQUEST_LATENCY_BUCKETS),
+            queue: Hist::new(REQUEST_LATENCY_BUCKETS),
+            prefill: Hist::new(REQUEST_LATENCY_BUCKETS),
+            decode: Hist::new(REQUEST_LATENCY_BUCKETS),
+            inference: Hist::new(REQUEST_LATENCY_BUCKETS),
+            prompt_tokens: Hist::new(ONE_TWO_FIVE),
+            generation_tokens: Hist::new(ONE_TWO_FIVE),
+            iteration_tokens: Hist::new(ITERATION_TOKEN_BUCKETS),
+        }
+    }
+}
+
+/// Timestamps of one finished request, seconds relative to its arrival at the engine.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestTimes {
+    pub scheduled: f64,
+    pub first_token: f64,
+    pub last_token: f64,
+    pub finished: f64,
+    pub prompt_tokens: u32,
+    pub generation_tokens: u32,
+}
 
 /// HTTP statuses counted individually; anything else lands in "other".
 pub const STATUSES: [u16; 10] = [200, 400, 401, 404, 405, 413, 422, 429, 500, 503];
@@ -45,6 +163,8 @@ pub struct Metrics {
     pub engine_sim_us: AtomicU64,
     /// How late the engine woke up after its steps' deadlines, summed, microseconds.
     pub engine_lag_us: AtomicU64,
+    /// Request-level histograms (one lock taken by the engine per token batch and per render).
+    pub hist: Mutex<Histograms>,
     http_status: [AtomicU64; STATUSES.len() + 1],
     faults: [AtomicU64; FAULT_NAMES.len()],
 }
@@ -66,15 +186,35 @@ impl Metrics {
         self.http_status[i].load(Relaxed)
     }
 
+    /// Records a request that finished normally (vLLM observes only those).
+    pub fn observe_finished(&self, t: &RequestTimes) {
+        let Ok(mut h) = self.hist.lock() else {
+            return;
+        };
+        h.ttft.observe(t.first_token);
+        h.e2e.observe(t.finished);
+        h.queue.observe(t.scheduled);
+        h.prefill.observe(t.first_token - t.scheduled);
+        h.decode.observe(t.last_token - t.first_token);
+        h.inference.observe(t.last_token - t.scheduled);
+        h.prompt_tokens.observe(f64::from(t.prompt_tokens));
+        h.generation_tokens.observe(f64::from(t.generation_tokens));
+        if t.generation_tokens > 1 {
+            h.tpot
+                .observe((t.last_token - t.first_token) / f64::from(t.generation_tokens - 1));
+        }
+    }
+
     pub fn count_fault(&self, kind: FaultKind) {
         self.faults[kind as usize].fetch_add(1, Relaxed);
     }
 
-    /// Prometheus text exposition.
-    pub fn render(&self, model: &str) -> String {
-        let mut out = String::with_capacity(4096);
-        let m = model.replace('\\', "\\\\").replace('"', "\\\"");
-        let lbl = format!("model_name=\"{m}\"");
+    /// Prometheus text exposition, every sample labelled with the model and this engine's index
+    /// (vLLM's `engine` label; several engines in one process each render their own).
+    pub fn render(&self, cfg: &SimConfig, engine: usize) -> String {
+        let mut out = String::with_capacity(16384);
+        let m = cfg.model_name.replace('\\', "\\\\").replace('"', "\\\"");
+        let lbl = format!("model_name=\"{m}\",engine=\"{engine}\"");
         let mut gauge = |name: &str, help: &str, v: String| {
             let _ = write!(
                 out,
@@ -91,12 +231,35 @@ impl Metrics {
             "Number of requests waiting to be processed.",
             self.waiting.load(Relaxed).to_string(),
         );
+        let usage = format!("{:.6}", self.kv_usage_ppm.load(Relaxed) as f64 / 1e6);
         gauge(
             "vllm:kv_cache_usage_perc",
             "KV-cache usage. 1 means 100 percent usage.",
-            format!("{:.6}", self.kv_usage_ppm.load(Relaxed) as f64 / 1e6),
+            usage.clone(),
         );
-        let counters: [(&str, &str, &AtomicU64); 8] = [
+        gauge(
+            "vllm:gpu_cache_usage_perc",
+            "GPU KV-cache usage. 1 means 100 percent usage (older name of kv_cache_usage_perc).",
+            usage,
+        );
+        let _ = write!(
+            out,
+            "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig.\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{{lbl},block_size=\"{}\",enable_prefix_caching=\"{}\",num_gpu_blocks=\"{}\",num_cpu_blocks=\"0\",cache_dtype=\"auto\"}} 1.0\n",
+            cfg.block_size,
+            if cfg.enable_prefix_caching { "True" } else { "False" },
+            cfg.num_gpu_blocks,
+        );
+        let counters: [(&str, &str, &AtomicU64); 10] = [
+            (
+                "vllm:gpu_prefix_cache_queries",
+                "GPU prefix cache queries, in terms of number of queried tokens (older name).",
+                &self.prefix_queries,
+            ),
+            (
+                "vllm:gpu_prefix_cache_hits",
+                "GPU prefix cache hits, in terms of number of cached tokens (older name).",
+                &self.prefix_hits,
+            ),
             (
                 "vllm:prefix_cache_queries",
                 "Prefix cache queries, in terms of number of queried tokens.",
@@ -167,6 +330,80 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{{lbl}}} {:.6}\n",
                 v.load(Relaxed) as f64 / 1e6
             );
+        }
+        if let Ok(h) = self.hist.lock() {
+            let tokens_limit = f64::from(cfg.max_model_len);
+            let all = f64::INFINITY;
+            for (hist, name, help, limit) in [
+                (
+                    &h.ttft,
+                    "vllm:time_to_first_token_seconds",
+                    "Histogram of time to first token in seconds.",
+                    all,
+                ),
+                (
+                    &h.itl,
+                    "vllm:inter_token_latency_seconds",
+                    "Histogram of inter-token latency in seconds.",
+                    all,
+                ),
+                (
+                    &h.tpot,
+                    "vllm:time_per_output_token_seconds",
+                    "Histogram of time per output token in seconds (mean over a request's decode).",
+                    all,
+                ),
+                (
+                    &h.e2e,
+                    "vllm:e2e_request_latency_seconds",
+                    "Histogram of e2e request latency in seconds.",
+                    all,
+                ),
+                (
+                    &h.queue,
+                    "vllm:request_queue_time_seconds",
+                    "Histogram of time spent in WAITING phase for request.",
+                    all,
+                ),
+                (
+                    &h.inference,
+                    "vllm:request_inference_time_seconds",
+                    "Histogram of time spent in RUNNING phase for request.",
+                    all,
+                ),
+                (
+                    &h.prefill,
+                    "vllm:request_prefill_time_seconds",
+                    "Histogram of time spent in PREFILL phase for request.",
+                    all,
+                ),
+                (
+                    &h.decode,
+                    "vllm:request_decode_time_seconds",
+                    "Histogram of time spent in DECODE phase for request.",
+                    all,
+                ),
+                (
+                    &h.prompt_tokens,
+                    "vllm:request_prompt_tokens",
+                    "Number of prefill tokens processed.",
+                    tokens_limit,
+                ),
+                (
+                    &h.generation_tokens,
+                    "vllm:request_generation_tokens",
+                    "Number of generation tokens processed.",
+                    tokens_limit,
+                ),
+                (
+                    &h.iteration_tokens,
+                    "vllm:iteration_tokens_total",
+                    "Histogram of number of tokens per engine_step.",
+                    all,
+                ),
+            ] {
+                hist.render(&mut out, name, help, &lbl, limit);
+            }
         }
         let _ = writeln!(
             out,

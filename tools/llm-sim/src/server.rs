@@ -417,7 +417,7 @@ async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Bod
         (Method::GET, "/metrics") => full(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            state.metrics.render(&state.cfg.model_name),
+            state.metrics.render(&state.cfg, 0),
         ),
         (Method::GET, "/admin/faults") => json_response(
             StatusCode::OK,

@@ -1,0 +1,165 @@
+//! `/metrics` parity with vLLM V1: the names a vLLM dashboard or router scrapes, the `model_name`
+//! and `engine` labels, histogram shape, and prefix-cache counters agreeing with `cached_tokens`.
+
+mod common;
+
+use common::*;
+use llm_sim::SimConfig;
+use serde_json::json;
+
+/// Names vLLM V1 exposes (`vllm/v1/metrics/loggers.py`) that llm-sim must render.
+const GAUGES: &[&str] = &[
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+    "vllm:cache_config_info",
+];
+const COUNTERS: &[&str] = &[
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:gpu_prefix_cache_queries_total",
+    "vllm:gpu_prefix_cache_hits_total",
+    "vllm:num_preemptions_total",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:request_success_total",
+];
+const HISTOGRAMS: &[&str] = &[
+    "vllm:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:time_per_output_token_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:request_queue_time_seconds",
+    "vllm:request_inference_time_seconds",
+    "vllm:request_prefill_time_seconds",
+    "vllm:request_decode_time_seconds",
+    "vllm:request_prompt_tokens",
+    "vllm:request_generation_tokens",
+    "vllm:iteration_tokens_total",
+];
+
+fn type_of(page: &str, name: &str) -> Option<String> {
+    let prefix = format!("# TYPE {name} ");
+    page.lines()
+        .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+}
+
+#[tokio::test]
+async fn metric_names_labels_and_histograms_match_vllm() {
+    let cfg = SimConfig {
+        model_name: "sim-model".into(),
+        ..SimConfig::default()
+    };
+    let max_model_len = cfg.max_model_len;
+    let server = llm_sim::start(cfg).await.unwrap();
+    let b = server.base_url();
+    // The same long prompt twice: the second request hits the prefix cache.
+    let prompt = words(200, 0);
+    let mut cached_sum = 0u64;
+    let mut prompt_sum = 0u64;
+    for n in [1u32, 5, 20] {
+        let mut body = completion_body(json!(prompt), n, false);
+        body["model"] = json!("sim-model");
+        let v: serde_json::Value = post(&b, "/v1/completions", &body)
+            .await
+            .json()
+            .await
+            .unwrap();
+        cached_sum += v["usage"]["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0);
+        prompt_sum += v["usage"]["prompt_tokens"].as_u64().unwrap();
+    }
+    let page = metrics(&b).await;
+    let lbl = "model_name=\"sim-model\",engine=\"0\"";
+    for name in GAUGES {
+        assert_eq!(type_of(&page, name).as_deref(), Some("gauge"), "{name}");
+        assert!(page.contains(&format!("{name}{{{lbl}")), "{name} labels");
+    }
+    for name in COUNTERS {
+        assert_eq!(type_of(&page, name).as_deref(), Some("counter"), "{name}");
+        assert!(page.contains(&format!("{name}{{{lbl}")), "{name} labels");
+    }
+    for name in HISTOGRAMS {
+        assert_eq!(type_of(&page, name).as_deref(), Some("histogram"), "{name}");
+        assert!(
+            page.contains(&format!("{name}_bucket{{{lbl},le=\"+Inf\"}}")),
+            "{name}"
+        );
+    }
+    // Every finished request is observed once in the request-level histograms.
+    for name in [
+        "vllm:time_to_first_token_seconds",
+        "vllm:e2e_request_latency_seconds",
+        "vllm:request_queue_time_seconds",
+        "vllm:request_prefill_time_seconds",
+        "vllm:request_decode_time_seconds",
+        "vllm:request_prompt_tokens",
+        "vllm:request_generation_tokens",
+    ] {
+        assert_eq!(metric(&page, &format!("{name}_count")), 3.0, "{name}");
+    }
+    assert_eq!(metric(&page, "vllm:request_generation_tokens_sum"), 26.0);
+    assert_eq!(
+        metric(&page, "vllm:request_prompt_tokens_sum"),
+        prompt_sum as f64
+    );
+    // Inter-token latencies: one per token after the first; TPOT only for requests of 2+ tokens.
+    assert_eq!(
+        metric(&page, "vllm:inter_token_latency_seconds_count"),
+        23.0
+    );
+    assert_eq!(
+        metric(&page, "vllm:time_per_output_token_seconds_count"),
+        2.0
+    );
+    // Token buckets stop at max_model_len like vLLM's build_1_2_5_buckets.
+    let last_le = page
+        .lines()
+        .filter(|l| l.starts_with("vllm:request_prompt_tokens_bucket"))
+        .filter_map(|l| {
+            l.split("le=\"")
+                .nth(1)?
+                .split('"')
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    assert!(
+        last_le <= f64::from(max_model_len) && last_le * 2.5 > f64::from(max_model_len),
+        "{last_le} {max_model_len}"
+    );
+    // The ttft buckets are cumulative and end at the count.
+    let ttft_inf = metric_with(
+        &page,
+        "vllm:time_to_first_token_seconds_bucket",
+        "le=\"+Inf\"",
+    );
+    assert_eq!(ttft_inf, 3.0);
+    // Prefix-cache counters count tokens as vLLM does: they agree with the clients' usage.
+    assert!(cached_sum > 0, "second request should hit the cache");
+    assert_eq!(
+        metric(&page, "vllm:prefix_cache_hits_total"),
+        cached_sum as f64
+    );
+    assert_eq!(
+        metric(&page, "vllm:gpu_prefix_cache_hits_total"),
+        cached_sum as f64
+    );
+    assert_eq!(
+        metric(&page, "vllm:prefix_cache_queries_total"),
+        prompt_sum as f64
+    );
+    assert_eq!(
+        metric(&page, "vllm:gpu_prefix_cache_queries_total"),
+        prompt_sum as f64
+    );
+    assert_eq!(
+        metric(&page, "vllm:kv_cache_usage_perc"),
+        metric(&page, "vllm:gpu_cache_usage_perc")
+    );
+    server.shutdown().await;
+}
