@@ -134,8 +134,17 @@ fn closed_loop_follow_ups_wait_for_parent_and_think_time() {
         &std::fs::read_to_string(dir.path().join("closed.jsonl.summary.json")).unwrap(),
     )
     .unwrap();
+    let ss = &summary["sessions"];
+    assert_eq!(ss["sessions"], 40);
+    assert_eq!(ss["max_turns"], 6);
+    assert!(ss["mean_session_wait_ms"].as_f64().unwrap() > 0.0);
+    assert!(
+        ss["max_session_wait_ms"].as_f64().unwrap() >= ss["mean_session_wait_ms"].as_f64().unwrap()
+    );
+    assert!(ss["mean_ttft_later_turns_ms"].as_f64().is_some());
     let hit = summary["cache"]["hit_ratio"].as_f64().unwrap();
     let ideal = summary["cache"]["ideal_hit_ratio"].as_f64().unwrap();
+    eprintln!("closed loop: server cache hit ratio {hit:.4}, trace-ideal {ideal:.4}");
     assert!(
         (hit - ideal).abs() <= 0.01,
         "server hit ratio {hit} vs trace-ideal {ideal}"

@@ -115,6 +115,16 @@ fn generic_rows_with_session_ids() {
         ("a", 2, Some(0), Some(9.0))
     );
     assert_eq!(s.key(3), Some("42"));
+    let a = request_sim::trace::analyze(&t, &Default::default());
+    let st = a.sessions.expect("analyze reports session_id sessions");
+    assert_eq!(
+        (
+            st.sessions,
+            st.multi_turn_sessions,
+            st.max_turns_per_session
+        ),
+        (2, 1, 2)
+    );
     let e =
         err("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, \"session_id\": [1]}\n");
     assert_eq!(

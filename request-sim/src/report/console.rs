@@ -120,6 +120,31 @@ pub fn render_console(s: &Summary) -> String {
     }
     t.int("Cached tokens:", s.cache.cached_tokens);
 
+    if let Some(ss) = &s.sessions {
+        let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
+        t.header("Sessions", '-');
+        t.int("Sessions:", ss.sessions);
+        t.float("Turns per session (mean):", ss.mean_turns);
+        t.int("Turns per session (max):", ss.max_turns);
+        t.float("Session duration mean (s):", ss.mean_duration_s);
+        t.float("Session duration max (s):", ss.max_duration_s);
+        t.int(
+            "Mean TTFT first turns (ms):",
+            ms(ss.mean_ttft_first_turn_ms),
+        );
+        t.int(
+            "Mean TTFT later turns (ms):",
+            ms(ss.mean_ttft_later_turns_ms),
+        );
+        if ss.mean_session_wait_ms.is_some() {
+            t.int("Mean session wait (ms):", ms(ss.mean_session_wait_ms));
+            t.int("Max session wait (ms):", ms(ss.max_session_wait_ms));
+        }
+        if ss.turns_not_sent > 0 {
+            t.int("Turns not sent (cut/skipped):", ss.turns_not_sent);
+        }
+    }
+
     t.header("Token exactness", '-');
     let e = &s.token_exactness;
     t.int(

@@ -17,6 +17,7 @@ pub mod files;
 pub mod merge;
 pub mod plots;
 pub mod progress;
+pub mod sessions;
 pub mod slo;
 pub mod stats;
 pub mod summary;

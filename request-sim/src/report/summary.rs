@@ -457,6 +457,9 @@ pub struct Summary {
     /// Requests sent a second time on a fresh connection because the server closed the
     /// reused one before answering (records with `retries` > 0).
     pub retried: usize,
+    /// Sessions (multi-turn conversations), when the records carry session ids.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<super::sessions::SessionSummary>,
     /// Failed requests by kind (`http_error:503`, `timeout`, ...).
     pub errors: BTreeMap<String, usize>,
     /// First error message seen for each kind.
@@ -568,6 +571,7 @@ pub struct Accumulator {
     exact: TokenExactness,
     sources: OutputTokenSources,
     retried: usize,
+    sessions: super::sessions::SessionAcc,
 }
 
 /// Error kind key of a failed record: `http_error:503`, `timeout`, ...
@@ -631,6 +635,7 @@ impl Accumulator {
             exact: TokenExactness::default(),
             sources: OutputTokenSources::default(),
             retried: 0,
+            sessions: super::sessions::SessionAcc::default(),
         }
     }
 
@@ -638,6 +643,7 @@ impl Accumulator {
     /// when the record does not keep them; when empty, the record's own `itl_ms` is used);
     /// only used for successful requests, as vLLM does.
     pub fn add(&mut self, rec: &Record, itl_ms: &[f64]) {
+        self.sessions.add(rec);
         let itl_ms = if itl_ms.is_empty() {
             rec.itl_ms.as_deref().unwrap_or(&[])
         } else {
@@ -897,6 +903,7 @@ impl Accumulator {
             scheduled,
             counts_add_up,
             retried: self.retried,
+            sessions: self.sessions.finish(),
             errors: self.errors,
             error_examples: self.error_examples,
             cache,

@@ -547,7 +547,7 @@ fn default_sweep(footprint_tokens: u64) -> Vec<u64> {
 
 fn session_stats(trace: &Trace) -> Option<SessionStats> {
     if !trace.requests.iter().any(|r| r.session.is_some()) {
-        return None;
+        return session_id_stats(trace);
     }
     let mut st = SessionStats::default();
     // chat id -> session root, for requests seen so far (replay order).
@@ -568,6 +568,25 @@ fn session_stats(trace: &Trace) -> Option<SessionStats> {
         st.max_turn = st.max_turn.max(s.turn);
         let kind = s.kind.clone().unwrap_or_else(|| "unknown".to_owned());
         *st.types.entry(kind).or_insert(0) += 1;
+    }
+    st.sessions = size_of.len();
+    st.multi_turn_sessions = size_of.values().filter(|&&n| n > 1).count();
+    st.max_turns_per_session = size_of.values().copied().max().unwrap_or(0);
+    st.mean_turns_per_session = ratio(size_of.values().sum::<usize>() as u64, st.sessions as u64);
+    Some(st)
+}
+
+/// Sessions of `messages` and generic traces (rows sharing a `session_id`).
+fn session_id_stats(trace: &Trace) -> Option<SessionStats> {
+    if !trace.sessions.any() {
+        return None;
+    }
+    let mut st = SessionStats::default();
+    let mut size_of: HashMap<&str, usize> = HashMap::new();
+    for t in trace.sessions.turns.iter().flatten() {
+        *size_of.entry(&*t.id).or_insert(0) += 1;
+        st.max_turn = st.max_turn.max(t.turn);
+        st.root_requests += usize::from(t.parent_index.is_none());
     }
     st.sessions = size_of.len();
     st.multi_turn_sessions = size_of.values().filter(|&&n| n > 1).count();
