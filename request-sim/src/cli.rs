@@ -78,6 +78,12 @@ pub struct ReplayArgs {
     /// Seed of the synthetic prompts (default: fresh per run, recorded in the summary).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Send only shard K of N (0 <= K < N) of the trace: sessions stay whole on one shard,
+    /// other requests are dealt round-robin; record indexes stay those of the whole trace, so
+    /// `request-sim report DIR` merges the shards (docs/scale-out.md). Needs --seed when N > 1.
+    /// Default: JOB_COMPLETION_INDEX and REQUEST_SIM_SHARD_COUNT when both are set.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
     /// Tokens the chat template adds around the content (default: measured at start-up).
     #[arg(long)]
     pub chat_overhead: Option<u32>,

@@ -100,6 +100,8 @@ pub struct ReplayConfig {
     pub tokenizer: Option<PathBuf>,
     pub tokenizer_config: Option<PathBuf>,
     pub seed: u64,
+    /// `--shard K/N` (or from the environment): replay only this share of the trace.
+    pub shard: Option<crate::trace::shard::Shard>,
     pub chat_overhead: Option<u32>,
     pub token_ids: bool,
     pub target: Target,
@@ -185,6 +187,16 @@ impl ReplayConfig {
     pub fn from_args(a: ReplayArgs, flavor: Flavor) -> Result<ReplayConfig, String> {
         let client = flavor == Flavor::Client;
         let mut notes = Vec::new();
+        let shard = match &a.shard {
+            Some(spec) => Some(crate::trace::shard::Shard::parse(spec)?),
+            None => crate::trace::shard::Shard::from_env(|k| std::env::var(k).ok())?,
+        };
+        if shard.is_some_and(|s| s.count > 1) && a.seed.is_none() {
+            return Err(
+                "--shard with more than one shard needs --seed: every shard must build the same prompts"
+                    .into(),
+            );
+        }
         let trace = match &a.dataset_path {
             Some(p) => {
                 must_exist("--dataset-path", p)?;
@@ -432,6 +444,7 @@ impl ReplayConfig {
             load,
             tokenizer: a.tokenizer,
             tokenizer_config: a.tokenizer_config,
+            shard,
             seed: a.seed.unwrap_or_else(fresh_seed),
             chat_overhead: a.chat_overhead,
             token_ids: a.token_ids,

@@ -102,6 +102,16 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     // ---- trace ----
     let trace = load_trace(&cfg)?;
     let mut requests = trace.requests.clone();
+    if let Some(shard) = cfg.shard {
+        let all = requests.len();
+        requests = trace::shard::select(requests, &trace.sessions, shard);
+        note(format!(
+            "shard {}/{}: {} of the trace's {all} requests (record indexes are the trace's)",
+            shard.index,
+            shard.count,
+            requests.len()
+        ));
+    }
     if let Some(cap) = cfg.max_output_tokens {
         for r in &mut requests {
             r.output_length = r.output_length.min(cap);
@@ -773,6 +783,21 @@ async fn closed_turn(
     run_one(ctx, prepared, release, Some(wait_ms), tx).await
 }
 
+/// The request with trace index `index`. Requests are in index order; without `--shard` the
+/// index is the position, with it a binary search finds the position.
+fn request_at(ctx: &TaskCtx, index: usize) -> &TraceRequest {
+    let rs = &ctx.requests;
+    match rs.get(index) {
+        Some(r) if r.index == index => r,
+        _ => {
+            let pos = rs
+                .binary_search_by_key(&index, |r| r.index)
+                .expect("a dispatched request is in this run's request list");
+            &rs[pos]
+        }
+    }
+}
+
 /// The session fields of request `index`'s record.
 fn session_fields(ctx: &TaskCtx, index: usize) -> (Option<u32>, Option<String>, Option<usize>) {
     match ctx.sessions.get(index) {
@@ -791,7 +816,7 @@ fn unsent(
     why: String,
     tx: &crossbeam_channel::Sender<Finished>,
 ) {
-    let req = &ctx.requests[index];
+    let req = request_at(ctx, index);
     let session = req.session.as_ref();
     let (turn, session_id, parent_index) = session_fields(ctx, index);
     let record = Record {
@@ -848,7 +873,7 @@ async fn run_one(
     session_wait_ms: Option<f64>,
     tx: crossbeam_channel::Sender<Finished>,
 ) {
-    let req = &ctx.requests[prepared.index];
+    let req = request_at(&ctx, prepared.index);
     let sent = Instant::now();
     ctx.realtime.task_started();
     let outcome = if ctx.cfg.dry_run {

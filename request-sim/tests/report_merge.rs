@@ -87,3 +87,104 @@ fn shards_merge_exactly_and_a_lost_shard_is_named() {
     assert!(out.contains("duplicated 100:"), "{out}");
     assert!(out.contains("index 1 in shards 1 ("), "{out}");
 }
+
+fn replay(args: &[&std::ffi::OsStr], envs: &[(&str, &str)]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_request-sim"))
+        .arg("replay")
+        .args(args)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .env_remove("REQUEST_SIM_SHARD_COUNT")
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn shards_of_a_dry_run_cover_the_trace_once_with_sessions_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.jsonl");
+    let mut text = String::new();
+    for i in 0..120 {
+        let session = if i % 3 == 0 {
+            String::new()
+        } else {
+            format!(", \"session_id\": \"s{}\"", i % 11)
+        };
+        text.push_str(&format!(
+            "{{\"timestamp\": {}, \"input_length\": 40, \"output_length\": 4{session}}}\n",
+            i * 2
+        ));
+    }
+    std::fs::write(&trace, text).unwrap();
+    let dir = tmp.path().join("records");
+    std::fs::create_dir(&dir).unwrap();
+    for k in 0..3 {
+        let out = dir.join(format!("shard-{k}.jsonl"));
+        let shard = format!("{k}/3");
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "--dataset-path".as_ref(),
+            trace.as_os_str(),
+            "--dry-run".as_ref(),
+            "--scale-factor".as_ref(),
+            "100".as_ref(),
+            "--seed".as_ref(),
+            "5".as_ref(),
+            "--quiet".as_ref(),
+            "--output-path".as_ref(),
+            out.as_os_str(),
+        ];
+        // Shard 2 takes its place from the environment, as in a Kubernetes Indexed Job.
+        let envs: Vec<(&str, &str)> = if k == 2 {
+            vec![
+                ("JOB_COMPLETION_INDEX", "2"),
+                ("REQUEST_SIM_SHARD_COUNT", "3"),
+            ]
+        } else {
+            args.push(std::ffi::OsStr::new("--shard"));
+            args.push(std::ffi::OsStr::new(&shard));
+            vec![]
+        };
+        let (code, err) = replay(&args, &envs);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains(&format!("shard {k}/3")), "{err}");
+    }
+    let (code, out, err) = report(&[
+        dir.as_os_str(),
+        "--expected-requests".as_ref(),
+        "120".as_ref(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("every index 0..120 exactly once"), "{out}");
+    // Every session on exactly one shard; rows without a session dealt round-robin.
+    let mut owner = std::collections::HashMap::new();
+    for k in 0..3usize {
+        let text = std::fs::read_to_string(dir.join(format!("shard-{k}.jsonl"))).unwrap();
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let index = v["index"].as_u64().unwrap() as usize;
+            match v["session_id"].as_str() {
+                Some(s) => assert_eq!(*owner.entry(s.to_string()).or_insert(k), k, "{s}"),
+                None => assert_eq!(index % 3, k),
+            }
+        }
+    }
+    assert_eq!(owner.len(), 11);
+
+    // Several shards without --seed: refused.
+    let (code, err) = replay(
+        &[
+            "--dataset-path".as_ref(),
+            trace.as_os_str(),
+            "--dry-run".as_ref(),
+            "--shard".as_ref(),
+            "0/2".as_ref(),
+        ],
+        &[],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("needs --seed"), "{err}");
+}
