@@ -18,8 +18,8 @@ use crate::record::{Finished, Record, RecordWriter, Status, TokenSource};
 use crate::report::{self, Accumulator, ReportConfig, RunInfo, StartupTimes, Summary};
 use crate::schedule::sessions::{sleep_until_precise, Done, SessionGate, Timing};
 use crate::schedule::{
-    self, BuildFn, DispatchPlan, Prepared, ProducerConfig, Producers, Realtime, RealtimeMode,
-    Scratch, StopReason,
+    self, BuildFn, DispatchPlan, Prepared, ProducerConfig, ProducerStats, Producers, Realtime,
+    RealtimeMode, Scratch, StopReason,
 };
 use crate::trace::{self, ChatPayload, Sessions, Trace, TraceRequest};
 
@@ -219,12 +219,13 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         _ => "tgi",
     }
     .to_string();
-    let client = backend::build_client(&backend::ClientOptions {
+    let client_options = backend::ClientOptions {
         insecure: cfg.insecure,
         tls_roots: ep.url.scheme() == "https",
         pool_idle_timeout: cfg.pool_idle_timeout,
         ..Default::default()
-    })?;
+    };
+    let mut client = backend::build_client(&client_options)?;
 
     startup.runtime_ms = ms_since(t_phase);
 
@@ -355,9 +356,15 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             budget_bytes: cfg.lookahead_bytes,
             horizon: cfg.lookahead,
             scale_factor: cfg.scale_factor,
+            nice: crate::schedule::priority::PRODUCER_NICE,
         },
         build,
     )?;
+    note(producer_placement(
+        cfg.producers,
+        ncores,
+        &producers.stats(),
+    ));
 
     // ---- records and summary ----
     let report_cfg = ReportConfig {
@@ -410,6 +417,23 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             .take_while(|r| r.timestamp_ms / cfg.scale_factor < 1000.0)
             .count();
         let n = first_second.clamp(1, WARMUP_CONNECTIONS);
+        // A server that announces its idle timeout (`Keep-Alive: timeout=N`) gets a pool that
+        // lets connections go before it does.
+        if let Some(server) = rt.block_on(server_keep_alive(&client, &ep)) {
+            startup.server_keep_alive_s = Some(server.as_secs_f64());
+            if let Some(idle) = backend::pool_idle_for(server, client_options.pool_idle_timeout) {
+                client = backend::build_client(&backend::ClientOptions {
+                    pool_idle_timeout: idle,
+                    ..client_options.clone()
+                })?;
+                note(format!(
+                    "the server closes idle connections after {:.1} s (Keep-Alive header): idle connections are kept {:.1} s instead of {:.1} s",
+                    server.as_secs_f64(),
+                    idle.as_secs_f64(),
+                    client_options.pool_idle_timeout.as_secs_f64()
+                ));
+            }
+        }
         startup.connections = rt.block_on(open_connections(&client, &ep, n));
     }
     // The clock starts when its start is ready: the first `want` requests themselves (not
@@ -420,6 +444,14 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         std::thread::sleep(Duration::from_micros(200));
     }
     let prefilled = producers.built_first(want);
+    startup.prefill_due = want;
+    startup.prefill_built = if prefilled {
+        want
+    } else {
+        (0..want)
+            .take_while(|&k| producers.built_first(k + 1))
+            .count()
+    };
     note(format!(
         "pre-fill: the first {want} request bodies (due in the first {WARMUP_SCHEDULE_MS:.0} ms) {} in {:.1} ms; lookahead: {} bodies, {:.0} MB, {:.1} s",
         if prefilled { "built" } else { "NOT all built" },
@@ -1103,12 +1135,27 @@ fn make_build_fn(
 /// requests (`GET /v1/models` for OpenAI-style servers, `GET /health` for TGI; any answer, even
 /// an error status, leaves the connection open). Returns how many answered; a
 /// failure only means the first requests open their own connections.
-async fn open_connections(client: &reqwest::Client, ep: &Endpoint, n: usize) -> usize {
-    let url = if ep.kind.is_openai() {
+/// The idle timeout the server announces on the warm-up URL, if it sends `Keep-Alive`.
+async fn server_keep_alive(client: &reqwest::Client, ep: &Endpoint) -> Option<Duration> {
+    let resp = ep
+        .authorize(client.get(warmup_url(ep)))
+        .timeout(WARMUP_CONNECT_MAX)
+        .send()
+        .await
+        .ok()?;
+    backend::keep_alive_timeout(resp.headers())
+}
+
+fn warmup_url(ep: &Endpoint) -> String {
+    if ep.kind.is_openai() {
         format!("{}/v1/models", ep.base_url())
     } else {
         format!("{}/health", ep.base_url())
-    };
+    }
+}
+
+async fn open_connections(client: &reqwest::Client, ep: &Endpoint, n: usize) -> usize {
+    let url = warmup_url(ep);
     // One task each, so they spread over the I/O threads and each thread has run the request
     // path once before the first real send.
     let mut set = tokio::task::JoinSet::new();
@@ -1244,4 +1291,24 @@ fn determine_overhead(
             Ok(Some((0, "unknown: server reports no usage".into())))
         }
     }
+}
+
+/// The start-up line saying where the producers run relative to the sending threads.
+fn producer_placement(threads: usize, ncores: usize, st: &ProducerStats) -> String {
+    let level = match st.nice {
+        Some(n) => format!("at nice {n}, below the dispatcher and I/O threads"),
+        None => "at the default nice level (it could not be lowered)".to_string(),
+    };
+    let place = if st.pinned_cores == 0 {
+        format!("unpinned over {ncores} core(s)")
+    } else if threads > st.pinned_cores {
+        format!(
+            "{threads} threads sharing {} core(s) ({:.1} per core)",
+            st.pinned_cores,
+            threads as f64 / st.pinned_cores as f64
+        )
+    } else {
+        format!("pinned one per core on {} core(s)", st.pinned_cores)
+    };
+    format!("producers: {threads} thread(s) {level}; {place}")
 }

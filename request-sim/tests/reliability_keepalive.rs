@@ -100,3 +100,32 @@ fn connection_close_server_never_fails_a_request() {
     assert_eq!(out.summary.retried, 0);
     assert_eq!(seen_by_server(&sim), 200);
 }
+
+/// A server that announces its idle timeout (`Keep-Alive: timeout=1`) gets a pool that drops
+/// idle connections before it does: even with `--pool-idle-timeout 90`, bursts 1.3 s apart
+/// reuse no connection the server has closed, so nothing needs a retry. (Without the header
+/// the same run needs a retry for each reused connection: the first test above.)
+#[test]
+fn announced_keep_alive_timeout_is_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = llm_sim::spawn_in_thread(SimConfig {
+        idle_close_ms: Some(1000),
+        announce_keep_alive: true,
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let trace = write_bursts(dir.path(), 4, 6, &[1300.0]);
+    let mut args = base_args(&sim.base_url(), &trace, dir.path());
+    args.extend(["--pool-idle-timeout".to_string(), "90".to_string()]);
+    let out = replay(&strs(&args)).unwrap();
+    let records = read_records(&dir.path().join("records.jsonl"));
+    assert_one_record_per_index(&records, 24);
+    assert!(records.iter().all(|r| r.status == Status::Ok));
+    let startup = out.summary.run.startup.unwrap();
+    assert_eq!(startup.server_keep_alive_s, Some(1.0));
+    assert_eq!(
+        out.summary.retried, 0,
+        "idle connections outlived the server's"
+    );
+    assert_eq!(seen_by_server(&sim), 24);
+}

@@ -565,3 +565,61 @@ fn realtime_scheduling_is_used_when_permitted_and_reported() {
         }
     }
 }
+
+/// The blitz replayer's own settings (`--num-producer 32 --channel-capacity 40960`): the clock
+/// waits until every request of the first burst is built (the dispatcher can only send a
+/// body it has taken from a producer, so none can leave before it exists), the producers run
+/// below the sending threads, and a run cut short after 1 s does not build the whole trace.
+#[test]
+fn blitz_settings_prefill_the_first_burst_and_build_only_what_is_due() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let mut f = std::fs::File::create(&trace).unwrap();
+    // 30 requests of 6,000 tokens at t = 0, then one every 100 ms for 200 s.
+    for i in 0..2030u64 {
+        let ts = i.saturating_sub(29) * 100;
+        let ids: Vec<u64> = (0..94).map(|b| i * 100 + b).collect();
+        writeln!(
+            f,
+            r#"{{"timestamp": {ts}, "input_length": 6000, "output_length": 4, "hash_ids": {ids:?}}}"#
+        )
+        .unwrap();
+    }
+    drop(f);
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let extra = [
+        "--num-producer",
+        "32",
+        "--channel-capacity",
+        "40960",
+        "--time-in-secs",
+        "1",
+    ];
+    let outcome = replay_sim(&sim.base_url(), &trace, &out, "1", &extra);
+    let run = &outcome.summary.run;
+    let startup = run.startup.unwrap();
+    assert_eq!(startup.prefill_due, 30, "{startup:?}");
+    assert_eq!(startup.prefill_built, 30, "{startup:?}");
+    let producer = run.producer.unwrap();
+    assert_eq!(producer.threads, 32);
+    if cfg!(target_os = "linux") {
+        assert_eq!(
+            producer.nice,
+            Some(request_sim::schedule::priority::PRODUCER_NICE)
+        );
+    }
+    // Due within the 1 s run plus the 5 s lookahead: 30 + 60, plus at most one per producer.
+    assert!(
+        producer.bodies <= 30 + 61 + 32,
+        "built {} bodies for a 1 s run",
+        producer.bodies
+    );
+    // The run covers the requests due in its 1 s (30 + 9 or 10), each exactly once and sent.
+    let recs = read_records(&out);
+    assert!((39..=40).contains(&recs.len()), "{} records", recs.len());
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+    let mut idx: Vec<usize> = recs.iter().map(|r| r.index).collect();
+    idx.sort_unstable();
+    assert_eq!(idx, (0..recs.len()).collect::<Vec<_>>());
+}

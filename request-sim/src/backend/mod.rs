@@ -278,6 +278,30 @@ pub fn build_client(opts: &ClientOptions) -> Result<HttpClient, String> {
     Ok(HttpClient { pooled, fresh })
 }
 
+/// The idle timeout a server announces in `Keep-Alive: timeout=N[, max=M]` (RFC 9112 leaves
+/// the header to implementations; Apache, nginx and some Python servers send it), if any.
+/// A three-line parse: no crate parses this header on its own.
+pub fn keep_alive_timeout(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = headers.get("keep-alive")?.to_str().ok()?;
+    v.split(',').find_map(|part| {
+        let (k, val) = part.split_once('=')?;
+        if !k.trim().eq_ignore_ascii_case("timeout") {
+            return None;
+        }
+        let secs: f64 = val.trim().trim_matches('"').parse().ok()?;
+        (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    })
+}
+
+/// The pool idle timeout to use against a server that closes idle connections after
+/// `server`: comfortably below it (by a fifth, at least 0.5 s, never under half of it), or
+/// `None` when `configured` is already below that.
+pub fn pool_idle_for(server: Duration, configured: Duration) -> Option<Duration> {
+    let margin = (server / 5).max(Duration::from_millis(500));
+    let safe = server.saturating_sub(margin).max(server / 2);
+    (configured > safe).then_some(safe)
+}
+
 /// How one request ended, with everything measured relative to its send time.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -625,6 +649,25 @@ fn error_message(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keep_alive_header_and_pool_timeout() {
+        let mut h = reqwest::header::HeaderMap::new();
+        assert_eq!(keep_alive_timeout(&h), None);
+        h.insert("keep-alive", "timeout=5, max=100".parse().unwrap());
+        assert_eq!(keep_alive_timeout(&h), Some(Duration::from_secs(5)));
+        h.insert("keep-alive", "max=100,Timeout = 2".parse().unwrap());
+        assert_eq!(keep_alive_timeout(&h), Some(Duration::from_secs(2)));
+        h.insert("keep-alive", "timeout=soon".parse().unwrap());
+        assert_eq!(keep_alive_timeout(&h), None);
+        let s = Duration::from_secs_f64;
+        // 5 s server: 4 s is already a fifth below; 90 s configured comes down to 4 s.
+        assert_eq!(pool_idle_for(s(5.0), s(4.0)), None);
+        assert_eq!(pool_idle_for(s(5.0), s(90.0)), Some(s(4.0)));
+        // 2 s server: 0.5 s margin; 1 s server: never under half.
+        assert_eq!(pool_idle_for(s(2.0), s(4.0)), Some(s(1.5)));
+        assert_eq!(pool_idle_for(s(1.0), s(4.0)), Some(s(0.5)));
+    }
 
     #[test]
     fn endpoint_resolution() {

@@ -41,8 +41,14 @@ pub struct StartupTimes {
     /// Waiting for producers to build the first bodies (and, at the same time, opening the
     /// first connections).
     pub warmup_ms: f64,
+    /// Requests due in the first moments of the schedule, which the clock waited for.
+    pub prefill_due: usize,
+    /// How many of those were built when the clock started (equal unless pre-fill timed out).
+    pub prefill_built: usize,
     /// Keep-alive connections opened before the clock started (see `docs/performance.md`).
     pub connections: usize,
+    /// The idle timeout the server announced (`Keep-Alive: timeout=`), seconds, if any.
+    pub server_keep_alive_s: Option<f64>,
     /// Everything, start to first scheduled send.
     pub total_ms: f64,
 }

@@ -335,6 +335,52 @@ pub fn current_tid() -> Option<i32> {
     }
 }
 
+/// Nice level of producer threads: below the dispatcher and the I/O threads (nice 0, or
+/// SCHED_FIFO around sends), so more producers than cores never take a core a send needs.
+pub const PRODUCER_NICE: i32 = 10;
+
+/// Lower the calling thread to nice level `nice` (Linux nice levels are per thread). Lowering
+/// needs no privilege; the thread keeps SCHED_OTHER.
+pub fn lower_calling_thread(nice: i32) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        let tid = current_tid().unwrap_or(0);
+        // SAFETY: plain syscall on the calling thread's id; no pointers involved.
+        let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "cannot set nice {nice}: {}",
+                std::io::Error::last_os_error()
+            ))
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = nice;
+        Err("nice levels per thread are only supported on Linux".to_string())
+    }
+}
+
+/// Nice level of thread `tid` (0 = the calling thread), if it can be read.
+pub fn nice_of(tid: i32) -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        // getpriority may legitimately return -1: clear errno first and check it after.
+        // SAFETY: errno is thread-local; the syscall takes no pointers.
+        unsafe { *libc::__errno_location() = 0 };
+        let r = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        (errno == 0).then_some(r)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = tid;
+        None
+    }
+}
+
 /// Set thread `tid` (0 = the calling thread) to SCHED_FIFO at `priority`, or back to
 /// SCHED_OTHER (its nice level is kept) with `None`.
 fn set_policy(tid: i32, priority: Option<u8>) -> Result<(), String> {

@@ -49,6 +49,10 @@ pub struct Producers {
     stop: Arc<AtomicBool>,
     gate: Arc<Gate>,
     budget_bytes: u64,
+    nice: i32,
+    /// Producer threads whose nice level was set (all of them, normally).
+    nice_ok: Arc<AtomicUsize>,
+    pinned_cores: usize,
     _pool: rayon::ThreadPool,
 }
 
@@ -138,6 +142,10 @@ pub struct ProducerStats {
     pub budget_bytes: u64,
     /// Most bytes of bodies built and not yet sent at any moment.
     pub peak_buffered_bytes: u64,
+    /// Nice level the producer threads run at (None: it could not be set).
+    pub nice: Option<i32>,
+    /// Cores the producers were pinned to (0 = not pinned; the scheduler places them).
+    pub pinned_cores: usize,
 }
 
 /// Producer settings.
@@ -156,6 +164,8 @@ pub struct ProducerConfig {
     pub horizon: Duration,
     /// Trace time ÷ this = schedule time (`--scale-factor`).
     pub scale_factor: f64,
+    /// Nice level of the producer threads (below the dispatcher and the I/O threads).
+    pub nice: i32,
 }
 
 impl Producers {
@@ -175,12 +185,19 @@ impl Producers {
         } else {
             Vec::new()
         };
+        let pinned_cores = pin_to.len();
+        let nice = cfg.nice;
+        let nice_ok = Arc::new(AtomicUsize::new(0));
+        let nice_ok_in = nice_ok.clone();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(n)
             .thread_name(|i| format!("producer-{i}"))
             .start_handler(move |i| {
                 if !pin_to.is_empty() {
                     core_affinity::set_for_current(pin_to[i % pin_to.len()]);
+                }
+                if crate::schedule::priority::lower_calling_thread(nice).is_ok() {
+                    nice_ok_in.fetch_add(1, Ordering::Relaxed);
                 }
             })
             .build()
@@ -239,6 +256,9 @@ impl Producers {
             stop,
             gate,
             budget_bytes: cfg.budget_bytes,
+            nice,
+            nice_ok,
+            pinned_cores,
             _pool: pool,
         })
     }
@@ -289,6 +309,9 @@ impl Producers {
             bodies_per_s: 0.0,
             budget_bytes: self.budget_bytes,
             peak_buffered_bytes: self.gate.peak_bytes.load(Ordering::Relaxed),
+            nice: (self.nice_ok.load(Ordering::Relaxed) == self.counters.len())
+                .then_some(self.nice),
+            pinned_cores: self.pinned_cores,
         }
     }
 
@@ -372,6 +395,7 @@ mod tests {
                 budget_bytes: 1 << 20,
                 horizon: Duration::from_secs(3600),
                 scale_factor: 1.0,
+                nice: 0,
             };
             let p = Producers::spawn(reqs.clone(), &cfg, build.clone()).unwrap();
             for i in 0..1000 {
@@ -398,6 +422,7 @@ mod tests {
             budget_bytes: 1 << 20,
             horizon: Duration::from_secs(3600),
             scale_factor: 1.0,
+            nice: 0,
         };
         let p = Producers::spawn(reqs, &cfg, build).unwrap();
         assert_eq!(p.take(0).unwrap().index, 0);
@@ -446,6 +471,7 @@ mod tests {
                 budget_bytes: 1 << 20,
                 horizon: Duration::from_secs(1),
                 scale_factor: 1.0,
+                nice: 0,
             };
             let p = Producers::spawn(reqs, &cfg, build).unwrap();
             assert!(eventually(|| p.built_first(8)), "{threads} producers");
@@ -472,6 +498,7 @@ mod tests {
             budget_bytes: 5_000,
             horizon: Duration::from_secs(1),
             scale_factor: 1.0,
+            nice: 0,
         };
         let p = Producers::spawn(reqs, &cfg, build).unwrap();
         p.start_clock(Instant::now());
@@ -487,5 +514,46 @@ mod tests {
         let st = p.stats();
         assert!(st.peak_buffered_bytes <= 7_000, "{st:?}");
         assert_eq!(st.budget_bytes, 5_000);
+    }
+
+    #[test]
+    fn producers_run_below_the_dispatcher_and_io_threads() {
+        // Each body records the nice level of the thread that built it.
+        let reqs = Arc::new((0..64).map(req).collect::<Vec<_>>());
+        let build: Arc<BuildFn> = Arc::new(|r: &TraceRequest, _s: &mut Scratch| Prepared {
+            index: r.index,
+            body: Bytes::from(
+                crate::schedule::priority::nice_of(0).map_or("?".to_string(), |n| n.to_string()),
+            ),
+            intended_prompt_tokens: 0,
+        });
+        let before = crate::schedule::priority::nice_of(0);
+        let cfg = ProducerConfig {
+            threads: 8,
+            capacity: 64,
+            pin: false,
+            cores: vec![],
+            budget_bytes: 1 << 20,
+            horizon: Duration::from_secs(3600),
+            scale_factor: 1.0,
+            nice: crate::schedule::priority::PRODUCER_NICE,
+        };
+        let p = Producers::spawn(reqs, &cfg, build).unwrap();
+        p.start_clock(Instant::now());
+        for i in 0..64 {
+            let body = p.take(i).unwrap().body;
+            if cfg!(target_os = "linux") {
+                let want = crate::schedule::priority::PRODUCER_NICE.max(before.unwrap_or(0));
+                assert_eq!(std::str::from_utf8(&body).unwrap(), want.to_string());
+            }
+        }
+        if cfg!(target_os = "linux") {
+            assert_eq!(
+                p.stats().nice,
+                Some(crate::schedule::priority::PRODUCER_NICE)
+            );
+            // The calling (dispatcher-side) thread is untouched.
+            assert_eq!(crate::schedule::priority::nice_of(0), before);
+        }
     }
 }

@@ -153,6 +153,10 @@ pub struct SimConfig {
     /// Answer every request with `Connection: close` and close the connection after it.
     #[serde(default)]
     pub no_keep_alive: bool,
+    /// With `idle_close_ms`: announce it as `Keep-Alive: timeout=<whole seconds>` on every
+    /// response, as Apache and nginx do (uvicorn and llama.cpp's server do not).
+    #[serde(default)]
+    pub announce_keep_alive: bool,
 
     /// Index of this engine in a `--instances N` cluster (0-based). It names the instance in
     /// the `x-inference-pod` response header (`llm-sim-INDEX`) and is the engine's identity for
@@ -194,6 +198,7 @@ impl Default for SimConfig {
             faults: FaultConfig::default(),
             idle_close_ms: None,
             no_keep_alive: false,
+            announce_keep_alive: false,
             engine_index: 0,
             speedup: 1.0,
         }

@@ -120,6 +120,9 @@ struct Cli {
     /// Answer every request with `Connection: close` and close the connection after it.
     #[arg(long)]
     no_keep_alive: bool,
+    /// With --idle-close-ms: announce the idle timeout in a `Keep-Alive: timeout=` header.
+    #[arg(long, requires = "idle_close_ms")]
+    announce_keep_alive: bool,
 }
 
 fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
@@ -162,6 +165,7 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
     cfg.speedup = cli.speedup;
     cfg.idle_close_ms = cli.idle_close_ms;
     cfg.no_keep_alive = cli.no_keep_alive;
+    cfg.announce_keep_alive = cli.announce_keep_alive;
     cfg.faults = FaultConfig {
         seed: cli.fault_seed,
         error_500_rate: cli.fault_500_rate,

@@ -341,6 +341,13 @@ async fn route(state: Arc<AppState>, req: Request<Incoming>) -> Result<Response<
     let h = resp.headers_mut();
     h.insert("x-inference-pod", state.pod.clone());
     h.insert("x-inference-port", state.port_header.clone());
+    if let (true, Some(ms)) = (state.cfg.announce_keep_alive, state.cfg.idle_close_ms) {
+        // Whole seconds, as servers send it; never 0 (that would mean "do not reuse").
+        let secs = (ms / 1000).max(1);
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&format!("timeout={secs}")) {
+            h.insert("keep-alive", v);
+        }
+    }
     Ok(resp)
 }
 
