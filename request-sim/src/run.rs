@@ -417,9 +417,10 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             .take_while(|r| r.timestamp_ms / cfg.scale_factor < 1000.0)
             .count();
         let n = first_second.clamp(1, WARMUP_CONNECTIONS);
+        let (mut answered, announced) = rt.block_on(open_connections(&client, &ep, n));
         // A server that announces its idle timeout (`Keep-Alive: timeout=N`) gets a pool that
-        // lets connections go before it does.
-        if let Some(server) = rt.block_on(server_keep_alive(&client, &ep)) {
+        // lets connections go before it does (the connections just opened go with the old one).
+        if let Some(server) = announced {
             startup.server_keep_alive_s = Some(server.as_secs_f64());
             if let Some(idle) = backend::pool_idle_for(server, client_options.pool_idle_timeout) {
                 client = backend::build_client(&backend::ClientOptions {
@@ -432,9 +433,10 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
                     idle.as_secs_f64(),
                     client_options.pool_idle_timeout.as_secs_f64()
                 ));
+                answered += rt.block_on(open_connections(&client, &ep, n)).0;
             }
         }
-        startup.connections = rt.block_on(open_connections(&client, &ep, n));
+        startup.connections = answered;
     }
     // The clock starts when its start is ready: the first `want` requests themselves (not
     // just any `want` bodies) must be built, whatever the producer count.
@@ -1135,17 +1137,6 @@ fn make_build_fn(
 /// requests (`GET /v1/models` for OpenAI-style servers, `GET /health` for TGI; any answer, even
 /// an error status, leaves the connection open). Returns how many answered; a
 /// failure only means the first requests open their own connections.
-/// The idle timeout the server announces on the warm-up URL, if it sends `Keep-Alive`.
-async fn server_keep_alive(client: &reqwest::Client, ep: &Endpoint) -> Option<Duration> {
-    let resp = ep
-        .authorize(client.get(warmup_url(ep)))
-        .timeout(WARMUP_CONNECT_MAX)
-        .send()
-        .await
-        .ok()?;
-    backend::keep_alive_timeout(resp.headers())
-}
-
 fn warmup_url(ep: &Endpoint) -> String {
     if ep.kind.is_openai() {
         format!("{}/v1/models", ep.base_url())
@@ -1154,26 +1145,39 @@ fn warmup_url(ep: &Endpoint) -> String {
     }
 }
 
-async fn open_connections(client: &reqwest::Client, ep: &Endpoint, n: usize) -> usize {
+/// Open `n` keep-alive connections with warm-up `GET`s; returns how many were answered and
+/// the idle timeout the server announced (`Keep-Alive: timeout=`), if it did.
+async fn open_connections(
+    client: &reqwest::Client,
+    ep: &Endpoint,
+    n: usize,
+) -> (usize, Option<Duration>) {
     let url = warmup_url(ep);
     // One task each, so they spread over the I/O threads and each thread has run the request
     // path once before the first real send.
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..n {
         let req = ep.authorize(client.get(&url));
-        set.spawn(async move { req.send().await.ok()?.bytes().await.ok() });
+        set.spawn(async move {
+            let resp = req.send().await.ok()?;
+            let keep_alive = backend::keep_alive_timeout(resp.headers());
+            resp.bytes().await.ok()?;
+            Some(keep_alive)
+        });
     }
+    let mut ok = 0;
+    let mut announced = None;
     let answered = async {
-        let mut ok = 0;
         while let Some(r) = set.join_next().await {
-            ok += usize::from(matches!(r, Ok(Some(_))));
+            if let Ok(Some(k)) = r {
+                ok += 1;
+                announced = announced.or(k);
+            }
         }
-        ok
     };
     // On timeout the set is dropped, which aborts what is left.
-    tokio::time::timeout(WARMUP_CONNECT_MAX, answered)
-        .await
-        .unwrap_or(0)
+    let _ = tokio::time::timeout(WARMUP_CONNECT_MAX, answered).await;
+    (ok, announced)
 }
 
 async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Result<String, String> {

@@ -45,7 +45,9 @@ pub struct StartupTimes {
     pub prefill_due: usize,
     /// How many of those were built when the clock started (equal unless pre-fill timed out).
     pub prefill_built: usize,
-    /// Keep-alive connections opened before the clock started (see `docs/performance.md`).
+    /// Warm-up `GET`s answered before the clock started, one per keep-alive connection opened
+    /// (twice as many when a `Keep-Alive: timeout=` made the pool change; see
+    /// `docs/performance.md`).
     pub connections: usize,
     /// The idle timeout the server announced (`Keep-Alive: timeout=`), seconds, if any.
     pub server_keep_alive_s: Option<f64>,
