@@ -339,12 +339,16 @@ pub fn current_tid() -> Option<i32> {
 /// SCHED_FIFO around sends), so more producers than cores never take a core a send needs.
 pub const PRODUCER_NICE: i32 = 10;
 
-/// Lower the calling thread to nice level `nice` (Linux nice levels are per thread). Lowering
-/// needs no privilege; the thread keeps SCHED_OTHER.
+/// Lower the calling thread to nice level `nice` (Linux nice levels are per thread); a thread
+/// already at that level or lower is left alone. Lowering needs no privilege; the thread keeps
+/// SCHED_OTHER.
 pub fn lower_calling_thread(nice: i32) -> Result<(), String> {
     #[cfg(target_os = "linux")]
     {
         let tid = current_tid().unwrap_or(0);
+        if nice_of(tid).is_some_and(|now| now >= nice) {
+            return Ok(());
+        }
         // SAFETY: plain syscall on the calling thread's id; no pointers involved.
         let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
         if r == 0 {

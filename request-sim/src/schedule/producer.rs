@@ -50,8 +50,8 @@ pub struct Producers {
     gate: Arc<Gate>,
     budget_bytes: u64,
     nice: i32,
-    /// Producer threads whose nice level was set (all of them, normally).
-    nice_ok: Arc<AtomicUsize>,
+    /// Producer threads whose nice level could not be set (none, normally).
+    nice_failed: Arc<AtomicUsize>,
     pinned_cores: usize,
     _pool: rayon::ThreadPool,
 }
@@ -187,8 +187,8 @@ impl Producers {
         };
         let pinned_cores = pin_to.len();
         let nice = cfg.nice;
-        let nice_ok = Arc::new(AtomicUsize::new(0));
-        let nice_ok_in = nice_ok.clone();
+        let nice_failed = Arc::new(AtomicUsize::new(0));
+        let nice_failed_in = nice_failed.clone();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(n)
             .thread_name(|i| format!("producer-{i}"))
@@ -196,8 +196,8 @@ impl Producers {
                 if !pin_to.is_empty() {
                     core_affinity::set_for_current(pin_to[i % pin_to.len()]);
                 }
-                if crate::schedule::priority::lower_calling_thread(nice).is_ok() {
-                    nice_ok_in.fetch_add(1, Ordering::Relaxed);
+                if crate::schedule::priority::lower_calling_thread(nice).is_err() {
+                    nice_failed_in.fetch_add(1, Ordering::Relaxed);
                 }
             })
             .build()
@@ -257,7 +257,7 @@ impl Producers {
             gate,
             budget_bytes: cfg.budget_bytes,
             nice,
-            nice_ok,
+            nice_failed,
             pinned_cores,
             _pool: pool,
         })
@@ -309,8 +309,7 @@ impl Producers {
             bodies_per_s: 0.0,
             budget_bytes: self.budget_bytes,
             peak_buffered_bytes: self.gate.peak_bytes.load(Ordering::Relaxed),
-            nice: (self.nice_ok.load(Ordering::Relaxed) == self.counters.len())
-                .then_some(self.nice),
+            nice: (self.nice_failed.load(Ordering::Relaxed) == 0).then_some(self.nice),
             pinned_cores: self.pinned_cores,
         }
     }
