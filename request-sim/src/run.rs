@@ -609,7 +609,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         seed: Some(cfg.seed),
         scale_factor: Some(cfg.scale_factor),
         endpoint: Some(match &cfg.target {
-            Target::Remote(e) => report::sanitize_url(e),
+            Target::Remote(e) => crate::backend::sanitize_url(e),
             Target::BuiltinSimulator => "built-in simulator (llm-sim)".to_string(),
         }),
         api: Some(api_name),

@@ -21,6 +21,30 @@ pub use response::{ProtocolError, ResponseState, Usage};
 
 use crate::record::Status;
 
+/// `url` without user info (`user:pass@`), query string and fragment, so credentials never
+/// reach an output file or an error message. Text that is not a URL keeps only what follows
+/// its last `@`.
+pub fn sanitize_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            let s = u.as_str();
+            // `http://h:1` parses with the path `/`; show it as given.
+            match s.strip_suffix('/') {
+                Some(short) if u.path() == "/" && !url.ends_with('/') => short.to_string(),
+                _ => s.to_string(),
+            }
+        }
+        Err(_) => match url.rsplit_once('@') {
+            Some((_, rest)) => format!("***@{rest}"),
+            None => url.to_string(),
+        },
+    }
+}
+
 /// The API family chosen with `--api`.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
@@ -92,7 +116,7 @@ impl Endpoint {
     ) -> Result<Endpoint, String> {
         let mut url = reqwest::Url::parse(endpoint).map_err(|e| {
             // Without any user:password@ part: the error is printed.
-            let shown = crate::report::sanitize_url(endpoint);
+            let shown = sanitize_url(endpoint);
             format!("--endpoint {shown:?} is not a valid URL: {e}")
         })?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -649,6 +673,18 @@ fn error_message(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sanitize_strips_credentials() {
+        assert_eq!(
+            sanitize_url("http://user:secret@host:8000/v1/chat/completions?key=abc#x"),
+            "http://host:8000/v1/chat/completions"
+        );
+        assert_eq!(sanitize_url("http://h:1"), "http://h:1");
+        assert_eq!(sanitize_url("http://h:1/"), "http://h:1/");
+        assert_eq!(sanitize_url("http://u:pw@h:99999/v1"), "***@h:99999/v1");
+        assert_eq!(sanitize_url("not a url"), "not a url");
+    }
 
     #[test]
     fn keep_alive_header_and_pool_timeout() {

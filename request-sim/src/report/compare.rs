@@ -2,7 +2,8 @@
 
 use std::fmt::Write;
 
-use super::summary::{p_word, Summary, METRICS};
+use super::latency::{p_word, METRICS};
+use super::summary::Summary;
 
 /// Whether a larger value is better for a metric (for the "better/worse" hint).
 #[derive(Clone, Copy)]

@@ -4,8 +4,9 @@
 
 use std::fmt::Write;
 
+use super::latency::{p_word, METRICS};
 use super::stats::MetricStats;
-use super::summary::{p_word, Summary, METRICS};
+use super::summary::Summary;
 
 const WIDTH: usize = 50;
 

@@ -1,7 +1,10 @@
 //! Reports: statistics, the console table, result files, plots, comparison and live progress.
 //!
 //! - [`stats`]: mean / median / std / linear-interpolation percentiles (numpy semantics).
-//! - [`summary`]: [`RunInfo`], the streaming [`Accumulator`] and the [`Summary`] it produces.
+//! - [`run_info`]: [`RunInfo`], what was run (settings, trace facts, start-up times).
+//! - [`accumulator`]: the streaming [`Accumulator`] over records.
+//! - [`summary`]: the [`Summary`] the accumulator produces; [`latency`]: its latency statistics
+//!   with vLLM's flat keys.
 //! - [`console`]: the vLLM-shaped result table ([`render_console`]).
 //! - [`compare`]: two runs side by side ([`render_compare`]).
 //! - [`files`]: `--result-dir` contents: summary.json, requests.csv, results.xlsx, plots.
@@ -11,12 +14,15 @@
 //!
 //! Metric definitions: `docs/metrics.md`.
 
+pub mod accumulator;
 pub mod compare;
 pub mod console;
 pub mod files;
+pub mod latency;
 pub mod merge;
 pub mod plots;
 pub mod progress;
+pub mod run_info;
 pub mod sessions;
 pub mod slo;
 pub mod stats;
@@ -28,15 +34,15 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+pub use accumulator::Accumulator;
 pub use compare::render_compare;
 pub use console::render_console;
 pub use files::{find_run_info, read_summary, write_result_dir, write_summary_json};
 pub use progress::Progress;
+pub use run_info::{now_rfc3339, PromptVerification, RunInfo, StartupTimes};
 pub use slo::Slo;
 pub use stats::MetricStats;
-pub use summary::{
-    now_rfc3339, sanitize_url, Accumulator, PromptVerification, RunInfo, StartupTimes, Summary,
-};
+pub use summary::Summary;
 
 use crate::record::{Record, Status};
 

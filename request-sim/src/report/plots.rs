@@ -21,8 +21,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::accumulator::{end_ms, output_tokens_of, record_tpot};
 use super::stats::percentile_sorted;
-use super::summary::{end_ms, output_tokens_of, record_tpot};
 use super::Summary;
 use crate::record::{Record, Status};
 

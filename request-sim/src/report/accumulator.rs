@@ -1,0 +1,519 @@
+//! [`Accumulator`]: streaming accumulation of records into a [`Summary`], and the per-record
+//! facts (TPOT, end time, error kind) the charts use too.
+
+use std::collections::BTreeMap;
+
+use super::latency::Latencies;
+use super::stats::{QuantizedSamples, Samples};
+use super::summary::{
+    CacheStats, DriftStats, OutputTokenSources, StatusCounts, Summary, TokenExactness,
+};
+use super::{ReportConfig, RunInfo, Slo};
+use crate::record::{Record, Status, TokenSource};
+
+/// Output tokens per time bucket, with a bucket width that doubles whenever the run gets too
+/// long for [`MAX_BINS`] buckets (1 ms buckets up to ~70 minutes; memory stays <= 16 MiB).
+#[derive(Debug, Clone)]
+struct TokenTimeline {
+    res_ms: f64,
+    bins: Vec<u32>,
+}
+
+const MAX_BINS: usize = 1 << 22;
+
+impl TokenTimeline {
+    fn new() -> Self {
+        TokenTimeline {
+            res_ms: 1.0,
+            bins: Vec::new(),
+        }
+    }
+    fn push(&mut self, t_ms: f64) {
+        if !t_ms.is_finite() {
+            return;
+        }
+        let t = t_ms.max(0.0);
+        let mut idx = (t / self.res_ms) as usize;
+        while idx >= MAX_BINS {
+            self.coarsen();
+            idx = (t / self.res_ms) as usize;
+        }
+        if idx >= self.bins.len() {
+            self.bins.resize(idx + 1, 0);
+        }
+        self.bins[idx] = self.bins[idx].saturating_add(1);
+    }
+    fn coarsen(&mut self) {
+        let merged: Vec<u32> = self
+            .bins
+            .chunks(2)
+            .map(|c| c.iter().fold(0u32, |a, b| a.saturating_add(*b)))
+            .collect();
+        self.bins = merged;
+        self.res_ms *= 2.0;
+    }
+    /// Max tokens in 1-second windows `[base + k s, base + (k+1) s)`.
+    fn max_per_second(&self, base_ms: f64) -> f64 {
+        let mut windows: Vec<u64> = Vec::new();
+        for (i, c) in self.bins.iter().enumerate() {
+            if *c == 0 {
+                continue;
+            }
+            let t = i as f64 * self.res_ms;
+            let rel = t - base_ms;
+            if rel < 0.0 {
+                continue;
+            }
+            let k = (rel / 1000.0) as usize;
+            if k >= windows.len() {
+                windows.resize(k + 1, 0);
+            }
+            windows[k] += *c as u64;
+        }
+        windows.into_iter().max().unwrap_or(0) as f64
+    }
+}
+
+/// Streaming accumulation of records into a [`Summary`].
+///
+/// Per-request values (TTFT, TPOT, E2EL, drift: one per request) are kept exactly; ITL values
+/// are quantised to 1 µs in a counting map, so memory is bounded by the number of distinct
+/// microsecond values rather than the number of chunks.
+#[derive(Debug, Clone)]
+pub struct Accumulator {
+    percentiles: Vec<f64>,
+    slo: Slo,
+    ttft: Samples,
+    ttfc: Samples,
+    tpot: Samples,
+    e2el: Samples,
+    itl: QuantizedSamples,
+    drift: Samples,
+    drift_over_1: u64,
+    drift_over_5: u64,
+    status: StatusCounts,
+    completed: usize,
+    failed: usize,
+    good: usize,
+    total_input: u64,
+    total_output: u64,
+    first_send: Option<f64>,
+    last_end: Option<f64>,
+    /// (start, end) of completed requests, ms (for vLLM's per-second concurrency).
+    ok_spans: Vec<(f64, f64)>,
+    /// (start, end) of every sent request with a known end (instantaneous in-flight).
+    all_spans: Vec<(f64, f64)>,
+    tokens: TokenTimeline,
+    errors: BTreeMap<String, usize>,
+    error_examples: BTreeMap<String, String>,
+    cache: CacheStats,
+    exact: TokenExactness,
+    sources: OutputTokenSources,
+    retried: usize,
+    sessions: super::sessions::SessionAcc,
+}
+
+/// Error kind key of a failed record: `http_error:503`, `timeout`, ...
+pub fn error_kind(rec: &Record) -> String {
+    match (rec.status, rec.http_status) {
+        (Status::HttpError, Some(code)) => format!("http_error:{code}"),
+        (s, _) => s.as_str().to_string(),
+    }
+}
+
+/// TPOT of a record per vLLM: (E2EL - TTFT) / (output tokens - 1), for > 1 output token.
+pub fn record_tpot(rec: &Record) -> Option<f64> {
+    let out = output_tokens_of(rec);
+    if out <= 1 {
+        return None;
+    }
+    match (rec.e2e_ms, rec.ttft_ms) {
+        (Some(e), Some(t)) => Some((e - t) / (out as f64 - 1.0)),
+        _ => rec.tpot_ms,
+    }
+}
+
+/// Output tokens of a record: the server's count, else the chunk count.
+pub fn output_tokens_of(rec: &Record) -> u32 {
+    rec.output_tokens.unwrap_or(rec.chunks)
+}
+
+/// When a record's request ended, ms since the run start (`sent + done`, else `sent + e2e`).
+pub fn end_ms(rec: &Record) -> Option<f64> {
+    let sent = rec.sent_ms?;
+    rec.done_ms.or(rec.e2e_ms).map(|d| sent + d)
+}
+
+impl Accumulator {
+    pub fn new(cfg: &ReportConfig) -> Self {
+        Accumulator {
+            percentiles: cfg.percentiles.clone(),
+            slo: cfg.slo,
+            ttft: Samples::default(),
+            ttfc: Samples::default(),
+            tpot: Samples::default(),
+            e2el: Samples::default(),
+            itl: QuantizedSamples::default(),
+            drift: Samples::default(),
+            drift_over_1: 0,
+            drift_over_5: 0,
+            status: StatusCounts::default(),
+            completed: 0,
+            failed: 0,
+            good: 0,
+            total_input: 0,
+            total_output: 0,
+            first_send: None,
+            last_end: None,
+            ok_spans: Vec::new(),
+            all_spans: Vec::new(),
+            tokens: TokenTimeline::new(),
+            errors: BTreeMap::new(),
+            error_examples: BTreeMap::new(),
+            cache: CacheStats::default(),
+            exact: TokenExactness::default(),
+            sources: OutputTokenSources::default(),
+            retried: 0,
+            sessions: super::sessions::SessionAcc::default(),
+        }
+    }
+
+    /// Add one record. `itl_ms` are its inter-token latencies (the engine passes them even
+    /// when the record does not keep them; when empty, the record's own `itl_ms` is used);
+    /// only used for successful requests, as vLLM does.
+    pub fn add(&mut self, rec: &Record, itl_ms: &[f64]) {
+        self.sessions.add(rec);
+        let itl_ms = if itl_ms.is_empty() {
+            rec.itl_ms.as_deref().unwrap_or(&[])
+        } else {
+            itl_ms
+        };
+        self.status.add(rec.status);
+        if rec.retries > 0 {
+            self.retried += 1;
+        }
+        if rec.sent_ms.is_none() {
+            self.status.not_sent += 1;
+        }
+        if let Some(sent) = rec.sent_ms {
+            self.first_send = Some(self.first_send.map_or(sent, |f| f.min(sent)));
+            if let Some(end) = end_ms(rec) {
+                self.last_end = Some(self.last_end.map_or(end, |l| l.max(end)));
+                self.all_spans.push((sent, end));
+            }
+            if let Some(d) = rec.drift_ms {
+                self.drift.push(d);
+                if d > 1.0 {
+                    self.drift_over_1 += 1;
+                }
+                if d > 5.0 {
+                    self.drift_over_5 += 1;
+                }
+            }
+        }
+
+        // Server usage: cache and exactness over every record that has it.
+        if let Some(pt) = rec.prompt_tokens {
+            self.exact.with_usage += 1;
+            let diff = pt as i64 - rec.input_length as i64;
+            match diff.cmp(&0) {
+                std::cmp::Ordering::Equal => self.exact.exact += 1,
+                std::cmp::Ordering::Greater => self.exact.over += 1,
+                std::cmp::Ordering::Less => self.exact.under += 1,
+            }
+            self.exact.max_abs_diff = self.exact.max_abs_diff.max(diff.unsigned_abs());
+            if let Some(ct) = rec.cached_tokens {
+                self.cache.requests_with_cached_tokens += 1;
+                self.cache.prompt_tokens += pt as u64;
+                self.cache.cached_tokens += ct as u64;
+            }
+        }
+
+        match rec.status {
+            Status::Ok => self.add_completed(rec, itl_ms),
+            Status::DryRun => {}
+            _ => {
+                if rec.sent_ms.is_some() {
+                    self.failed += 1;
+                }
+                let kind = error_kind(rec);
+                *self.errors.entry(kind.clone()).or_insert(0) += 1;
+                if let Some(e) = &rec.error {
+                    self.error_examples.entry(kind).or_insert_with(|| {
+                        let mut s: String = e.chars().take(200).collect();
+                        if s.len() < e.len() {
+                            s.push('…');
+                        }
+                        s
+                    });
+                }
+            }
+        }
+    }
+
+    fn add_completed(&mut self, rec: &Record, itl_ms: &[f64]) {
+        self.completed += 1;
+        let out = output_tokens_of(rec);
+        match (rec.output_tokens, rec.output_tokens_source) {
+            (Some(_), Some(TokenSource::Usage)) | (Some(_), None) => self.sources.usage += 1,
+            (Some(_), Some(TokenSource::Chunks)) => self.sources.chunks += 1,
+            (None, _) => self.sources.unknown += 1,
+        }
+        self.total_input += rec.input_length as u64;
+        self.total_output += out as u64;
+        if let Some(t) = rec.ttft_ms {
+            self.ttft.push(t);
+        }
+        if let Some(t) = rec.ttfc_ms {
+            self.ttfc.push(t);
+        }
+        if let Some(e) = rec.e2e_ms {
+            self.e2el.push(e);
+        }
+        let tpot = record_tpot(rec);
+        if let Some(t) = tpot {
+            self.tpot.push(t);
+        }
+        for v in itl_ms {
+            self.itl.push(*v);
+        }
+        if !self.slo.is_empty()
+            && self
+                .slo
+                .is_met(rec.ttft_ms, tpot.unwrap_or(0.0), rec.e2e_ms)
+        {
+            self.good += 1;
+        }
+        if let (Some(sent), Some(e2e)) = (rec.sent_ms, rec.e2e_ms) {
+            self.ok_spans.push((sent, sent + e2e));
+            if let Some(ttft) = rec.ttft_ms {
+                // vLLM: one token at TTFT, then one per ITL gap.
+                let mut t = sent + ttft;
+                self.tokens.push(t);
+                for v in itl_ms {
+                    t += v;
+                    self.tokens.push(t);
+                }
+            }
+        }
+    }
+
+    /// Number of records added so far.
+    pub fn records(&self) -> usize {
+        self.status.total
+    }
+
+    pub fn finish(self, info: &RunInfo) -> Summary {
+        let ps = &self.percentiles;
+        let duration_ms = match (self.first_send, self.last_end) {
+            (Some(a), Some(b)) if b > a => b - a,
+            _ => 0.0,
+        };
+        let duration_s = duration_ms / 1000.0;
+        let per_s = |x: f64| {
+            if duration_s > 0.0 {
+                x / duration_s
+            } else {
+                0.0
+            }
+        };
+
+        // vLLM: per-second buckets from the first successful start.
+        let base = self
+            .ok_spans
+            .iter()
+            .map(|s| s.0)
+            .min_by(f64::total_cmp)
+            .unwrap_or(0.0);
+        let max_output_tokens_per_s = if self.ok_spans.is_empty() {
+            0.0
+        } else {
+            self.tokens.max_per_second(base)
+        };
+        let max_concurrent_requests = per_second_concurrency(&self.ok_spans, base);
+        let max_in_flight = peak_overlap(&self.all_spans);
+
+        let drift_stats = self.drift.stats(&[50.0, 99.0]);
+        let drift = DriftStats {
+            count: drift_stats.count,
+            mean_ms: drift_stats.mean,
+            p50_ms: drift_stats.percentile(50.0).unwrap_or(0.0),
+            p99_ms: drift_stats.percentile(99.0).unwrap_or(0.0),
+            max_ms: drift_stats.max,
+            over_1ms: self.drift_over_1,
+            over_5ms: self.drift_over_5,
+        };
+
+        let mut cache = self.cache;
+        cache.hit_ratio = (cache.prompt_tokens > 0)
+            .then(|| cache.cached_tokens as f64 / cache.prompt_tokens as f64);
+        cache.ideal_hit_ratio = info.ideal_cache_hit_ratio;
+        let mut exact = self.exact;
+        exact.exact_ratio =
+            (exact.with_usage > 0).then(|| exact.exact as f64 / exact.with_usage as f64);
+
+        // scheduled = 0 means unknown (e.g. re-summarising a JSONL without run info).
+        let scheduled = if info.scheduled == 0 {
+            self.status.total
+        } else {
+            info.scheduled
+        };
+        let counts_add_up = self.status.total == scheduled;
+
+        let mut warnings = Vec::new();
+        if !counts_add_up {
+            warnings.push(format!(
+                "records ({}) do not account for every scheduled request ({}): {} missing",
+                self.status.total,
+                scheduled,
+                scheduled as i64 - self.status.total as i64
+            ));
+        }
+        if self.completed == 0 && self.status.total > 0 && self.status.dry_run == 0 {
+            warnings.push("no request completed successfully".to_string());
+        }
+        let no_usage = self.sources.chunks + self.sources.unknown;
+        if no_usage > 0 {
+            warnings.push(format!(
+                "SERVER GAVE NO USAGE for {no_usage} of {} completed requests: output tokens \
+                 counted from token-bearing chunks instead (TPOT and token throughput may be off \
+                 if a chunk carries more than one token)",
+                self.completed
+            ));
+        }
+        if self.completed > 0 && exact.with_usage == 0 {
+            warnings.push(
+                "server reported no prompt_tokens: token exactness cannot be checked".to_string(),
+            );
+        } else if exact.with_usage > exact.exact {
+            warnings.push(format!(
+                "server prompt_tokens differ from the trace's input_length for {} of {} requests \
+                 (max difference {})",
+                exact.with_usage - exact.exact,
+                exact.with_usage,
+                exact.max_abs_diff
+            ));
+        }
+        if let Some(rt) = info.realtime.as_ref().filter(|rt| rt.policy != "fifo") {
+            if drift.p99_ms > 1.0 {
+                warnings.push(format!(
+                    "send drift p99 {:.2} ms at normal scheduling ({}): other work on the machine \
+                     delayed sends; real-time scheduling (--realtime) usually keeps it under 1 ms",
+                    drift.p99_ms,
+                    rt.reason.as_deref().unwrap_or("not used")
+                ));
+            }
+        }
+        if let Some(pv) = info.prompt_verification {
+            if pv.exact < pv.checked {
+                warnings.push(format!(
+                    "prompt verification: only {} of {} sampled prompts had the exact length",
+                    pv.exact, pv.checked
+                ));
+            }
+        }
+
+        let good = (!self.slo.is_empty()).then_some(self.good);
+        Summary {
+            completed: self.completed,
+            failed: self.failed,
+            duration_s,
+            total_input_tokens: self.total_input,
+            total_output_tokens: self.total_output,
+            request_throughput: per_s(self.completed as f64),
+            request_goodput: good.map(|g| per_s(g as f64)),
+            output_throughput: per_s(self.total_output as f64),
+            total_token_throughput: per_s((self.total_input + self.total_output) as f64),
+            max_output_tokens_per_s,
+            max_concurrent_requests,
+            max_in_flight,
+            latency: Latencies {
+                ttft: self.ttft.stats(ps),
+                tpot: self.tpot.stats(ps),
+                itl: self.itl.stats(ps),
+                e2el: self.e2el.stats(ps),
+                ttfc: self.ttfc.stats(ps),
+            },
+            percentiles: ps.clone(),
+            goodput_slo: self.slo,
+            good_requests: good,
+            drift,
+            status: self.status,
+            scheduled,
+            counts_add_up,
+            retried: self.retried,
+            sessions: self.sessions.finish(),
+            errors: self.errors,
+            error_examples: self.error_examples,
+            cache,
+            token_exactness: exact,
+            output_tokens_source: self.sources,
+            warnings,
+            run: info.clone(),
+        }
+    }
+}
+
+/// vLLM's peak concurrency: each completed request counts in every 1-second bucket from
+/// `int(start - base)` to `int(end - base)` inclusive; the maximum over buckets.
+fn per_second_concurrency(spans: &[(f64, f64)], base_ms: f64) -> u64 {
+    if spans.is_empty() {
+        return 0;
+    }
+    let sec = |t: f64| (((t - base_ms) / 1000.0).max(0.0)) as usize;
+    let n = spans.iter().map(|s| sec(s.1)).max().unwrap_or(0) + 2;
+    let mut diff = vec![0i64; n + 1];
+    for (s, e) in spans {
+        let (a, b) = (sec(*s), sec(*e).max(sec(*s)));
+        diff[a] += 1;
+        diff[b + 1] -= 1;
+    }
+    let mut cur = 0i64;
+    let mut best = 0i64;
+    for d in diff {
+        cur += d;
+        best = best.max(cur);
+    }
+    best as u64
+}
+
+/// Largest number of overlapping `[start, end)` spans.
+fn peak_overlap(spans: &[(f64, f64)]) -> u64 {
+    let mut ev: Vec<(f64, i32)> = Vec::with_capacity(spans.len() * 2);
+    for (s, e) in spans {
+        ev.push((*s, 1));
+        ev.push((*e, -1));
+    }
+    // Ends before starts at the same instant.
+    ev.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut cur = 0i64;
+    let mut best = 0i64;
+    for (_, d) in ev {
+        cur += d as i64;
+        best = best.max(cur);
+    }
+    best as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrency_and_overlap() {
+        let spans = [(0.0, 1500.0), (200.0, 300.0), (2500.0, 2600.0)];
+        assert_eq!(per_second_concurrency(&spans, 0.0), 2);
+        assert_eq!(peak_overlap(&spans), 2);
+        assert_eq!(peak_overlap(&[(0.0, 1.0), (1.0, 2.0)]), 1);
+    }
+
+    #[test]
+    fn timeline_coarsens() {
+        let mut t = TokenTimeline::new();
+        t.push(10.0);
+        t.push(MAX_BINS as f64 * 1.5);
+        assert_eq!(t.res_ms, 2.0);
+        assert!(t.bins.len() <= MAX_BINS);
+        assert_eq!(t.max_per_second(0.0), 1.0);
+    }
+}

@@ -1,0 +1,166 @@
+//! [`RunInfo`]: what was run, reported beside the metrics (settings, trace facts, start-up
+//! times, how the run ended).
+
+use serde::{Deserialize, Serialize};
+
+use crate::trace::{TraceFormat, TraceStats};
+
+/// Result of checking a sample of built prompts with the tokenizer at start-up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptVerification {
+    /// Prompts re-tokenized.
+    pub checked: usize,
+    /// Of those, prompts with exactly the intended token count.
+    pub exact: usize,
+}
+
+/// Where start-up time went, in milliseconds: from the start of the replay command to the
+/// first scheduled send (the clock's start).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StartupTimes {
+    /// Reading and validating the trace (and its ideal cache ratio).
+    pub trace_load_ms: f64,
+    /// Async runtime, HTTP client and (without --endpoint) the built-in simulator.
+    pub runtime_ms: f64,
+    /// Loading `tokenizer.json`.
+    pub tokenizer_load_ms: f64,
+    /// Collecting the single-token word list from the tokenizer.
+    pub vocab_ms: f64,
+    /// Re-tokenizing a sample of prompts.
+    pub prompt_check_ms: f64,
+    /// Model name lookup and chat overhead (template or calibration request).
+    pub calibration_ms: f64,
+    /// Waiting for producers to build the first bodies (and, at the same time, opening the
+    /// first connections).
+    pub warmup_ms: f64,
+    /// Requests due in the first moments of the schedule, which the clock waited for.
+    pub prefill_due: usize,
+    /// How many of those were built when the clock started (equal unless pre-fill timed out).
+    pub prefill_built: usize,
+    /// Warm-up `GET`s answered before the clock started, one per keep-alive connection opened
+    /// (twice as many when a `Keep-Alive: timeout=` made the pool change; see
+    /// `docs/performance.md`).
+    pub connections: usize,
+    /// The idle timeout the server announced (`Keep-Alive: timeout=`), seconds, if any.
+    pub server_keep_alive_s: Option<f64>,
+    /// Everything, start to first scheduled send.
+    pub total_ms: f64,
+}
+
+/// What was run: settings and facts the summary reports alongside the metrics.
+/// Everything that may be unknown (e.g. when re-summarising a JSONL file) is optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunInfo {
+    /// request-sim version that produced the run.
+    pub tool_version: String,
+    /// Run start, RFC 3339 UTC.
+    pub started_at: Option<String>,
+    pub trace_path: Option<String>,
+    pub format: Option<TraceFormat>,
+    pub block_size: Option<usize>,
+    pub trace_stats: Option<TraceStats>,
+    pub seed: Option<u64>,
+    pub scale_factor: Option<f64>,
+    /// Target URL with any credentials removed (see [`crate::backend::sanitize_url`]).
+    pub endpoint: Option<String>,
+    /// `openai-chat`, `openai-completions`, `tgi`, `aibrix` ...
+    pub api: Option<String>,
+    pub model: Option<String>,
+    pub stream: Option<bool>,
+    pub num_producer: Option<usize>,
+    pub threads: Option<usize>,
+    /// Tokens the chat template adds around the prompt (subtracted from the content).
+    pub chat_overhead: Option<u32>,
+    pub prompt_verification: Option<PromptVerification>,
+    /// Prefix-cache hit ratio an infinite cache would reach on the replayed requests
+    /// (from the trace's hash ids), to compare with the server-reported one.
+    pub ideal_cache_hit_ratio: Option<f64>,
+    /// Requests scheduled (each must end as exactly one record).
+    pub scheduled: usize,
+    /// Scheduled requests that were never sent.
+    pub never_sent: usize,
+    pub never_sent_reason: Option<String>,
+    pub dry_run: bool,
+    /// Requests in the replayed trace slice (= scheduled + never_sent).
+    pub planned: Option<usize>,
+    /// How the run ended: completed, time_limit, interrupted, early_stop, producer_failed.
+    pub stop_reason: Option<String>,
+    /// Wall time from the first send to the last record, seconds.
+    pub wall_time_s: Option<f64>,
+    /// The records JSONL the summary was computed from.
+    pub records_path: Option<String>,
+    /// `--max-output-tokens`: every request's output_length was capped at this.
+    pub max_output_tokens: Option<u32>,
+    /// What the producers built and how fast (producer-side capacity; see `docs/performance.md`).
+    pub producer: Option<crate::schedule::ProducerStats>,
+    /// How precisely the dispatcher handed requests over (before the runtime started them).
+    pub dispatch: Option<crate::schedule::DispatchStats>,
+    /// Where start-up time went.
+    pub startup: Option<StartupTimes>,
+    /// Whether the dispatcher and I/O threads ran under real-time scheduling (`--realtime`).
+    pub realtime: Option<crate::schedule::RealtimeReport>,
+}
+
+impl RunInfo {
+    /// A RunInfo with only the tool version set.
+    pub fn new() -> RunInfo {
+        RunInfo {
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            ..RunInfo::default()
+        }
+    }
+}
+
+/// The current time as RFC 3339 UTC with millisecond precision (`2026-11-21T07:52:23.123Z`),
+/// for [`RunInfo::started_at`].
+pub fn now_rfc3339() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339_from_unix_ms(d.as_millis() as i64)
+}
+
+/// Milliseconds since the Unix epoch as RFC 3339 UTC.
+pub fn rfc3339_from_unix_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let milli = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{milli:03}Z",
+        sod / 3600,
+        (sod / 60) % 60,
+        sod % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339() {
+        assert_eq!(rfc3339_from_unix_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339_from_unix_ms(1_795_247_543_123),
+            "2026-11-21T07:52:23.123Z"
+        );
+        assert_eq!(
+            rfc3339_from_unix_ms(951_782_400_000),
+            "2000-02-29T00:00:00.000Z"
+        );
+        assert!(now_rfc3339().ends_with('Z'));
+    }
+}
