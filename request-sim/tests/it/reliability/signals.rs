@@ -3,14 +3,12 @@
 //! `interrupted`, exit 130); a second SIGINT cancels at once; SIGKILL leaves at most a partial
 //! last line, which `request-sim report` tolerates and reports.
 
-mod reliability_support;
-
 use std::path::Path;
 use std::process::Child;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use reliability_support::*;
+use super::support::*;
 use request_sim::record::{Record, Status};
 use request_sim::report::Summary;
 

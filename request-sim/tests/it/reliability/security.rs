@@ -3,12 +3,10 @@
 //! summary, even when the server echoes it in an error; nothing request-sim starts listens on a
 //! non-loopback address.
 
-mod reliability_support;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use reliability_support::*;
+use super::support::*;
 
 const KEY: &str = "sk-test-Zq7Kx2Vb9Np4Lm1Rt8Yw";
 

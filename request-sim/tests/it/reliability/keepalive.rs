@@ -3,13 +3,11 @@
 //! llm-sim's `idle_close_ms` closes a connection idle for longer than that, unanswered, when
 //! the next request arrives on it, so the race happens on every such reuse, deterministically.
 
-mod reliability_support;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::support::*;
 use llm_sim::SimConfig;
-use reliability_support::*;
 use request_sim::record::Status;
 
 /// `groups` bursts of `burst` requests each (same timestamp), the gaps between bursts

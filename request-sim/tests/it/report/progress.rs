@@ -35,7 +35,7 @@ fn counting_is_cheap_and_thread_safe() {
 }
 
 /// Run in a terminal to see the line:
-/// `cargo test --test report_progress demo -- --ignored --nocapture`
+/// `cargo test --test it report::progress::demo -- --ignored --nocapture`
 #[test]
 #[ignore]
 fn demo() {

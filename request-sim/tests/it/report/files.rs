@@ -3,12 +3,10 @@
 //!
 //! Set `REPORT_PLOT_DIR=/some/dir` to keep the files for a look.
 
-mod report_support;
-
 use std::path::Path;
 
+use super::support::{synthetic, write_jsonl};
 use calamine::{open_workbook, Data, Reader, Xlsx};
-use report_support::{synthetic, write_jsonl};
 use request_sim::report::{read_summary, report_from_records, write_result_dir, ReportConfig, Slo};
 
 /// Width and height from a PNG's IHDR chunk, after checking the signature.

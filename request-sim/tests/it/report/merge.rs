@@ -1,10 +1,8 @@
 //! `request-sim report` over several shards' records: exact merge, union check, exit codes.
 
-mod report_support;
-
 use std::process::Command;
 
-use report_support::{synthetic, write_jsonl};
+use super::support::{synthetic, write_jsonl};
 use serde_json::Value;
 
 fn report(args: &[&std::ffi::OsStr]) -> (i32, String, String) {

@@ -3,11 +3,9 @@
 //! no `[DONE]`, silence, non-HTTP bytes. Each ends as the right record status with a clear error,
 //! never a panic, never a hang.
 
-mod reliability_support;
-
 use std::time::{Duration, Instant};
 
-use reliability_support::*;
+use super::support::*;
 use request_sim::record::{Record, Status, TokenSource};
 
 /// Replay 2 requests against a raw server answering with `script`; the records.

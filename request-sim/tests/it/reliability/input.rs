@@ -3,13 +3,11 @@
 //! flag combinations are rejected before anything is sent (a listening socket sees no
 //! connection).
 
-mod reliability_support;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use reliability_support::*;
+use super::support::*;
 
 fn bad_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces/bad")

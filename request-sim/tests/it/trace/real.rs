@@ -1,6 +1,6 @@
 //! Measurement on the real Mooncake conversation trace (not part of the normal test run: it needs
 //! the file). Run with
-//! `cargo test --release -p request-sim --test trace_real -- --ignored --nocapture`
+//! `cargo test --release -p request-sim --test it trace::real -- --ignored --nocapture`
 //! or point `REQUEST_SIM_REAL_TRACE` at another copy of the trace.
 
 use std::path::PathBuf;

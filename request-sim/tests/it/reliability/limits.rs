@@ -2,12 +2,10 @@
 //! `--early-stop-error-threshold` (count and rate) end cleanly, every dispatched request has
 //! one record, and requests never sent are counted separately.
 
-mod reliability_support;
-
 use std::path::Path;
 
+use super::support::*;
 use llm_sim::{FaultConfig, SimConfig};
-use reliability_support::*;
 use request_sim::record::Status;
 use request_sim::report::Summary;
 

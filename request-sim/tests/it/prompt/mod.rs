@@ -1,0 +1,2 @@
+mod builtin;
+mod qwen3;

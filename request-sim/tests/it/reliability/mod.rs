@@ -1,0 +1,8 @@
+mod faults;
+mod input;
+mod keepalive;
+mod limits;
+mod responses;
+mod security;
+mod signals;
+mod support;

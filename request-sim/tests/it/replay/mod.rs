@@ -1,0 +1,2 @@
+mod loopback;
+mod sessions;

@@ -1,0 +1,5 @@
+mod files;
+mod merge;
+mod metrics;
+mod progress;
+mod support;

@@ -1,0 +1,5 @@
+mod analyze;
+mod bad;
+mod load;
+mod real;
+mod sessions;
