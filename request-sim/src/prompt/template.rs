@@ -178,71 +178,19 @@ fn raise_exception(message: String) -> Result<Value, minijinja::Error> {
     Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
 }
 
-/// `strftime_now(format)` as in Hugging Face's template environment (UTC; supports
-/// `%d %m %Y %y %b %B %H %M %S %%`, other directives are kept verbatim).
-fn strftime_now(format: String) -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    format_utc(secs, &format)
+/// `strftime_now(format)` as in Hugging Face's template environment (UTC; C `strftime`
+/// directives as jiff implements them). An unsupported directive is a template error.
+fn strftime_now(format: String) -> Result<String, minijinja::Error> {
+    format_utc(jiff::Timestamp::now(), &format)
 }
 
-fn format_utc(secs: u64, format: &str) -> String {
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let name = MONTHS[(month - 1) as usize];
-
-    let mut out = String::new();
-    let mut chars = format.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('d') => out.push_str(&format!("{day:02}")),
-            Some('m') => out.push_str(&format!("{month:02}")),
-            Some('Y') => out.push_str(&year.to_string()),
-            Some('y') => out.push_str(&format!("{:02}", year % 100)),
-            Some('b') => out.push_str(&name[..3]),
-            Some('B') => out.push_str(name),
-            Some('H') => out.push_str(&format!("{:02}", rem / 3600)),
-            Some('M') => out.push_str(&format!("{:02}", rem / 60 % 60)),
-            Some('S') => out.push_str(&format!("{:02}", rem % 60)),
-            Some('%') => out.push('%'),
-            Some(other) => {
-                out.push('%');
-                out.push(other);
-            }
-            None => out.push('%'),
-        }
-    }
-    out
+fn format_utc(at: jiff::Timestamp, format: &str) -> Result<String, minijinja::Error> {
+    jiff::fmt::strtime::format(format, at).map_err(|e| {
+        minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!("strftime_now({format:?}): {e}"),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -251,12 +199,14 @@ mod tests {
 
     #[test]
     fn dates() {
-        assert_eq!(format_utc(0, "%d %b %Y"), "01 Jan 1970");
+        let at = |s| jiff::Timestamp::from_second(s).unwrap();
+        assert_eq!(format_utc(at(0), "%d %b %Y").unwrap(), "01 Jan 1970");
         // 2024-07-26 13:25:09 UTC
         assert_eq!(
-            format_utc(1_722_000_309, "%Y-%m-%d %H:%M:%S %B %%"),
+            format_utc(at(1_722_000_309), "%Y-%m-%d %H:%M:%S %B %%").unwrap(),
             "2024-07-26 13:25:09 July %"
         );
+        assert!(format_utc(at(0), "%K").is_err());
     }
 
     #[test]

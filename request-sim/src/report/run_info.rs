@@ -116,34 +116,12 @@ impl RunInfo {
 /// The current time as RFC 3339 UTC with millisecond precision (`2026-11-21T07:52:23.123Z`),
 /// for [`RunInfo::started_at`].
 pub fn now_rfc3339() -> String {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    rfc3339_from_unix_ms(d.as_millis() as i64)
+    rfc3339_ms(jiff::Timestamp::now())
 }
 
-/// Milliseconds since the Unix epoch as RFC 3339 UTC.
-pub fn rfc3339_from_unix_ms(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let milli = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{milli:03}Z",
-        sod / 3600,
-        (sod / 60) % 60,
-        sod % 60
-    )
+/// RFC 3339 UTC with exactly three fractional digits.
+fn rfc3339_ms(t: jiff::Timestamp) -> String {
+    format!("{t:.3}")
 }
 
 #[cfg(test)]
@@ -152,15 +130,12 @@ mod tests {
 
     #[test]
     fn rfc3339() {
-        assert_eq!(rfc3339_from_unix_ms(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            rfc3339_from_unix_ms(1_795_247_543_123),
-            "2026-11-21T07:52:23.123Z"
-        );
-        assert_eq!(
-            rfc3339_from_unix_ms(951_782_400_000),
-            "2000-02-29T00:00:00.000Z"
-        );
-        assert!(now_rfc3339().ends_with('Z'));
+        let at = |ms| rfc3339_ms(jiff::Timestamp::from_millisecond(ms).unwrap());
+        assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(1_795_247_543_123), "2026-11-21T07:52:23.123Z");
+        assert_eq!(at(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        let now = now_rfc3339();
+        assert_eq!((now.len(), &now[19..20]), (24, "."), "{now}");
+        assert!(now.ends_with('Z'));
     }
 }

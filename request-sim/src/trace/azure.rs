@@ -6,10 +6,11 @@
 //! ```
 //!
 //! The header line is required; column names are matched case-insensitively, in any order,
-//! extra columns are ignored, fields may be double-quoted. `TIMESTAMP` is a calendar date-time
+//! extra columns are ignored, fields may be double-quoted (a quoted field may hold commas; rows are
+//! split by the `csv` crate). `TIMESTAMP` is a calendar date-time
 //! `YYYY-MM-DD HH:MM:SS[.fraction]` (also `T` instead of the space, and an optional `Z` or
-//! `+HH:MM`/`-HH:MM` offset; without one it is taken as UTC). There are no hash ids: every prompt
-//! is unique.
+//! `+HH:MM`/`-HH:MM` offset; without one it is taken as UTC), parsed by `jiff`. There are no hash
+//! ids: every prompt is unique.
 
 use super::error::RowError;
 use super::fields::{check_length, check_timestamp, quote_short};
@@ -32,17 +33,24 @@ impl Header {
     }
 }
 
-fn unquote(field: &str) -> &str {
-    let f = field.trim();
-    f.strip_prefix('"')
-        .and_then(|f| f.strip_suffix('"'))
-        .unwrap_or(f)
-        .trim()
+/// Splits one CSV line into its fields, unquoted and trimmed.
+fn split(text: &str) -> Result<csv::StringRecord, RowError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes());
+    let mut record = csv::StringRecord::new();
+    reader
+        .read_record(&mut record)
+        .map_err(|e| RowError::Csv(e.to_string()))?;
+    Ok(record)
 }
 
 /// Parses the header line.
 pub(crate) fn parse_header(text: &str) -> Result<Header, RowError> {
-    let names: Vec<&str> = text.split(',').map(unquote).collect();
+    let record = split(text)?;
+    let names: Vec<&str> = record.iter().collect();
     let find = |want: &str| names.iter().position(|n| n.eq_ignore_ascii_case(want));
     let mut pos = [0usize; 3];
     for (slot, want) in pos.iter_mut().zip(COLUMNS) {
@@ -64,7 +72,8 @@ pub(crate) fn parse_header(text: &str) -> Result<Header, RowError> {
 
 /// Parses one non-blank data row.
 pub(crate) fn parse_row(header: &Header, text: &str) -> Result<RawRow, RowError> {
-    let fields: Vec<&str> = text.split(',').map(unquote).collect();
+    let record = split(text)?;
+    let fields: Vec<&str> = record.iter().collect();
     if fields.len() < header.needed_columns() {
         return Err(RowError::Columns {
             expected: header.needed_columns(),
@@ -118,102 +127,36 @@ fn length(field: &str, text: &str, min: u64) -> Result<u32, RowError> {
 }
 
 /// Parses `YYYY-MM-DD HH:MM:SS[.fffffff][Z|+HH:MM|-HH:MM]` into milliseconds since the Unix
-/// epoch (UTC).
+/// epoch (UTC when no offset is given).
 pub(crate) fn parse_datetime_ms(text: &str) -> Result<f64, String> {
-    let bad = || {
-        format!(
+    // With `Z` or an offset it is an instant; without, a civil date-time taken as UTC. The
+    // time of day is required (a bare date is not a request's arrival time).
+    let parsed = match text.parse::<jiff::Timestamp>() {
+        Ok(t) => Ok(t),
+        Err(_) => text
+            .parse::<jiff::civil::DateTime>()
+            .and_then(|dt| dt.to_zoned(jiff::tz::TimeZone::UTC))
+            .map(|z| z.timestamp()),
+    };
+    let has_time = text.len() > 10
+        && text
+            .as_bytes()
+            .get(10)
+            .is_some_and(|b| *b == b' ' || *b == b'T');
+    match parsed {
+        Ok(t) if has_time => {
+            let ms = t.as_second() as f64 * 1000.0 + f64::from(t.subsec_nanosecond()) / 1e6;
+            check_timestamp(ms, "ms", 1.0)
+        }
+        Ok(_) => Err(format!(
             "expected a date-time like `2023-11-16 18:15:46.6805900`, found {}",
             quote_short(text)
-        )
-    };
-    let b = text.as_bytes();
-    // Fixed part: YYYY-MM-DD?HH:MM:SS (19 bytes).
-    if b.len() < 19
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !(b[10] == b' ' || b[10] == b'T')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return Err(bad());
+        )),
+        Err(e) => Err(format!(
+            "{} is not a valid date-time ({e})",
+            quote_short(text)
+        )),
     }
-    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
-        let s = &b[r];
-        if !s.iter().all(u8::is_ascii_digit) {
-            return Err(bad());
-        }
-        Ok(s.iter().fold(0i64, |a, &d| a * 10 + i64::from(d - b'0')))
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month)
-        || day < 1
-        || day > days_in_month(year, month)
-        || hour > 23
-        || minute > 59
-        || second > 59
-    {
-        return Err(format!("{} is not a valid date-time", quote_short(text)));
-    }
-    let mut i = 19;
-    let mut frac_ns: i64 = 0;
-    if i < b.len() && b[i] == b'.' {
-        i += 1;
-        let start = i;
-        let mut scale = 100_000_000i64;
-        while i < b.len() && b[i].is_ascii_digit() {
-            frac_ns += i64::from(b[i] - b'0') * scale;
-            scale /= 10;
-            i += 1;
-        }
-        if i == start {
-            return Err(bad());
-        }
-    }
-    let offset_min: i64 = match &b[i..] {
-        [] | [b'Z'] => 0,
-        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2]
-            if [h1, h2, m1, m2].iter().all(|d| d.is_ascii_digit()) =>
-        {
-            let h = i64::from(h1 - b'0') * 10 + i64::from(h2 - b'0');
-            let m = i64::from(m1 - b'0') * 10 + i64::from(m2 - b'0');
-            let v = h * 60 + m;
-            if *sign == b'-' {
-                -v
-            } else {
-                v
-            }
-        }
-        _ => return Err(bad()),
-    };
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_min * 60;
-    let ms = secs as f64 * 1000.0 + frac_ns as f64 / 1e6;
-    check_timestamp(ms, "ms", 1.0)
-}
-
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        _ if is_leap(y) => 29,
-        _ => 28,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

@@ -23,10 +23,9 @@ struct Keys {
 pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
     let t = first_line.trim_start_matches('\u{feff}').trim();
     if t.starts_with('{') {
-        let keys: Keys = serde_json::from_str(t).map_err(|e| {
+        let keys: Keys = super::fields::parse_json(t).map_err(|e| {
             RowError::Undetectable(format!(
-                "the first data line looks like JSON but does not parse ({})",
-                super::fields::json_error(t, &e)
+                "the first data line looks like JSON but does not parse ({e})"
             ))
         })?;
         return Ok(if keys.messages.is_some() || keys.tools.is_some() {

@@ -68,6 +68,9 @@ pub enum RowError {
     /// The CSV header is not what the format needs.
     #[error("bad CSV header: {0}")]
     Header(String),
+    /// A CSV row could not be split into fields.
+    #[error("invalid CSV: {0}")]
+    Csv(String),
     /// A CSV row has too few columns.
     #[error("expected at least {expected} CSV columns, found {found}")]
     Columns { expected: usize, found: usize },

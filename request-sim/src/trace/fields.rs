@@ -1,10 +1,12 @@
-//! Field-level parsing shared by the formats: typed serde visitors whose errors name the field,
-//! value checks (lengths, timestamps), and the mapping of `serde_json` errors to [`RowError`].
+//! Field-level parsing shared by the formats: typed serde visitors with the value checks
+//! (lengths, timestamps) and clear type messages, and the mapping of `serde_json` errors to
+//! [`RowError`].
 //!
 //! JSON rows are deserialised straight into small typed structs (no `serde_json::Value`, unknown
 //! fields skipped); every field goes through one of the `deserialize_with` functions below, so a
-//! wrong type reads `field `input_length`: expected a non-negative integer, found the string "12"`
-//! instead of serde's anonymous `invalid type: string`.
+//! wrong type reads `expected a non-negative integer, found the string "12"` instead of serde's
+//! `invalid type: string "12", expected u32`. `serde_path_to_error` says which field failed, so
+//! the message reads `field `input_length`: ...`.
 
 use std::fmt;
 
@@ -77,8 +79,8 @@ pub(crate) fn quote_short(s: &str) -> String {
     }
 }
 
-fn field_err<E: de::Error>(field: &str, what: impl fmt::Display) -> E {
-    E::custom(format_args!("field `{field}`: {what}"))
+fn err<E: de::Error>(what: impl fmt::Display) -> E {
+    E::custom(what)
 }
 
 /// Implements the visit methods for the JSON kinds a visitor does not accept.
@@ -88,38 +90,38 @@ macro_rules! reject {
     };
     (@one str) => {
         fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-            Err(field_err(self.field, format_args!("expected {}, found the string {}", self.expected(), quote_short(v))))
+            Err(err(format_args!("expected {}, found the string {}", self.expected(), quote_short(v))))
         }
     };
     (@one bool) => {
         fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-            Err(field_err(self.field, format_args!("expected {}, found {v}", self.expected())))
+            Err(err(format_args!("expected {}, found {v}", self.expected())))
         }
     };
     (@one unit) => {
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Err(field_err(self.field, format_args!("expected {}, found null", self.expected())))
+            Err(err(format_args!("expected {}, found null", self.expected())))
         }
     };
     (@one seq) => {
         fn visit_seq<A: SeqAccess<'de>>(self, _seq: A) -> Result<Self::Value, A::Error> {
-            Err(field_err(self.field, format_args!("expected {}, found an array", self.expected())))
+            Err(err(format_args!("expected {}, found an array", self.expected())))
         }
     };
     (@one map) => {
         fn visit_map<A: MapAccess<'de>>(self, _map: A) -> Result<Self::Value, A::Error> {
-            Err(field_err(self.field, format_args!("expected {}, found an object", self.expected())))
+            Err(err(format_args!("expected {}, found an object", self.expected())))
         }
     };
     (@one numbers) => {
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-            Err(field_err(self.field, format_args!("expected {}, found the number {v}", self.expected())))
+            Err(err(format_args!("expected {}, found the number {v}", self.expected())))
         }
         fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-            Err(field_err(self.field, format_args!("expected {}, found the number {v}", self.expected())))
+            Err(err(format_args!("expected {}, found the number {v}", self.expected())))
         }
         fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-            Err(field_err(self.field, format_args!("expected {}, found the number {v}", self.expected())))
+            Err(err(format_args!("expected {}, found the number {v}", self.expected())))
         }
     };
 }
@@ -128,7 +130,6 @@ macro_rules! reject {
 // token counts
 
 struct LengthVisitor {
-    field: &'static str,
     min: u64,
 }
 
@@ -143,48 +144,37 @@ impl LengthVisitor {
 impl<'de> Visitor<'de> for LengthVisitor {
     type Value = u32;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "field `{}`: {INT}", self.field)
+        f.write_str(INT)
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<u32, E> {
-        check_length(v, self.min).map_err(|m| field_err(self.field, m))
+        check_length(v, self.min).map_err(|m| err(m))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<u32, E> {
         if v < 0 {
-            return Err(field_err(
-                self.field,
-                format_args!("must not be negative, found {v}"),
-            ));
+            return Err(err(format_args!("must not be negative, found {v}")));
         }
         self.visit_u64(v as u64)
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<u32, E> {
-        Err(field_err(
-            self.field,
-            format_args!("expected {INT}, found the fractional number {v}"),
-        ))
+        Err(err(format_args!(
+            "expected {INT}, found the fractional number {v}"
+        )))
     }
     reject!(str, bool, unit, seq, map);
 }
 
 pub(crate) fn input_length<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    d.deserialize_any(LengthVisitor {
-        field: "input_length",
-        min: 1,
-    })
+    d.deserialize_any(LengthVisitor { min: 1 })
 }
 
 pub(crate) fn output_length<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    d.deserialize_any(LengthVisitor {
-        field: "output_length",
-        min: 0,
-    })
+    d.deserialize_any(LengthVisitor { min: 0 })
 }
 
 // ---------------------------------------------------------------------------------------------
 // timestamps
 
 struct TimestampVisitor {
-    field: &'static str,
     unit: &'static str,
     scale: f64,
 }
@@ -200,7 +190,7 @@ impl TimestampVisitor {
 impl<'de> Visitor<'de> for TimestampVisitor {
     type Value = f64;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "field `{}`: a number ({})", self.field, self.unit)
+        write!(f, "a number ({})", self.unit)
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
         self.visit_f64(v as f64)
@@ -209,7 +199,7 @@ impl<'de> Visitor<'de> for TimestampVisitor {
         self.visit_f64(v as f64)
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
-        check_timestamp(v, self.unit, self.scale).map_err(|m| field_err(self.field, m))
+        check_timestamp(v, self.unit, self.scale).map_err(|m| err(m))
     }
     reject!(str, bool, unit, seq, map);
 }
@@ -217,7 +207,6 @@ impl<'de> Visitor<'de> for TimestampVisitor {
 /// `timestamp` in milliseconds (int or float).
 pub(crate) fn timestamp_ms<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     d.deserialize_any(TimestampVisitor {
-        field: "timestamp",
         unit: "ms",
         scale: 1.0,
     })
@@ -226,7 +215,6 @@ pub(crate) fn timestamp_ms<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Er
 /// `timestamp` in seconds (int or float), returned in milliseconds.
 pub(crate) fn timestamp_s<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     d.deserialize_any(TimestampVisitor {
-        field: "timestamp",
         unit: "s",
         scale: 1000.0,
     })
@@ -238,7 +226,6 @@ pub(crate) fn timestamp_s<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Err
 const IDS: &str = "an array of non-negative integers";
 
 struct HashIdsVisitor {
-    field: &'static str,
     /// `null` gives `None` (optional hash ids) instead of an error.
     optional: bool,
 }
@@ -252,24 +239,18 @@ impl HashIdsVisitor {
 impl<'de> Visitor<'de> for HashIdsVisitor {
     type Value = Option<Vec<u64>>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "field `{}`: {IDS}", self.field)
+        f.write_str(IDS)
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
         if self.optional {
             Ok(None)
         } else {
-            Err(field_err(
-                self.field,
-                format_args!("expected {IDS}, found null"),
-            ))
+            Err(err(format_args!("expected {IDS}, found null")))
         }
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-        while let Some(id) = seq.next_element_seed(IdSeed {
-            field: self.field,
-            index: ids.len(),
-        })? {
+        while let Some(id) = seq.next_element_seed(IdSeed { index: ids.len() })? {
             ids.push(id);
         }
         Ok(Some(ids))
@@ -278,7 +259,6 @@ impl<'de> Visitor<'de> for HashIdsVisitor {
 }
 
 struct IdSeed {
-    field: &'static str,
     index: usize,
 }
 
@@ -292,7 +272,7 @@ impl<'de> DeserializeSeed<'de> for IdSeed {
 impl<'de> Visitor<'de> for IdSeed {
     type Value = u64;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "field `{}`: {IDS}", self.field)
+        f.write_str(IDS)
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
         Ok(v)
@@ -325,35 +305,28 @@ impl<'de> Visitor<'de> for IdSeed {
 
 impl IdSeed {
     fn bad<E: de::Error>(&self, what: impl fmt::Display) -> E {
-        field_err(
-            self.field,
-            format_args!("element {} {what}; expected {IDS}", self.index),
-        )
+        err(format_args!(
+            "element {} {what}; expected {IDS}",
+            self.index
+        ))
     }
 }
 
 /// Required `hash_ids`.
 pub(crate) fn hash_ids<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
-    d.deserialize_any(HashIdsVisitor {
-        field: "hash_ids",
-        optional: false,
-    })
-    .map(Option::unwrap_or_default)
+    d.deserialize_any(HashIdsVisitor { optional: false })
+        .map(Option::unwrap_or_default)
 }
 
 /// Optional `hash_ids` (absent or `null` = none); use with `#[serde(default)]`.
 pub(crate) fn opt_hash_ids<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u64>>, D::Error> {
-    d.deserialize_any(HashIdsVisitor {
-        field: "hash_ids",
-        optional: true,
-    })
+    d.deserialize_any(HashIdsVisitor { optional: true })
 }
 
 // ---------------------------------------------------------------------------------------------
 // session fields (Bailian)
 
 struct IntVisitor {
-    field: &'static str,
     min: i64,
     what: &'static str,
 }
@@ -367,38 +340,34 @@ impl IntVisitor {
 impl<'de> Visitor<'de> for IntVisitor {
     type Value = i64;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "field `{}`: {}", self.field, self.what)
+        f.write_str(self.what)
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<i64, E> {
         match i64::try_from(v) {
             Ok(v) => self.visit_i64(v),
-            Err(_) => Err(field_err(
-                self.field,
-                format_args!("{v} is too large; expected {}", self.what),
-            )),
+            Err(_) => Err(err(format_args!(
+                "{v} is too large; expected {}",
+                self.what
+            ))),
         }
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<i64, E> {
         if v < self.min {
-            return Err(field_err(
-                self.field,
-                format_args!("expected {}, found {v}", self.what),
-            ));
+            return Err(err(format_args!("expected {}, found {v}", self.what)));
         }
         Ok(v)
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<i64, E> {
-        Err(field_err(
-            self.field,
-            format_args!("expected {}, found the fractional number {v}", self.what),
-        ))
+        Err(err(format_args!(
+            "expected {}, found the fractional number {v}",
+            self.what
+        )))
     }
     reject!(str, bool, unit, seq, map);
 }
 
 pub(crate) fn chat_id<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     d.deserialize_any(IntVisitor {
-        field: "chat_id",
         min: 0,
         what: "a non-negative integer",
     })
@@ -406,15 +375,12 @@ pub(crate) fn chat_id<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> 
 
 pub(crate) fn parent_chat_id<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     d.deserialize_any(IntVisitor {
-        field: "parent_chat_id",
         min: -1,
         what: "a chat id (>= 0) or -1 for a root turn",
     })
 }
 
-struct TurnVisitor {
-    field: &'static str,
-}
+struct TurnVisitor;
 
 const TURN: &str = "a turn number (non-negative integer)";
 
@@ -427,7 +393,7 @@ impl TurnVisitor {
 impl<'de> Visitor<'de> for TurnVisitor {
     type Value = Option<u32>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "field `{}`: {TURN}", self.field)
+        f.write_str(TURN)
     }
     fn visit_unit<E: de::Error>(self) -> Result<Option<u32>, E> {
         Ok(None)
@@ -435,38 +401,29 @@ impl<'de> Visitor<'de> for TurnVisitor {
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<u32>, E> {
         match u32::try_from(v) {
             Ok(v) => Ok(Some(v)),
-            Err(_) => Err(field_err(
-                self.field,
-                format_args!("{v} is absurd; expected {TURN}"),
-            )),
+            Err(_) => Err(err(format_args!("{v} is absurd; expected {TURN}"))),
         }
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<u32>, E> {
         if v < 0 {
-            return Err(field_err(
-                self.field,
-                format_args!("must not be negative, found {v}"),
-            ));
+            return Err(err(format_args!("must not be negative, found {v}")));
         }
         self.visit_u64(v as u64)
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Option<u32>, E> {
-        Err(field_err(
-            self.field,
-            format_args!("expected {TURN}, found the fractional number {v}"),
-        ))
+        Err(err(format_args!(
+            "expected {TURN}, found the fractional number {v}"
+        )))
     }
     reject!(str, bool, seq, map);
 }
 
 /// Optional `turn` (absent or `null` = unknown); use with `#[serde(default)]`.
 pub(crate) fn opt_turn<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-    d.deserialize_any(TurnVisitor { field: "turn" })
+    d.deserialize_any(TurnVisitor)
 }
 
-struct StrVisitor {
-    field: &'static str,
-}
+struct StrVisitor;
 
 const STRING: &str = "a string";
 
@@ -479,7 +436,7 @@ impl StrVisitor {
 impl<'de> Visitor<'de> for StrVisitor {
     type Value = Option<String>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "field `{}`: {STRING}", self.field)
+        f.write_str(STRING)
     }
     fn visit_unit<E: de::Error>(self) -> Result<Option<String>, E> {
         Ok(None)
@@ -492,7 +449,7 @@ impl<'de> Visitor<'de> for StrVisitor {
 
 /// Optional `type` string (absent or `null` = none); use with `#[serde(default)]`.
 pub(crate) fn opt_kind<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    d.deserialize_any(StrVisitor { field: "type" })
+    d.deserialize_any(StrVisitor)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -506,7 +463,22 @@ pub(crate) fn from_json_line<T: DeserializeOwned>(text: &str) -> Result<T, RowEr
             found: describe_json_start(trimmed),
         });
     }
-    serde_json::from_str(text).map_err(|e| json_error(text, &e))
+    parse_json(text)
+}
+
+/// Parses JSON `text` into `T` (the whole text, like `serde_json::from_str`); errors name the
+/// top-level field at fault, found by `serde_path_to_error`.
+pub(crate) fn parse_json<T: DeserializeOwned>(text: &str) -> Result<T, RowError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().iter().find_map(|s| match s {
+            serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+            _ => None,
+        });
+        json_error(text, field.as_deref(), e.inner())
+    })?;
+    de.end().map_err(|e| json_error(text, None, &e))?;
+    Ok(value)
 }
 
 fn describe_json_start(t: &str) -> String {
@@ -525,27 +497,23 @@ fn describe_json_start(t: &str) -> String {
     }
 }
 
-/// Turns a `serde_json` error on `text` into a [`RowError`] without serde's confusing
-/// `at line 1 column N` suffix (the file line is added by the caller).
-pub(crate) fn json_error(text: &str, e: &serde_json::Error) -> RowError {
+/// Turns a `serde_json` error on `text` (in `field`, when known) into a [`RowError`]; the
+/// position becomes `(column N)` (the file line is added by the caller).
+fn json_error(text: &str, field: Option<&str>, e: &serde_json::Error) -> RowError {
     use serde_json::error::Category;
-    let full = e.to_string();
-    let msg = match full.rfind(" at line ") {
-        Some(i) => &full[..i],
-        None => full.as_str(),
-    };
     let col = e.column();
+    let full = e.to_string();
+    // serde_json's Display is the message plus this exact position suffix (when it has one).
+    let msg = full
+        .strip_suffix(&format!(" at line {} column {col}", e.line()))
+        .unwrap_or(&full);
     match e.classify() {
-        Category::Data => {
-            if msg.starts_with("field `")
-                || msg.starts_with("missing field")
-                || msg.starts_with("duplicate field")
-            {
-                RowError::Json(msg.to_owned())
-            } else {
-                RowError::Json(format!("{msg} (column {col})"))
-            }
-        }
+        // Our visitors' messages, or serde's `missing field` / `duplicate field`, which come
+        // without a path and name the field themselves.
+        Category::Data => match field {
+            Some(f) => RowError::Json(format!("field `{f}`: {msg}")),
+            None => RowError::Json(msg.to_owned()),
+        },
         Category::Eof => RowError::Json(format!(
             "invalid JSON: the line ends in the middle of a value ({msg})"
         )),
@@ -555,7 +523,8 @@ pub(crate) fn json_error(text: &str, e: &serde_json::Error) -> RowError {
             let bad_number = ["NaN", "-NaN", "Infinity", "-Infinity", "inf", "-inf", "nan"]
                 .into_iter()
                 .find(|w| rest.starts_with(w));
-            match (bad_number, key_before(text, pos)) {
+            // Between two fields the path has no key: the key before the error names the place.
+            match (bad_number, field.or_else(|| key_before(text, pos))) {
                 (Some(w), Some(key)) => RowError::Json(format!(
                     "field `{key}`: {w} is not a number JSON allows (column {col})"
                 )),

@@ -40,7 +40,7 @@ const CORPUS: &[(&str, Option<usize>, &str)] = &[
     ("azure_wrong_header.csv", Some(1), "bad CSV header: no column `TIMESTAMP` (found \"time\", \"context_tokens\", \"generated_tokens\"); the first line must be the header `TIMESTAMP,ContextTokens,GeneratedTokens`"),
     ("azure_no_header.csv", Some(1), "bad CSV header: no column `TIMESTAMP` (found \"2023-11-16 18:15:46.6805900\", \"374\", \"44\"); the first line must be the header `TIMESTAMP,ContextTokens,GeneratedTokens`"),
     ("azure_header_only.csv", None, "no requests to replay: the CSV file has a header but no data rows"),
-    ("azure_bad_timestamp.csv", Some(3), "field `TIMESTAMP`: \"2023-11-31 18:15:46.6805900\" is not a valid date-time"),
+    ("azure_bad_timestamp.csv", Some(3), "field `TIMESTAMP`: \"2023-11-31 18:15:46.6805900\" is not a valid date-time (parsed date is not valid: parameter 'day' for `2023-11` is invalid, must be in range `1..=30`)"),
     ("azure_missing_column.csv", Some(3), "expected at least 3 CSV columns, found 2"),
     ("azure_negative_tokens.csv", Some(2), "field `GeneratedTokens`: must not be negative, found -44"),
     ("azure_text_tokens.csv", Some(2), "field `ContextTokens`: expected a non-negative integer, found \"lots\""),

@@ -114,6 +114,23 @@ fn bailian_sessions_seconds_and_block_16() {
 }
 
 #[test]
+fn azure_csv_quoted_fields_may_hold_commas() {
+    // A quoted comma is part of its field, in the header and in rows; `""` is a quote.
+    let text = "TIMESTAMP,\"Note, free text\",ContextTokens,GeneratedTokens\n\
+                \"2023-11-16 18:15:46.5\",\"a, b\",374,44\n\
+                2023-11-16 18:15:47,\"say \"\"hi\"\", then go\",\"396\",109\n";
+    let t = parse_reader("quoted.csv", text.as_bytes(), &LoadOptions::default()).unwrap();
+    assert_eq!(t.format, TraceFormat::Azure);
+    let lens: Vec<(u32, u32)> = t
+        .requests
+        .iter()
+        .map(|r| (r.input_length, r.output_length))
+        .collect();
+    assert_eq!(lens, vec![(374, 44), (396, 109)]);
+    assert_eq!(times(&t), vec![0.0, 500.0]);
+}
+
+#[test]
 fn azure_csv_with_crlf_blank_line_and_no_hash_ids() {
     let t = load_default("azure.csv");
     assert_eq!(t.format, TraceFormat::Azure);
