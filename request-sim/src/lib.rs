@@ -8,6 +8,8 @@
 //! `record` (one [`record::Record`] per scheduled request, JSONL writer) ->
 //! `report` (statistics, console table, files); `observe` reads the servers' `/metrics`.
 //!
+//! `util` holds the few helpers below every stage (percentiles).
+//!
 //! `cli` parses the command line, `config` validates it once, and `run` orchestrates a replay.
 
 pub mod backend;
@@ -17,6 +19,7 @@ pub mod record;
 pub mod report;
 pub mod schedule;
 pub mod trace;
+pub mod util;
 
 pub mod cli;
 pub mod commands;

@@ -21,23 +21,17 @@
 
 use std::sync::Arc;
 
+// SplitMix64 (its increment and finaliser), the workspace's one copy in the simulator crate.
+use llm_sim::util::{fmix64 as mix64, GOLDEN};
+
 use crate::trace::TraceRequest;
 
 use super::vocab::Vocab;
 
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 const DOMAIN_BLOCK: u64 = 0x626c_6f63_6b5f_6964; // "block_id"
 const DOMAIN_TAIL: u64 = 0x7461_696c_5f72_6571; // "tail_req"
 const CHUNK_BITS: u32 = 21;
 const CHUNK_MASK: u64 = (1 << CHUNK_BITS) - 1;
-
-/// The splitmix64 finaliser: a bijective 64-bit mixer.
-#[inline(always)]
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// Seed-derived constants of one kind of stream (blocks or tails).
 #[derive(Debug, Clone, Copy)]

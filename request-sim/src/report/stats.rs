@@ -8,10 +8,10 @@
 //!   not with the number of values; mean and std come from exact running sums of the unrounded
 //!   values, percentiles are exact at 1 µs resolution.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use serde::{Deserialize, Serialize};
+
+pub use crate::util::percentile_sorted;
+use crate::util::{lerp, rank};
 
 /// Summary statistics of one metric, in the metric's unit (ms).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -42,41 +42,6 @@ impl MetricStats {
         MetricStats {
             percentiles: percentiles.iter().map(|p| (*p, 0.0)).collect(),
             ..MetricStats::default()
-        }
-    }
-}
-
-/// Linear-interpolation percentile of sorted values (numpy's default).
-/// `p` in [0, 100]; returns 0 for no values.
-pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let (lo, hi, frac) = rank(sorted.len() as u64, p);
-    let a = sorted[lo as usize];
-    let b = sorted[hi as usize];
-    lerp(a, b, frac)
-}
-
-/// Index pair and fraction for percentile `p` of `n` values.
-fn rank(n: u64, p: f64) -> (u64, u64, f64) {
-    let p = p.clamp(0.0, 100.0);
-    let pos = p / 100.0 * (n - 1) as f64;
-    let lo = pos.floor() as u64;
-    let lo = lo.min(n - 1);
-    let hi = (lo + 1).min(n - 1);
-    (lo, hi, pos - lo as f64)
-}
-
-fn lerp(a: f64, b: f64, frac: f64) -> f64 {
-    if frac == 0.0 || a == b {
-        a
-    } else {
-        // numpy's _lerp: a + (b - a) * t, evaluated from the nearer end for t >= 0.5.
-        if frac >= 0.5 {
-            b - (b - a) * (1.0 - frac)
-        } else {
-            a + (b - a) * frac
         }
     }
 }
@@ -194,29 +159,12 @@ pub fn stats_of(values: &[f64], percentiles: &[f64]) -> MetricStats {
     }
 }
 
-/// A fast hasher for the integer keys of [`QuantizedSamples`] (Fibonacci hashing); the keys
-/// are our own measurements, so no protection against crafted collisions is needed.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct IntHasher(u64);
-
-impl Hasher for IntHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ *b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_i64(&mut self, i: i64) {
-        self.0 = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// Values quantised to 1 µs in a counting map; exact mean/std from running sums.
 #[derive(Debug, Clone, Default)]
 pub struct QuantizedSamples {
-    counts: HashMap<i64, u64, BuildHasherDefault<IntHasher>>,
+    /// Our own measurements as keys: no protection against crafted collisions is needed, so
+    /// rustc-hash's fast integer hasher instead of SipHash.
+    counts: rustc_hash::FxHashMap<i64, u64>,
     moments: Moments,
 }
 
@@ -280,17 +228,6 @@ impl QuantizedSamples {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn numpy_linear_percentiles() {
-        let v = [1.0, 2.0, 3.0, 4.0];
-        assert_eq!(percentile_sorted(&v, 50.0), 2.5);
-        assert_eq!(percentile_sorted(&v, 0.0), 1.0);
-        assert_eq!(percentile_sorted(&v, 100.0), 4.0);
-        assert!((percentile_sorted(&v, 99.0) - 3.97).abs() < 1e-12);
-        assert_eq!(percentile_sorted(&[7.0], 99.0), 7.0);
-        assert_eq!(percentile_sorted(&[], 99.0), 0.0);
-    }
 
     #[test]
     fn quantized_matches_exact_at_us_resolution() {

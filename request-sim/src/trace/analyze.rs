@@ -23,14 +23,14 @@
 //! tails are evicted first (as vLLM frees blocks in reverse order). All LRU sizes are computed
 //! in one pass from LRU stack distances, so a finer sweep costs nothing extra.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::ser::SerializeMap;
 use serde::Serialize;
 
 use super::{Trace, TraceFormat, TraceStats};
+use crate::util::percentile_sorted;
 
 /// What to compute.
 #[derive(Debug, Clone, PartialEq)]
@@ -197,19 +197,6 @@ pub struct Analysis {
 
 // ---------------------------------------------------------------------------------------------
 
-/// Percentile by linear interpolation at index `p/100 * (n-1)` of `sorted` (ascending).
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let p = p.clamp(0.0, 100.0);
-    let pos = p / 100.0 * (sorted.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    let frac = pos - lo as f64;
-    sorted[lo] + (sorted[hi] - sorted[lo]) * frac
-}
-
 fn length_stats(values: impl Iterator<Item = u32>, percentiles: &[f64]) -> LengthStats {
     let mut v: Vec<f64> = values.map(f64::from).collect();
     if v.is_empty() {
@@ -225,57 +212,17 @@ fn length_stats(values: impl Iterator<Item = u32>, percentiles: &[f64]) -> Lengt
         percentiles: Percentiles(
             percentiles
                 .iter()
-                .map(|&p| (p, percentile(&v, p)))
+                .map(|&p| (p, percentile_sorted(&v, p)))
                 .collect(),
         ),
         sorted: v.iter().map(|&x| x as u32).collect(),
     }
 }
 
-/// A fast hasher for integer keys (multiply-rotate, finished with murmur3's fmix64). The keys
-/// are trace ids, not attacker-chosen network input, so SipHash's flooding resistance is not
-/// worth its cost here (it was half of the analysis time).
-#[derive(Default, Clone, Copy)]
-struct IdHasher(u64);
-
-impl IdHasher {
-    #[inline]
-    fn add(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl Hasher for IdHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.add(u64::from(b));
-        }
-    }
-    #[inline]
-    fn write_u32(&mut self, v: u32) {
-        self.add(u64::from(v));
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.add(v);
-    }
-    #[inline]
-    fn write_i64(&mut self, v: i64) {
-        self.add(v as u64);
-    }
-}
-
-type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
-type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
+// Trace ids are not attacker-chosen network input, so SipHash's flooding resistance is not
+// worth its cost here (it was half of the analysis time): rustc-hash's fast integer hasher.
+type IdMap<K, V> = rustc_hash::FxHashMap<K, V>;
+type IdSet<K> = rustc_hash::FxHashSet<K>;
 
 /// Prefix-chain structure of a trace: every request's blocks as dense node ids of a trie keyed
 /// by (parent node, hash id), so equal ids at equal positions after equal prefixes are one node.
@@ -1011,16 +958,6 @@ mod tests {
         assert_eq!(group(999), "999");
         assert_eq!(group(1000), "1,000");
         assert_eq!(group(93_588_480), "93,588,480");
-    }
-
-    #[test]
-    fn percentile_interpolates() {
-        let v = [1.0, 2.0, 3.0, 4.0];
-        assert_eq!(percentile(&v, 50.0), 2.5);
-        assert_eq!(percentile(&v, 0.0), 1.0);
-        assert_eq!(percentile(&v, 100.0), 4.0);
-        assert!((percentile(&v, 90.0) - 3.7).abs() < 1e-12);
-        assert_eq!(percentile(&[7.0], 99.0), 7.0);
     }
 
     #[test]

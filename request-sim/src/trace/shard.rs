@@ -70,10 +70,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    let mut z = h.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    llm_sim::util::mix64(h)
 }
 
 /// Keep only `shard`'s requests (indexes unchanged, so records merge back into one run).

@@ -1,9 +1,18 @@
 //! Small deterministic hashing helpers (no global state, no external PRNG crate).
 
-/// SplitMix64 finaliser: a fast, well-mixed 64-bit hash of one word.
+/// SplitMix64's increment (2^64 / golden ratio).
+pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// SplitMix64's output step: a fast, well-mixed 64-bit hash of one word
+/// (`fmix64(z + GOLDEN)`). The workspace's one SplitMix64; request-sim uses it too.
 #[inline]
-pub fn mix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+pub fn mix64(z: u64) -> u64 {
+    fmix64(z.wrapping_add(GOLDEN))
+}
+
+/// The SplitMix64 finaliser alone: a bijective 64-bit mixer.
+#[inline]
+pub fn fmix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

@@ -1,0 +1,55 @@
+//! Helpers below every stage of the pipeline (trace → … → report), holding no stage's types:
+//! the one percentile interpolation both the trace analysis and the run statistics use.
+//! (The workspace's one SplitMix64 mixer is `llm_sim::util`, the lowest crate.)
+
+/// Linear-interpolation percentile of sorted values (numpy's default).
+/// `p` in [0, 100]; returns 0 for no values.
+pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let (lo, hi, frac) = rank(sorted.len() as u64, p);
+    let a = sorted[lo as usize];
+    let b = sorted[hi as usize];
+    lerp(a, b, frac)
+}
+
+/// Index pair and fraction for percentile `p` of `n` values.
+pub(crate) fn rank(n: u64, p: f64) -> (u64, u64, f64) {
+    let p = p.clamp(0.0, 100.0);
+    let pos = p / 100.0 * (n - 1) as f64;
+    let lo = pos.floor() as u64;
+    let lo = lo.min(n - 1);
+    let hi = (lo + 1).min(n - 1);
+    (lo, hi, pos - lo as f64)
+}
+
+pub(crate) fn lerp(a: f64, b: f64, frac: f64) -> f64 {
+    if frac == 0.0 || a == b {
+        a
+    } else {
+        // numpy's _lerp: a + (b - a) * t, evaluated from the nearer end for t >= 0.5.
+        if frac >= 0.5 {
+            b - (b - a) * (1.0 - frac)
+        } else {
+            a + (b - a) * frac
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numpy_linear_percentiles() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(percentile_sorted(&v, 50.0), 2.5);
+        assert_eq!(percentile_sorted(&v, 0.0), 1.0);
+        assert_eq!(percentile_sorted(&v, 100.0), 4.0);
+        assert!((percentile_sorted(&v, 99.0) - 3.97).abs() < 1e-12);
+        assert!((percentile_sorted(&v, 90.0) - 3.7).abs() < 1e-12);
+        assert_eq!(percentile_sorted(&[7.0], 99.0), 7.0);
+        assert_eq!(percentile_sorted(&[], 99.0), 0.0);
+    }
+}
