@@ -36,7 +36,7 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8, String> {
             serde_json::to_string_pretty(&analysis).map_err(|e| e.to_string())?
         ))?;
     } else {
-        print_out(&trace::analyze::render_text(&analysis))?;
+        print_out(&report::render_analysis(&analysis))?;
         eprintln!(
             "request-sim: analyzed {} in {:.2} s",
             args.trace.display(),

@@ -8,24 +8,60 @@ use super::latency::{p_word, METRICS};
 use super::stats::MetricStats;
 use super::summary::Summary;
 
-const WIDTH: usize = 50;
+/// Width of the tables and their `=`/`-` rules.
+pub(super) const WIDTH: usize = 50;
 
-struct Table(String);
+/// A console table in the shape of vLLM's: centred `=`/`-` headers, `{:<40} {:<10}` rows.
+pub(super) struct Table {
+    text: String,
+    /// Rows without the trailing padding vLLM prints.
+    trim: bool,
+}
 
 impl Table {
-    fn header(&mut self, title: &str, fill: char) {
+    /// Rows padded exactly as vLLM prints them.
+    pub(super) fn new() -> Table {
+        Table {
+            text: String::new(),
+            trim: false,
+        }
+    }
+    /// Rows without trailing blanks.
+    pub(super) fn trimmed() -> Table {
+        Table {
+            text: String::new(),
+            trim: true,
+        }
+    }
+    /// `title` centred in a line of `fill`.
+    pub(super) fn header(&mut self, title: &str, fill: char) {
         let t = title.chars().count();
         let pad = WIDTH.saturating_sub(t);
         let left = pad / 2;
         let right = pad - left;
         let f = fill.to_string();
-        let _ = writeln!(self.0, "{}{}{}", f.repeat(left), title, f.repeat(right));
+        let _ = writeln!(self.text, "{}{}{}", f.repeat(left), title, f.repeat(right));
     }
-    fn float(&mut self, label: &str, v: f64) {
-        let _ = writeln!(self.0, "{:<40} {:<10.2}", label, v);
+    /// `label` and `v` with two decimals.
+    pub(super) fn float(&mut self, label: &str, v: f64) {
+        self.row(label, format!("{v:.2}"));
     }
-    fn int(&mut self, label: &str, v: impl std::fmt::Display) {
-        let _ = writeln!(self.0, "{:<40} {:<10}", label, v);
+    /// `label` and `v`.
+    pub(super) fn row(&mut self, label: &str, v: impl std::fmt::Display) {
+        let start = self.text.len();
+        let _ = write!(self.text, "{:<40} {:<10}", label, v);
+        if self.trim {
+            let end = self.text[start..].trim_end().len();
+            self.text.truncate(start + end);
+        }
+        self.text.push('\n');
+    }
+    /// A closing line of `fill`.
+    pub(super) fn rule(&mut self, fill: char) {
+        let _ = writeln!(self.text, "{}", fill.to_string().repeat(WIDTH));
+    }
+    pub(super) fn finish(self) -> String {
+        self.text
     }
     fn metric(&mut self, label: &str, m: &MetricStats, title: &str) {
         self.header(title, '-');
@@ -37,6 +73,14 @@ impl Table {
     }
 }
 
+/// Free-form lines (`writeln!(table, ...)`).
+impl Write for Table {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.text.push_str(s);
+        Ok(())
+    }
+}
+
 fn pct(r: Option<f64>) -> String {
     r.map_or("n/a".to_string(), |r| format!("{:.2}", r * 100.0))
 }
@@ -44,13 +88,13 @@ fn pct(r: Option<f64>) -> String {
 /// The vLLM-shaped result table plus send drift, errors, prefix cache and token exactness;
 /// warnings follow the closing line.
 pub fn render_console(s: &Summary) -> String {
-    let mut t = Table(String::new());
+    let mut t = Table::new();
     t.header(" Serving Benchmark Result ", '=');
-    t.int("Successful requests:", s.completed);
-    t.int("Failed requests:", s.failed);
+    t.row("Successful requests:", s.completed);
+    t.row("Failed requests:", s.failed);
     t.float("Benchmark duration (s):", s.duration_s);
-    t.int("Total input tokens:", s.total_input_tokens);
-    t.int("Total generated tokens:", s.total_output_tokens);
+    t.row("Total input tokens:", s.total_input_tokens);
+    t.row("Total generated tokens:", s.total_output_tokens);
     t.float("Request throughput (req/s):", s.request_throughput);
     if let Some(g) = s.request_goodput {
         t.float("Request goodput (req/s):", g);
@@ -86,104 +130,104 @@ pub fn render_console(s: &Summary) -> String {
     t.float("P50 drift (ms):", s.drift.p50_ms);
     t.float("P99 drift (ms):", s.drift.p99_ms);
     t.float("Max drift (ms):", s.drift.max_ms);
-    t.int("Sent > 5 ms late:", s.drift.over_5ms);
+    t.row("Sent > 5 ms late:", s.drift.over_5ms);
 
     t.header("Requests and errors", '-');
-    t.int("Scheduled requests:", s.scheduled);
+    t.row("Scheduled requests:", s.scheduled);
     for (name, n) in s.status.rows() {
         if n > 0 || name == "ok" {
-            t.int(&format!("Status {name}:"), n);
+            t.row(&format!("Status {name}:"), n);
         }
     }
-    t.int(
+    t.row(
         "Records = scheduled:",
         if s.counts_add_up { "yes" } else { "NO" },
     );
     for (kind, n) in &s.errors {
-        t.int(&format!("  {kind}:"), n);
+        t.row(&format!("  {kind}:"), n);
     }
     if s.retried > 0 {
-        t.int("Retried on a fresh connection:", s.retried);
+        t.row("Retried on a fresh connection:", s.retried);
     }
     if s.run.never_sent > 0 {
         let reason = s.run.never_sent_reason.as_deref().unwrap_or("");
-        t.int("Never sent:", format!("{} {reason}", s.run.never_sent));
+        t.row("Never sent:", format!("{} {reason}", s.run.never_sent));
     }
-    t.int("Peak in-flight requests:", s.max_in_flight);
+    t.row("Peak in-flight requests:", s.max_in_flight);
 
     t.header("Prefix cache", '-');
-    t.int("Server cache hit ratio (%):", pct(s.cache.hit_ratio));
+    t.row("Server cache hit ratio (%):", pct(s.cache.hit_ratio));
     if s.cache.ideal_hit_ratio.is_some() {
-        t.int(
+        t.row(
             "Trace-ideal cache hit ratio (%):",
             pct(s.cache.ideal_hit_ratio),
         );
     }
-    t.int("Cached tokens:", s.cache.cached_tokens);
+    t.row("Cached tokens:", s.cache.cached_tokens);
 
     if let Some(ss) = &s.sessions {
         let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
         t.header("Sessions", '-');
-        t.int("Sessions:", ss.sessions);
+        t.row("Sessions:", ss.sessions);
         t.float("Turns per session (mean):", ss.mean_turns);
-        t.int("Turns per session (max):", ss.max_turns);
+        t.row("Turns per session (max):", ss.max_turns);
         t.float("Session duration mean (s):", ss.mean_duration_s);
         t.float("Session duration max (s):", ss.max_duration_s);
-        t.int(
+        t.row(
             "Mean TTFT first turns (ms):",
             ms(ss.mean_ttft_first_turn_ms),
         );
-        t.int(
+        t.row(
             "Mean TTFT later turns (ms):",
             ms(ss.mean_ttft_later_turns_ms),
         );
         if ss.mean_session_wait_ms.is_some() {
-            t.int("Mean session wait (ms):", ms(ss.mean_session_wait_ms));
-            t.int("Max session wait (ms):", ms(ss.max_session_wait_ms));
+            t.row("Mean session wait (ms):", ms(ss.mean_session_wait_ms));
+            t.row("Max session wait (ms):", ms(ss.max_session_wait_ms));
         }
         if ss.turns_not_sent > 0 {
-            t.int("Turns not sent (cut/skipped):", ss.turns_not_sent);
+            t.row("Turns not sent (cut/skipped):", ss.turns_not_sent);
         }
     }
 
     t.header("Token exactness", '-');
     let e = &s.token_exactness;
-    t.int(
+    t.row(
         "Prompt tokens exact (server/intended):",
         format!("{} / {}", e.exact, e.with_usage),
     );
     if e.with_usage > e.exact {
-        t.int(
+        t.row(
             "Prompt tokens over / under:",
             format!("{} / {}", e.over, e.under),
         );
     }
     if let Some(pv) = s.run.prompt_verification {
-        t.int(
+        t.row(
             "Prompts verified at start-up (exact):",
             format!("{} / {}", pv.exact, pv.checked),
         );
     }
     if let Some(o) = s.run.chat_overhead {
-        t.int("Chat template overhead (tokens):", o);
+        t.row("Chat template overhead (tokens):", o);
     }
     let src = &s.output_tokens_source;
-    t.int("Output tokens from usage:", src.usage);
+    t.row("Output tokens from usage:", src.usage);
     if src.chunks + src.unknown > 0 {
-        t.int(
+        t.row(
             "Output tokens counted from chunks:",
             src.chunks + src.unknown,
         );
     }
     if s.run.dry_run {
-        t.int("Dry run:", "yes (nothing was sent)");
+        t.row("Dry run:", "yes (nothing was sent)");
     }
     if let Some(seed) = s.run.seed {
-        t.int("Seed:", seed);
+        t.row("Seed:", seed);
     }
-    let _ = writeln!(t.0, "{}", "=".repeat(WIDTH));
+    t.rule('=');
     for w in &s.warnings {
-        let _ = writeln!(t.0, "WARNING: {w}");
+        let _ = writeln!(t, "WARNING: {w}");
     }
-    t.0
+    t.finish()
 }

@@ -5,7 +5,8 @@
 //! - [`accumulator`]: the streaming [`Accumulator`] over records.
 //! - [`summary`]: the [`Summary`] the accumulator produces; [`latency`]: its latency statistics
 //!   with vLLM's flat keys.
-//! - [`console`]: the vLLM-shaped result table ([`render_console`]).
+//! - [`console`]: the vLLM-shaped result table ([`render_console`]); [`analysis`]: a trace
+//!   analysis as text ([`render_analysis`]); [`format`]: number formatting.
 //! - [`compare`]: two runs side by side ([`render_compare`]).
 //! - [`files`]: `--result-dir` contents: summary.json, requests.csv, results.xlsx, plots.
 //! - [`plots`]: PNG and SVG charts.
@@ -15,9 +16,11 @@
 //! Metric definitions: `docs/metrics.md`.
 
 pub mod accumulator;
+pub mod analysis;
 pub mod compare;
 pub mod console;
 pub mod files;
+pub mod format;
 pub mod latency;
 pub mod merge;
 pub mod plots;
@@ -35,6 +38,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 pub use accumulator::Accumulator;
+pub use analysis::render_analysis;
 pub use compare::render_compare;
 pub use console::render_console;
 pub use files::{find_run_info, read_summary, write_result_dir, write_summary_json};

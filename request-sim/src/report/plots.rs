@@ -22,6 +22,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::accumulator::{end_ms, output_tokens_of, record_tpot};
+use super::format::thousands;
 use super::stats::percentile_sorted;
 use super::Summary;
 use crate::record::{Record, Status};
@@ -647,17 +648,6 @@ pub fn write_plots(dir: &Path, records: &[Record], _s: &Summary) -> anyhow::Resu
 //   tokens (log axis), with the infinite-cache ratio as a reference line;
 // - `trace_request_rate`: requests per second over trace time;
 // - `trace_lengths`: input and output length histograms with their CDFs.
-
-/// Thousands separators: 12,031.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string().into_bytes();
-    let groups: Vec<String> = digits
-        .rchunks(3)
-        .rev()
-        .map(|c| String::from_utf8_lossy(c).into_owned())
-        .collect();
-    groups.join(",")
-}
 
 /// "1 request", "12,031 requests".
 fn requests(n: usize) -> String {

@@ -24,7 +24,6 @@
 //! in one pass from LRU stack distances, so a finer sweep costs nothing extra.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 
 use serde::ser::SerializeMap;
 use serde::Serialize;
@@ -689,228 +688,6 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// console output
-
-const WIDTH: usize = 50;
-
-fn title(out: &mut String, s: &str, fill: char) {
-    let s = format!(" {s} ");
-    let n = s.chars().count();
-    let left = WIDTH.saturating_sub(n) / 2;
-    let right = WIDTH.saturating_sub(n + left);
-    let _ = writeln!(
-        out,
-        "{}{s}{}",
-        fill.to_string().repeat(left),
-        fill.to_string().repeat(right)
-    );
-}
-
-fn row(out: &mut String, label: &str, value: impl std::fmt::Display) {
-    let line = format!("{:<40} {:<10}", label, value);
-    out.push_str(line.trim_end());
-    out.push('\n');
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.2}%", x * 100.0)
-}
-
-/// Thousands separators for readability.
-fn group(n: u64) -> String {
-    let digits = n.to_string().into_bytes();
-    let groups: Vec<String> = digits
-        .rchunks(3)
-        .rev()
-        .map(|c| String::from_utf8_lossy(c).into_owned())
-        .collect();
-    groups.join(",")
-}
-
-fn lengths(out: &mut String, name: &str, l: &LengthStats) {
-    title(out, &format!("{name} length (tokens)"), '-');
-    row(
-        out,
-        &format!("Mean {name} length:"),
-        format!("{:.2}", l.mean),
-    );
-    for &(p, v) in &l.percentiles.0 {
-        row(out, &format!("P{p} {name} length:"), format!("{v:.2}"));
-    }
-    row(out, &format!("Max {name} length:"), l.max);
-    row(out, &format!("Total {name} tokens:"), group(l.total));
-}
-
-fn sparkline(points: &[RatePoint]) -> String {
-    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    let max = points.iter().map(|p| p.requests).max().unwrap_or(0);
-    points
-        .iter()
-        .map(|p| {
-            let level = (p.requests * 7 + max / 2).checked_div(max).unwrap_or(0);
-            BARS[level.min(7) as usize]
-        })
-        .collect()
-}
-
-/// Readable console output: a vLLM-style table, the LRU sweep and the rate over time.
-pub fn render_text(a: &Analysis) -> String {
-    let mut out = String::new();
-    title(&mut out, "Trace Analysis", '=');
-    row(&mut out, "Format:", a.format.name());
-    row(&mut out, "Block size (tokens per hash id):", a.block_size);
-    row(&mut out, "Requests:", a.requests);
-    row(&mut out, "Duration (s):", format!("{:.2}", a.duration_s));
-    row(
-        &mut out,
-        "Mean request rate (req/s):",
-        a.mean_rate_per_s
-            .map_or("n/a".to_owned(), |r| format!("{r:.2}")),
-    );
-    row(
-        &mut out,
-        "Peak request rate (req/s, 1-s window):",
-        format!("{} (at {:.0} s)", a.peak_rate_per_s, a.peak_rate_at_s),
-    );
-    row(
-        &mut out,
-        "Distinct timestamps:",
-        format!(
-            "{} (up to {} requests at one time)",
-            a.distinct_timestamps, a.max_requests_per_timestamp
-        ),
-    );
-    lengths(&mut out, "input", &a.input_length);
-    lengths(&mut out, "output", &a.output_length);
-
-    if let Some(s) = &a.sessions {
-        title(&mut out, "Sessions", '-');
-        row(&mut out, "Sessions:", s.sessions);
-        row(&mut out, "Multi-turn sessions:", s.multi_turn_sessions);
-        row(
-            &mut out,
-            "Mean turns per session:",
-            format!("{:.2}", s.mean_turns_per_session),
-        );
-        row(&mut out, "Max turns per session:", s.max_turns_per_session);
-        row(&mut out, "Max turn number:", s.max_turn);
-        row(
-            &mut out,
-            "Requests with parent not in trace:",
-            s.orphan_requests,
-        );
-        let types: Vec<String> = s.types.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        row(&mut out, "Request types:", types.join(", "));
-    }
-
-    title(&mut out, "Prefix cache (trace-ideal)", '-');
-    let p = &a.prefix_cache;
-    row(
-        &mut out,
-        "Requests with hash ids:",
-        a.requests_with_hash_ids,
-    );
-    row(
-        &mut out,
-        "Distinct hash ids:",
-        group(a.distinct_hash_ids as u64),
-    );
-    row(
-        &mut out,
-        "Distinct prefix blocks:",
-        group(a.distinct_prefix_blocks as u64),
-    );
-    row(
-        &mut out,
-        "Footprint of all blocks (tokens):",
-        group(p.footprint_tokens),
-    );
-    row(
-        &mut out,
-        "Infinite-cache hit ratio (tokens):",
-        pct(p.hit_ratio),
-    );
-    row(
-        &mut out,
-        "Infinite-cache hit ratio (blocks):",
-        pct(p.block_hit_ratio),
-    );
-    row(
-        &mut out,
-        "Same, second half of the trace (warm):",
-        pct(p.warm_hit_ratio),
-    );
-    if !a.lru_sweep.is_empty() {
-        let _ = writeln!(
-            out,
-            "LRU cache sweep (prefix match stops at the first miss):"
-        );
-        let _ = writeln!(
-            out,
-            "{:>16} {:>14} {:>9} {:>9}",
-            "capacity tokens", "blocks", "hit tok", "hit blk"
-        );
-        for l in &a.lru_sweep {
-            let _ = writeln!(
-                out,
-                "{:>16} {:>14} {:>9} {:>9}",
-                group(l.capacity_tokens),
-                group(l.capacity_blocks),
-                pct(l.hit_ratio),
-                pct(l.block_hit_ratio)
-            );
-        }
-    }
-
-    let r = &a.rate_series;
-    if !r.points.is_empty() {
-        title(&mut out, "Request rate over time", '-');
-        let max = r.points.iter().map(|p| p.rate_per_s).fold(0.0, f64::max);
-        let min = r
-            .points
-            .iter()
-            .map(|p| p.rate_per_s)
-            .fold(f64::INFINITY, f64::min);
-        let _ = writeln!(
-            out,
-            "per {} s bucket, req/s: min {min:.2}, max {max:.2}",
-            r.bucket_s
-        );
-        let line = sparkline(&r.points);
-        let chars: Vec<char> = line.chars().collect();
-        for (i, chunk) in chars.chunks(WIDTH).enumerate() {
-            let start = r.points[i * WIDTH].start_s;
-            let _ = writeln!(out, "{:>8.0}s {}", start, chunk.iter().collect::<String>());
-        }
-    }
-
-    let t = &a.trace_stats;
-    title(&mut out, "Trace rules applied", '-');
-    row(&mut out, "Rows read:", t.rows);
-    row(&mut out, "Invalid rows skipped:", t.skipped_invalid);
-    row(
-        &mut out,
-        "Input beyond hashed blocks:",
-        t.input_beyond_blocks,
-    );
-    row(&mut out, "Surplus hash ids dropped:", t.surplus_hash_ids);
-    row(&mut out, "Repeated timestamps:", t.repeated_timestamps);
-    row(
-        &mut out,
-        "Decreasing timestamps (sorted):",
-        t.decreasing_timestamps,
-    );
-    row(&mut out, "Zero output length:", t.zero_output_length);
-    if t.outside_time_window + t.over_max_requests > 0 {
-        row(&mut out, "Outside time window:", t.outside_time_window);
-        row(&mut out, "Over max requests:", t.over_max_requests);
-    }
-    out.push_str(&"=".repeat(WIDTH));
-    out.push('\n');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -950,14 +727,6 @@ mod tests {
             Some(TraceFormat::Mooncake)
         );
         assert_eq!(TraceFormat::from_name("sharegpt"), None);
-    }
-
-    #[test]
-    fn groups_thousands() {
-        assert_eq!(group(0), "0");
-        assert_eq!(group(999), "999");
-        assert_eq!(group(1000), "1,000");
-        assert_eq!(group(93_588_480), "93,588,480");
     }
 
     #[test]
@@ -1085,7 +854,7 @@ mod tests {
         assert_eq!(a.prefix_cache.hit_ratio, 0.0);
         let json = serde_json::to_value(&a).unwrap();
         assert_eq!(json["input_length"]["percentiles"]["p90"], 460.0);
-        let text = render_text(&a);
+        let text = crate::report::render_analysis(&a);
         assert!(text.contains("Requests:"), "{text}");
         assert!(
             text.contains("Peak request rate (req/s, 1-s window):   3 (at 0 s)\n"),
@@ -1098,6 +867,6 @@ mod tests {
         let t = trace(16, &[]);
         let a = analyze(&t, &AnalyzeOptions::default());
         assert_eq!(a.requests, 0);
-        let _ = render_text(&a);
+        let _ = crate::report::render_analysis(&a);
     }
 }

@@ -2,9 +2,8 @@
 
 use std::path::Path;
 
-use request_sim::trace::{
-    analyze, ideal_prefix_hits, load, render_text, AnalyzeOptions, LoadOptions,
-};
+use request_sim::report::render_analysis;
+use request_sim::trace::{analyze, ideal_prefix_hits, load, AnalyzeOptions, LoadOptions};
 
 fn fixture(name: &str) -> request_sim::trace::Trace {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -87,7 +86,7 @@ fn mooncake_fixture_numbers() {
     assert_eq!(json["lru_sweep"][1]["capacity_blocks"], 3);
     assert_eq!(json["input_length"]["percentiles"]["p50"], 1150.0);
     assert_eq!(json["sessions"], serde_json::Value::Null);
-    let text = render_text(&a);
+    let text = render_analysis(&a);
     for want in [
         "Requests:                                4\n",
         "Infinite-cache hit ratio (tokens):       61.68%\n",
@@ -128,7 +127,7 @@ fn bailian_sessions() {
     assert_eq!(a.prefix_cache.hit_tokens, 110);
     assert_eq!(a.prefix_cache.input_tokens, 236);
     assert_eq!(a.block_size, 16);
-    let text = render_text(&a);
+    let text = render_analysis(&a);
     assert!(
         text.contains("Sessions:                                3\n"),
         "{text}"

@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use request_sim::trace::{analyze, load, render_text, AnalyzeOptions, LoadOptions, TraceFormat};
+use request_sim::report::render_analysis;
+use request_sim::trace::{analyze, load, AnalyzeOptions, LoadOptions, TraceFormat};
 
 fn real_trace() -> Option<PathBuf> {
     let p = std::env::var_os("REQUEST_SIM_REAL_TRACE")
@@ -27,7 +28,7 @@ fn mooncake_conversation_trace_numbers_and_speed() {
     let t_load = t0.elapsed();
     let a = analyze(&trace, &AnalyzeOptions::default());
     let t_total = t0.elapsed();
-    println!("{}", render_text(&a));
+    println!("{}", render_analysis(&a));
     println!(
         "load {:.1} ms, load + analyze {:.1} ms ({} LRU sizes)",
         t_load.as_secs_f64() * 1e3,

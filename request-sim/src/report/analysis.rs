@@ -1,0 +1,157 @@
+//! The trace analysis (`request-sim analyze TRACE`) as console text: a vLLM-style table, the
+//! LRU sweep and the request rate over time. The analysis itself is [`crate::trace::analyze`].
+
+use std::fmt::Write as _;
+
+use super::console::{Table, WIDTH};
+use super::format::thousands;
+use crate::trace::analyze::{Analysis, LengthStats, RatePoint};
+
+/// A section title: ` name ` centred in `fill`.
+fn title(t: &mut Table, name: &str, fill: char) {
+    t.header(&format!(" {name} "), fill);
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.2}%", x * 100.0)
+}
+
+fn lengths(t: &mut Table, name: &str, l: &LengthStats) {
+    title(t, &format!("{name} length (tokens)"), '-');
+    t.row(&format!("Mean {name} length:"), format!("{:.2}", l.mean));
+    for &(p, v) in &l.percentiles.0 {
+        t.row(&format!("P{p} {name} length:"), format!("{v:.2}"));
+    }
+    t.row(&format!("Max {name} length:"), l.max);
+    t.row(&format!("Total {name} tokens:"), thousands(l.total));
+}
+
+fn sparkline(points: &[RatePoint]) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let max = points.iter().map(|p| p.requests).max().unwrap_or(0);
+    points
+        .iter()
+        .map(|p| {
+            let level = (p.requests * 7 + max / 2).checked_div(max).unwrap_or(0);
+            BARS[level.min(7) as usize]
+        })
+        .collect()
+}
+
+/// Readable console output: a vLLM-style table, the LRU sweep and the rate over time.
+pub fn render_analysis(a: &Analysis) -> String {
+    let mut t = Table::trimmed();
+    title(&mut t, "Trace Analysis", '=');
+    t.row("Format:", a.format.name());
+    t.row("Block size (tokens per hash id):", a.block_size);
+    t.row("Requests:", a.requests);
+    t.row("Duration (s):", format!("{:.2}", a.duration_s));
+    t.row(
+        "Mean request rate (req/s):",
+        a.mean_rate_per_s
+            .map_or("n/a".to_owned(), |r| format!("{r:.2}")),
+    );
+    t.row(
+        "Peak request rate (req/s, 1-s window):",
+        format!("{} (at {:.0} s)", a.peak_rate_per_s, a.peak_rate_at_s),
+    );
+    t.row(
+        "Distinct timestamps:",
+        format!(
+            "{} (up to {} requests at one time)",
+            a.distinct_timestamps, a.max_requests_per_timestamp
+        ),
+    );
+    lengths(&mut t, "input", &a.input_length);
+    lengths(&mut t, "output", &a.output_length);
+
+    if let Some(s) = &a.sessions {
+        title(&mut t, "Sessions", '-');
+        t.row("Sessions:", s.sessions);
+        t.row("Multi-turn sessions:", s.multi_turn_sessions);
+        t.row(
+            "Mean turns per session:",
+            format!("{:.2}", s.mean_turns_per_session),
+        );
+        t.row("Max turns per session:", s.max_turns_per_session);
+        t.row("Max turn number:", s.max_turn);
+        t.row("Requests with parent not in trace:", s.orphan_requests);
+        let types: Vec<String> = s.types.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        t.row("Request types:", types.join(", "));
+    }
+
+    title(&mut t, "Prefix cache (trace-ideal)", '-');
+    let p = &a.prefix_cache;
+    t.row("Requests with hash ids:", a.requests_with_hash_ids);
+    t.row("Distinct hash ids:", thousands(a.distinct_hash_ids as u64));
+    t.row(
+        "Distinct prefix blocks:",
+        thousands(a.distinct_prefix_blocks as u64),
+    );
+    t.row(
+        "Footprint of all blocks (tokens):",
+        thousands(p.footprint_tokens),
+    );
+    t.row("Infinite-cache hit ratio (tokens):", pct(p.hit_ratio));
+    t.row("Infinite-cache hit ratio (blocks):", pct(p.block_hit_ratio));
+    t.row(
+        "Same, second half of the trace (warm):",
+        pct(p.warm_hit_ratio),
+    );
+    if !a.lru_sweep.is_empty() {
+        let _ = writeln!(t, "LRU cache sweep (prefix match stops at the first miss):");
+        let _ = writeln!(
+            t,
+            "{:>16} {:>14} {:>9} {:>9}",
+            "capacity tokens", "blocks", "hit tok", "hit blk"
+        );
+        for l in &a.lru_sweep {
+            let _ = writeln!(
+                t,
+                "{:>16} {:>14} {:>9} {:>9}",
+                thousands(l.capacity_tokens),
+                thousands(l.capacity_blocks),
+                pct(l.hit_ratio),
+                pct(l.block_hit_ratio)
+            );
+        }
+    }
+
+    let r = &a.rate_series;
+    if !r.points.is_empty() {
+        title(&mut t, "Request rate over time", '-');
+        let max = r.points.iter().map(|p| p.rate_per_s).fold(0.0, f64::max);
+        let min = r
+            .points
+            .iter()
+            .map(|p| p.rate_per_s)
+            .fold(f64::INFINITY, f64::min);
+        let _ = writeln!(
+            t,
+            "per {} s bucket, req/s: min {min:.2}, max {max:.2}",
+            r.bucket_s
+        );
+        let line = sparkline(&r.points);
+        let chars: Vec<char> = line.chars().collect();
+        for (i, chunk) in chars.chunks(WIDTH).enumerate() {
+            let start = r.points[i * WIDTH].start_s;
+            let _ = writeln!(t, "{:>8.0}s {}", start, chunk.iter().collect::<String>());
+        }
+    }
+
+    let st = &a.trace_stats;
+    title(&mut t, "Trace rules applied", '-');
+    t.row("Rows read:", st.rows);
+    t.row("Invalid rows skipped:", st.skipped_invalid);
+    t.row("Input beyond hashed blocks:", st.input_beyond_blocks);
+    t.row("Surplus hash ids dropped:", st.surplus_hash_ids);
+    t.row("Repeated timestamps:", st.repeated_timestamps);
+    t.row("Decreasing timestamps (sorted):", st.decreasing_timestamps);
+    t.row("Zero output length:", st.zero_output_length);
+    if st.outside_time_window + st.over_max_requests > 0 {
+        t.row("Outside time window:", st.outside_time_window);
+        t.row("Over max requests:", st.over_max_requests);
+    }
+    t.rule('=');
+    t.finish()
+}
