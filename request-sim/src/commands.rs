@@ -31,12 +31,12 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8, String> {
     };
     let analysis = trace::analyze::analyze(&trace, &aopts);
     if args.json {
-        print_out(&format!(
+        report::print_stdout(&format!(
             "{}\n",
             serde_json::to_string_pretty(&analysis).map_err(|e| e.to_string())?
         ))?;
     } else {
-        print_out(&report::render_analysis(&analysis))?;
+        report::print_stdout(&report::render_analysis(&analysis))?;
         eprintln!(
             "request-sim: analyzed {} in {:.2} s",
             args.trace.display(),
@@ -86,12 +86,12 @@ pub fn report(args: ReportArgs) -> Result<u8, String> {
     let info = report::find_run_info(records);
     let summary = report::report_from_records(records, &cfg, info).map_err(|e| format!("{e:#}"))?;
     if args.json {
-        print_out(&format!(
+        report::print_stdout(&format!(
             "{}\n",
             serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
         ))?;
     } else {
-        print_out(&format!("{}\n", report::render_console(&summary)))?;
+        report::print_stdout(&format!("{}\n", report::render_console(&summary)))?;
     }
     if let Some(dir) = &args.result_dir {
         let files =
@@ -142,14 +142,14 @@ fn report_merged(args: &ReportArgs, cfg: &ReportConfig) -> Result<u8, String> {
     let (summary, merged) = merged_summary(&args.records, args.expected_requests, cfg)?;
     let table = report::merge::render_merge(&merged);
     if args.json {
-        print_out(&format!(
+        report::print_stdout(&format!(
             "{}\n",
             serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
         ))?;
         eprint!("{table}");
     } else {
-        print_out(&format!("{}\n", report::render_console(&summary)))?;
-        print_out(&table)?;
+        report::print_stdout(&format!("{}\n", report::render_console(&summary)))?;
+        report::print_stdout(&table)?;
     }
     if let Some(dir) = &args.result_dir {
         std::fs::create_dir_all(dir)
@@ -194,7 +194,7 @@ fn load_run(path: &Path) -> Result<Summary, String> {
 pub fn compare(args: CompareArgs) -> Result<u8, String> {
     let a = load_run(&args.a)?;
     let b = load_run(&args.b)?;
-    print_out(&format!("{}\n", report::render_compare(&a, &b)))?;
+    report::print_stdout(&format!("{}\n", report::render_compare(&a, &b)))?;
     Ok(0)
 }
 
@@ -218,7 +218,7 @@ pub fn verify_prompts(args: VerifyArgs) -> Result<u8, String> {
     let builder =
         prompt::PromptBuilder::new(std::sync::Arc::new(vocab), args.seed, trace.block_size);
     let rep = prompt::verify_trace(&builder, &tok, &trace.requests);
-    print_out(&format!(
+    report::print_stdout(&format!(
         "{}\n",
         serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?
     ))?;
@@ -233,17 +233,4 @@ pub fn verify_prompts(args: VerifyArgs) -> Result<u8, String> {
         rep.first_token_collisions
     );
     Ok(if rep.ok() { 0 } else { 1 })
-}
-
-/// Writes `text` to stdout. A closed pipe (`request-sim analyze ... | head`) is not an error: the
-/// reader has what it wanted, so the rest of the output is dropped (no panic, exit code 0).
-fn print_out(text: &str) -> Result<(), String> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(format!("cannot write to stdout: {e}"))
-        }
-        _ => Ok(()),
-    }
 }

@@ -649,15 +649,8 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             result.dispatched, wstats.written
         ));
     }
-    let json = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
-    if let Some(dir) = cfg.summary_path.parent() {
-        if !dir.as_os_str().is_empty() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
-    }
-    std::fs::write(&cfg.summary_path, json + "\n")
-        .map_err(|e| format!("{}: {e}", cfg.summary_path.display()))?;
-    println!("{}", report::render_console(&summary));
+    report::write_summary_json(&cfg.summary_path, &summary).map_err(|e| format!("{e:#}"))?;
+    report::print_stdout(&format!("{}\n", report::render_console(&summary)))?;
     note(format!(
             "producers: {} thread(s) built {} bodies ({:.1} M prompt tokens, {:.0} MB) at {:.1} M tokens/s and {:.0} bodies/s per thread while building; dispatched {:.0} bodies/s; {} not ready in time; dispatcher late > 1 ms: {}, max {:.3} ms; bodies waiting peaked at {:.1} MB of a {:.0} MB budget",
             producer_stats.threads,

@@ -231,3 +231,16 @@ pub fn render_console(s: &Summary) -> String {
     }
     t.finish()
 }
+
+/// Writes `text` to stdout. A closed pipe (`request-sim analyze ... | head`) is not an error: the
+/// reader has what it wanted, so the rest of the output is dropped (no panic, exit code 0).
+pub fn print_stdout(text: &str) -> Result<(), String> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("cannot write to stdout: {e}"))
+        }
+        _ => Ok(()),
+    }
+}

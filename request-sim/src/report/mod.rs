@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 pub use accumulator::Accumulator;
 pub use analysis::render_analysis;
 pub use compare::render_compare;
-pub use console::render_console;
+pub use console::{print_stdout, render_console};
 pub use files::{find_run_info, read_summary, write_result_dir, write_summary_json};
 pub use progress::Progress;
 pub use run_info::{now_rfc3339, PromptVerification, RunInfo, StartupTimes};
