@@ -53,27 +53,32 @@ trait Chart {
 fn save<C: Chart>(dir: &Path, name: &str, chart: &C) -> anyhow::Result<Vec<PathBuf>> {
     let png = dir.join(format!("{name}.png"));
     let svg = dir.join(format!("{name}.svg"));
-    {
-        let root = BitMapBackend::new(&png, chart.size()).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        chart
-            .draw(&root)
-            .map_err(|e| anyhow::anyhow!("{name}.png: {e}"))?;
-        root.present()
-            .map_err(|e| anyhow::anyhow!("{name}.png: {e}"))?;
-    }
-    {
-        let root = SVGBackend::new(&svg, chart.size()).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        chart
-            .draw(&root)
-            .map_err(|e| anyhow::anyhow!("{name}.svg: {e}"))?;
-        root.present()
-            .map_err(|e| anyhow::anyhow!("{name}.svg: {e}"))?;
-    }
+    render(
+        BitMapBackend::new(&png, chart.size()).into_drawing_area(),
+        chart,
+        &png,
+    )?;
+    render(
+        SVGBackend::new(&svg, chart.size()).into_drawing_area(),
+        chart,
+        &svg,
+    )?;
     Ok(vec![png, svg])
+}
+
+/// Draws `chart` on a white `root` and writes it to `path`.
+fn render<DB: DrawingBackend, C: Chart>(
+    root: DrawingArea<DB, Shift>,
+    chart: &C,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    root.fill(&WHITE)
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    chart
+        .draw(&root)
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    root.present().map_err(|e| anyhow::anyhow!("{name}: {e}"))
 }
 
 /// Makes the bundled font the one charts use.
@@ -94,6 +99,23 @@ fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
         .border_style(BLACK)
         .draw()
         .map_err(err)
+}
+
+/// Histogram bars: one per non-empty bin, bin `i` spanning `lo + i·w .. lo + (i+1)·w`.
+fn bars(
+    counts: &[u64],
+    lo: f64,
+    w: f64,
+    style: ShapeStyle,
+) -> impl Iterator<Item = Rectangle<(f64, f64)>> + '_ {
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c > 0)
+        .map(move |(i, &c)| {
+            let x0 = lo + i as f64 * w;
+            Rectangle::new([(x0, 0.0), (x0 + w, c as f64)], style)
+        })
 }
 
 const BLUE_: RGBColor = RGBColor(31, 119, 180);

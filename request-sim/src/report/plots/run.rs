@@ -7,7 +7,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::axes::upper;
-use super::{err, register_font, save, Chart, DrawResult, CDF_POINTS, FAMILY};
+use super::{bars, err, register_font, save, Chart, DrawResult, BLUE_, CDF_POINTS, FAMILY};
 use crate::record::{Record, Status};
 use crate::report::accumulator::{end_ms, output_tokens_of, record_tpot};
 use crate::report::format::fmt_num;
@@ -358,19 +358,7 @@ impl Chart for DriftHistogram {
             .draw()
             .map_err(err)?;
         chart
-            .draw_series(
-                counts
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| **c > 0)
-                    .map(|(i, c)| {
-                        let x0 = lo + i as f64 * w;
-                        Rectangle::new(
-                            [(x0, 0.0), (x0 + w, *c as f64)],
-                            RGBColor(31, 119, 180).mix(0.8).filled(),
-                        )
-                    }),
-            )
+            .draw_series(bars(&counts, lo, w, BLUE_.mix(0.8).filled()))
             .map_err(err)?;
         Ok(())
     }

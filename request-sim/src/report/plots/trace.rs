@@ -13,7 +13,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::axes::{log10_ticks, nice_ticks, spaced, upper, TickedAxis};
 use super::CDF_POINTS;
 use super::{
-    err, legend, register_font, save, Chart, DrawResult, BLUE_, FAMILY, GREEN_, GREY, ORANGE, RED_,
+    bars, err, legend, register_font, save, Chart, DrawResult, BLUE_, FAMILY, GREEN_, GREY, ORANGE,
+    RED_,
 };
 use crate::report::format::{fmt_num, fmt_si, fmt_tokens, requests, thousands};
 use crate::report::stats::percentile_sorted;
@@ -342,16 +343,7 @@ impl LengthPanel {
             return Ok(());
         }
         chart
-            .draw_series(
-                counts
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| **c > 0)
-                    .map(|(i, &c)| {
-                        let x0 = lo + i as f64 * w;
-                        Rectangle::new([(x0, 0.0), (x0 + w, c as f64)], BLUE_.mix(0.55).filled())
-                    }),
-            )
+            .draw_series(bars(&counts, lo, w, BLUE_.mix(0.55).filled()))
             .map_err(err)?
             .label(format!("requests per bin ({BINS} bins)"))
             .legend(|(x, y)| {
