@@ -69,6 +69,7 @@ pub fn error_response(api: Api, status: StatusCode, message: &str) -> Response<B
     let kind = match status.as_u16() {
         400 => "BadRequestError",
         404 => "NotFoundError",
+        409 => "ConflictError",
         413 => "BadRequestError",
         429 => "RateLimitError",
         503 => "ServiceUnavailableError",
@@ -151,7 +152,6 @@ struct ChatRequest {
     #[serde(default)]
     min_tokens: Option<i64>,
     #[serde(default)]
-    #[allow(dead_code)]
     ignore_eos: Option<bool>,
     #[serde(default)]
     stream: Option<bool>,
@@ -180,7 +180,6 @@ struct CompletionRequest {
     #[serde(default)]
     min_tokens: Option<i64>,
     #[serde(default)]
-    #[allow(dead_code)]
     ignore_eos: Option<bool>,
     #[serde(default)]
     stream: Option<bool>,
@@ -209,6 +208,9 @@ struct TgiRequest {
 struct Job {
     prompt: Vec<u32>,
     max_tokens: u32,
+    /// The client asked for exactly `max_tokens` (no simulated EOS).
+    exact: bool,
+    min_tokens: u32,
     stream: bool,
     include_usage: bool,
     continuous_usage: bool,
@@ -320,16 +322,10 @@ fn parse<T: for<'de> Deserialize<'de>>(api: Api, body: &[u8]) -> Result<T, ApiEr
     serde_json::from_slice(body).map_err(|e| bad(api, format!("Invalid request body: {e}")))
 }
 
-fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
-    let api = Api::Chat;
-    let req: ChatRequest = parse(api, body)?;
-    check_model(state, &req.model)?;
-    check_n(api, req.n)?;
-    if req.messages.is_empty() {
-        return Err(bad(api, "messages must contain at least one message."));
-    }
-    let mut msgs = Vec::with_capacity(req.messages.len());
-    for m in req.messages {
+/// Chat messages with their content flattened to text (text parts joined by newlines).
+fn chat_messages(api: Api, messages: Vec<InMessage>) -> Result<Vec<ChatMessage>, ApiError> {
+    let mut msgs = Vec::with_capacity(messages.len());
+    for m in messages {
         let content = match m.content {
             None => String::new(),
             Some(Content::Text(t)) => t,
@@ -352,6 +348,18 @@ fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
             content,
         });
     }
+    Ok(msgs)
+}
+
+fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
+    let api = Api::Chat;
+    let req: ChatRequest = parse(api, body)?;
+    check_model(state, &req.model)?;
+    check_n(api, req.n)?;
+    if req.messages.is_empty() {
+        return Err(bad(api, "messages must contain at least one message."));
+    }
+    let msgs = chat_messages(api, req.messages)?;
     let prompt = state
         .tokenizer
         .encode_chat(&msgs)
@@ -360,9 +368,12 @@ fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     let (include_usage, continuous_usage) = stream_flags(api, stream, req.stream_options)?;
     let max = req.max_completion_tokens.or(req.max_tokens);
     let max_tokens = resolve_lengths(state, api, prompt.len(), max, req.min_tokens)?;
+    let min_tokens = req.min_tokens.unwrap_or(0) as u32;
     Ok(Job {
         prompt,
         max_tokens,
+        exact: req.ignore_eos == Some(true) || min_tokens >= max_tokens,
+        min_tokens,
         stream,
         include_usage,
         continuous_usage,
@@ -395,9 +406,12 @@ fn completion_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     let stream = req.stream.unwrap_or(false);
     let (include_usage, continuous_usage) = stream_flags(api, stream, req.stream_options)?;
     let max_tokens = resolve_lengths(state, api, prompt.len(), req.max_tokens, req.min_tokens)?;
+    let min_tokens = req.min_tokens.unwrap_or(0) as u32;
     Ok(Job {
         prompt,
         max_tokens,
+        exact: req.ignore_eos == Some(true) || min_tokens >= max_tokens,
+        min_tokens,
         stream,
         include_usage,
         continuous_usage,
@@ -417,11 +431,100 @@ fn tgi_job(state: &AppState, body: &[u8], stream: bool) -> Result<Job, ApiError>
     Ok(Job {
         prompt,
         max_tokens,
+        exact: false,
+        min_tokens: 0,
         stream,
         include_usage: false,
         continuous_usage: false,
         tgi_details: params.details.unwrap_or(false),
     })
+}
+
+// ---------- /tokenize and /detokenize ----------
+
+#[derive(Deserialize)]
+struct TokenizeRequest {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    messages: Option<Vec<InMessage>>,
+    #[serde(default)]
+    add_special_tokens: Option<bool>,
+    #[serde(default)]
+    add_generation_prompt: Option<bool>,
+    #[serde(default)]
+    return_token_strs: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct DetokenizeRequest {
+    #[serde(default)]
+    model: Option<String>,
+    tokens: Vec<u32>,
+}
+
+/// `POST /tokenize` in vLLM's shapes: `{"prompt": text}` (special tokens added unless
+/// `add_special_tokens` is false) or `{"messages": [...]}` (chat template,
+/// `add_generation_prompt` true unless false) → `{"count", "max_model_len", "tokens",
+/// "token_strs"}`.
+pub fn tokenize(state: &AppState, body: &[u8]) -> Response<Body> {
+    let api = Api::Completion;
+    let run = || -> Result<serde_json::Value, ApiError> {
+        let req: TokenizeRequest = parse(api, body)?;
+        check_model(state, &req.model)?;
+        let tokens = match (req.prompt, req.messages) {
+            (Some(p), None) => state
+                .tokenizer
+                .encode_text_with(&p, req.add_special_tokens.unwrap_or(true))
+                .map_err(|e| bad(api, e))?,
+            (None, Some(m)) => {
+                let msgs = chat_messages(api, m)?;
+                state
+                    .tokenizer
+                    .encode_chat_with(&msgs, req.add_generation_prompt.unwrap_or(true))
+                    .map_err(|e| bad(api, e))?
+            }
+            _ => return Err(bad(api, "Give exactly one of `prompt` and `messages`.")),
+        };
+        let strs = if req.return_token_strs == Some(true) {
+            Some(
+                state
+                    .tokenizer
+                    .token_strs(&tokens)
+                    .map_err(|e| bad(api, e))?,
+            )
+        } else {
+            None
+        };
+        Ok(
+            json!({"count": tokens.len(), "max_model_len": state.cfg.max_model_len,
+                  "tokens": tokens, "token_strs": strs}),
+        )
+    };
+    match run() {
+        Ok(v) => json_response(StatusCode::OK, &v),
+        Err(e) => e.into_response(api),
+    }
+}
+
+/// `POST /detokenize` in vLLM's shape: `{"tokens": [ids]}` → `{"prompt": text}`.
+pub fn detokenize(state: &AppState, body: &[u8]) -> Response<Body> {
+    let api = Api::Completion;
+    let run = || -> Result<serde_json::Value, ApiError> {
+        let req: DetokenizeRequest = parse(api, body)?;
+        check_model(state, &req.model)?;
+        let text = state
+            .tokenizer
+            .decode(&req.tokens)
+            .map_err(|e| bad(api, e))?;
+        Ok(json!({ "prompt": text }))
+    };
+    match run() {
+        Ok(v) => json_response(StatusCode::OK, &v),
+        Err(e) => e.into_response(api),
+    }
 }
 
 // ---------- serving ----------
@@ -433,6 +536,13 @@ pub async fn generate(
     body: Bytes,
     tgi_stream: bool,
 ) -> Response<Body> {
+    if !state.is_ready() {
+        return error_response(
+            api,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The server is still starting (simulated readiness delay).",
+        );
+    }
     let n = state.req_counter.fetch_add(1, Ordering::Relaxed);
     let plan = state.faults.plan(n);
     if let Some(code) = plan.status {
@@ -458,13 +568,34 @@ pub async fn generate(
     let shared = Arc::new(ReqShared::new(job.stream));
     let output_seed = hash3(state.id_seed, n, 0x0u64);
     let prompt_tokens = job.prompt.len() as u32;
+    let (length, stops) = match state.cfg.eos_mean_tokens {
+        Some(mean) if !job.exact => {
+            let drawn = eos_length(output_seed, mean);
+            let len = drawn.clamp(job.min_tokens.max(1), job.max_tokens);
+            (len, len < job.max_tokens)
+        }
+        _ => (job.max_tokens, false),
+    };
+    let queued = state.metrics.unscheduled.fetch_add(1, Ordering::Relaxed);
+    if let Some(limit) = state.cfg.max_waiting {
+        if queued >= limit as u64 {
+            state.metrics.unscheduled.fetch_sub(1, Ordering::Relaxed);
+            return error_response(
+                api,
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!("The waiting queue is full ({limit} requests)."),
+            );
+        }
+    }
     let submitted = state.engine.submit(NewRequest {
         prompt: job.prompt,
-        max_tokens: job.max_tokens,
+        max_tokens: length,
         output_seed,
+        stops,
         shared: shared.clone(),
     });
     if !submitted {
+        state.metrics.unscheduled.fetch_sub(1, Ordering::Relaxed);
         return error_response(
             api,
             StatusCode::SERVICE_UNAVAILABLE,
@@ -476,13 +607,18 @@ pub async fn generate(
         id: request_id(api, state.id_seed, n),
         created: now_secs(),
         prompt_tokens,
-        max_tokens: job.max_tokens,
+        max_tokens: length,
+        finish: match (stops, api) {
+            (false, _) => "length",
+            (true, Api::Tgi) => "eos_token",
+            (true, _) => "stop",
+        },
         output_seed,
         include_usage: job.include_usage,
         continuous_usage: job.continuous_usage,
         tgi_details: job.tgi_details,
         plan,
-        fault_at: plan.position(job.max_tokens),
+        fault_at: plan.position(length),
     };
     count_plan_faults(&state, &plan);
     if job.stream {
@@ -524,12 +660,28 @@ fn request_id(api: Api, seed: u64, n: u64) -> String {
     }
 }
 
+/// Length of a request ended by the simulated EOS: geometric with mean `mean` (at least 1),
+/// drawn from the request's output seed.
+pub fn eos_length(seed: u64, mean: f64) -> u32 {
+    if mean <= 1.0 {
+        return 1;
+    }
+    // Uniform in (0, 1] from 53 bits of the seed's hash.
+    let u = ((mix64(seed ^ 0xE05E_E05E) >> 11) + 1) as f64 / (1u64 << 53) as f64;
+    let p = 1.0 / mean;
+    let extra = (u.ln() / (1.0 - p).ln()).floor();
+    1 + extra.min(f64::from(u32::MAX - 1)) as u32
+}
+
 struct Meta {
     api: Api,
     id: String,
     created: u64,
     prompt_tokens: u32,
+    /// Tokens this request produces (its limit, or the EOS length when it stops earlier).
     max_tokens: u32,
+    /// `finish_reason` of its last token: `length`, `stop` (TGI: `eos_token`).
+    finish: &'static str,
     output_seed: u64,
     include_usage: bool,
     continuous_usage: bool,
@@ -603,11 +755,11 @@ async fn whole_response(
             "id": meta.id, "object": "chat.completion", "created": meta.created, "model": model,
             "choices": [{"index": 0,
                 "message": {"role": "assistant", "reasoning_content": null, "content": text, "tool_calls": []},
-                "logprobs": null, "finish_reason": "length", "stop_reason": null}],
+                "logprobs": null, "finish_reason": meta.finish, "stop_reason": null}],
             "usage": usage, "prompt_logprobs": null}),
         Api::Completion => json!({
             "id": meta.id, "object": "text_completion", "created": meta.created, "model": model,
-            "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": "length",
+            "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": meta.finish,
                 "stop_reason": null, "prompt_logprobs": null}],
             "usage": usage}),
         Api::Tgi => {
@@ -618,7 +770,7 @@ async fn whole_response(
                         json!({"id": id, "text": format!(" {w}"), "logprob": -0.1, "special": false})
                     })
                     .collect();
-                json!({"generated_text": text, "details": {"finish_reason": "length",
+                json!({"generated_text": text, "details": {"finish_reason": meta.finish,
                     "generated_tokens": n, "seed": null, "prefill": [], "tokens": tokens}})
             } else {
                 json!({"generated_text": text})
@@ -796,9 +948,9 @@ fn write_token(st: &mut SseState, i: u32, buf: &mut BytesMut) {
             buf.extend_from_slice(b"{\"content\":\" ");
             buf.extend_from_slice(w.as_bytes());
             if last {
-                buf.extend_from_slice(
-                    b"\"},\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}]",
-                );
+                buf.extend_from_slice(b"\"},\"logprobs\":null,\"finish_reason\":\"");
+                buf.extend_from_slice(meta.finish.as_bytes());
+                buf.extend_from_slice(b"\",\"stop_reason\":null}]");
             } else {
                 buf.extend_from_slice(b"\"},\"logprobs\":null,\"finish_reason\":null}]");
             }
@@ -815,9 +967,9 @@ fn write_token(st: &mut SseState, i: u32, buf: &mut BytesMut) {
             buf.extend_from_slice(b" ");
             buf.extend_from_slice(w.as_bytes());
             if last {
-                buf.extend_from_slice(
-                    b"\",\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}]",
-                );
+                buf.extend_from_slice(b"\",\"logprobs\":null,\"finish_reason\":\"");
+                buf.extend_from_slice(meta.finish.as_bytes());
+                buf.extend_from_slice(b"\",\"stop_reason\":null}]");
             } else {
                 buf.extend_from_slice(
                     b"\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}]",
@@ -839,8 +991,8 @@ fn write_token(st: &mut SseState, i: u32, buf: &mut BytesMut) {
             let index = i + 1;
             let details = if last && meta.tgi_details && !meta.plan.missing_usage {
                 format!(
-                    "{{\"finish_reason\":\"length\",\"generated_tokens\":{},\"seed\":null,\"input_length\":{}}}",
-                    meta.max_tokens, meta.prompt_tokens
+                    "{{\"finish_reason\":\"{}\",\"generated_tokens\":{},\"seed\":null,\"input_length\":{}}}",
+                    meta.finish, meta.max_tokens, meta.prompt_tokens
                 )
             } else {
                 "null".to_string()

@@ -158,6 +158,22 @@ impl BlockPool {
         }
     }
 
+    /// Forgets every cached block (vLLM's `reset_prefix_cache`). Refused (false, nothing
+    /// changed) while any block is held by a sequence, as vLLM refuses it.
+    pub fn reset(&mut self) -> bool {
+        if self.free.len() != self.blocks.len() {
+            return false;
+        }
+        self.cached.clear();
+        self.free.clear();
+        for (i, b) in self.blocks.iter_mut().enumerate() {
+            b.hash = None;
+            b.free_key = 0;
+            self.free.insert((0, i as u32));
+        }
+        true
+    }
+
     /// Drops one reference on each block, the last ones first, so a sequence's tail is evicted
     /// before its head.
     pub fn release(&mut self, blocks: &[u32]) {
@@ -227,6 +243,20 @@ mod tests {
         assert_eq!(hit.len(), 1);
         assert_eq!(pool.num_free(), 0);
         assert_eq!(pool.lookup(&[11]), (1, 0));
+    }
+
+    #[test]
+    fn reset_forgets_cached_blocks_only_when_idle() {
+        let mut pool = BlockPool::new(4, true);
+        let mut held = Vec::new();
+        assert!(pool.allocate(1, &mut held));
+        pool.register(held[0], 7);
+        assert!(!pool.reset(), "a block is in use");
+        assert_eq!(pool.lookup(&[7]), (1, 0));
+        pool.release(&held);
+        assert!(pool.reset());
+        assert_eq!(pool.lookup(&[7]), (0, 0));
+        assert_eq!(pool.num_free(), 4);
     }
 
     #[test]

@@ -168,6 +168,21 @@ pub struct SimConfig {
     /// simulated values. 1 = real time.
     #[serde(default = "one")]
     pub speedup: f64,
+
+    /// Most requests waiting to be scheduled for the first time; one more is answered 429
+    /// (`None`: unbounded, as vLLM).
+    #[serde(default)]
+    pub max_waiting: Option<usize>,
+    /// `/health` (and every generation route) answers 503 for this long after start, in
+    /// simulated milliseconds (divided by `speedup` in wall time), as a loading model would.
+    #[serde(default)]
+    pub ready_delay_ms: u64,
+    /// Simulated EOS: a request that does not ask for an exact length (`ignore_eos`, or
+    /// `min_tokens` = `max_tokens`) stops after a length drawn from a geometric distribution
+    /// with this mean (clamped to `[min_tokens, max_tokens]`), with `finish_reason` `stop` when
+    /// that comes before `max_tokens`. `None`: every request runs to `max_tokens`.
+    #[serde(default)]
+    pub eos_mean_tokens: Option<f64>,
 }
 
 fn one() -> f64 {
@@ -201,6 +216,9 @@ impl Default for SimConfig {
             announce_keep_alive: false,
             engine_index: 0,
             speedup: 1.0,
+            max_waiting: None,
+            ready_delay_ms: 0,
+            eos_mean_tokens: None,
         }
     }
 }
@@ -286,6 +304,11 @@ impl SimConfig {
                 "speedup must be a positive number, got {}",
                 self.speedup
             ));
+        }
+        if let Some(m) = self.eos_mean_tokens {
+            if !(m.is_finite() && m >= 1.0) {
+                return Err(format!("eos_mean_tokens must be at least 1, got {m}"));
+            }
         }
         if self.max_num_seqs == 0 {
             return Err("max_num_seqs must be at least 1".into());

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::time::Instant;
 
 use crate::cache::{extend_block_hashes, BlockPool};
@@ -129,19 +129,37 @@ pub struct NewRequest {
     pub prompt: Vec<u32>,
     pub max_tokens: u32,
     pub output_seed: u64,
+    /// The request ends by EOS (`finish_reason` `stop`) after `max_tokens`, not by its limit.
+    pub stops: bool,
     pub shared: Arc<ReqShared>,
+}
+
+/// What the HTTP side sends the engine.
+enum EngineMsg {
+    Request(NewRequest),
+    /// Drop every cached block (vLLM's `reset_prefix_cache`); answers false, changing nothing,
+    /// while running sequences hold blocks.
+    ResetPrefixCache(oneshot::Sender<bool>),
 }
 
 /// The sending side of the engine.
 #[derive(Clone)]
 pub struct EngineHandle {
-    tx: mpsc::UnboundedSender<NewRequest>,
+    tx: mpsc::UnboundedSender<EngineMsg>,
 }
 
 impl EngineHandle {
     /// Queues a request; false if the engine has stopped.
     pub fn submit(&self, req: NewRequest) -> bool {
-        self.tx.send(req).is_ok()
+        self.tx.send(EngineMsg::Request(req)).is_ok()
+    }
+
+    /// Empties the prefix cache between steps; `None` if the engine has stopped, `Some(false)`
+    /// if blocks were in use (as vLLM, nothing is reset then).
+    pub async fn reset_prefix_cache(&self) -> Option<bool> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(EngineMsg::ResetPrefixCache(tx)).ok()?;
+        rx.await.ok()
     }
 }
 
@@ -163,6 +181,7 @@ struct Seq {
     prompt_len: u32,
     max_tokens: u32,
     output_seed: u64,
+    stops: bool,
     hashes: Vec<u64>,
     blocks: Vec<u32>,
     computed: u32,
@@ -222,7 +241,7 @@ impl Engine {
 
     async fn run(
         mut self,
-        mut rx: mpsc::UnboundedReceiver<NewRequest>,
+        mut rx: mpsc::UnboundedReceiver<EngineMsg>,
         mut shutdown: watch::Receiver<bool>,
     ) {
         let mut next_start = Instant::now();
@@ -233,14 +252,14 @@ impl Engine {
             if self.running.is_empty() && self.waiting.is_empty() {
                 tokio::select! {
                     msg = rx.recv() => match msg {
-                        Some(r) => self.add(r),
+                        Some(m) => self.handle(m),
                         None => break,
                     },
                     _ = shutdown.changed() => break,
                 }
             }
-            while let Ok(r) = rx.try_recv() {
-                self.add(r);
+            while let Ok(m) = rx.try_recv() {
+                self.handle(m);
             }
             let cost_us = self.schedule();
             self.publish_gauges();
@@ -248,7 +267,7 @@ impl Engine {
                 // Nothing could run (e.g. everything was cancelled); wait for news.
                 tokio::select! {
                     msg = rx.recv() => match msg {
-                        Some(r) => self.add(r),
+                        Some(m) => self.handle(m),
                         None => break,
                     },
                     _ = tokio::time::sleep(Duration::from_millis(5)) => {}
@@ -282,6 +301,15 @@ impl Engine {
         self.abort_all(&mut rx);
     }
 
+    fn handle(&mut self, m: EngineMsg) {
+        match m {
+            EngineMsg::Request(r) => self.add(r),
+            EngineMsg::ResetPrefixCache(tx) => {
+                let _ = tx.send(self.pool.reset());
+            }
+        }
+    }
+
     fn add(&mut self, r: NewRequest) {
         let bs = self.block_size as usize;
         let mut hashes = Vec::with_capacity(r.prompt.len() / bs + 1);
@@ -295,6 +323,7 @@ impl Engine {
             prompt_len,
             max_tokens: r.max_tokens.max(1),
             output_seed: r.output_seed,
+            stops: r.stops,
             hashes,
             blocks: Vec::new(),
             computed: 0,
@@ -327,10 +356,16 @@ impl Engine {
     fn end_seq(&mut self, mut s: Seq, state: u8) {
         self.pool.release(&s.blocks);
         s.blocks.clear();
+        if !s.admitted_once {
+            self.metrics.unscheduled.fetch_sub(1, Ordering::Relaxed);
+        }
         if state == FINISHED {
-            self.metrics
-                .requests_finished
-                .fetch_add(1, Ordering::Relaxed);
+            let finished = if s.stops {
+                &self.metrics.requests_stopped
+            } else {
+                &self.metrics.requests_finished
+            };
+            finished.fetch_add(1, Ordering::Relaxed);
             let now = Instant::now();
             let since = |t: Option<Instant>| {
                 t.map_or(0.0, |t| {
@@ -466,6 +501,7 @@ impl Engine {
             s.registered = hit as u32;
             if !s.admitted_once {
                 s.admitted_once = true;
+                self.metrics.unscheduled.fetch_sub(1, Ordering::Relaxed);
                 s.scheduled_at = Some(Instant::now());
                 s.shared.cached.store(cached, Ordering::Release);
                 s.shared.state.store(RUNNING, Ordering::Release);
@@ -566,10 +602,10 @@ impl Engine {
         }
     }
 
-    fn abort_all(&mut self, rx: &mut mpsc::UnboundedReceiver<NewRequest>) {
+    fn abort_all(&mut self, rx: &mut mpsc::UnboundedReceiver<EngineMsg>) {
         rx.close();
-        while let Ok(r) = rx.try_recv() {
-            self.add(r);
+        while let Ok(m) = rx.try_recv() {
+            self.handle(m);
         }
         let running: Vec<Seq> = self.running.drain(..).collect();
         for s in running {
@@ -602,6 +638,7 @@ mod tests {
                 prompt,
                 max_tokens,
                 output_seed: 1,
+                stops: false,
                 shared: shared.clone(),
             },
             shared,

@@ -123,6 +123,19 @@ struct Cli {
     /// With --idle-close-ms: announce the idle timeout in a `Keep-Alive: timeout=` header.
     #[arg(long, requires = "idle_close_ms")]
     announce_keep_alive: bool,
+    /// Most requests waiting to be scheduled for the first time; more are answered 429
+    /// (default: unbounded, as vLLM).
+    #[arg(long, value_name = "N")]
+    max_waiting_requests: Option<usize>,
+    /// /health and generation routes answer 503 for this many (simulated) milliseconds after
+    /// start, as a loading model would.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    ready_delay_ms: u64,
+    /// Simulated EOS: requests that do not ask for an exact length (ignore_eos, or
+    /// min_tokens = max_tokens) stop after a geometric number of tokens with this mean,
+    /// finish_reason `stop` when that is before max_tokens.
+    #[arg(long, value_name = "TOKENS")]
+    eos_mean_tokens: Option<f64>,
 }
 
 fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
@@ -166,6 +179,9 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
     cfg.idle_close_ms = cli.idle_close_ms;
     cfg.no_keep_alive = cli.no_keep_alive;
     cfg.announce_keep_alive = cli.announce_keep_alive;
+    cfg.max_waiting = cli.max_waiting_requests;
+    cfg.ready_delay_ms = cli.ready_delay_ms;
+    cfg.eos_mean_tokens = cli.eos_mean_tokens;
     cfg.faults = FaultConfig {
         seed: cli.fault_seed,
         error_500_rate: cli.fault_500_rate,

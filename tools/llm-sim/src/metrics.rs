@@ -155,7 +155,12 @@ pub struct Metrics {
     pub prefix_hits: AtomicU64,
     pub prompt_tokens: AtomicU64,
     pub generation_tokens: AtomicU64,
+    /// Requests that ended at their length limit (`finished_reason="length"`).
     pub requests_finished: AtomicU64,
+    /// Requests that ended by a simulated EOS (`finished_reason="stop"`).
+    pub requests_stopped: AtomicU64,
+    /// Requests handed to the engine and not yet scheduled (the bounded waiting queue).
+    pub unscheduled: AtomicU64,
     pub requests_aborted: AtomicU64,
     pub preemptions: AtomicU64,
     pub engine_steps: AtomicU64,
@@ -302,14 +307,18 @@ impl Metrics {
             ),
         ];
         for (name, help, v) in counters {
-            let extra = if name == "vllm:request_success" {
-                ",finished_reason=\"length\""
-            } else {
-                ""
-            };
+            if name == "vllm:request_success" {
+                let _ = write!(
+                    out,
+                    "# HELP {name}_total {help}\n# TYPE {name}_total counter\n{name}_total{{{lbl},finished_reason=\"length\"}} {}\n{name}_total{{{lbl},finished_reason=\"stop\"}} {}\n",
+                    v.load(Relaxed),
+                    self.requests_stopped.load(Relaxed)
+                );
+                continue;
+            }
             let _ = write!(
                 out,
-                "# HELP {name}_total {help}\n# TYPE {name}_total counter\n{name}_total{{{lbl}{extra}}} {}\n",
+                "# HELP {name}_total {help}\n# TYPE {name}_total counter\n{name}_total{{{lbl}}} {}\n",
                 v.load(Relaxed)
             );
         }

@@ -48,9 +48,16 @@ pub struct AppState {
     pub pod: HeaderValue,
     /// `x-inference-port` value: the bound port.
     pub port_header: HeaderValue,
+    /// When the simulated readiness delay ends.
+    pub ready_at: std::time::Instant,
 }
 
 impl AppState {
+    /// False during the simulated readiness delay (`SimConfig::ready_delay_ms`).
+    pub fn is_ready(&self) -> bool {
+        std::time::Instant::now() >= self.ready_at
+    }
+
     /// Wall-clock length of a simulated timer of `ms` milliseconds (divided by the speedup).
     pub fn wall(&self, ms: u64) -> Duration {
         Duration::from_millis(ms).div_f64(self.cfg.speedup)
@@ -122,7 +129,10 @@ pub async fn start(cfg: SimConfig) -> anyhow::Result<SimServer> {
         .unwrap_or(0);
     let pod = HeaderValue::from_str(&pod_name(cfg.engine_index))
         .unwrap_or(HeaderValue::from_static("llm-sim"));
+    let ready_at =
+        std::time::Instant::now() + Duration::from_millis(cfg.ready_delay_ms).div_f64(cfg.speedup);
     let state = Arc::new(AppState {
+        ready_at,
         model_json: serde_json::Value::String(cfg.model_name.clone()).to_string(),
         faults: FaultHandle::new(cfg.faults.clone()),
         cfg,
@@ -406,7 +416,38 @@ async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Bod
         return api::generate(state.clone(), api, body, tgi_stream).await;
     }
     match (method, path.as_str()) {
-        (Method::GET, "/health") => full(StatusCode::OK, "application/json", ""),
+        (Method::GET, "/health") if state.is_ready() => {
+            full(StatusCode::OK, "application/json", "")
+        }
+        (Method::GET, "/health") => error_response(
+            Api::Completion,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The server is still starting (simulated readiness delay).",
+        ),
+        (Method::POST, "/tokenize" | "/detokenize") => {
+            let body = match read_body(req).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            if path == "/tokenize" {
+                api::tokenize(state, &body)
+            } else {
+                api::detokenize(state, &body)
+            }
+        }
+        (Method::POST, "/reset_prefix_cache") => match state.engine.reset_prefix_cache().await {
+            Some(true) => full(StatusCode::OK, "application/json", ""),
+            Some(false) => error_response(
+                Api::Completion,
+                StatusCode::CONFLICT,
+                "The prefix cache cannot be reset while requests hold KV blocks.",
+            ),
+            None => error_response(
+                Api::Completion,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The engine is shutting down.",
+            ),
+        },
         (Method::GET, "/version") => json_response(
             StatusCode::OK,
             &json!({"version": format!("llm-sim {}", env!("CARGO_PKG_VERSION"))}),
@@ -437,9 +478,17 @@ async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Bod
             };
             admin_faults(state, &body)
         }
-        (_, "/health" | "/version" | "/v1/models" | "/metrics" | "/admin/faults") => {
-            method_not_allowed()
-        }
+        (
+            _,
+            "/health"
+            | "/version"
+            | "/v1/models"
+            | "/metrics"
+            | "/admin/faults"
+            | "/tokenize"
+            | "/detokenize"
+            | "/reset_prefix_cache",
+        ) => method_not_allowed(),
         _ => not_found(),
     }
 }

@@ -86,6 +86,13 @@ impl BuiltinTokenizer {
         out.extend(text.split_whitespace().map(|w| self.word_id(w)));
     }
 
+    fn role_name(&self, k: u32) -> &'static str {
+        ["system", "user", "assistant", "tool", "developer"]
+            .get(k as usize)
+            .copied()
+            .unwrap_or("<unk>")
+    }
+
     fn role_id(&self, role: &str) -> u32 {
         match role {
             "system" => ROLE_BASE,
@@ -171,6 +178,16 @@ impl Tokenizer {
 
     /// Token ids of a completion prompt (HF: with the tokenizer's special tokens, as vLLM does).
     pub fn encode_text(&self, text: &str) -> Result<Vec<u32>, String> {
+        self.encode_text_with(text, true)
+    }
+
+    /// Token ids of a text, with or without the tokenizer's special tokens (HF only; the
+    /// built-in tokenizer has none).
+    pub fn encode_text_with(
+        &self,
+        text: &str,
+        add_special_tokens: bool,
+    ) -> Result<Vec<u32>, String> {
         match self {
             Tokenizer::Builtin(b) => {
                 let mut out = Vec::with_capacity(text.len() / 5 + 1);
@@ -179,7 +196,7 @@ impl Tokenizer {
             }
             Tokenizer::Hf(h) => h
                 .tok
-                .encode(text, true)
+                .encode(text, add_special_tokens)
                 .map(|e| e.get_ids().to_vec())
                 .map_err(|e| format!("tokenization failed: {e}")),
         }
@@ -187,6 +204,15 @@ impl Tokenizer {
 
     /// Token ids of a chat prompt including the generation prompt.
     pub fn encode_chat(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, String> {
+        self.encode_chat_with(messages, true)
+    }
+
+    /// Token ids of a chat prompt, with or without the generation prompt.
+    pub fn encode_chat_with(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<Vec<u32>, String> {
         match self {
             Tokenizer::Builtin(b) => {
                 let words: usize = messages.iter().map(|m| m.content.len() / 5 + 1).sum();
@@ -199,13 +225,15 @@ impl Tokenizer {
                     out.push(IM_END);
                     out.push(NEWLINE);
                 }
-                out.push(IM_START);
-                out.push(b.role_id("assistant"));
-                out.push(NEWLINE);
+                if add_generation_prompt {
+                    out.push(IM_START);
+                    out.push(b.role_id("assistant"));
+                    out.push(NEWLINE);
+                }
                 Ok(out)
             }
             Tokenizer::Hf(h) => {
-                let text = h.render_chat(messages)?;
+                let text = h.render_chat(messages, add_generation_prompt)?;
                 h.tok
                     .encode(text.as_str(), false)
                     .map(|e| e.get_ids().to_vec())
@@ -215,15 +243,67 @@ impl Tokenizer {
     }
 }
 
+impl Tokenizer {
+    /// Text of token ids (vLLM's `/detokenize`; special tokens are skipped as vLLM does by
+    /// default). Built-in: the words joined by single spaces, chat markers and role names as
+    /// their ChatML text, ids outside the word list (hashed unknown words) as `<unk>`.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, String> {
+        match self {
+            Tokenizer::Builtin(b) => {
+                let words = builtin_words();
+                let mut out = String::with_capacity(ids.len() * 5);
+                for &id in ids {
+                    let piece = match id {
+                        i if (i as usize) < words.len() => words[i as usize].as_str(),
+                        IM_START => "<|im_start|>",
+                        IM_END => "<|im_end|>",
+                        NEWLINE => "\n",
+                        i if (ROLE_BASE..ROLE_BASE + 5).contains(&i) => b.role_name(i - ROLE_BASE),
+                        _ => "<unk>",
+                    };
+                    if !out.is_empty() && !out.ends_with('\n') && piece != "\n" {
+                        out.push(' ');
+                    }
+                    out.push_str(piece);
+                }
+                Ok(out)
+            }
+            Tokenizer::Hf(h) => {
+                if let Some(&bad) = ids.iter().find(|&&t| t >= h.vocab_size) {
+                    return Err(format!("Token id {bad} is out of vocabulary"));
+                }
+                h.tok
+                    .decode(ids, true)
+                    .map_err(|e| format!("detokenization failed: {e}"))
+            }
+        }
+    }
+
+    /// Text of each token (vLLM's `token_strs`).
+    pub fn token_strs(&self, ids: &[u32]) -> Result<Vec<String>, String> {
+        match self {
+            Tokenizer::Builtin(_) => ids.iter().map(|&t| self.decode(&[t])).collect(),
+            Tokenizer::Hf(h) => Ok(ids
+                .iter()
+                .map(|&t| h.tok.id_to_token(t).unwrap_or_default())
+                .collect()),
+        }
+    }
+}
+
 impl HfTokenizer {
-    fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, String> {
+    fn render_chat(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String, String> {
         let tmpl = self
             .env
             .get_template("chat")
             .map_err(|e| format!("chat template: {e}"))?;
         tmpl.render(minijinja::context! {
             messages => messages,
-            add_generation_prompt => true,
+            add_generation_prompt => add_generation_prompt,
             bos_token => self.bos_token.as_str(),
             eos_token => self.eos_token.as_str(),
         })
