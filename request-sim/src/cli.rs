@@ -84,6 +84,11 @@ pub struct ReplayArgs {
     /// Default: JOB_COMPLETION_INDEX and REQUEST_SIM_SHARD_COUNT when both are set.
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
+    /// Start the trace clock at this wall-clock instant (RFC 3339 such as 2026-11-22T18:00:00Z,
+    /// or Unix seconds), after start-up: the common start of several shards. A start already
+    /// past, or reached before start-up ends, is an error. Hosts' clocks must be synchronised.
+    #[arg(long, value_name = "TIME", env = "REQUEST_SIM_START_AT")]
+    pub start_at: Option<String>,
     /// Tokens the chat template adds around the content (default: measured at start-up).
     #[arg(long)]
     pub chat_overhead: Option<u32>,

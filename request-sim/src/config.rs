@@ -102,6 +102,8 @@ pub struct ReplayConfig {
     pub seed: u64,
     /// `--shard K/N` (or from the environment): replay only this share of the trace.
     pub shard: Option<crate::trace::shard::Shard>,
+    /// `--start-at`: the wall-clock start of the trace clock.
+    pub start_at: Option<crate::schedule::StartAt>,
     pub chat_overhead: Option<u32>,
     pub token_ids: bool,
     pub target: Target,
@@ -187,6 +189,21 @@ impl ReplayConfig {
     pub fn from_args(a: ReplayArgs, flavor: Flavor) -> Result<ReplayConfig, String> {
         let client = flavor == Flavor::Client;
         let mut notes = Vec::new();
+        let start_at = match &a.start_at {
+            Some(s) => {
+                let at = crate::schedule::StartAt::parse(s)?;
+                if let Err(late) = at.remaining() {
+                    return Err(format!(
+                        "--start-at {}: that is {:.1} s in the past (now {})",
+                        at.rfc3339(),
+                        late.as_secs_f64(),
+                        crate::report::now_rfc3339()
+                    ));
+                }
+                Some(at)
+            }
+            None => None,
+        };
         let shard = match &a.shard {
             Some(spec) => Some(crate::trace::shard::Shard::parse(spec)?),
             None => crate::trace::shard::Shard::from_env(|k| std::env::var(k).ok())?,
@@ -445,6 +462,7 @@ impl ReplayConfig {
             tokenizer: a.tokenizer,
             tokenizer_config: a.tokenizer_config,
             shard,
+            start_at,
             seed: a.seed.unwrap_or_else(fresh_seed),
             chat_overhead: a.chat_overhead,
             token_ids: a.token_ids,

@@ -477,7 +477,31 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     // reports) runs at real-time priority. The clock starts on that thread once it is set up,
     // so its own start-up never makes the first requests late.
     let pin_dispatcher = ncores >= 2 && cfg.pin;
-    let (result, start, started_at) = {
+    // `--start-at`: start-up must be over before the common start.
+    let start_deadline = match cfg.start_at {
+        Some(at) => match at.instant() {
+            Ok(deadline) => {
+                note(format!(
+                    "start-up done; waiting {:.3} s for the common start {}",
+                    (deadline - Instant::now()).as_secs_f64(),
+                    at.rfc3339()
+                ));
+                Some(deadline)
+            }
+            Err(late) => {
+                return Err(format!(
+                    "start-up ended {:.3} s after --start-at {} (it took {:.0} ms): nothing was sent; choose a later start",
+                    late.as_secs_f64(),
+                    at.rfc3339(),
+                    ms_since(t_start)
+                ))
+            }
+        },
+        None => None,
+    };
+    let waited_ms =
+        start_deadline.map(|d| d.saturating_duration_since(Instant::now()).as_secs_f64() * 1e3);
+    let (result, start, started_at, start_offset_ms, task_ctx) = {
         let (requests, producers, plan, control, realtime, tracker, handle, tx) = (
             &requests, &producers, &plan, &control, &realtime, &tracker, &handle, &tx,
         );
@@ -494,8 +518,13 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
                         }
                     }
                     realtime.enter_dispatcher();
+                    // A common start (`--start-at`): wait for it on this thread, precisely.
+                    if let Some(at) = start_deadline {
+                        schedule::clock::wait_until(at, cfg.spin, &control.stop_flag);
+                    }
                     let started_at = report::now_rfc3339();
                     let start = Instant::now();
+                    let start_offset_ms = cfg.start_at.map(|a| a.offset_now_ms());
                     producers.start_clock(start);
                     startup.total_ms = ms_between(t_start, start);
                     let ctx = Arc::new(TaskCtx {
@@ -509,6 +538,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
                         realtime: realtime.clone(),
                         sessions: sessions.clone(),
                         gate: gate.clone(),
+                        first_sent_us: AtomicU64::new(u64::MAX),
                     });
                     let result = schedule::dispatch(
                         requests,
@@ -535,7 +565,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
                             };
                         },
                     );
-                    (result, start, started_at)
+                    (result, start, started_at, start_offset_ms, ctx)
                 })
                 .map_err(|e| format!("cannot start the dispatcher thread: {e}"))?
                 .join()
@@ -635,6 +665,18 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         producer: Some(producer_stats),
         dispatch: Some(result.stats),
         startup: Some(startup),
+        start_at: cfg.start_at.map(|at| {
+            let offset = start_offset_ms.unwrap_or(0.0);
+            let first = task_ctx.first_sent_us.load(Ordering::Relaxed);
+            schedule::StartAtReport {
+                at: at.rfc3339(),
+                clock_start_offset_ms: (offset * 1e3).round() / 1e3,
+                first_send_ms: (first != u64::MAX)
+                    .then(|| ((first as f64 / 1e3 + offset) * 1e3).round() / 1e3),
+                waited_ms: waited_ms.unwrap_or(0.0).round(),
+                clock: schedule::start::clock_state(),
+            }
+        }),
         realtime: Some(realtime_report.clone()),
     };
     let acc = acc
@@ -680,6 +722,29 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             startup.connections,
         ),
     );
+    if let Some(sa) = &summary.run.start_at {
+        let clock = match sa.clock {
+            Some(c) => format!(
+                "host clock estimated error {} µs (max {} µs){}",
+                c.est_error_us,
+                c.max_error_us,
+                if c.synchronised {
+                    ""
+                } else {
+                    ", NOT synchronised"
+                }
+            ),
+            None => "host clock error unknown".to_string(),
+        };
+        note(format!(
+            "common start {}: waited {:.0} ms for it; clock started {:+.3} ms from it; first send at {}; {clock}",
+            sa.at,
+            sa.waited_ms,
+            sa.clock_start_offset_ms,
+            sa.first_send_ms
+                .map_or("(none)".to_string(), |f| format!("{f:+.3} ms")),
+        ));
+    }
     note(format!("summary: {}", cfg.summary_path.display()));
     if let Some(dir) = &cfg.result_dir {
         let files = report::write_result_dir(dir, &summary, &cfg.output_path)
@@ -729,6 +794,8 @@ struct TaskCtx {
     sessions: Arc<Sessions>,
     /// `--timing closed` with sessions: completion signals for the waiting turns.
     gate: Option<Arc<SessionGate>>,
+    /// Earliest send of the run, µs after `start` (u64::MAX until the first send).
+    first_sent_us: AtomicU64,
 }
 
 /// Milliseconds from `a` to `b` (negative if `b` is earlier), rounded to 1 µs: records carry
@@ -963,6 +1030,8 @@ async fn run_one(
     }
     let sched_ms = ms_between(ctx.start, scheduled);
     let sent_ms = ms_between(ctx.start, sent);
+    ctx.first_sent_us
+        .fetch_min((sent_ms.max(0.0) * 1e3) as u64, Ordering::Relaxed);
     let session = req.session.as_ref();
     let (turn, session_id, parent_index) = session_fields(&ctx, req.index);
     let record = Record {

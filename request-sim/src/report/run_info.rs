@@ -101,6 +101,8 @@ pub struct RunInfo {
     pub startup: Option<StartupTimes>,
     /// Whether the dispatcher and I/O threads ran under real-time scheduling (`--realtime`).
     pub realtime: Option<crate::schedule::RealtimeReport>,
+    /// `--start-at`: the common start and how close to it this run started.
+    pub start_at: Option<crate::schedule::StartAtReport>,
 }
 
 impl RunInfo {

@@ -8,8 +8,12 @@ pub mod dispatcher;
 pub mod priority;
 pub mod producer;
 pub mod sessions;
+// adjtimex (the clock's error estimate) is a libc call no safe crate wraps.
+#[allow(unsafe_code)]
+pub mod start;
 
 pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, DispatchStats, StopReason};
 pub use priority::{Realtime, RealtimeMode, RealtimeReport};
 pub use producer::{BuildFn, Prepared, ProducerConfig, ProducerStats, Producers, Scratch};
 pub use sessions::{SessionGate, SessionOptions, ThinkTime, Timing};
+pub use start::{StartAt, StartAtReport};

@@ -186,3 +186,106 @@ fn shards_of_a_dry_run_cover_the_trace_once_with_sessions_whole() {
     assert_ne!(code, 0);
     assert!(err.contains("needs --seed"), "{err}");
 }
+
+/// Three shard processes against one server with a common `--start-at` (RFC 3339, Unix
+/// seconds, and the environment): none sends before the common start, each reports how far
+/// from it its clock started, and the merge holds every index once. A start already past is
+/// refused before anything is sent.
+#[test]
+fn shards_with_a_common_start_never_send_before_it_and_merge_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.jsonl");
+    let mut text = String::new();
+    for i in 0..90 {
+        text.push_str(&format!(
+            "{{\"timestamp\": {}, \"input_length\": 40, \"output_length\": 3, \"hash_ids\": [{i}]}}\n",
+            (i / 6) * 100
+        ));
+    }
+    std::fs::write(&trace, text).unwrap();
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let base = sim.base_url();
+    let dir = tmp.path().join("records");
+    std::fs::create_dir(&dir).unwrap();
+    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(5);
+    let rfc = format!("{at:.3}");
+    let unix = format!("{:.3}", at.as_millisecond() as f64 / 1e3);
+    let children: Vec<_> = (0..3)
+        .map(|k| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_request-sim"));
+            c.arg("replay")
+                .args(["--endpoint", &base, "--block-size", "16", "--seed", "3"])
+                .args(["--shard", &format!("{k}/3"), "--quiet", "--no-pin"])
+                .arg("--dataset-path")
+                .arg(&trace)
+                .arg("--output-path")
+                .arg(dir.join(format!("shard-{k}.jsonl")))
+                .env_remove("JOB_COMPLETION_INDEX")
+                .env_remove("REQUEST_SIM_SHARD_COUNT")
+                .env_remove("REQUEST_SIM_START_AT");
+            match k {
+                0 => c.args(["--start-at", &rfc]),
+                1 => c.args(["--start-at", &unix]),
+                _ => c.env("REQUEST_SIM_START_AT", &rfc),
+            };
+            c.stderr(std::process::Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    for (k, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "shard {k}: {err}");
+        assert!(
+            err.contains("waiting") && err.contains("common start"),
+            "{err}"
+        );
+        let summary: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(format!("shard-{k}.jsonl.summary.json"))).unwrap(),
+        )
+        .unwrap();
+        let sa = &summary["run"]["start_at"];
+        assert_eq!(sa["at"], rfc.as_str(), "shard {k}");
+        let offset = sa["clock_start_offset_ms"].as_f64().unwrap();
+        let first = sa["first_send_ms"].as_f64().unwrap();
+        assert!(
+            offset >= 0.0,
+            "shard {k} started its clock {offset} ms early"
+        );
+        assert!(first >= offset, "shard {k} sent at {first} ms");
+        assert!(sa["waited_ms"].as_f64().unwrap() > 0.0);
+        assert_eq!(summary["completed"], 30, "shard {k}");
+    }
+    let (code, out, err) = report(&[
+        dir.as_os_str(),
+        "--expected-requests".as_ref(),
+        "90".as_ref(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("every index 0..90 exactly once"), "{out}");
+
+    // A start already past: refused with the time, nothing sent.
+    let finished = || {
+        sim.metrics()
+            .requests_finished
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = finished();
+    let past = format!(
+        "{:.3}",
+        jiff::Timestamp::now() - jiff::SignedDuration::from_secs(2)
+    );
+    let (code, err) = replay(
+        &[
+            "--endpoint".as_ref(),
+            base.as_ref(),
+            "--dataset-path".as_ref(),
+            trace.as_os_str(),
+            "--start-at".as_ref(),
+            past.as_ref(),
+        ],
+        &[],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("in the past"), "{err}");
+    assert_eq!(finished(), before);
+}
