@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::kv_events::KvEvent;
 use crate::util::mix64;
 
 /// Hash of a full block of `tokens` whose parent block hashed to `parent` (0 for the first).
@@ -48,6 +49,8 @@ pub struct BlockPool {
     cached: HashMap<u64, u32>,
     clock: u64,
     caching: bool,
+    /// KV events since the last `take_events` (`None`: not recorded).
+    events: Option<Vec<KvEvent>>,
 }
 
 impl BlockPool {
@@ -65,7 +68,41 @@ impl BlockPool {
             cached: HashMap::new(),
             clock: 0,
             caching,
+            events: None,
         }
+    }
+
+    /// Records KV events (`BlockRemoved` on eviction, `AllBlocksCleared` on reset; the engine
+    /// adds `BlockStored` through `note_stored`) from now on.
+    pub fn record_events(&mut self) {
+        self.events.get_or_insert_with(Vec::new);
+    }
+
+    /// True when KV events are recorded.
+    pub fn records_events(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Records newly cached blocks (their hashes, in chain order) when events are recorded.
+    pub fn note_stored(&mut self, event: KvEvent) {
+        if let Some(ev) = &mut self.events {
+            ev.push(event);
+        }
+    }
+
+    /// The events recorded since the last call.
+    pub fn take_events(&mut self) -> Vec<KvEvent> {
+        match &mut self.events {
+            Some(ev) => std::mem::take(ev),
+            None => Vec::new(),
+        }
+    }
+
+    /// Hashes of every cached block (in use or free), sorted.
+    pub fn cached_hashes(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.cached.keys().copied().collect();
+        v.sort_unstable();
+        v
     }
 
     pub fn num_blocks(&self) -> usize {
@@ -135,6 +172,14 @@ impl BlockPool {
             if let Some(h) = blk.hash.take() {
                 if self.cached.get(&h) == Some(&b) {
                     self.cached.remove(&h);
+                    if let Some(ev) = &mut self.events {
+                        match ev.last_mut() {
+                            Some(KvEvent::BlockRemoved { block_hashes }) => block_hashes.push(h),
+                            _ => ev.push(KvEvent::BlockRemoved {
+                                block_hashes: vec![h],
+                            }),
+                        }
+                    }
                 }
             }
             blk.ref_cnt = 1;
@@ -143,18 +188,22 @@ impl BlockPool {
         true
     }
 
-    /// Registers a computed full block under its hash (first writer wins).
-    pub fn register(&mut self, block: u32, hash: u64) {
+    /// Registers a computed full block under its hash (first writer wins); true if the block
+    /// is newly cached.
+    pub fn register(&mut self, block: u32, hash: u64) -> bool {
         if !self.caching {
-            return;
+            return false;
         }
         let blk = &mut self.blocks[block as usize];
         if blk.hash.is_some() {
-            return;
+            return false;
         }
         if let std::collections::hash_map::Entry::Vacant(e) = self.cached.entry(hash) {
             e.insert(block);
             blk.hash = Some(hash);
+            true
+        } else {
+            false
         }
     }
 
@@ -166,6 +215,9 @@ impl BlockPool {
         }
         self.cached.clear();
         self.free.clear();
+        if let Some(ev) = &mut self.events {
+            ev.push(KvEvent::AllBlocksCleared);
+        }
         for (i, b) in self.blocks.iter_mut().enumerate() {
             b.hash = None;
             b.free_key = 0;

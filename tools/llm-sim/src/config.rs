@@ -183,6 +183,14 @@ pub struct SimConfig {
     /// that comes before `max_tokens`. `None`: every request runs to `max_tokens`.
     #[serde(default)]
     pub eos_mean_tokens: Option<f64>,
+    /// Publish vLLM-format KV events on this ZeroMQ endpoint (`tcp://HOST:PORT`: connect to a
+    /// subscriber that binds; `tcp://*:PORT`: bind). Engine `i` of a cluster uses PORT + i.
+    /// `None` (the default): no events.
+    #[serde(default)]
+    pub kv_events_endpoint: Option<String>,
+    /// Topic frame of every KV event message (vLLM's default: empty).
+    #[serde(default)]
+    pub kv_events_topic: String,
 }
 
 fn one() -> f64 {
@@ -219,6 +227,8 @@ impl Default for SimConfig {
             max_waiting: None,
             ready_delay_ms: 0,
             eos_mean_tokens: None,
+            kv_events_endpoint: None,
+            kv_events_topic: String::new(),
         }
     }
 }

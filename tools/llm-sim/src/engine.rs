@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use crate::cache::{extend_block_hashes, BlockPool};
 use crate::config::SimConfig;
+use crate::kv_events::{self, KvEvent};
 use crate::metrics::{Metrics, RequestTimes};
 use crate::util::mix64;
 use crate::vocab::BUILTIN_VOCAB_SIZE;
@@ -140,6 +141,8 @@ enum EngineMsg {
     /// Drop every cached block (vLLM's `reset_prefix_cache`); answers false, changing nothing,
     /// while running sequences hold blocks.
     ResetPrefixCache(oneshot::Sender<bool>),
+    /// The hashes of every cached block, sorted (for tests and KV-event consumers' checks).
+    CachedHashes(oneshot::Sender<Vec<u64>>),
 }
 
 /// The sending side of the engine.
@@ -161,6 +164,14 @@ impl EngineHandle {
         self.tx.send(EngineMsg::ResetPrefixCache(tx)).ok()?;
         rx.await.ok()
     }
+
+    /// The hashes of every block in the prefix cache, sorted (between steps); `None` if the
+    /// engine has stopped.
+    pub async fn cached_hashes(&self) -> Option<Vec<u64>> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(EngineMsg::CachedHashes(tx)).ok()?;
+        rx.await.ok()
+    }
 }
 
 /// Starts the scheduler loop on the current tokio runtime.
@@ -168,9 +179,14 @@ pub fn spawn_engine(
     cfg: &SimConfig,
     metrics: Arc<Metrics>,
     shutdown: watch::Receiver<bool>,
+    kv_events: Option<mpsc::UnboundedSender<kv_events::Batch>>,
 ) -> (EngineHandle, tokio::task::JoinHandle<()>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let engine = Engine::new(cfg, metrics);
+    let mut engine = Engine::new(cfg, metrics);
+    if kv_events.is_some() {
+        engine.pool.record_events();
+    }
+    engine.kv_events = kv_events;
     let task = tokio::spawn(engine.run(rx, shutdown));
     (EngineHandle { tx }, task)
 }
@@ -196,6 +212,16 @@ struct Seq {
     last_token_at: Option<Instant>,
 }
 
+/// The `BlockStored` event of blocks `a..b` of a sequence.
+fn stored_event(s: &Seq, a: usize, b: usize, bs: usize) -> KvEvent {
+    KvEvent::BlockStored {
+        block_hashes: s.hashes[a..b].to_vec(),
+        parent_block_hash: if a == 0 { None } else { Some(s.hashes[a - 1]) },
+        token_ids: s.tokens[a * bs..b * bs].to_vec(),
+        block_size: bs as u32,
+    }
+}
+
 struct Scheduled {
     /// Index into `running`.
     idx: usize,
@@ -218,6 +244,8 @@ struct Engine {
     waiting: VecDeque<Seq>,
     step: Vec<Scheduled>,
     metrics: Arc<Metrics>,
+    /// Where KV event batches go (`None`: not published).
+    kv_events: Option<mpsc::UnboundedSender<kv_events::Batch>>,
 }
 
 impl Engine {
@@ -236,6 +264,7 @@ impl Engine {
             waiting: VecDeque::new(),
             step: Vec::new(),
             metrics,
+            kv_events: None,
         }
     }
 
@@ -306,8 +335,28 @@ impl Engine {
             EngineMsg::Request(r) => self.add(r),
             EngineMsg::ResetPrefixCache(tx) => {
                 let _ = tx.send(self.pool.reset());
+                self.flush_events();
+            }
+            EngineMsg::CachedHashes(tx) => {
+                let _ = tx.send(self.pool.cached_hashes());
             }
         }
+    }
+
+    /// Publishes the KV events of the last step (or reset) as one batch.
+    fn flush_events(&mut self) {
+        let Some(tx) = &self.kv_events else {
+            return;
+        };
+        let events = self.pool.take_events();
+        if events.is_empty() {
+            return;
+        }
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        let _ = tx.send(kv_events::Batch { ts, events });
     }
 
     fn add(&mut self, r: NewRequest) {
@@ -547,13 +596,30 @@ impl Engine {
             };
             s.computed += tokens;
             step_tokens += u64::from(tokens);
+            // Newly cached blocks, as runs of consecutive blocks (one BlockStored each).
+            let mut run: Option<usize> = None;
+            let recording = self.pool.records_events();
             while ((s.registered as usize + 1) * bs) <= s.computed as usize
                 && (s.registered as usize) < s.hashes.len()
                 && (s.registered as usize) < s.blocks.len()
             {
                 let r = s.registered as usize;
-                self.pool.register(s.blocks[r], s.hashes[r]);
+                let fresh = self.pool.register(s.blocks[r], s.hashes[r]);
+                if recording {
+                    match (fresh, run) {
+                        (true, None) => run = Some(r),
+                        (false, Some(a)) => {
+                            self.pool.note_stored(stored_event(s, a, r, bs));
+                            run = None;
+                        }
+                        _ => {}
+                    }
+                }
                 s.registered += 1;
+            }
+            if let Some(a) = run {
+                self.pool
+                    .note_stored(stored_event(s, a, s.registered as usize, bs));
             }
             if s.computed as usize == s.tokens.len() {
                 if s.generated == 0 {
@@ -577,6 +643,7 @@ impl Engine {
             }
         }
         self.step.clear();
+        self.flush_events();
         if let Ok(mut h) = self.metrics.hist.lock() {
             h.iteration_tokens.observe(step_tokens as f64);
             for v in itls {

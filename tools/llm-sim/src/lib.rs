@@ -17,6 +17,7 @@ pub mod cache;
 pub mod config;
 pub mod engine;
 pub mod faults;
+pub mod kv_events;
 pub mod metrics;
 pub mod server;
 pub mod tokenize;

@@ -136,6 +136,13 @@ struct Cli {
     /// finish_reason `stop` when that is before max_tokens.
     #[arg(long, value_name = "TOKENS")]
     eos_mean_tokens: Option<f64>,
+    /// Publish vLLM-format KV events (ZeroMQ PUB) on this endpoint: tcp://HOST:PORT connects to
+    /// a subscriber that binds, tcp://*:PORT binds; instance I uses PORT+I. Off by default.
+    #[arg(long, value_name = "ENDPOINT")]
+    kv_events_endpoint: Option<String>,
+    /// Topic frame of the KV event messages (vLLM's default: empty).
+    #[arg(long, default_value = "")]
+    kv_events_topic: String,
 }
 
 fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
@@ -182,6 +189,8 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
     cfg.max_waiting = cli.max_waiting_requests;
     cfg.ready_delay_ms = cli.ready_delay_ms;
     cfg.eos_mean_tokens = cli.eos_mean_tokens;
+    cfg.kv_events_endpoint = cli.kv_events_endpoint;
+    cfg.kv_events_topic = cli.kv_events_topic;
     cfg.faults = FaultConfig {
         seed: cli.fault_seed,
         error_500_rate: cli.fault_500_rate,

@@ -161,6 +161,8 @@ pub struct Metrics {
     pub requests_stopped: AtomicU64,
     /// Requests handed to the engine and not yet scheduled (the bounded waiting queue).
     pub unscheduled: AtomicU64,
+    /// KV event batches published (`--kv-events-endpoint`).
+    pub kv_event_batches: AtomicU64,
     pub requests_aborted: AtomicU64,
     pub preemptions: AtomicU64,
     pub engine_steps: AtomicU64,

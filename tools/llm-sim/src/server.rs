@@ -97,6 +97,12 @@ impl SimServer {
         self.state.metrics.clone()
     }
 
+    /// Hashes of every block in the engine's prefix cache, sorted (the same hashes its KV
+    /// events carry); empty once the engine has stopped.
+    pub async fn cached_block_hashes(&self) -> Vec<u64> {
+        self.state.engine.cached_hashes().await.unwrap_or_default()
+    }
+
     /// Stops accepting, aborts in-flight requests and waits for the engine to stop.
     pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(true);
@@ -122,7 +128,19 @@ pub async fn start(cfg: SimConfig) -> anyhow::Result<SimServer> {
     let addr = listener.local_addr()?;
     let metrics = Arc::new(Metrics::default());
     let (shutdown, sd_rx) = watch::channel(false);
-    let (engine, engine_task) = spawn_engine(&cfg, metrics.clone(), sd_rx.clone());
+    let kv_events = match &cfg.kv_events_endpoint {
+        Some(ep) => Some(
+            crate::kv_events::start_publisher(
+                ep,
+                &cfg.kv_events_topic,
+                cfg.engine_index,
+                metrics.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let (engine, engine_task) = spawn_engine(&cfg, metrics.clone(), sd_rx.clone(), kv_events);
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)

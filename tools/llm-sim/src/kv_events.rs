@@ -1,0 +1,246 @@
+//! vLLM-format KV cache events over ZeroMQ, for KV-aware routers (llm-d precise prefix routing,
+//! Dynamo's KV router).
+//!
+//! Wire format, as vLLM's `vllm/distributed/kv_events.py` (`ZmqEventPublisher`, msgspec structs
+//! with `array_like=True`, events tagged by class name): a PUB socket sends three frames per
+//! engine step that changed the cache: the topic, an 8-byte big-endian sequence number (from 0,
+//! per engine), and a msgpack array `[timestamp, [events...], data_parallel_rank]`, where each
+//! event is one of
+//! - `["BlockStored", block_hashes, parent_block_hash|nil, token_ids, block_size, lora_id=nil,
+//!   medium="GPU", lora_name=nil]`,
+//! - `["BlockRemoved", block_hashes, medium="GPU"]`,
+//! - `["AllBlocksCleared"]`.
+//!
+//! As vLLM, an endpoint with `*` or `::` is bound, any other is connected to (the subscriber
+//! binds), and engine `i` of a cluster publishes on the endpoint's port + `i` with
+//! `data_parallel_rank = i`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use anyhow::Context;
+use rmpv::Value;
+use tokio::sync::mpsc;
+use zeromq::{Socket, SocketSend, ZmqMessage};
+
+use crate::metrics::Metrics;
+
+/// The storage medium vLLM reports for GPU blocks.
+pub const MEDIUM_GPU: &str = "GPU";
+
+/// One change to an engine's prefix cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KvEvent {
+    /// Full blocks newly cached, in chain order: `parent` is the hash of the block before the
+    /// first (`None` at the start of a sequence), `token_ids` the blocks' tokens.
+    BlockStored {
+        block_hashes: Vec<u64>,
+        parent_block_hash: Option<u64>,
+        token_ids: Vec<u32>,
+        block_size: u32,
+    },
+    /// Cached blocks evicted.
+    BlockRemoved { block_hashes: Vec<u64> },
+    /// The whole prefix cache was emptied (`/reset_prefix_cache`).
+    AllBlocksCleared,
+}
+
+impl KvEvent {
+    fn to_value(&self) -> Value {
+        let hashes = |h: &[u64]| Value::Array(h.iter().map(|&x| Value::from(x)).collect());
+        match self {
+            KvEvent::BlockStored {
+                block_hashes,
+                parent_block_hash,
+                token_ids,
+                block_size,
+            } => Value::Array(vec![
+                Value::from("BlockStored"),
+                hashes(block_hashes),
+                parent_block_hash.map_or(Value::Nil, Value::from),
+                Value::Array(token_ids.iter().map(|&t| Value::from(t)).collect()),
+                Value::from(*block_size),
+                Value::Nil,
+                Value::from(MEDIUM_GPU),
+                Value::Nil,
+            ]),
+            KvEvent::BlockRemoved { block_hashes } => Value::Array(vec![
+                Value::from("BlockRemoved"),
+                hashes(block_hashes),
+                Value::from(MEDIUM_GPU),
+            ]),
+            KvEvent::AllBlocksCleared => Value::Array(vec![Value::from("AllBlocksCleared")]),
+        }
+    }
+
+    /// Reads one event back from its msgpack value (what a subscriber does).
+    pub fn from_value(v: &Value) -> Result<KvEvent, String> {
+        let a = v.as_array().ok_or("an event must be an array")?;
+        let tag = a
+            .first()
+            .and_then(Value::as_str)
+            .ok_or("missing event tag")?;
+        let u64s = |i: usize| -> Result<Vec<u64>, String> {
+            a.get(i)
+                .and_then(Value::as_array)
+                .ok_or(format!("{tag}: field {i} must be an array"))?
+                .iter()
+                .map(|x| x.as_u64().ok_or(format!("{tag}: non-integer in field {i}")))
+                .collect()
+        };
+        match tag {
+            "BlockStored" => Ok(KvEvent::BlockStored {
+                block_hashes: u64s(1)?,
+                parent_block_hash: a.get(2).and_then(Value::as_u64),
+                token_ids: u64s(3)?.into_iter().map(|t| t as u32).collect(),
+                block_size: a.get(4).and_then(Value::as_u64).ok_or("block_size")? as u32,
+            }),
+            "BlockRemoved" => Ok(KvEvent::BlockRemoved {
+                block_hashes: u64s(1)?,
+            }),
+            "AllBlocksCleared" => Ok(KvEvent::AllBlocksCleared),
+            other => Err(format!("unknown event `{other}`")),
+        }
+    }
+}
+
+/// The msgpack payload of one batch: `[ts, [events...], data_parallel_rank]`.
+pub fn encode_batch(ts: f64, events: &[KvEvent], rank: usize) -> Vec<u8> {
+    let v = Value::Array(vec![
+        Value::from(ts),
+        Value::Array(events.iter().map(KvEvent::to_value).collect()),
+        Value::from(rank as u64),
+    ]);
+    let mut out = Vec::with_capacity(64 + events.len() * 64);
+    // Writing into a Vec cannot fail.
+    let _ = rmpv::encode::write_value(&mut out, &v);
+    out
+}
+
+/// Decodes a batch payload into (timestamp, events, data_parallel_rank).
+pub fn decode_batch(mut payload: &[u8]) -> Result<(f64, Vec<KvEvent>, Option<u64>), String> {
+    let v = rmpv::decode::read_value(&mut payload).map_err(|e| e.to_string())?;
+    let a = v.as_array().ok_or("a batch must be an array")?;
+    let ts = a.first().and_then(Value::as_f64).ok_or("missing ts")?;
+    let events = a
+        .get(1)
+        .and_then(Value::as_array)
+        .ok_or("missing events")?
+        .iter()
+        .map(KvEvent::from_value)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((ts, events, a.get(2).and_then(Value::as_u64)))
+}
+
+/// vLLM's `offset_endpoint_port`: the endpoint of data-parallel rank `rank` (port + rank).
+pub fn offset_endpoint_port(endpoint: &str, rank: usize) -> anyhow::Result<String> {
+    if rank == 0 {
+        return Ok(endpoint.to_string());
+    }
+    let (base, port) = endpoint
+        .rsplit_once(':')
+        .with_context(|| format!("KV events endpoint `{endpoint}` has no port"))?;
+    let port: usize = port
+        .parse()
+        .with_context(|| format!("KV events endpoint `{endpoint}`: bad port"))?;
+    anyhow::ensure!(
+        port + rank <= usize::from(u16::MAX),
+        "KV events endpoint `{endpoint}` + rank {rank} is past port 65535"
+    );
+    Ok(format!("{base}:{}", port + rank))
+}
+
+/// A batch handed from the engine to the publisher task.
+pub struct Batch {
+    pub ts: f64,
+    pub events: Vec<KvEvent>,
+}
+
+/// Opens the PUB socket of engine `rank` (bound or connected as vLLM decides) and starts the
+/// task that publishes the engine's batches in order; it ends when the engine drops its sender.
+pub async fn start_publisher(
+    endpoint: &str,
+    topic: &str,
+    rank: usize,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<mpsc::UnboundedSender<Batch>> {
+    let ep = offset_endpoint_port(endpoint, rank)?;
+    anyhow::ensure!(
+        ep.starts_with("tcp://"),
+        "KV events endpoint `{ep}`: only tcp:// endpoints are supported"
+    );
+    let mut socket = zeromq::PubSocket::new();
+    if ep.contains('*') || ep.contains("::") {
+        socket
+            .bind(&ep)
+            .await
+            .with_context(|| format!("binding the KV events socket {ep}"))?;
+    } else {
+        socket
+            .connect(&ep)
+            .await
+            .with_context(|| format!("connecting the KV events socket to {ep}"))?;
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel::<Batch>();
+    let topic = bytes::Bytes::copy_from_slice(topic.as_bytes());
+    tokio::spawn(async move {
+        let mut seq: u64 = 0;
+        while let Some(b) = rx.recv().await {
+            let mut msg = ZmqMessage::from(topic.clone());
+            msg.push_back(bytes::Bytes::copy_from_slice(&seq.to_be_bytes()));
+            msg.push_back(encode_batch(b.ts, &b.events, rank).into());
+            // A PUB socket drops what no subscriber takes; an error here (a peer gone) loses
+            // this batch only, as with vLLM's publisher.
+            let _ = socket.send(msg).await;
+            seq += 1;
+            metrics.kv_event_batches.fetch_add(1, Ordering::Relaxed);
+        }
+        let _ = socket.close().await;
+    });
+    Ok(tx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_round_trip_in_vllm_layout() {
+        let events = vec![
+            KvEvent::BlockStored {
+                block_hashes: vec![1, u64::MAX],
+                parent_block_hash: None,
+                token_ids: (0..32).collect(),
+                block_size: 16,
+            },
+            KvEvent::BlockRemoved {
+                block_hashes: vec![7],
+            },
+            KvEvent::AllBlocksCleared,
+        ];
+        let bytes = encode_batch(12.5, &events, 3);
+        let v = rmpv::decode::read_value(&mut &bytes[..]).unwrap();
+        let a = v.as_array().unwrap();
+        assert_eq!(a.len(), 3);
+        let stored = a[1].as_array().unwrap()[0].as_array().unwrap();
+        assert_eq!(stored.len(), 8);
+        assert_eq!(stored[0].as_str(), Some("BlockStored"));
+        assert!(stored[2].is_nil());
+        assert_eq!(stored[6].as_str(), Some("GPU"));
+        assert_eq!(decode_batch(&bytes).unwrap(), (12.5, events, Some(3)));
+    }
+
+    #[test]
+    fn ports_offset_by_rank() {
+        assert_eq!(
+            offset_endpoint_port("tcp://127.0.0.1:5557", 0).unwrap(),
+            "tcp://127.0.0.1:5557"
+        );
+        assert_eq!(
+            offset_endpoint_port("tcp://127.0.0.1:5557", 3).unwrap(),
+            "tcp://127.0.0.1:5560"
+        );
+        assert!(offset_endpoint_port("tcp://127.0.0.1:65535", 1).is_err());
+        assert!(offset_endpoint_port("tcp://127.0.0.1", 1).is_err());
+    }
+}
