@@ -343,4 +343,8 @@ pub struct SessionArgs {
     /// Put the session id in the OpenAI `user` field (routers that pin sessions by it).
     #[arg(long)]
     pub session_user: bool,
+    /// Send each request's session id in this HTTP header (e.g. x-session-id), for routers
+    /// that pin a session to an instance. Requests without a session get no header.
+    #[arg(long, value_name = "NAME")]
+    pub session_header: Option<String>,
 }

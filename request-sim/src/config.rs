@@ -189,6 +189,14 @@ impl ReplayConfig {
     pub fn from_args(a: ReplayArgs, flavor: Flavor) -> Result<ReplayConfig, String> {
         let client = flavor == Flavor::Client;
         let mut notes = Vec::new();
+        let session_header = match &a.sessions.session_header {
+            Some(name) => Some(
+                reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+                    format!("--session-header {name:?}: not a valid HTTP header name")
+                })?,
+            ),
+            None => None,
+        };
         let start_at = match &a.start_at {
             Some(s) => {
                 let at = crate::schedule::StartAt::parse(s)?;
@@ -500,6 +508,7 @@ impl ReplayConfig {
                 think: a.sessions.think_time,
                 skip_after_failed_parent: a.sessions.skip_after_failed_parent,
                 session_user: a.sessions.session_user,
+                session_header,
             },
             record_itl: a.record_itl,
             percentiles,

@@ -193,13 +193,14 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         }
         (Target::BuiltinSimulator, None) => "http://127.0.0.1:9/v1/chat/completions".to_string(),
     };
-    let ep = Endpoint::resolve(
+    let mut ep = Endpoint::resolve(
         &endpoint_str,
         cfg.api,
         cfg.stream,
         cfg.route.clone(),
         cfg.api_key.clone(),
     )?;
+    ep.session_header = cfg.sessions.session_header.clone();
     if !trace.chats.is_empty() && ep.kind != ApiKind::Chat {
         return Err(format!(
             "a messages trace is sent as chat requests: it needs a chat endpoint (…/v1/chat/completions), not {}",
@@ -968,6 +969,13 @@ async fn run_one(
     tx: crossbeam_channel::Sender<Finished>,
 ) {
     let req = request_at(&ctx, prepared.index);
+    // `--session-header`: the session id, only when asked for (no allocation otherwise).
+    let session_key = ctx
+        .ep
+        .session_header
+        .as_ref()
+        .and_then(|_| ctx.sessions.get(req.index))
+        .map(|t| t.id.to_string());
     let sent = Instant::now();
     ctx.realtime.task_started();
     let outcome = if ctx.cfg.dry_run {
@@ -987,6 +995,7 @@ async fn run_one(
             Some(timeout),
             &ctx.control.cancel,
             ctx.cfg.allow_missing_usage,
+            session_key.as_deref(),
         );
         // A bug while reading a response must not lose the request's record (the panic
         // message itself still goes to stderr).
@@ -1335,6 +1344,7 @@ fn determine_overhead(
         Some(Duration::from_secs(60)),
         &CancellationToken::new(),
         true,
+        None,
     ));
     if out.status != Status::Ok {
         return Err(format!(

@@ -87,6 +87,9 @@ pub struct Endpoint {
     pub stream: bool,
     /// `routing-strategy` header for AIBrix.
     pub route: Option<String>,
+    /// `--session-header`: the header that carries each request's session id (for routers
+    /// that pin a session to an instance).
+    pub session_header: Option<reqwest::header::HeaderName>,
     api_key: Option<String>,
 }
 
@@ -97,6 +100,7 @@ impl std::fmt::Debug for Endpoint {
             .field("kind", &self.kind)
             .field("stream", &self.stream)
             .field("route", &self.route)
+            .field("session_header", &self.session_header)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .finish()
     }
@@ -183,6 +187,7 @@ impl Endpoint {
             flavor,
             stream,
             route,
+            session_header: None,
             api_key,
         })
     }
@@ -360,6 +365,7 @@ pub async fn execute(
     timeout: Option<Duration>,
     cancel: &CancellationToken,
     allow_missing_usage: bool,
+    session: Option<&str>,
 ) -> Outcome {
     let mut state = ResponseState::default();
     let mut http_status = None;
@@ -370,6 +376,7 @@ pub async fn execute(
                 &client.pooled,
                 ep,
                 body.clone(),
+                session,
                 &mut state,
                 &mut http_status,
             )
@@ -378,9 +385,16 @@ pub async fn execute(
                 Err(Failure::PeerClosed(_)) => {
                     retries = 1;
                     state = ResponseState::default();
-                    exchange(&client.fresh, ep, body, &mut state, &mut http_status)
-                        .await
-                        .map_err(Failure::into_error)
+                    exchange(
+                        &client.fresh,
+                        ep,
+                        body,
+                        session,
+                        &mut state,
+                        &mut http_status,
+                    )
+                    .await
+                    .map_err(Failure::into_error)
                 }
                 r => r.map_err(Failure::into_error),
             }
@@ -529,6 +543,7 @@ async fn exchange(
     client: &reqwest::Client,
     ep: &Endpoint,
     body: Bytes,
+    session: Option<&str>,
     state: &mut ResponseState,
     http_status: &mut Option<u16>,
 ) -> Result<(), Failure> {
@@ -542,6 +557,9 @@ async fn exchange(
     req = ep.authorize(req);
     if let Some(route) = &ep.route {
         req = req.header("routing-strategy", route);
+    }
+    if let (Some(name), Some(id)) = (&ep.session_header, session) {
+        req = req.header(name, id);
     }
     let resp = req.send().await.map_err(|e| {
         let e = e.without_url();

@@ -75,7 +75,7 @@ impl ThinkTime {
 }
 
 /// Session settings of a replay.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SessionOptions {
     pub timing: Timing,
     pub think: ThinkTime,
@@ -83,6 +83,8 @@ pub struct SessionOptions {
     pub skip_after_failed_parent: bool,
     /// `--session-user`: the session id goes into the OpenAI `user` field.
     pub session_user: bool,
+    /// `--session-header NAME`: the session id goes into this request header.
+    pub session_header: Option<reqwest::header::HeaderName>,
 }
 
 /// How a request ended, as its children see it.

@@ -151,8 +151,9 @@ fn closed_loop_follow_ups_wait_for_parent_and_think_time() {
     );
 }
 
-/// A tiny HTTP/1.1 server on 127.0.0.1 that keeps every POST body and answers with a
-/// non-streaming chat completion whose text is `answer`; bodies containing `FAIL` get a 500.
+/// A tiny HTTP/1.1 server on 127.0.0.1 that keeps every POST body (with the value of an
+/// `x-session-id` header, if any, as `__x_session_id`) and answers with a non-streaming chat
+/// completion whose text is `answer`; bodies containing `FAIL` get a 500.
 struct Capture {
     url: String,
     bodies: Arc<Mutex<Vec<serde_json::Value>>>,
@@ -186,6 +187,7 @@ fn serve(conn: TcpStream, answer: &str, keep: &Mutex<Vec<serde_json::Value>>) {
         }
         let post = line.starts_with("POST");
         let mut len = 0usize;
+        let mut session_header = None;
         loop {
             let mut h = String::new();
             if r.read_line(&mut h).unwrap_or(0) == 0 {
@@ -198,12 +200,18 @@ fn serve(conn: TcpStream, answer: &str, keep: &Mutex<Vec<serde_json::Value>>) {
                 if k.eq_ignore_ascii_case("content-length") {
                     len = v.trim().parse().unwrap();
                 }
+                if k.eq_ignore_ascii_case("x-session-id") {
+                    session_header = Some(v.trim().to_string());
+                }
             }
         }
         let mut body = vec![0u8; len];
         r.read_exact(&mut body).unwrap();
         let (status, reply) = if post {
-            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let mut v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            if let Some(h) = session_header {
+                v["__x_session_id"] = h.into();
+            }
             let fail = String::from_utf8_lossy(&body).contains("FAIL");
             keep.lock().unwrap().push(v);
             if fail {
@@ -254,6 +262,8 @@ fn messages_rows_arrive_as_written() {
         "--no-stream",
         "--no-exact-output",
         "--session-user",
+        "--session-header",
+        "x-session-id",
         "--timing",
         "closed",
         "--dataset-path",
@@ -299,6 +309,7 @@ fn messages_rows_arrive_as_written() {
             other => other.to_string(),
         };
         assert_eq!(body["user"], session.as_str());
+        assert_eq!(body["__x_session_id"], session.as_str(), "--session-header");
     }
 }
 
