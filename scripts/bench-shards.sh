@@ -68,7 +68,8 @@ run_shards() {
     done
     if [[ -n "$kill_k" ]]; then
         sleep "$(awk -v l="$LEAD_SECS" -v k="$KILL_AFTER" 'BEGIN { print l + k }')"
-        kill -KILL "${pids[$kill_k]}" 2>/dev/null || true
+        # The replay process itself (the child of `timeout`), not `timeout`.
+        pkill -KILL -P "${pids[$kill_k]}" 2>/dev/null || true
     fi
     for p in "${pids[@]}"; do wait "$p" || true; done
 }
@@ -78,9 +79,12 @@ run_shards "$OUT/run"
 echo "| shard | requests | ok | drift p99 (ms) | drift max (ms) | clock start − common start (ms) | first send − common start (ms) | clock est. error (µs) | scheduling |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for k in $(seq 0 $((SHARDS - 1))); do
-    jq -r --arg k "$k" '[$k, (.completed + .failed), .status.ok, .drift.p99_ms, .drift.max_ms,
+    jq -r --arg k "$k" 'def r3: . * 1000 | round / 1000;
+        [$k, (.completed + .failed), .status.ok, (.drift.p99_ms | r3), (.drift.max_ms | r3),
         .run.start_at.clock_start_offset_ms, .run.start_at.first_send_ms,
-        (.run.start_at.clock.est_error_us // "n/a"), .run.realtime.policy]
+        (if .run.start_at.clock == null then "n/a"
+         elif .run.start_at.clock.synchronised then .run.start_at.clock.est_error_us
+         else "unsynchronised" end), .run.realtime.policy]
         | map(tostring) | "| " + join(" | ") + " |"' "$OUT/run/shard-$k.jsonl.summary.json"
 done
 set +e
