@@ -1,0 +1,329 @@
+//! One request's life after the dispatcher hands it over: the closed-loop wait for its
+//! parent, the exchange with the server, and its one record.
+
+use super::*;
+
+/// Context shared by all request tasks.
+pub(super) struct TaskCtx {
+    pub(super) client: backend::HttpClient,
+    pub(super) ep: Endpoint,
+    pub(super) requests: Arc<Vec<TraceRequest>>,
+    pub(super) control: Arc<Control>,
+    pub(super) cfg: ReplayConfig,
+    pub(super) start: Instant,
+    pub(super) progress: Arc<report::Progress>,
+    pub(super) realtime: Realtime,
+    pub(super) sessions: Arc<Sessions>,
+    /// `--timing closed` with sessions: completion signals for the waiting turns.
+    pub(super) gate: Option<Arc<SessionGate>>,
+    /// Earliest send of the run, µs after `start` (u64::MAX until the first send).
+    pub(super) first_sent_us: AtomicU64,
+}
+
+/// Milliseconds from `a` to `b` (negative if `b` is earlier), rounded to 1 µs: records carry
+/// microsecond resolution, which keeps them short and free of float noise.
+pub(super) fn ms_between(a: Instant, b: Instant) -> f64 {
+    let us = if b >= a {
+        b.duration_since(a).as_micros() as f64
+    } else {
+        -(a.duration_since(b).as_micros() as f64)
+    };
+    us / 1e3
+}
+
+/// A later turn in `--timing closed`: waits (in its own task) for its parent to end, then
+/// until `max(trace time, parent's completion + think time)`, and sends with drift measured from
+/// that release. A stop, the time limit, or (with `--skip-after-failed-parent`) a failed parent
+/// end it as one unsent record instead.
+pub(super) async fn closed_turn(
+    ctx: Arc<TaskCtx>,
+    prepared: Prepared,
+    trace_time: Instant,
+    parent: usize,
+    tx: crossbeam_channel::Sender<Finished>,
+) {
+    let index = prepared.index;
+    let Some(gate) = ctx.gate.clone() else {
+        return run_one(ctx, prepared, trace_time, None, tx).await;
+    };
+    let limit = ctx.cfg.time_limit.map(|l| ctx.start + l);
+    let after_limit = async {
+        match limit {
+            Some(l) => tokio::time::sleep_until(l.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(after_limit);
+    let cut = |why: &str| {
+        format!("session cut: {why} while the turn waited for its parent (request {parent})")
+    };
+    let done = tokio::select! {
+        biased;
+        _ = ctx.control.stopping.cancelled() => Err(cut("the run stopped")),
+        _ = &mut after_limit => Err(cut("--time-in-secs reached")),
+        d = gate.wait(parent) => Ok(d),
+    };
+    let done = match done {
+        Ok(d) => d,
+        Err(why) => return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx),
+    };
+    if let Some(d) = done {
+        if !d.ok && ctx.cfg.sessions.skip_after_failed_parent {
+            let why = format!(
+                "skipped: parent request {parent} did not succeed (--skip-after-failed-parent)"
+            );
+            return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx);
+        }
+    }
+    let think = ctx
+        .sessions
+        .get(index)
+        .map(|t| ctx.cfg.sessions.think.before(t, ctx.cfg.scale_factor))
+        .unwrap_or_default();
+    let release = match done {
+        Some(d) => trace_time.max(d.at + think),
+        None => trace_time,
+    };
+    if limit.is_some_and(|l| release >= l) {
+        let why = cut("--time-in-secs reached");
+        return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx);
+    }
+    tokio::select! {
+        biased;
+        _ = ctx.control.stopping.cancelled() => {
+            return unsent(&ctx, index, trace_time, Status::Cancelled, cut("the run stopped"), &tx);
+        }
+        _ = sleep_until_precise(release) => {}
+    }
+    let wait_ms = ms_between(trace_time, release);
+    run_one(ctx, prepared, release, Some(wait_ms), tx).await
+}
+
+/// The request with trace index `index`. Requests are in index order; without `--shard` the
+/// index is the position, with it a binary search finds the position.
+pub(super) fn request_at(ctx: &TaskCtx, index: usize) -> &TraceRequest {
+    let rs = &ctx.requests;
+    match rs.get(index) {
+        Some(r) if r.index == index => r,
+        _ => {
+            let pos = rs
+                .binary_search_by_key(&index, |r| r.index)
+                .expect("a dispatched request is in this run's request list");
+            &rs[pos]
+        }
+    }
+}
+
+/// The session fields of request `index`'s record.
+pub(super) fn session_fields(
+    ctx: &TaskCtx,
+    index: usize,
+) -> (Option<u32>, Option<String>, Option<usize>) {
+    match ctx.sessions.get(index) {
+        Some(t) => (Some(t.turn), Some(t.id.to_string()), t.parent_index),
+        None => (None, None, None),
+    }
+}
+
+/// One record for a request that was scheduled but never sent (a closed-loop turn cut or
+/// skipped); its children are released as after a failure.
+pub(super) fn unsent(
+    ctx: &TaskCtx,
+    index: usize,
+    scheduled: Instant,
+    status: Status,
+    why: String,
+    tx: &crossbeam_channel::Sender<Finished>,
+) {
+    let req = request_at(ctx, index);
+    let session = req.session.as_ref();
+    let (turn, session_id, parent_index) = session_fields(ctx, index);
+    let record = Record {
+        index: req.index,
+        line: req.line,
+        timestamp: req.timestamp_ms,
+        scheduled_ms: ms_between(ctx.start, scheduled),
+        sent_ms: None,
+        drift_ms: None,
+        status,
+        http_status: None,
+        error: Some(why),
+        ttft_ms: None,
+        ttfc_ms: None,
+        e2e_ms: None,
+        done_ms: None,
+        tpot_ms: None,
+        itl_ms: None,
+        input_length: req.input_length,
+        prompt_tokens: None,
+        cached_tokens: None,
+        output_length: req.output_length,
+        output_tokens: None,
+        output_tokens_source: None,
+        chunks: 0,
+        chat_id: session.map(|s| s.chat_id),
+        parent_chat_id: session.map(|s| s.parent_chat_id),
+        turn,
+        session_id,
+        parent_index,
+        session_wait_ms: None,
+        retries: 0,
+    };
+    ctx.control.finished.fetch_add(1, Ordering::Relaxed);
+    if let Some(g) = &ctx.gate {
+        g.complete(
+            index,
+            Done {
+                at: Instant::now(),
+                ok: false,
+            },
+        );
+    }
+    let _ = tx.send(Finished {
+        record,
+        itl_ms: Vec::new(),
+    });
+}
+
+pub(super) async fn run_one(
+    ctx: Arc<TaskCtx>,
+    prepared: Prepared,
+    scheduled: Instant,
+    session_wait_ms: Option<f64>,
+    tx: crossbeam_channel::Sender<Finished>,
+) {
+    let req = request_at(&ctx, prepared.index);
+    // `--session-header`: the session id, only when asked for (no allocation otherwise).
+    let session_key = ctx
+        .ep
+        .session_header
+        .as_ref()
+        .and_then(|_| ctx.sessions.get(req.index))
+        .map(|t| t.id.to_string());
+    let sent = Instant::now();
+    ctx.realtime.task_started();
+    let outcome = if ctx.cfg.dry_run {
+        backend::Outcome {
+            status: Status::DryRun,
+            http_status: None,
+            error: None,
+            state: Default::default(),
+            retries: 0,
+        }
+    } else {
+        let timeout = ctx.cfg.timeout.for_output(req.output_length);
+        let exec = backend::execute(
+            &ctx.client,
+            &ctx.ep,
+            prepared.body,
+            Some(timeout),
+            &ctx.control.cancel,
+            ctx.cfg.allow_missing_usage,
+            session_key.as_deref(),
+        );
+        // A bug while reading a response must not lose the request's record (the panic
+        // message itself still goes to stderr).
+        match std::panic::AssertUnwindSafe(exec).catch_unwind().await {
+            Ok(o) => o,
+            Err(_) => backend::Outcome {
+                status: Status::ProtocolError,
+                http_status: None,
+                error: Some(
+                    "internal error while handling the response (a request-sim bug)".to_string(),
+                ),
+                state: Default::default(),
+                retries: 0,
+            },
+        }
+    };
+    let st = &outcome.state;
+    let rel = |t: Option<Instant>| t.map(|t| ms_between(sent, t));
+    let ttft = rel(st.first_token);
+    let e2e = rel(st.last_token);
+    let usage = st.usage.unwrap_or_default();
+    let (output_tokens, source) = match (usage.completion_tokens, st.chunks) {
+        (Some(n), _) => (Some(n), Some(TokenSource::Usage)),
+        (None, 0) => (None, None),
+        (None, _) => (Some(st.content_chunks), Some(TokenSource::Chunks)),
+    };
+    let tpot = match (ttft, e2e, output_tokens) {
+        (Some(a), Some(b), Some(n)) if n > 1 => {
+            Some(((b - a) / (n as f64 - 1.0) * 1e3).round() / 1e3)
+        }
+        _ => None,
+    };
+    if let Some(g) = &ctx.gate {
+        g.complete(
+            req.index,
+            Done {
+                at: Instant::now(),
+                ok: matches!(outcome.status, Status::Ok | Status::DryRun),
+            },
+        );
+    }
+    let sched_ms = ms_between(ctx.start, scheduled);
+    let sent_ms = ms_between(ctx.start, sent);
+    ctx.first_sent_us
+        .fetch_min((sent_ms.max(0.0) * 1e3) as u64, Ordering::Relaxed);
+    let session = req.session.as_ref();
+    let (turn, session_id, parent_index) = session_fields(&ctx, req.index);
+    let record = Record {
+        index: req.index,
+        line: req.line,
+        timestamp: req.timestamp_ms,
+        scheduled_ms: sched_ms,
+        sent_ms: Some(sent_ms),
+        drift_ms: Some(((sent_ms - sched_ms) * 1e3).round() / 1e3),
+        status: outcome.status,
+        http_status: outcome.http_status,
+        error: outcome.error,
+        ttft_ms: ttft,
+        ttfc_ms: rel(st.first_content),
+        e2e_ms: e2e,
+        done_ms: rel(st.done),
+        tpot_ms: tpot,
+        itl_ms: None,
+        input_length: req.input_length,
+        prompt_tokens: usage.prompt_tokens,
+        cached_tokens: usage.cached_tokens,
+        output_length: req.output_length,
+        output_tokens,
+        output_tokens_source: source,
+        chunks: st.chunks,
+        chat_id: session.map(|s| s.chat_id),
+        parent_chat_id: session.map(|s| s.parent_chat_id),
+        turn,
+        session_id,
+        parent_index,
+        session_wait_ms,
+        retries: outcome.retries,
+    };
+    let failed = !matches!(
+        record.status,
+        Status::Ok | Status::DryRun | Status::Cancelled
+    );
+    let finished = ctx.control.finished.fetch_add(1, Ordering::Relaxed) + 1;
+    let nfailed = if failed {
+        ctx.control.failed.fetch_add(1, Ordering::Relaxed) + 1
+    } else {
+        ctx.control.failed.load(Ordering::Relaxed)
+    };
+    if failed {
+        if let Some(es) = ctx.cfg.early_stop {
+            if es.triggered(nfailed, finished) && ctx.control.request_stop(Cause::EarlyStop) {
+                eprintln!(
+                    "request-sim: early stop: {nfailed} of {finished} finished requests failed (threshold {:?}); \
+                     in-flight requests get {:.1} s",
+                    es,
+                    ctx.cfg.grace.as_secs_f64()
+                );
+            }
+        }
+    }
+    let itl = std::mem::take(&mut { outcome.state }.itl_ms);
+    // The writer outlives every task (it exits when all senders are gone).
+    let _ = tx.send(Finished {
+        record,
+        itl_ms: itl,
+    });
+}
