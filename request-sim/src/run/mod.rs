@@ -25,6 +25,8 @@ use crate::trace::{self, ChatPayload, Sessions, Trace, TraceRequest};
 
 mod build;
 mod control;
+mod drain;
+mod finish;
 mod startup;
 mod task;
 
@@ -64,22 +66,18 @@ pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace, String> {
     Ok(trace)
 }
 
-/// Run a replay to the end and write its records and summary.
-pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
-    let t_start = Instant::now();
-    let mut startup = StartupTimes::default();
-    for n in &cfg.notes {
-        note(format!("note: {n}"));
-    }
-    // The tokenizer (hundreds of ms for a real model's) loads while the trace is read.
-    let tokenizer_job = cfg.tokenizer.clone().map(|p| {
-        std::thread::spawn(move || {
-            let t = Instant::now();
-            let r = prompt::load_tokenizer(&p).map_err(|e| e.to_string());
-            (r, ms_since(t))
-        })
-    });
-    // ---- trace ----
+/// The trace as this run replays it.
+struct TracePhase {
+    trace: Trace,
+    /// This run's requests (this shard's share, outputs capped), in send order.
+    requests: Arc<Vec<TraceRequest>>,
+    /// Prefix-cache hit ratio a perfect cache would reach on them.
+    ideal_ratio: Option<f64>,
+    trace_name: String,
+}
+
+/// Load the trace, take this shard's share, cap outputs, and say what will be replayed.
+fn trace_phase(cfg: &ReplayConfig) -> Result<TracePhase, String> {
     let trace = load_trace(&cfg)?;
     let mut requests = trace.requests.clone();
     if let Some(shard) = cfg.shard {
@@ -122,7 +120,36 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             cfg.scale_factor
         ),
     );
+    Ok(TracePhase {
+        trace,
+        requests,
+        ideal_ratio,
+        trace_name,
+    })
+}
 
+/// Run a replay to the end and write its records and summary.
+pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
+    let t_start = Instant::now();
+    let mut startup = StartupTimes::default();
+    for n in &cfg.notes {
+        note(format!("note: {n}"));
+    }
+    // The tokenizer (hundreds of ms for a real model's) loads while the trace is read.
+    let tokenizer_job = cfg.tokenizer.clone().map(|p| {
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            let r = prompt::load_tokenizer(&p).map_err(|e| e.to_string());
+            (r, ms_since(t))
+        })
+    });
+    // ---- trace ----
+    let TracePhase {
+        trace,
+        requests,
+        ideal_ratio,
+        trace_name,
+    } = trace_phase(&cfg)?;
     startup.trace_load_ms = ms_since(t_start);
 
     // ---- runtime and server ----
@@ -573,26 +600,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             grace.as_secs_f64()
         ));
     }
-    {
-        let control = control.clone();
-        rt.block_on(async move {
-            tracker.close();
-            if !stopped_early {
-                tokio::select! {
-                    _ = tracker.wait() => return,
-                    _ = control.stopping.cancelled() => {}
-                }
-            }
-            tokio::select! {
-                _ = tracker.wait() => {}
-                _ = tokio::time::sleep(grace) => {
-                    control.cancel.cancel();
-                    tracker.wait().await;
-                }
-                _ = control.cancel.cancelled() => tracker.wait().await,
-            }
-        });
-    }
+    drain::wait_in_flight(&rt, tracker, &control, stopped_early, grace);
     let end_wall = start.elapsed();
     let wstats = writer
         .finish()
@@ -674,58 +682,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     }
     report::write_summary_json(&cfg.summary_path, &summary).map_err(|e| format!("{e:#}"))?;
     report::print_stdout(&format!("{}\n", report::render_console(&summary)))?;
-    note(format!(
-            "producers: {} thread(s) built {} bodies ({:.1} M prompt tokens, {:.0} MB) at {:.1} M tokens/s and {:.0} bodies/s per thread while building; dispatched {:.0} bodies/s; {} not ready in time; dispatcher late > 1 ms: {}, max {:.3} ms; bodies waiting peaked at {:.1} MB of a {:.0} MB budget",
-            producer_stats.threads,
-            producer_stats.bodies,
-            producer_stats.prompt_tokens as f64 / 1e6,
-            producer_stats.body_bytes as f64 / 1e6,
-            producer_stats.tokens_per_s_per_thread / 1e6,
-            producer_stats.bodies_per_s_per_thread,
-            producer_stats.bodies_per_s,
-            result.stats.not_ready,
-            result.stats.late_over_1ms,
-            result.stats.max_late_ms,
-            producer_stats.peak_buffered_bytes as f64 / 1e6,
-            producer_stats.budget_bytes as f64 / 1e6,
-        ),
-    );
-    note(format!(
-            "start-up {:.0} ms: trace {:.0}, runtime {:.0}, tokenizer {:.0}, vocab {:.0}, prompt check {:.0}, calibration {:.0}, warm-up {:.0} ({} connections opened)",
-            startup.total_ms,
-            startup.trace_load_ms,
-            startup.runtime_ms,
-            startup.tokenizer_load_ms,
-            startup.vocab_ms,
-            startup.prompt_check_ms,
-            startup.calibration_ms,
-            startup.warmup_ms,
-            startup.connections,
-        ),
-    );
-    if let Some(sa) = &summary.run.start_at {
-        let clock = match sa.clock {
-            Some(c) => format!(
-                "host clock estimated error {} µs (max {} µs){}",
-                c.est_error_us,
-                c.max_error_us,
-                if c.synchronised {
-                    ""
-                } else {
-                    ", NOT synchronised"
-                }
-            ),
-            None => "host clock error unknown".to_string(),
-        };
-        note(format!(
-            "common start {}: waited {:.0} ms for it; clock started {:+.3} ms from it; first send at {}; {clock}",
-            sa.at,
-            sa.waited_ms,
-            sa.clock_start_offset_ms,
-            sa.first_send_ms
-                .map_or("(none)".to_string(), |f| format!("{f:+.3} ms")),
-        ));
-    }
+    finish::end_notes(&summary, &producer_stats, &result.stats, &startup);
     note(format!("summary: {}", cfg.summary_path.display()));
     if let Some(dir) = &cfg.result_dir {
         let files = report::write_result_dir(dir, &summary, &cfg.output_path)
