@@ -78,7 +78,7 @@ struct TracePhase {
 
 /// Load the trace, take this shard's share, cap outputs, and say what will be replayed.
 fn trace_phase(cfg: &ReplayConfig) -> Result<TracePhase, String> {
-    let trace = load_trace(&cfg)?;
+    let trace = load_trace(cfg)?;
     let mut requests = trace.requests.clone();
     if let Some(shard) = cfg.shard {
         let all = requests.len();
