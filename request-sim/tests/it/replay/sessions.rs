@@ -36,6 +36,16 @@ fn replay(argv: &[&str]) -> request_sim::run::RunOutcome {
 /// blocks plus new ones (as a conversation does). Turns of a session are 30 ms apart in the
 /// trace, sessions start 7 ms apart.
 fn write_bailian(dir: &Path, sessions: usize, max_turns: usize) -> (PathBuf, usize) {
+    write_bailian_blocks(dir, sessions, max_turns, 50)
+}
+
+/// Like [`write_bailian`], each turn adding `blocks` to `blocks + 19` blocks of 16 tokens.
+fn write_bailian_blocks(
+    dir: &Path,
+    sessions: usize,
+    max_turns: usize,
+    blocks: usize,
+) -> (PathBuf, usize) {
     let path = dir.join("bailian.jsonl");
     let mut f = std::fs::File::create(&path).unwrap();
     let mut chat = 0i64;
@@ -46,7 +56,7 @@ fn write_bailian(dir: &Path, sessions: usize, max_turns: usize) -> (PathBuf, usi
         let mut ids: Vec<u64> = Vec::new();
         let mut parent = -1i64;
         for t in 0..turns {
-            for _ in 0..(50 + (s + t) % 20) {
+            for _ in 0..(blocks + (s + t) % 20) {
                 ids.push(block);
                 block += 1;
             }
@@ -145,6 +155,64 @@ fn closed_loop_follow_ups_wait_for_parent_and_think_time() {
     let hit = summary["cache"]["hit_ratio"].as_f64().unwrap();
     let ideal = summary["cache"]["ideal_hit_ratio"].as_f64().unwrap();
     eprintln!("closed loop: server cache hit ratio {hit:.4}, trace-ideal {ideal:.4}");
+    assert!(
+        (hit - ideal).abs() <= 0.01,
+        "server hit ratio {hit} vs trace-ideal {ideal}"
+    );
+}
+
+/// Thousands of rows, sessions of up to 10 turns, replayed closed-loop: every follow-up leaves
+/// after its parent's completion plus the think time, one record per row, and the server's
+/// prefix-cache hit ratio within 1 pp of the trace-ideal.
+#[test]
+fn bailian_chains_of_up_to_ten_turns_closed_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, rows) = write_bailian_blocks(dir.path(), 400, 10, 30);
+    assert!(rows >= 2000, "{rows} rows");
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    })
+    .unwrap();
+    let out = dir.path().join("closed.jsonl");
+    let outcome = replay(&[
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--timing",
+        "closed",
+        "--think-time",
+        "5",
+        "--seed",
+        "4",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records(&out);
+    assert_eq!(recs.len(), rows, "one record per scheduled request");
+    let mut turns = std::collections::HashMap::new();
+    for r in &recs {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        let sid = r.session_id.clone().unwrap();
+        let t = turns.entry(sid).or_insert(0u32);
+        *t = (*t).max(r.turn.unwrap());
+        if let Some(p) = r.parent_index {
+            let parent = &recs[p];
+            let parent_done = parent.sent_ms.unwrap() + parent.done_ms.unwrap();
+            assert!(
+                r.sent_ms.unwrap() + 0.002 >= parent_done + 5.0,
+                "request {} sent before its parent {p} was done + think time",
+                r.index
+            );
+        }
+    }
+    assert_eq!(turns.len(), 400);
+    assert_eq!(turns.values().copied().max(), Some(10));
+    let hit = outcome.summary.cache.hit_ratio.unwrap();
+    let ideal = outcome.summary.cache.ideal_hit_ratio.unwrap();
+    eprintln!("2,000+ rows closed loop: server hit ratio {hit:.4}, trace-ideal {ideal:.4}");
     assert!(
         (hit - ideal).abs() <= 0.01,
         "server hit ratio {hit} vs trace-ideal {ideal}"
