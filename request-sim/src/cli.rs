@@ -222,6 +222,20 @@ pub struct ReplayArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
+    // ---- server metrics ----
+    /// Scrape these Prometheus /metrics URLs during the run (comma-separated; a bare
+    /// http://host:port gets /metrics): every instance behind a router. Without it, the
+    /// endpoint's origin /metrics is scraped when it answers at start-up.
+    #[arg(long, value_name = "URL,...", value_delimiter = ',')]
+    pub server_metrics: Vec<String>,
+    /// How often to scrape server metrics: seconds (0.5) or with a unit (100ms, 2s); at least
+    /// 100 ms.
+    #[arg(long, value_name = "INTERVAL", default_value = "1s")]
+    pub metrics_interval: String,
+    /// Do not scrape any server metrics.
+    #[arg(long, conflicts_with = "server_metrics")]
+    pub no_server_metrics: bool,
+
     // ---- accepted for compatibility with the anchor, no effect ----
     #[arg(long, hide = true)]
     pub tracing_path: Option<PathBuf>,

@@ -148,6 +148,44 @@ pub struct ReplayConfig {
     pub sessions: crate::schedule::SessionOptions,
     /// Notes about accepted-but-ignored flags, printed at start-up.
     pub notes: Vec<String>,
+    /// Server-metrics scraping (`None`: `--no-server-metrics`).
+    pub server_metrics: Option<ServerMetrics>,
+}
+
+/// `--server-metrics`, `--metrics-interval`.
+#[derive(Debug, Clone)]
+pub struct ServerMetrics {
+    /// Always scraped.
+    pub urls: Vec<reqwest::Url>,
+    pub interval: Duration,
+}
+
+/// Parse a `--metrics-interval` value: seconds (`0.5`) or with a unit (`100ms`, `2s`).
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| {
+        format!("--metrics-interval {s:?}: use seconds (0.5) or a unit (100ms, 2s)")
+    })?;
+    let secs = v * scale;
+    if !secs.is_finite() || secs <= 0.0 || secs > 3600.0 {
+        return Err(format!(
+            "--metrics-interval {s:?}: must be between 100 ms and 1 hour"
+        ));
+    }
+    let d = Duration::from_secs_f64(secs);
+    if d < crate::observe::scrape::MIN_INTERVAL {
+        return Err(format!(
+            "--metrics-interval {s:?} is below the minimum of 100 ms: scraping faster loads the servers and this machine without telling more"
+        ));
+    }
+    Ok(d)
 }
 
 /// Defaults that differ between `request-sim replay` and the anchor-compatible `client`.
@@ -455,6 +493,18 @@ impl ReplayConfig {
         if a.tracing_path.is_some() || a.cache.is_some() || a.cache_path.is_some() {
             notes.push("--tracing-path/--cache/--cache-path are accepted for compatibility and have no effect: prompts are built on the fly by producer threads".into());
         }
+        let server_metrics = if a.no_server_metrics {
+            None
+        } else {
+            let interval = parse_interval(&a.metrics_interval)?;
+            let urls = a
+                .server_metrics
+                .iter()
+                .filter(|u| !u.trim().is_empty())
+                .map(|u| crate::observe::scrape::metrics_url(u))
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(ServerMetrics { urls, interval })
+        };
         let load = LoadOptions {
             format: a.dataset,
             block_size: a.block_size,
@@ -515,6 +565,7 @@ impl ReplayConfig {
             slo,
             quiet: a.quiet,
             notes,
+            server_metrics,
         })
     }
 }

@@ -3,11 +3,15 @@
 //! SGLang, llama.cpp and TGI ([`names`]). It sits beside `backend`: it reads the same servers but
 //! never shares the sending path.
 //!
-//! Not wired into `run` yet: the scraper thread, `server_metrics.jsonl` and the summary section
-//! follow (issue 14).
+//! [`scrape`] polls the pages during a replay on its own thread (`server_metrics.jsonl`);
+//! [`summary`] turns what it saw into the summary's server section (`docs/server-metrics.md`).
 
 pub mod names;
 pub mod prom;
+pub mod scrape;
+pub mod summary;
 
-pub use names::{Engine, ServerView, Window};
+pub use names::{Engine, HistTotals, ServerView, Window};
+pub use scrape::{ScrapeConfig, ScrapeResult, Scraper};
+pub use summary::{ClientSide, ServerSummary};
 pub use prom::{parse, Family, Kind, Page, ParseError, Sample};

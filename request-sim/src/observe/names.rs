@@ -8,7 +8,7 @@
 use super::prom::Page;
 
 /// Which server a page comes from, told by its metric prefixes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
     Vllm,
@@ -122,23 +122,114 @@ fn first_max(page: &Page, names: &[&str]) -> Option<f64> {
     names.iter().find_map(|n| page.max(n))
 }
 
-/// A histogram's running sum and count (seconds, observations).
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+/// A histogram's running sum, count and cumulative buckets (seconds, observations), summed over
+/// label sets.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HistTotals {
     pub sum: f64,
     pub count: f64,
+    /// `(le, cumulative count)` of the finite bounds in increasing `le` (the `+Inf` bucket is
+    /// `count`); empty when the page has no `_bucket` samples.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<(f64, f64)>,
 }
 
 fn first_hist(page: &Page, names: &[&str]) -> Option<HistTotals> {
     names.iter().find_map(|n| {
         let sum = page.sum(&format!("{n}_sum"))?;
         let count = page.sum(&format!("{n}_count"))?;
-        Some(HistTotals { sum, count })
+        let mut buckets: Vec<(f64, f64)> = Vec::new();
+        for s in page.samples(&format!("{n}_bucket")) {
+            let Some(le) = s
+                .labels
+                .get("le")
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|le| le.is_finite())
+            else {
+                continue;
+            };
+            match buckets.iter_mut().find(|b| b.0 == le) {
+                Some(b) => b.1 += s.value,
+                None => buckets.push((le, s.value)),
+            }
+        }
+        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Some(HistTotals {
+            sum,
+            count,
+            buckets,
+        })
     })
 }
 
+impl HistTotals {
+    /// What was observed between `self` (earlier) and `later`: sums, counts and buckets
+    /// subtracted (a histogram that went down, a server restart, counts from zero). Buckets
+    /// are kept only when both have the same bounds.
+    pub fn delta(&self, later: &HistTotals) -> HistTotals {
+        if later.count < self.count {
+            return later.clone();
+        }
+        let same = self.buckets.len() == later.buckets.len()
+            && self.buckets.iter().zip(&later.buckets).all(|(a, b)| a.0 == b.0);
+        HistTotals {
+            sum: later.sum - self.sum,
+            count: later.count - self.count,
+            buckets: if same {
+                self.buckets
+                    .iter()
+                    .zip(&later.buckets)
+                    .map(|(a, b)| (a.0, (b.1 - a.1).max(0.0)))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// Adds another instance's histogram (same bounds; otherwise the buckets are dropped).
+    pub fn add(&mut self, other: &HistTotals) {
+        let same = self.buckets.len() == other.buckets.len()
+            && self.buckets.iter().zip(&other.buckets).all(|(a, b)| a.0 == b.0);
+        self.sum += other.sum;
+        self.count += other.count;
+        if same {
+            for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+                a.1 += b.1;
+            }
+        } else {
+            self.buckets.clear();
+        }
+    }
+
+    /// Mean observation in ms (`None` without observations).
+    pub fn mean_ms(&self) -> Option<f64> {
+        (self.count > 0.0).then(|| self.sum / self.count * 1000.0)
+    }
+
+    /// The `q`-quantile (0..=1) in ms, interpolated linearly inside its bucket as Prometheus'
+    /// `histogram_quantile` does (so no finer than the server's bucket bounds); `None` without
+    /// observations or buckets. An answer in the `+Inf` bucket is the largest finite bound.
+    pub fn quantile_ms(&self, q: f64) -> Option<f64> {
+        let last = self.buckets.last()?;
+        if self.count <= 0.0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * self.count;
+        let mut prev = (0.0f64, 0.0f64);
+        for &(le, cum) in &self.buckets {
+            if cum >= rank && cum > prev.1 {
+                let frac = (rank - prev.1) / (cum - prev.1);
+                return Some((prev.0 + (le - prev.0) * frac) * 1000.0);
+            }
+            prev = (le, cum);
+        }
+        Some(last.0 * 1000.0)
+    }
+}
+
 /// One scrape of one instance, in engine-neutral terms. `None`: the page does not say.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ServerView {
     pub engine: Engine,
     pub running: Option<f64>,
@@ -207,14 +298,8 @@ fn delta(first: Option<f64>, last: Option<f64>) -> Option<f64> {
     Some(if b >= a { b - a } else { b })
 }
 
-fn hist_mean_ms(first: Option<HistTotals>, last: Option<HistTotals>) -> Option<f64> {
-    let (a, b) = (first?, last?);
-    let (sum, count) = if b.count >= a.count {
-        (b.sum - a.sum, b.count - a.count)
-    } else {
-        (b.sum, b.count)
-    };
-    (count > 0.0).then(|| sum / count * 1000.0)
+fn hist_mean_ms(first: Option<&HistTotals>, last: Option<&HistTotals>) -> Option<f64> {
+    first?.delta(last?).mean_ms()
 }
 
 impl Window {
@@ -226,9 +311,9 @@ impl Window {
             requests_done: delta(first.requests_done, last.requests_done),
             prompt_tokens: delta(first.prompt_tokens, last.prompt_tokens),
             generation_tokens: delta(first.generation_tokens, last.generation_tokens),
-            ttft_mean_ms: hist_mean_ms(first.ttft, last.ttft),
-            e2e_mean_ms: hist_mean_ms(first.e2e, last.e2e),
-            queue_mean_ms: hist_mean_ms(first.queue, last.queue),
+            ttft_mean_ms: hist_mean_ms(first.ttft.as_ref(), last.ttft.as_ref()),
+            e2e_mean_ms: hist_mean_ms(first.e2e.as_ref(), last.e2e.as_ref()),
+            queue_mean_ms: hist_mean_ms(first.queue.as_ref(), last.queue.as_ref()),
         }
     }
 

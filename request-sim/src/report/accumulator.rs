@@ -449,6 +449,7 @@ impl Accumulator {
             token_exactness: exact,
             output_tokens_source: self.sources,
             warnings,
+            server: None,
             run: info.clone(),
         }
     }

@@ -190,6 +190,10 @@ pub fn render_console(s: &Summary) -> String {
         }
     }
 
+    if let Some(srv) = &s.server {
+        server_section(&mut t, srv);
+    }
+
     t.header("Token exactness", '-');
     let e = &s.token_exactness;
     t.row(
@@ -230,6 +234,95 @@ pub fn render_console(s: &Summary) -> String {
         let _ = writeln!(t, "WARNING: {w}");
     }
     t.finish()
+}
+
+fn num(v: Option<f64>, decimals: usize) -> String {
+    v.map_or("n/a".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+/// `mean / p50 / p99` of a latency, ms.
+fn three(mean: Option<f64>, p50: Option<f64>, p99: Option<f64>) -> String {
+    format!("{} / {} / {}", num(mean, 1), num(p50, 1), num(p99, 1))
+}
+
+/// The server-metrics section: the cluster next to the client, then one line per instance.
+fn server_section(t: &mut Table, srv: &crate::observe::ServerSummary) {
+    let c = &srv.cluster;
+    let n = srv.instances.len();
+    t.header(
+        &format!(
+            "Server metrics ({n} instance{}, every {:.0} ms)",
+            if n == 1 { "" } else { "s" },
+            srv.interval_ms
+        ),
+        '-',
+    );
+    t.row(
+        "Scrapes ok / failed:",
+        format!("{} / {}", c.scrapes_ok, c.scrapes_failed),
+    );
+    t.row("Server prefix-cache hit ratio (%):", pct(c.prefix_hit_ratio));
+    t.row(
+        "Client cached_tokens ratio (%):",
+        pct(srv.client.cached_tokens_ratio),
+    );
+    if srv.client.ideal_hit_ratio.is_some() {
+        t.row("Trace-ideal hit ratio (%):", pct(srv.client.ideal_hit_ratio));
+    }
+    t.row("Requests finished (server):", num(c.requests, 0));
+    t.row(
+        "Running mean / peak:",
+        format!("{} / {}", num(c.running_mean, 2), num(c.running_peak, 0)),
+    );
+    t.row(
+        "Waiting mean / peak:",
+        format!("{} / {}", num(c.waiting_mean, 2), num(c.waiting_peak, 0)),
+    );
+    t.row(
+        "KV usage mean / peak (%):",
+        format!(
+            "{} / {}",
+            pct(c.kv_usage_mean),
+            pct(c.kv_usage_peak)
+        ),
+    );
+    t.row("Preemptions:", num(c.preemptions, 0));
+    let h = |x: &Option<crate::observe::summary::HistSummary>| match x {
+        Some(h) => three(h.mean_ms, h.p50_ms, h.p99_ms),
+        None => "n/a".to_string(),
+    };
+    let cl = &srv.client;
+    t.row("Server TTFT mean/p50/p99 (ms):", h(&c.ttft));
+    t.row(
+        "Client TTFT mean/p50/p99 (ms):",
+        three(cl.ttft_mean_ms, cl.ttft_p50_ms, cl.ttft_p99_ms),
+    );
+    t.row("Server E2E mean/p50/p99 (ms):", h(&c.e2e));
+    t.row(
+        "Client E2E mean/p50/p99 (ms):",
+        three(cl.e2e_mean_ms, cl.e2e_p50_ms, cl.e2e_p99_ms),
+    );
+    t.row("Server queue mean/p50/p99 (ms):", h(&c.queue));
+    let _ = writeln!(
+        t,
+        "{:<4} {:>6} {:>6} {:>11} {:>11} {:>6} {:>7} {:>9} {:>6}",
+        "inst", "share%", "hit%", "run mean/pk", "wait mean/pk", "kv%pk", "preempt", "ttft ms", "fails"
+    );
+    for (i, x) in srv.instances.iter().enumerate() {
+        let _ = writeln!(
+            t,
+            "{:<4} {:>6} {:>6} {:>11} {:>11} {:>6} {:>7} {:>9} {:>6}",
+            i,
+            pct(x.request_share),
+            pct(x.prefix_hit_ratio),
+            format!("{}/{}", num(x.running_mean, 1), num(x.running_peak, 0)),
+            format!("{}/{}", num(x.waiting_mean, 1), num(x.waiting_peak, 0)),
+            pct(x.kv_usage_peak),
+            num(x.preemptions, 0),
+            num(x.ttft.as_ref().and_then(|h| h.mean_ms), 1),
+            x.scrapes_failed,
+        );
+    }
 }
 
 /// Writes `text` to stdout. A closed pipe (`request-sim analyze ... | head`) is not an error: the

@@ -163,5 +163,8 @@ pub struct Summary {
     pub output_tokens_source: OutputTokenSources,
     /// Things the user must know (no usage from the server, records missing, ...).
     pub warnings: Vec<String>,
+    /// What the servers' `/metrics` said during the run (docs/server-metrics.md), when scraped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<crate::observe::ServerSummary>,
     pub run: RunInfo,
 }

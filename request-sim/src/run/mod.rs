@@ -472,6 +472,41 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     ));
     startup.warmup_ms = ms_since(t_phase);
 
+    // ---- server metrics ----
+    // The scraper's first round (the baseline of every counter) comes after start-up's own
+    // requests, so the run's deltas count only the replay.
+    let scraper = match (&cfg.server_metrics, cfg.dry_run) {
+        (Some(sm), false) => {
+            // Behind a router the listed instances are the servers; the router's origin (which
+            // may forward /metrics to one of them) would count that instance twice.
+            let origin = sm
+                .urls
+                .is_empty()
+                .then(|| ep.url.join("/metrics").ok())
+                .flatten();
+            let out = match &cfg.result_dir {
+                Some(dir) => dir.join("server_metrics.jsonl"),
+                None => {
+                    let mut p = cfg.output_path.as_os_str().to_owned();
+                    p.push(".server_metrics.jsonl");
+                    p.into()
+                }
+            };
+            let started = crate::observe::Scraper::start(crate::observe::ScrapeConfig {
+                urls: sm.urls.clone(),
+                origin,
+                interval: sm.interval,
+                out: Some(out),
+                insecure: cfg.insecure,
+            })?;
+            for n in &started.notes {
+                note(n);
+            }
+            started.scraper
+        }
+        _ => None,
+    };
+
     // ---- dispatch ----
     let plan = DispatchPlan {
         scale_factor: cfg.scale_factor,
@@ -513,7 +548,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         let (requests, producers, plan, control, realtime, tracker, handle, tx) = (
             &requests, &producers, &plan, &control, &realtime, &tracker, &handle, &tx,
         );
-        let (progress, cfg, startup) = (&progress, &cfg, &mut startup);
+        let (progress, cfg, startup, scraper) = (&progress, &cfg, &mut startup, &scraper);
         std::thread::scope(|scope| {
             std::thread::Builder::new()
                 .name("dispatcher".into())
@@ -532,6 +567,9 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
                     }
                     let started_at = report::now_rfc3339();
                     let start = Instant::now();
+                    if let Some(s) = scraper {
+                        s.set_clock_start(start);
+                    }
                     let start_offset_ms = cfg.start_at.map(|a| a.offset_now_ms());
                     producers.start_clock(start);
                     startup.total_ms = ms_between(t_start, start);
@@ -602,6 +640,8 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     }
     drain::wait_in_flight(&rt, tracker, &control, stopped_early, grace);
     let end_wall = start.elapsed();
+    // The scraper's last round comes after the last request, before the simulator stops.
+    let scraped = scraper.map(|s| s.finish());
     let wstats = writer
         .finish()
         .map_err(|e| format!("writing {} failed: {e}", cfg.output_path.display()))?;
@@ -673,7 +713,46 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         .unwrap_or_else(|p| p.into_inner())
         .take()
         .ok_or("summary accumulator missing")?;
-    let summary = acc.finish(&info);
+    let mut summary = acc.finish(&info);
+    match scraped {
+        Some(Ok(r)) => {
+            let l = &summary.latency;
+            let client = crate::observe::ClientSide {
+                cached_tokens_ratio: summary.cache.hit_ratio,
+                ideal_hit_ratio: summary.cache.ideal_hit_ratio,
+                ttft_mean_ms: (l.ttft.count > 0).then_some(l.ttft.mean),
+                ttft_p50_ms: (l.ttft.count > 0).then_some(l.ttft.median),
+                ttft_p99_ms: l.ttft.percentile(99.0).filter(|_| l.ttft.count > 0),
+                e2e_mean_ms: (l.e2el.count > 0).then_some(l.e2el.mean),
+                e2e_p50_ms: (l.e2el.count > 0).then_some(l.e2el.median),
+                e2e_p99_ms: l.e2el.percentile(99.0).filter(|_| l.e2el.count > 0),
+                completed: summary.completed,
+            };
+            let srv = crate::observe::summary::summarize(&r, client);
+            for (i, x) in srv.instances.iter().enumerate() {
+                if x.scrapes_failed > 0 {
+                    summary.warnings.push(format!(
+                        "server metrics: {} of {} scrapes of instance {i} ({}) failed{}",
+                        x.scrapes_failed,
+                        x.scrapes_failed + x.scrapes_ok,
+                        x.url,
+                        x.first_error
+                            .as_ref()
+                            .map(|e| format!(" (first: {e})"))
+                            .unwrap_or_default()
+                    ));
+                }
+            }
+            if let Some(p) = &r.path {
+                note(format!("server metrics: {} samples in {}", r.lines, p.display()));
+            }
+            summary.server = Some(srv);
+        }
+        Some(Err(e)) => summary
+            .warnings
+            .push(format!("server metrics: the scraper failed: {e}")),
+        None => {}
+    }
     if wstats.written != result.dispatched {
         return Err(format!(
             "internal error: {} requests dispatched but {} records written",

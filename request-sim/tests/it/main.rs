@@ -11,4 +11,5 @@ mod prompt;
 mod reliability;
 mod replay;
 mod report;
+mod server_metrics;
 mod trace;

@@ -220,3 +220,41 @@ fn bad_lines_name_their_line() {
     assert_eq!(err.line, 2);
     assert!(err.message.contains("not_a_number"), "{err}");
 }
+
+#[test]
+fn histogram_deltas_and_quantiles_follow_prometheus() {
+    let page = |c1: u64, c2: u64, c3: u64, sum: f64| {
+        format!(
+            "# TYPE vllm:e2e_request_latency_seconds histogram\n\
+             vllm:e2e_request_latency_seconds_bucket{{engine=\"0\",le=\"0.5\"}} {c1}\n\
+             vllm:e2e_request_latency_seconds_bucket{{engine=\"0\",le=\"1.0\"}} {c2}\n\
+             vllm:e2e_request_latency_seconds_bucket{{engine=\"0\",le=\"2.0\"}} {c3}\n\
+             vllm:e2e_request_latency_seconds_bucket{{engine=\"0\",le=\"+Inf\"}} {c3}\n\
+             vllm:e2e_request_latency_seconds_sum{{engine=\"0\"}} {sum}\n\
+             vllm:e2e_request_latency_seconds_count{{engine=\"0\"}} {c3}\n\
+             vllm:e2e_request_latency_seconds_bucket{{engine=\"1\",le=\"0.5\"}} 0\n\
+             vllm:e2e_request_latency_seconds_bucket{{engine=\"1\",le=\"1.0\"}} 0\n\
+             vllm:e2e_request_latency_seconds_bucket{{engine=\"1\",le=\"2.0\"}} 0\n\
+             vllm:e2e_request_latency_seconds_bucket{{engine=\"1\",le=\"+Inf\"}} 0\n\
+             vllm:e2e_request_latency_seconds_sum{{engine=\"1\"}} 0\n\
+             vllm:e2e_request_latency_seconds_count{{engine=\"1\"}} 0\n"
+        )
+    };
+    let a = ServerView::of(&parse(&page(1, 1, 2, 1.5)).unwrap());
+    let b = ServerView::of(&parse(&page(3, 11, 12, 11.5)).unwrap());
+    let (ha, hb) = (a.e2e.unwrap(), b.e2e.unwrap());
+    assert_eq!(hb.buckets, vec![(0.5, 3.0), (1.0, 11.0), (2.0, 12.0)]);
+    let d = ha.delta(&hb);
+    // 10 observations: 2 in (0, 0.5], 8 in (0.5, 1], none above.
+    assert_eq!((d.count, d.sum), (10.0, 10.0));
+    assert_eq!(d.buckets, vec![(0.5, 2.0), (1.0, 10.0), (2.0, 10.0)]);
+    assert_eq!(d.mean_ms(), Some(1000.0));
+    // Rank 5 lies 3/8 into (0.5, 1]: 687.5 ms; rank 1 is half-way into (0, 0.5].
+    assert!((d.quantile_ms(0.5).unwrap() - 687.5).abs() < 1e-9);
+    assert!((d.quantile_ms(0.1).unwrap() - 250.0).abs() < 1e-9);
+    assert!((d.quantile_ms(1.0).unwrap() - 1000.0).abs() < 1e-9);
+    // A restart (count went down) counts from zero.
+    assert_eq!(hb.delta(&ha).count, 2.0);
+    // Nothing observed: no quantile.
+    assert_eq!(ha.delta(&ha).quantile_ms(0.5), None);
+}

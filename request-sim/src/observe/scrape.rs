@@ -1,0 +1,699 @@
+//! The scraper: polls the `/metrics` page of every instance during a replay, on its own thread
+//! with its own single-threaded runtime and HTTP client, so it never shares a connection, a
+//! worker thread or a lock with the sending path.
+//!
+//! Every instance has its own polling task: a slow or dead endpoint makes only its own scrapes
+//! time out (counted as failures), and a scrape that takes longer than the interval skips that
+//! instance's missed ticks instead of queueing them. Each sample is written to
+//! `server_metrics.jsonl` (times on the run's clock) and kept, in engine-neutral form, for the
+//! summary and for the per-request join.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::names::ServerView;
+use super::prom;
+
+/// Shortest `--metrics-interval`.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// Timeout of the start-up scrapes (the probe of the endpoint's origin included).
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest timeout of a scrape during the run (it is the interval, at least 1 s, at most this).
+const MAX_SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What to scrape.
+#[derive(Debug, Clone)]
+pub struct ScrapeConfig {
+    /// `--server-metrics`: always scraped (a dead one is reported).
+    pub urls: Vec<reqwest::Url>,
+    /// The endpoint origin's `/metrics`: scraped when it answers a Prometheus page at start-up.
+    pub origin: Option<reqwest::Url>,
+    pub interval: Duration,
+    /// `server_metrics.jsonl`.
+    pub out: Option<PathBuf>,
+    pub insecure: bool,
+}
+
+/// The `/metrics` URL of a `--server-metrics` value: a bare origin gets `/metrics`.
+pub fn metrics_url(s: &str) -> Result<reqwest::Url, String> {
+    let mut u = reqwest::Url::parse(s.trim())
+        .map_err(|e| format!("--server-metrics {s:?}: not a URL ({e})"))?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(format!("--server-metrics {s:?}: use http:// or https://"));
+    }
+    if u.path().is_empty() || u.path() == "/" {
+        u.set_path("/metrics");
+    }
+    Ok(u)
+}
+
+/// One gauge reading of one instance, for the time series (the summary's means and peaks, and
+/// the per-request join).
+#[derive(Debug, Clone, Copy)]
+pub struct Point {
+    pub at: Instant,
+    /// Tick of the shared schedule (0 = the start-up scrape).
+    pub tick: u64,
+    pub running: Option<f32>,
+    pub waiting: Option<f32>,
+    pub kv_usage: Option<f32>,
+}
+
+/// The time series of every instance, shared with the record writer for the per-request join.
+#[derive(Debug, Default)]
+pub struct Series {
+    per_instance: Mutex<Vec<Vec<Point>>>,
+}
+
+/// The server's state nearest to an instant: of one instance, or summed (waiting, running) and
+/// averaged (KV usage) over the cluster.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StateAt {
+    pub waiting: Option<f64>,
+    pub running: Option<f64>,
+    pub kv_usage: Option<f64>,
+    /// Sample time minus the instant, ms (the largest distance over the instances).
+    pub dt_ms: f64,
+}
+
+impl Series {
+    fn push(&self, instance: usize, p: Point) {
+        let mut g = self.per_instance.lock().unwrap_or_else(|e| e.into_inner());
+        if g.len() <= instance {
+            g.resize_with(instance + 1, Vec::new);
+        }
+        g[instance].push(p);
+    }
+
+    /// Every instance's points (for the summary).
+    pub fn snapshot(&self) -> Vec<Vec<Point>> {
+        self.per_instance
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The cluster's state at the samples nearest to `at` (one per instance that has any).
+    pub fn cluster_at(&self, at: Instant) -> Option<StateAt> {
+        let g = self.per_instance.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Option<StateAt> = None;
+        let mut kv_n = 0usize;
+        for points in g.iter() {
+            let Some(p) = nearest(points, at) else {
+                continue;
+            };
+            let dt = signed_ms(at, p.at);
+            let o = out.get_or_insert(StateAt {
+                waiting: None,
+                running: None,
+                kv_usage: None,
+                dt_ms: dt,
+            });
+            if dt.abs() > o.dt_ms.abs() {
+                o.dt_ms = dt;
+            }
+            add_opt(&mut o.waiting, p.waiting);
+            add_opt(&mut o.running, p.running);
+            if let Some(k) = p.kv_usage {
+                add_opt(&mut o.kv_usage, Some(k));
+                kv_n += 1;
+            }
+        }
+        if let Some(o) = out.as_mut() {
+            if kv_n > 0 {
+                o.kv_usage = o.kv_usage.map(|k| k / kv_n as f64);
+            }
+        }
+        out
+    }
+}
+
+fn add_opt(acc: &mut Option<f64>, v: Option<f32>) {
+    if let Some(v) = v {
+        *acc = Some(acc.unwrap_or(0.0) + f64::from(v));
+    }
+}
+
+/// `b - a` in ms.
+fn signed_ms(a: Instant, b: Instant) -> f64 {
+    if b >= a {
+        b.duration_since(a).as_secs_f64() * 1e3
+    } else {
+        -(a.duration_since(b).as_secs_f64() * 1e3)
+    }
+}
+
+/// The point nearest to `at` in a time-ordered list.
+fn nearest(points: &[Point], at: Instant) -> Option<&Point> {
+    let i = points.partition_point(|p| p.at < at);
+    let after = points.get(i);
+    let before = i.checked_sub(1).and_then(|j| points.get(j));
+    match (before, after) {
+        (Some(b), Some(a)) => {
+            if at.duration_since(b.at) <= a.at.duration_since(at) {
+                Some(b)
+            } else {
+                Some(a)
+            }
+        }
+        (b, a) => b.or(a),
+    }
+}
+
+/// What was scraped from one instance.
+#[derive(Debug, Clone)]
+pub struct InstanceResult {
+    pub url: String,
+    /// Successful scrapes.
+    pub ok: u64,
+    /// Scrapes that failed (timeout, connection error, HTTP error, unreadable page).
+    pub failed: u64,
+    /// First error seen.
+    pub first_error: Option<String>,
+    /// First and last successful scrape (the counter deltas of the run).
+    pub first: Option<ServerView>,
+    pub last: Option<ServerView>,
+}
+
+/// Everything the scraper saw.
+#[derive(Debug, Clone)]
+pub struct ScrapeResult {
+    pub interval: Duration,
+    pub instances: Vec<InstanceResult>,
+    /// Per instance, time-ordered.
+    pub series: Vec<Vec<Point>>,
+    /// The run's clock start, when it was set.
+    pub clock_start: Option<Instant>,
+    /// `server_metrics.jsonl`, when written.
+    pub path: Option<PathBuf>,
+    /// Lines written to it.
+    pub lines: u64,
+}
+
+/// One line of `server_metrics.jsonl`.
+#[derive(Serialize)]
+struct Line<'a> {
+    /// Middle of the scrape, ms on the run's clock (negative: before the first send).
+    t_ms: f64,
+    instance: usize,
+    url: &'a str,
+    ok: bool,
+    /// How long the scrape took, ms.
+    scrape_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    view: Option<&'a ServerView>,
+}
+
+/// One finished scrape, sent from an instance's task to the collector.
+struct Scraped {
+    instance: usize,
+    sent: Instant,
+    received: Instant,
+    tick: u64,
+    body: Result<String, String>,
+}
+
+/// A running scraper. Drop or [`Scraper::finish`] stops it.
+pub struct Scraper {
+    stop: CancellationToken,
+    clock: Arc<OnceLock<Instant>>,
+    series: Arc<Series>,
+    urls: Vec<String>,
+    thread: Option<std::thread::JoinHandle<Result<ScrapeResult, String>>>,
+}
+
+impl Drop for Scraper {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// The scraper thread's answer after start-up: the URLs it scrapes (none: it stopped) and notes.
+type Ready = Result<(Vec<String>, Vec<String>), String>;
+
+/// What [`Scraper::start`] found at start-up.
+pub struct Started {
+    /// `None` when there is nothing to scrape.
+    pub scraper: Option<Scraper>,
+    /// Lines for the user (which URLs, why the origin was left out).
+    pub notes: Vec<String>,
+}
+
+impl Scraper {
+    /// Start scraping: one round of start-up scrapes (the baseline of every counter, and the
+    /// probe of the endpoint's origin), then a task per instance every `interval`. Returns
+    /// once the start-up round is done.
+    pub fn start(cfg: ScrapeConfig) -> Result<Started, String> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Ready>();
+        let stop = CancellationToken::new();
+        let clock: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
+        let series = Arc::new(Series::default());
+        let (stop2, clock2, series2) = (stop.clone(), clock.clone(), series.clone());
+        let thread = std::thread::Builder::new()
+            .name("metrics-scraper".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let msg = format!("cannot start the scraper's runtime: {e}");
+                        let _ = ready_tx.send(Err(msg.clone()));
+                        return Err(msg);
+                    }
+                };
+                rt.block_on(run(cfg, stop2, clock2, series2, ready_tx))
+            })
+            .map_err(|e| format!("cannot start the metrics scraper thread: {e}"))?;
+        match ready_rx.recv() {
+            Ok(Ok((urls, notes))) => {
+                let scraper = if urls.is_empty() {
+                    let _ = thread.join();
+                    None
+                } else {
+                    Some(Scraper {
+                        stop,
+                        clock,
+                        series,
+                        urls,
+                        thread: Some(thread),
+                    })
+                };
+                Ok(Started { scraper, notes })
+            }
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err("the metrics scraper stopped during start-up".into())
+            }
+        }
+    }
+
+    /// The URLs scraped, in instance order.
+    pub fn urls(&self) -> &[String] {
+        &self.urls
+    }
+
+    /// The run's clock started at `at` (times in `server_metrics.jsonl` are relative to it).
+    pub fn set_clock_start(&self, at: Instant) {
+        let _ = self.clock.set(at);
+    }
+
+    /// The time series, for the per-request join.
+    pub fn series(&self) -> Arc<Series> {
+        self.series.clone()
+    }
+
+    /// One last round of scrapes (so the counters cover every finished request), then stop and
+    /// hand over what was seen.
+    pub fn finish(mut self) -> Result<ScrapeResult, String> {
+        self.stop.cancel();
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| "the metrics scraper thread panicked".to_string())?,
+            None => Err("the metrics scraper was not running".into()),
+        }
+    }
+}
+
+fn build_client(cfg: &ScrapeConfig, timeout: Duration) -> Result<reqwest::Client, String> {
+    let https = cfg
+        .urls
+        .iter()
+        .chain(cfg.origin.iter())
+        .any(|u| u.scheme() == "https");
+    // The whole scrape's timeout is applied around it (see `get`), with its own message.
+    reqwest::Client::builder()
+        .connect_timeout(timeout.min(STARTUP_TIMEOUT))
+        .danger_accept_invalid_certs(cfg.insecure)
+        .tls_built_in_root_certs(https)
+        .pool_max_idle_per_host(1)
+        .no_proxy()
+        .build()
+        .map_err(|e| format!("cannot build the metrics HTTP client: {e}"))
+}
+
+async fn get(client: &reqwest::Client, url: &reqwest::Url, timeout: Duration) -> Result<String, String> {
+    let fut = async {
+        let resp = client
+            .get(url.clone())
+            .header("accept", "text/plain")
+            .send()
+            .await
+            .map_err(|e| e.without_url().to_string())?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(format!("HTTP {}", status.as_u16()));
+        }
+        resp.text().await.map_err(|e| e.without_url().to_string())
+    };
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+    }
+}
+
+/// Per-instance state kept by the collector.
+struct Instance {
+    url: reqwest::Url,
+    shown: String,
+    result: InstanceResult,
+}
+
+struct Collector {
+    instances: Vec<Instance>,
+    t0: Instant,
+    interval: Duration,
+    clock: Arc<OnceLock<Instant>>,
+    series: Arc<Series>,
+    out: Option<BufWriter<std::fs::File>>,
+    out_error: Option<String>,
+    /// Lines waiting for the clock to start (their times are not known yet).
+    pending: Vec<(Instant, usize, f64, Result<ServerView, String>)>,
+    lines: u64,
+}
+
+impl Collector {
+    fn tick_of(&self, at: Instant) -> u64 {
+        let d = at.saturating_duration_since(self.t0).as_secs_f64();
+        (d / self.interval.as_secs_f64()).round() as u64
+    }
+
+    fn take(&mut self, s: Scraped) {
+        let mid = s.sent + s.received.duration_since(s.sent) / 2;
+        let scrape_ms = s.received.duration_since(s.sent).as_secs_f64() * 1e3;
+        let view = s.body.and_then(|text| {
+            let page = prom::parse(&text).map_err(|e| e.to_string())?;
+            if page.families.is_empty() {
+                return Err("empty /metrics page".to_string());
+            }
+            Ok(ServerView::of(&page))
+        });
+        let inst = &mut self.instances[s.instance].result;
+        match &view {
+            Ok(v) => {
+                inst.ok += 1;
+                if inst.first.is_none() {
+                    inst.first = Some(v.clone());
+                }
+                inst.last = Some(v.clone());
+                self.series.push(
+                    s.instance,
+                    Point {
+                        at: mid,
+                        tick: s.tick,
+                        running: v.running.map(|x| x as f32),
+                        waiting: v.waiting.map(|x| x as f32),
+                        kv_usage: v.kv_usage.map(|x| x as f32),
+                    },
+                );
+            }
+            Err(e) => {
+                inst.failed += 1;
+                if inst.first_error.is_none() {
+                    inst.first_error = Some(e.clone());
+                }
+            }
+        }
+        self.pending.push((mid, s.instance, scrape_ms, view));
+        self.flush_pending(false);
+    }
+
+    /// Write the lines whose time is known (all of them at the end, relative to the scraper's
+    /// start when the clock never started).
+    fn flush_pending(&mut self, last: bool) {
+        let start = match self.clock.get() {
+            Some(s) => *s,
+            None if last => self.t0,
+            None => return,
+        };
+        let Some(out) = self.out.as_mut() else {
+            self.pending.clear();
+            return;
+        };
+        for (mid, instance, scrape_ms, view) in self.pending.drain(..) {
+            let line = Line {
+                t_ms: (signed_ms(start, mid) * 1e3).round() / 1e3,
+                instance,
+                url: &self.instances[instance].shown,
+                ok: view.is_ok(),
+                scrape_ms: (scrape_ms * 1e3).round() / 1e3,
+                error: view.as_ref().err().map(String::as_str),
+                view: view.as_ref().ok(),
+            };
+            let r = serde_json::to_writer(&mut *out, &line)
+                .map_err(|e| e.to_string())
+                .and_then(|()| out.write_all(b"\n").map_err(|e| e.to_string()));
+            match r {
+                Ok(()) => self.lines += 1,
+                Err(e) => {
+                    self.out_error.get_or_insert(e);
+                }
+            }
+        }
+    }
+}
+
+async fn run(
+    cfg: ScrapeConfig,
+    stop: CancellationToken,
+    clock: Arc<OnceLock<Instant>>,
+    series: Arc<Series>,
+    ready: std::sync::mpsc::Sender<Ready>,
+) -> Result<ScrapeResult, String> {
+    let fail = |msg: String| {
+        let _ = ready.send(Err(msg.clone()));
+        msg
+    };
+    let timeout = cfg.interval.max(Duration::from_secs(1)).min(MAX_SCRAPE_TIMEOUT);
+    let client = build_client(&cfg, timeout).map_err(fail)?;
+    let mut notes = Vec::new();
+    // The start-up round: the baseline of every counter.
+    let mut urls: Vec<reqwest::Url> = cfg.urls.clone();
+    let mut origin_at = None;
+    if let Some(o) = &cfg.origin {
+        if !urls.contains(o) {
+            origin_at = Some(urls.len());
+            urls.push(o.clone());
+        }
+    }
+    let t0 = Instant::now();
+    let round = futures_util::future::join_all(urls.iter().map(|u| {
+        let client = client.clone();
+        async move {
+            let sent = Instant::now();
+            let body = get(&client, u, STARTUP_TIMEOUT).await;
+            (sent, Instant::now(), body)
+        }
+    }))
+    .await;
+    let mut first: Vec<(usize, Scraped)> = Vec::new();
+    let mut kept: Vec<reqwest::Url> = Vec::new();
+    for (i, (u, (sent, received, body))) in urls.iter().zip(round).enumerate() {
+        if Some(i) == origin_at {
+            let page_ok = body
+                .as_ref()
+                .ok()
+                .and_then(|t| prom::parse(t).ok())
+                .is_some_and(|p| !p.families.is_empty());
+            if !page_ok {
+                let why = match &body {
+                    Err(e) => e.clone(),
+                    Ok(_) => "not a Prometheus page".to_string(),
+                };
+                notes.push(format!(
+                    "server metrics: the endpoint's {} did not answer ({why}); not scraped (give --server-metrics URL,... to scrape other URLs)",
+                    crate::backend::sanitize_url(u.as_str())
+                ));
+                continue;
+            }
+        }
+        let instance = kept.len();
+        kept.push(u.clone());
+        first.push((
+            instance,
+            Scraped {
+                instance,
+                sent,
+                received,
+                tick: 0,
+                body,
+            },
+        ));
+    }
+    if kept.is_empty() {
+        let _ = ready.send(Ok((Vec::new(), notes)));
+        return Err("nothing to scrape".into());
+    }
+    let out = match &cfg.out {
+        Some(p) => {
+            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+            }
+            Some(BufWriter::new(std::fs::File::create(p).map_err(|e| {
+                fail(format!("cannot write {}: {e}", p.display()))
+            })?))
+        }
+        None => None,
+    };
+    let shown: Vec<String> = kept
+        .iter()
+        .map(|u| crate::backend::sanitize_url(u.as_str()))
+        .collect();
+    let mut col = Collector {
+        instances: kept
+            .iter()
+            .zip(&shown)
+            .map(|(u, s)| Instance {
+                url: u.clone(),
+                shown: s.clone(),
+                result: InstanceResult {
+                    url: s.clone(),
+                    ok: 0,
+                    failed: 0,
+                    first_error: None,
+                    first: None,
+                    last: None,
+                },
+            })
+            .collect(),
+        t0,
+        interval: cfg.interval,
+        clock,
+        series,
+        out,
+        out_error: None,
+        pending: Vec::new(),
+        lines: 0,
+    };
+    for (_, s) in first {
+        col.take(s);
+    }
+    for (i, inst) in col.instances.iter().enumerate() {
+        if let Some(e) = &inst.result.first_error {
+            notes.push(format!(
+                "server metrics: instance {i} ({}) did not answer at start-up ({e}); it is still scraped and its failures are counted",
+                inst.shown
+            ));
+        }
+    }
+    notes.push(format!(
+        "server metrics: scraping {} every {} ms: {}",
+        if shown.len() == 1 {
+            "1 endpoint".to_string()
+        } else {
+            format!("{} endpoints", shown.len())
+        },
+        cfg.interval.as_millis(),
+        shown.join(", ")
+    ));
+    let _ = ready.send(Ok((shown.clone(), notes)));
+
+    // The run: a task per instance on this thread's runtime.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Scraped>();
+    let mut tasks = Vec::new();
+    for (instance, inst) in col.instances.iter().enumerate() {
+        let (client, url, tx, stop) = (client.clone(), inst.url.clone(), tx.clone(), stop.clone());
+        let (interval, t0) = (cfg.interval, t0);
+        tasks.push(tokio::spawn(async move {
+            let mut ticks = tokio::time::interval_at((t0 + interval).into(), interval);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => break,
+                    _ = ticks.tick() => {}
+                }
+                let sent = Instant::now();
+                let tick =
+                    (sent.duration_since(t0).as_secs_f64() / interval.as_secs_f64()).round() as u64;
+                let body = tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => break,
+                    b = get(&client, &url, timeout) => b,
+                };
+                let s = Scraped {
+                    instance,
+                    sent,
+                    received: Instant::now(),
+                    tick,
+                    body,
+                };
+                if tx.send(s).is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    loop {
+        tokio::select! {
+            biased;
+            s = rx.recv() => match s {
+                Some(s) => col.take(s),
+                None => break,
+            },
+            _ = stop.cancelled() => break,
+        }
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    while let Ok(s) = rx.try_recv() {
+        col.take(s);
+    }
+    // The final round, after the last request: the counters' end values.
+    let last_round = futures_util::future::join_all(col.instances.iter().map(|inst| {
+        let client = client.clone();
+        let url = inst.url.clone();
+        async move {
+            let sent = Instant::now();
+            let body = get(&client, &url, STARTUP_TIMEOUT).await;
+            (sent, Instant::now(), body)
+        }
+    }))
+    .await;
+    for (instance, (sent, received, body)) in last_round.into_iter().enumerate() {
+        let tick = col.tick_of(sent).max(1);
+        col.take(Scraped {
+            instance,
+            sent,
+            received,
+            tick,
+            body,
+        });
+    }
+    col.flush_pending(true);
+    if let Some(out) = col.out.as_mut() {
+        if let Err(e) = out.flush() {
+            col.out_error.get_or_insert(e.to_string());
+        }
+    }
+    if let Some(e) = col.out_error {
+        return Err(format!(
+            "writing {}: {e}",
+            cfg.out.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+        ));
+    }
+    Ok(ScrapeResult {
+        interval: cfg.interval,
+        series: col.series.snapshot(),
+        clock_start: col.clock.get().copied(),
+        instances: col.instances.into_iter().map(|i| i.result).collect(),
+        path: cfg.out,
+        lines: col.lines,
+    })
+}

@@ -1,0 +1,291 @@
+//! The server-side section of the summary: per instance and for the cluster, from the counter
+//! and histogram deltas between the first and last scrape and from the gauge time series.
+//! Definitions: `docs/server-metrics.md`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::names::{Engine, HistTotals, ServerView};
+use super::scrape::{Point, ScrapeResult};
+
+/// A server-side latency histogram over the run (deltas), ms. Percentiles are interpolated
+/// inside the histogram's buckets (Prometheus `histogram_quantile`), so they are as coarse as
+/// the server's bucket bounds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HistSummary {
+    pub count: f64,
+    pub mean_ms: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+}
+
+impl HistSummary {
+    fn of(h: &HistTotals) -> HistSummary {
+        HistSummary {
+            count: h.count,
+            mean_ms: h.mean_ms(),
+            p50_ms: h.quantile_ms(0.5),
+            p90_ms: h.quantile_ms(0.9),
+            p99_ms: h.quantile_ms(0.99),
+        }
+    }
+}
+
+/// One instance (or the cluster) over the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InstanceSummary {
+    /// The scraped URL (`cluster` for the whole).
+    pub url: String,
+    pub engine: Option<Engine>,
+    pub scrapes_ok: u64,
+    /// Scrapes that failed: timeout, connection error, HTTP error, unreadable page.
+    pub scrapes_failed: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+    /// Requests the server finished during the run (counter delta).
+    pub requests: Option<f64>,
+    /// This instance's part of the cluster's finished requests (load balance).
+    pub request_share: Option<f64>,
+    /// Prefix-cache lookups and hits during the run, tokens.
+    pub prefix_queries: Option<f64>,
+    pub prefix_hits: Option<f64>,
+    /// hits / lookups over the run.
+    pub prefix_hit_ratio: Option<f64>,
+    pub prompt_tokens: Option<f64>,
+    pub generation_tokens: Option<f64>,
+    pub preemptions: Option<f64>,
+    /// Gauges over the samples taken after the first send.
+    pub running_mean: Option<f64>,
+    pub running_peak: Option<f64>,
+    pub waiting_mean: Option<f64>,
+    pub waiting_peak: Option<f64>,
+    /// Fraction of 1 (cluster: mean over instances of the mean, highest instance peak).
+    pub kv_usage_mean: Option<f64>,
+    pub kv_usage_peak: Option<f64>,
+    pub ttft: Option<HistSummary>,
+    pub e2e: Option<HistSummary>,
+    pub queue: Option<HistSummary>,
+}
+
+/// The client-side numbers printed next to the server's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClientSide {
+    /// Σ cached_tokens / Σ prompt_tokens from the responses' usage.
+    pub cached_tokens_ratio: Option<f64>,
+    /// What an infinite cache would reach on the trace.
+    pub ideal_hit_ratio: Option<f64>,
+    pub ttft_mean_ms: Option<f64>,
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub e2e_mean_ms: Option<f64>,
+    pub e2e_p50_ms: Option<f64>,
+    pub e2e_p99_ms: Option<f64>,
+    /// Requests the client saw complete.
+    pub completed: usize,
+}
+
+/// The server-metrics section of the summary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerSummary {
+    pub interval_ms: f64,
+    /// `server_metrics.jsonl`, when written.
+    pub samples_path: Option<String>,
+    pub samples: u64,
+    pub instances: Vec<InstanceSummary>,
+    pub cluster: InstanceSummary,
+    pub client: ClientSide,
+}
+
+fn delta(first: Option<f64>, last: Option<f64>) -> Option<f64> {
+    let (a, b) = (first?, last?);
+    Some(if b >= a { b - a } else { b })
+}
+
+fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {
+    let (n, d) = (num?, den?);
+    (d > 0.0).then(|| n / d)
+}
+
+fn sum_opt(acc: &mut Option<f64>, v: Option<f64>) {
+    if let Some(v) = v {
+        *acc = Some(acc.unwrap_or(0.0) + v);
+    }
+}
+
+fn max_opt(acc: &mut Option<f64>, v: Option<f64>) {
+    if let Some(v) = v {
+        *acc = Some(acc.map_or(v, |a| a.max(v)));
+    }
+}
+
+/// Mean and peak of one gauge over points.
+fn gauge(points: &[&Point], f: impl Fn(&Point) -> Option<f32>) -> (Option<f64>, Option<f64>) {
+    let vals: Vec<f64> = points.iter().filter_map(|p| f(p)).map(f64::from).collect();
+    if vals.is_empty() {
+        return (None, None);
+    }
+    let mean = vals.iter().sum::<f64>() / vals.len() as f64;
+    (Some(mean), vals.iter().copied().reduce(f64::max))
+}
+
+fn hist_delta(first: Option<&HistTotals>, last: Option<&HistTotals>) -> Option<HistTotals> {
+    Some(first?.delta(last?))
+}
+
+struct Deltas {
+    ttft: Option<HistTotals>,
+    e2e: Option<HistTotals>,
+    queue: Option<HistTotals>,
+}
+
+fn instance(
+    r: &super::scrape::InstanceResult,
+    points: &[Point],
+    start: Option<std::time::Instant>,
+) -> (InstanceSummary, Deltas) {
+    let (first, last) = (r.first.as_ref(), r.last.as_ref());
+    let d = |f: fn(&ServerView) -> Option<f64>| delta(first.and_then(f), last.and_then(f));
+    let during: Vec<&Point> = points
+        .iter()
+        .filter(|p| start.is_none_or(|s| p.at >= s))
+        .collect();
+    let (running_mean, running_peak) = gauge(&during, |p| p.running);
+    let (waiting_mean, waiting_peak) = gauge(&during, |p| p.waiting);
+    let (kv_usage_mean, kv_usage_peak) = gauge(&during, |p| p.kv_usage);
+    let prefix_queries = d(|v| v.prefix_queries);
+    let prefix_hits = d(|v| v.prefix_hits);
+    let deltas = Deltas {
+        ttft: hist_delta(
+            first.and_then(|v| v.ttft.as_ref()),
+            last.and_then(|v| v.ttft.as_ref()),
+        ),
+        e2e: hist_delta(
+            first.and_then(|v| v.e2e.as_ref()),
+            last.and_then(|v| v.e2e.as_ref()),
+        ),
+        queue: hist_delta(
+            first.and_then(|v| v.queue.as_ref()),
+            last.and_then(|v| v.queue.as_ref()),
+        ),
+    };
+    let s = InstanceSummary {
+        url: r.url.clone(),
+        engine: last.map(|v| v.engine),
+        scrapes_ok: r.ok,
+        scrapes_failed: r.failed,
+        first_error: r.first_error.clone(),
+        requests: d(|v| v.requests_done),
+        request_share: None,
+        prefix_queries,
+        prefix_hits,
+        prefix_hit_ratio: ratio(prefix_hits, prefix_queries),
+        prompt_tokens: d(|v| v.prompt_tokens),
+        generation_tokens: d(|v| v.generation_tokens),
+        preemptions: d(|v| v.preemptions),
+        running_mean,
+        running_peak,
+        waiting_mean,
+        waiting_peak,
+        kv_usage_mean,
+        kv_usage_peak,
+        ttft: deltas.ttft.as_ref().map(HistSummary::of),
+        e2e: deltas.e2e.as_ref().map(HistSummary::of),
+        queue: deltas.queue.as_ref().map(HistSummary::of),
+    };
+    (s, deltas)
+}
+
+fn add_hist(acc: &mut Option<HistTotals>, h: &Option<HistTotals>) {
+    if let Some(h) = h {
+        match acc {
+            Some(a) => a.add(h),
+            None => *acc = Some(h.clone()),
+        }
+    }
+}
+
+/// The summary section of a finished scrape; `client` is filled in by the caller.
+pub fn summarize(r: &ScrapeResult, client: ClientSide) -> ServerSummary {
+    let start = r.clock_start;
+    let mut instances = Vec::new();
+    let mut cluster = InstanceSummary {
+        url: "cluster".to_string(),
+        ..InstanceSummary::default()
+    };
+    let (mut ttft, mut e2e, mut queue) = (None, None, None);
+    let mut kv_means = Vec::new();
+    for (i, inst) in r.instances.iter().enumerate() {
+        let points = r.series.get(i).map(Vec::as_slice).unwrap_or(&[]);
+        let (s, d) = instance(inst, points, start);
+        cluster.engine = cluster.engine.or(s.engine);
+        cluster.scrapes_ok += s.scrapes_ok;
+        cluster.scrapes_failed += s.scrapes_failed;
+        sum_opt(&mut cluster.requests, s.requests);
+        sum_opt(&mut cluster.prefix_queries, s.prefix_queries);
+        sum_opt(&mut cluster.prefix_hits, s.prefix_hits);
+        sum_opt(&mut cluster.prompt_tokens, s.prompt_tokens);
+        sum_opt(&mut cluster.generation_tokens, s.generation_tokens);
+        sum_opt(&mut cluster.preemptions, s.preemptions);
+        max_opt(&mut cluster.kv_usage_peak, s.kv_usage_peak);
+        if let Some(m) = s.kv_usage_mean {
+            kv_means.push(m);
+        }
+        add_hist(&mut ttft, &d.ttft);
+        add_hist(&mut e2e, &d.e2e);
+        add_hist(&mut queue, &d.queue);
+        instances.push(s);
+    }
+    if let Some(total) = cluster.requests.filter(|t| *t > 0.0) {
+        for s in &mut instances {
+            s.request_share = s.requests.map(|n| n / total);
+        }
+        cluster.request_share = Some(1.0);
+    }
+    cluster.prefix_hit_ratio = ratio(cluster.prefix_hits, cluster.prefix_queries);
+    if !kv_means.is_empty() {
+        cluster.kv_usage_mean = Some(kv_means.iter().sum::<f64>() / kv_means.len() as f64);
+    }
+    // Running and waiting of the cluster: summed per tick of the shared schedule.
+    let mut per_tick: BTreeMap<u64, (Option<f64>, Option<f64>)> = BTreeMap::new();
+    for points in &r.series {
+        // The last point of an instance per tick.
+        let mut last: BTreeMap<u64, &Point> = BTreeMap::new();
+        for p in points.iter().filter(|p| start.is_none_or(|s| p.at >= s)) {
+            last.insert(p.tick, p);
+        }
+        for (tick, p) in last {
+            let e = per_tick.entry(tick).or_default();
+            sum_opt(&mut e.0, p.running.map(f64::from));
+            sum_opt(&mut e.1, p.waiting.map(f64::from));
+        }
+    }
+    let col = |f: fn(&(Option<f64>, Option<f64>)) -> Option<f64>| {
+        let v: Vec<f64> = per_tick.values().filter_map(f).collect();
+        if v.is_empty() {
+            (None, None)
+        } else {
+            (
+                Some(v.iter().sum::<f64>() / v.len() as f64),
+                v.iter().copied().reduce(f64::max),
+            )
+        }
+    };
+    (cluster.running_mean, cluster.running_peak) = col(|e| e.0);
+    (cluster.waiting_mean, cluster.waiting_peak) = col(|e| e.1);
+    cluster.ttft = ttft.as_ref().map(HistSummary::of);
+    cluster.e2e = e2e.as_ref().map(HistSummary::of);
+    cluster.queue = queue.as_ref().map(HistSummary::of);
+    ServerSummary {
+        interval_ms: r.interval.as_secs_f64() * 1e3,
+        samples_path: r.path.as_ref().map(|p| p.display().to_string()),
+        samples: r.lines,
+        instances,
+        cluster,
+        client,
+    }
+}

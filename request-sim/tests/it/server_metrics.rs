@@ -1,0 +1,323 @@
+//! Server-metrics scraping during a replay (docs/server-metrics.md): four llm-sim instances
+//! behind a round-robin TCP proxy on 127.0.0.1, scraped together; the scraped counters against
+//! the simulators' own, the client's cached_tokens against the server's hit ratio, shares per
+//! instance; dead and hanging metrics endpoints that must not hold the run up.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use clap::Parser;
+use request_sim::cli::{Cli, Command};
+use request_sim::config::{Flavor, ReplayConfig};
+
+/// `n` requests 10 ms apart over a few shared prefixes (block 64): later requests of a family
+/// extend an earlier one's hash ids.
+fn write_trace(dir: &Path, n: usize) -> PathBuf {
+    let path = dir.join("trace.jsonl");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let mut next = 100u64;
+    for i in 0..n {
+        let family = (i % 5) as u64;
+        let mut ids = vec![family, 10 + family];
+        for _ in 0..(1 + i % 3) {
+            ids.push(next);
+            next += 1;
+        }
+        let input = ids.len() as u32 * 64 - (i as u32 % 40);
+        writeln!(
+            f,
+            r#"{{"timestamp": {}, "input_length": {input}, "output_length": {}, "hash_ids": {ids:?}}}"#,
+            i * 10,
+            2 + i % 7
+        )
+        .unwrap();
+    }
+    path
+}
+
+fn replay(extra: &[&str]) -> request_sim::run::RunOutcome {
+    let mut argv = vec!["request-sim", "replay", "--quiet", "--block-size", "64"];
+    argv.extend_from_slice(extra);
+    let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!()
+    };
+    let cfg = ReplayConfig::from_args(*a, Flavor::Replay).unwrap();
+    request_sim::run::replay(cfg).unwrap()
+}
+
+/// A TCP proxy on 127.0.0.1 that sends each new connection to the next backend in turn (with
+/// servers that close every connection after one answer, that is one request each).
+struct Proxy {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Proxy {
+    fn start(backends: Vec<std::net::SocketAddr>) -> Proxy {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std_listener.set_nonblocking(true).unwrap();
+        let addr = std_listener.local_addr().unwrap();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+                let next = Arc::new(AtomicUsize::new(0));
+                loop {
+                    let (mut conn, _) = tokio::select! {
+                        _ = &mut stopped => break,
+                        c = listener.accept() => c.unwrap(),
+                    };
+                    let to = backends[next.fetch_add(1, Ordering::Relaxed) % backends.len()];
+                    tokio::spawn(async move {
+                        if let Ok(mut up) = tokio::net::TcpStream::connect(to).await {
+                            let _ = tokio::io::copy_bidirectional(&mut conn, &mut up).await;
+                        }
+                    });
+                }
+            });
+        });
+        Proxy {
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn read_samples(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn four_instances_scraped_together_match_their_own_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 120);
+    let sims: Vec<llm_sim::SimThread> = (0..4)
+        .map(|i| {
+            llm_sim::spawn_in_thread(llm_sim::SimConfig {
+                engine_index: i,
+                no_keep_alive: true,
+                ..llm_sim::SimConfig::default()
+            })
+            .unwrap()
+        })
+        .collect();
+    let proxy = Proxy::start(sims.iter().map(|s| s.addr).collect());
+    let urls: Vec<String> = sims.iter().map(|s| s.base_url()).collect();
+    let urls = urls.join(",");
+    let endpoint = format!("http://{}", proxy.addr);
+    let out = dir.path().join("out.jsonl");
+    let outcome = replay(&[
+        "--endpoint",
+        &endpoint,
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--scale-factor",
+        "2",
+        "--seed",
+        "7",
+        "--server-metrics",
+        &urls,
+        "--metrics-interval",
+        "100ms",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(outcome.exit_code, 0);
+    let s = &outcome.summary;
+    assert_eq!(s.completed, 120);
+    let srv = s.server.as_ref().expect("server section");
+    assert_eq!(srv.instances.len(), 4);
+    assert_eq!(srv.interval_ms, 100.0);
+
+    // Every sample is in server_metrics.jsonl, on the run's clock, per instance.
+    let samples = read_samples(&dir.path().join("out.jsonl.server_metrics.jsonl"));
+    assert_eq!(samples.len() as u64, srv.samples);
+    for (i, sim) in sims.iter().enumerate() {
+        let mine: Vec<&serde_json::Value> = samples
+            .iter()
+            .filter(|v| v["instance"] == i as u64)
+            .collect();
+        // 0.6 s of run at 100 ms plus the start-up and final rounds.
+        assert!(mine.len() >= 5, "instance {i}: {} samples", mine.len());
+        assert!(mine.iter().all(|v| v["ok"] == true));
+        assert!(mine[0]["t_ms"].as_f64().unwrap() < 0.0, "baseline before the clock");
+        let ts: Vec<f64> = mine.iter().map(|v| v["t_ms"].as_f64().unwrap()).collect();
+        assert!(ts.windows(2).all(|w| w[0] < w[1]), "{ts:?}");
+        assert_eq!(mine[0]["url"], format!("{}/metrics", sim.base_url()));
+        assert_eq!(mine[0]["engine"], "vllm");
+        // The last scrape is the simulator's own counters.
+        let m = sim.metrics();
+        let last = mine.last().unwrap();
+        let hits = m.prefix_hits.load(Ordering::Relaxed) as f64;
+        let queries = m.prefix_queries.load(Ordering::Relaxed) as f64;
+        assert_eq!(last["prefix_hits"].as_f64(), Some(hits), "instance {i}");
+        assert_eq!(last["prefix_queries"].as_f64(), Some(queries), "instance {i}");
+        // The summary's ratio is the counters' delta over the run.
+        let first = mine[0];
+        let dh = hits - first["prefix_hits"].as_f64().unwrap();
+        let dq = queries - first["prefix_queries"].as_f64().unwrap();
+        let x = &srv.instances[i];
+        assert_eq!(x.prefix_hits, Some(dh));
+        assert_eq!(x.prefix_queries, Some(dq));
+        assert_eq!(x.prefix_hit_ratio, Some(dh / dq));
+        assert_eq!(x.scrapes_failed, 0);
+        assert_eq!(x.scrapes_ok, mine.len() as u64);
+        // Round robin over connections, one request each: about a quarter per instance.
+        let share = x.request_share.unwrap();
+        assert!((0.2..=0.3).contains(&share), "instance {i} share {share}");
+        assert!(x.ttft.as_ref().unwrap().count > 0.0);
+    }
+    let c = &srv.cluster;
+    assert_eq!(c.requests, Some(120.0), "server-side finished requests");
+    assert_eq!(c.ttft.as_ref().unwrap().count, 120.0);
+    let shares: f64 = srv.instances.iter().map(|x| x.request_share.unwrap()).sum();
+    assert!((shares - 1.0).abs() < 1e-9);
+    // The server's hit ratio and the client's cached_tokens agree within 0.5 pp.
+    let server = c.prefix_hit_ratio.unwrap();
+    let client = srv.client.cached_tokens_ratio.unwrap();
+    assert!(server > 0.2, "shared prefixes must hit: {server}");
+    assert!(
+        (server - client).abs() < 0.005,
+        "server {server} client {client}"
+    );
+    assert_eq!(srv.client.completed, 120);
+    assert!(c.running_peak.unwrap() >= 1.0);
+    assert!(c.kv_usage_peak.unwrap() > 0.0);
+    // The console shows the section.
+    let text = request_sim::report::render_console(s);
+    assert!(text.contains("Server metrics (4 instances, every 100 ms)"), "{text}");
+    assert!(text.contains("Server prefix-cache hit ratio (%):"));
+}
+
+#[test]
+fn dead_and_hanging_metrics_endpoints_are_counted_not_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 40);
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    // A port nobody listens on, and a listener that accepts and never answers.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let hang = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hang_url = format!("http://{}/metrics", hang.local_addr().unwrap());
+    let dead_url = format!("http://{dead}");
+    let urls = format!("{},{dead_url},{hang_url}", sim.base_url());
+    let out = dir.path().join("out.jsonl");
+    let res = dir.path().join("res");
+    let outcome = replay(&[
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--scale-factor",
+        "0.25",
+        "--server-metrics",
+        &urls,
+        "--metrics-interval",
+        "0.2",
+        "-o",
+        out.to_str().unwrap(),
+        "--result-dir",
+        res.to_str().unwrap(),
+    ]);
+    assert_eq!(outcome.exit_code, 0);
+    let s = &outcome.summary;
+    assert_eq!(s.completed, 40);
+    let srv = s.server.as_ref().unwrap();
+    assert_eq!(srv.instances.len(), 3);
+    let [live, dead_i, hang_i] = &srv.instances[..] else {
+        unreachable!()
+    };
+    assert_eq!(live.scrapes_failed, 0);
+    assert!(live.scrapes_ok >= 6, "{live:?}");
+    assert_eq!(dead_i.scrapes_ok, 0);
+    assert!(dead_i.scrapes_failed >= 6, "{dead_i:?}");
+    assert_eq!(hang_i.scrapes_ok, 0);
+    // 1.6 s of run; each hanging scrape times out after 1 s (missed ticks are skipped).
+    assert!((2..=4).contains(&hang_i.scrapes_failed), "{hang_i:?}");
+    assert!(hang_i.first_error.as_deref().unwrap().contains("no answer within"));
+    assert_eq!(live.requests, Some(40.0));
+    assert_eq!(srv.cluster.requests, Some(40.0));
+    assert_eq!(live.request_share, Some(1.0));
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("scrapes of instance 1") && w.contains(&dead_url)),
+        "{:?}",
+        s.warnings
+    );
+    // The sending path did not notice.
+    assert!(s.drift.p99_ms < 50.0, "{:?}", s.drift);
+    // In the result dir.
+    let samples = read_samples(&res.join("server_metrics.jsonl"));
+    assert!(samples
+        .iter()
+        .any(|v| v["instance"] == 1 && v["ok"] == false && v["error"].is_string()));
+    drop(hang);
+}
+
+#[test]
+fn interval_below_100ms_is_refused_and_the_origin_is_scraped_by_default() {
+    let argv = |extra: &[&str]| {
+        let mut v = vec!["request-sim", "replay"];
+        v.extend_from_slice(extra);
+        let Command::Replay(a) = Cli::try_parse_from(v).unwrap().command else {
+            unreachable!()
+        };
+        ReplayConfig::from_args(*a, Flavor::Replay)
+    };
+    let e = argv(&["--metrics-interval", "50ms"]).unwrap_err();
+    assert!(e.contains("below the minimum of 100 ms"), "{e}");
+    assert!(argv(&["--metrics-interval", "0.05"]).is_err());
+    assert!(argv(&["--metrics-interval", "soon"]).is_err());
+    let c = argv(&["--metrics-interval", "250ms"]).unwrap();
+    assert_eq!(
+        c.server_metrics.unwrap().interval,
+        std::time::Duration::from_millis(250)
+    );
+    assert!(argv(&["--no-server-metrics"])
+        .unwrap()
+        .server_metrics
+        .is_none());
+    let e = argv(&["--server-metrics", "ftp://x/metrics"]).unwrap_err();
+    assert!(e.contains("http"), "{e}");
+
+    // Built-in simulator, no flags: its origin answers /metrics and is scraped.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 20);
+    let out = dir.path().join("o.jsonl");
+    let outcome = replay(&[
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let srv = outcome.summary.server.unwrap();
+    assert_eq!(srv.instances.len(), 1);
+    assert_eq!(srv.cluster.requests, Some(20.0));
+    assert_eq!(srv.interval_ms, 1000.0);
+}
