@@ -12,6 +12,6 @@ pub mod scrape;
 pub mod summary;
 
 pub use names::{Engine, HistTotals, ServerView, Window};
+pub use prom::{parse, Family, Kind, Page, ParseError, Sample};
 pub use scrape::{ScrapeConfig, ScrapeResult, Scraper};
 pub use summary::{ClientSide, ServerSummary};
-pub use prom::{parse, Family, Kind, Page, ParseError, Sample};

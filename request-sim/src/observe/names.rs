@@ -171,7 +171,11 @@ impl HistTotals {
             return later.clone();
         }
         let same = self.buckets.len() == later.buckets.len()
-            && self.buckets.iter().zip(&later.buckets).all(|(a, b)| a.0 == b.0);
+            && self
+                .buckets
+                .iter()
+                .zip(&later.buckets)
+                .all(|(a, b)| a.0 == b.0);
         HistTotals {
             sum: later.sum - self.sum,
             count: later.count - self.count,
@@ -190,7 +194,11 @@ impl HistTotals {
     /// Adds another instance's histogram (same bounds; otherwise the buckets are dropped).
     pub fn add(&mut self, other: &HistTotals) {
         let same = self.buckets.len() == other.buckets.len()
-            && self.buckets.iter().zip(&other.buckets).all(|(a, b)| a.0 == b.0);
+            && self
+                .buckets
+                .iter()
+                .zip(&other.buckets)
+                .all(|(a, b)| a.0 == b.0);
         self.sum += other.sum;
         self.count += other.count;
         if same {

@@ -33,6 +33,9 @@ pub struct ScrapeConfig {
     pub urls: Vec<reqwest::Url>,
     /// The endpoint origin's `/metrics`: scraped when it answers a Prometheus page at start-up.
     pub origin: Option<reqwest::Url>,
+    /// The endpoint's API key, sent (as `Authorization: Bearer`) to the origin only: the same
+    /// server the requests go to, never the other URLs.
+    pub origin_api_key: Option<String>,
     pub interval: Duration,
     /// `server_metrics.jsonl`.
     pub out: Option<PathBuf>,
@@ -345,14 +348,18 @@ fn build_client(cfg: &ScrapeConfig, timeout: Duration) -> Result<reqwest::Client
         .map_err(|e| format!("cannot build the metrics HTTP client: {e}"))
 }
 
-async fn get(client: &reqwest::Client, url: &reqwest::Url, timeout: Duration) -> Result<String, String> {
+async fn get(
+    client: &reqwest::Client,
+    url: &reqwest::Url,
+    key: Option<&str>,
+    timeout: Duration,
+) -> Result<String, String> {
     let fut = async {
-        let resp = client
-            .get(url.clone())
-            .header("accept", "text/plain")
-            .send()
-            .await
-            .map_err(|e| e.without_url().to_string())?;
+        let mut req = client.get(url.clone()).header("accept", "text/plain");
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        let resp = req.send().await.map_err(|e| e.without_url().to_string())?;
         let status = resp.status();
         if !status.is_success() {
             return Err(format!("HTTP {}", status.as_u16()));
@@ -368,6 +375,7 @@ async fn get(client: &reqwest::Client, url: &reqwest::Url, timeout: Duration) ->
 /// Per-instance state kept by the collector.
 struct Instance {
     url: reqwest::Url,
+    key: Option<String>,
     shown: String,
     result: InstanceResult,
 }
@@ -477,31 +485,35 @@ async fn run(
         let _ = ready.send(Err(msg.clone()));
         msg
     };
-    let timeout = cfg.interval.max(Duration::from_secs(1)).min(MAX_SCRAPE_TIMEOUT);
+    let timeout = cfg
+        .interval
+        .max(Duration::from_secs(1))
+        .min(MAX_SCRAPE_TIMEOUT);
     let client = build_client(&cfg, timeout).map_err(fail)?;
     let mut notes = Vec::new();
     // The start-up round: the baseline of every counter.
-    let mut urls: Vec<reqwest::Url> = cfg.urls.clone();
+    let mut urls: Vec<(reqwest::Url, Option<String>)> =
+        cfg.urls.iter().map(|u| (u.clone(), None)).collect();
     let mut origin_at = None;
     if let Some(o) = &cfg.origin {
-        if !urls.contains(o) {
+        if !urls.iter().any(|(u, _)| u == o) {
             origin_at = Some(urls.len());
-            urls.push(o.clone());
+            urls.push((o.clone(), cfg.origin_api_key.clone()));
         }
     }
     let t0 = Instant::now();
-    let round = futures_util::future::join_all(urls.iter().map(|u| {
+    let round = futures_util::future::join_all(urls.iter().map(|(u, key)| {
         let client = client.clone();
         async move {
             let sent = Instant::now();
-            let body = get(&client, u, STARTUP_TIMEOUT).await;
+            let body = get(&client, u, key.as_deref(), STARTUP_TIMEOUT).await;
             (sent, Instant::now(), body)
         }
     }))
     .await;
     let mut first: Vec<(usize, Scraped)> = Vec::new();
-    let mut kept: Vec<reqwest::Url> = Vec::new();
-    for (i, (u, (sent, received, body))) in urls.iter().zip(round).enumerate() {
+    let mut kept: Vec<(reqwest::Url, Option<String>)> = Vec::new();
+    for (i, ((u, key), (sent, received, body))) in urls.iter().zip(round).enumerate() {
         if Some(i) == origin_at {
             let page_ok = body
                 .as_ref()
@@ -521,7 +533,7 @@ async fn run(
             }
         }
         let instance = kept.len();
-        kept.push(u.clone());
+        kept.push((u.clone(), key.clone()));
         first.push((
             instance,
             Scraped {
@@ -551,14 +563,15 @@ async fn run(
     };
     let shown: Vec<String> = kept
         .iter()
-        .map(|u| crate::backend::sanitize_url(u.as_str()))
+        .map(|(u, _)| crate::backend::sanitize_url(u.as_str()))
         .collect();
     let mut col = Collector {
         instances: kept
             .iter()
             .zip(&shown)
-            .map(|(u, s)| Instance {
+            .map(|((u, key), s)| Instance {
                 url: u.clone(),
+                key: key.clone(),
                 shown: s.clone(),
                 result: InstanceResult {
                     url: s.clone(),
@@ -606,7 +619,8 @@ async fn run(
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Scraped>();
     let mut tasks = Vec::new();
     for (instance, inst) in col.instances.iter().enumerate() {
-        let (client, url, tx, stop) = (client.clone(), inst.url.clone(), tx.clone(), stop.clone());
+        let (client, url, key) = (client.clone(), inst.url.clone(), inst.key.clone());
+        let (tx, stop) = (tx.clone(), stop.clone());
         let (interval, t0) = (cfg.interval, t0);
         tasks.push(tokio::spawn(async move {
             let mut ticks = tokio::time::interval_at((t0 + interval).into(), interval);
@@ -623,7 +637,7 @@ async fn run(
                 let body = tokio::select! {
                     biased;
                     _ = stop.cancelled() => break,
-                    b = get(&client, &url, timeout) => b,
+                    b = get(&client, &url, key.as_deref(), timeout) => b,
                 };
                 let s = Scraped {
                     instance,
@@ -658,10 +672,10 @@ async fn run(
     // The final round, after the last request: the counters' end values.
     let last_round = futures_util::future::join_all(col.instances.iter().map(|inst| {
         let client = client.clone();
-        let url = inst.url.clone();
+        let (url, key) = (inst.url.clone(), inst.key.clone());
         async move {
             let sent = Instant::now();
-            let body = get(&client, &url, STARTUP_TIMEOUT).await;
+            let body = get(&client, &url, key.as_deref(), STARTUP_TIMEOUT).await;
             (sent, Instant::now(), body)
         }
     }))
@@ -685,7 +699,10 @@ async fn run(
     if let Some(e) = col.out_error {
         return Err(format!(
             "writing {}: {e}",
-            cfg.out.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+            cfg.out
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
         ));
     }
     Ok(ScrapeResult {

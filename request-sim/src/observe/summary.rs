@@ -209,6 +209,9 @@ fn add_hist(acc: &mut Option<HistTotals>, h: &Option<HistTotals>) {
     }
 }
 
+/// Running and waiting of the cluster at one tick.
+type RunWait = (Option<f64>, Option<f64>);
+
 /// The summary section of a finished scrape; `client` is filled in by the caller.
 pub fn summarize(r: &ScrapeResult, client: ClientSide) -> ServerSummary {
     let start = r.clock_start;
@@ -251,7 +254,7 @@ pub fn summarize(r: &ScrapeResult, client: ClientSide) -> ServerSummary {
         cluster.kv_usage_mean = Some(kv_means.iter().sum::<f64>() / kv_means.len() as f64);
     }
     // Running and waiting of the cluster: summed per tick of the shared schedule.
-    let mut per_tick: BTreeMap<u64, (Option<f64>, Option<f64>)> = BTreeMap::new();
+    let mut per_tick: BTreeMap<u64, RunWait> = BTreeMap::new();
     for points in &r.series {
         // The last point of an instance per tick.
         let mut last: BTreeMap<u64, &Point> = BTreeMap::new();
@@ -264,7 +267,7 @@ pub fn summarize(r: &ScrapeResult, client: ClientSide) -> ServerSummary {
             sum_opt(&mut e.1, p.waiting.map(f64::from));
         }
     }
-    let col = |f: fn(&(Option<f64>, Option<f64>)) -> Option<f64>| {
+    let col = |f: fn(&RunWait) -> Option<f64>| {
         let v: Vec<f64> = per_tick.values().filter_map(f).collect();
         if v.is_empty() {
             (None, None)

@@ -261,13 +261,19 @@ fn server_section(t: &mut Table, srv: &crate::observe::ServerSummary) {
         "Scrapes ok / failed:",
         format!("{} / {}", c.scrapes_ok, c.scrapes_failed),
     );
-    t.row("Server prefix-cache hit ratio (%):", pct(c.prefix_hit_ratio));
+    t.row(
+        "Server prefix-cache hit ratio (%):",
+        pct(c.prefix_hit_ratio),
+    );
     t.row(
         "Client cached_tokens ratio (%):",
         pct(srv.client.cached_tokens_ratio),
     );
     if srv.client.ideal_hit_ratio.is_some() {
-        t.row("Trace-ideal hit ratio (%):", pct(srv.client.ideal_hit_ratio));
+        t.row(
+            "Trace-ideal hit ratio (%):",
+            pct(srv.client.ideal_hit_ratio),
+        );
     }
     t.row("Requests finished (server):", num(c.requests, 0));
     t.row(
@@ -280,11 +286,7 @@ fn server_section(t: &mut Table, srv: &crate::observe::ServerSummary) {
     );
     t.row(
         "KV usage mean / peak (%):",
-        format!(
-            "{} / {}",
-            pct(c.kv_usage_mean),
-            pct(c.kv_usage_peak)
-        ),
+        format!("{} / {}", pct(c.kv_usage_mean), pct(c.kv_usage_peak)),
     );
     t.row("Preemptions:", num(c.preemptions, 0));
     let h = |x: &Option<crate::observe::summary::HistSummary>| match x {
@@ -306,7 +308,15 @@ fn server_section(t: &mut Table, srv: &crate::observe::ServerSummary) {
     let _ = writeln!(
         t,
         "{:<4} {:>6} {:>6} {:>11} {:>11} {:>6} {:>7} {:>9} {:>6}",
-        "inst", "share%", "hit%", "run mean/pk", "wait mean/pk", "kv%pk", "preempt", "ttft ms", "fails"
+        "inst",
+        "share%",
+        "hit%",
+        "run mean/pk",
+        "wait mean/pk",
+        "kv%pk",
+        "preempt",
+        "ttft ms",
+        "fails"
     );
     for (i, x) in srv.instances.iter().enumerate() {
         let _ = writeln!(

@@ -66,7 +66,8 @@ pub struct Merged {
 }
 
 /// The records files named by `inputs`: files as given, directories expanded to their
-/// `*.jsonl` files (not recursive, sorted by name). Errors when nothing is left.
+/// `*.jsonl` files (not recursive, sorted by name; the scraper's `*server_metrics.jsonl` files
+/// that may sit beside the records are not records). Errors when nothing is left.
 pub fn expand_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in inputs {
@@ -75,6 +76,10 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
                 .with_context(|| format!("cannot list {}", p.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "jsonl"))
+                .filter(|f| {
+                    !f.file_name()
+                        .is_some_and(|n| n.to_string_lossy().ends_with("server_metrics.jsonl"))
+                })
                 .collect();
             found.sort();
             if found.is_empty() {

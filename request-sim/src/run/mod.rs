@@ -495,6 +495,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             let started = crate::observe::Scraper::start(crate::observe::ScrapeConfig {
                 urls: sm.urls.clone(),
                 origin,
+                origin_api_key: cfg.api_key.clone(),
                 interval: sm.interval,
                 out: Some(out),
                 insecure: cfg.insecure,
@@ -744,7 +745,11 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
                 }
             }
             if let Some(p) = &r.path {
-                note(format!("server metrics: {} samples in {}", r.lines, p.display()));
+                note(format!(
+                    "server metrics: {} samples in {}",
+                    r.lines,
+                    p.display()
+                ));
             }
             summary.server = Some(srv);
         }

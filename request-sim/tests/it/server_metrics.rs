@@ -163,7 +163,10 @@ fn four_instances_scraped_together_match_their_own_counters() {
         // 0.6 s of run at 100 ms plus the start-up and final rounds.
         assert!(mine.len() >= 5, "instance {i}: {} samples", mine.len());
         assert!(mine.iter().all(|v| v["ok"] == true));
-        assert!(mine[0]["t_ms"].as_f64().unwrap() < 0.0, "baseline before the clock");
+        assert!(
+            mine[0]["t_ms"].as_f64().unwrap() < 0.0,
+            "baseline before the clock"
+        );
         let ts: Vec<f64> = mine.iter().map(|v| v["t_ms"].as_f64().unwrap()).collect();
         assert!(ts.windows(2).all(|w| w[0] < w[1]), "{ts:?}");
         assert_eq!(mine[0]["url"], format!("{}/metrics", sim.base_url()));
@@ -174,7 +177,11 @@ fn four_instances_scraped_together_match_their_own_counters() {
         let hits = m.prefix_hits.load(Ordering::Relaxed) as f64;
         let queries = m.prefix_queries.load(Ordering::Relaxed) as f64;
         assert_eq!(last["prefix_hits"].as_f64(), Some(hits), "instance {i}");
-        assert_eq!(last["prefix_queries"].as_f64(), Some(queries), "instance {i}");
+        assert_eq!(
+            last["prefix_queries"].as_f64(),
+            Some(queries),
+            "instance {i}"
+        );
         // The summary's ratio is the counters' delta over the run.
         let first = mine[0];
         let dh = hits - first["prefix_hits"].as_f64().unwrap();
@@ -208,7 +215,10 @@ fn four_instances_scraped_together_match_their_own_counters() {
     assert!(c.kv_usage_peak.unwrap() > 0.0);
     // The console shows the section.
     let text = request_sim::report::render_console(s);
-    assert!(text.contains("Server metrics (4 instances, every 100 ms)"), "{text}");
+    assert!(
+        text.contains("Server metrics (4 instances, every 100 ms)"),
+        "{text}"
+    );
     assert!(text.contains("Server prefix-cache hit ratio (%):"));
 }
 
@@ -259,7 +269,11 @@ fn dead_and_hanging_metrics_endpoints_are_counted_not_waited_for() {
     assert_eq!(hang_i.scrapes_ok, 0);
     // 1.6 s of run; each hanging scrape times out after 1 s (missed ticks are skipped).
     assert!((2..=4).contains(&hang_i.scrapes_failed), "{hang_i:?}");
-    assert!(hang_i.first_error.as_deref().unwrap().contains("no answer within"));
+    assert!(hang_i
+        .first_error
+        .as_deref()
+        .unwrap()
+        .contains("no answer within"));
     assert_eq!(live.requests, Some(40.0));
     assert_eq!(srv.cluster.requests, Some(40.0));
     assert_eq!(live.request_share, Some(1.0));

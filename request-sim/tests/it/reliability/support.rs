@@ -83,6 +83,8 @@ pub fn base_args(endpoint: &str, trace: &Path, dir: &Path) -> Vec<String> {
         "--no-pin".into(),
         "--threads".into(),
         "2".into(),
+        // These tests count every request the server saw; scraping /metrics would add some.
+        "--no-server-metrics".into(),
     ]
 }
 
