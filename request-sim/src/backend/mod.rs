@@ -9,6 +9,7 @@
 pub mod body;
 pub mod response;
 pub mod sse;
+pub mod tokenize;
 
 use std::time::{Duration, Instant};
 

@@ -10,6 +10,8 @@
 //!   (or token ids). Block `i` is a pure function of `(seed, hash_ids[i], length)`; a shorter
 //!   block is a prefix of the longer one; tokens beyond the hashed blocks are unique to the
 //!   request. Nothing is cached, so memory is flat however many distinct hash ids a trace has.
+//! * [`Encoder`] — the source of truth for token counts: a local `tokenizer.json`, or the
+//!   server's `POST /tokenize` (`backend::tokenize`), so prompts are exact with only an endpoint.
 //! * [`verify_sample`] / [`verify_trace`] — re-tokenize built prompts with the real tokenizer
 //!   (a quick start-up sample, or a whole trace slice with the block-sharing check).
 //! * [`chat_overhead_from_template`] — how many tokens the model's chat template adds around the
@@ -18,14 +20,16 @@
 //! See `docs/prompts.md` for the guarantees and the measured numbers.
 
 mod builder;
+mod encoder;
 mod template;
 mod verify;
 mod vocab;
 
 pub use builder::PromptBuilder;
+pub use encoder::Encoder;
 pub use template::{chat_overhead_from_template, completion_overhead, ChatTemplate};
 pub use verify::{verify_sample, verify_trace, TraceVerifyReport, VerifyReport, SAMPLE_WINDOW};
-pub use vocab::{load_tokenizer, Vocab, MAX_WORDS, MIN_WORDS};
+pub use vocab::{is_word, load_tokenizer, Vocab, MAX_WORDS, MIN_WORDS};
 
 use std::path::PathBuf;
 

@@ -11,7 +11,7 @@ use tokenizers::Tokenizer;
 
 use crate::trace::TraceRequest;
 
-use super::{PromptBuilder, PromptError};
+use super::{Encoder, PromptBuilder, PromptError};
 
 /// Result of [`verify_sample`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -100,20 +100,19 @@ fn check_one(builder: &PromptBuilder, tok: &Tokenizer, req: &TraceRequest) -> Ch
 /// Tokens re-tokenized at each end of a sampled prompt by [`verify_sample`].
 pub const SAMPLE_WINDOW: usize = 512;
 
-/// Check the first and the last `window` tokens of one prompt (the whole prompt if it has at
-/// most `2 * window` tokens).
-fn check_windows(
+/// The pieces of one prompt to re-tokenize: its first and last `window` tokens (the whole
+/// prompt if it has at most `2 * window` tokens), as (text, intended ids, first token index).
+fn windows(
     builder: &PromptBuilder,
-    tok: &Tokenizer,
     req: &TraceRequest,
     window: usize,
-) -> Checked {
+) -> Result<Vec<(String, Vec<u32>, usize)>, String> {
     let n = req.input_length as usize;
-    if n <= 2 * window {
-        return check_one(builder, tok, req);
-    }
     let text = builder.text(req, n);
     let intended = builder.token_ids(req, n);
+    if n <= 2 * window {
+        return Ok(vec![(text, intended, 0)]);
+    }
     // Every word starts with its (only) space.
     let starts: Vec<usize> = text
         .bytes()
@@ -121,76 +120,89 @@ fn check_windows(
         .filter(|&(_, b)| b == b' ')
         .map(|(i, _)| i)
         .collect();
-    let mut ids = Vec::with_capacity(2 * window);
-    let mut failure = None;
-    let (head_text, tail_text) = if starts.len() == n {
-        (&text[..starts[window]], &text[starts[n - window]..])
-    } else {
-        failure = Some(format!(
+    if starts.len() != n {
+        return Err(format!(
             "request {} (line {}): built text has {} words, intended {n}",
             req.index,
             req.line,
             starts.len()
         ));
-        ("", "")
-    };
-    for (part, want, at) in [
-        (head_text, &intended[..window], 0),
-        (tail_text, &intended[n - window..], n - window),
-    ] {
-        if failure.is_some() {
-            break;
-        }
-        match tok.encode_fast(part, false) {
-            Ok(enc) => {
-                let got = enc.get_ids();
-                ids.extend_from_slice(got);
-                if got != want {
-                    failure = Some(format!(
-                        "request {} (line {}): tokens {at}..{} re-tokenized to {} tokens, not \
-                         the intended {window}",
-                        req.index,
-                        req.line,
-                        at + window,
-                        got.len()
-                    ));
-                }
-            }
-            Err(e) => failure = Some(format!("request {} (line {}): {e}", req.index, req.line)),
-        }
     }
-    Checked {
-        ids,
-        exact_length: failure.is_none(),
-        exact_ids: failure.is_none(),
-        failure,
-    }
+    Ok(vec![
+        (
+            text[..starts[window]].to_string(),
+            intended[..window].to_vec(),
+            0,
+        ),
+        (
+            text[starts[n - window]..].to_string(),
+            intended[n - window..].to_vec(),
+            n - window,
+        ),
+    ])
 }
 
 /// Start-up check: build the prompts of `n` requests spread evenly over `requests` (all of
 /// them if fewer), re-tokenize the first and the last [`SAMPLE_WINDOW`] tokens of each (the
-/// whole prompt when shorter) in parallel, and compare with the intended token ids. With
-/// `n = 8` this takes a few tens of milliseconds; [`verify_trace`] checks whole prompts.
-pub fn verify_sample(
+/// whole prompt when shorter) with `enc` (the local tokenizer, or the server's `/tokenize`),
+/// and compare with the intended token ids. With `n = 8` this takes a few tens of
+/// milliseconds locally; [`verify_trace`] checks whole prompts.
+pub fn verify_sample<E: Encoder + ?Sized>(
     builder: &PromptBuilder,
-    tok: &Tokenizer,
+    enc: &E,
     requests: &[TraceRequest],
     n: usize,
 ) -> VerifyReport {
     let start = Instant::now();
     let n = n.min(requests.len());
     let picks: Vec<&TraceRequest> = (0..n).map(|k| &requests[k * requests.len() / n]).collect();
-    let results: Vec<Checked> = picks
-        .par_iter()
-        .with_max_len(1)
-        .map(|r| check_windows(builder, tok, r, SAMPLE_WINDOW))
-        .collect();
+    let mut failures: Vec<Option<String>> = vec![None; picks.len()];
+    let mut texts = Vec::new();
+    let mut wants = Vec::new();
+    for (k, r) in picks.iter().enumerate() {
+        match windows(builder, r, SAMPLE_WINDOW) {
+            Ok(ws) => {
+                for (t, ids, at) in ws {
+                    texts.push(t);
+                    wants.push((k, ids, at));
+                }
+            }
+            Err(e) => failures[k] = Some(e),
+        }
+    }
+    let mut tokens = 0;
+    match enc.encode_many(&texts) {
+        Ok(got) => {
+            for ((k, want, at), got) in wants.into_iter().zip(got) {
+                tokens += got.len();
+                if got != want && failures[k].is_none() {
+                    let r = picks[k];
+                    failures[k] = Some(format!(
+                        "request {} (line {}): tokens {at}..{} re-tokenized to {} tokens, not \
+                         the intended {}",
+                        r.index,
+                        r.line,
+                        at + want.len(),
+                        got.len(),
+                        want.len()
+                    ));
+                }
+            }
+        }
+        Err(e) => {
+            for (k, f) in failures.iter_mut().enumerate() {
+                if f.is_none() {
+                    *f = Some(format!("request {}: {e}", picks[k].index));
+                }
+            }
+        }
+    }
     VerifyReport {
-        checked: results.len(),
-        exact: results.iter().filter(|c| c.exact_ids).count(),
-        tokens: results.iter().map(|c| c.ids.len()).sum(),
+        checked: picks.len(),
+        exact: failures.iter().filter(|f| f.is_none()).count(),
+        tokens,
         elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
-        first_failure: results.into_iter().find_map(|c| c.failure),
+        first_failure: failures.into_iter().flatten().next(),
     }
 }
 

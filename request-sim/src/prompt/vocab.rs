@@ -5,7 +5,7 @@ use std::path::Path;
 use rayon::prelude::*;
 use tokenizers::Tokenizer;
 
-use super::PromptError;
+use super::{Encoder, PromptError};
 
 /// Fewest qualifying words a tokenizer must yield for [`Vocab::from_tokenizer`] to succeed.
 /// It bounds how many distinct hash ids are guaranteed to get distinct first tokens.
@@ -71,15 +71,25 @@ impl Vocab {
             })
             .collect();
 
-        let verdicts: Vec<Vec<bool>> = candidates
-            .par_chunks(CHECK_GROUP)
-            .map(|group| check_group(tok, group))
-            .collect::<Result<_, _>>()?;
+        Vocab::from_candidates(tok, candidates)
+    }
 
+    /// Keep the `(token id, " word")` candidates that `enc` encodes to exactly their own id,
+    /// alone and concatenated with other candidates (see [`from_tokenizer`](Self::from_tokenizer);
+    /// the groups of one round are encoded in one [`Encoder::encode_many`] call, so a server
+    /// gets them as concurrent requests). Candidates keep their order; a word seen twice is kept
+    /// once (first id).
+    ///
+    /// Returns [`PromptError::TooFewWords`] when fewer than [`MIN_WORDS`] words qualify.
+    pub fn from_candidates<E: Encoder + ?Sized>(
+        enc: &E,
+        candidates: Vec<(u32, String)>,
+    ) -> Result<Vocab, PromptError> {
+        let verdicts = check_groups(enc, &candidates)?;
         let mut seen = std::collections::HashSet::new();
         let kept = candidates
             .into_iter()
-            .zip(verdicts.into_iter().flatten())
+            .zip(verdicts)
             .filter(|(_, ok)| *ok)
             .map(|(c, _)| c)
             .filter(|(_, w)| seen.insert(w.clone()))
@@ -196,28 +206,49 @@ fn candidate_word(token: &str) -> Option<String> {
     Some(format!(" {rest}"))
 }
 
-fn is_word(w: &str) -> bool {
+/// True for a prompt word: `" "` followed by one or more lowercase ASCII letters.
+pub fn is_word(w: &str) -> bool {
     let b = w.as_bytes();
     b.len() >= 2 && b[0] == b' ' && b[1..].iter().all(|c| c.is_ascii_lowercase())
 }
 
-/// Which words of `group` encode to exactly their own id when concatenated (recursive halving).
-fn check_group(tok: &Tokenizer, group: &[(u32, String)]) -> Result<Vec<bool>, PromptError> {
-    let text: String = group.iter().map(|(_, w)| w.as_str()).collect();
-    let enc = tok
-        .encode_fast(text.as_str(), false)
-        .map_err(|e| PromptError::Tokenizer(e.to_string()))?;
-    let got = enc.get_ids();
-    if got.len() == group.len() && got.iter().zip(group).all(|(g, (id, _))| g == id) {
-        return Ok(vec![true; group.len()]);
+/// Which candidates encode to exactly their own id when concatenated: groups of
+/// [`CHECK_GROUP`] are encoded together; a group whose ids differ is split in halves, round by
+/// round, until the offending words are isolated.
+fn check_groups<E: Encoder + ?Sized>(
+    enc: &E,
+    candidates: &[(u32, String)],
+) -> Result<Vec<bool>, PromptError> {
+    let mut ok = vec![false; candidates.len()];
+    let mut pending: Vec<std::ops::Range<usize>> = (0..candidates.len())
+        .step_by(CHECK_GROUP)
+        .map(|s| s..(s + CHECK_GROUP).min(candidates.len()))
+        .collect();
+    while !pending.is_empty() {
+        let texts: Vec<String> = pending
+            .iter()
+            .map(|r| {
+                candidates[r.clone()]
+                    .iter()
+                    .map(|(_, w)| w.as_str())
+                    .collect()
+            })
+            .collect();
+        let got = enc.encode_many(&texts)?;
+        let mut next = Vec::new();
+        for (r, ids) in pending.into_iter().zip(got) {
+            let group = &candidates[r.clone()];
+            if ids.len() == group.len() && ids.iter().zip(group).all(|(g, (id, _))| g == id) {
+                ok[r].iter_mut().for_each(|o| *o = true);
+            } else if r.len() > 1 {
+                let mid = r.start + r.len() / 2;
+                next.push(r.start..mid);
+                next.push(mid..r.end);
+            }
+        }
+        pending = next;
     }
-    if group.len() == 1 {
-        return Ok(vec![false]);
-    }
-    let (a, b) = group.split_at(group.len() / 2);
-    let mut out = check_group(tok, a)?;
-    out.extend(check_group(tok, b)?);
-    Ok(out)
+    Ok(ok)
 }
 
 #[cfg(test)]

@@ -206,6 +206,9 @@ pub fn render_console(s: &Summary) -> String {
             format!("{} / {}", e.over, e.under),
         );
     }
+    if let Some(src) = &s.run.prompt_token_source {
+        t.row("Prompt tokens counted by:", src);
+    }
     if let Some(pv) = s.run.prompt_verification {
         t.row(
             "Prompts verified at start-up (exact):",

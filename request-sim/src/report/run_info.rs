@@ -73,6 +73,9 @@ pub struct RunInfo {
     pub threads: Option<usize>,
     /// Tokens the chat template adds around the prompt (subtracted from the content).
     pub chat_overhead: Option<u32>,
+    /// What prompt token counts were made exact against: `local tokenizer PATH`, `server
+    /// /tokenize (...) at URL`, or `none (built-in word list)`.
+    pub prompt_token_source: Option<String>,
     pub prompt_verification: Option<PromptVerification>,
     /// Prefix-cache hit ratio an infinite cache would reach on the replayed requests
     /// (from the trace's hash ids), to compare with the server-reported one.

@@ -11,6 +11,7 @@ use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::backend::tokenize::ServerTokenizer;
 use crate::backend::{self, ApiKind, BodyParams, Endpoint, PromptPayload};
 use crate::config::{ReplayConfig, Target, TraceSource};
 use crate::prompt::{self, PromptBuilder, Vocab};
@@ -249,17 +250,46 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         None => None,
     };
     let t_phase = Instant::now();
-    let vocab = match &tokenizer {
-        Some(t) => Vocab::from_tokenizer(t).map_err(|e| e.to_string())?,
-        None => {
+    let model = match (&cfg.model_name, cfg.dry_run, ep.kind.is_openai()) {
+        (Some(m), _, _) => m.clone(),
+        (None, true, _) | (None, _, false) => "default".to_string(),
+        (None, false, true) => rt.block_on(fetch_model(&client, &ep))?,
+    };
+    let model_ms = ms_since(t_phase);
+
+    // Without a local tokenizer, the server's own `/tokenize` (vLLM, SGLang, llama.cpp) is the
+    // source of truth when it has one.
+    let t_phase = Instant::now();
+    let server_tok = (tokenizer.is_none()
+        && matches!(cfg.target, Target::Remote(_))
+        && !cfg.dry_run
+        && ep.kind.is_openai())
+    .then(|| ServerTokenizer::probe(rt.handle().clone(), &client, &ep, Some(model.clone())))
+    .flatten();
+    let (vocab, token_source) = match (&tokenizer, &server_tok) {
+        (Some(t), _) => (
+            Vocab::from_tokenizer(t).map_err(|e| e.to_string())?,
+            PromptTruth::Local,
+        ),
+        (None, Some(s)) => match s.candidates().and_then(|c| Vocab::from_candidates(s, c)) {
+            Ok(v) => (v, PromptTruth::Server),
+            Err(e) => {
+                note(format!(
+                    "WARNING: no prompt words from {} ({e}): prompts use the built-in word list, checked by the server",
+                    s.describe()
+                ));
+                (Vocab::builtin(), PromptTruth::Server)
+            }
+        },
+        (None, None) => {
             let against_sim = matches!(cfg.target, Target::BuiltinSimulator);
             if !against_sim {
-                note("WARNING: no --tokenizer: prompts use the built-in word list, so prompt token counts are \
-                     APPROXIMATE for a real model (exact only against the built-in simulator). Pass the \
-                     model's tokenizer.json for exact counts.",
+                note("WARNING: no --tokenizer and the server has no POST /tokenize: prompts use the built-in \
+                     word list, so prompt token counts are APPROXIMATE for a real model (exact only against \
+                     the built-in simulator). Pass the model's tokenizer.json for exact counts.",
                 );
             }
-            Vocab::builtin()
+            (Vocab::builtin(), PromptTruth::None)
         }
     };
     startup.vocab_ms = ms_since(t_phase);
@@ -269,7 +299,17 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         trace.block_size,
     ));
     let t_phase = Instant::now();
-    let verification = tokenizer.as_ref().map(|t| {
+    let encoder: Option<&dyn prompt::Encoder> = match (&tokenizer, &server_tok) {
+        (Some(t), _) => Some(t),
+        (None, Some(s)) => Some(s),
+        (None, None) => None,
+    };
+    let source_name = match (&cfg.tokenizer, &server_tok) {
+        (Some(p), _) => format!("local tokenizer {}", p.display()),
+        (None, Some(s)) => s.describe(),
+        (None, None) => "none (built-in word list)".to_string(),
+    };
+    let verification = encoder.map(|enc| {
         // The head of a few prompts: a prompt's first n tokens are the prompt of length n, so
         // this checks real blocks while keeping start-up short (`verify-prompts` checks all).
         let n = STARTUP_CHECK_PROMPTS.min(requests.len());
@@ -280,11 +320,13 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
                 ..r.clone()
             })
             .collect();
-        let v = prompt::verify_sample(&builder, t, &heads, STARTUP_CHECK_PROMPTS);
+        let v = prompt::verify_sample(&builder, enc, &heads, STARTUP_CHECK_PROMPTS);
+        let loaded = match token_source {
+            PromptTruth::Local => format!("loaded in {:.0} ms, ", startup.tokenizer_load_ms),
+            _ => String::new(),
+        };
         note(format!(
-                "tokenizer {} loaded in {:.0} ms, {} prompt words in {:.0} ms; start-up check: {}/{} sample prompts (first {STARTUP_CHECK_TOKENS} tokens) re-tokenize exactly",
-                cfg.tokenizer.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
-                startup.tokenizer_load_ms,
+                "prompt tokens: {source_name} {loaded}{} prompt words in {:.0} ms; start-up check: {}/{} sample prompts (first {STARTUP_CHECK_TOKENS} tokens) re-tokenize exactly",
                 builder.vocab().len(),
                 startup.vocab_ms,
                 v.exact,
@@ -298,13 +340,8 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     });
     startup.prompt_check_ms = ms_since(t_phase);
 
-    // ---- model name and chat overhead ----
+    // ---- chat overhead ----
     let t_phase = Instant::now();
-    let model = match (&cfg.model_name, cfg.dry_run, ep.kind.is_openai()) {
-        (Some(m), _, _) => m.clone(),
-        (None, true, _) | (None, _, false) => "default".to_string(),
-        (None, false, true) => rt.block_on(fetch_model(&client, &ep))?,
-    };
     let params = BodyParams {
         model: model.clone(),
         stream: ep.stream,
@@ -319,6 +356,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         &params,
         &builder,
         tokenizer.as_ref(),
+        server_tok.as_ref(),
     )?;
     if let Some((n, how)) = &overhead {
         note(format!(
@@ -327,7 +365,8 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     }
     let overhead_n = overhead.as_ref().map(|o| o.0).unwrap_or(0);
     drop(tokenizer);
-    startup.calibration_ms = ms_since(t_phase);
+    drop(server_tok);
+    startup.calibration_ms = ms_since(t_phase) + model_ms;
 
     // ---- producers ----
     let ncores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
@@ -678,6 +717,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         num_producer: Some(cfg.producers),
         threads: Some(cfg.threads),
         chat_overhead: overhead.as_ref().map(|o| o.0),
+        prompt_token_source: Some(source_name),
         prompt_verification: verification.as_ref().map(|v| report::PromptVerification {
             checked: v.checked,
             exact: v.exact,
@@ -783,6 +823,17 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         None => 0,
     };
     Ok(RunOutcome { summary, exit_code })
+}
+
+/// What prompt token counts were checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PromptTruth {
+    /// `--tokenizer`.
+    Local,
+    /// The server's `POST /tokenize`.
+    Server,
+    /// Nothing: the built-in word list.
+    None,
 }
 
 /// Milliseconds since `t`.

@@ -112,6 +112,7 @@ pub(super) fn determine_overhead(
     params: &BodyParams,
     builder: &PromptBuilder,
     tokenizer: Option<&tokenizers::Tokenizer>,
+    server: Option<&ServerTokenizer>,
 ) -> Result<Option<(u32, String)>, String> {
     if let Some(n) = cfg.chat_overhead {
         return Ok(Some((n, "--chat-overhead".into())));
@@ -125,6 +126,15 @@ pub(super) fn determine_overhead(
     }
     if !ep.kind.is_openai() {
         return Ok(None);
+    }
+    if let Some(s) = server {
+        match s.overhead(ep.kind) {
+            Ok(Some(n)) => return Ok(Some((n, s.describe()))),
+            Ok(None) => {}
+            Err(e) => note(format!(
+                "WARNING: {e}; measuring the overhead with a calibration request"
+            )),
+        }
     }
     if cfg.dry_run {
         return Ok(Some((0, "dry run: not calibrated".into())));

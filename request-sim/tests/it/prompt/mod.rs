@@ -1,2 +1,3 @@
 mod builtin;
 mod qwen3;
+mod server;

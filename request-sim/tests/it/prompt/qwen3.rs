@@ -16,10 +16,10 @@ use request_sim::prompt::{
 use request_sim::trace::TraceRequest;
 use tokenizers::Tokenizer;
 
-struct Qwen3 {
-    dir: PathBuf,
-    tok: Tokenizer,
-    vocab: Arc<Vocab>,
+pub(super) struct Qwen3 {
+    pub(super) dir: PathBuf,
+    pub(super) tok: Tokenizer,
+    pub(super) vocab: Arc<Vocab>,
 }
 
 fn qwen3_dir() -> PathBuf {
@@ -31,7 +31,7 @@ fn qwen3_dir() -> PathBuf {
 
 /// The tokenizer and its vocabulary, loaded once per test binary; `None` (after a loud note)
 /// when the files are absent outside CI.
-fn qwen3() -> Option<&'static Qwen3> {
+pub(super) fn qwen3() -> Option<&'static Qwen3> {
     static Q: OnceLock<Option<Qwen3>> = OnceLock::new();
     Q.get_or_init(|| {
         let dir = qwen3_dir();

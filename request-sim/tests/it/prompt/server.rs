@@ -1,0 +1,141 @@
+//! Exact prompts with only an endpoint: the server's `POST /tokenize` (llm-sim started with the
+//! real Qwen3 tokenizer) picks the prompt words, checks the start-up sample and counts the chat
+//! overhead; no tokenizer file is given to request-sim.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use request_sim::backend::tokenize::ServerTokenizer;
+use request_sim::backend::{self, ApiFlavor, Endpoint};
+use request_sim::cli::{Cli, Command};
+use request_sim::config::{Flavor, ReplayConfig};
+use request_sim::prompt::{verify_sample, PromptBuilder, Vocab};
+use request_sim::record::{Record, Status};
+use request_sim::trace::TraceRequest;
+
+use super::qwen3::qwen3;
+
+/// `n` mooncake rows, block 512, half of them extending an earlier row's hash ids.
+fn write_trace(dir: &Path, n: usize) -> PathBuf {
+    let path = dir.join("trace.jsonl");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let mut next = 1u64;
+    let mut prev: Vec<Vec<u64>> = Vec::new();
+    for i in 0..n {
+        let mut ids = if i % 2 == 1 {
+            prev[(i * 7) % prev.len()].clone()
+        } else {
+            Vec::new()
+        };
+        for _ in 0..(1 + i % 3) {
+            ids.push(next);
+            next += 1;
+        }
+        let input = (ids.len() as u32 - 1) * 512 + 16 + (i as u32 * 97) % 496;
+        writeln!(
+            f,
+            r#"{{"timestamp": {}, "input_length": {input}, "output_length": {}, "hash_ids": {ids:?}}}"#,
+            i * 20,
+            2 + i % 5
+        )
+        .unwrap();
+        prev.push(ids);
+    }
+    path
+}
+
+fn sim() -> llm_sim::SimThread {
+    let q = qwen3().unwrap();
+    llm_sim::spawn_in_thread(llm_sim::SimConfig {
+        tokenizer: Some(q.dir.join("tokenizer.json")),
+        tokenizer_config: Some(q.dir.join("tokenizer_config.json")),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn server_vocabulary_equals_the_local_one_and_checks_prompts() {
+    let Some(q) = qwen3() else { return };
+    let sim = sim();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = backend::build_client(&backend::ClientOptions::default()).unwrap();
+    let ep = Endpoint::resolve(&sim.base_url(), ApiFlavor::Openai, true, None, None).unwrap();
+    let st = ServerTokenizer::probe(rt.handle().clone(), &client, &ep, None)
+        .expect("llm-sim answers /tokenize");
+    let server = Vocab::from_candidates(&st, st.candidates().unwrap()).unwrap();
+    // Same words, same ids, same order: the same seed builds the same prompts either way.
+    assert_eq!(server.len(), q.vocab.len());
+    for i in 0..server.len() {
+        assert_eq!(
+            (server.id(i), server.word(i)),
+            (q.vocab.id(i), q.vocab.word(i))
+        );
+    }
+    let b = PromptBuilder::new(std::sync::Arc::new(server), 5, 512);
+    let reqs: Vec<TraceRequest> = (0..6)
+        .map(|i| TraceRequest {
+            index: i,
+            line: i + 1,
+            timestamp_ms: 0.0,
+            input_length: 300 + 700 * i as u32,
+            output_length: 1,
+            hash_ids: vec![i as u64, 100 + i as u64],
+            session: None,
+        })
+        .collect();
+    let v = verify_sample(&b, &st, &reqs, 6);
+    assert_eq!((v.checked, v.exact), (6, 6), "{v:?}");
+    assert_eq!(st.overhead(backend::ApiKind::Chat).unwrap(), Some(8));
+    assert_eq!(st.overhead(backend::ApiKind::Completions).unwrap(), Some(0));
+}
+
+#[test]
+fn endpoint_only_replay_is_exact_on_chat_and_completions() {
+    if qwen3().is_none() {
+        return;
+    }
+    let sim = sim();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 30);
+    for path in ["/v1/chat/completions", "/v1/completions"] {
+        let out = dir.path().join("out.jsonl");
+        let endpoint = format!("{}{path}", sim.base_url());
+        let argv = [
+            "request-sim",
+            "replay",
+            "--endpoint",
+            &endpoint,
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "-q",
+            "--scale-factor",
+            "4",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!()
+        };
+        let outcome =
+            request_sim::run::replay(ReplayConfig::from_args(*a, Flavor::Replay).unwrap()).unwrap();
+        let recs: Vec<Record> = std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(recs.len(), 30);
+        for r in &recs {
+            assert_eq!(r.status, Status::Ok, "{path}: {r:?}");
+            assert_eq!(r.prompt_tokens, Some(r.input_length), "{path}: {}", r.index);
+        }
+        let run = &outcome.summary.run;
+        let source = run.prompt_token_source.as_deref().unwrap();
+        assert!(source.starts_with("server /tokenize"), "{source}");
+        let pv = run.prompt_verification.unwrap();
+        assert!(pv.checked > 0 && pv.exact == pv.checked, "{pv:?}");
+        let want = if path.contains("chat") { 8 } else { 0 };
+        assert_eq!(run.chat_overhead, Some(want), "{path}");
+    }
+}
