@@ -69,9 +69,13 @@ pub struct ReplayArgs {
 
     // ---- prompts ----
     /// HF tokenizer.json of the served model: prompts get exactly the trace's token counts.
-    /// Without it a built-in word list is used (exact only against the built-in simulator).
+    /// Without it the server's POST /tokenize is used when it has one (vLLM, SGLang,
+    /// llama.cpp), else a built-in word list (exact only against the built-in simulator).
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
+    /// Never ask the server's /tokenize: without --tokenizer, use the built-in word list.
+    #[arg(long)]
+    pub no_server_tokenize: bool,
     /// tokenizer_config.json: its chat template gives the chat overhead without a server call.
     #[arg(long)]
     pub tokenizer_config: Option<PathBuf>,

@@ -135,6 +135,8 @@ pub struct ReplayConfig {
     pub realtime: crate::schedule::RealtimeMode,
     pub rt_priority: u8,
     pub dry_run: bool,
+    /// `--no-server-tokenize`: never use the server's `/tokenize`.
+    pub no_server_tokenize: bool,
     /// `--max-output-tokens`: cap on every request's output_length.
     pub max_output_tokens: Option<u32>,
     pub output_path: PathBuf,
@@ -549,6 +551,7 @@ impl ReplayConfig {
             realtime: a.realtime,
             rt_priority: a.rt_priority,
             dry_run: a.dry_run,
+            no_server_tokenize: a.no_server_tokenize,
             max_output_tokens: a.max_output_tokens,
             output_path,
             summary_path,

@@ -326,9 +326,11 @@ impl ServerTokenizer {
                 match result {
                     None => result = Some(o),
                     Some(p) if p == o => {}
-                    Some(p) => return Err(format!(
+                    Some(p) => {
+                        return Err(format!(
                         "the server's prompt overhead depends on the content ({p} vs {o} tokens)"
-                    )),
+                    ))
+                    }
                 }
             }
             Ok(result)

@@ -263,6 +263,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     let server_tok = (tokenizer.is_none()
         && matches!(cfg.target, Target::Remote(_))
         && !cfg.dry_run
+        && !cfg.no_server_tokenize
         && ep.kind.is_openai())
     .then(|| ServerTokenizer::probe(rt.handle().clone(), &client, &ep, Some(model.clone())))
     .flatten();
@@ -355,8 +356,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         &ep,
         &params,
         &builder,
-        tokenizer.as_ref(),
-        server_tok.as_ref(),
+        (tokenizer.as_ref(), server_tok.as_ref()),
     )?;
     if let Some((n, how)) = &overhead {
         note(format!(

@@ -111,8 +111,7 @@ pub(super) fn determine_overhead(
     ep: &Endpoint,
     params: &BodyParams,
     builder: &PromptBuilder,
-    tokenizer: Option<&tokenizers::Tokenizer>,
-    server: Option<&ServerTokenizer>,
+    (tokenizer, server): (Option<&tokenizers::Tokenizer>, Option<&ServerTokenizer>),
 ) -> Result<Option<(u32, String)>, String> {
     if let Some(n) = cfg.chat_overhead {
         return Ok(Some((n, "--chat-overhead".into())));

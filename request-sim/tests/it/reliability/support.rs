@@ -73,6 +73,8 @@ pub fn base_args(endpoint: &str, trace: &Path, dir: &Path) -> Vec<String> {
         "llm-sim".into(),
         "--chat-overhead".into(),
         "0".into(),
+        // Only generation requests reach the server (the tests count them).
+        "--no-server-tokenize".into(),
         "--dataset-path".into(),
         trace.display().to_string(),
         "--output-path".into(),
