@@ -240,6 +240,15 @@ pub struct ReplayArgs {
     #[arg(long, conflicts_with = "server_metrics")]
     pub no_server_metrics: bool,
 
+    // ---- run validity ----
+    /// The run is flagged INVALID when the send drift p99 exceeds this many ms (the client fell
+    /// behind the schedule).
+    #[arg(long, value_name = "MS", default_value_t = 5.0)]
+    pub max_drift_ms: f64,
+    /// Exit with status 4 when the run is flagged invalid (drift, incomplete server metrics).
+    #[arg(long)]
+    pub strict: bool,
+
     // ---- accepted for compatibility with the anchor, no effect ----
     #[arg(long, hide = true)]
     pub tracing_path: Option<PathBuf>,

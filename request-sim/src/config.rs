@@ -152,6 +152,10 @@ pub struct ReplayConfig {
     pub notes: Vec<String>,
     /// Server-metrics scraping (`None`: `--no-server-metrics`).
     pub server_metrics: Option<ServerMetrics>,
+    /// `--max-drift-ms`: drift p99 above it makes the run invalid.
+    pub max_drift_ms: f64,
+    /// `--strict`: an invalid run exits with status 4.
+    pub strict: bool,
 }
 
 /// `--server-metrics`, `--metrics-interval`.
@@ -507,6 +511,12 @@ impl ReplayConfig {
                 .collect::<Result<Vec<_>, _>>()?;
             Some(ServerMetrics { urls, interval })
         };
+        if !a.max_drift_ms.is_finite() || a.max_drift_ms < 0.0 {
+            return Err(format!(
+                "--max-drift-ms must be a number >= 0, got {}",
+                a.max_drift_ms
+            ));
+        }
         let load = LoadOptions {
             format: a.dataset,
             block_size: a.block_size,
@@ -569,6 +579,8 @@ impl ReplayConfig {
             quiet: a.quiet,
             notes,
             server_metrics,
+            max_drift_ms: a.max_drift_ms,
+            strict: a.strict,
         })
     }
 }

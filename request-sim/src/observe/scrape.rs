@@ -82,6 +82,8 @@ pub struct StateAt {
     pub kv_usage: Option<f64>,
     /// Sample time minus the instant, ms (the largest distance over the instances).
     pub dt_ms: f64,
+    /// Instances with a sample.
+    pub instances: usize,
 }
 
 impl Series {
@@ -116,7 +118,9 @@ impl Series {
                 running: None,
                 kv_usage: None,
                 dt_ms: dt,
+                instances: 0,
             });
+            o.instances += 1;
             if dt.abs() > o.dt_ms.abs() {
                 o.dt_ms = dt;
             }
@@ -311,6 +315,11 @@ impl Scraper {
     /// The run's clock started at `at` (times in `server_metrics.jsonl` are relative to it).
     pub fn set_clock_start(&self, at: Instant) {
         let _ = self.clock.set(at);
+    }
+
+    /// The run's clock start, once set (for the per-request join).
+    pub fn clock(&self) -> Arc<OnceLock<Instant>> {
+        self.clock.clone()
     }
 
     /// The time series, for the per-request join.

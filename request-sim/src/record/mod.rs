@@ -5,7 +5,7 @@
 
 pub mod writer;
 
-pub use writer::{Finished, RecordWriter, WriterStats};
+pub use writer::{Annotate, Finished, RecordWriter, WriterStats};
 
 use serde::{Deserialize, Serialize};
 
@@ -123,6 +123,28 @@ pub struct Record {
     /// answer plus the think time (ms); `scheduled_ms` is then the release time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_wait_ms: Option<f64>,
+    /// The server's state at the scrape nearest the send (only when server metrics were
+    /// scraped and the request was sent; docs/server-metrics.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerAtSend>,
+}
+
+/// The server's queue and KV usage when a request was sent: of the one scraped instance, or
+/// of the cluster (waiting and running summed, KV usage averaged over the instances) when
+/// several were scraped, since a record does not know which instance served it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ServerAtSend {
+    /// Requests waiting in the queue(s).
+    pub waiting: Option<f64>,
+    /// Requests running.
+    pub running: Option<f64>,
+    /// KV-cache usage, fraction of 1.
+    pub kv_usage: Option<f64>,
+    /// Sample time minus send time, ms (the farthest of the instances' samples): the nearest
+    /// sample taken by the time the record was written.
+    pub dt_ms: f64,
+    /// Instances the state covers (1: that instance).
+    pub instances: usize,
 }
 
 fn is_zero(n: &u32) -> bool {

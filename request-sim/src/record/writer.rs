@@ -36,11 +36,25 @@ pub struct WriterStats {
 
 const FLUSH_BYTES: usize = 256 << 10;
 
+/// A change made to every record before it is written (see [`RecordWriter::spawn_annotated`]).
+pub type Annotate = Box<dyn FnMut(&mut Record) + Send>;
+
 impl RecordWriter {
     /// Create (truncate) `path` and start the writer. `sink` sees every record (in arrival order).
     pub fn spawn(
         path: Option<&Path>,
         record_itl: bool,
+        sink: impl FnMut(&Record, &[f64]) + Send + 'static,
+    ) -> io::Result<(Self, Sender<Finished>)> {
+        Self::spawn_annotated(path, record_itl, None, sink)
+    }
+
+    /// [`RecordWriter::spawn`] with `annotate` run on every record, on the writer's thread
+    /// (off the sending path), before it is written and seen by `sink`.
+    pub fn spawn_annotated(
+        path: Option<&Path>,
+        record_itl: bool,
+        mut annotate: Option<Annotate>,
         mut sink: impl FnMut(&Record, &[f64]) + Send + 'static,
     ) -> io::Result<(Self, Sender<Finished>)> {
         let file = match path {
@@ -58,7 +72,7 @@ impl RecordWriter {
         let path = path.map(Path::to_path_buf);
         let handle = std::thread::Builder::new()
             .name("record-writer".into())
-            .spawn(move || writer_loop(file, path, rx, record_itl, &mut sink))?;
+            .spawn(move || writer_loop(file, path, rx, record_itl, &mut annotate, &mut sink))?;
         Ok((
             RecordWriter {
                 tx: Some(tx.clone()),
@@ -85,6 +99,7 @@ fn writer_loop(
     path: Option<PathBuf>,
     rx: Receiver<Finished>,
     record_itl: bool,
+    annotate: &mut Option<Annotate>,
     sink: &mut dyn FnMut(&Record, &[f64]),
 ) -> io::Result<WriterStats> {
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_BYTES * 2);
@@ -103,6 +118,9 @@ fn writer_loop(
         };
     while let Ok(mut fin) = rx.recv() {
         loop {
+            if let Some(a) = annotate.as_mut() {
+                a(&mut fin.record);
+            }
             sink(&fin.record, &fin.itl_ms);
             if file.is_some() {
                 if record_itl {

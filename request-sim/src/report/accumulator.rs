@@ -450,6 +450,7 @@ impl Accumulator {
             output_tokens_source: self.sources,
             warnings,
             server: None,
+            invalid: Vec::new(),
             run: info.clone(),
         }
     }

@@ -233,6 +233,9 @@ pub fn render_console(s: &Summary) -> String {
         t.row("Seed:", seed);
     }
     t.rule('=');
+    for w in &s.invalid {
+        let _ = writeln!(t, "RUN INVALID: {w}");
+    }
     for w in &s.warnings {
         let _ = writeln!(t, "WARNING: {w}");
     }

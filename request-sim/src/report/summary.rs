@@ -163,6 +163,10 @@ pub struct Summary {
     pub output_tokens_source: OutputTokenSources,
     /// Things the user must know (no usage from the server, records missing, ...).
     pub warnings: Vec<String>,
+    /// Why the run's measurements cannot be trusted (drift p99 above `--max-drift-ms`, server
+    /// metrics mostly missing); empty for a valid run. `--strict` exits 4 when not empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub invalid: Vec<String>,
     /// What the servers' `/metrics` said during the run (docs/server-metrics.md), when scraped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<crate::observe::ServerSummary>,

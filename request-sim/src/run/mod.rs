@@ -413,6 +413,42 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         &producers.stats(),
     ));
 
+    // ---- server metrics ----
+    // The scraper's first round (the baseline of every counter) comes after start-up's own
+    // requests (model lookup, calibration), so the run's deltas count only the replay.
+    let scraper = match (&cfg.server_metrics, cfg.dry_run) {
+        (Some(sm), false) => {
+            // Behind a router the listed instances are the servers; the router's origin (which
+            // may forward /metrics to one of them) would count that instance twice.
+            let origin = sm
+                .urls
+                .is_empty()
+                .then(|| ep.url.join("/metrics").ok())
+                .flatten();
+            let out = match &cfg.result_dir {
+                Some(dir) => dir.join("server_metrics.jsonl"),
+                None => {
+                    let mut p = cfg.output_path.as_os_str().to_owned();
+                    p.push(".server_metrics.jsonl");
+                    p.into()
+                }
+            };
+            let started = crate::observe::Scraper::start(crate::observe::ScrapeConfig {
+                urls: sm.urls.clone(),
+                origin,
+                origin_api_key: cfg.api_key.clone(),
+                interval: sm.interval,
+                out: Some(out),
+                insecure: cfg.insecure,
+            })?;
+            for n in &started.notes {
+                note(n);
+            }
+            started.scraper
+        }
+        _ => None,
+    };
+
     // ---- records and summary ----
     let report_cfg = ReportConfig {
         percentiles: cfg.percentiles.clone(),
@@ -422,14 +458,34 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     let acc_sink = acc.clone();
     let progress = Arc::new(report::Progress::new(requests.len() as u64, !cfg.quiet));
     let progress_sink = progress.clone();
-    let (writer, tx) =
-        RecordWriter::spawn(Some(&cfg.output_path), cfg.record_itl, move |rec, itl| {
+    // Each record gets the server's state at its send, on the writer's thread.
+    let annotate = scraper.as_ref().map(|s| {
+        let (series, clock) = (s.series(), s.clock());
+        Box::new(move |r: &mut Record| {
+            if let (Some(sent), Some(start)) = (r.sent_ms, clock.get()) {
+                let at = *start + Duration::from_secs_f64(sent.max(0.0) / 1e3);
+                r.server = series.cluster_at(at).map(|st| crate::record::ServerAtSend {
+                    waiting: st.waiting,
+                    running: st.running,
+                    kv_usage: st.kv_usage.map(|k| (k * 1e6).round() / 1e6),
+                    dt_ms: (st.dt_ms * 1e3).round() / 1e3,
+                    instances: st.instances,
+                });
+            }
+        }) as crate::record::Annotate
+    });
+    let (writer, tx) = RecordWriter::spawn_annotated(
+        Some(&cfg.output_path),
+        cfg.record_itl,
+        annotate,
+        move |rec, itl| {
             progress_sink.on_done(rec.status);
             if let Some(a) = acc_sink.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
                 a.add(rec, itl);
             }
-        })
-        .map_err(|e| format!("cannot write {}: {e}", cfg.output_path.display()))?;
+        },
+    )
+    .map_err(|e| format!("cannot write {}: {e}", cfg.output_path.display()))?;
     note(format!("records: {}", cfg.output_path.display()));
 
     // ---- control ----
@@ -510,42 +566,6 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         cfg.lookahead.as_secs_f64(),
     ));
     startup.warmup_ms = ms_since(t_phase);
-
-    // ---- server metrics ----
-    // The scraper's first round (the baseline of every counter) comes after start-up's own
-    // requests, so the run's deltas count only the replay.
-    let scraper = match (&cfg.server_metrics, cfg.dry_run) {
-        (Some(sm), false) => {
-            // Behind a router the listed instances are the servers; the router's origin (which
-            // may forward /metrics to one of them) would count that instance twice.
-            let origin = sm
-                .urls
-                .is_empty()
-                .then(|| ep.url.join("/metrics").ok())
-                .flatten();
-            let out = match &cfg.result_dir {
-                Some(dir) => dir.join("server_metrics.jsonl"),
-                None => {
-                    let mut p = cfg.output_path.as_os_str().to_owned();
-                    p.push(".server_metrics.jsonl");
-                    p.into()
-                }
-            };
-            let started = crate::observe::Scraper::start(crate::observe::ScrapeConfig {
-                urls: sm.urls.clone(),
-                origin,
-                origin_api_key: cfg.api_key.clone(),
-                interval: sm.interval,
-                out: Some(out),
-                insecure: cfg.insecure,
-            })?;
-            for n in &started.notes {
-                note(n);
-            }
-            started.scraper
-        }
-        _ => None,
-    };
 
     // ---- dispatch ----
     let plan = DispatchPlan {
@@ -798,6 +818,24 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             .push(format!("server metrics: the scraper failed: {e}")),
         None => {}
     }
+    // ---- validity ----
+    if summary.drift.count > 0 && summary.drift.p99_ms > cfg.max_drift_ms {
+        summary.invalid.push(format!(
+            "send drift p99 {:.3} ms is above --max-drift-ms {}: the client fell behind the schedule, so the server did not get the trace's timing (see docs/performance.md)",
+            summary.drift.p99_ms, cfg.max_drift_ms
+        ));
+    }
+    if let Some(srv) = &summary.server {
+        for (i, x) in srv.instances.iter().enumerate() {
+            let all = x.scrapes_ok + x.scrapes_failed;
+            if x.scrapes_failed * 2 > all {
+                summary.invalid.push(format!(
+                    "server metrics of instance {i} ({}) are missing: {} of {all} scrapes failed",
+                    x.url, x.scrapes_failed
+                ));
+            }
+        }
+    }
     if wstats.written != result.dispatched {
         return Err(format!(
             "internal error: {} requests dispatched but {} records written",
@@ -817,9 +855,16 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             dir.display()
         ));
     }
+    for w in &summary.invalid {
+        note(format!("RUN INVALID: {w}"));
+    }
     let exit_code = match cause {
         Some(Cause::Interrupted) => 130,
         Some(Cause::EarlyStop) => 3,
+        None if cfg.strict && !summary.invalid.is_empty() => {
+            note("--strict: exit status 4 (run invalid)");
+            4
+        }
         None => 0,
     };
     Ok(RunOutcome { summary, exit_code })

@@ -167,6 +167,7 @@ pub(super) fn unsent(
         session_id,
         parent_index,
         session_wait_ms: None,
+        server: None,
         retries: 0,
     };
     ctx.control.finished.fetch_add(1, Ordering::Relaxed);
@@ -296,6 +297,7 @@ pub(super) async fn run_one(
         session_id,
         parent_index,
         session_wait_ms,
+        server: None,
         retries: outcome.retries,
     };
     let failed = !matches!(

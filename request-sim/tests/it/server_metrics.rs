@@ -335,3 +335,80 @@ fn interval_below_100ms_is_refused_and_the_origin_is_scraped_by_default() {
     assert_eq!(srv.cluster.requests, Some(20.0));
     assert_eq!(srv.interval_ms, 1000.0);
 }
+
+#[test]
+fn records_carry_the_queue_at_send_and_strict_fails_an_invalid_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 60);
+    // One sequence at a time: requests queue up.
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+        max_num_seqs: 1,
+        ..llm_sim::SimConfig::default()
+    })
+    .unwrap();
+    let out = dir.path().join("out.jsonl");
+    let run = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "--endpoint",
+            sim.base_url().leak(),
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "--scale-factor",
+            "4",
+            "--metrics-interval",
+            "100ms",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        replay(&args)
+    };
+    let outcome = run(&out, &["--strict", "--max-drift-ms", "1000"]);
+    assert_eq!(outcome.exit_code, 0, "{:?}", outcome.summary.invalid);
+    assert!(outcome.summary.invalid.is_empty());
+    let records: Vec<request_sim::record::Record> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 60);
+    let samples = read_samples(&dir.path().join("out.jsonl.server_metrics.jsonl"));
+    let mut queued = 0;
+    for r in &records {
+        let s = r.server.expect("every sent request has the server's state");
+        assert_eq!(s.instances, 1);
+        assert!(s.dt_ms.abs() <= 500.0, "{s:?}");
+        // It is the sample at sent_ms + dt_ms in server_metrics.jsonl.
+        let at = r.sent_ms.unwrap() + s.dt_ms;
+        let sample = samples
+            .iter()
+            .find(|v| (v["t_ms"].as_f64().unwrap() - at).abs() < 0.01)
+            .unwrap_or_else(|| panic!("no sample at {at} ms for {r:?}"));
+        assert_eq!(sample["waiting"].as_f64(), s.waiting);
+        assert_eq!(sample["running"].as_f64(), s.running);
+        // No nearer sample exists on the other side of the send.
+        let nearest = samples
+            .iter()
+            .map(|v| (v["t_ms"].as_f64().unwrap() - r.sent_ms.unwrap()).abs())
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            s.dt_ms.abs() <= nearest + 0.01 || s.dt_ms < 0.0,
+            "{s:?} {nearest}"
+        );
+        if s.waiting.unwrap() >= 1.0 {
+            queued += 1;
+        }
+    }
+    assert!(queued > 0, "requests sent while others waited");
+    let srv = outcome.summary.server.as_ref().unwrap();
+    assert!(srv.cluster.waiting_peak.unwrap() >= 1.0);
+    assert!(srv.cluster.queue.as_ref().unwrap().mean_ms.unwrap() > 0.0);
+
+    // Drift p99 above --max-drift-ms: flagged loudly, exit 4 with --strict.
+    let out2 = dir.path().join("out2.jsonl");
+    let outcome = run(&out2, &["--strict", "--max-drift-ms", "0"]);
+    assert_eq!(outcome.exit_code, 4);
+    assert!(outcome.summary.invalid[0].contains("send drift p99"));
+    let text = request_sim::report::render_console(&outcome.summary);
+    assert!(text.contains("RUN INVALID: send drift p99"), "{text}");
+}
