@@ -207,6 +207,11 @@ pub struct ReplayArgs {
     /// Also write summary.json, requests.csv, results.xlsx and plots into this directory.
     #[arg(long, alias = "save-result")]
     pub result_dir: Option<PathBuf>,
+    /// Save every request's prompt as built (with the trace's timestamp, output_length and
+    /// session) as a `messages` trace (AIPerf-style JSONL) that replays byte-identically.
+    /// With --dry-run: build and save, send nothing.
+    #[arg(long, value_name = "PATH")]
+    pub save_prompts: Option<PathBuf>,
     /// Keep each request's inter-token latencies in its record.
     #[arg(long)]
     pub record_itl: bool,

@@ -142,6 +142,8 @@ pub struct ReplayConfig {
     pub output_path: PathBuf,
     pub summary_path: PathBuf,
     pub result_dir: Option<PathBuf>,
+    /// `--save-prompts`: where the built prompts are saved as a `messages` trace.
+    pub save_prompts: Option<PathBuf>,
     pub record_itl: bool,
     pub percentiles: Vec<f64>,
     pub slo: Slo,
@@ -566,6 +568,7 @@ impl ReplayConfig {
             output_path,
             summary_path,
             result_dir: a.result_dir,
+            save_prompts: a.save_prompts,
             sessions: crate::schedule::SessionOptions {
                 timing: a.sessions.timing,
                 think: a.sessions.think_time,

@@ -30,10 +30,13 @@ struct StreamOptions {
     include_usage: bool,
 }
 
+/// A synthetic chat message. `content` comes first: that is how a `messages` row's message
+/// objects serialise (sorted keys), so a prompt saved with `--save-prompts` and replayed gives
+/// the same bytes.
 #[derive(Serialize)]
 struct Message<'a> {
-    role: &'static str,
     content: &'a str,
+    role: &'static str,
 }
 
 #[derive(Serialize)]
@@ -79,8 +82,13 @@ struct TgiBody<'a> {
 
 /// Serialise the chat body of a `messages` trace row into `out` (cleared first): its
 /// `messages`, `tools` and `extra` as given, the token budget only when the row gives one, and
-/// `user` = `session_user` when set. Later sources override earlier keys (no duplicate keys):
-/// run settings, then `--extra-body`, then the row's `extra`.
+/// `user` = `session_user` when set. Later sources override earlier keys in place (no
+/// duplicate keys): run settings, then `--extra-body`, then the row's `extra`.
+///
+/// The keys come in the order [`encode_body`] writes them (`model`, `messages`, `tools`,
+/// `max_tokens`, `min_tokens`, `ignore_eos`, `stream`, `stream_options`, `--extra-body`,
+/// `user`, the row's `extra`), so a synthetic prompt saved as a `messages` row
+/// (`--save-prompts`) replays as the same bytes.
 pub fn encode_chat_row_body(
     params: &BodyParams,
     chat: &crate::trace::ChatPayload,
@@ -89,40 +97,55 @@ pub fn encode_chat_row_body(
 ) {
     use serde_json::Value;
     out.clear();
-    let mut body = serde_json::Map::new();
-    body.insert("model".into(), Value::from(params.model.as_str()));
-    body.insert("messages".into(), chat.messages.clone());
+    let mut body: Vec<(&str, Value)> = Vec::with_capacity(12);
+    fn set<'k>(body: &mut Vec<(&'k str, Value)>, key: &'k str, v: Value) {
+        match body.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = v,
+            None => body.push((key, v)),
+        }
+    }
+    set(&mut body, "model", Value::from(params.model.as_str()));
+    set(&mut body, "messages", chat.messages.clone());
     if let Some(t) = &chat.tools {
-        body.insert("tools".into(), t.clone());
+        set(&mut body, "tools", t.clone());
     }
     // Servers reject max_tokens 0: a row with output_length 0 asks for one token.
     if let Some(n) = chat.max_tokens.map(|n| n.max(1)) {
-        body.insert("max_tokens".into(), Value::from(n));
+        set(&mut body, "max_tokens", Value::from(n));
         if params.exact_output {
-            body.insert("min_tokens".into(), Value::from(n));
-            body.insert("ignore_eos".into(), Value::from(true));
+            set(&mut body, "min_tokens", Value::from(n));
+            set(&mut body, "ignore_eos", Value::from(true));
         }
     }
-    body.insert("stream".into(), Value::from(params.stream));
+    set(&mut body, "stream", Value::from(params.stream));
     if params.stream {
-        body.insert(
-            "stream_options".into(),
+        set(
+            &mut body,
+            "stream_options",
             serde_json::json!({"include_usage": true}),
         );
     }
+    for (k, v) in params.extra.iter().flatten() {
+        set(&mut body, k, v.clone());
+    }
     if let Some(u) = session_user {
-        body.insert("user".into(), Value::from(u));
+        set(&mut body, "user", Value::from(u));
     }
-    for extra in [params.extra.as_ref(), chat.extra.as_ref()]
-        .into_iter()
-        .flatten()
-    {
-        for (k, v) in extra {
-            body.insert(k.clone(), v.clone());
+    for (k, v) in chat.extra.iter().flatten() {
+        set(&mut body, k, v.clone());
+    }
+    out.push(b'{');
+    for (i, (k, v)) in body.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
+        let r = serde_json::to_writer(&mut *out, k).and_then(|()| {
+            out.push(b':');
+            serde_json::to_writer(&mut *out, v)
+        });
+        debug_assert!(r.is_ok());
     }
-    let result = serde_json::to_writer(&mut *out, &body);
-    debug_assert!(result.is_ok());
+    out.push(b'}');
 }
 
 /// Serialise the body of one request into `out` (cleared first).

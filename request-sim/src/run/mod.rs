@@ -28,6 +28,7 @@ mod build;
 mod control;
 mod drain;
 mod finish;
+mod save;
 mod startup;
 mod task;
 
@@ -364,6 +365,29 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         ));
     }
     let overhead_n = overhead.as_ref().map(|o| o.0).unwrap_or(0);
+    if let Some(path) = &cfg.save_prompts {
+        if ep.kind != ApiKind::Chat || cfg.token_ids {
+            return Err(format!(
+                "--save-prompts writes a messages (chat) trace: it needs a chat endpoint and text prompts, not {}{}",
+                ep.display_url(),
+                if cfg.token_ids { " with --token-ids" } else { "" }
+            ));
+        }
+        let t = Instant::now();
+        let n = save::save_prompts(
+            path,
+            &requests,
+            &builder,
+            overhead_n,
+            &trace.chats,
+            &trace.sessions,
+        )?;
+        note(format!(
+            "saved the prompts of {n} requests to {} in {:.0} ms (a messages trace: replay it with --dataset-path)",
+            path.display(),
+            ms_since(t)
+        ));
+    }
     drop(tokenizer);
     drop(server_tok);
     startup.calibration_ms = ms_since(t_phase) + model_ms;

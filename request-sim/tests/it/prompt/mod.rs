@@ -1,3 +1,4 @@
 mod builtin;
 mod qwen3;
+mod save;
 mod server;

@@ -5,4 +5,4 @@ mod limits;
 mod responses;
 mod security;
 mod signals;
-mod support;
+pub(crate) mod support;

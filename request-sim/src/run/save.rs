@@ -1,0 +1,106 @@
+//! `--save-prompts`: every request's prompt as built, written as a `messages` trace
+//! (AIPerf-style JSONL: `timestamp` ms, `session_id`, `messages`, `tools`, `output_length`,
+//! `extra`) that request-sim replays as the same request bodies and AIPerf's trace replay
+//! accepts.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::*;
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+/// A trace time in ms: an integer when it is one (as in the source traces), else a float.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Ms {
+    Int(i64),
+    Float(f64),
+}
+
+impl Ms {
+    fn of(ms: f64) -> Ms {
+        if ms.fract() == 0.0 && ms.abs() < 1e15 {
+            Ms::Int(ms as i64)
+        } else {
+            Ms::Float(ms)
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Row<'a, M: Serialize> {
+    timestamp: Ms,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<&'a str>,
+    messages: M,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_length: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Write the prompt of every request of `requests` (content shortened by `overhead`, exactly as
+/// the producers build it) to `path`; returns the rows written.
+pub(super) fn save_prompts(
+    path: &Path,
+    requests: &[TraceRequest],
+    builder: &PromptBuilder,
+    overhead: u32,
+    chats: &[Option<Arc<ChatPayload>>],
+    sessions: &Sessions,
+) -> Result<usize, String> {
+    let err = |e: std::io::Error| format!("--save-prompts {}: {e}", path.display());
+    let file = std::fs::File::create(path).map_err(err)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let mut text = String::new();
+    for req in requests {
+        let session_id = sessions.key(req.index);
+        let mut line = Vec::new();
+        let r = match chats.get(req.index).and_then(|c| c.as_deref()) {
+            Some(chat) => serde_json::to_writer(
+                &mut line,
+                &Row {
+                    timestamp: Ms::of(req.timestamp_ms),
+                    session_id,
+                    messages: &chat.messages,
+                    tools: chat.tools.as_ref(),
+                    output_length: chat.max_tokens,
+                    extra: chat.extra.as_ref(),
+                },
+            ),
+            None => {
+                text.clear();
+                let content = req.input_length.saturating_sub(overhead) as usize;
+                builder.write_text(req, content, &mut text);
+                serde_json::to_writer(
+                    &mut line,
+                    &Row {
+                        timestamp: Ms::of(req.timestamp_ms),
+                        session_id,
+                        messages: [Message {
+                            role: "user",
+                            content: &text,
+                        }],
+                        tools: None,
+                        output_length: Some(req.output_length),
+                        extra: None,
+                    },
+                )
+            }
+        };
+        r.map_err(|e| format!("--save-prompts: request {}: {e}", req.index))?;
+        line.push(b'\n');
+        out.write_all(&line).map_err(err)?;
+    }
+    out.flush().map_err(err)?;
+    Ok(requests.len())
+}
