@@ -68,7 +68,8 @@ pub struct ReplayArgs {
     pub max_output_tokens: Option<u32>,
 
     // ---- prompts ----
-    /// HF tokenizer.json of the served model: prompts get exactly the trace's token counts.
+    /// HF tokenizer.json of the served model, or its model directory (tokenizer.json and
+    /// tokenizer_config.json inside): prompts get exactly the trace's token counts.
     /// Without it the server's POST /tokenize is used when it has one (vLLM, SGLang,
     /// llama.cpp), else a built-in word list (exact only against the built-in simulator).
     #[arg(long)]

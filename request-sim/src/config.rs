@@ -307,9 +307,18 @@ impl ReplayConfig {
         if a.max_requests == Some(0) {
             return Err("--max-requests must be at least 1".into());
         }
-        if let Some(t) = &a.tokenizer {
-            must_exist("--tokenizer", t)?;
-        }
+        // A model directory stands for its tokenizer.json and, unless --tokenizer-config is
+        // given, its tokenizer_config.json.
+        let mut dir_config = None;
+        let tokenizer = match &a.tokenizer {
+            Some(t) => {
+                must_exist("--tokenizer", t)?;
+                let (file, config) = crate::prompt::tokenizer_files(t)?;
+                dir_config = config;
+                Some(file)
+            }
+            None => None,
+        };
         if let Some(t) = &a.tokenizer_config {
             must_exist("--tokenizer-config", t)?;
             if a.tokenizer.is_none() {
@@ -531,8 +540,8 @@ impl ReplayConfig {
         Ok(ReplayConfig {
             trace,
             load,
-            tokenizer: a.tokenizer,
-            tokenizer_config: a.tokenizer_config,
+            tokenizer,
+            tokenizer_config: a.tokenizer_config.or(dir_config),
             shard,
             start_at,
             seed: a.seed.unwrap_or_else(fresh_seed),

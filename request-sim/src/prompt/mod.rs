@@ -29,7 +29,7 @@ pub use builder::PromptBuilder;
 pub use encoder::Encoder;
 pub use template::{chat_overhead_from_template, completion_overhead, ChatTemplate};
 pub use verify::{verify_sample, verify_trace, TraceVerifyReport, VerifyReport, SAMPLE_WINDOW};
-pub use vocab::{is_word, load_tokenizer, Vocab, MAX_WORDS, MIN_WORDS};
+pub use vocab::{is_word, load_tokenizer, tokenizer_files, Vocab, MAX_WORDS, MIN_WORDS};
 
 use std::path::PathBuf;
 

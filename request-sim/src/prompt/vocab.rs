@@ -1,6 +1,6 @@
 //! The word list prompts are built from.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use tokenizers::Tokenizer;
@@ -185,8 +185,29 @@ impl Vocab {
     }
 }
 
-/// Load a Hugging Face `tokenizer.json`.
+/// A `--tokenizer` argument: a `tokenizer.json` file, or a model directory holding
+/// `tokenizer.json` (and usually `tokenizer_config.json`). Returns the `tokenizer.json` path and,
+/// for a directory, its `tokenizer_config.json` when present.
+pub fn tokenizer_files(path: &Path) -> Result<(PathBuf, Option<PathBuf>), String> {
+    if !path.is_dir() {
+        return Ok((path.to_path_buf(), None));
+    }
+    let json = path.join("tokenizer.json");
+    if !json.is_file() {
+        return Err(format!(
+            "--tokenizer {}: the directory has no tokenizer.json (a Hugging Face model directory \
+             holds tokenizer.json and tokenizer_config.json)",
+            path.display()
+        ));
+    }
+    let config = path.join("tokenizer_config.json");
+    Ok((json, config.is_file().then_some(config)))
+}
+
+/// Load a Hugging Face `tokenizer.json` (or the one in a model directory).
 pub fn load_tokenizer(path: &Path) -> Result<Tokenizer, PromptError> {
+    let (file, _) = tokenizer_files(path).map_err(PromptError::Tokenizer)?;
+    let path = file.as_path();
     let bytes = std::fs::read(path).map_err(|source| PromptError::Io {
         path: path.to_path_buf(),
         source,

@@ -139,3 +139,58 @@ fn endpoint_only_replay_is_exact_on_chat_and_completions() {
         assert_eq!(run.chat_overhead, Some(want), "{path}");
     }
 }
+
+#[test]
+fn tokenizer_accepts_a_model_directory() {
+    let Some(q) = qwen3() else { return };
+    let sim = sim();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 12);
+    let out = dir.path().join("out.jsonl");
+    let argv = [
+        "request-sim",
+        "replay",
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--tokenizer",
+        q.dir.to_str().unwrap(),
+        "-q",
+        "--scale-factor",
+        "4",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!()
+    };
+    let cfg = ReplayConfig::from_args(*a, Flavor::Replay).unwrap();
+    assert_eq!(cfg.tokenizer, Some(q.dir.join("tokenizer.json")));
+    assert_eq!(
+        cfg.tokenizer_config,
+        Some(q.dir.join("tokenizer_config.json"))
+    );
+    let outcome = request_sim::run::replay(cfg).unwrap();
+    let run = &outcome.summary.run;
+    assert!(run
+        .prompt_token_source
+        .as_deref()
+        .unwrap()
+        .starts_with("local tokenizer"));
+    assert_eq!(run.chat_overhead, Some(8));
+    let recs: Vec<Record> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), 12);
+    assert!(recs
+        .iter()
+        .all(|r| r.status == Status::Ok && r.prompt_tokens == Some(r.input_length)));
+
+    // A directory without tokenizer.json is a clear error.
+    let empty = tempfile::tempdir().unwrap();
+    let e = request_sim::prompt::tokenizer_files(empty.path()).unwrap_err();
+    assert!(e.contains("no tokenizer.json"), "{e}");
+}
