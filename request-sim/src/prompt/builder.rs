@@ -106,14 +106,17 @@ impl PromptBuilder {
     /// Block `i` is a pure function of `(seed, hash_ids[i], length)`; a partial last block is
     /// the prefix of the full block's text; tokens beyond the hashed blocks are unique to the
     /// request (keyed by `req.index`). Every word starts with a space, so the text starts with
-    /// one too. The text is only spaces and lowercase ASCII letters (no JSON escaping needed).
+    /// one too (except with a SentencePiece vocabulary, whose first word goes without it). The text is only spaces and lowercase ASCII letters (no JSON escaping needed).
     pub fn write_text(&self, req: &TraceRequest, n_tokens: usize, out: &mut String) {
         out.reserve(n_tokens * self.vocab.reserve_per_token());
         let text = self.vocab.text();
         let spans = self.vocab.spans();
+        // SentencePiece vocabularies: the first word goes without its space (see `Vocab`).
+        let mut skip = usize::from(self.vocab.strips_first_space());
         self.for_each_word(req, n_tokens, |i| {
             let (s, e) = spans[i];
-            out.push_str(&text[s as usize..e as usize]);
+            out.push_str(&text[s as usize + skip..e as usize]);
+            skip = 0;
         });
     }
 
@@ -124,9 +127,11 @@ impl PromptBuilder {
         out.reserve(n_tokens * self.vocab.reserve_per_token());
         let text = self.vocab.text().as_bytes();
         let spans = self.vocab.spans();
+        let mut skip = usize::from(self.vocab.strips_first_space());
         self.for_each_word(req, n_tokens, |i| {
             let (s, e) = spans[i];
-            out.extend_from_slice(&text[s as usize..e as usize]);
+            out.extend_from_slice(&text[s as usize + skip..e as usize]);
+            skip = 0;
         });
     }
 

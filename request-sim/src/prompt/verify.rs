@@ -113,12 +113,17 @@ fn windows(
     if n <= 2 * window {
         return Ok(vec![(text, intended, 0)]);
     }
-    // Every word starts with its (only) space.
-    let starts: Vec<usize> = text
-        .bytes()
-        .enumerate()
-        .filter(|&(_, b)| b == b' ')
-        .map(|(i, _)| i)
+    // Every word starts with its (only) space; the first one may go without it (SentencePiece).
+    let strip = builder.vocab().strips_first_space();
+    let starts: Vec<usize> = strip
+        .then_some(0)
+        .into_iter()
+        .chain(
+            text.bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == b' ')
+                .map(|(i, _)| i),
+        )
         .collect();
     if starts.len() != n {
         return Err(format!(
@@ -135,7 +140,8 @@ fn windows(
             0,
         ),
         (
-            text[starts[n - window]..].to_string(),
+            // A window that starts a text starts without its space, like a whole prompt.
+            text[starts[n - window] + usize::from(strip)..].to_string(),
             intended[n - window..].to_vec(),
             n - window,
         ),

@@ -31,6 +31,10 @@ pub struct Vocab {
     /// Bytes to reserve per token: the mean word length rounded up, plus one.
     reserve_per_token: usize,
     builtin: bool,
+    /// Prompts start with their first word without its space: SentencePiece tokenizers
+    /// (Llama 2, Mistral ≤ v0.3, ...) prepend `▁` to the text themselves, so `"apple banana"`
+    /// is `▁apple ▁banana` while `" apple banana"` would start with an extra `▁`.
+    strip_first_space: bool,
 }
 
 impl Vocab {
@@ -85,23 +89,49 @@ impl Vocab {
         enc: &E,
         candidates: Vec<(u32, String)>,
     ) -> Result<Vocab, PromptError> {
-        let verdicts = check_groups(enc, &candidates)?;
-        let mut seen = std::collections::HashSet::new();
-        let kept = candidates
-            .into_iter()
-            .zip(verdicts)
-            .filter(|(_, ok)| *ok)
-            .map(|(c, _)| c)
-            .filter(|(_, w)| seen.insert(w.clone()))
-            .take(MAX_WORDS);
-        let vocab = Vocab::from_words(kept, false);
-        if vocab.len() < MIN_WORDS {
-            return Err(PromptError::TooFewWords {
-                found: vocab.len(),
-                min: MIN_WORDS,
-            });
+        // Byte-level BPE first (every word keeps its space); then the SentencePiece way (the
+        // text's first word without its space, as the tokenizer prepends `▁` itself).
+        let mut best = None;
+        for strip in [false, true] {
+            let verdicts = check_groups(enc, &candidates, strip)?;
+            let mut seen = std::collections::HashSet::new();
+            let kept = candidates
+                .iter()
+                .zip(verdicts)
+                .filter(|(_, ok)| *ok)
+                .map(|(c, _)| c.clone())
+                .filter(|(_, w)| seen.insert(w.clone()))
+                .take(MAX_WORDS);
+            let mut vocab = Vocab::from_words(kept, false);
+            vocab.strip_first_space = strip;
+            if vocab.len() >= MIN_WORDS {
+                return Ok(vocab);
+            }
+            if best.as_ref().is_none_or(|b: &Vocab| vocab.len() > b.len()) {
+                best = Some(vocab);
+            }
         }
-        Ok(vocab)
+        Err(PromptError::TooFewWords {
+            found: best.map_or(0, |b| b.len()),
+            min: MIN_WORDS,
+        })
+    }
+
+    /// True when prompts start with their first word without its space (SentencePiece
+    /// tokenizers, which prepend `▁` themselves).
+    pub fn strips_first_space(&self) -> bool {
+        self.strip_first_space
+    }
+
+    /// How prompts are made exact with this vocabulary (for the start-up line and summary).
+    pub fn method(&self) -> &'static str {
+        match (self.builtin, self.strip_first_space) {
+            (true, _) => "built-in word list",
+            (false, false) => "one-token words",
+            (false, true) => {
+                "one-token words, SentencePiece (▁word pieces, first word without its space)"
+            }
+        }
     }
 
     /// Build a vocabulary from `(token id, text)` pairs; every text must be `" "` followed by
@@ -130,6 +160,7 @@ impl Vocab {
             max_word_len,
             reserve_per_token,
             builtin,
+            strip_first_space: false,
         }
     }
 
@@ -239,6 +270,7 @@ pub fn is_word(w: &str) -> bool {
 fn check_groups<E: Encoder + ?Sized>(
     enc: &E,
     candidates: &[(u32, String)],
+    strip_first_space: bool,
 ) -> Result<Vec<bool>, PromptError> {
     let mut ok = vec![false; candidates.len()];
     let mut pending: Vec<std::ops::Range<usize>> = (0..candidates.len())
@@ -249,10 +281,15 @@ fn check_groups<E: Encoder + ?Sized>(
         let texts: Vec<String> = pending
             .iter()
             .map(|r| {
-                candidates[r.clone()]
+                let t: String = candidates[r.clone()]
                     .iter()
                     .map(|(_, w)| w.as_str())
-                    .collect()
+                    .collect();
+                // SentencePiece: the text starts with its first word without the space.
+                match strip_first_space {
+                    true => t[1..].to_string(),
+                    false => t,
+                }
             })
             .collect();
         let got = enc.encode_many(&texts)?;
@@ -327,5 +364,77 @@ mod tests {
         assert_eq!(v.len(), 2);
         assert_eq!(v.word(1), " fine");
         assert_eq!(v.id(1), 4);
+    }
+}
+
+#[cfg(test)]
+mod sentencepiece_tests {
+    use super::*;
+
+    /// A SentencePiece-style tokenizer (Unigram, the Llama 2 normalizer: prepend `▁`, spaces
+    /// become `▁`) with 1,200 `▁word` pieces.
+    fn unigram() -> (Tokenizer, Vec<String>) {
+        let letters: Vec<char> = ('a'..='z').collect();
+        let words: Vec<String> = (0..1200)
+            .map(|i| {
+                let (a, b, c) = (i % 26, (i / 26) % 26, i / 676);
+                format!("{}{}{}q", letters[a], letters[b], letters[c])
+            })
+            .collect();
+        let mut vocab = vec![
+            serde_json::json!(["<unk>", 0.0]),
+            serde_json::json!(["\u{2581}", -5.0]),
+        ];
+        vocab.extend(
+            letters
+                .iter()
+                .map(|c| serde_json::json!([c.to_string(), -8.0])),
+        );
+        vocab.extend(
+            words
+                .iter()
+                .map(|w| serde_json::json!([format!("\u{2581}{w}"), -1.0])),
+        );
+        let json = serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": {"type": "Sequence", "normalizers": [
+                {"type": "Prepend", "prepend": "\u{2581}"},
+                {"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"}]},
+            "pre_tokenizer": null, "post_processor": null, "decoder": null,
+            "model": {"type": "Unigram", "unk_id": 0, "vocab": vocab, "byte_fallback": false}
+        });
+        (json.to_string().parse().unwrap(), words)
+    }
+
+    #[test]
+    fn sentencepiece_words_are_exact_without_the_first_space() {
+        let (tok, words) = unigram();
+        // The byte-level way fails: " abcq" becomes `▁` `▁abcq`.
+        let leading = tok
+            .encode_fast(format!(" {}", words[0]).as_str(), false)
+            .unwrap();
+        assert_eq!(leading.len(), 2);
+        let v = Vocab::from_tokenizer(&tok).unwrap();
+        assert_eq!(v.len(), 1200);
+        assert!(v.strips_first_space());
+        assert!(v.method().contains("SentencePiece"));
+        let b = crate::prompt::PromptBuilder::new(std::sync::Arc::new(v), 3, 16);
+        for n in [1usize, 2, 17, 100, 1500] {
+            let r = crate::trace::TraceRequest {
+                index: n,
+                line: n,
+                timestamp_ms: 0.0,
+                input_length: n as u32,
+                output_length: 1,
+                hash_ids: vec![1, 2, 3],
+                session: None,
+            };
+            let text = b.text(&r, n);
+            assert!(!text.starts_with(' '), "{text}");
+            let ids = tok.encode_fast(text.as_str(), false).unwrap();
+            assert_eq!(ids.get_ids(), b.token_ids(&r, n).as_slice(), "{n} tokens");
+            let rep = crate::prompt::verify_sample(&b, &tok, &[r], 1);
+            assert!(rep.ok(), "{rep:?}");
+        }
     }
 }

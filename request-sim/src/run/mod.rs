@@ -328,8 +328,9 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             _ => String::new(),
         };
         note(format!(
-                "prompt tokens: {source_name} {loaded}{} prompt words in {:.0} ms; start-up check: {}/{} sample prompts (first {STARTUP_CHECK_TOKENS} tokens) re-tokenize exactly",
+                "prompt tokens: {source_name} {loaded}{} prompt words ({}) in {:.0} ms; start-up check: {}/{} sample prompts (first {STARTUP_CHECK_TOKENS} tokens) re-tokenize exactly",
                 builder.vocab().len(),
+                builder.vocab().method(),
                 startup.vocab_ms,
                 v.exact,
                 v.checked
