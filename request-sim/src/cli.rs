@@ -35,6 +35,29 @@ pub enum Command {
     /// Check that every prompt of a trace re-tokenizes to exactly its length and that shared
     /// hash ids give shared token prefixes.
     VerifyPrompts(VerifyArgs),
+    /// Replay the same trace slice at several scale factors (one result directory per point)
+    /// and answer how much load the server carries (within --goodput SLOs when given).
+    Sweep(Box<SweepArgs>),
+}
+
+/// Flags of `sweep`: the points, then every `replay` flag (`--scale-factor`, `--output-path`,
+/// `--summary-path` and `--result-dir` are set per point).
+#[derive(Debug, Clone, Args)]
+pub struct SweepArgs {
+    /// Scale factors to replay, comma-separated (e.g. 0.5,1,2,4).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub scale_factors: Vec<f64>,
+    /// With --goodput: the fraction of scheduled requests that must meet every SLO for a point
+    /// to count as carried. Without: a point is carried when throughput keeps up with the
+    /// offered rate (>= 90%).
+    #[arg(long, default_value_t = 0.95)]
+    pub target: f64,
+    /// Directory of the sweep: scale-F/ per point (records, summary, result files) and
+    /// sweep.json (default: results/sweep-<UTC time>).
+    #[arg(long)]
+    pub sweep_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
 }
 
 /// Flags of `replay` (and of the `client` binary).

@@ -25,3 +25,4 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod run;
+pub mod sweep;

@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         Command::Report(args) => request_sim::commands::report(args),
         Command::Compare(args) => request_sim::commands::compare(args),
         Command::VerifyPrompts(args) => request_sim::commands::verify_prompts(args),
+        Command::Sweep(args) => request_sim::sweep::sweep(*args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

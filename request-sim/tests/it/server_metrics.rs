@@ -412,3 +412,96 @@ fn records_carry_the_queue_at_send_and_strict_fails_an_invalid_run() {
     let text = request_sim::report::render_console(&outcome.summary);
     assert!(text.contains("RUN INVALID: send drift p99"), "{text}");
 }
+
+#[test]
+fn sweep_finds_where_one_sequence_at_a_time_stops_keeping_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 40);
+    // One sequence at a time, ~1 ms per step: about 150 requests/s at most; the trace offers
+    // ~100/s at scale 1.
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+        max_num_seqs: 1,
+        ..llm_sim::SimConfig::default()
+    })
+    .unwrap();
+    let sweep_dir = dir.path().join("sweep");
+    let argv = [
+        "request-sim",
+        "sweep",
+        "--scale-factors",
+        "0.25,4",
+        "--sweep-dir",
+        sweep_dir.to_str().unwrap(),
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--block-size",
+        "64",
+        "--seed",
+        "11",
+        "--quiet",
+    ];
+    let Command::Sweep(a) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!()
+    };
+    assert_eq!(request_sim::sweep::sweep(*a).unwrap(), 0);
+    let r: request_sim::sweep::SweepResult =
+        serde_json::from_str(&std::fs::read_to_string(sweep_dir.join("sweep.json")).unwrap())
+            .unwrap();
+    assert_eq!(r.points.len(), 2);
+    let (low, high) = (&r.points[0], &r.points[1]);
+    assert_eq!((low.scale_factor, high.scale_factor), (0.25, 4.0));
+    assert_ne!(low.seed, high.seed, "a fresh seed per point");
+    assert!(low.cache_reset, "llm-sim answers POST /reset_prefix_cache");
+    assert_eq!((low.completed, low.scheduled), (40, 40));
+    // Offered: 40 requests over 0.39 s of trace, times the scale factor.
+    assert!(
+        (low.offered_rps - 40.0 / 0.39 * 0.25).abs() < 1e-6,
+        "{low:?}"
+    );
+    assert!(low.request_throughput >= 0.9 * low.offered_rps, "{low:?}");
+    assert!(high.request_throughput < 0.9 * high.offered_rps, "{high:?}");
+    assert_eq!(r.capacity_scale_factor, Some(0.25));
+    assert!(
+        r.answer.starts_with("capacity: scale 0.25 "),
+        "{}",
+        r.answer
+    );
+    assert!(r.answer.contains("scale 4 fell short"), "{}", r.answer);
+    for p in &r.points {
+        let d = Path::new(&p.dir);
+        assert!(d.join("records.jsonl").is_file());
+        assert!(d.join("summary.json").is_file());
+        assert!(d.join("server_metrics.jsonl").is_file());
+        assert!(p.server_hit_ratio.is_some());
+    }
+}
+
+#[test]
+fn sweep_answer_with_an_slo_target() {
+    use request_sim::sweep::{answer, SweepPoint};
+    let p = |f: f64, good: f64| SweepPoint {
+        scale_factor: f,
+        offered_rps: 10.0 * f,
+        request_throughput: 10.0 * f,
+        good_fraction: Some(good),
+        ..SweepPoint::default()
+    };
+    let slo = Some("ttft <= 2000 ms");
+    let pts = [p(4.0, 0.5), p(1.0, 0.99), p(2.0, 0.96)];
+    let (cap, text) = answer(&pts, slo, 0.95);
+    assert_eq!(cap, Some(2.0));
+    assert!(text.contains("scale 2 (20.00 req/s offered"), "{text}");
+    assert!(
+        text.contains("95% of requests within ttft <= 2000 ms"),
+        "{text}"
+    );
+    assert!(text.contains("scale 4 fell short (50.0% good)"), "{text}");
+    // A dip is the limit, even if a higher point recovers.
+    let (cap, _) = answer(&[p(1.0, 0.9), p(2.0, 0.99)], slo, 0.95);
+    assert_eq!(cap, None);
+    let (cap, text) = answer(&[p(1.0, 0.99), p(2.0, 0.99)], slo, 0.95);
+    assert_eq!(cap, Some(2.0));
+    assert!(text.contains("sweep further"), "{text}");
+}

@@ -1,0 +1,361 @@
+//! `request-sim sweep`: the same trace slice replayed at a list of scale factors, one result
+//! directory per point, a combined table and `sweep.json`, and the answer in one line: the
+//! highest load the server carried (within the goodput SLOs when given). See
+//! `docs/server-metrics.md` ("Capacity sweep").
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::SweepArgs;
+use crate::config::{Flavor, ReplayConfig, Target};
+use crate::report::Summary;
+
+/// Time limit of a point when `--time-in-secs` is not given.
+pub const DEFAULT_POINT_SECS: f64 = 300.0;
+/// Throughput below this fraction of the offered rate: the server no longer keeps up.
+const KEEPS_UP: f64 = 0.9;
+
+/// One point of a sweep.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SweepPoint {
+    pub scale_factor: f64,
+    pub seed: u64,
+    /// Result directory of the point.
+    pub dir: String,
+    /// Requests per second the schedule offered (scheduled requests over the replayed span).
+    pub offered_rps: f64,
+    pub scheduled: usize,
+    pub completed: usize,
+    pub failed: usize,
+    pub request_throughput: f64,
+    pub output_throughput: f64,
+    pub request_goodput: Option<f64>,
+    /// Requests meeting every SLO / scheduled requests (only with `--goodput`).
+    pub good_fraction: Option<f64>,
+    pub ttft_p50_ms: f64,
+    pub ttft_p99_ms: Option<f64>,
+    pub tpot_p50_ms: f64,
+    pub tpot_p99_ms: Option<f64>,
+    pub drift_p99_ms: f64,
+    /// Prefix-cache hit ratio from the server's counters, when scraped.
+    pub server_hit_ratio: Option<f64>,
+    /// Whether `POST /reset_prefix_cache` succeeded before the point.
+    pub cache_reset: bool,
+    /// Why the point's measurements are suspect (see the summary's `invalid`).
+    pub invalid: Vec<String>,
+    pub exit_code: i32,
+}
+
+/// The whole sweep (`sweep.json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SweepResult {
+    pub points: Vec<SweepPoint>,
+    /// `--goodput` in words, when given.
+    pub slo: Option<String>,
+    pub target: f64,
+    /// The highest point carried, when any.
+    pub capacity_scale_factor: Option<f64>,
+    pub answer: String,
+    /// The sweep was interrupted: the points so far.
+    pub interrupted: bool,
+}
+
+/// The trace slice's request rate at scale 1 (requests over the span of their timestamps).
+fn trace_rate(cfg: &ReplayConfig) -> Result<f64, String> {
+    let t = crate::run::load_trace(cfg)?;
+    let span_s = match (t.requests.first(), t.requests.last()) {
+        (Some(a), Some(b)) => (b.timestamp_ms - a.timestamp_ms) / 1e3,
+        _ => 0.0,
+    };
+    Ok(if span_s > 0.0 {
+        t.requests.len() as f64 / span_s
+    } else {
+        0.0
+    })
+}
+
+fn point_of(
+    s: &Summary,
+    f: f64,
+    rate: f64,
+    seed: u64,
+    dir: &Path,
+    reset: bool,
+    code: i32,
+) -> SweepPoint {
+    let scheduled = s.scheduled;
+    SweepPoint {
+        scale_factor: f,
+        seed,
+        dir: dir.display().to_string(),
+        offered_rps: rate * f,
+        scheduled,
+        completed: s.completed,
+        failed: s.failed,
+        request_throughput: s.request_throughput,
+        output_throughput: s.output_throughput,
+        request_goodput: s.request_goodput,
+        good_fraction: s.good_requests.map(|g| g as f64 / scheduled.max(1) as f64),
+        ttft_p50_ms: s.latency.ttft.median,
+        ttft_p99_ms: s.latency.ttft.percentile(99.0),
+        tpot_p50_ms: s.latency.tpot.median,
+        tpot_p99_ms: s.latency.tpot.percentile(99.0),
+        drift_p99_ms: s.drift.p99_ms,
+        server_hit_ratio: s.server.as_ref().and_then(|x| x.cluster.prefix_hit_ratio),
+        cache_reset: reset,
+        invalid: s.invalid.clone(),
+        exit_code: code,
+    }
+}
+
+/// Whether a point was carried: within the SLO target when there is one, else the server
+/// kept up with the offered rate.
+fn carried(p: &SweepPoint, target: f64) -> bool {
+    match p.good_fraction {
+        Some(g) => g >= target,
+        None => p.offered_rps > 0.0 && p.request_throughput >= KEEPS_UP * p.offered_rps,
+    }
+}
+
+/// The answer in one line, and the capacity point (the highest scale factor carried with every
+/// lower one carried too).
+pub fn answer(points: &[SweepPoint], slo: Option<&str>, target: f64) -> (Option<f64>, String) {
+    let mut sorted: Vec<&SweepPoint> = points.iter().collect();
+    sorted.sort_by(|a, b| a.scale_factor.total_cmp(&b.scale_factor));
+    let best = sorted
+        .iter()
+        .take_while(|p| carried(p, target))
+        .last()
+        .copied();
+    let next = sorted.iter().find(|p| !carried(p, target)).copied();
+    let what = match slo {
+        Some(s) => format!("{:.0}% of requests within {s}", target * 100.0),
+        None => format!("throughput >= {:.0}% of the offered rate", KEEPS_UP * 100.0),
+    };
+    let measure = |p: &SweepPoint| match p.good_fraction {
+        Some(g) => format!("{:.1}% good", g * 100.0),
+        None => format!(
+            "{:.2} of {:.2} req/s served",
+            p.request_throughput, p.offered_rps
+        ),
+    };
+    let good = |p: &SweepPoint| {
+        p.good_fraction
+            .map(|g| format!(", {:.1}% good", g * 100.0))
+            .unwrap_or_default()
+    };
+    let text = match (best, next) {
+        (Some(b), Some(n)) => format!(
+            "capacity: scale {} ({:.2} req/s offered, {:.2} req/s served{}) is the highest point with {what}; scale {} fell short ({})",
+            b.scale_factor,
+            b.offered_rps,
+            b.request_throughput,
+            good(b),
+            n.scale_factor,
+            measure(n)
+        ),
+        (Some(b), None) => format!(
+            "capacity: every point up to scale {} ({:.2} req/s offered, {}) had {what}: the capacity is higher, sweep further",
+            b.scale_factor,
+            b.offered_rps,
+            measure(b)
+        ),
+        (None, Some(n)) => format!(
+            "capacity: below scale {}: even the lowest point fell short of {what} ({})",
+            n.scale_factor,
+            measure(n)
+        ),
+        (None, None) => "capacity: no point was run".to_string(),
+    };
+    (best.map(|p| p.scale_factor), text)
+}
+
+/// The combined table.
+pub fn render_table(r: &SweepResult) -> String {
+    let opt = |v: Option<f64>, d: usize| v.map_or("n/a".to_string(), |v| format!("{v:.d$}"));
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:>7} {:>9} {:>9} {:>9} {:>6} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>6}\n",
+        "scale",
+        "offer r/s",
+        "tput r/s",
+        "out tok/s",
+        "good%",
+        "failed",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "drift99",
+        "hit%"
+    ));
+    for p in &r.points {
+        out.push_str(&format!(
+            "{:>7} {:>9.2} {:>9.2} {:>9.1} {:>6} {:>6} {:>9.1} {:>9} {:>8.2} {:>8} {:>8.3} {:>6}{}\n",
+            p.scale_factor,
+            p.offered_rps,
+            p.request_throughput,
+            p.output_throughput,
+            opt(p.good_fraction.map(|g| g * 100.0), 1),
+            p.failed,
+            p.ttft_p50_ms,
+            opt(p.ttft_p99_ms, 1),
+            p.tpot_p50_ms,
+            opt(p.tpot_p99_ms, 2),
+            p.drift_p99_ms,
+            opt(p.server_hit_ratio.map(|h| h * 100.0), 1),
+            if p.invalid.is_empty() { "" } else { "  INVALID" }
+        ));
+    }
+    out.push_str(&r.answer);
+    out.push('\n');
+    out
+}
+
+/// `POST /reset_prefix_cache` on every origin the point talks to; true when all answered 2xx.
+fn reset_prefix_caches(cfg: &ReplayConfig) -> bool {
+    let mut origins: Vec<reqwest::Url> = Vec::new();
+    if let Target::Remote(e) = &cfg.target {
+        if let Ok(u) = reqwest::Url::parse(e) {
+            origins.push(u);
+        }
+    }
+    if let Some(sm) = &cfg.server_metrics {
+        origins.extend(sm.urls.iter().cloned());
+    }
+    let urls: Vec<reqwest::Url> = origins
+        .iter()
+        .filter_map(|u| u.join("/reset_prefix_cache").ok())
+        .collect();
+    if urls.is_empty() {
+        return false;
+    }
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return false;
+    };
+    rt.block_on(async {
+        let Ok(client) = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .danger_accept_invalid_certs(cfg.insecure)
+            .no_proxy()
+            .build()
+        else {
+            return false;
+        };
+        let mut all = true;
+        for u in urls {
+            let mut req = client.post(u);
+            if let Some(k) = &cfg.api_key {
+                req = req.bearer_auth(k);
+            }
+            all &= req.send().await.is_ok_and(|r| r.status().is_success());
+        }
+        all
+    })
+}
+
+/// A seed per point: the given seed's neighbours (so a sweep can be repeated), or fresh ones.
+fn point_seed(base: Option<u64>, k: usize) -> u64 {
+    match base {
+        Some(s) => s.wrapping_add((k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        None => crate::config::fresh_seed(),
+    }
+}
+
+fn point_dir(dir: &Path, f: f64) -> PathBuf {
+    dir.join(format!("scale-{f}"))
+}
+
+/// Run the sweep; returns the process exit code (130 when interrupted).
+pub fn sweep(args: SweepArgs) -> Result<u8, String> {
+    if args.scale_factors.is_empty() {
+        return Err("--scale-factors needs at least one value".into());
+    }
+    for f in &args.scale_factors {
+        if !(f.is_finite() && *f > 0.0) {
+            return Err(format!("--scale-factors: {f} is not a positive number"));
+        }
+    }
+    if !(args.target > 0.0 && args.target <= 1.0) {
+        return Err(format!("--target must be in (0, 1], got {}", args.target));
+    }
+    let dir = args.sweep_dir.clone().unwrap_or_else(|| {
+        let ts: String = crate::report::now_rfc3339()
+            .chars()
+            .take(19)
+            .filter(|c| c.is_ascii_digit() || *c == 'T')
+            .map(|c| if c == 'T' { '-' } else { c })
+            .collect();
+        PathBuf::from(format!("results/sweep-{ts}"))
+    });
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let base = args.replay.clone();
+    if base.time_in_secs.is_none() {
+        eprintln!(
+            "request-sim: sweep: every point stops sending after {DEFAULT_POINT_SECS:.0} s (--time-in-secs to change)"
+        );
+    }
+    let probe = ReplayConfig::from_args(base.clone(), Flavor::Replay)?;
+    let slo_words = (!probe.slo.is_empty()).then(|| probe.slo.describe());
+    let rate = trace_rate(&probe)?;
+    let mut result = SweepResult {
+        slo: slo_words.clone(),
+        target: args.target,
+        ..SweepResult::default()
+    };
+    let n = args.scale_factors.len();
+    for (k, &f) in args.scale_factors.iter().enumerate() {
+        let pdir = point_dir(&dir, f);
+        let mut a = base.clone();
+        a.scale_factor = f;
+        a.seed = Some(point_seed(base.seed, k));
+        a.time_in_secs = Some(base.time_in_secs.unwrap_or(DEFAULT_POINT_SECS));
+        a.output_path = Some(pdir.join("records.jsonl"));
+        a.summary_path = None;
+        a.result_dir = Some(pdir.clone());
+        let cfg = ReplayConfig::from_args(a, Flavor::Replay)?;
+        let seed = cfg.seed;
+        let reset = reset_prefix_caches(&cfg);
+        eprintln!(
+            "request-sim: sweep point {}/{n}: scale {f}, seed {seed}{} -> {}",
+            k + 1,
+            if reset { ", prefix caches reset" } else { "" },
+            pdir.display()
+        );
+        let out = crate::run::replay(cfg)?;
+        result.points.push(point_of(
+            &out.summary,
+            f,
+            rate,
+            seed,
+            &pdir,
+            reset,
+            out.exit_code,
+        ));
+        if out.exit_code == 130 {
+            result.interrupted = true;
+            eprintln!(
+                "request-sim: sweep interrupted: keeping the {} point(s) done",
+                k + 1
+            );
+            break;
+        }
+    }
+    let (cap, text) = answer(&result.points, slo_words.as_deref(), args.target);
+    result.capacity_scale_factor = cap;
+    result.answer = text;
+    let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
+    let path = dir.join("sweep.json");
+    std::fs::write(&path, json + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    crate::report::print_stdout(&format!("\n{}", render_table(&result)))?;
+    eprintln!("request-sim: sweep: {}", path.display());
+    Ok(if result.interrupted { 130 } else { 0 })
+}
