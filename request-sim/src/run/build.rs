@@ -21,7 +21,8 @@ pub(super) fn make_build_fn(
 ) -> Arc<BuildFn> {
     Arc::new(move |req: &TraceRequest, s: &mut Scratch| {
         let user = rows.sessions.as_ref().and_then(|ss| ss.key(req.index));
-        if let Some(chat) = rows.chats.get(req.index).and_then(|c| c.as_deref()) {
+        let chat = rows.chats.get(req.index).and_then(|c| c.as_deref());
+        if let Some(chat) = chat.filter(|c| c.text_input.is_none()) {
             // A messages row is sent as given; its prompt length is the server's to count.
             let mut body = Vec::new();
             backend::encode_chat_row_body(&params, chat, user, &mut body);
@@ -32,7 +33,11 @@ pub(super) fn make_build_fn(
             };
         }
         let content = req.input_length.saturating_sub(overhead) as usize;
-        let payload = if token_ids {
+        let literal = chat.and_then(|c| c.text_input.as_deref());
+        let payload = if let Some(t) = literal {
+            // A `text_input` row: its text is the prompt, encoded like a synthetic one.
+            PromptPayload::Text(t)
+        } else if token_ids {
             s.ids.clear();
             builder.write_token_ids(req, content, &mut s.ids);
             PromptPayload::TokenIds(&s.ids)
@@ -63,7 +68,11 @@ pub(super) fn make_build_fn(
         Prepared {
             index: req.index,
             body: Bytes::from(body),
-            intended_prompt_tokens: content as u32 + overhead,
+            intended_prompt_tokens: if literal.is_some() {
+                0
+            } else {
+                content as u32 + overhead
+            },
         }
     })
 }

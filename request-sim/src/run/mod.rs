@@ -210,7 +210,8 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         cfg.api_key.clone(),
     )?;
     ep.session_header = cfg.sessions.session_header.clone();
-    if !trace.chats.is_empty() && ep.kind != ApiKind::Chat {
+    let has_messages = trace.chats.iter().flatten().any(|c| c.text_input.is_none());
+    if has_messages && ep.kind != ApiKind::Chat {
         return Err(format!(
             "a messages trace is sent as chat requests: it needs a chat endpoint (…/v1/chat/completions), not {}",
             ep.display_url()
@@ -367,9 +368,9 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     }
     let overhead_n = overhead.as_ref().map(|o| o.0).unwrap_or(0);
     if let Some(path) = &cfg.save_prompts {
-        if ep.kind != ApiKind::Chat || cfg.token_ids {
+        if !ep.kind.is_openai() || cfg.token_ids {
             return Err(format!(
-                "--save-prompts writes a messages (chat) trace: it needs a chat endpoint and text prompts, not {}{}",
+                "--save-prompts writes a messages (chat) or text_input (completions) trace: it needs an OpenAI endpoint and text prompts, not {}{}",
                 ep.display_url(),
                 if cfg.token_ids { " with --token-ids" } else { "" }
             ));
@@ -380,6 +381,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             &requests,
             &builder,
             overhead_n,
+            ep.kind == ApiKind::Chat,
             &trace.chats,
             &trace.sessions,
         )?;

@@ -39,7 +39,10 @@ struct Row<'a, M: Serialize> {
     timestamp: Ms,
     #[serde(skip_serializing_if = "Option::is_none")]
     session_id: Option<&'a str>,
-    messages: M,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text_input: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<M>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<&'a serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -55,6 +58,7 @@ pub(super) fn save_prompts(
     requests: &[TraceRequest],
     builder: &PromptBuilder,
     overhead: u32,
+    chat: bool,
     chats: &[Option<Arc<ChatPayload>>],
     sessions: &Sessions,
 ) -> Result<usize, String> {
@@ -66,15 +70,16 @@ pub(super) fn save_prompts(
         let session_id = sessions.key(req.index);
         let mut line = Vec::new();
         let r = match chats.get(req.index).and_then(|c| c.as_deref()) {
-            Some(chat) => serde_json::to_writer(
+            Some(row) => serde_json::to_writer(
                 &mut line,
                 &Row {
                     timestamp: Ms::of(req.timestamp_ms),
                     session_id,
-                    messages: &chat.messages,
-                    tools: chat.tools.as_ref(),
-                    output_length: chat.max_tokens,
-                    extra: chat.extra.as_ref(),
+                    text_input: row.text_input.as_deref(),
+                    messages: row.text_input.is_none().then_some(&row.messages),
+                    tools: row.tools.as_ref(),
+                    output_length: row.max_tokens,
+                    extra: row.extra.as_ref(),
                 },
             ),
             None => {
@@ -86,10 +91,11 @@ pub(super) fn save_prompts(
                     &Row {
                         timestamp: Ms::of(req.timestamp_ms),
                         session_id,
-                        messages: [Message {
+                        text_input: (!chat).then_some(text.as_str()),
+                        messages: chat.then_some([Message {
                             role: "user",
                             content: &text,
-                        }],
+                        }]),
                         tools: None,
                         output_length: Some(req.output_length),
                         extra: None,

@@ -14,10 +14,12 @@ struct Keys {
     messages: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     tools: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    text_input: Option<serde::de::IgnoredAny>,
 }
 
 /// Detects the format from the first non-blank line of a file:
-/// a JSON object with `messages` (or `tools`) is a messages trace, one with `chat_id` is Bailian,
+/// a JSON object with `messages` (or `tools`, or a literal `text_input` prompt) is a messages trace, one with `chat_id` is Bailian,
 /// one with `hash_ids` is Mooncake, any other JSON
 /// object is Generic; a line that is not JSON but has a comma (a CSV header) is Azure.
 pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
@@ -28,15 +30,17 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
                 "the first data line looks like JSON but does not parse ({e})"
             ))
         })?;
-        return Ok(if keys.messages.is_some() || keys.tools.is_some() {
-            TraceFormat::Messages
-        } else if keys.chat_id.is_some() {
-            TraceFormat::Bailian
-        } else if keys.hash_ids.is_some() {
-            TraceFormat::Mooncake
-        } else {
-            TraceFormat::Generic
-        });
+        return Ok(
+            if keys.messages.is_some() || keys.tools.is_some() || keys.text_input.is_some() {
+                TraceFormat::Messages
+            } else if keys.chat_id.is_some() {
+                TraceFormat::Bailian
+            } else if keys.hash_ids.is_some() {
+                TraceFormat::Mooncake
+            } else {
+                TraceFormat::Generic
+            },
+        );
     }
     if t.starts_with('[') {
         return Err(RowError::Undetectable(

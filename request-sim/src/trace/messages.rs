@@ -15,6 +15,9 @@
 //! - `output_length` (optional): sent as the token budget; absent = the server decides.
 //! - `extra` (optional object): merged into the request body as given.
 //! - `input_length` / `text_input` are refused: a `messages` row is sent as given.
+//! - A row with `text_input` (a string) instead of `messages` is AIPerf's literal prompt: sent
+//!   as the chat content or completions prompt, like a synthetic prompt (`--save-prompts`
+//!   writes such rows for completions endpoints).
 //!
 //! Rows are checked with hand-written walks over `serde_json::Value` (not typed structs) because
 //! the payload must be kept verbatim for the request body while every bad field still gets a
@@ -199,8 +202,25 @@ fn check_messages(v: &Value) -> Result<(), RowError> {
 /// Parses one non-blank line of a `messages` trace.
 pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
     let mut row: Map<String, Value> = fields::from_json_line(text)?;
+    let text_input = match row.remove("text_input") {
+        None => None,
+        Some(Value::String(t)) if !row.contains_key("messages") => Some(t),
+        Some(Value::String(_)) => {
+            return Err(bad(
+                "text_input",
+                "cannot be combined with `messages` (a messages row is sent as given)",
+            ))
+        }
+        Some(other) => {
+            return Err(bad(
+                "text_input",
+                format!("expected a string (the prompt), found {}", describe(&other)),
+            ))
+        }
+    };
     let messages = match row.remove("messages") {
         Some(m) => m,
+        None if text_input.is_some() && !row.contains_key("tools") => Value::Null,
         None if row.contains_key("tools") => {
             return Err(bad(
                 "tools",
@@ -213,7 +233,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
             ))
         }
     };
-    for refused in ["input_length", "text_input"] {
+    for refused in ["input_length"] {
         if row.contains_key(refused) {
             return Err(bad(
                 refused,
@@ -221,7 +241,9 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
             ));
         }
     }
-    check_messages(&messages)?;
+    if text_input.is_none() {
+        check_messages(&messages)?;
+    }
     let tools = match row.remove("tools") {
         None | Some(Value::Null) => None,
         Some(Value::Array(t)) => {
@@ -302,6 +324,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
             tools,
             extra,
             max_tokens: output_length,
+            text_input,
         }),
     })
 }

@@ -151,6 +151,9 @@ pub struct ChatPayload {
     pub extra: Option<serde_json::Map<String, serde_json::Value>>,
     /// `output_length` when the row gives one (else the server decides).
     pub max_tokens: Option<u32>,
+    /// A `text_input` row (AIPerf's literal prompt): this text is the prompt, sent like a
+    /// synthetic one (chat content or completions prompt); `messages` is then `null`.
+    pub text_input: Option<String>,
 }
 
 /// A whole parsed trace.

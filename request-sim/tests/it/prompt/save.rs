@@ -122,3 +122,44 @@ fn saved_prompts_replay_byte_identically_and_dry_run_saves_the_same() {
     assert!(dry.requests().is_empty(), "a dry run sends nothing");
     assert_eq!(std::fs::read_to_string(&saved2).unwrap(), text);
 }
+
+const COMPLETION: &[u8] = br#"{"id":"x","object":"text_completion","choices":[{"index":0,"text":"ok","finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+
+#[test]
+fn completions_prompts_are_saved_as_text_input_rows_and_replay_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    write_trace(&trace);
+    let saved = dir.path().join("saved.jsonl");
+    let flags = ["--block-size", "16", "--scale-factor", "20", "--no-stream"];
+
+    let first = RawServer::start(Script::whole("200 OK", "application/json", COMPLETION));
+    let mut args = base_args(&first.url("/v1/completions"), &trace, dir.path());
+    args.extend(flags.iter().map(|s| s.to_string()));
+    args.extend(["--save-prompts".into(), saved.display().to_string()]);
+    replay(&strs(&args)).unwrap();
+    let sent = bodies(&first);
+    assert_eq!(sent.len(), 24);
+    let text = std::fs::read_to_string(&saved).unwrap();
+    for (i, l) in text.lines().enumerate() {
+        let r: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert!(r.get("messages").is_none(), "{r}");
+        let words = r["text_input"].as_str().unwrap().split(' ').count() - 1;
+        assert_eq!(words, (1 + i % 4) * 16 - i % 5, "row {i}");
+        assert_eq!(r["output_length"], 1 + i % 6);
+    }
+
+    let second = RawServer::start(Script::whole("200 OK", "application/json", COMPLETION));
+    let mut args = base_args(&second.url("/v1/completions"), &saved, dir.path());
+    args.extend([
+        "--scale-factor".to_string(),
+        "20".into(),
+        "--no-stream".into(),
+    ]);
+    replay(&strs(&args)).unwrap();
+    let resent = bodies(&second);
+    assert_eq!(resent.len(), 24);
+    for (a, b) in sent.iter().zip(&resent) {
+        assert_eq!(String::from_utf8_lossy(a), String::from_utf8_lossy(b));
+    }
+}
