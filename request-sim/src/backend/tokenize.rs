@@ -294,9 +294,10 @@ impl ServerTokenizer {
 
     /// Tokens the server adds around a prompt's content for `kind`: the chat template's
     /// (`/tokenize` with `messages`, vLLM shape) or the completions prompt's special tokens.
-    /// Measured with two contents that must agree. `Ok(None)` when the server cannot say
+    /// Measured with two contents that must agree, shaped like the prompts
+    /// (`strip_first_space`: see `Vocab::strips_first_space`). `Ok(None)` when the server cannot say
     /// (e.g. llama.cpp's `/tokenize` takes no `messages`).
-    pub fn overhead(&self, kind: ApiKind) -> Result<Option<u32>, String> {
+    pub fn overhead(&self, kind: ApiKind, strip_first_space: bool) -> Result<Option<u32>, String> {
         let probes = [
             " hello world",
             " the quick brown fox jumps over the lazy dog and then some more words",
@@ -304,6 +305,8 @@ impl ServerTokenizer {
         self.handle.block_on(async {
             let mut result = None;
             for content in probes {
+                // Shaped like the prompts (SentencePiece: the first word without its space).
+                let content = &content[usize::from(strip_first_space)..];
                 let own = self.tokenize(content).await?.len();
                 let total = match kind {
                     ApiKind::Chat if self.shape == Shape::Vllm => {

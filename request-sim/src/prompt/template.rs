@@ -111,12 +111,24 @@ impl ChatTemplate {
     /// Tokens the template adds around one user message (rendered total minus the content's
     /// own tokens), measured with two contents of different lengths that must agree.
     pub fn overhead(&self, tok: &Tokenizer) -> Result<u32, PromptError> {
+        self.overhead_for(tok, false)
+    }
+
+    /// Like [`overhead`](Self::overhead), with contents shaped like the prompts: without the
+    /// first word's space when `strip_first_space` (SentencePiece vocabularies, see
+    /// [`Vocab::strips_first_space`](super::Vocab::strips_first_space)).
+    pub fn overhead_for(
+        &self,
+        tok: &Tokenizer,
+        strip_first_space: bool,
+    ) -> Result<u32, PromptError> {
         let probes = [
             " hello world",
             " the quick brown fox jumps over the lazy dog and then some more words",
         ];
         let mut result = None;
         for content in probes {
+            let content = &content[usize::from(strip_first_space)..];
             let rendered = self.render_user(content)?;
             if !rendered.contains(content) {
                 return Err(PromptError::Template(

@@ -119,15 +119,22 @@ pub(super) fn determine_overhead(
     if cfg.token_ids {
         return Ok(Some((0, "token-id prompts are used as given".into())));
     }
+    let strip = builder.vocab().strips_first_space();
     if let (true, Some(tok), Some(tc)) = (ep.kind.is_chat(), tokenizer, &cfg.tokenizer_config) {
-        let n = prompt::chat_overhead_from_template(tok, tc).map_err(|e| e.to_string())?;
-        return Ok(Some((n, format!("chat template of {}", tc.display()))));
+        match prompt::ChatTemplate::from_config_file(tc).and_then(|t| t.overhead_for(tok, strip)) {
+            Ok(n) => return Ok(Some((n, format!("chat template of {}", tc.display())))),
+            // E.g. a template that trims the content (Llama 3): the server still knows.
+            Err(e) => note(format!(
+                "WARNING: cannot measure the chat overhead from {} ({e}); asking the server instead",
+                tc.display()
+            )),
+        }
     }
     if !ep.kind.is_openai() {
         return Ok(None);
     }
     if let Some(s) = server {
-        match s.overhead(ep.kind) {
+        match s.overhead(ep.kind, strip) {
             Ok(Some(n)) => return Ok(Some((n, s.describe()))),
             Ok(None) => {}
             Err(e) => note(format!(

@@ -87,8 +87,11 @@ fn server_vocabulary_equals_the_local_one_and_checks_prompts() {
         .collect();
     let v = verify_sample(&b, &st, &reqs, 6);
     assert_eq!((v.checked, v.exact), (6, 6), "{v:?}");
-    assert_eq!(st.overhead(backend::ApiKind::Chat).unwrap(), Some(8));
-    assert_eq!(st.overhead(backend::ApiKind::Completions).unwrap(), Some(0));
+    assert_eq!(st.overhead(backend::ApiKind::Chat, false).unwrap(), Some(8));
+    assert_eq!(
+        st.overhead(backend::ApiKind::Completions, false).unwrap(),
+        Some(0)
+    );
 }
 
 #[test]
