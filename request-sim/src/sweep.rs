@@ -351,6 +351,22 @@ pub fn sweep(args: SweepArgs) -> Result<u8, String> {
     let (cap, text) = answer(&result.points, slo_words.as_deref(), args.target);
     result.capacity_scale_factor = cap;
     result.answer = text;
+    let plot_points: Vec<crate::report::plots::SweepPlotPoint> = result
+        .points
+        .iter()
+        .map(|p| crate::report::plots::SweepPlotPoint {
+            offered_rps: p.offered_rps,
+            served_rps: p.request_throughput,
+            goodput_rps: p.request_goodput,
+            ttft_p50_ms: p.ttft_p50_ms,
+            ttft_p99_ms: p.ttft_p99_ms,
+            tpot_p99_ms: p.tpot_p99_ms,
+            capacity: Some(p.scale_factor) == cap,
+        })
+        .collect();
+    if let Err(e) = crate::report::plots::write_sweep_plot(&dir, &plot_points, &result.answer) {
+        eprintln!("request-sim: sweep: cannot draw the plot: {e:#}");
+    }
     let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
     let path = dir.join("sweep.json");
     std::fs::write(&path, json + "\n")

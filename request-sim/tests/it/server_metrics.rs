@@ -469,6 +469,8 @@ fn sweep_finds_where_one_sequence_at_a_time_stops_keeping_up() {
         r.answer
     );
     assert!(r.answer.contains("scale 4 fell short"), "{}", r.answer);
+    assert!(sweep_dir.join("sweep.png").is_file());
+    assert!(sweep_dir.join("sweep.svg").is_file());
     for p in &r.points {
         let d = Path::new(&p.dir);
         assert!(d.join("records.jsonl").is_file());

@@ -12,6 +12,9 @@
 //! - `trace_request_rate`: request rate over trace time;
 //! - `trace_lengths`: input and output length histograms with CDFs.
 //!
+//! and of a sweep (`request-sim sweep`, [`write_sweep_plot`]): `sweep`, throughput, goodput and
+//! TTFT/TPOT against the offered rate with the capacity marked.
+//!
 //! PNG text uses a bundled DejaVu Sans (no system fonts needed).
 //!
 //! Files: [`run`] (the run charts), [`trace`] (the trace-analysis charts), [`axes`] (tick
@@ -26,9 +29,11 @@ use plotters::prelude::*;
 
 mod axes;
 mod run;
+mod sweep;
 mod trace;
 
 pub use run::write_plots;
+pub use sweep::{write_sweep_plot, SweepPlotPoint};
 pub use trace::write_analysis_plots;
 
 const FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
