@@ -11,6 +11,11 @@ use super::PromptError;
 
 const TEMPLATE_NAME: &str = "chat";
 
+/// Put before every content when the chat template trims the content (see
+/// [`ChatTemplate::overhead_with_lead`]): starts with a letter, ends with a non-letter, so its
+/// tokens neither lose anything to the trim nor merge with the first word's space.
+pub const LEAD: &str = "Text:";
+
 /// A model's chat template, rendered the way Hugging Face `apply_chat_template` does
 /// (jinja2 with `trim_blocks` and `lstrip_blocks`, Python string methods, `raise_exception`,
 /// `strftime_now`, and the config's `bos_token`/`eos_token` in the context).
@@ -122,13 +127,47 @@ impl ChatTemplate {
         tok: &Tokenizer,
         strip_first_space: bool,
     ) -> Result<u32, PromptError> {
+        self.measure(tok, strip_first_space, "")
+    }
+
+    /// Like [`overhead_for`](Self::overhead_for), for templates that trim the content (Llama 3:
+    /// `message['content'] | trim`), which would take the first word's space and so change its
+    /// token: then every content starts with [`LEAD`] (a fixed word the trim leaves alone,
+    /// counted in the overhead). Returns the overhead and the lead to put before every content
+    /// (`""` when none is needed).
+    pub fn overhead_with_lead(
+        &self,
+        tok: &Tokenizer,
+        strip_first_space: bool,
+    ) -> Result<(u32, &'static str), PromptError> {
+        match self.measure(tok, strip_first_space, "") {
+            Ok(n) => Ok((n, "")),
+            Err(e) => {
+                let probe = &" hello world"[usize::from(strip_first_space)..];
+                let rendered = self.render_user(probe)?;
+                if rendered.contains(probe) || !rendered.contains(probe.trim_start()) {
+                    return Err(e);
+                }
+                Ok((self.measure(tok, strip_first_space, LEAD)?, LEAD))
+            }
+        }
+    }
+
+    fn measure(
+        &self,
+        tok: &Tokenizer,
+        strip_first_space: bool,
+        lead: &str,
+    ) -> Result<u32, PromptError> {
         let probes = [
             " hello world",
             " the quick brown fox jumps over the lazy dog and then some more words",
         ];
         let mut result = None;
-        for content in probes {
-            let content = &content[usize::from(strip_first_space)..];
+        for words in probes {
+            let words = &words[usize::from(strip_first_space)..];
+            let content = format!("{lead}{words}");
+            let content = content.as_str();
             let rendered = self.render_user(content)?;
             if !rendered.contains(content) {
                 return Err(PromptError::Template(
@@ -136,7 +175,8 @@ impl ChatTemplate {
                 ));
             }
             let total = count(tok, &rendered)?;
-            let own = count(tok, content)?;
+            // The lead's tokens count as overhead.
+            let own = count(tok, words)?;
             let overhead = total.checked_sub(own).ok_or_else(|| {
                 PromptError::Template(format!(
                     "rendered prompt has fewer tokens ({total}) than its content ({own})"

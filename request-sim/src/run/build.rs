@@ -15,7 +15,7 @@ pub(super) fn make_build_fn(
     builder: Arc<PromptBuilder>,
     kind: ApiKind,
     params: BodyParams,
-    overhead: u32,
+    (overhead, lead): (u32, &'static str),
     token_ids: bool,
     rows: ChatRows,
 ) -> Arc<BuildFn> {
@@ -43,6 +43,7 @@ pub(super) fn make_build_fn(
             PromptPayload::TokenIds(&s.ids)
         } else {
             s.text.clear();
+            s.text.push_str(lead);
             builder.write_text(req, content, &mut s.text);
             PromptPayload::Text(&s.text)
         };

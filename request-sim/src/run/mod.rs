@@ -361,12 +361,14 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         &builder,
         (tokenizer.as_ref(), server_tok.as_ref()),
     )?;
-    if let Some((n, how)) = &overhead {
+    if let Some((n, how, _)) = &overhead {
         note(format!(
             "prompt overhead: {n} tokens ({how}); content is shortened by it"
         ));
     }
     let overhead_n = overhead.as_ref().map(|o| o.0).unwrap_or(0);
+    // Put before every content (a chat template that trims the content; counted in overhead_n).
+    let lead = overhead.as_ref().map(|o| o.2).unwrap_or("");
     if let Some(path) = &cfg.save_prompts {
         if !ep.kind.is_openai() || cfg.token_ids {
             return Err(format!(
@@ -380,7 +382,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             path,
             &requests,
             &builder,
-            overhead_n,
+            (overhead_n, lead),
             ep.kind == ApiKind::Chat,
             &trace.chats,
             &trace.sessions,
@@ -411,7 +413,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         builder.clone(),
         ep.kind,
         params,
-        overhead_n,
+        (overhead_n, lead),
         cfg.token_ids,
         ChatRows {
             chats: Arc::new(trace.chats.clone()),

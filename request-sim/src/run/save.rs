@@ -57,7 +57,7 @@ pub(super) fn save_prompts(
     path: &Path,
     requests: &[TraceRequest],
     builder: &PromptBuilder,
-    overhead: u32,
+    (overhead, lead): (u32, &str),
     chat: bool,
     chats: &[Option<Arc<ChatPayload>>],
     sessions: &Sessions,
@@ -84,6 +84,7 @@ pub(super) fn save_prompts(
             ),
             None => {
                 text.clear();
+                text.push_str(lead);
                 let content = req.input_length.saturating_sub(overhead) as usize;
                 builder.write_text(req, content, &mut text);
                 serde_json::to_writer(

@@ -112,17 +112,29 @@ pub(super) fn determine_overhead(
     params: &BodyParams,
     builder: &PromptBuilder,
     (tokenizer, server): (Option<&tokenizers::Tokenizer>, Option<&ServerTokenizer>),
-) -> Result<Option<(u32, String)>, String> {
+) -> Result<Option<(u32, String, &'static str)>, String> {
     if let Some(n) = cfg.chat_overhead {
-        return Ok(Some((n, "--chat-overhead".into())));
+        return Ok(Some((n, "--chat-overhead".into(), "")));
     }
     if cfg.token_ids {
-        return Ok(Some((0, "token-id prompts are used as given".into())));
+        return Ok(Some((0, "token-id prompts are used as given".into(), "")));
     }
     let strip = builder.vocab().strips_first_space();
     if let (true, Some(tok), Some(tc)) = (ep.kind.is_chat(), tokenizer, &cfg.tokenizer_config) {
-        match prompt::ChatTemplate::from_config_file(tc).and_then(|t| t.overhead_for(tok, strip)) {
-            Ok(n) => return Ok(Some((n, format!("chat template of {}", tc.display())))),
+        match prompt::ChatTemplate::from_config_file(tc)
+            .and_then(|t| t.overhead_with_lead(tok, strip))
+        {
+            Ok((n, "")) => return Ok(Some((n, format!("chat template of {}", tc.display()), ""))),
+            Ok((n, lead)) => {
+                return Ok(Some((
+                    n,
+                    format!(
+                        "chat template of {}, which trims the content: every content starts with {lead:?}, counted in the overhead",
+                        tc.display()
+                    ),
+                    lead,
+                )))
+            }
             // E.g. a template that trims the content (Llama 3): the server still knows.
             Err(e) => note(format!(
                 "WARNING: cannot measure the chat overhead from {} ({e}); asking the server instead",
@@ -135,7 +147,7 @@ pub(super) fn determine_overhead(
     }
     if let Some(s) = server {
         match s.overhead(ep.kind, strip) {
-            Ok(Some(n)) => return Ok(Some((n, s.describe()))),
+            Ok(Some(n)) => return Ok(Some((n, s.describe(), ""))),
             Ok(None) => {}
             Err(e) => note(format!(
                 "WARNING: {e}; measuring the overhead with a calibration request"
@@ -143,7 +155,7 @@ pub(super) fn determine_overhead(
         }
     }
     if cfg.dry_run {
-        return Ok(Some((0, "dry run: not calibrated".into())));
+        return Ok(Some((0, "dry run: not calibrated".into(), "")));
     }
     // Calibration: a prompt of K content tokens, one output token, non-streaming.
     const K: usize = 64;
@@ -189,11 +201,12 @@ pub(super) fn determine_overhead(
             Ok(Some((
                 n,
                 format!("calibration request: {pt} prompt tokens for {K} content tokens"),
+                "",
             )))
         }
         None => {
             eprintln!("request-sim: WARNING: the server reported no usage.prompt_tokens; prompt overhead assumed 0");
-            Ok(Some((0, "unknown: server reports no usage".into())))
+            Ok(Some((0, "unknown: server reports no usage".into(), "")))
         }
     }
 }

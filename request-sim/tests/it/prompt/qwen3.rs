@@ -291,3 +291,28 @@ fn inexact_vocabulary_is_reported() {
     assert!(!rep.ok());
     assert!(rep.pct_exact < 100.0);
 }
+
+#[test]
+fn trimming_template_gets_a_lead_and_stays_exact() {
+    let Some(q) = qwen3() else { return };
+    // Like Llama 3's template: the content is trimmed, which would take the first word's space.
+    let cfg = r#"{"chat_template": "<|im_start|>user\n{{ messages[0]['content'] | trim }}<|im_end|>\n<|im_start|>assistant\n"}"#;
+    let t = ChatTemplate::from_config_json(cfg, std::path::Path::new("trim.json")).unwrap();
+    assert!(
+        t.overhead_for(&q.tok, false).is_err(),
+        "not measurable without a lead"
+    );
+    let (overhead, lead) = t.overhead_with_lead(&q.tok, false).unwrap();
+    assert_eq!(lead, request_sim::prompt::LEAD);
+    let b = PromptBuilder::new(q.vocab.clone(), 9, 16);
+    for (i, n) in [40u32, 77, 300].into_iter().enumerate() {
+        let r = req(i, vec![i as u64, 50], n);
+        let content = format!("{lead}{}", b.text(&r, (n - overhead) as usize));
+        let rendered = t.render_user(&content).unwrap();
+        assert_eq!(
+            q.tok.encode(rendered.as_str(), false).unwrap().len(),
+            n as usize,
+            "{n} tokens"
+        );
+    }
+}
