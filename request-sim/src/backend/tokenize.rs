@@ -297,46 +297,61 @@ impl ServerTokenizer {
     /// Measured with two contents that must agree, shaped like the prompts
     /// (`strip_first_space`: see `Vocab::strips_first_space`). `Ok(None)` when the server cannot say
     /// (e.g. llama.cpp's `/tokenize` takes no `messages`).
-    pub fn overhead(&self, kind: ApiKind, strip_first_space: bool) -> Result<Option<u32>, String> {
+    ///
+    /// For chat, the content's own tokens must appear unchanged in the templated prompt; when
+    /// they do not (a template that trims the content, like Llama 3's), every content is
+    /// measured again behind [`LEAD`](crate::prompt::LEAD), returned as the lead to put before
+    /// every content (`""` when none is needed).
+    pub fn overhead(
+        &self,
+        kind: ApiKind,
+        strip_first_space: bool,
+    ) -> Result<Option<(u32, &'static str)>, String> {
         let probes = [
             " hello world",
             " the quick brown fox jumps over the lazy dog and then some more words",
         ];
         self.handle.block_on(async {
-            let mut result = None;
-            for content in probes {
-                // Shaped like the prompts (SentencePiece: the first word without its space).
-                let content = &content[usize::from(strip_first_space)..];
-                let own = self.tokenize(content).await?.len();
-                let total = match kind {
-                    ApiKind::Chat if self.shape == Shape::Vllm => {
-                        let body = self.with_model(json!({
-                            "messages": [{"role": "user", "content": content}],
-                            "add_generation_prompt": true,
-                        }));
-                        match self.post("tokenize", &body).await {
-                            Ok(v) => match token_list(&v) {
-                                Some(t) => t.len(),
+            'lead: for lead in ["", crate::prompt::LEAD] {
+                let mut result = None;
+                for words in probes {
+                    // Shaped like the prompts (SentencePiece: the first word without its space).
+                    let words = &words[usize::from(strip_first_space)..];
+                    let own = self.tokenize(words).await?;
+                    let total = match kind {
+                        ApiKind::Chat if self.shape == Shape::Vllm => {
+                            let body = self.with_model(json!({
+                                "messages": [{"role": "user", "content": format!("{lead}{words}")}],
+                                "add_generation_prompt": true,
+                            }));
+                            match self.post("tokenize", &body).await.ok().and_then(|v| token_list(&v)) {
+                                Some(t) => t,
                                 None => return Ok(None),
-                            },
-                            Err(_) => return Ok(None),
+                            }
+                        }
+                        ApiKind::Completions if lead.is_empty() => {
+                            self.tokenize_raw(words, true).await?
+                        }
+                        _ => return Ok(None),
+                    };
+                    if !own.is_empty() && !total.windows(own.len()).any(|w| w == own.as_slice()) {
+                        // The template changed the content's tokens: try with the lead.
+                        continue 'lead;
+                    }
+                    let o = total.len().saturating_sub(own.len()) as u32;
+                    match result {
+                        None => result = Some(o),
+                        Some(p) if p == o => {}
+                        Some(p) => {
+                            return Err(format!(
+                                "the server's prompt overhead depends on the content ({p} vs {o} tokens)"
+                            ))
                         }
                     }
-                    ApiKind::Completions => self.tokenize_raw(content, true).await?.len(),
-                    _ => return Ok(None),
-                };
-                let o = total.saturating_sub(own) as u32;
-                match result {
-                    None => result = Some(o),
-                    Some(p) if p == o => {}
-                    Some(p) => {
-                        return Err(format!(
-                        "the server's prompt overhead depends on the content ({p} vs {o} tokens)"
-                    ))
-                    }
                 }
+                return Ok(result.map(|o| (o, lead)));
             }
-            Ok(result)
+            Err("the server's chat template changes the content's tokens (even behind a lead word)".into())
         })
     }
 }

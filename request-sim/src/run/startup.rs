@@ -147,7 +147,17 @@ pub(super) fn determine_overhead(
     }
     if let Some(s) = server {
         match s.overhead(ep.kind, strip) {
-            Ok(Some(n)) => return Ok(Some((n, s.describe(), ""))),
+            Ok(Some((n, ""))) => return Ok(Some((n, s.describe(), ""))),
+            Ok(Some((n, lead))) => {
+                return Ok(Some((
+                    n,
+                    format!(
+                        "{}; its chat template trims the content: every content starts with {lead:?}, counted in the overhead",
+                        s.describe()
+                    ),
+                    lead,
+                )))
+            }
             Ok(None) => {}
             Err(e) => note(format!(
                 "WARNING: {e}; measuring the overhead with a calibration request"

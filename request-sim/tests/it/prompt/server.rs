@@ -87,10 +87,13 @@ fn server_vocabulary_equals_the_local_one_and_checks_prompts() {
         .collect();
     let v = verify_sample(&b, &st, &reqs, 6);
     assert_eq!((v.checked, v.exact), (6, 6), "{v:?}");
-    assert_eq!(st.overhead(backend::ApiKind::Chat, false).unwrap(), Some(8));
+    assert_eq!(
+        st.overhead(backend::ApiKind::Chat, false).unwrap(),
+        Some((8, ""))
+    );
     assert_eq!(
         st.overhead(backend::ApiKind::Completions, false).unwrap(),
-        Some(0)
+        Some((0, ""))
     );
 }
 
@@ -196,4 +199,56 @@ fn tokenizer_accepts_a_model_directory() {
     let empty = tempfile::tempdir().unwrap();
     let e = request_sim::prompt::tokenizer_files(empty.path()).unwrap_err();
     assert!(e.contains("no tokenizer.json"), "{e}");
+}
+
+#[test]
+fn endpoint_only_replay_is_exact_with_a_trimming_template() {
+    let Some(q) = qwen3() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Like Llama 3's template: the content is trimmed (its first word would lose its space).
+    let cfg = dir.path().join("tokenizer_config.json");
+    std::fs::write(
+        &cfg,
+        r#"{"chat_template": "<|im_start|>user\n{{ messages[0]['content'] | trim }}<|im_end|>\n<|im_start|>assistant\n"}"#,
+    )
+    .unwrap();
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+        tokenizer: Some(q.dir.join("tokenizer.json")),
+        tokenizer_config: Some(cfg),
+        ..Default::default()
+    })
+    .unwrap();
+    let trace = write_trace(dir.path(), 12);
+    let out = dir.path().join("out.jsonl");
+    let argv = [
+        "request-sim",
+        "replay",
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "-q",
+        "--scale-factor",
+        "4",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!()
+    };
+    let outcome =
+        request_sim::run::replay(ReplayConfig::from_args(*a, Flavor::Replay).unwrap()).unwrap();
+    // The lead's tokens are counted in the overhead (8 for the template itself).
+    let overhead = outcome.summary.run.chat_overhead.unwrap();
+    assert!(overhead > 8, "{overhead}");
+    let recs: Vec<Record> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs.len(), 12);
+    for r in &recs {
+        assert_eq!(r.status, Status::Ok);
+        assert_eq!(r.prompt_tokens, Some(r.input_length), "request {}", r.index);
+    }
 }
