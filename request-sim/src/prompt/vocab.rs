@@ -35,6 +35,9 @@ pub struct Vocab {
     /// (Llama 2, Mistral ≤ v0.3, ...) prepend `▁` to the text themselves, so `"apple banana"`
     /// is `▁apple ▁banana` while `" apple banana"` would start with an extra `▁`.
     strip_first_space: bool,
+    /// The words are plain vocabulary tokens (no `Ġ`/`▁` marker) separated by spaces that a
+    /// word-level pre-tokenizer drops (the fallback of [`Vocab::from_tokenizer`]).
+    plain: bool,
 }
 
 impl Vocab {
@@ -75,7 +78,36 @@ impl Vocab {
             })
             .collect();
 
-        Vocab::from_candidates(tok, candidates)
+        let err = match Vocab::from_candidates(tok, candidates) {
+            Ok(v) => return Ok(v),
+            Err(e @ PromptError::TooFewWords { .. }) => e,
+            Err(e) => return Err(e),
+        };
+        // Fallback for word-level pre-tokenizers (WordPiece, `Whitespace`): plain lowercase
+        // tokens, separated by spaces the pre-tokenizer drops.
+        let plain: Vec<(u32, String)> = (0..n_ids)
+            .into_par_iter()
+            .with_min_len(4096)
+            .filter_map(|id| {
+                let token = tok.id_to_token(id)?;
+                (!token.is_empty() && token.bytes().all(|b| b.is_ascii_lowercase()))
+                    .then(|| (id, format!(" {token}")))
+            })
+            .collect();
+        match Vocab::from_candidates(tok, plain) {
+            Ok(mut v) => {
+                v.plain = true;
+                Ok(v)
+            }
+            Err(PromptError::TooFewWords { found, min }) => match err {
+                PromptError::TooFewWords { found: f0, .. } => Err(PromptError::TooFewWords {
+                    found: found.max(f0),
+                    min,
+                }),
+                e => Err(e),
+            },
+            Err(e) => Err(e),
+        }
     }
 
     /// Keep the `(token id, " word")` candidates that `enc` encodes to exactly their own id,
@@ -127,6 +159,7 @@ impl Vocab {
     pub fn method(&self) -> &'static str {
         match (self.builtin, self.strip_first_space) {
             (true, _) => "built-in word list",
+            _ if self.plain => "one-token words, space-separated (word-level pre-tokenizer)",
             (false, false) => "one-token words",
             (false, true) => {
                 "one-token words, SentencePiece (▁word pieces, first word without its space)"
@@ -161,6 +194,7 @@ impl Vocab {
             reserve_per_token,
             builtin,
             strip_first_space: false,
+            plain: false,
         }
     }
 
@@ -345,7 +379,8 @@ mod tests {
         }"#;
         let tok: Tokenizer = json.parse().unwrap();
         match Vocab::from_tokenizer(&tok) {
-            Err(PromptError::TooFewWords { found: 0, min }) => assert_eq!(min, MIN_WORDS),
+            // hello and world qualify as space-separated words, too few all the same.
+            Err(PromptError::TooFewWords { found: 2, min }) => assert_eq!(min, MIN_WORDS),
             other => panic!("{other:?}"),
         }
     }
@@ -436,5 +471,48 @@ mod sentencepiece_tests {
             let rep = crate::prompt::verify_sample(&b, &tok, &[r], 1);
             assert!(rep.ok(), "{rep:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod word_level_tests {
+    use super::*;
+
+    #[test]
+    fn word_level_tokenizer_falls_back_to_space_separated_words() {
+        let letters: Vec<char> = ('a'..='z').collect();
+        let mut vocab = serde_json::Map::new();
+        vocab.insert("[UNK]".into(), 0.into());
+        for i in 0..1100usize {
+            let w = format!(
+                "{}{}{}x",
+                letters[i % 26],
+                letters[(i / 26) % 26],
+                letters[i / 676]
+            );
+            vocab.insert(w, (i + 1).into());
+        }
+        let json = serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": null, "decoder": null,
+            "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
+        });
+        let tok: Tokenizer = json.to_string().parse().unwrap();
+        let v = Vocab::from_tokenizer(&tok).unwrap();
+        assert_eq!(v.len(), 1100);
+        assert!(v.method().contains("space-separated"), "{}", v.method());
+        let b = crate::prompt::PromptBuilder::new(std::sync::Arc::new(v), 5, 32);
+        let r = crate::trace::TraceRequest {
+            index: 0,
+            line: 1,
+            timestamp_ms: 0.0,
+            input_length: 100,
+            output_length: 1,
+            hash_ids: vec![4, 5],
+            session: None,
+        };
+        let ids = tok.encode_fast(b.text(&r, 100).as_str(), false).unwrap();
+        assert_eq!(ids.get_ids(), b.token_ids(&r, 100).as_slice());
     }
 }
