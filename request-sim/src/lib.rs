@@ -12,6 +12,9 @@
 //!
 //! `cli` parses the command line, `config` validates it once, and `run` orchestrates a replay.
 
+pub mod error;
+pub use error::{Error, Result};
+
 pub mod backend;
 pub mod observe;
 pub mod prompt;
