@@ -259,7 +259,7 @@ fn bench_record(c: &mut Criterion) {
                     .collect::<Vec<_>>()
             },
             |batch| {
-                let (writer, tx) = RecordWriter::spawn(Some(&path), false, |r, itl| {
+                let (writer, tx) = RecordWriter::spawn(Some(&path), false, (), |_, r, itl| {
                     black_box(r.index + itl.len());
                 })
                 .unwrap();
@@ -267,7 +267,7 @@ fn bench_record(c: &mut Criterion) {
                     tx.send(f).unwrap();
                 }
                 drop(tx);
-                black_box(writer.finish().unwrap().written)
+                black_box(writer.finish().unwrap().0.written)
             },
             BatchSize::LargeInput,
         )

@@ -67,15 +67,8 @@ pub struct ReplayArgs {
     /// Trace file (JSONL, CSV for azure, optionally .gz). Default: the built-in demo trace.
     #[arg(long)]
     pub dataset_path: Option<PathBuf>,
-    /// Trace format; detected from the content when not given.
-    #[arg(long, short = 'd', value_parser = parse_format)]
-    pub dataset: Option<TraceFormat>,
-    /// Tokens per hash id (default: 512 mooncake, 16 bailian).
-    #[arg(long, alias = "hash-block-size")]
-    pub block_size: Option<usize>,
-    /// Skip malformed trace lines (counted in the summary) instead of stopping.
-    #[arg(long)]
-    pub skip_invalid: bool,
+    #[command(flatten)]
+    pub trace: TraceArgs,
     /// Replay only requests with trace time >= this (ms, after rebasing to the first request).
     #[arg(long)]
     pub start_ms: Option<f64>,
@@ -228,9 +221,8 @@ pub struct ReplayArgs {
     /// Summary JSON (default: <output-path>.summary.json).
     #[arg(long)]
     pub summary_path: Option<PathBuf>,
-    /// Also write summary.json, requests.csv, results.xlsx and plots into this directory.
-    #[arg(long, alias = "save-result")]
-    pub result_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: ReportFlags,
     /// Save every request's prompt as built (with the trace's timestamp, output_length and
     /// session) as a `messages` trace (AIPerf-style JSONL; `text_input` rows for completions
     /// endpoints) that replays byte-identically.
@@ -240,12 +232,6 @@ pub struct ReplayArgs {
     /// Keep each request's inter-token latencies in its record.
     #[arg(long)]
     pub record_itl: bool,
-    /// Percentiles to report, comma-separated.
-    #[arg(long, alias = "metric-percentiles", value_delimiter = ',')]
-    pub metric_percentile: Option<Vec<f64>>,
-    /// SLOs for goodput, vLLM syntax: ttft:MS tpot:MS e2el:MS.
-    #[arg(long, num_args = 1..)]
-    pub goodput: Vec<String>,
     /// TTFT SLO in seconds (anchor syntax; used for goodput and the request timeout).
     #[arg(long)]
     pub ttft_slo: Option<f64>,
@@ -288,16 +274,72 @@ pub struct ReplayArgs {
     pub cache_path: Option<PathBuf>,
 }
 
+/// How a trace file is read: the same flags for `replay`, `analyze` and `verify-prompts`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TraceArgs {
+    /// Trace format; detected from the content when not given.
+    #[arg(long, short = 'd', value_parser = parse_format)]
+    pub dataset: Option<TraceFormat>,
+    /// Tokens per hash id (default: 512 mooncake, 16 bailian, 512 generic).
+    #[arg(long, alias = "hash-block-size", value_parser = parse_block_size)]
+    pub block_size: Option<usize>,
+    /// Skip malformed trace lines (counted in the summary) instead of stopping.
+    #[arg(long)]
+    pub skip_invalid: bool,
+}
+
+impl TraceArgs {
+    /// The load options these flags ask for (the rest at their defaults).
+    pub fn load_options(&self) -> crate::trace::LoadOptions {
+        crate::trace::LoadOptions {
+            format: self.dataset,
+            block_size: self.block_size,
+            skip_invalid: self.skip_invalid,
+            ..crate::trace::LoadOptions::default()
+        }
+    }
+}
+
+/// What a report computes and where its files go: the same flags for `replay` and `report`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ReportFlags {
+    /// SLOs for goodput, vLLM syntax: ttft:MS tpot:MS e2el:MS.
+    #[arg(long, num_args = 1..)]
+    pub goodput: Vec<String>,
+    /// Percentiles to report, comma-separated (each in (0, 100]; sorted, repeats dropped).
+    #[arg(long, alias = "metric-percentiles", value_delimiter = ',', value_parser = crate::report::parse_percentile)]
+    pub metric_percentile: Option<Vec<f64>>,
+    /// Also write summary.json, requests.csv, results.xlsx and plots into this directory.
+    #[arg(long, alias = "save-result")]
+    pub result_dir: Option<PathBuf>,
+}
+
+impl ReportFlags {
+    /// The report these flags ask for; `default_percentiles` when none are given.
+    pub fn report_config(
+        &self,
+        default_percentiles: &[f64],
+    ) -> crate::Result<crate::report::ReportConfig> {
+        let percentiles = crate::report::Percentiles::or_default(
+            self.metric_percentile.clone(),
+            default_percentiles,
+        )
+        .map_err(crate::Error::config)?;
+        let slo = if self.goodput.is_empty() {
+            crate::report::Slo::default()
+        } else {
+            crate::report::Slo::parse(&self.goodput).map_err(crate::Error::config)?
+        };
+        Ok(crate::report::ReportConfig { percentiles, slo })
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct AnalyzeArgs {
     /// Trace file.
     pub trace: PathBuf,
-    #[arg(long, short = 'd', value_parser = parse_format)]
-    pub dataset: Option<TraceFormat>,
-    #[arg(long, alias = "hash-block-size")]
-    pub block_size: Option<usize>,
-    #[arg(long)]
-    pub skip_invalid: bool,
+    #[command(flatten)]
+    pub format: TraceArgs,
     /// LRU cache sizes to simulate, in tokens, comma-separated (default: a sweep).
     #[arg(long, value_delimiter = ',')]
     pub cache_sizes: Vec<u64>,
@@ -319,13 +361,8 @@ pub struct ReportArgs {
     /// the highest index seen + 1, which cannot notice missing requests at the very end).
     #[arg(long)]
     pub expected_requests: Option<usize>,
-    #[arg(long, num_args = 1..)]
-    pub goodput: Vec<String>,
-    #[arg(long, alias = "metric-percentiles", value_delimiter = ',')]
-    pub metric_percentile: Option<Vec<f64>>,
-    /// Write summary.json, requests.csv, results.xlsx and plots here.
-    #[arg(long, alias = "save-result")]
-    pub result_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: ReportFlags,
     /// Print the summary as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -346,10 +383,8 @@ pub struct VerifyArgs {
     /// HF tokenizer.json.
     #[arg(long)]
     pub tokenizer: PathBuf,
-    #[arg(long, short = 'd', value_parser = parse_format)]
-    pub dataset: Option<TraceFormat>,
-    #[arg(long, alias = "hash-block-size")]
-    pub block_size: Option<usize>,
+    #[command(flatten)]
+    pub format: TraceArgs,
     #[arg(long)]
     pub max_requests: Option<usize>,
     #[arg(long, default_value_t = 0)]
@@ -378,6 +413,16 @@ pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
         "messages" => Ok(TraceFormat::Messages),
         other => Err(format!(
             "unknown dataset {other:?}: use mooncake, bailian, azure, generic or messages"
+        )),
+    }
+}
+
+/// Parse a `--block-size` value (1 to 1048576 tokens per hash id).
+pub fn parse_block_size(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(b) if (1..=1 << 20).contains(&b) => Ok(b),
+        _ => Err(format!(
+            "--block-size must be between 1 and 1048576, got {s:?}"
         )),
     }
 }

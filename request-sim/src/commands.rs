@@ -1,40 +1,37 @@
 //! The subcommands, as functions returning the process exit code.
 
-use crate::cli::{AnalyzeArgs, CompareArgs, ReplayArgs, ReportArgs, VerifyArgs};
 use std::path::Path;
 
+use crate::cli::{AnalyzeArgs, CompareArgs, ReplayArgs, ReportArgs, VerifyArgs};
 use crate::config::{Flavor, ReplayConfig};
 use crate::prompt;
-use crate::report::{self, ReportConfig, Slo, Summary};
+use crate::report::{self, ReportConfig, Summary, DEFAULT_PERCENTILES};
 use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions};
+use crate::{Error, Result};
+
+/// An error of the report module (plots, spreadsheet, records files) as the crate's.
+fn report_err(e: anyhow::Error) -> Error {
+    Error::report(format!("{e:#}"))
+}
 
 /// `replay` (and the `client` binary).
-pub fn replay(args: ReplayArgs, flavor: Flavor) -> Result<u8, String> {
+pub fn replay(args: ReplayArgs, flavor: Flavor) -> Result<u8> {
     let cfg = ReplayConfig::from_args(args, flavor)?;
     let out = crate::run::replay(cfg)?;
     Ok(out.exit_code as u8)
 }
 
 /// `analyze TRACE`.
-pub fn analyze(args: AnalyzeArgs) -> Result<u8, String> {
-    let opts = LoadOptions {
-        format: args.dataset,
-        block_size: args.block_size,
-        skip_invalid: args.skip_invalid,
-        ..LoadOptions::default()
-    };
+pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
     let t = std::time::Instant::now();
-    let trace = trace::load(&args.trace, &opts).map_err(|e| e.to_string())?;
+    let trace = trace::load(&args.trace, &args.format.load_options())?;
     let aopts = AnalyzeOptions {
         cache_sizes_tokens: args.cache_sizes.clone(),
         ..AnalyzeOptions::default()
     };
     let analysis = trace::analyze::analyze(&trace, &aopts);
     if args.json {
-        report::print_stdout(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&analysis).map_err(|e| e.to_string())?
-        ))?;
+        report::print_json(&analysis)?;
     } else {
         report::print_stdout(&report::render_analysis(&analysis))?;
         eprintln!(
@@ -44,8 +41,7 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8, String> {
         );
     }
     if let Some(dir) = &args.plot_dir {
-        let files =
-            report::plots::write_analysis_plots(dir, &analysis).map_err(|e| format!("{e:#}"))?;
+        let files = report::plots::write_analysis_plots(dir, &analysis).map_err(report_err)?;
         eprintln!(
             "request-sim: wrote {} plot files to {}",
             files.len(),
@@ -55,47 +51,22 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8, String> {
     Ok(0)
 }
 
-fn report_config(
-    goodput: &[String],
-    percentiles: &Option<Vec<f64>>,
-) -> Result<ReportConfig, String> {
-    let mut cfg = ReportConfig::default();
-    if !goodput.is_empty() {
-        cfg.slo = Slo::parse(goodput)?;
-    }
-    if let Some(p) = percentiles {
-        if p.iter()
-            .any(|v| !(v.is_finite() && *v > 0.0 && *v <= 100.0))
-        {
-            return Err("--metric-percentile values must be in (0, 100]".into());
-        }
-        if !p.is_empty() {
-            cfg.percentiles = p.clone();
-        }
-    }
-    Ok(cfg)
-}
-
 /// `report RECORDS.jsonl`: recompute the summary from saved records.
-pub fn report(args: ReportArgs) -> Result<u8, String> {
-    let cfg = report_config(&args.goodput, &args.metric_percentile)?;
+pub fn report(args: ReportArgs) -> Result<u8> {
+    let cfg = args.report.report_config(&DEFAULT_PERCENTILES)?;
     if report::merge::is_multi(&args.records) || args.expected_requests.is_some() {
         return report_merged(&args, &cfg);
     }
     let records = &args.records[0];
     let info = report::find_run_info(records);
-    let summary = report::report_from_records(records, &cfg, info).map_err(|e| format!("{e:#}"))?;
+    let summary = report::report_from_records(records, &cfg, info).map_err(report_err)?;
     if args.json {
-        report::print_stdout(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
-        ))?;
+        report::print_json(&summary)?;
     } else {
         report::print_stdout(&format!("{}\n", report::render_console(&summary)))?;
     }
-    if let Some(dir) = &args.result_dir {
-        let files =
-            report::write_result_dir(dir, &summary, records).map_err(|e| format!("{e:#}"))?;
+    if let Some(dir) = &args.report.result_dir {
+        let files = report::write_result_dir(dir, &summary, records).map_err(report_err)?;
         eprintln!(
             "request-sim: wrote {} files to {}",
             files.len(),
@@ -111,9 +82,9 @@ fn merged_summary(
     paths: &[std::path::PathBuf],
     expected: Option<usize>,
     cfg: &ReportConfig,
-) -> Result<(Summary, report::merge::Merged), String> {
-    let files = report::merge::expand_inputs(paths).map_err(|e| format!("{e:#}"))?;
-    let merged = report::merge::merge_files(&files, expected, cfg).map_err(|e| format!("{e:#}"))?;
+) -> Result<(Summary, report::merge::Merged)> {
+    let files = report::merge::expand_inputs(paths).map_err(report_err)?;
+    let merged = report::merge::merge_files(&files, expected, cfg).map_err(report_err)?;
     let mut info = report::RunInfo::new();
     info.scheduled = merged.union.expected.max(merged.records.len());
     info.never_sent = merged
@@ -138,25 +109,22 @@ fn merged_summary(
     Ok((summary, merged))
 }
 
-fn report_merged(args: &ReportArgs, cfg: &ReportConfig) -> Result<u8, String> {
+fn report_merged(args: &ReportArgs, cfg: &ReportConfig) -> Result<u8> {
     let (summary, merged) = merged_summary(&args.records, args.expected_requests, cfg)?;
     let table = report::merge::render_merge(&merged);
     if args.json {
-        report::print_stdout(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
-        ))?;
+        report::print_json(&summary)?;
         eprint!("{table}");
     } else {
         report::print_stdout(&format!("{}\n", report::render_console(&summary)))?;
         report::print_stdout(&table)?;
     }
-    if let Some(dir) = &args.result_dir {
+    if let Some(dir) = &args.report.result_dir {
         std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
         let path = dir.join("records.jsonl");
-        report::merge::write_records(&path, &merged.records).map_err(|e| format!("{e:#}"))?;
-        let files = report::write_result_dir(dir, &summary, &path).map_err(|e| format!("{e:#}"))?;
+        report::merge::write_records(&path, &merged.records).map_err(report_err)?;
+        let files = report::write_result_dir(dir, &summary, &path).map_err(report_err)?;
         eprintln!(
             "request-sim: wrote {} files and the merged records.jsonl to {}",
             files.len(),
@@ -167,31 +135,30 @@ fn report_merged(args: &ReportArgs, cfg: &ReportConfig) -> Result<u8, String> {
 }
 
 /// A run given as a summary JSON, a records JSONL or a directory of shard records.
-fn load_run(path: &Path) -> Result<Summary, String> {
+fn load_run(path: &Path) -> Result<Summary> {
     if path.is_dir() {
         let cfg = ReportConfig::default();
         return merged_summary(&[path.to_path_buf()], None, &cfg).map(|(s, _)| s);
     }
     let as_records = || {
         let info = report::find_run_info(path);
-        report::report_from_records(path, &ReportConfig::default(), info)
-            .map_err(|e| format!("{e:#}"))
+        report::report_from_records(path, &ReportConfig::default(), info).map_err(report_err)
     };
     if path.extension().is_some_and(|e| e == "jsonl") {
         return as_records();
     }
     report::read_summary(path).or_else(|e| {
         as_records().map_err(|e2| {
-            format!(
+            Error::report(format!(
                 "{}: neither a summary ({e:#}) nor records ({e2})",
                 path.display()
-            )
+            ))
         })
     })
 }
 
 /// `compare A B`.
-pub fn compare(args: CompareArgs) -> Result<u8, String> {
+pub fn compare(args: CompareArgs) -> Result<u8> {
     let a = load_run(&args.a)?;
     let b = load_run(&args.b)?;
     report::print_stdout(&format!("{}\n", report::render_compare(&a, &b)))?;
@@ -199,17 +166,15 @@ pub fn compare(args: CompareArgs) -> Result<u8, String> {
 }
 
 /// `verify-prompts TRACE --tokenizer T`: the full exactness and sharing check.
-pub fn verify_prompts(args: VerifyArgs) -> Result<u8, String> {
+pub fn verify_prompts(args: VerifyArgs) -> Result<u8> {
     let opts = LoadOptions {
-        format: args.dataset,
-        block_size: args.block_size,
         max_requests: args.max_requests,
-        ..LoadOptions::default()
+        ..args.format.load_options()
     };
-    let trace = trace::load(&args.trace, &opts).map_err(|e| e.to_string())?;
+    let trace = trace::load(&args.trace, &opts)?;
     let t = std::time::Instant::now();
-    let tok = prompt::load_tokenizer(&args.tokenizer).map_err(|e| e.to_string())?;
-    let vocab = prompt::Vocab::from_tokenizer(&tok).map_err(|e| e.to_string())?;
+    let tok = prompt::load_tokenizer(&args.tokenizer)?;
+    let vocab = prompt::Vocab::from_tokenizer(&tok)?;
     eprintln!(
         "request-sim: tokenizer loaded and {} prompt words ({}) found in {:.0} ms",
         vocab.len(),
@@ -219,10 +184,7 @@ pub fn verify_prompts(args: VerifyArgs) -> Result<u8, String> {
     let builder =
         prompt::PromptBuilder::new(std::sync::Arc::new(vocab), args.seed, trace.block_size);
     let rep = prompt::verify_trace(&builder, &tok, &trace.requests);
-    report::print_stdout(&format!(
-        "{}\n",
-        serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?
-    ))?;
+    report::print_json(&rep)?;
     eprintln!(
         "request-sim: {} of {} prompts ({:.2}%) re-tokenize to exactly their length; {} shared blocks compared, {} mismatches; {} branch points, {} with equal first tokens",
         rep.exact_length,

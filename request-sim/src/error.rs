@@ -106,7 +106,10 @@ mod tests {
     #[test]
     fn messages_are_the_users_sentence_and_kinds_match() {
         let e = Error::config("--scale-factor must be a positive number, got 0");
-        assert_eq!(e.to_string(), "--scale-factor must be a positive number, got 0");
+        assert_eq!(
+            e.to_string(),
+            "--scale-factor must be a positive number, got 0"
+        );
         assert_eq!(e.kind(), "config");
         let e = Error::write(
             Path::new("out/x.jsonl"),

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::cli::SweepArgs;
 use crate::config::{Flavor, ReplayConfig, Target};
 use crate::report::Summary;
+use crate::{Error, Result};
 
 /// Time limit of a point when `--time-in-secs` is not given.
 pub const DEFAULT_POINT_SECS: f64 = 300.0;
@@ -65,7 +66,7 @@ pub struct SweepResult {
 }
 
 /// The trace slice's request rate at scale 1 (requests over the span of their timestamps).
-fn trace_rate(cfg: &ReplayConfig) -> Result<f64, String> {
+fn trace_rate(cfg: &ReplayConfig) -> Result<f64> {
     let t = crate::run::load_trace(cfg)?;
     let span_s = match (t.requests.first(), t.requests.last()) {
         (Some(a), Some(b)) => (b.timestamp_ms - a.timestamp_ms) / 1e3,
@@ -219,10 +220,8 @@ pub fn render_table(r: &SweepResult) -> String {
 /// `POST /reset_prefix_cache` on every origin the point talks to; true when all answered 2xx.
 fn reset_prefix_caches(cfg: &ReplayConfig) -> bool {
     let mut origins: Vec<reqwest::Url> = Vec::new();
-    if let Target::Remote(e) = &cfg.target {
-        if let Ok(u) = reqwest::Url::parse(e) {
-            origins.push(u);
-        }
+    if let Target::Remote(ep) = &cfg.target {
+        origins.push(ep.url.clone());
     }
     if let Some(sm) = &cfg.server_metrics {
         origins.extend(sm.urls.iter().cloned());
@@ -274,17 +273,22 @@ fn point_dir(dir: &Path, f: f64) -> PathBuf {
 }
 
 /// Run the sweep; returns the process exit code (130 when interrupted).
-pub fn sweep(args: SweepArgs) -> Result<u8, String> {
+pub fn sweep(args: SweepArgs) -> Result<u8> {
     if args.scale_factors.is_empty() {
-        return Err("--scale-factors needs at least one value".into());
+        return Err(Error::config("--scale-factors needs at least one value"));
     }
     for f in &args.scale_factors {
         if !(f.is_finite() && *f > 0.0) {
-            return Err(format!("--scale-factors: {f} is not a positive number"));
+            return Err(Error::config(format!(
+                "--scale-factors: {f} is not a positive number"
+            )));
         }
     }
     if !(args.target > 0.0 && args.target <= 1.0) {
-        return Err(format!("--target must be in (0, 1], got {}", args.target));
+        return Err(Error::config(format!(
+            "--target must be in (0, 1], got {}",
+            args.target
+        )));
     }
     let dir = args.sweep_dir.clone().unwrap_or_else(|| {
         let ts: String = crate::report::now_rfc3339()
@@ -295,7 +299,8 @@ pub fn sweep(args: SweepArgs) -> Result<u8, String> {
             .collect();
         PathBuf::from(format!("results/sweep-{ts}"))
     });
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     let base = args.replay.clone();
     if base.time_in_secs.is_none() {
         eprintln!(
@@ -303,7 +308,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, String> {
         );
     }
     let probe = ReplayConfig::from_args(base.clone(), Flavor::Replay)?;
-    let slo_words = (!probe.slo.is_empty()).then(|| probe.slo.describe());
+    let slo_words = (!probe.report.slo.is_empty()).then(|| probe.report.slo.describe());
     let rate = trace_rate(&probe)?;
     let mut result = SweepResult {
         slo: slo_words.clone(),
@@ -319,7 +324,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, String> {
         a.time_in_secs = Some(base.time_in_secs.unwrap_or(DEFAULT_POINT_SECS));
         a.output_path = Some(pdir.join("records.jsonl"));
         a.summary_path = None;
-        a.result_dir = Some(pdir.clone());
+        a.report.result_dir = Some(pdir.clone());
         let cfg = ReplayConfig::from_args(a, Flavor::Replay)?;
         let seed = cfg.seed;
         let reset = reset_prefix_caches(&cfg);
@@ -367,10 +372,8 @@ pub fn sweep(args: SweepArgs) -> Result<u8, String> {
     if let Err(e) = crate::report::plots::write_sweep_plot(&dir, &plot_points, &result.answer) {
         eprintln!("request-sim: sweep: cannot draw the plot: {e:#}");
     }
-    let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
     let path = dir.join("sweep.json");
-    std::fs::write(&path, json + "\n")
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    crate::util::write_json(&path, &result)?;
     crate::report::print_stdout(&format!("\n{}", render_table(&result)))?;
     eprintln!("request-sim: sweep: {}", path.display());
     Ok(if result.interrupted { 130 } else { 0 })

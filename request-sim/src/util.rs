@@ -1,5 +1,6 @@
 //! Helpers below every stage of the pipeline (trace → … → report), holding no stage's types:
-//! the one percentile interpolation both the trace analysis and the run statistics use.
+//! the one percentile interpolation both the trace analysis and the run statistics use, and the
+//! one way JSON files and JSON on stdout are written.
 //! (The workspace's one SplitMix64 mixer is `llm_sim::util`, the lowest crate.)
 
 /// Linear-interpolation percentile of sorted values (numpy's default).
@@ -35,6 +36,38 @@ pub(crate) fn lerp(a: f64, b: f64, frac: f64) -> f64 {
             a + (b - a) * frac
         }
     }
+}
+
+/// Write `value` as pretty JSON (and a newline) to `path`, creating its directory.
+pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> crate::Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| {
+        crate::Error::internal(format!("{}: cannot encode JSON: {e}", path.display()))
+    })?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| crate::Error::io(format!("cannot create {}", dir.display()), e))?;
+    }
+    std::fs::write(path, text + "\n").map_err(|e| crate::Error::write(path, e))
+}
+
+/// Write `text` to stdout. A closed pipe (`request-sim analyze ... | head`) is not an error: the
+/// reader has what it wanted, so the rest of the output is dropped (no panic, exit code 0).
+pub fn print_stdout(text: &str) -> crate::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(crate::Error::io("cannot write to stdout", e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Print `value` as pretty JSON on stdout (see [`print_stdout`]).
+pub fn print_json(value: &impl serde::Serialize) -> crate::Result<()> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| crate::Error::internal(format!("cannot encode JSON: {e}")))?;
+    print_stdout(&(text + "\n"))
 }
 
 #[cfg(test)]

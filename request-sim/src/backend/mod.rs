@@ -79,6 +79,20 @@ impl ApiKind {
     }
 }
 
+/// The API a run spoke, as the summary names it (`run.api`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Api {
+    /// OpenAI chat completions (vLLM, SGLang, ...).
+    OpenaiChat,
+    /// OpenAI completions.
+    OpenaiCompletions,
+    /// TGI `/generate` or `/generate_stream`.
+    Tgi,
+    /// AIBrix gateway (OpenAI plus a routing header).
+    Aibrix,
+}
+
 /// A resolved endpoint. `Debug` never shows the API key.
 #[derive(Clone)]
 pub struct Endpoint {
@@ -108,6 +122,16 @@ impl std::fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
+    /// The API requests to this endpoint speak.
+    pub fn api(&self) -> Api {
+        match (self.flavor, self.kind) {
+            (ApiFlavor::Aibrix, _) => Api::Aibrix,
+            (_, ApiKind::Chat) => Api::OpenaiChat,
+            (_, ApiKind::Completions) => Api::OpenaiCompletions,
+            _ => Api::Tgi,
+        }
+    }
+
     /// Resolve `--endpoint` (full URL or base URL) for `--api`.
     ///
     /// A base URL (no path, or `/`) means chat completions for OpenAI/AIBrix and `/generate`
@@ -287,7 +311,7 @@ impl std::ops::Deref for HttpClient {
 /// hyper's pool already honours `Connection: close` (such a connection is never reused) and
 /// drops a connection it sees closed while idle; it does not read `Keep-Alive: timeout=`,
 /// which is why the pool's own idle timeout stays below the servers' usual 5 s.
-pub fn build_client(opts: &ClientOptions) -> Result<HttpClient, String> {
+pub fn build_client(opts: &ClientOptions) -> crate::Result<HttpClient> {
     let base = || {
         reqwest::Client::builder()
             .tcp_nodelay(true)
@@ -300,11 +324,11 @@ pub fn build_client(opts: &ClientOptions) -> Result<HttpClient, String> {
         .pool_max_idle_per_host(opts.max_idle_per_host)
         .pool_idle_timeout(opts.pool_idle_timeout)
         .build()
-        .map_err(|e| format!("cannot build HTTP client: {e}"))?;
+        .map_err(|e| crate::Error::config(format!("cannot build HTTP client: {e}")))?;
     let fresh = base()
         .pool_max_idle_per_host(0)
         .build()
-        .map_err(|e| format!("cannot build HTTP client: {e}"))?;
+        .map_err(|e| crate::Error::config(format!("cannot build HTTP client: {e}")))?;
     Ok(HttpClient { pooled, fresh })
 }
 

@@ -46,6 +46,13 @@ pub enum PromptError {
     /// The tokenizer file could not be loaded or the tokenizer failed to encode.
     #[error("tokenizer error: {0}")]
     Tokenizer(String),
+    /// `--tokenizer` names a directory without `tokenizer.json`.
+    #[error(
+        "--tokenizer {}: the directory has no tokenizer.json (a Hugging Face model directory \
+         holds tokenizer.json and tokenizer_config.json)",
+        dir.display()
+    )]
+    NoTokenizerJson { dir: PathBuf },
     /// The tokenizer has too few single-token `" word"` tokens to build exact prompts
     /// (e.g. a WordPiece or SentencePiece tokenizer without byte-level pre-splitting).
     #[error(

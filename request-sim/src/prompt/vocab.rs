@@ -253,17 +253,15 @@ impl Vocab {
 /// A `--tokenizer` argument: a `tokenizer.json` file, or a model directory holding
 /// `tokenizer.json` (and usually `tokenizer_config.json`). Returns the `tokenizer.json` path and,
 /// for a directory, its `tokenizer_config.json` when present.
-pub fn tokenizer_files(path: &Path) -> Result<(PathBuf, Option<PathBuf>), String> {
+pub fn tokenizer_files(path: &Path) -> Result<(PathBuf, Option<PathBuf>), PromptError> {
     if !path.is_dir() {
         return Ok((path.to_path_buf(), None));
     }
     let json = path.join("tokenizer.json");
     if !json.is_file() {
-        return Err(format!(
-            "--tokenizer {}: the directory has no tokenizer.json (a Hugging Face model directory \
-             holds tokenizer.json and tokenizer_config.json)",
-            path.display()
-        ));
+        return Err(PromptError::NoTokenizerJson {
+            dir: path.to_path_buf(),
+        });
     }
     let config = path.join("tokenizer_config.json");
     Ok((json, config.is_file().then_some(config)))
@@ -271,7 +269,7 @@ pub fn tokenizer_files(path: &Path) -> Result<(PathBuf, Option<PathBuf>), String
 
 /// Load a Hugging Face `tokenizer.json` (or the one in a model directory).
 pub fn load_tokenizer(path: &Path) -> Result<Tokenizer, PromptError> {
-    let (file, _) = tokenizer_files(path).map_err(PromptError::Tokenizer)?;
+    let (file, _) = tokenizer_files(path)?;
     let path = file.as_path();
     let bytes = std::fs::read(path).map_err(|source| PromptError::Io {
         path: path.to_path_buf(),

@@ -21,10 +21,11 @@ pub struct Finished {
     pub itl_ms: Vec<f64>,
 }
 
-/// Handle to the writer thread.
-pub struct RecordWriter {
+/// Handle to the writer thread, which owns the state `S` its sink updates (the summary's
+/// accumulator) and hands it back from [`RecordWriter::finish`].
+pub struct RecordWriter<S = ()> {
     tx: Option<Sender<Finished>>,
-    handle: Option<JoinHandle<io::Result<WriterStats>>>,
+    handle: Option<JoinHandle<io::Result<(WriterStats, S)>>>,
 }
 
 /// What the writer did.
@@ -39,14 +40,16 @@ const FLUSH_BYTES: usize = 256 << 10;
 /// A change made to every record before it is written (see [`RecordWriter::spawn_annotated`]).
 pub type Annotate = Box<dyn FnMut(&mut Record) + Send>;
 
-impl RecordWriter {
-    /// Create (truncate) `path` and start the writer. `sink` sees every record (in arrival order).
+impl<S: Send + 'static> RecordWriter<S> {
+    /// Create (truncate) `path` and start the writer. `sink` sees every record (in arrival
+    /// order) together with `state`, which [`RecordWriter::finish`] returns.
     pub fn spawn(
         path: Option<&Path>,
         record_itl: bool,
-        sink: impl FnMut(&Record, &[f64]) + Send + 'static,
+        state: S,
+        sink: impl FnMut(&mut S, &Record, &[f64]) + Send + 'static,
     ) -> io::Result<(Self, Sender<Finished>)> {
-        Self::spawn_annotated(path, record_itl, None, sink)
+        Self::spawn_annotated(path, record_itl, None, state, sink)
     }
 
     /// [`RecordWriter::spawn`] with `annotate` run on every record, on the writer's thread
@@ -55,7 +58,8 @@ impl RecordWriter {
         path: Option<&Path>,
         record_itl: bool,
         mut annotate: Option<Annotate>,
-        mut sink: impl FnMut(&Record, &[f64]) + Send + 'static,
+        mut state: S,
+        mut sink: impl FnMut(&mut S, &Record, &[f64]) + Send + 'static,
     ) -> io::Result<(Self, Sender<Finished>)> {
         let file = match path {
             Some(p) => {
@@ -72,7 +76,11 @@ impl RecordWriter {
         let path = path.map(Path::to_path_buf);
         let handle = std::thread::Builder::new()
             .name("record-writer".into())
-            .spawn(move || writer_loop(file, path, rx, record_itl, &mut annotate, &mut sink))?;
+            .spawn(move || {
+                let mut see = |r: &Record, itl: &[f64]| sink(&mut state, r, itl);
+                let stats = writer_loop(file, path, rx, record_itl, &mut annotate, &mut see)?;
+                Ok((stats, state))
+            })?;
         Ok((
             RecordWriter {
                 tx: Some(tx.clone()),
@@ -82,14 +90,15 @@ impl RecordWriter {
         ))
     }
 
-    /// Wait until every sender is dropped and all records are written.
-    pub fn finish(mut self) -> io::Result<WriterStats> {
+    /// Wait until every sender is dropped and all records are written; returns what was
+    /// written and the sink's state.
+    pub fn finish(mut self) -> io::Result<(WriterStats, S)> {
         self.tx.take();
         match self.handle.take() {
             Some(h) => h
                 .join()
                 .unwrap_or_else(|_| Err(io::Error::other("record writer thread panicked"))),
-            None => Ok(WriterStats::default()),
+            None => Err(io::Error::other("record writer already finished")),
         }
     }
 }

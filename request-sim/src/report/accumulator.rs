@@ -147,7 +147,7 @@ pub fn end_ms(rec: &Record) -> Option<f64> {
 impl Accumulator {
     pub fn new(cfg: &ReportConfig) -> Self {
         Accumulator {
-            percentiles: cfg.percentiles.clone(),
+            percentiles: cfg.percentiles.to_vec(),
             slo: cfg.slo,
             ttft: Samples::default(),
             ttfc: Samples::default(),
@@ -394,7 +394,11 @@ impl Accumulator {
                 exact.max_abs_diff
             ));
         }
-        if let Some(rt) = info.realtime.as_ref().filter(|rt| rt.policy != "fifo") {
+        if let Some(rt) = info
+            .realtime
+            .as_ref()
+            .filter(|rt| rt.policy != crate::schedule::SchedPolicy::Fifo)
+        {
             if drift.p99_ms > 1.0 {
                 warnings.push(format!(
                     "send drift p99 {:.2} ms at normal scheduling ({}): other work on the machine \

@@ -150,7 +150,7 @@ pub fn render_console(s: &Summary) -> String {
         t.row("Retried on a fresh connection:", s.retried);
     }
     if s.run.never_sent > 0 {
-        let reason = s.run.never_sent_reason.as_deref().unwrap_or("");
+        let reason = s.run.never_sent_reason.map_or("", |r| r.as_str());
         t.row("Never sent:", format!("{} {reason}", s.run.never_sent));
     }
     t.row("Peak in-flight requests:", s.max_in_flight);
@@ -338,18 +338,5 @@ fn server_section(t: &mut Table, srv: &crate::observe::ServerSummary) {
             num(x.ttft.as_ref().and_then(|h| h.mean_ms), 1),
             x.scrapes_failed,
         );
-    }
-}
-
-/// Writes `text` to stdout. A closed pipe (`request-sim analyze ... | head`) is not an error: the
-/// reader has what it wanted, so the rest of the output is dropped (no panic, exit code 0).
-pub fn print_stdout(text: &str) -> Result<(), String> {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(format!("cannot write to stdout: {e}"))
-        }
-        _ => Ok(()),
     }
 }

@@ -38,12 +38,8 @@ pub fn find_run_info(records_jsonl: &Path) -> Option<RunInfo> {
 }
 
 /// Write `summary` as pretty JSON (creating the parent directory if needed).
-pub fn write_summary_json(path: &Path, summary: &Summary) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(summary)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+pub fn write_summary_json(path: &Path, summary: &Summary) -> crate::Result<()> {
+    crate::util::write_json(path, summary)
 }
 
 /// Columns of `requests.csv` and the Details sheet.

@@ -37,64 +37,29 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+pub use crate::util::{print_json, print_stdout};
 pub use accumulator::Accumulator;
 pub use analysis::render_analysis;
 pub use compare::render_compare;
-pub use console::{print_stdout, render_console};
+pub use console::render_console;
 pub use files::{find_run_info, read_summary, write_result_dir, write_summary_json};
 pub use progress::Progress;
 pub use run_info::{now_rfc3339, PromptVerification, RunInfo, StartupTimes};
 pub use slo::Slo;
-pub use stats::MetricStats;
+pub use stats::{parse_percentile, MetricStats, Percentiles, DEFAULT_PERCENTILES};
 pub use summary::Summary;
 
 use crate::record::{Record, Status};
 
-/// Default `--metric-percentile` list.
-pub const DEFAULT_PERCENTILES: [f64; 6] = [25.0, 50.0, 75.0, 90.0, 95.0, 99.0];
-
 /// What to compute.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReportConfig {
-    /// Percentiles to report for every latency metric (0..=100).
-    pub percentiles: Vec<f64>,
+    /// Percentiles to report for every latency metric.
+    pub percentiles: Percentiles,
     /// Goodput SLO; empty = no goodput.
     pub slo: Slo,
 }
 
-impl Default for ReportConfig {
-    fn default() -> Self {
-        ReportConfig {
-            percentiles: DEFAULT_PERCENTILES.to_vec(),
-            slo: Slo::default(),
-        }
-    }
-}
-
-/// Parse a `--metric-percentile` value such as `25,50,99` or `99.9` (vLLM syntax).
-pub fn parse_percentiles(spec: &str) -> Result<Vec<f64>, String> {
-    let mut out = Vec::new();
-    for item in spec
-        .split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|s| !s.is_empty())
-    {
-        let p: f64 = item
-            .parse()
-            .map_err(|_| format!("invalid percentile `{item}`: expected a number in 0..=100"))?;
-        if !(0.0..=100.0).contains(&p) {
-            return Err(format!(
-                "invalid percentile `{item}`: must be within 0..=100"
-            ));
-        }
-        if !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    if out.is_empty() {
-        return Err("no percentile given".to_string());
-    }
-    Ok(out)
-}
 
 /// What [`read_records`] found besides the records.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,20 +173,4 @@ pub fn summarize_records(
         );
     }
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentile_list() {
-        assert_eq!(
-            parse_percentiles("25,50,99.9").unwrap(),
-            vec![25.0, 50.0, 99.9]
-        );
-        assert!(parse_percentiles("101").is_err());
-        assert!(parse_percentiles("x").is_err());
-        assert!(parse_percentiles("").is_err());
-    }
 }

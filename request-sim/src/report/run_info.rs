@@ -65,8 +65,8 @@ pub struct RunInfo {
     pub scale_factor: Option<f64>,
     /// Target URL with any credentials removed (see [`crate::backend::sanitize_url`]).
     pub endpoint: Option<String>,
-    /// `openai-chat`, `openai-completions`, `tgi`, `aibrix` ...
-    pub api: Option<String>,
+    /// `openai-chat`, `openai-completions`, `tgi` or `aibrix`.
+    pub api: Option<crate::backend::Api>,
     pub model: Option<String>,
     pub stream: Option<bool>,
     pub num_producer: Option<usize>,
@@ -84,12 +84,13 @@ pub struct RunInfo {
     pub scheduled: usize,
     /// Scheduled requests that were never sent.
     pub never_sent: usize,
-    pub never_sent_reason: Option<String>,
+    /// Why they were not sent (the run's stop reason).
+    pub never_sent_reason: Option<crate::schedule::StopReason>,
     pub dry_run: bool,
     /// Requests in the replayed trace slice (= scheduled + never_sent).
     pub planned: Option<usize>,
     /// How the run ended: completed, time_limit, interrupted, early_stop, producer_failed.
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<crate::schedule::StopReason>,
     /// Wall time from the first send to the last record, seconds.
     pub wall_time_s: Option<f64>,
     /// The records JSONL the summary was computed from.

@@ -225,9 +225,103 @@ impl QuantizedSamples {
     }
 }
 
+/// Default `--metric-percentile` list.
+pub const DEFAULT_PERCENTILES: [f64; 6] = [25.0, 50.0, 75.0, 90.0, 95.0, 99.0];
+
+/// The percentiles a report computes: each in (0, 100], ascending, no repeats. Built once from
+/// the flags (`--metric-percentile`, checked value by value by [`parse_percentile`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Vec<f64>", into = "Vec<f64>")]
+pub struct Percentiles(Vec<f64>);
+
+impl Percentiles {
+    /// Sort and de-duplicate `values`; an empty list or a value outside (0, 100] is an error.
+    pub fn new(mut values: Vec<f64>) -> Result<Percentiles, String> {
+        if values.is_empty() {
+            return Err("no percentile given".to_string());
+        }
+        for &p in &values {
+            check_percentile(p)?;
+        }
+        values.sort_by(f64::total_cmp);
+        values.dedup();
+        Ok(Percentiles(values))
+    }
+
+    /// `values` when given and not empty, else `default` (both checked).
+    pub fn or_default(values: Option<Vec<f64>>, default: &[f64]) -> Result<Percentiles, String> {
+        match values {
+            Some(v) if !v.is_empty() => Percentiles::new(v),
+            _ => Percentiles::new(default.to_vec()),
+        }
+    }
+}
+
+impl Default for Percentiles {
+    fn default() -> Percentiles {
+        Percentiles(DEFAULT_PERCENTILES.to_vec())
+    }
+}
+
+impl std::ops::Deref for Percentiles {
+    type Target = [f64];
+    fn deref(&self) -> &[f64] {
+        &self.0
+    }
+}
+
+impl TryFrom<Vec<f64>> for Percentiles {
+    type Error = String;
+    fn try_from(v: Vec<f64>) -> Result<Percentiles, String> {
+        Percentiles::new(v)
+    }
+}
+
+impl From<Percentiles> for Vec<f64> {
+    fn from(p: Percentiles) -> Vec<f64> {
+        p.0
+    }
+}
+
+fn check_percentile(p: f64) -> Result<f64, String> {
+    if p.is_finite() && p > 0.0 && p <= 100.0 {
+        Ok(p)
+    } else {
+        Err(format!(
+            "--metric-percentile values must be in (0, 100], got {p}"
+        ))
+    }
+}
+
+/// One `--metric-percentile` value (clap parses the comma-separated list value by value).
+pub fn parse_percentile(s: &str) -> Result<f64, String> {
+    let p: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid percentile {s:?}: expected a number in (0, 100]"))?;
+    check_percentile(p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentiles_are_checked_sorted_and_unique() {
+        let p = Percentiles::new(vec![99.0, 50.0, 99.0, 99.9]).unwrap();
+        assert_eq!(&*p, &[50.0, 99.0, 99.9]);
+        assert!(Percentiles::new(vec![]).is_err());
+        assert!(Percentiles::new(vec![0.0]).is_err());
+        assert!(Percentiles::new(vec![101.0]).is_err());
+        assert_eq!(parse_percentile(" 99.5"), Ok(99.5));
+        assert!(parse_percentile("x").is_err());
+        assert!(parse_percentile("0").is_err());
+        let d = Percentiles::or_default(Some(vec![]), &[90.0, 50.0]).unwrap();
+        assert_eq!(&*d, &[50.0, 90.0]);
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(json, "[50.0,99.0,99.9]");
+        assert!(serde_json::from_str::<Percentiles>("[150.0]").is_err());
+    }
 
     #[test]
     fn quantized_matches_exact_at_us_resolution() {

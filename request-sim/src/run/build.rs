@@ -1,6 +1,13 @@
 //! The producers' build function: trace row → prompt → request body.
 
-use super::*;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::backend::{self, ApiKind, BodyParams, PromptPayload};
+use crate::prompt::PromptBuilder;
+use crate::schedule::{BuildFn, Prepared, Scratch};
+use crate::trace::{ChatPayload, Sessions, TraceRequest};
 
 /// Room in a body buffer for everything but the prompt and the model name.
 pub(super) const BODY_SLACK: usize = 512;

@@ -1,38 +1,38 @@
 //! Run control: stopping dispatch (Ctrl-C, early stop), cancelling what is in flight, and
 //! counting outcomes for the early-stop check.
 
-use super::*;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
-/// Why the run stopped dispatching before the end of the trace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Cause {
-    Interrupted,
-    EarlyStop,
-}
+use tokio_util::sync::CancellationToken;
+
+use crate::schedule::{Stop, StopReason};
 
 /// Shared run control: stop dispatching, cancel in-flight, count failures.
 pub(super) struct Control {
-    pub(super) stop_flag: AtomicBool,
+    /// The dispatcher's stop signal, with the reason.
+    pub(super) stop: Stop,
+    /// Cancelled with the stop (closed-loop turns waiting for a parent give up).
     pub(super) stopping: CancellationToken,
+    /// Cancels the requests in flight (second Ctrl-C, or the grace period is over).
     pub(super) cancel: CancellationToken,
-    pub(super) cause: Mutex<Option<Cause>>,
     pub(super) finished: AtomicU64,
     pub(super) failed: AtomicU64,
 }
 
 impl Control {
-    pub(super) fn request_stop(&self, cause: Cause) -> bool {
-        let mut c = self.cause.lock().unwrap_or_else(|p| p.into_inner());
-        if c.is_some() {
+    /// Stop sending for `reason` (Ctrl-C or early stop); `false` when already stopping.
+    pub(super) fn request_stop(&self, reason: StopReason) -> bool {
+        if !self.stop.request(reason) {
             return false;
         }
-        *c = Some(cause);
-        self.stop_flag.store(true, Ordering::SeqCst);
         self.stopping.cancel();
         true
     }
-    pub(super) fn cause(&self) -> Option<Cause> {
-        *self.cause.lock().unwrap_or_else(|p| p.into_inner())
+
+    /// Why sending was stopped from outside the dispatcher, if it was.
+    pub(super) fn stopped_by(&self) -> Option<StopReason> {
+        self.stop.reason()
     }
 }
 
@@ -53,7 +53,7 @@ pub(super) async fn watch_signals(control: Arc<Control>) {
                 return;
             }
         }
-        if control.request_stop(Cause::Interrupted) {
+        if control.request_stop(StopReason::Interrupted) {
             eprintln!(
                 "\nrequest-sim: interrupted: stopped sending; waiting for in-flight requests (press Ctrl-C again to cancel them now)"
             );

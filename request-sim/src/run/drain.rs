@@ -1,5 +1,6 @@
-//! After the last send: wait for the requests in flight, up to `--grace-secs` after a stop,
-//! then cancel what is left (each cancelled request still ends as one record).
+//! Phase 7, after the last send: wait for the requests in flight (up to `--grace-secs` after a
+//! stop, then cancel what is left; each cancelled request still ends as one record), take the
+//! scraper's last round, and let the writer write every record and hand back its accumulator.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,10 +8,102 @@ use std::time::Duration;
 use tokio_util::task::TaskTracker;
 
 use super::control::Control;
+use super::dispatch::Dispatched;
+use super::note;
+use super::pipeline::Pipeline;
+use super::server::Server;
+use crate::config::ReplayConfig;
+use crate::observe::ScrapeResult;
+use crate::report::Accumulator;
+use crate::schedule::{ProducerStats, RealtimeReport, StopReason};
+use crate::{Error, Result};
+
+/// Everything the run produced, ready for the summary.
+pub(super) struct Drained {
+    pub(super) dispatched: Dispatched,
+    /// How sending ended.
+    pub(super) reason: StopReason,
+    pub(super) accumulator: Accumulator,
+    /// The scraper's samples (`None` without scraping).
+    pub(super) scraped: Option<std::result::Result<ScrapeResult, String>>,
+    /// From the clock's start to the last record.
+    pub(super) wall: Duration,
+    pub(super) producer_stats: ProducerStats,
+    pub(super) realtime: RealtimeReport,
+}
+
+pub(super) fn run(
+    cfg: &ReplayConfig,
+    server: &mut Server,
+    pipeline: Pipeline,
+    dispatched: Dispatched,
+) -> Result<Drained> {
+    let realtime = server.realtime.report();
+    let mut producer_stats = pipeline.producers.stats();
+    let result = &dispatched.result;
+    if let Some(last) = result.last_send {
+        let s = last.duration_since(dispatched.start).as_secs_f64();
+        if s > 0.0 {
+            producer_stats.bodies_per_s = result.dispatched as f64 / s;
+        }
+    }
+    let Pipeline {
+        producers,
+        scraper,
+        writer,
+        tx,
+        progress,
+        control,
+        ..
+    } = pipeline;
+    drop(producers);
+    drop(tx);
+    let reason = result.reason;
+    if reason == StopReason::TimeLimit {
+        note(format!(
+            "time limit reached: stopped sending; in-flight requests get {:.1} s",
+            cfg.grace.as_secs_f64()
+        ));
+    }
+    let stopped_early = reason != StopReason::Completed;
+    wait_in_flight(
+        &server.rt,
+        dispatched.tracker.clone(),
+        &control,
+        stopped_early,
+        cfg.grace,
+    );
+    let wall = dispatched.start.elapsed();
+    // The scraper's last round comes after the last request, before the simulator stops.
+    let scraped = scraper.map(|s| s.finish());
+    let (written, accumulator) = writer
+        .finish()
+        .map_err(|e| Error::io(format!("writing {} failed", cfg.output_path.display()), e))?;
+    progress.finish();
+    server.sim.take();
+    if written.written != result.dispatched {
+        return Err(Error::internal(format!(
+            "{} requests dispatched but {} records written",
+            result.dispatched, written.written
+        )));
+    }
+    // A stop asked for from outside (Ctrl-C, early stop) is the reason even when the
+    // dispatcher had already handed everything over.
+    let reason = control.stopped_by().unwrap_or(reason);
+    Ok(Drained {
+        dispatched,
+        reason,
+        accumulator,
+        scraped,
+        wall,
+        producer_stats,
+        realtime,
+    })
+}
 
 /// Wait for every request task. After a complete dispatch that is all of them (unless a
 /// stop comes meanwhile); after a stop, in-flight requests get `grace`, then are cancelled.
-pub(super) fn wait_in_flight(
+fn wait_in_flight(
     rt: &tokio::runtime::Runtime,
     tracker: TaskTracker,
     control: &Arc<Control>,

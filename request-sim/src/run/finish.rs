@@ -1,13 +1,211 @@
-//! The end-of-run lines on stderr: what the producers did, where start-up time went, and how
-//! close to a common start the run began.
+//! Phase 8: what the run was (its typed facts), the summary from the writer's accumulator and
+//! the scraper's samples, whether the run is valid, and the outputs: summary JSON, the
+//! vLLM-shaped console table, the end-of-run lines and `--result-dir`.
 
-use crate::report::{StartupTimes, Summary};
-use crate::schedule::{DispatchStats, ProducerStats};
-
+use super::dispatch::Dispatched;
+use super::drain::Drained;
+use super::load::Loaded;
 use super::note;
+use super::prompts::Prompts;
+use super::server::Server;
+use super::RunOutcome;
+use crate::config::{ReplayConfig, Target};
+use crate::observe::{ClientSide, ScrapeResult};
+use crate::report::{self, PromptVerification, RunInfo, StartupTimes, Summary};
+use crate::schedule::{self, DispatchStats, ProducerStats, StopReason};
+use crate::{Error, Result};
+
+pub(super) fn run(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    server: &Server,
+    prompts: &Prompts,
+    drained: Drained,
+    startup: StartupTimes,
+) -> Result<RunOutcome> {
+    let info = run_info(cfg, trace, server, prompts, &drained, startup);
+    let Drained {
+        dispatched,
+        reason,
+        accumulator,
+        scraped,
+        producer_stats,
+        ..
+    } = drained;
+    let mut summary = accumulator.finish(&info);
+    match scraped {
+        Some(Ok(r)) => server_section(&mut summary, &r),
+        Some(Err(e)) => summary
+            .warnings
+            .push(format!("server metrics: the scraper failed: {e}")),
+        None => {}
+    }
+    validity(cfg, &mut summary);
+    report::write_summary_json(&cfg.summary_path, &summary)?;
+    report::print_stdout(&format!("{}\n", report::render_console(&summary)))?;
+    end_notes(
+        &summary,
+        &producer_stats,
+        &dispatched.result.stats,
+        &startup,
+    );
+    note(format!("summary: {}", cfg.summary_path.display()));
+    if let Some(dir) = &cfg.result_dir {
+        let files = report::write_result_dir(dir, &summary, &cfg.output_path)
+            .map_err(|e| Error::report(format!("{e:#}")))?;
+        note(format!(
+            "result files: {} files in {}",
+            files.len(),
+            dir.display()
+        ));
+    }
+    for w in &summary.invalid {
+        note(format!("RUN INVALID: {w}"));
+    }
+    let exit_code = match reason {
+        StopReason::Interrupted => 130,
+        StopReason::EarlyStop => 3,
+        _ if cfg.strict && !summary.invalid.is_empty() => {
+            note("--strict: exit status 4 (run invalid)");
+            4
+        }
+        _ => 0,
+    };
+    Ok(RunOutcome { summary, exit_code })
+}
+
+/// What was run: settings, trace facts, how it started and ended.
+fn run_info(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    server: &Server,
+    prompts: &Prompts,
+    drained: &Drained,
+    startup: StartupTimes,
+) -> RunInfo {
+    let d = &drained.dispatched;
+    let never_sent = trace.requests.len() - d.result.dispatched;
+    RunInfo {
+        started_at: Some(d.started_at.clone()),
+        trace_path: Some(trace.name.clone()),
+        format: Some(trace.trace.format),
+        block_size: Some(trace.trace.block_size),
+        trace_stats: Some(trace.trace.stats.clone()),
+        seed: Some(cfg.seed),
+        scale_factor: Some(cfg.scale_factor),
+        endpoint: Some(match &cfg.target {
+            Target::Remote(ep) => crate::backend::sanitize_url(ep.url.as_str()),
+            Target::BuiltinSimulator => "built-in simulator (llm-sim)".to_string(),
+        }),
+        api: Some(server.ep.api()),
+        model: Some(prompts.model.clone()),
+        stream: Some(cfg.stream),
+        num_producer: Some(cfg.producers),
+        threads: Some(cfg.threads),
+        chat_overhead: prompts.overhead.as_ref().map(|o| o.tokens),
+        prompt_token_source: Some(prompts.source.clone()),
+        prompt_verification: prompts.verification.as_ref().map(|v| PromptVerification {
+            checked: v.checked,
+            exact: v.exact,
+        }),
+        ideal_cache_hit_ratio: trace.ideal_ratio,
+        scheduled: d.result.dispatched,
+        never_sent,
+        never_sent_reason: (never_sent > 0).then_some(drained.reason),
+        dry_run: cfg.dry_run,
+        planned: Some(trace.requests.len()),
+        stop_reason: Some(drained.reason),
+        wall_time_s: Some(drained.wall.as_secs_f64()),
+        records_path: Some(cfg.output_path.display().to_string()),
+        max_output_tokens: cfg.max_output_tokens,
+        producer: Some(drained.producer_stats),
+        dispatch: Some(d.result.stats),
+        startup: Some(startup),
+        start_at: start_at_report(cfg, d),
+        realtime: Some(drained.realtime.clone()),
+        ..RunInfo::new()
+    }
+}
+
+/// `--start-at`: the common start and how close to it this run started.
+fn start_at_report(cfg: &ReplayConfig, d: &Dispatched) -> Option<schedule::StartAtReport> {
+    cfg.start_at.map(|at| {
+        let offset = d.start_offset_ms.unwrap_or(0.0);
+        let first = d.first_sent_us;
+        schedule::StartAtReport {
+            at: at.rfc3339(),
+            clock_start_offset_ms: (offset * 1e3).round() / 1e3,
+            first_send_ms: (first != u64::MAX)
+                .then(|| ((first as f64 / 1e3 + offset) * 1e3).round() / 1e3),
+            waited_ms: d.waited_ms.unwrap_or(0.0).round(),
+            clock: schedule::start::clock_state(),
+        }
+    })
+}
+
+/// The server-metrics section: each instance's view over the run beside the client's.
+fn server_section(summary: &mut Summary, scraped: &ScrapeResult) {
+    let l = &summary.latency;
+    let client = ClientSide {
+        cached_tokens_ratio: summary.cache.hit_ratio,
+        ideal_hit_ratio: summary.cache.ideal_hit_ratio,
+        ttft_mean_ms: (l.ttft.count > 0).then_some(l.ttft.mean),
+        ttft_p50_ms: (l.ttft.count > 0).then_some(l.ttft.median),
+        ttft_p99_ms: l.ttft.percentile(99.0).filter(|_| l.ttft.count > 0),
+        e2e_mean_ms: (l.e2el.count > 0).then_some(l.e2el.mean),
+        e2e_p50_ms: (l.e2el.count > 0).then_some(l.e2el.median),
+        e2e_p99_ms: l.e2el.percentile(99.0).filter(|_| l.e2el.count > 0),
+        completed: summary.completed,
+    };
+    let srv = crate::observe::summary::summarize(scraped, client);
+    for (i, x) in srv.instances.iter().enumerate() {
+        if x.scrapes_failed > 0 {
+            summary.warnings.push(format!(
+                "server metrics: {} of {} scrapes of instance {i} ({}) failed{}",
+                x.scrapes_failed,
+                x.scrapes_failed + x.scrapes_ok,
+                x.url,
+                x.first_error
+                    .as_ref()
+                    .map(|e| format!(" (first: {e})"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    if let Some(p) = &scraped.path {
+        note(format!(
+            "server metrics: {} samples in {}",
+            scraped.lines,
+            p.display()
+        ));
+    }
+    summary.server = Some(srv);
+}
+
+/// A run is invalid when the client fell behind the schedule or the server metrics it was to
+/// report are missing.
+fn validity(cfg: &ReplayConfig, summary: &mut Summary) {
+    if summary.drift.count > 0 && summary.drift.p99_ms > cfg.max_drift_ms {
+        summary.invalid.push(format!(
+            "send drift p99 {:.3} ms is above --max-drift-ms {}: the client fell behind the schedule, so the server did not get the trace's timing (see docs/performance.md)",
+            summary.drift.p99_ms, cfg.max_drift_ms
+        ));
+    }
+    if let Some(srv) = &summary.server {
+        for (i, x) in srv.instances.iter().enumerate() {
+            let all = x.scrapes_ok + x.scrapes_failed;
+            if x.scrapes_failed * 2 > all {
+                summary.invalid.push(format!(
+                    "server metrics of instance {i} ({}) are missing: {} of {all} scrapes failed",
+                    x.url, x.scrapes_failed
+                ));
+            }
+        }
+    }
+}
 
 /// Print the end-of-run notes (after the summary table).
-pub(super) fn end_notes(
+fn end_notes(
     summary: &Summary,
     producer_stats: &ProducerStats,
     dispatch: &DispatchStats,

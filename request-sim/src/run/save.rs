@@ -8,7 +8,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::*;
+use std::sync::Arc;
+
+use crate::prompt::PromptBuilder;
+use crate::trace::{ChatPayload, Sessions, TraceRequest};
+use crate::{Error, Result};
 
 #[derive(Serialize)]
 struct Message<'a> {
@@ -61,8 +65,8 @@ pub(super) fn save_prompts(
     chat: bool,
     chats: &[Option<Arc<ChatPayload>>],
     sessions: &Sessions,
-) -> Result<usize, String> {
-    let err = |e: std::io::Error| format!("--save-prompts {}: {e}", path.display());
+) -> Result<usize> {
+    let err = |e: std::io::Error| Error::io(format!("--save-prompts {}", path.display()), e);
     let file = std::fs::File::create(path).map_err(err)?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
     let mut text = String::new();
@@ -104,7 +108,7 @@ pub(super) fn save_prompts(
                 )
             }
         };
-        r.map_err(|e| format!("--save-prompts: request {}: {e}", req.index))?;
+        r.map_err(|e| Error::internal(format!("--save-prompts: request {}: {e}", req.index)))?;
         line.push(b'\n');
         out.write_all(&line).map_err(err)?;
     }

@@ -1,7 +1,20 @@
 //! One request's life after the dispatcher hands it over: the closed-loop wait for its
 //! parent, the exchange with the server, and its one record.
 
-use super::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::FutureExt;
+
+use super::control::Control;
+use crate::backend::{self, Endpoint};
+use crate::config::ReplayConfig;
+use crate::record::{Finished, Record, Status, TokenSource};
+use crate::report;
+use crate::schedule::sessions::{sleep_until_precise, Done, SessionGate};
+use crate::schedule::{Prepared, Realtime, StopReason};
+use crate::trace::{Sessions, TraceRequest};
 
 /// Context shared by all request tasks.
 pub(super) struct TaskCtx {
@@ -312,7 +325,7 @@ pub(super) async fn run_one(
     };
     if failed {
         if let Some(es) = ctx.cfg.early_stop {
-            if es.triggered(nfailed, finished) && ctx.control.request_stop(Cause::EarlyStop) {
+            if es.triggered(nfailed, finished) && ctx.control.request_stop(StopReason::EarlyStop) {
                 eprintln!(
                     "request-sim: early stop: {nfailed} of {finished} finished requests failed (threshold {:?}); \
                      in-flight requests get {:.1} s",

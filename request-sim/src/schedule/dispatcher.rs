@@ -1,12 +1,12 @@
 //! The dispatcher: takes prepared requests in trace order and releases each at
 //! `start + timestamp / scale_factor`.
 
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use super::clock::Waiter;
 use super::priority::IoBoost;
 use super::producer::{Prepared, Producers};
+use super::stop::{Stop, StopReason};
 use crate::trace::TraceRequest;
 
 /// Timing settings.
@@ -24,20 +24,6 @@ impl DispatchPlan {
     pub fn offset(&self, timestamp_ms: f64) -> Duration {
         Duration::from_secs_f64((timestamp_ms / 1e3 / self.scale_factor).max(0.0))
     }
-}
-
-/// Why dispatching ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// Every request was dispatched.
-    Completed,
-    /// `--time-in-secs` reached.
-    TimeLimit,
-    /// Interrupted (signal) or early stop on errors.
-    Stopped,
-    /// A producer thread died (a bug): the rest could not be built.
-    ProducerFailed,
 }
 
 /// What the dispatcher did.
@@ -78,7 +64,7 @@ pub fn dispatch(
     producers: &Producers,
     start: Instant,
     plan: &DispatchPlan,
-    stop: &AtomicBool,
+    stop: &Stop,
     mut boost: Option<IoBoost>,
     mut send: impl FnMut(Prepared, Instant),
 ) -> DispatchResult {
@@ -99,7 +85,7 @@ pub fn dispatch(
         if let Some(limit) = plan.time_limit {
             if offset >= limit {
                 // Wait out the time limit so in-flight requests get the full window.
-                let _ = waiter.wait_until(start + limit, stop);
+                let _ = waiter.wait_until(start + limit, stop.flag());
                 return result(i, StopReason::TimeLimit, stats, last_send, &waiter);
             }
         }
@@ -120,14 +106,26 @@ pub fn dispatch(
         if let Some(b) = boost.as_mut() {
             if !b.is_raised() {
                 let lead = scheduled.checked_sub(IoBoost::LEAD).unwrap_or(scheduled);
-                if !waiter.sleep_until(lead, stop) {
-                    return result(i, StopReason::Stopped, stats, last_send, &waiter);
+                if !waiter.sleep_until(lead, stop.flag()) {
+                    return result(
+                        i,
+                        stop.reason().unwrap_or(StopReason::Interrupted),
+                        stats,
+                        last_send,
+                        &waiter,
+                    );
                 }
                 b.raise();
             }
         }
-        if !waiter.wait_until(scheduled, stop) {
-            return result(i, StopReason::Stopped, stats, last_send, &waiter);
+        if !waiter.wait_until(scheduled, stop.flag()) {
+            return result(
+                i,
+                stop.reason().unwrap_or(StopReason::Interrupted),
+                stats,
+                last_send,
+                &waiter,
+            );
         }
         let now = Instant::now();
         let late = now.saturating_duration_since(scheduled);
@@ -149,7 +147,7 @@ pub fn dispatch(
                     .unwrap_or(start),
                 None => Instant::now() + IoBoost::SETTLE_MAX,
             };
-            b.settle(i + 1, until, stop);
+            b.settle(i + 1, until, stop.flag());
         }
     }
     result(

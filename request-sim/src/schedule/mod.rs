@@ -11,9 +11,11 @@ pub mod sessions;
 // adjtimex (the clock's error estimate) is a libc call no safe crate wraps.
 #[allow(unsafe_code)]
 pub mod start;
+pub mod stop;
 
-pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, DispatchStats, StopReason};
-pub use priority::{Realtime, RealtimeMode, RealtimeReport};
+pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, DispatchStats};
+pub use priority::{Realtime, RealtimeMode, RealtimeReport, SchedPolicy};
 pub use producer::{BuildFn, Prepared, ProducerConfig, ProducerStats, Producers, Scratch};
 pub use sessions::{SessionGate, SessionOptions, ThinkTime, Timing};
 pub use start::{StartAt, StartAtReport};
+pub use stop::{Stop, StopReason};

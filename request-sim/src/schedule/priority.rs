@@ -33,11 +33,20 @@ use std::time::{Duration, Instant};
 
 /// `--realtime`: whether the dispatcher and I/O threads use `SCHED_FIFO`.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum RealtimeMode {
     /// Use it when permitted, otherwise run at normal priority (and say so).
+    #[default]
     Auto,
     /// Use it; fail at start-up when not permitted.
     On,
@@ -54,9 +63,9 @@ pub const DEFAULT_RT_PRIORITY: u8 = 10;
 #[serde(default)]
 pub struct RealtimeReport {
     /// The `--realtime` setting (`auto`, `on`, `off`).
-    pub mode: String,
+    pub mode: RealtimeMode,
     /// `fifo` when the dispatcher ran under SCHED_FIFO, else `normal`.
-    pub policy: String,
+    pub policy: SchedPolicy,
     /// SCHED_FIFO priority of the raised I/O threads, when used (the dispatcher runs one above).
     pub priority: Option<u8>,
     /// I/O threads raised to SCHED_FIFO around send times.
@@ -66,6 +75,17 @@ pub struct RealtimeReport {
     pub io_raised_s: f64,
     /// Why not, when `policy` is `normal` although the mode allowed it.
     pub reason: Option<String>,
+}
+
+/// The scheduling policy the dispatcher ran under.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedPolicy {
+    /// `SCHED_FIFO` (real-time).
+    Fifo,
+    /// The normal time-sharing policy.
+    #[default]
+    Normal,
 }
 
 /// Real-time scheduling for one run: decides, switches threads and remembers what happened.
@@ -167,15 +187,14 @@ impl Realtime {
     pub fn report(&self) -> RealtimeReport {
         let fifo = self.shared.dispatcher_fifo.load(Ordering::Relaxed);
         let refused = lock(&self.shared.refused).clone();
-        let mode = match self.mode {
-            RealtimeMode::Auto => "auto",
-            RealtimeMode::On => "on",
-            RealtimeMode::Off => "off",
-        };
         let raises = self.shared.raises.load(Ordering::Relaxed);
         RealtimeReport {
-            mode: mode.to_string(),
-            policy: if fifo { "fifo" } else { "normal" }.to_string(),
+            mode: self.mode,
+            policy: if fifo {
+                SchedPolicy::Fifo
+            } else {
+                SchedPolicy::Normal
+            },
             priority: fifo.then_some(self.priority),
             io_threads: if fifo && raises > 0 {
                 lock(&self.shared.io).len()
@@ -429,8 +448,8 @@ mod tests {
         assert!(!rt.enter_dispatcher());
         assert!(rt.io_boost().is_none());
         let r = rt.report();
-        assert_eq!(r.policy, "normal");
-        assert_eq!(r.mode, "off");
+        assert_eq!(r.policy, SchedPolicy::Normal);
+        assert_eq!(r.mode, RealtimeMode::Off);
         assert_eq!(current_policy(), "normal");
     }
 
@@ -487,14 +506,14 @@ mod tests {
                     (false, "normal".to_string())
                 ]
             );
-            assert_eq!(r.policy, "fifo");
+            assert_eq!(r.policy, SchedPolicy::Fifo);
             assert_eq!(r.priority, Some(3));
             assert_eq!((r.io_threads, r.io_raises), (1, 1));
             assert!(r.io_raised_s >= IoBoost::LINGER.as_secs_f64());
             assert!(r.reason.is_none());
         } else {
             assert_eq!(seen, vec![(false, "normal".to_string())]);
-            assert_eq!(r.policy, "normal");
+            assert_eq!(r.policy, SchedPolicy::Normal);
             assert!(r.reason.unwrap().contains("SCHED_FIFO"));
         }
     }

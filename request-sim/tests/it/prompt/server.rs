@@ -198,7 +198,7 @@ fn tokenizer_accepts_a_model_directory() {
     // A directory without tokenizer.json is a clear error.
     let empty = tempfile::tempdir().unwrap();
     let e = request_sim::prompt::tokenizer_files(empty.path()).unwrap_err();
-    assert!(e.contains("no tokenizer.json"), "{e}");
+    assert!(e.to_string().contains("no tokenizer.json"), "{e}");
 }
 
 #[test]

@@ -92,7 +92,7 @@ fn check_accounting(r: &Run, failed_status: Status) {
     let s = &r.summary;
     assert_eq!(s.scheduled, N);
     assert_eq!(s.run.never_sent, 0);
-    assert_eq!(s.run.stop_reason.as_deref(), Some("completed"));
+    assert_eq!(s.run.stop_reason.map(|r| r.as_str()), Some("completed"));
     assert_eq!(r.exit_code, 0);
     assert!(s.counts_add_up);
     assert_eq!(s.status.total, N);

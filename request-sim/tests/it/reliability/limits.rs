@@ -25,7 +25,7 @@ fn check(dir: &Path, s: &Summary, planned: usize, reason: &str) -> Vec<Status> {
         (&file.status, &file.errors, &file.run.stop_reason),
         (&s.status, &s.errors, &s.run.stop_reason)
     );
-    assert_eq!(s.run.stop_reason.as_deref(), Some(reason));
+    assert_eq!(s.run.stop_reason.map(|r| r.as_str()), Some(reason));
     assert_eq!(s.run.planned, Some(planned));
     assert_eq!(s.scheduled, records.len());
     assert_one_record_per_index(&records, records.len());
@@ -34,7 +34,7 @@ fn check(dir: &Path, s: &Summary, planned: usize, reason: &str) -> Vec<Status> {
     assert_eq!(s.status.total, records.len());
     assert_eq!(s.completed, s.status.ok);
     if s.run.never_sent > 0 {
-        assert_eq!(s.run.never_sent_reason.as_deref(), Some(reason));
+        assert_eq!(s.run.never_sent_reason.map(|r| r.as_str()), Some(reason));
     }
     records.iter().map(|r| r.status).collect()
 }

@@ -59,13 +59,16 @@ fn finish(
     assert!(!stderr.contains("panicked"), "{stderr}");
     let records = read_records(&dir.join("records.jsonl"));
     let summary = read_summary_file(&dir.join("records.jsonl.summary.json"));
-    assert_eq!(summary.run.stop_reason.as_deref(), Some("interrupted"));
+    assert_eq!(
+        summary.run.stop_reason.map(|r| r.as_str()),
+        Some("interrupted")
+    );
     assert!(summary.counts_add_up);
     assert_eq!(summary.scheduled, records.len());
     assert_eq!(summary.run.planned, Some(N));
     assert_eq!(summary.run.never_sent, N - records.len());
     assert_eq!(
-        summary.run.never_sent_reason.as_deref(),
+        summary.run.never_sent_reason.map(|r| r.as_str()),
         Some("interrupted")
     );
     assert_one_record_per_index(&records, records.len());

@@ -53,14 +53,16 @@ pub fn config(args: &[&str]) -> Result<ReplayConfig, String> {
     argv.extend_from_slice(args);
     let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
     match cli.command {
-        CliCommand::Replay(a) => ReplayConfig::from_args(*a, Flavor::Replay),
+        CliCommand::Replay(a) => {
+            ReplayConfig::from_args(*a, Flavor::Replay).map_err(|e| e.to_string())
+        }
         _ => unreachable!("replay parses as replay"),
     }
 }
 
 /// Run a replay in-process through the library.
 pub fn replay(args: &[&str]) -> Result<RunOutcome, String> {
-    request_sim::run::replay(config(args)?)
+    request_sim::run::replay(config(args)?).map_err(|e| e.to_string())
 }
 
 /// Common flags of a replay against `endpoint` writing into `dir`: no start-up calls to the

@@ -1,6 +1,7 @@
 //! End-to-end replays over loopback against the built-in simulator (llm-sim), checking the
 //! records, drift, usage capture and the summary; and the anchor's `client` command line.
 
+use request_sim::schedule::SchedPolicy;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -251,7 +252,7 @@ fn client_accepts_the_anchor_command_line_with_its_defaults() {
     ];
     let cli = ClientCli::try_parse_from(argv).unwrap();
     let cfg = ReplayConfig::from_args(cli.args, Flavor::Client).unwrap();
-    assert!(matches!(cfg.target, Target::Remote(ref e) if e.ends_with("/v1/chat/completions")));
+    assert!(matches!(cfg.target, Target::Remote(ref e) if e.url.path() == "/v1/chat/completions"));
     assert_eq!(cfg.scale_factor, 1.5);
     assert_eq!(cfg.producers, 4);
     assert_eq!(cfg.channel_capacity, 256);
@@ -259,7 +260,7 @@ fn client_accepts_the_anchor_command_line_with_its_defaults() {
     assert_eq!(cfg.load.block_size, Some(512));
     assert_eq!(cfg.model_name.as_deref(), Some("qwen"));
     assert!(cfg.stream);
-    assert_eq!(cfg.percentiles, vec![90.0, 99.0]);
+    assert_eq!(&*cfg.report.percentiles, &[90.0, 99.0]);
     assert_eq!(cfg.summary_path, PathBuf::from("/tmp/x.jsonl.summary.json"));
     // The anchor's defaults: 60 s run, SLO-derived timeout, SLOs in seconds.
     assert_eq!(cfg.time_limit, Some(std::time::Duration::from_secs(60)));
@@ -270,8 +271,8 @@ fn client_accepts_the_anchor_command_line_with_its_defaults() {
             tpot_s: 0.05
         }
     );
-    assert_eq!(cfg.slo.ttft_ms, Some(2000.0));
-    assert_eq!(cfg.slo.tpot_ms, Some(50.0));
+    assert_eq!(cfg.report.slo.ttft_ms, Some(2000.0));
+    assert_eq!(cfg.report.slo.tpot_ms, Some(50.0));
     assert!(!cfg.notes.is_empty(), "ignored anchor flags are reported");
 
     // Without --stream the anchor does not stream, and short flags work.
@@ -548,18 +549,18 @@ fn realtime_scheduling_is_used_when_permitted_and_reported() {
         assert!(recs.iter().all(|r| r.status == Status::Ok), "{mode}");
         let run = &outcome.summary.run;
         let rt = run.realtime.clone().unwrap();
-        assert_eq!(rt.mode, mode);
+        assert_eq!(serde_json::to_value(rt.mode).unwrap(), mode);
         let startup = run.startup.unwrap();
         // 40 requests 2.5 ms apart: all in the first second, one connection each.
         assert_eq!(startup.connections, 40, "{mode}");
         if mode == "auto" && permitted {
-            assert_eq!(rt.policy, "fifo");
+            assert_eq!(rt.policy, SchedPolicy::Fifo);
             assert_eq!(rt.priority, Some(10));
             assert_eq!(rt.io_threads, 2, "both runtime threads were raised");
             assert!(rt.io_raises >= 1 && rt.io_raised_s > 0.0, "{rt:?}");
             assert!(rt.reason.is_none());
         } else {
-            assert_eq!(rt.policy, "normal", "{mode}");
+            assert_eq!(rt.policy, SchedPolicy::Normal, "{mode}");
             assert_eq!((rt.io_threads, rt.io_raises), (0, 0), "{mode}");
             assert!(rt.reason.is_some(), "{mode}: says why not");
         }

@@ -2,6 +2,8 @@
 
 use std::io::Write;
 
+use request_sim::report::Percentiles;
+
 use super::support::{base_record, synthetic, write_jsonl};
 use request_sim::record::{Record, Status};
 use request_sim::report::{
@@ -49,7 +51,7 @@ fn slo() -> Slo {
 
 fn cfg() -> ReportConfig {
     ReportConfig {
-        percentiles: vec![25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9],
+        percentiles: Percentiles::new(vec![25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9]).unwrap(),
         slo: slo(),
     }
 }
@@ -344,12 +346,12 @@ fn percentile_interpolation_cases() {
         .collect();
     write_jsonl(&path, &recs);
     let cfg = ReportConfig {
-        percentiles: vec![0.0, 25.0, 50.0, 99.0, 100.0],
+        percentiles: Percentiles::new(vec![0.001, 25.0, 50.0, 99.0, 100.0]).unwrap(),
         slo: Slo::default(),
     };
     let s = report_from_records(&path, &cfg, None).unwrap();
     let t = &s.latency.ttft;
-    assert_eq!(t.percentile(0.0), Some(10.0));
+    assert!((t.percentile(0.001).unwrap() - 10.0).abs() < 0.01);
     assert_eq!(t.percentile(25.0), Some(17.5));
     assert_eq!(t.percentile(50.0), Some(25.0));
     assert!((t.percentile(99.0).unwrap() - 39.7).abs() < 1e-12);
@@ -528,8 +530,8 @@ fn drift_above_1ms_at_normal_priority_is_a_warning() {
     let run = |policy: &str| {
         let mut info = RunInfo::new();
         info.realtime = Some(request_sim::schedule::RealtimeReport {
-            mode: "auto".into(),
-            policy: policy.into(),
+            mode: request_sim::schedule::RealtimeMode::Auto,
+            policy: serde_json::from_value(serde_json::json!(policy)).unwrap(),
             reason: (policy == "normal").then(|| "SCHED_FIFO not permitted".to_string()),
             ..Default::default()
         });

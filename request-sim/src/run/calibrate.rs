@@ -1,0 +1,214 @@
+//! Start-up requests of the prompts phase: the model name (`GET /v1/models`) and the tokens
+//! the server adds around the content (flag, chat template, `/tokenize`, or a calibration
+//! request).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio_util::sync::CancellationToken;
+
+use super::note;
+use super::server::Server;
+use crate::backend::tokenize::ServerTokenizer;
+use crate::backend::{self, BodyParams, Endpoint, PromptPayload};
+use crate::config::ReplayConfig;
+use crate::prompt::{self, PromptBuilder};
+use crate::record::Status;
+use crate::trace::TraceRequest;
+use crate::{Error, Result};
+
+/// Tokens the server adds around the prompt content.
+pub(super) struct Overhead {
+    pub(super) tokens: u32,
+    /// How the count was found (for the start-up line).
+    pub(super) how: String,
+    /// Put before every content (a chat template that trims the content; counted in
+    /// `tokens`).
+    pub(super) lead: &'static str,
+}
+
+impl Overhead {
+    fn new(tokens: u32, how: impl Into<String>, lead: &'static str) -> Option<Overhead> {
+        Some(Overhead {
+            tokens,
+            how: how.into(),
+            lead,
+        })
+    }
+}
+
+/// GET /v1/models and take the first model id.
+pub(super) async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Result<String> {
+    #[derive(serde::Deserialize)]
+    struct Models {
+        data: Vec<Model>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Model {
+        id: String,
+    }
+    let url = format!("{}/v1/models", ep.base_url());
+    let hint = "pass --model-name";
+    let resp = ep
+        .authorize(client.get(&url))
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|e| {
+            Error::server(format!(
+                "cannot reach {url} to find the model ({hint}): {}",
+                e.without_url()
+            ))
+        })?;
+    if !resp.status().is_success() {
+        return Err(Error::server(format!(
+            "GET {url} answered {} ({hint})",
+            resp.status()
+        )));
+    }
+    let body = resp
+        .bytes()
+        .await
+        .map_err(|e| Error::server(format!("GET {url}: {} ({hint})", e.without_url())))?;
+    let m: Models = serde_json::from_slice(&body)
+        .map_err(|e| Error::server(format!("GET {url}: unexpected answer ({hint}): {e}")))?;
+    m.data
+        .into_iter()
+        .next()
+        .map(|m| m.id)
+        .ok_or_else(|| Error::server(format!("GET {url} lists no model ({hint})")))
+}
+
+/// Tokens the server adds around the prompt content: flag, chat template, or a calibration
+/// request whose `usage.prompt_tokens` is read. `None` when it cannot be known (TGI).
+pub(super) fn determine_overhead(
+    cfg: &ReplayConfig,
+    srv: &Server,
+    params: &BodyParams,
+    builder: &PromptBuilder,
+    (tokenizer, server): (Option<&tokenizers::Tokenizer>, Option<&ServerTokenizer>),
+) -> Result<Option<Overhead>> {
+    let ep = &srv.ep;
+    if let Some(n) = cfg.chat_overhead {
+        return Ok(Overhead::new(n, "--chat-overhead", ""));
+    }
+    if cfg.token_ids {
+        return Ok(Overhead::new(0, "token-id prompts are used as given", ""));
+    }
+    let strip = builder.vocab().strips_first_space();
+    if let (true, Some(tok), Some(tc)) = (ep.kind.is_chat(), tokenizer, &cfg.tokenizer_config) {
+        match prompt::ChatTemplate::from_config_file(tc)
+            .and_then(|t| t.overhead_with_lead(tok, strip))
+        {
+            Ok((n, "")) => {
+                return Ok(Overhead::new(
+                    n,
+                    format!("chat template of {}", tc.display()),
+                    "",
+                ))
+            }
+            Ok((n, lead)) => {
+                return Ok(Overhead::new(
+                    n,
+                    format!(
+                        "chat template of {}, which trims the content: every content starts with {lead:?}, counted in the overhead",
+                        tc.display()
+                    ),
+                    lead,
+                ))
+            }
+            // E.g. a template that trims the content (Llama 3): the server still knows.
+            Err(e) => note(format!(
+                "WARNING: cannot measure the chat overhead from {} ({e}); asking the server instead",
+                tc.display()
+            )),
+        }
+    }
+    if !ep.kind.is_openai() {
+        return Ok(None);
+    }
+    if let Some(s) = server {
+        match s.overhead(ep.kind, strip) {
+            Ok(Some((n, ""))) => return Ok(Overhead::new(n, s.describe(), "")),
+            Ok(Some((n, lead))) => {
+                return Ok(Overhead::new(
+                    n,
+                    format!(
+                        "{}; its chat template trims the content: every content starts with {lead:?}, counted in the overhead",
+                        s.describe()
+                    ),
+                    lead,
+                ))
+            }
+            Ok(None) => {}
+            Err(e) => note(format!(
+                "WARNING: {e}; measuring the overhead with a calibration request"
+            )),
+        }
+    }
+    if cfg.dry_run {
+        return Ok(Overhead::new(0, "dry run: not calibrated", ""));
+    }
+    calibrate(srv, params, builder)
+}
+
+/// A calibration request: a prompt of K content tokens, one output token, non-streaming; the
+/// overhead is the server's `usage.prompt_tokens` minus K.
+fn calibrate(
+    srv: &Server,
+    params: &BodyParams,
+    builder: &PromptBuilder,
+) -> Result<Option<Overhead>> {
+    let ep = &srv.ep;
+    const K: usize = 64;
+    let probe = TraceRequest {
+        index: usize::MAX,
+        line: 0,
+        timestamp_ms: 0.0,
+        input_length: K as u32,
+        output_length: 1,
+        hash_ids: Vec::new(),
+        session: None,
+    };
+    let mut text = String::new();
+    builder.write_text(&probe, K, &mut text);
+    let mut body = Vec::new();
+    let p = BodyParams {
+        stream: false,
+        ..params.clone()
+    };
+    backend::encode_body(ep.kind, &p, PromptPayload::Text(&text), 1, &mut body);
+    let mut probe_ep = ep.clone();
+    probe_ep.stream = false;
+    let out = srv.rt.block_on(backend::execute(
+        &srv.client,
+        &probe_ep,
+        Bytes::from(body),
+        Some(Duration::from_secs(60)),
+        &CancellationToken::new(),
+        true,
+        None,
+    ));
+    if out.status != Status::Ok {
+        return Err(Error::server(format!(
+            "calibration request to {} failed ({}): {} — check --endpoint/--model-name, or pass --chat-overhead N",
+            ep.display_url(),
+            out.status.as_str(),
+            out.error.unwrap_or_default()
+        )));
+    }
+    match out.state.usage.and_then(|u| u.prompt_tokens) {
+        Some(pt) => {
+            let n = (pt as i64 - K as i64).max(0) as u32;
+            Ok(Overhead::new(
+                n,
+                format!("calibration request: {pt} prompt tokens for {K} content tokens"),
+                "",
+            ))
+        }
+        None => {
+            note("WARNING: the server reported no usage.prompt_tokens; prompt overhead assumed 0");
+            Ok(Overhead::new(0, "unknown: server reports no usage", ""))
+        }
+    }
+}

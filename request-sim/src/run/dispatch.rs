@@ -1,0 +1,181 @@
+//! Phase 6: the dispatcher thread. It runs pinned to the last core and, when permitted, under
+//! real-time scheduling; it waits for `--start-at` if given, starts the clock, and hands every
+//! request to the async runtime at its time (`task`: what happens to it there). The thread ends
+//! with dispatching, so nothing after it (drain, reports) runs at real-time priority.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::task::TaskTracker;
+
+use super::load::Loaded;
+use super::pipeline::Pipeline;
+use super::server::Server;
+use super::task::{closed_turn, ms_between, run_one, TaskCtx};
+use super::{ms_since, note};
+use crate::config::ReplayConfig;
+use crate::report::{self, StartupTimes};
+use crate::schedule::{self, DispatchPlan, DispatchResult};
+use crate::{Error, Result};
+
+/// What dispatching did.
+pub(super) struct Dispatched {
+    pub(super) result: DispatchResult,
+    /// The clock's start (trace time 0).
+    pub(super) start: Instant,
+    /// The same, RFC 3339.
+    pub(super) started_at: String,
+    /// `--start-at`: how far from the common start the clock started (ms), how long the run
+    /// waited for it (ms).
+    pub(super) start_offset_ms: Option<f64>,
+    pub(super) waited_ms: Option<f64>,
+    /// Earliest send, µs after `start` (u64::MAX when nothing was sent).
+    pub(super) first_sent_us: u64,
+    /// The request tasks, still running.
+    pub(super) tracker: TaskTracker,
+}
+
+pub(super) fn run(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    server: &Server,
+    pipeline: &Pipeline,
+    t_start: Instant,
+    startup: &mut StartupTimes,
+) -> Result<Dispatched> {
+    let deadline = start_deadline(cfg, t_start)?;
+    let waited_ms =
+        deadline.map(|d| d.saturating_duration_since(Instant::now()).as_secs_f64() * 1e3);
+    let tracker = TaskTracker::new();
+    let pin = pipeline.ncores >= 2 && cfg.pin;
+    let (result, start, started_at, start_offset_ms, ctx) = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("dispatcher".into())
+            .spawn_scoped(scope, || {
+                if pin {
+                    if let Some(last) =
+                        core_affinity::get_core_ids().and_then(|ids| ids.last().copied())
+                    {
+                        core_affinity::set_for_current(last);
+                    }
+                }
+                server.realtime.enter_dispatcher();
+                // A common start (`--start-at`): wait for it on this thread, precisely.
+                if let Some(at) = deadline {
+                    schedule::clock::wait_until(at, cfg.spin, pipeline.control.stop.flag());
+                }
+                // The clock starts on this thread once it is set up, so its own start-up
+                // never makes the first requests late.
+                let started_at = report::now_rfc3339();
+                let start = Instant::now();
+                if let Some(s) = &pipeline.scraper {
+                    s.set_clock_start(start);
+                }
+                let start_offset_ms = cfg.start_at.map(|a| a.offset_now_ms());
+                pipeline.producers.start_clock(start);
+                startup.total_ms = ms_between(t_start, start);
+                let ctx = task_context(cfg, trace, server, pipeline, start);
+                let result = send_all(cfg, trace, server, pipeline, &ctx, &tracker, start);
+                (result, start, started_at, start_offset_ms, ctx)
+            })
+            .map_err(|e| Error::io("cannot start the dispatcher thread", e))?
+            .join()
+            .map_err(|_| Error::internal("the dispatcher thread panicked"))
+    })?;
+    Ok(Dispatched {
+        result,
+        start,
+        started_at,
+        start_offset_ms,
+        waited_ms,
+        first_sent_us: ctx.first_sent_us.load(Ordering::Relaxed),
+        tracker,
+    })
+}
+
+/// `--start-at`: start-up must be over before the common start.
+fn start_deadline(cfg: &ReplayConfig, t_start: Instant) -> Result<Option<Instant>> {
+    let Some(at) = cfg.start_at else {
+        return Ok(None);
+    };
+    match at.instant() {
+        Ok(deadline) => {
+            note(format!(
+                "start-up done; waiting {:.3} s for the common start {}",
+                (deadline - Instant::now()).as_secs_f64(),
+                at.rfc3339()
+            ));
+            Ok(Some(deadline))
+        }
+        Err(late) => Err(Error::config(format!(
+            "start-up ended {:.3} s after --start-at {} (it took {:.0} ms): nothing was sent; choose a later start",
+            late.as_secs_f64(),
+            at.rfc3339(),
+            ms_since(t_start)
+        ))),
+    }
+}
+
+/// What every request task shares.
+fn task_context(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    server: &Server,
+    pipeline: &Pipeline,
+    start: Instant,
+) -> Arc<TaskCtx> {
+    Arc::new(TaskCtx {
+        client: server.client.clone(),
+        ep: server.ep.clone(),
+        requests: trace.requests.clone(),
+        control: pipeline.control.clone(),
+        cfg: cfg.clone(),
+        start,
+        progress: pipeline.progress.clone(),
+        realtime: server.realtime.clone(),
+        sessions: pipeline.sessions.clone(),
+        gate: pipeline.gate.clone(),
+        first_sent_us: AtomicU64::new(u64::MAX),
+    })
+}
+
+/// Hand every request over at its time: a task of its own on the runtime.
+fn send_all(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    server: &Server,
+    pipeline: &Pipeline,
+    ctx: &Arc<TaskCtx>,
+    tracker: &TaskTracker,
+    start: Instant,
+) -> DispatchResult {
+    let plan = DispatchPlan {
+        scale_factor: cfg.scale_factor,
+        spin: cfg.spin,
+        time_limit: cfg.time_limit,
+    };
+    let handle = server.rt.handle();
+    schedule::dispatch(
+        &trace.requests,
+        &pipeline.producers,
+        start,
+        &plan,
+        &pipeline.control.stop,
+        server.realtime.io_boost(),
+        |prepared, scheduled| {
+            ctx.progress.on_sent();
+            let (ctx, tx) = (ctx.clone(), pipeline.tx.clone());
+            let parent = ctx
+                .gate
+                .as_ref()
+                .and_then(|_| ctx.sessions.get(prepared.index)?.parent_index);
+            match parent {
+                // Closed loop: the turn waits for its parent in its own task, so no other
+                // request waits behind it.
+                Some(p) => tracker.spawn_on(closed_turn(ctx, prepared, scheduled, p, tx), handle),
+                None => tracker.spawn_on(run_one(ctx, prepared, scheduled, None, tx), handle),
+            };
+        },
+    )
+}

@@ -1,0 +1,85 @@
+//! Phase 1: the trace as this run replays it (this shard's share, outputs capped) and the
+//! prefix-cache hit ratio a perfect cache would reach on it.
+
+use std::sync::Arc;
+
+use super::note;
+use crate::config::{ReplayConfig, TraceSource};
+use crate::trace::{self, Trace, TraceRequest};
+use crate::Result;
+
+/// The built-in demo trace (mooncake format, 200 requests over ~19 s, block 512).
+pub const DEMO_TRACE: &str = include_str!("../../data/demo_trace.jsonl");
+
+/// The trace as this run replays it.
+pub(super) struct Loaded {
+    pub(super) trace: Trace,
+    /// This run's requests (this shard's share, outputs capped), in send order.
+    pub(super) requests: Arc<Vec<TraceRequest>>,
+    /// Prefix-cache hit ratio a perfect cache would reach on them.
+    pub(super) ideal_ratio: Option<f64>,
+    pub(super) name: String,
+}
+
+/// Load the trace the config names.
+pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace> {
+    Ok(match &cfg.trace {
+        TraceSource::File(p) => trace::load(p, &cfg.load)?,
+        TraceSource::BuiltinDemo => {
+            trace::parse_reader("<built-in demo trace>", DEMO_TRACE.as_bytes(), &cfg.load)?
+        }
+    })
+}
+
+/// Load the trace, take this shard's share, cap outputs, and say what will be replayed.
+pub(super) fn run(cfg: &ReplayConfig) -> Result<Loaded> {
+    let trace = load_trace(cfg)?;
+    let mut requests = trace.requests.clone();
+    if let Some(shard) = cfg.shard {
+        let all = requests.len();
+        requests = trace::shard::select(requests, &trace.sessions, shard);
+        note(format!(
+            "shard {}/{}: {} of the trace's {all} requests (record indexes are the trace's)",
+            shard.index,
+            shard.count,
+            requests.len()
+        ));
+    }
+    if let Some(cap) = cfg.max_output_tokens {
+        for r in &mut requests {
+            r.output_length = r.output_length.min(cap);
+        }
+    }
+    let ideal_ratio = ideal_ratio(&trace, &requests);
+    let name = match &cfg.trace {
+        TraceSource::File(p) => p.display().to_string(),
+        TraceSource::BuiltinDemo => "<built-in demo trace>".to_string(),
+    };
+    let span_s = requests.last().map(|r| r.timestamp_ms / 1e3).unwrap_or(0.0);
+    note(format!(
+        "trace {name}: {} requests over {:.1} s ({:?}, block {}), replayed in {:.1} s at scale {}",
+        requests.len(),
+        span_s,
+        trace.format,
+        trace.block_size,
+        span_s / cfg.scale_factor,
+        cfg.scale_factor
+    ));
+    Ok(Loaded {
+        trace,
+        requests: Arc::new(requests),
+        ideal_ratio,
+        name,
+    })
+}
+
+/// Hit ratio of an infinite prefix cache over `requests` (none without hash ids).
+fn ideal_ratio(trace: &Trace, requests: &[TraceRequest]) -> Option<f64> {
+    let hits: u64 = trace::analyze::ideal_prefix_hits(trace)
+        .iter()
+        .map(|&h| u64::from(h))
+        .sum();
+    let total: u64 = requests.iter().map(|r| u64::from(r.input_length)).sum();
+    (total > 0 && !requests.iter().all(|r| r.hash_ids.is_empty()))
+        .then(|| hits as f64 / total as f64)
+}

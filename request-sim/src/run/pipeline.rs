@@ -1,0 +1,222 @@
+//! Phase 4: what runs while requests are sent, started before the clock: producer threads
+//! that build request bodies ahead of their time, the server-metrics scraper, the record
+//! writer (which owns the summary's accumulator), and the run control (Ctrl-C, early stop).
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use tokio_util::sync::CancellationToken;
+
+use super::build::{make_build_fn, ChatRows};
+use super::control::{watch_signals, Control};
+use super::load::Loaded;
+use super::note;
+use super::prompts::Prompts;
+use super::server::Server;
+use crate::config::ReplayConfig;
+use crate::observe::{ScrapeConfig, Scraper};
+use crate::record::{Annotate, Finished, Record, RecordWriter, ServerAtSend};
+use crate::report::{Accumulator, Progress};
+use crate::schedule::sessions::{SessionGate, Timing};
+use crate::schedule::{ProducerConfig, ProducerStats, Producers};
+use crate::trace::Sessions;
+use crate::{Error, Result};
+
+/// The running machinery of a replay.
+pub(super) struct Pipeline {
+    pub(super) producers: Producers,
+    pub(super) sessions: Arc<Sessions>,
+    /// `--timing closed` with sessions: completion signals for the waiting turns.
+    pub(super) gate: Option<Arc<SessionGate>>,
+    pub(super) scraper: Option<Scraper>,
+    pub(super) writer: RecordWriter<Accumulator>,
+    /// Where finished requests go (the writer's channel).
+    pub(super) tx: Sender<Finished>,
+    pub(super) progress: Arc<Progress>,
+    pub(super) control: Arc<Control>,
+    /// Cores of this machine (the dispatcher takes the last one when there are two or more).
+    pub(super) ncores: usize,
+}
+
+pub(super) fn run(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    server: &Server,
+    prompts: &Prompts,
+) -> Result<Pipeline> {
+    let ncores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
+    let sessions = Arc::new(trace.trace.sessions.clone());
+    let producers = start_producers(cfg, trace, server, prompts, &sessions, ncores)?;
+    let gate = (cfg.sessions.timing == Timing::Closed && sessions.any())
+        .then(|| Arc::new(SessionGate::new(&sessions, trace.requests.len())));
+    let scraper = start_scraper(cfg, server)?;
+    let progress = Arc::new(Progress::new(trace.requests.len() as u64, !cfg.quiet));
+    let (writer, tx) = start_writer(cfg, scraper.as_ref(), progress.clone())?;
+    let control = Arc::new(Control {
+        stop: Default::default(),
+        stopping: CancellationToken::new(),
+        cancel: CancellationToken::new(),
+        finished: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+    });
+    server.rt.spawn(watch_signals(control.clone()));
+    Ok(Pipeline {
+        producers,
+        sessions,
+        gate,
+        scraper,
+        writer,
+        tx,
+        progress,
+        control,
+        ncores,
+    })
+}
+
+/// Producer threads below the sending threads. They keep off the dispatcher's (last) core
+/// while there are enough other cores; with more producers than that they spread over all
+/// cores instead of sharing one.
+fn start_producers(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    server: &Server,
+    prompts: &Prompts,
+    sessions: &Arc<Sessions>,
+    ncores: usize,
+) -> Result<Producers> {
+    let cores: Vec<usize> = if ncores >= 2 && cfg.producers < ncores {
+        (0..ncores - 1).collect()
+    } else if ncores >= 2 {
+        (0..ncores).collect()
+    } else {
+        vec![0]
+    };
+    let build = make_build_fn(
+        prompts.builder.clone(),
+        server.ep.kind,
+        prompts.params.clone(),
+        prompts.shortening(),
+        cfg.token_ids,
+        ChatRows {
+            chats: Arc::new(trace.trace.chats.clone()),
+            sessions: cfg.sessions.session_user.then(|| sessions.clone()),
+        },
+    );
+    let producers = Producers::spawn(
+        trace.requests.clone(),
+        &ProducerConfig {
+            threads: cfg.producers,
+            capacity: cfg.channel_capacity,
+            pin: cfg.pin && ncores >= 2,
+            cores,
+            budget_bytes: cfg.lookahead_bytes,
+            horizon: cfg.lookahead,
+            scale_factor: cfg.scale_factor,
+            nice: crate::schedule::priority::PRODUCER_NICE,
+        },
+        build,
+    )
+    .map_err(Error::internal)?;
+    note(producer_placement(
+        cfg.producers,
+        ncores,
+        &producers.stats(),
+    ));
+    Ok(producers)
+}
+
+/// The server-metrics scraper. Its first round (the baseline of every counter) comes after
+/// start-up's own requests (model lookup, calibration), so the run's deltas count only the
+/// replay.
+fn start_scraper(cfg: &ReplayConfig, server: &Server) -> Result<Option<Scraper>> {
+    let Some(sm) = cfg.server_metrics.as_ref().filter(|_| !cfg.dry_run) else {
+        return Ok(None);
+    };
+    // Behind a router the listed instances are the servers; the router's origin (which may
+    // forward /metrics to one of them) would count that instance twice.
+    let origin = sm
+        .urls
+        .is_empty()
+        .then(|| server.ep.url.join("/metrics").ok())
+        .flatten();
+    let out = match &cfg.result_dir {
+        Some(dir) => dir.join("server_metrics.jsonl"),
+        None => {
+            let mut p = cfg.output_path.as_os_str().to_owned();
+            p.push(".server_metrics.jsonl");
+            p.into()
+        }
+    };
+    let started = Scraper::start(ScrapeConfig {
+        urls: sm.urls.clone(),
+        origin,
+        origin_api_key: cfg.api_key.clone(),
+        interval: sm.interval,
+        out: Some(out),
+        insecure: cfg.insecure,
+    })
+    .map_err(Error::server)?;
+    for n in &started.notes {
+        note(n);
+    }
+    Ok(started.scraper)
+}
+
+/// The record writer, owning the summary's accumulator; each record gets the server's state at
+/// its send, on the writer's thread.
+fn start_writer(
+    cfg: &ReplayConfig,
+    scraper: Option<&Scraper>,
+    progress: Arc<Progress>,
+) -> Result<(RecordWriter<Accumulator>, Sender<Finished>)> {
+    let annotate = scraper.map(|s| {
+        let (series, clock) = (s.series(), s.clock());
+        Box::new(move |r: &mut Record| {
+            if let (Some(sent), Some(start)) = (r.sent_ms, clock.get()) {
+                let at = *start + Duration::from_secs_f64(sent.max(0.0) / 1e3);
+                r.server = series.cluster_at(at).map(|st| ServerAtSend {
+                    waiting: st.waiting,
+                    running: st.running,
+                    kv_usage: st.kv_usage.map(|k| (k * 1e6).round() / 1e6),
+                    dt_ms: (st.dt_ms * 1e3).round() / 1e3,
+                    instances: st.instances,
+                });
+            }
+        }) as Annotate
+    });
+    let writer = RecordWriter::spawn_annotated(
+        Some(&cfg.output_path),
+        cfg.record_itl,
+        annotate,
+        Accumulator::new(&cfg.report),
+        move |acc: &mut Accumulator, rec: &Record, itl: &[f64]| {
+            progress.on_done(rec.status);
+            acc.add(rec, itl);
+        },
+    )
+    .map_err(|e| Error::write(&cfg.output_path, e))?;
+    note(format!("records: {}", cfg.output_path.display()));
+    Ok(writer)
+}
+
+/// The start-up line saying where the producers run relative to the sending threads.
+fn producer_placement(threads: usize, ncores: usize, st: &ProducerStats) -> String {
+    let level = match st.nice {
+        Some(n) => format!("at nice {n}, below the dispatcher and I/O threads"),
+        None => "at the default nice level (it could not be lowered)".to_string(),
+    };
+    let place = if st.pinned_cores == 0 {
+        format!("unpinned over {ncores} core(s)")
+    } else if threads > st.pinned_cores {
+        format!(
+            "{threads} threads sharing {} core(s) ({:.1} per core)",
+            st.pinned_cores,
+            threads as f64 / st.pinned_cores as f64
+        )
+    } else {
+        format!("pinned one per core on {} core(s)", st.pinned_cores)
+    };
+    format!("producers: {threads} thread(s) {level}; {place}")
+}

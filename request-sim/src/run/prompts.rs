@@ -1,0 +1,287 @@
+//! Phase 3: how prompts are built and checked: the tokenizer (or the server's `/tokenize`),
+//! the prompt words, a start-up check of sample prompts, the model name, the tokens the chat
+//! template adds, and `--save-prompts`.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::calibrate::{determine_overhead, fetch_model, Overhead};
+use super::load::Loaded;
+use super::server::Server;
+use super::{ms_since, note, save};
+use crate::backend::tokenize::ServerTokenizer;
+use crate::backend::{ApiKind, BodyParams};
+use crate::config::{ReplayConfig, Target};
+use crate::prompt::{self, PromptBuilder, VerifyReport, Vocab};
+use crate::report::StartupTimes;
+use crate::trace::TraceRequest;
+use crate::{Error, Result};
+
+/// Prompts re-tokenized at start-up, and the tokens checked of each (their head).
+const STARTUP_CHECK_PROMPTS: usize = 8;
+const STARTUP_CHECK_TOKENS: u32 = 1024;
+
+/// `--tokenizer` loading on its own thread while the trace is read.
+pub(super) struct TokenizerJob(Option<JoinHandle<(Result<tokenizers::Tokenizer>, f64)>>);
+
+impl TokenizerJob {
+    pub(super) fn start(cfg: &ReplayConfig) -> TokenizerJob {
+        TokenizerJob(cfg.tokenizer.clone().map(|p| {
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let r = prompt::load_tokenizer(&p).map_err(Error::from);
+                (r, ms_since(t))
+            })
+        }))
+    }
+
+    /// The tokenizer (none without `--tokenizer`) and how long it took to load.
+    fn join(self) -> Result<(Option<tokenizers::Tokenizer>, f64)> {
+        match self.0 {
+            Some(job) => {
+                let (r, ms) = job
+                    .join()
+                    .map_err(|_| Error::internal("tokenizer loading panicked"))?;
+                Ok((Some(r?), ms))
+            }
+            None => Ok((None, 0.0)),
+        }
+    }
+}
+
+/// What prompt token counts are checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Truth {
+    /// `--tokenizer`.
+    Local,
+    /// The server's `POST /tokenize`.
+    Server,
+    /// Nothing: the built-in word list.
+    None,
+}
+
+/// How this run's prompts are built.
+pub(super) struct Prompts {
+    pub(super) builder: Arc<PromptBuilder>,
+    pub(super) model: String,
+    /// Request body settings (model, streaming, exact output).
+    pub(super) params: BodyParams,
+    /// Tokens the server adds around the content, and why that count.
+    pub(super) overhead: Option<Overhead>,
+    /// What prompt token counts were made exact against, for the summary.
+    pub(super) source: String,
+    pub(super) verification: Option<VerifyReport>,
+}
+
+impl Prompts {
+    /// Tokens the content is shortened by, and the lead put before every content.
+    pub(super) fn shortening(&self) -> (u32, &'static str) {
+        self.overhead
+            .as_ref()
+            .map_or((0, ""), |o| (o.tokens, o.lead))
+    }
+}
+
+pub(super) fn run(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    server: &Server,
+    tokenizer: TokenizerJob,
+    startup: &mut StartupTimes,
+) -> Result<Prompts> {
+    let (tokenizer, load_ms) = tokenizer.join()?;
+    startup.tokenizer_load_ms = load_ms;
+    let t = Instant::now();
+    let model = match (&cfg.model_name, cfg.dry_run, server.ep.kind.is_openai()) {
+        (Some(m), _, _) => m.clone(),
+        (None, true, _) | (None, _, false) => "default".to_string(),
+        (None, false, true) => server
+            .rt
+            .block_on(fetch_model(&server.client, &server.ep))?,
+    };
+    let model_ms = ms_since(t);
+    // Without a local tokenizer, the server's own `/tokenize` (vLLM, SGLang, llama.cpp) is the
+    // source of truth when it has one.
+    let t = Instant::now();
+    let server_tok = (tokenizer.is_none()
+        && matches!(cfg.target, Target::Remote(_))
+        && !cfg.dry_run
+        && !cfg.no_server_tokenize
+        && server.ep.kind.is_openai())
+    .then(|| {
+        ServerTokenizer::probe(
+            server.rt.handle().clone(),
+            &server.client,
+            &server.ep,
+            Some(model.clone()),
+        )
+    })
+    .flatten();
+    let (vocab, truth) = vocabulary(cfg, tokenizer.as_ref(), server_tok.as_ref())?;
+    startup.vocab_ms = ms_since(t);
+    let builder = Arc::new(PromptBuilder::new(
+        Arc::new(vocab),
+        cfg.seed,
+        trace.trace.block_size,
+    ));
+    let t = Instant::now();
+    let source = match (&cfg.tokenizer, &server_tok) {
+        (Some(p), _) => format!("local tokenizer {}", p.display()),
+        (None, Some(s)) => s.describe(),
+        (None, None) => "none (built-in word list)".to_string(),
+    };
+    let encoder: Option<&dyn prompt::Encoder> = match (&tokenizer, &server_tok) {
+        (Some(t), _) => Some(t),
+        (None, Some(s)) => Some(s),
+        (None, None) => None,
+    };
+    let loaded = match truth {
+        Truth::Local => format!("loaded in {load_ms:.0} ms, "),
+        _ => String::new(),
+    };
+    let verification = encoder.map(|enc| {
+        startup_check(
+            &builder,
+            enc,
+            &trace.requests,
+            &source,
+            &loaded,
+            startup.vocab_ms,
+        )
+    });
+    startup.prompt_check_ms = ms_since(t);
+
+    let t = Instant::now();
+    let params = BodyParams {
+        model: model.clone(),
+        stream: server.ep.stream,
+        exact_output: cfg.exact_output,
+        extra: None,
+    };
+    let overhead = determine_overhead(
+        cfg,
+        server,
+        &params,
+        &builder,
+        (tokenizer.as_ref(), server_tok.as_ref()),
+    )?;
+    if let Some(o) = &overhead {
+        note(format!(
+            "prompt overhead: {} tokens ({}); content is shortened by it",
+            o.tokens, o.how
+        ));
+    }
+    let prompts = Prompts {
+        builder,
+        model,
+        params,
+        overhead,
+        source,
+        verification,
+    };
+    if let Some(path) = &cfg.save_prompts {
+        save_prompts(cfg, trace, server, &prompts, path)?;
+    }
+    startup.calibration_ms = ms_since(t) + model_ms;
+    // The tokenizer (and the server tokenizer's connection) are not needed once sending starts.
+    drop(tokenizer);
+    drop(server_tok);
+    Ok(prompts)
+}
+
+/// The prompt words: from the tokenizer, the server's `/tokenize`, or the built-in list.
+fn vocabulary(
+    cfg: &ReplayConfig,
+    tokenizer: Option<&tokenizers::Tokenizer>,
+    server_tok: Option<&ServerTokenizer>,
+) -> Result<(Vocab, Truth)> {
+    Ok(match (tokenizer, server_tok) {
+        (Some(t), _) => (Vocab::from_tokenizer(t)?, Truth::Local),
+        (None, Some(s)) => match s.candidates().and_then(|c| Vocab::from_candidates(s, c)) {
+            Ok(v) => (v, Truth::Server),
+            Err(e) => {
+                note(format!(
+                    "WARNING: no prompt words from {} ({e}): prompts use the built-in word list, checked by the server",
+                    s.describe()
+                ));
+                (Vocab::builtin(), Truth::Server)
+            }
+        },
+        (None, None) => {
+            if !matches!(cfg.target, Target::BuiltinSimulator) {
+                note("WARNING: no --tokenizer and the server has no POST /tokenize: prompts use the built-in \
+                     word list, so prompt token counts are APPROXIMATE for a real model (exact only against \
+                     the built-in simulator). Pass the model's tokenizer.json for exact counts.",
+                );
+            }
+            (Vocab::builtin(), Truth::None)
+        }
+    })
+}
+
+/// Re-tokenize the head of a few prompts (a prompt's first n tokens are the prompt of length
+/// n, so this checks real blocks while keeping start-up short; `verify-prompts` checks all).
+fn startup_check(
+    builder: &PromptBuilder,
+    enc: &dyn prompt::Encoder,
+    requests: &[TraceRequest],
+    source: &str,
+    loaded: &str,
+    vocab_ms: f64,
+) -> VerifyReport {
+    let n = STARTUP_CHECK_PROMPTS.min(requests.len());
+    let heads: Vec<TraceRequest> = (0..n)
+        .map(|k| &requests[k * requests.len() / n])
+        .map(|r| TraceRequest {
+            input_length: r.input_length.min(STARTUP_CHECK_TOKENS),
+            ..r.clone()
+        })
+        .collect();
+    let v = prompt::verify_sample(builder, enc, &heads, STARTUP_CHECK_PROMPTS);
+    note(format!(
+        "prompt tokens: {source} {loaded}{} prompt words ({}) in {vocab_ms:.0} ms; start-up check: {}/{} sample prompts (first {STARTUP_CHECK_TOKENS} tokens) re-tokenize exactly",
+        builder.vocab().len(),
+        builder.vocab().method(),
+        v.exact,
+        v.checked
+    ));
+    if let Some(f) = &v.first_failure {
+        note(format!("WARNING: prompt check failed: {f}"));
+    }
+    v
+}
+
+/// `--save-prompts`: every request's prompt as the producers will build it.
+fn save_prompts(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    server: &Server,
+    prompts: &Prompts,
+    path: &std::path::Path,
+) -> Result<()> {
+    let ep = &server.ep;
+    if !ep.kind.is_openai() || cfg.token_ids {
+        return Err(Error::config(format!(
+            "--save-prompts writes a messages (chat) or text_input (completions) trace: it needs an OpenAI endpoint and text prompts, not {}{}",
+            ep.display_url(),
+            if cfg.token_ids { " with --token-ids" } else { "" }
+        )));
+    }
+    let t = Instant::now();
+    let n = save::save_prompts(
+        path,
+        &trace.requests,
+        &prompts.builder,
+        prompts.shortening(),
+        ep.kind == ApiKind::Chat,
+        &trace.trace.chats,
+        &trace.trace.sessions,
+    )?;
+    note(format!(
+        "saved the prompts of {n} requests to {} in {:.0} ms (a messages trace: replay it with --dataset-path)",
+        path.display(),
+        ms_since(t)
+    ));
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! Phase 2: what talks to the server: the async runtime (real-time I/O threads when
+//! permitted), the built-in simulator when there is no `--endpoint`, the endpoint and the
+//! HTTP client.
+
+use std::time::Instant;
+
+use super::load::Loaded;
+use super::{ms_since, note};
+use crate::backend::{self, ApiKind, Endpoint};
+use crate::config::{ReplayConfig, Target};
+use crate::report::StartupTimes;
+use crate::schedule::{Realtime, RealtimeMode};
+use crate::{Error, Result};
+
+/// The server side of the run.
+pub(super) struct Server {
+    pub(super) rt: tokio::runtime::Runtime,
+    /// The built-in simulator (stops when dropped).
+    pub(super) sim: Option<llm_sim::SimThread>,
+    pub(super) ep: Endpoint,
+    pub(super) client: backend::HttpClient,
+    pub(super) client_options: backend::ClientOptions,
+    pub(super) realtime: Realtime,
+}
+
+pub(super) fn run(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    startup: &mut StartupTimes,
+) -> Result<Server> {
+    let t = Instant::now();
+    // The I/O threads write requests when their time comes: real-time scheduling when the
+    // mode allows it (see schedule::priority). `on` fails here, before anything is sent.
+    let realtime = Realtime::new(cfg.realtime, cfg.rt_priority);
+    match (cfg.realtime, realtime.probe()) {
+        (RealtimeMode::On, Err(e)) => return Err(Error::config(format!("--realtime on: {e}"))),
+        (RealtimeMode::Auto, Err(e)) => note(format!(
+            "normal scheduling ({e}); other work on this machine can delay sends (see --realtime)"
+        )),
+        _ => {}
+    }
+    let rt_io = realtime.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cfg.threads)
+        .thread_name("request-io")
+        .on_thread_start(move || rt_io.register_io_thread())
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    let (sim, ep) = match &cfg.target {
+        Target::Remote(ep) => (None, ep.clone()),
+        Target::BuiltinSimulator if cfg.dry_run => {
+            (None, cfg.simulator_endpoint("http://127.0.0.1:9")?)
+        }
+        Target::BuiltinSimulator => {
+            let sim = start_simulator(cfg)?;
+            let ep = cfg.simulator_endpoint(&sim.base_url())?;
+            (Some(sim), ep)
+        }
+    };
+    let has_messages = trace
+        .trace
+        .chats
+        .iter()
+        .flatten()
+        .any(|c| c.text_input.is_none());
+    if has_messages && ep.kind != ApiKind::Chat {
+        return Err(Error::config(format!(
+            "a messages trace is sent as chat requests: it needs a chat endpoint (…/v1/chat/completions), not {}",
+            ep.display_url()
+        )));
+    }
+    let client_options = backend::ClientOptions {
+        insecure: cfg.insecure,
+        tls_roots: ep.url.scheme() == "https",
+        pool_idle_timeout: cfg.pool_idle_timeout,
+        ..Default::default()
+    };
+    let client = backend::build_client(&client_options)?;
+    startup.runtime_ms = ms_since(t);
+    Ok(Server {
+        rt,
+        sim,
+        ep,
+        client,
+        client_options,
+        realtime,
+    })
+}
+
+/// llm-sim in-process on 127.0.0.1, with the run's tokenizer when it has one.
+fn start_simulator(cfg: &ReplayConfig) -> Result<llm_sim::SimThread> {
+    let sc = llm_sim::SimConfig {
+        tokenizer: cfg.tokenizer.clone(),
+        tokenizer_config: cfg.tokenizer_config.clone(),
+        ..Default::default()
+    };
+    let s = llm_sim::spawn_in_thread(sc)
+        .map_err(|e| Error::server(format!("cannot start the built-in simulator: {e:#}")))?;
+    note(format!(
+        "no --endpoint: started the built-in simulator (llm-sim) at {}",
+        s.base_url()
+    ));
+    Ok(s)
+}

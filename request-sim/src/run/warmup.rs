@@ -1,0 +1,167 @@
+//! Phase 5, before the clock starts: open the keep-alive connections the first second of the
+//! schedule needs (so the first bursts do not pay for TCP set-up at their send time), and let
+//! the producers build the bodies due in the first moments (so no request is late because the
+//! run just began).
+
+use std::time::{Duration, Instant};
+
+use super::load::Loaded;
+use super::pipeline::Pipeline;
+use super::server::Server;
+use super::{ms_since, note};
+use crate::backend::{self, Endpoint};
+use crate::config::ReplayConfig;
+use crate::report::StartupTimes;
+use crate::Result;
+
+/// Before the clock starts, producers build the bodies scheduled in this first stretch…
+const WARMUP_SCHEDULE_MS: f64 = 20.0;
+/// …but at most this many…
+const WARMUP_MAX_BODIES: usize = 256;
+/// …for at most this long.
+const WARMUP_MAX: Duration = Duration::from_secs(2);
+/// At most this many connections are opened before the start, within this time.
+const WARMUP_CONNECTIONS: usize = 64;
+const WARMUP_CONNECT_MAX: Duration = Duration::from_secs(2);
+
+pub(super) fn run(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    server: &mut Server,
+    pipeline: &Pipeline,
+    startup: &mut StartupTimes,
+) -> Result<()> {
+    let t = Instant::now();
+    if !cfg.dry_run {
+        connect(cfg, trace, server, startup)?;
+    }
+    prefill(cfg, trace, pipeline, startup);
+    startup.warmup_ms = ms_since(t);
+    Ok(())
+}
+
+/// Open the connections the first second of the schedule will need. A server that announces
+/// its idle timeout (`Keep-Alive: timeout=N`) gets a pool that lets connections go before it
+/// does (the connections just opened go with the old one, so they are opened again).
+fn connect(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    server: &mut Server,
+    startup: &mut StartupTimes,
+) -> Result<()> {
+    let first_second = trace
+        .requests
+        .iter()
+        .take_while(|r| r.timestamp_ms / cfg.scale_factor < 1000.0)
+        .count();
+    let n = first_second.clamp(1, WARMUP_CONNECTIONS);
+    let (mut answered, announced) =
+        server
+            .rt
+            .block_on(open_connections(&server.client, &server.ep, n));
+    if let Some(announced) = announced {
+        startup.server_keep_alive_s = Some(announced.as_secs_f64());
+        let ours = server.client_options.pool_idle_timeout;
+        if let Some(idle) = backend::pool_idle_for(announced, ours) {
+            server.client = backend::build_client(&backend::ClientOptions {
+                pool_idle_timeout: idle,
+                ..server.client_options.clone()
+            })?;
+            note(format!(
+                "the server closes idle connections after {:.1} s (Keep-Alive header): idle connections are kept {:.1} s instead of {:.1} s",
+                announced.as_secs_f64(),
+                idle.as_secs_f64(),
+                ours.as_secs_f64()
+            ));
+            answered += server
+                .rt
+                .block_on(open_connections(&server.client, &server.ep, n))
+                .0;
+        }
+    }
+    startup.connections = answered;
+    Ok(())
+}
+
+/// The clock starts when its start is ready: the first requests themselves (not just any
+/// bodies) must be built, whatever the producer count; but it never waits long for them.
+fn prefill(cfg: &ReplayConfig, trace: &Loaded, pipeline: &Pipeline, startup: &mut StartupTimes) {
+    let producers = &pipeline.producers;
+    let early = trace
+        .requests
+        .iter()
+        .take_while(|r| r.timestamp_ms / cfg.scale_factor < WARMUP_SCHEDULE_MS)
+        .count();
+    let want = early
+        .clamp(1, cfg.channel_capacity.min(WARMUP_MAX_BODIES))
+        .min(trace.requests.len());
+    let t = Instant::now();
+    let until = t + WARMUP_MAX;
+    while !producers.built_first(want) && Instant::now() < until {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let prefilled = producers.built_first(want);
+    startup.prefill_due = want;
+    startup.prefill_built = if prefilled {
+        want
+    } else {
+        (0..want)
+            .take_while(|&k| producers.built_first(k + 1))
+            .count()
+    };
+    note(format!(
+        "pre-fill: the first {want} request bodies (due in the first {WARMUP_SCHEDULE_MS:.0} ms) {} in {:.1} ms; lookahead: {} bodies, {:.0} MB, {:.1} s",
+        if prefilled { "built" } else { "NOT all built" },
+        ms_since(t),
+        cfg.channel_capacity,
+        cfg.lookahead_bytes as f64 / 1e6,
+        cfg.lookahead.as_secs_f64(),
+    ));
+}
+
+/// The cheap request that opens a keep-alive connection: `GET /v1/models` for OpenAI-style
+/// servers, `GET /health` for TGI (any answer, even an error status, leaves the connection
+/// open).
+fn warmup_url(ep: &Endpoint) -> String {
+    if ep.kind.is_openai() {
+        format!("{}/v1/models", ep.base_url())
+    } else {
+        format!("{}/health", ep.base_url())
+    }
+}
+
+/// Open `n` keep-alive connections with warm-up `GET`s; returns how many were answered (a
+/// failure only means the first requests open their own connections) and the idle timeout the
+/// server announced (`Keep-Alive: timeout=`), if it did.
+async fn open_connections(
+    client: &reqwest::Client,
+    ep: &Endpoint,
+    n: usize,
+) -> (usize, Option<Duration>) {
+    let url = warmup_url(ep);
+    // One task each, so they spread over the I/O threads and each thread has run the request
+    // path once before the first real send.
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let req = ep.authorize(client.get(&url));
+        set.spawn(async move {
+            let resp = req.send().await.ok()?;
+            let keep_alive = backend::keep_alive_timeout(resp.headers());
+            resp.bytes().await.ok()?;
+            Some(keep_alive)
+        });
+    }
+    let mut ok = 0;
+    let mut announced = None;
+    let answered = async {
+        while let Some(r) = set.join_next().await {
+            if let Ok(Some(k)) = r {
+                ok += 1;
+                announced = announced.or(k);
+            }
+        }
+    };
+    // On timeout the set is dropped, which aborts what is left.
+    let _ = tokio::time::timeout(WARMUP_CONNECT_MAX, answered).await;
+    (ok, announced)
+}
