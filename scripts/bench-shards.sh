@@ -89,8 +89,9 @@ for k in $(seq 0 $((SHARDS - 1))); do
 done
 set +e
 "$RS" report "$OUT/run" --expected-requests "$REQUESTS" --json >"$OUT/merged.json" 2>"$OUT/merged.err"
+merge_rc=$?
 echo
-echo "merge (report DIR --expected-requests $REQUESTS): exit $?; $(grep -h 'exactly once\|missing\|duplicated' "$OUT/merged.err" "$OUT/merged.json" 2>/dev/null | head -2)"
+echo "merge (report DIR --expected-requests $REQUESTS): exit $merge_rc; $(grep -h 'exactly once\|missing\|duplicated' "$OUT/merged.err" "$OUT/merged.json" 2>/dev/null | head -2)"
 cat "$OUT"/run/shard-*.jsonl >"$OUT/concatenated.jsonl"
 "$RS" report "$OUT/concatenated.jsonl" --json >"$OUT/concatenated.json" 2>/dev/null
 if diff <(jq -S 'del(.run, .warnings, .shards, .merge)' "$OUT/merged.json") \
@@ -103,4 +104,5 @@ echo
 echo "one shard killed $KILL_AFTER s after the start:"
 run_shards "$OUT/killed" 1
 "$RS" report "$OUT/killed" --expected-requests "$REQUESTS" >"$OUT/killed-report.txt" 2>&1
-echo "merge exit code: $? (1 expected); $(grep -m1 -o '[0-9]* missing from shard [0-9]*[^:]*' "$OUT/killed-report.txt")"
+killed_rc=$?
+echo "merge exit code: $killed_rc (1 expected); $(grep -m1 -o '[0-9]* missing from shard [0-9]*[^:]*' "$OUT/killed-report.txt")"
