@@ -289,3 +289,191 @@ fn shards_with_a_common_start_never_send_before_it_and_merge_whole() {
     assert!(err.contains("in the past"), "{err}");
     assert_eq!(finished(), before);
 }
+
+fn compare(a: &std::path::Path, b: &std::path::Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_request-sim"))
+        .arg("compare")
+        .arg(a)
+        .arg(b)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The A and B columns of a `compare` row (`-` is `None`).
+fn compare_row(table: &str, label: &str) -> (Option<f64>, Option<f64>) {
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no row {label:?} in\n{table}"));
+    let cols: Vec<&str> = line[label.len()..].split_whitespace().collect();
+    let num = |s: &str| s.parse::<f64>().ok();
+    (num(cols[0]), num(cols[1]))
+}
+
+/// `compare DIR …`: a directory of shards is one merged run, equal to the same records in one
+/// file, and different from another run's shards.
+#[test]
+fn compare_takes_a_directory_of_shards_as_one_merged_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let write_shards = |name: &str, seed: u64| {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        let all = synthetic(400, seed);
+        for k in 0..4 {
+            let part: Vec<_> = all.iter().filter(|r| r.index % 4 == k).cloned().collect();
+            write_jsonl(&dir.join(format!("shard-{k}.jsonl")), &part);
+        }
+        (dir, all)
+    };
+    let (a, all_a) = write_shards("a", 7);
+    let (b, _) = write_shards("b", 8);
+    let concat = tmp.path().join("a-all.jsonl");
+    write_jsonl(&concat, &all_a);
+    let (_, single, _) = report(&[concat.as_os_str(), "--json".as_ref()]);
+    let single: Value = serde_json::from_str(&single).unwrap();
+
+    // The merged directory and the concatenated file are the same run: every row equal.
+    let (code, table, err) = compare(&a, &concat);
+    assert_eq!(code, 0, "{err}");
+    let completed = single["completed"].as_f64().unwrap();
+    assert_eq!(
+        compare_row(&table, "Successful requests"),
+        (Some(completed), Some(completed)),
+        "{table}"
+    );
+    let rows = table
+        .lines()
+        .filter(|l| l.contains("(ms)") || l.contains("requests"))
+        .count();
+    assert!(rows > 10, "{table}");
+    for line in table.lines().filter(|l| l.contains("(ms)")) {
+        let label = line.split("  ").next().unwrap();
+        let (x, y) = compare_row(&table, label);
+        assert_eq!(x, y, "{line}");
+    }
+    // The values are the run's own (the single file's report), not just equal to each other.
+    for (label, key) in [
+        ("Mean TTFT (ms)", "mean_ttft_ms"),
+        ("P99 TTFT (ms)", "p99_ttft_ms"),
+        ("Mean E2EL (ms)", "mean_e2el_ms"),
+    ] {
+        let want = single["latency"][key]
+            .as_f64()
+            .or_else(|| single[key].as_f64())
+            .unwrap_or_else(|| panic!("{key} in {single}"));
+        let (x, _) = compare_row(&table, label);
+        assert!(
+            (x.unwrap() - want).abs() < 0.006,
+            "{label}: {x:?} vs {want}"
+        );
+    }
+
+    // Two different merged runs: their rows differ.
+    let (code, table, err) = compare(&a, &b);
+    assert_eq!(code, 0, "{err}");
+    let (x, y) = compare_row(&table, "Mean TTFT (ms)");
+    assert!(x.is_some() && y.is_some() && x != y, "{table}");
+}
+
+/// A server whose `GET /v1/models` answers after `delay` (a slow start-up), counting the
+/// POST (generation) requests it gets.
+fn slow_models_server(
+    delay: std::time::Duration,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let others = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = others.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut out = stream;
+                let mut first = String::new();
+                if reader.read_line(&mut first).unwrap_or(0) == 0 {
+                    return;
+                }
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                    line.clear();
+                }
+                let body: &[u8] = if first.starts_with("GET /v1/models") {
+                    std::thread::sleep(delay);
+                    br#"{"object":"list","data":[{"id":"m","object":"model"}]}"#
+                } else {
+                    if first.starts_with("POST ") {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                    }
+                    b"{}"
+                };
+                let _ = write!(
+                    out,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = out.write_all(body);
+            });
+        }
+    });
+    (base, others)
+}
+
+/// A start-up that ends after `--start-at` (the model lookup takes 2 s, the common start is
+/// 1 s ahead): a clear error naming the start and how late start-up ended, and nothing sent.
+#[test]
+fn start_up_ending_after_the_common_start_is_an_error_and_sends_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("t.jsonl");
+    std::fs::write(
+        &trace,
+        "{\"timestamp\": 0, \"input_length\": 20, \"output_length\": 2}\n\
+         {\"timestamp\": 10, \"input_length\": 20, \"output_length\": 2}\n",
+    )
+    .unwrap();
+    let (base, others) = slow_models_server(std::time::Duration::from_secs(2));
+    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_millis(1000);
+    let at = format!("{at:.3}");
+    let out = tmp.path().join("r.jsonl");
+    let (code, err) = replay(
+        &[
+            "--endpoint".as_ref(),
+            base.as_ref(),
+            "--no-server-tokenize".as_ref(),
+            "--chat-overhead".as_ref(),
+            "0".as_ref(),
+            "--dataset-path".as_ref(),
+            trace.as_os_str(),
+            "--start-at".as_ref(),
+            at.as_ref(),
+            "--quiet".as_ref(),
+            "--no-pin".as_ref(),
+            "--output-path".as_ref(),
+            out.as_os_str(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("start-up ended")
+            && err.contains(&format!("after --start-at {at}"))
+            && err.contains("nothing was sent")
+            && err.contains("choose a later start"),
+        "{err}"
+    );
+    assert_eq!(
+        others.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "generation requests reached the server"
+    );
+    let records = std::fs::read_to_string(&out).unwrap_or_default();
+    assert_eq!(records.lines().count(), 0, "{records}");
+}
