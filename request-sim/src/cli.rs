@@ -78,6 +78,14 @@ pub struct ReplayArgs {
     /// Replay at most this many requests.
     #[arg(long)]
     pub max_requests: Option<usize>,
+    /// A replay reads the trace as it goes: rows out of time order by up to this many trace
+    /// milliseconds (behind the latest row read) are put in order; a row earlier than that is
+    /// an error naming its line.
+    #[arg(long, value_name = "MS", default_value_t = 10_000.0)]
+    pub reorder_window_ms: f64,
+    /// The reorder window holds at most this many rows (its memory bound).
+    #[arg(long, value_name = "ROWS", default_value_t = 65_536)]
+    pub reorder_window_rows: usize,
     /// Cap every request's output_length at N tokens (requested and recorded): short outputs
     /// for load tests where the server must keep up with high request rates.
     #[arg(long, value_name = "N")]

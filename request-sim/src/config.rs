@@ -9,7 +9,7 @@ use crate::cli::ReplayArgs;
 use crate::report::ReportConfig;
 use crate::schedule::StartAt;
 use crate::trace::shard::Shard;
-use crate::trace::{LoadOptions, TraceFormat};
+use crate::trace::{LoadOptions, ReorderWindow, TraceFormat};
 use crate::{Error, Result};
 
 /// Where the trace comes from.
@@ -102,6 +102,8 @@ impl TimeoutRule {
 pub struct ReplayConfig {
     pub trace: TraceSource,
     pub load: LoadOptions,
+    /// `--reorder-window-ms/-rows`: how far out of time order a streamed trace may be.
+    pub reorder: ReorderWindow,
     pub tokenizer: Option<PathBuf>,
     pub tokenizer_config: Option<PathBuf>,
     pub seed: u64,
@@ -262,9 +264,11 @@ impl ReplayConfig {
         if a.tracing_path.is_some() || a.cache.is_some() || a.cache_path.is_some() {
             notes.push("--tracing-path/--cache/--cache-path are accepted for compatibility and have no effect: prompts are built on the fly by producer threads".into());
         }
+        let reorder = reorder_window(&a)?;
         Ok(ReplayConfig {
             trace,
             load,
+            reorder,
             tokenizer,
             tokenizer_config,
             shard,
@@ -380,6 +384,23 @@ fn trace_settings(a: &ReplayArgs) -> Result<(TraceSource, LoadOptions)> {
         ..a.trace.load_options()
     };
     Ok((trace, load))
+}
+
+/// `--reorder-window-ms` and `--reorder-window-rows`.
+fn reorder_window(a: &ReplayArgs) -> Result<ReorderWindow> {
+    let ms = a.reorder_window_ms;
+    if !ms.is_finite() || ms < 0.0 {
+        return Err(Error::config(format!(
+            "--reorder-window-ms must be a number >= 0, got {ms}"
+        )));
+    }
+    if a.reorder_window_rows == 0 {
+        return Err(Error::config("--reorder-window-rows must be at least 1"));
+    }
+    Ok(ReorderWindow {
+        ms,
+        rows: a.reorder_window_rows,
+    })
 }
 
 /// `--shard` (or the environment) and `--start-at`.

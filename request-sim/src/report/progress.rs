@@ -14,7 +14,8 @@ use crate::record::Status;
 
 #[derive(Debug)]
 struct Counters {
-    total: u64,
+    /// Requests to be scheduled; 0 = not known yet (a streamed trace).
+    total: AtomicU64,
     sent: AtomicU64,
     done: AtomicU64,
     errors: AtomicU64,
@@ -28,17 +29,22 @@ impl Counters {
         let done = self.done.load(Ordering::Relaxed);
         let errors = self.errors.load(Ordering::Relaxed);
         let elapsed = self.start.elapsed().as_secs();
-        let pct = if self.total > 0 {
-            done as f64 / self.total as f64 * 100.0
+        let total = self.total.load(Ordering::Relaxed);
+        let pct = if total > 0 {
+            done as f64 / total as f64 * 100.0
         } else {
             0.0
+        };
+        let total = if total > 0 {
+            total.to_string()
+        } else {
+            "?".to_string()
         };
         let width = 24usize;
         let filled = ((pct / 100.0) * width as f64).round() as usize;
         let bar: String = "#".repeat(filled.min(width)) + &"-".repeat(width - filled.min(width));
         format!(
-            "[{bar}] {done}/{} {pct:5.1}% | sent {sent} | {rate:7.1} req/s | in-flight {} | errors {errors} | {:02}:{:02}:{:02}",
-            self.total,
+            "[{bar}] {done}/{total} {pct:5.1}% | sent {sent} | {rate:7.1} req/s | in-flight {} | errors {errors} | {:02}:{:02}:{:02}",
             sent.saturating_sub(done),
             elapsed / 3600,
             (elapsed / 60) % 60,
@@ -57,11 +63,11 @@ pub struct Progress {
 const REFRESH: Duration = Duration::from_millis(250);
 
 impl Progress {
-    /// `total`: requests to be scheduled. The line is drawn only when `enabled` and stderr is a
-    /// terminal.
+    /// `total`: requests to be scheduled (0: not known yet, see [`Progress::set_total`]). The
+    /// line is drawn only when `enabled` and stderr is a terminal.
     pub fn new(total: u64, enabled: bool) -> Progress {
         let c = Arc::new(Counters {
-            total,
+            total: AtomicU64::new(total),
             sent: AtomicU64::new(0),
             done: AtomicU64::new(0),
             errors: AtomicU64::new(0),
@@ -81,6 +87,11 @@ impl Progress {
             c,
             thread: Mutex::new(thread),
         }
+    }
+
+    /// The total, once known (a streamed trace's, at its end).
+    pub fn set_total(&self, total: u64) {
+        self.c.total.store(total, Ordering::Relaxed);
     }
 
     /// A request was sent.
@@ -164,6 +175,11 @@ mod tests {
         p.on_done(Status::Timeout);
         assert_eq!(p.counts(), (2, 2, 1));
         assert!(p.c.line(1.0).contains("2/3"));
+        let q = Progress::new(0, false);
+        q.on_done(Status::Ok);
+        assert!(q.c.line(1.0).contains("1/? "), "{}", q.c.line(1.0));
+        q.set_total(4);
+        assert!(q.c.line(1.0).contains("1/4  25.0%"), "{}", q.c.line(1.0));
         p.finish();
         p.finish();
     }

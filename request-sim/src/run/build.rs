@@ -6,17 +6,11 @@ use bytes::Bytes;
 
 use crate::backend::{self, ApiKind, BodyParams, PromptPayload};
 use crate::prompt::PromptBuilder;
-use crate::schedule::{BuildFn, Prepared, Scratch};
-use crate::trace::{ChatPayload, Sessions, TraceRequest};
+use crate::schedule::{BuildFn, Built, Scratch};
+use crate::trace::Planned;
 
 /// Room in a body buffer for everything but the prompt and the model name.
 pub(super) const BODY_SLACK: usize = 512;
-
-/// The chat requests of a `messages` trace, and the sessions when their ids go into `user`.
-pub(super) struct ChatRows {
-    pub(super) chats: Arc<Vec<Option<Arc<ChatPayload>>>>,
-    pub(super) sessions: Option<Arc<Sessions>>,
-}
 
 pub(super) fn make_build_fn(
     builder: Arc<PromptBuilder>,
@@ -24,17 +18,18 @@ pub(super) fn make_build_fn(
     params: BodyParams,
     (overhead, lead): (u32, &'static str),
     token_ids: bool,
-    rows: ChatRows,
+    session_user: bool,
 ) -> Arc<BuildFn> {
-    Arc::new(move |req: &TraceRequest, s: &mut Scratch| {
-        let user = rows.sessions.as_ref().and_then(|ss| ss.key(req.index));
-        let chat = rows.chats.get(req.index).and_then(|c| c.as_deref());
+    Arc::new(move |p: &Planned, s: &mut Scratch| {
+        let req = &p.req;
+        // `--session-user`: the session id goes into the OpenAI `user` field.
+        let user = p.turn.as_ref().filter(|_| session_user).map(|t| &*t.id);
+        let chat = p.chat.as_deref();
         if let Some(chat) = chat.filter(|c| c.text_input.is_none()) {
             // A messages row is sent as given; its prompt length is the server's to count.
             let mut body = Vec::new();
             backend::encode_chat_row_body(&params, chat, user, &mut body);
-            return Prepared {
-                index: req.index,
+            return Built {
                 body: Bytes::from(body),
                 intended_prompt_tokens: 0,
             };
@@ -73,8 +68,7 @@ pub(super) fn make_build_fn(
                 body.push(b'}');
             }
         }
-        Prepared {
-            index: req.index,
+        Built {
             body: Bytes::from(body),
             intended_prompt_tokens: if literal.is_some() {
                 0

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use tokio_util::task::TaskTracker;
 
-use super::load::Loaded;
 use super::pipeline::Pipeline;
 use super::server::Server;
 use super::task::{closed_turn, ms_between, run_one, TaskCtx};
@@ -38,7 +37,6 @@ pub(super) struct Dispatched {
 
 pub(super) fn run(
     cfg: &ReplayConfig,
-    trace: &Loaded,
     server: &Server,
     pipeline: &Pipeline,
     t_start: Instant,
@@ -75,8 +73,8 @@ pub(super) fn run(
                 let start_offset_ms = cfg.start_at.map(|a| a.offset_now_ms());
                 pipeline.producers.start_clock(start);
                 startup.total_ms = ms_between(t_start, start);
-                let ctx = task_context(cfg, trace, server, pipeline, start);
-                let result = send_all(cfg, trace, server, pipeline, &ctx, &tracker, start);
+                let ctx = task_context(cfg, server, pipeline, start);
+                let result = send_all(cfg, server, pipeline, &ctx, &tracker, start);
                 (result, start, started_at, start_offset_ms, ctx)
             })
             .map_err(|e| Error::io("cannot start the dispatcher thread", e))?
@@ -120,7 +118,6 @@ fn start_deadline(cfg: &ReplayConfig, t_start: Instant) -> Result<Option<Instant
 /// What every request task shares.
 fn task_context(
     cfg: &ReplayConfig,
-    trace: &Loaded,
     server: &Server,
     pipeline: &Pipeline,
     start: Instant,
@@ -128,7 +125,6 @@ fn task_context(
     Arc::new(TaskCtx {
         client: server.client.clone(),
         ep: server.ep.clone(),
-        requests: trace.requests.clone(),
         control: pipeline.control.clone(),
         cfg: cfg.clone(),
         start,
@@ -143,7 +139,6 @@ fn task_context(
 /// Hand every request over at its time: a task of its own on the runtime.
 fn send_all(
     cfg: &ReplayConfig,
-    trace: &Loaded,
     server: &Server,
     pipeline: &Pipeline,
     ctx: &Arc<TaskCtx>,
@@ -157,7 +152,6 @@ fn send_all(
     };
     let handle = server.rt.handle();
     schedule::dispatch(
-        &trace.requests,
         &pipeline.producers,
         start,
         &plan,
@@ -169,7 +163,7 @@ fn send_all(
             let parent = ctx
                 .gate
                 .as_ref()
-                .and_then(|_| ctx.sessions.get(prepared.index)?.parent_index);
+                .and_then(|_| prepared.planned.turn.as_ref()?.parent_index);
             match parent {
                 // Closed loop: the turn waits for its parent in its own task, so no other
                 // request waits behind it.

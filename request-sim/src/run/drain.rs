@@ -15,7 +15,7 @@ use super::server::Server;
 use crate::config::ReplayConfig;
 use crate::observe::ScrapeResult;
 use crate::report::Accumulator;
-use crate::schedule::{ProducerStats, RealtimeReport, StopReason};
+use crate::schedule::{FeedEnd, ProducerStats, RealtimeReport, StopReason};
 use crate::{Error, Result};
 
 /// Everything the run produced, ready for the summary.
@@ -30,6 +30,8 @@ pub(super) struct Drained {
     pub(super) wall: Duration,
     pub(super) producer_stats: ProducerStats,
     pub(super) realtime: RealtimeReport,
+    /// How the feed of planned requests ended (how many the slice had, a trace error).
+    pub(super) feed: FeedEnd,
 }
 
 pub(super) fn run(
@@ -56,7 +58,8 @@ pub(super) fn run(
         control,
         ..
     } = pipeline;
-    drop(producers);
+    // Nothing more is built; the feeder counts the rest of the slice meanwhile.
+    producers.stop();
     drop(tx);
     let reason = result.reason;
     if reason == StopReason::TimeLimit {
@@ -74,6 +77,7 @@ pub(super) fn run(
         cfg.grace,
     );
     let wall = dispatched.start.elapsed();
+    let feed = producers.finish();
     // The scraper's last round comes after the last request, before the simulator stops.
     let scraped = scraper.map(|s| s.finish());
     let (written, accumulator) = writer
@@ -98,6 +102,7 @@ pub(super) fn run(
         wall,
         producer_stats,
         realtime,
+        feed,
     })
 }
 

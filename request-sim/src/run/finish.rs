@@ -12,7 +12,7 @@ use super::RunOutcome;
 use crate::config::{ReplayConfig, Target};
 use crate::observe::{ClientSide, ScrapeResult};
 use crate::report::{self, PromptVerification, RunInfo, StartupTimes, Summary};
-use crate::schedule::{self, DispatchStats, ProducerStats, StopReason};
+use crate::schedule::{self, DispatchStats, FeedEnd, ProducerStats, StopReason};
 use crate::{Error, Result};
 
 pub(super) fn run(
@@ -30,9 +30,11 @@ pub(super) fn run(
         accumulator,
         scraped,
         producer_stats,
+        feed,
         ..
     } = drained;
     let mut summary = accumulator.finish(&info);
+    feed_warnings(&mut summary, &feed, reason);
     match scraped {
         Some(Ok(r)) => server_section(&mut summary, &r),
         Some(Err(e)) => summary
@@ -63,6 +65,12 @@ pub(super) fn run(
         note(format!("RUN INVALID: {w}"));
     }
     let exit_code = match reason {
+        StopReason::TraceError => {
+            if let Some(e) = &feed.error {
+                note(format!("error: {e}"));
+            }
+            1
+        }
         StopReason::Interrupted => 130,
         StopReason::EarlyStop => 3,
         _ if cfg.strict && !summary.invalid.is_empty() => {
@@ -84,13 +92,22 @@ fn run_info(
     startup: StartupTimes,
 ) -> RunInfo {
     let d = &drained.dispatched;
-    let never_sent = trace.requests.len() - d.result.dispatched;
+    let r = &d.result;
+    // Requests of the slice: all of them when the feed was read to its end, else (a streamed
+    // trace cut short by a stop) those read, and `planned` is unknown.
+    let planned = drained.feed.planned();
+    let seen = planned.unwrap_or(drained.feed.dealt + drained.feed.counted);
+    let never_sent = seen.saturating_sub(r.dispatched);
+    let ideal = r
+        .ideal_hits
+        .filter(|_| r.any_hash_ids && r.input_tokens > 0)
+        .map(|h| h as f64 / r.input_tokens as f64);
     RunInfo {
         started_at: Some(d.started_at.clone()),
         trace_path: Some(trace.name.clone()),
-        format: Some(trace.trace.format),
-        block_size: Some(trace.trace.block_size),
-        trace_stats: Some(trace.trace.stats.clone()),
+        format: Some(trace.format),
+        block_size: Some(trace.block_size),
+        trace_stats: Some(trace.trace_stats()),
         seed: Some(cfg.seed),
         scale_factor: Some(cfg.scale_factor),
         endpoint: Some(match &cfg.target {
@@ -108,12 +125,12 @@ fn run_info(
             checked: v.checked,
             exact: v.exact,
         }),
-        ideal_cache_hit_ratio: trace.ideal_ratio,
+        ideal_cache_hit_ratio: ideal,
         scheduled: d.result.dispatched,
         never_sent,
         never_sent_reason: (never_sent > 0).then_some(drained.reason),
         dry_run: cfg.dry_run,
-        planned: Some(trace.requests.len()),
+        planned,
         stop_reason: Some(drained.reason),
         wall_time_s: Some(drained.wall.as_secs_f64()),
         records_path: Some(cfg.output_path.display().to_string()),
@@ -124,6 +141,24 @@ fn run_info(
         start_at: start_at_report(cfg, d),
         realtime: Some(drained.realtime.clone()),
         ..RunInfo::new()
+    }
+}
+
+/// What the summary says about the feed: a trace error that stopped the run or was found
+/// after it stopped, a slice whose end was not read.
+fn feed_warnings(summary: &mut Summary, feed: &FeedEnd, reason: StopReason) {
+    if let Some(e) = &feed.error {
+        summary.warnings.push(if reason == StopReason::TraceError {
+            format!("the run stopped at a bad trace row: {e}")
+        } else {
+            format!("the trace has a bad row after the requests sent: {e}")
+        });
+    }
+    if !feed.ended {
+        summary.warnings.push(format!(
+            "the streamed trace was not read to the end of its slice after the stop: `planned` is unknown and `never_sent` counts the {} requests read but not sent",
+            summary.run.never_sent
+        ));
     }
 }
 

@@ -1,27 +1,67 @@
-//! Phase 1: the trace as this run replays it (this shard's share, outputs capped) and the
-//! prefix-cache hit ratio a perfect cache would reach on it.
+//! Phase 1: the trace as this run replays it — one stream of planned requests (this shard's
+//! share, outputs capped, each with its trace-ideal prefix-cache hits) that the producers take
+//! as the run goes ([`crate::schedule::Feed`]).
+//!
+//! The stream comes straight from the file ([`TraceStream`]: memory independent of the trace's
+//! length), or, for what needs the whole trace, from the trace loaded into memory: Bailian
+//! parent chains, `--timing closed` with sessions (the session gate looks turns up by index),
+//! `--save-prompts` (written before the run). Either way the first requests are read now, for
+//! start-up (warm-up connections, pre-fill, the prompt check), and the feed starts with them.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::note;
-use crate::config::{ReplayConfig, TraceSource};
-use crate::trace::{self, Trace, TraceRequest};
+use crate::backend::ApiKind;
+use crate::config::{ReplayConfig, Target, TraceSource};
+use crate::schedule::{Feed, Timing};
+use crate::trace::shard::{self, Shard};
+use crate::trace::{
+    self, IdealCache, Planned, RowError, Sessions, Trace, TraceError, TraceFormat, TraceStats,
+    TraceStream,
+};
 use crate::Result;
 
 /// The built-in demo trace (mooncake format, 200 requests over ~19 s, block 512).
 pub const DEMO_TRACE: &str = include_str!("../../data/demo_trace.jsonl");
 
+/// Requests read before the run starts (start-up looks at the first ones only).
+const HEAD: usize = 1024;
+
 /// The trace as this run replays it.
 pub(super) struct Loaded {
-    pub(super) trace: Trace,
-    /// This run's requests (this shard's share, outputs capped), in send order.
-    pub(super) requests: Arc<Vec<TraceRequest>>,
-    /// Prefix-cache hit ratio a perfect cache would reach on them.
-    pub(super) ideal_ratio: Option<f64>,
+    pub(super) format: TraceFormat,
+    pub(super) block_size: usize,
     pub(super) name: String,
+    /// The first requests of this run, in send order (the feed starts with them).
+    pub(super) head: Vec<Planned>,
+    /// The whole trace, when it was loaded whole.
+    pub(super) whole: Option<Arc<Trace>>,
+    /// Sessions by trace index (a whole trace's; empty when streamed: each planned request
+    /// carries its own turn).
+    pub(super) sessions: Arc<Sessions>,
+    /// This run's requests, when known before it starts (a whole trace).
+    pub(super) planned: Option<usize>,
+    stats: Stats,
 }
 
-/// Load the trace the config names.
+/// Where the trace's counts come from.
+enum Stats {
+    Whole(TraceStats),
+    /// Filled in when the stream ends (or is dropped).
+    Stream(Arc<Mutex<TraceStats>>),
+}
+
+impl Loaded {
+    /// The trace's counts (a stream's once it has ended).
+    pub(super) fn trace_stats(&self) -> TraceStats {
+        match &self.stats {
+            Stats::Whole(s) => s.clone(),
+            Stats::Stream(h) => h.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        }
+    }
+}
+
+/// Load the whole trace the config names (for what needs it all, e.g. `sweep`'s rate).
 pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace> {
     Ok(match &cfg.trace {
         TraceSource::File(p) => trace::load(p, &cfg.load)?,
@@ -31,55 +71,183 @@ pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace> {
     })
 }
 
-/// Load the trace, take this shard's share, cap outputs, and say what will be replayed.
-pub(super) fn run(cfg: &ReplayConfig) -> Result<Loaded> {
-    let trace = load_trace(cfg)?;
-    let mut requests = trace.requests.clone();
-    if let Some(shard) = cfg.shard {
-        let all = requests.len();
-        requests = trace::shard::select(requests, &trace.sessions, shard);
-        note(format!(
-            "shard {}/{}: {} of the trace's {all} requests (record indexes are the trace's)",
-            shard.index,
-            shard.count,
-            requests.len()
-        ));
-    }
-    if let Some(cap) = cfg.max_output_tokens {
-        for r in &mut requests {
-            r.output_length = r.output_length.min(cap);
-        }
-    }
-    let ideal_ratio = ideal_ratio(&trace, &requests);
-    let name = match &cfg.trace {
-        TraceSource::File(p) => p.display().to_string(),
-        TraceSource::BuiltinDemo => "<built-in demo trace>".to_string(),
+/// Open the trace, choose how it is read, and read this run's first requests.
+pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
+    let stream = match &cfg.trace {
+        TraceSource::File(p) => TraceStream::open(p, &cfg.load, cfg.reorder)?,
+        TraceSource::BuiltinDemo => TraceStream::from_reader(
+            "<built-in demo trace>",
+            DEMO_TRACE.as_bytes(),
+            &cfg.load,
+            cfg.reorder,
+        )?,
     };
-    let span_s = requests.last().map(|r| r.timestamp_ms / 1e3).unwrap_or(0.0);
+    let (format, block_size, name) = (
+        stream.format(),
+        stream.block_size(),
+        stream.name().to_owned(),
+    );
+    let why_whole = if stream.needs_whole() {
+        Some("bailian parent chains")
+    } else if cfg.save_prompts.is_some() {
+        Some("--save-prompts")
+    } else if cfg.sessions.timing == Timing::Closed
+        && matches!(format, TraceFormat::Messages | TraceFormat::Generic)
+    {
+        Some("--timing closed sessions")
+    } else {
+        None
+    };
+    let (inner, mut loaded): (Box<dyn Iterator<Item = _> + Send>, _) = match why_whole {
+        Some(why) => {
+            let whole = Arc::new(stream.into_whole()?);
+            let loaded = whole_loaded(cfg, whole.clone(), name.clone(), why);
+            (Box::new(trace::stream::planned(whole).map(Ok)), loaded)
+        }
+        None => {
+            let loaded = Loaded {
+                format,
+                block_size,
+                name: name.clone(),
+                head: Vec::new(),
+                whole: None,
+                sessions: Arc::new(Sessions::default()),
+                planned: None,
+                stats: Stats::Stream(stream.stats_handle()),
+            };
+            (Box::new(stream), loaded)
+        }
+    };
+    let mut feed = RunFeed {
+        inner,
+        ideal: IdealCache::new(block_size, IdealCache::MAX_BLOCKS),
+        shard: cfg.shard,
+        max_output: cfg.max_output_tokens,
+        not_chat: non_chat_endpoint(cfg),
+        name,
+    };
+    let t = std::time::Instant::now();
+    // Empty only for a shard with no request of the slice: it replays nothing, and its empty
+    // records file still merges.
+    let head: Vec<Planned> = feed.by_ref().take(HEAD).collect::<Result<_>>()?;
+    describe(cfg, &loaded, &head, t.elapsed().as_secs_f64() * 1e3);
+    loaded.head = head.clone();
+    Ok((loaded, Box::new(head.into_iter().map(Ok).chain(feed))))
+}
+
+/// A trace loaded whole: its sessions, and how many requests this run (shard) has.
+fn whole_loaded(cfg: &ReplayConfig, whole: Arc<Trace>, name: String, why: &str) -> Loaded {
+    let planned = match cfg.shard {
+        Some(s) => (0..whole.requests.len())
+            .filter(|&i| shard::owner(whole.sessions.key(i), i, s.count) == s.index)
+            .count(),
+        None => whole.requests.len(),
+    };
+    let span_s = whole.requests.last().map_or(0.0, |r| r.timestamp_ms / 1e3);
     note(format!(
-        "trace {name}: {} requests over {:.1} s ({:?}, block {}), replayed in {:.1} s at scale {}",
-        requests.len(),
-        span_s,
-        trace.format,
-        trace.block_size,
+        "trace {name}: {} requests over {span_s:.1} s ({:?}, block {}; loaded whole for {why}), replayed in {:.1} s at scale {}",
+        whole.requests.len(),
+        whole.format,
+        whole.block_size,
         span_s / cfg.scale_factor,
         cfg.scale_factor
     ));
-    Ok(Loaded {
-        trace,
-        requests: Arc::new(requests),
-        ideal_ratio,
+    Loaded {
+        format: whole.format,
+        block_size: whole.block_size,
         name,
-    })
+        head: Vec::new(),
+        sessions: Arc::new(whole.sessions.clone()),
+        planned: Some(planned),
+        stats: Stats::Whole(whole.stats.clone()),
+        whole: Some(whole),
+    }
 }
 
-/// Hit ratio of an infinite prefix cache over `requests` (none without hash ids).
-fn ideal_ratio(trace: &Trace, requests: &[TraceRequest]) -> Option<f64> {
-    let hits: u64 = trace::analyze::ideal_prefix_hits(trace)
-        .iter()
-        .map(|&h| u64::from(h))
-        .sum();
-    let total: u64 = requests.iter().map(|r| u64::from(r.input_length)).sum();
-    (total > 0 && !requests.iter().all(|r| r.hash_ids.is_empty()))
-        .then(|| hits as f64 / total as f64)
+/// The start-up lines about the trace and the shard.
+fn describe(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned], head_ms: f64) {
+    if loaded.whole.is_none() {
+        note(format!(
+            "trace {}: streamed ({:?}, block {}; rows put in time order within {} ms / {} rows), replayed at scale {}; first {} requests read in {head_ms:.0} ms",
+            loaded.name,
+            loaded.format,
+            loaded.block_size,
+            cfg.reorder.ms,
+            cfg.reorder.rows,
+            cfg.scale_factor,
+            head.len()
+        ));
+    }
+    if let Some(s) = cfg.shard {
+        let share = match loaded.planned {
+            Some(n) => format!("{n} of the trace's requests"),
+            None => "sessions whole by session id, other requests round-robin by index".into(),
+        };
+        note(format!(
+            "shard {}/{}: {share} (record indexes are the trace's)",
+            s.index, s.count
+        ));
+    }
+}
+
+/// The endpoint, when it is not a chat endpoint (a `messages` row cannot be sent there).
+fn non_chat_endpoint(cfg: &ReplayConfig) -> Option<String> {
+    match &cfg.target {
+        Target::Remote(ep) if ep.kind != ApiKind::Chat => Some(ep.display_url()),
+        Target::BuiltinSimulator if cfg.token_ids => {
+            Some("the built-in simulator's /v1/completions (--token-ids)".into())
+        }
+        _ => None,
+    }
+}
+
+/// The planned requests of this run: every request of the slice gets its trace-ideal hits
+/// (the cache sees all shards' requests, as the server does), then this shard's share is kept
+/// and outputs are capped.
+struct RunFeed {
+    inner: Box<dyn Iterator<Item = std::result::Result<Planned, TraceError>> + Send>,
+    ideal: IdealCache,
+    shard: Option<Shard>,
+    max_output: Option<u32>,
+    not_chat: Option<String>,
+    name: String,
+}
+
+impl Iterator for RunFeed {
+    type Item = Result<Planned>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let mut p = match self.inner.next()? {
+                Ok(p) => p,
+                Err(e) => return Some(Err(e.into())),
+            };
+            p.ideal_hit = self.ideal.hits(&p.req);
+            if let Some(s) = self.shard {
+                let key = p.turn.as_ref().map(|t| &*t.id);
+                if shard::owner(key, p.req.index, s.count) != s.index {
+                    continue;
+                }
+            }
+            if let (Some(url), Some(chat)) = (&self.not_chat, &p.chat) {
+                if chat.text_input.is_none() {
+                    return Some(Err(TraceError::Row {
+                        path: self.name.clone(),
+                        line: p.req.line,
+                        error: RowError::Field {
+                            field: "messages".into(),
+                            what: format!(
+                                "a messages row is sent as a chat request: it needs a chat endpoint (…/v1/chat/completions), not {url}"
+                            ),
+                        },
+                    }
+                    .into()));
+                }
+            }
+            if let Some(cap) = self.max_output {
+                p.req.output_length = p.req.output_length.min(cap);
+            }
+            return Some(Ok(p));
+        }
+    }
 }

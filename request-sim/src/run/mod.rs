@@ -1,7 +1,8 @@
 //! The replay orchestrator. [`replay`] runs the phases in order; each is a function in the file
 //! of its name and returns what the later ones need:
 //!
-//! 1. [`load`]: the trace, this shard's share of it → `Loaded`
+//! 1. [`load`]: the trace as a stream of planned requests (this shard's share), its first
+//!    requests read → `Loaded` and the `Feed` the producers take
 //! 2. [`server`]: async runtime, built-in simulator, endpoint, HTTP client → `Server`
 //! 3. [`prompts`]: tokenizer, prompt words, start-up check, model, chat overhead, saved
 //!    prompts → `Prompts` (`calibrate`: the model lookup and the overhead)
@@ -55,13 +56,13 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome> {
     }
     // The tokenizer (hundreds of ms for a real model's) loads while the trace is read.
     let tokenizer = prompts::TokenizerJob::start(&cfg);
-    let trace = load::run(&cfg)?;
+    let (trace, feed) = load::run(&cfg)?;
     startup.trace_load_ms = ms_since(t_start);
-    let mut server = server::run(&cfg, &trace, &mut startup)?;
+    let mut server = server::run(&cfg, &mut startup)?;
     let prompts = prompts::run(&cfg, &trace, &server, tokenizer, &mut startup)?;
-    let pipeline = pipeline::run(&cfg, &trace, &server, &prompts)?;
+    let pipeline = pipeline::run(&cfg, &trace, feed, &server, &prompts)?;
     warmup::run(&cfg, &trace, &mut server, &pipeline, &mut startup)?;
-    let dispatched = dispatch::run(&cfg, &trace, &server, &pipeline, t_start, &mut startup)?;
+    let dispatched = dispatch::run(&cfg, &server, &pipeline, t_start, &mut startup)?;
     let drained = drain::run(&cfg, &mut server, pipeline, dispatched)?;
     finish::run(&cfg, &trace, &server, &prompts, drained, startup)
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 use tokio_util::sync::CancellationToken;
 
-use super::build::{make_build_fn, ChatRows};
+use super::build::make_build_fn;
 use super::control::{watch_signals, Control};
 use super::load::Loaded;
 use super::note;
@@ -20,7 +20,7 @@ use crate::observe::{ScrapeConfig, Scraper};
 use crate::record::{Annotate, Finished, Record, RecordWriter, ServerAtSend};
 use crate::report::{Accumulator, Progress};
 use crate::schedule::sessions::{SessionGate, Timing};
-use crate::schedule::{ProducerConfig, ProducerStats, Producers};
+use crate::schedule::{Feed, ProducerConfig, ProducerStats, Producers};
 use crate::trace::Sessions;
 use crate::{Error, Result};
 
@@ -43,16 +43,19 @@ pub(super) struct Pipeline {
 pub(super) fn run(
     cfg: &ReplayConfig,
     trace: &Loaded,
+    feed: Feed,
     server: &Server,
     prompts: &Prompts,
 ) -> Result<Pipeline> {
     let ncores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
-    let sessions = Arc::new(trace.trace.sessions.clone());
-    let producers = start_producers(cfg, trace, server, prompts, &sessions, ncores)?;
+    let sessions = trace.sessions.clone();
+    // A streamed trace's length is known when it ends.
+    let progress = Arc::new(Progress::new(trace.planned.unwrap_or(0) as u64, !cfg.quiet));
+    let feed = total_at_end(feed, progress.clone());
+    let producers = start_producers(cfg, feed, server, prompts, ncores)?;
     let gate = (cfg.sessions.timing == Timing::Closed && sessions.any())
-        .then(|| Arc::new(SessionGate::new(&sessions, trace.requests.len())));
+        .then(|| Arc::new(SessionGate::new(&sessions, sessions.turns.len())));
     let scraper = start_scraper(cfg, server)?;
-    let progress = Arc::new(Progress::new(trace.requests.len() as u64, !cfg.quiet));
     let (writer, tx) = start_writer(cfg, scraper.as_ref(), progress.clone())?;
     let control = Arc::new(Control {
         stop: Default::default(),
@@ -75,15 +78,39 @@ pub(super) fn run(
     })
 }
 
+/// The feed, telling the progress line its total when it ends.
+fn total_at_end(feed: Feed, progress: Arc<Progress>) -> Feed {
+    struct TotalAtEnd {
+        feed: Feed,
+        n: u64,
+        progress: Arc<Progress>,
+    }
+    impl Iterator for TotalAtEnd {
+        type Item = crate::Result<crate::trace::Planned>;
+        fn next(&mut self) -> Option<Self::Item> {
+            let item = self.feed.next();
+            match item {
+                Some(_) => self.n += 1,
+                None => self.progress.set_total(self.n),
+            }
+            item
+        }
+    }
+    Box::new(TotalAtEnd {
+        feed,
+        n: 0,
+        progress,
+    })
+}
+
 /// Producer threads below the sending threads. They keep off the dispatcher's (last) core
 /// while there are enough other cores; with more producers than that they spread over all
 /// cores instead of sharing one.
 fn start_producers(
     cfg: &ReplayConfig,
-    trace: &Loaded,
+    feed: Feed,
     server: &Server,
     prompts: &Prompts,
-    sessions: &Arc<Sessions>,
     ncores: usize,
 ) -> Result<Producers> {
     let cores: Vec<usize> = if ncores >= 2 && cfg.producers < ncores {
@@ -99,13 +126,10 @@ fn start_producers(
         prompts.params.clone(),
         prompts.shortening(),
         cfg.token_ids,
-        ChatRows {
-            chats: Arc::new(trace.trace.chats.clone()),
-            sessions: cfg.sessions.session_user.then(|| sessions.clone()),
-        },
+        cfg.sessions.session_user,
     );
     let producers = Producers::spawn(
-        trace.requests.clone(),
+        feed,
         &ProducerConfig {
             threads: cfg.producers,
             capacity: cfg.channel_capacity,

@@ -123,7 +123,7 @@ pub(super) fn run(
     let builder = Arc::new(PromptBuilder::new(
         Arc::new(vocab),
         cfg.seed,
-        trace.trace.block_size,
+        trace.block_size,
     ));
     let t = Instant::now();
     let source = match (&cfg.tokenizer, &server_tok) {
@@ -140,16 +140,9 @@ pub(super) fn run(
         Truth::Local => format!("loaded in {load_ms:.0} ms, "),
         _ => String::new(),
     };
-    let verification = encoder.map(|enc| {
-        startup_check(
-            &builder,
-            enc,
-            &trace.requests,
-            &source,
-            &loaded,
-            startup.vocab_ms,
-        )
-    });
+    let head: Vec<&TraceRequest> = trace.head.iter().map(|p| &p.req).collect();
+    let verification =
+        encoder.map(|enc| startup_check(&builder, enc, &head, &source, &loaded, startup.vocab_ms));
     startup.prompt_check_ms = ms_since(t);
 
     let t = Instant::now();
@@ -220,19 +213,20 @@ fn vocabulary(
     })
 }
 
-/// Re-tokenize the head of a few prompts (a prompt's first n tokens are the prompt of length
-/// n, so this checks real blocks while keeping start-up short; `verify-prompts` checks all).
+/// Re-tokenize the head of a few prompts among the first requests (a prompt's first n tokens
+/// are the prompt of length n, so this checks real blocks while keeping start-up short;
+/// `verify-prompts` checks all).
 fn startup_check(
     builder: &PromptBuilder,
     enc: &dyn prompt::Encoder,
-    requests: &[TraceRequest],
+    requests: &[&TraceRequest],
     source: &str,
     loaded: &str,
     vocab_ms: f64,
 ) -> VerifyReport {
     let n = STARTUP_CHECK_PROMPTS.min(requests.len());
     let heads: Vec<TraceRequest> = (0..n)
-        .map(|k| &requests[k * requests.len() / n])
+        .map(|k| requests[k * requests.len() / n])
         .map(|r| TraceRequest {
             input_length: r.input_length.min(STARTUP_CHECK_TOKENS),
             ..r.clone()
@@ -268,15 +262,34 @@ fn save_prompts(
             if cfg.token_ids { " with --token-ids" } else { "" }
         )));
     }
+    let Some(whole) = &trace.whole else {
+        return Err(Error::internal("--save-prompts without the whole trace"));
+    };
+    // This run's requests (this shard's share, outputs capped), as the producers build them.
+    let mine: Vec<TraceRequest> = whole
+        .requests
+        .iter()
+        .filter(|r| {
+            cfg.shard.is_none_or(|s| {
+                crate::trace::shard::owner(whole.sessions.key(r.index), r.index, s.count) == s.index
+            })
+        })
+        .map(|r| TraceRequest {
+            output_length: cfg
+                .max_output_tokens
+                .map_or(r.output_length, |c| r.output_length.min(c)),
+            ..r.clone()
+        })
+        .collect();
     let t = Instant::now();
     let n = save::save_prompts(
         path,
-        &trace.requests,
+        &mine,
         &prompts.builder,
         prompts.shortening(),
         ep.kind == ApiKind::Chat,
-        &trace.trace.chats,
-        &trace.trace.sessions,
+        &whole.chats,
+        &whole.sessions,
     )?;
     note(format!(
         "saved the prompts of {n} requests to {} in {:.0} ms (a messages trace: replay it with --dataset-path)",

@@ -4,9 +4,8 @@
 
 use std::time::Instant;
 
-use super::load::Loaded;
 use super::{ms_since, note};
-use crate::backend::{self, ApiKind, Endpoint};
+use crate::backend::{self, Endpoint};
 use crate::config::{ReplayConfig, Target};
 use crate::report::StartupTimes;
 use crate::schedule::{Realtime, RealtimeMode};
@@ -23,11 +22,7 @@ pub(super) struct Server {
     pub(super) realtime: Realtime,
 }
 
-pub(super) fn run(
-    cfg: &ReplayConfig,
-    trace: &Loaded,
-    startup: &mut StartupTimes,
-) -> Result<Server> {
+pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Server> {
     let t = Instant::now();
     // The I/O threads write requests when their time comes: real-time scheduling when the
     // mode allows it (see schedule::priority). `on` fails here, before anything is sent.
@@ -58,18 +53,6 @@ pub(super) fn run(
             (Some(sim), ep)
         }
     };
-    let has_messages = trace
-        .trace
-        .chats
-        .iter()
-        .flatten()
-        .any(|c| c.text_input.is_none());
-    if has_messages && ep.kind != ApiKind::Chat {
-        return Err(Error::config(format!(
-            "a messages trace is sent as chat requests: it needs a chat endpoint (…/v1/chat/completions), not {}",
-            ep.display_url()
-        )));
-    }
     let client_options = backend::ClientOptions {
         insecure: cfg.insecure,
         tls_roots: ep.url.scheme() == "https",

@@ -14,13 +14,12 @@ use crate::record::{Finished, Record, Status, TokenSource};
 use crate::report;
 use crate::schedule::sessions::{sleep_until_precise, Done, SessionGate};
 use crate::schedule::{Prepared, Realtime, StopReason};
-use crate::trace::{Sessions, TraceRequest};
+use crate::trace::{Planned, Sessions};
 
 /// Context shared by all request tasks.
 pub(super) struct TaskCtx {
     pub(super) client: backend::HttpClient,
     pub(super) ep: Endpoint,
-    pub(super) requests: Arc<Vec<TraceRequest>>,
     pub(super) control: Arc<Control>,
     pub(super) cfg: ReplayConfig,
     pub(super) start: Instant,
@@ -78,14 +77,30 @@ pub(super) async fn closed_turn(
     };
     let done = match done {
         Ok(d) => d,
-        Err(why) => return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx),
+        Err(why) => {
+            return unsent(
+                &ctx,
+                &prepared.planned,
+                trace_time,
+                Status::Cancelled,
+                why,
+                &tx,
+            )
+        }
     };
     if let Some(d) = done {
         if !d.ok && ctx.cfg.sessions.skip_after_failed_parent {
             let why = format!(
                 "skipped: parent request {parent} did not succeed (--skip-after-failed-parent)"
             );
-            return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx);
+            return unsent(
+                &ctx,
+                &prepared.planned,
+                trace_time,
+                Status::Cancelled,
+                why,
+                &tx,
+            );
         }
     }
     let think = ctx
@@ -99,12 +114,19 @@ pub(super) async fn closed_turn(
     };
     if limit.is_some_and(|l| release >= l) {
         let why = cut("--time-in-secs reached");
-        return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx);
+        return unsent(
+            &ctx,
+            &prepared.planned,
+            trace_time,
+            Status::Cancelled,
+            why,
+            &tx,
+        );
     }
     tokio::select! {
         biased;
         _ = ctx.control.stopping.cancelled() => {
-            return unsent(&ctx, index, trace_time, Status::Cancelled, cut("the run stopped"), &tx);
+            return unsent(&ctx, &prepared.planned, trace_time, Status::Cancelled, cut("the run stopped"), &tx);
         }
         _ = sleep_until_precise(release) => {}
     }
@@ -112,27 +134,9 @@ pub(super) async fn closed_turn(
     run_one(ctx, prepared, release, Some(wait_ms), tx).await
 }
 
-/// The request with trace index `index`. Requests are in index order; without `--shard` the
-/// index is the position, with it a binary search finds the position.
-pub(super) fn request_at(ctx: &TaskCtx, index: usize) -> &TraceRequest {
-    let rs = &ctx.requests;
-    match rs.get(index) {
-        Some(r) if r.index == index => r,
-        _ => {
-            let pos = rs
-                .binary_search_by_key(&index, |r| r.index)
-                .expect("a dispatched request is in this run's request list");
-            &rs[pos]
-        }
-    }
-}
-
-/// The session fields of request `index`'s record.
-pub(super) fn session_fields(
-    ctx: &TaskCtx,
-    index: usize,
-) -> (Option<u32>, Option<String>, Option<usize>) {
-    match ctx.sessions.get(index) {
+/// The session fields of a request's record.
+pub(super) fn session_fields(p: &Planned) -> (Option<u32>, Option<String>, Option<usize>) {
+    match &p.turn {
         Some(t) => (Some(t.turn), Some(t.id.to_string()), t.parent_index),
         None => (None, None, None),
     }
@@ -142,15 +146,16 @@ pub(super) fn session_fields(
 /// skipped); its children are released as after a failure.
 pub(super) fn unsent(
     ctx: &TaskCtx,
-    index: usize,
+    planned: &Planned,
     scheduled: Instant,
     status: Status,
     why: String,
     tx: &crossbeam_channel::Sender<Finished>,
 ) {
-    let req = request_at(ctx, index);
+    let req = &planned.req;
+    let index = req.index;
     let session = req.session.as_ref();
-    let (turn, session_id, parent_index) = session_fields(ctx, index);
+    let (turn, session_id, parent_index) = session_fields(planned);
     let record = Record {
         index: req.index,
         line: req.line,
@@ -206,13 +211,14 @@ pub(super) async fn run_one(
     session_wait_ms: Option<f64>,
     tx: crossbeam_channel::Sender<Finished>,
 ) {
-    let req = request_at(&ctx, prepared.index);
+    let Prepared { body, planned, .. } = prepared;
+    let req = &planned.req;
     // `--session-header`: the session id, only when asked for (no allocation otherwise).
     let session_key = ctx
         .ep
         .session_header
         .as_ref()
-        .and_then(|_| ctx.sessions.get(req.index))
+        .and(planned.turn.as_ref())
         .map(|t| t.id.to_string());
     let sent = Instant::now();
     ctx.realtime.task_started();
@@ -229,7 +235,7 @@ pub(super) async fn run_one(
         let exec = backend::execute(
             &ctx.client,
             &ctx.ep,
-            prepared.body,
+            body,
             Some(timeout),
             &ctx.control.cancel,
             ctx.cfg.allow_missing_usage,
@@ -280,7 +286,7 @@ pub(super) async fn run_one(
     ctx.first_sent_us
         .fetch_min((sent_ms.max(0.0) * 1e3) as u64, Ordering::Relaxed);
     let session = req.session.as_ref();
-    let (turn, session_id, parent_index) = session_fields(&ctx, req.index);
+    let (turn, session_id, parent_index) = session_fields(&planned);
     let record = Record {
         index: req.index,
         line: req.line,

@@ -37,7 +37,12 @@ pub(super) fn run(
     }
     prefill(cfg, trace, pipeline, startup);
     startup.warmup_ms = ms_since(t);
-    Ok(())
+    // A bad row the feeder met already (within the first rows of a streamed trace): stop
+    // before anything is sent.
+    match pipeline.producers.take_feed_error() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Open the connections the first second of the schedule will need. A server that announces
@@ -50,9 +55,9 @@ fn connect(
     startup: &mut StartupTimes,
 ) -> Result<()> {
     let first_second = trace
-        .requests
+        .head
         .iter()
-        .take_while(|r| r.timestamp_ms / cfg.scale_factor < 1000.0)
+        .take_while(|p| p.req.timestamp_ms / cfg.scale_factor < 1000.0)
         .count();
     let n = first_second.clamp(1, WARMUP_CONNECTIONS);
     let (mut answered, announced) =
@@ -88,13 +93,13 @@ fn connect(
 fn prefill(cfg: &ReplayConfig, trace: &Loaded, pipeline: &Pipeline, startup: &mut StartupTimes) {
     let producers = &pipeline.producers;
     let early = trace
-        .requests
+        .head
         .iter()
-        .take_while(|r| r.timestamp_ms / cfg.scale_factor < WARMUP_SCHEDULE_MS)
+        .take_while(|p| p.req.timestamp_ms / cfg.scale_factor < WARMUP_SCHEDULE_MS)
         .count();
     let want = early
         .clamp(1, cfg.channel_capacity.min(WARMUP_MAX_BODIES))
-        .min(trace.requests.len());
+        .min(trace.head.len());
     let t = Instant::now();
     let until = t + WARMUP_MAX;
     while !producers.built_first(want) && Instant::now() < until {

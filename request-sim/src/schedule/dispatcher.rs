@@ -7,7 +7,6 @@ use super::clock::Waiter;
 use super::priority::IoBoost;
 use super::producer::{Prepared, Producers};
 use super::stop::{Stop, StopReason};
-use crate::trace::TraceRequest;
 
 /// Timing settings.
 #[derive(Debug, Clone)]
@@ -35,6 +34,12 @@ pub struct DispatchResult {
     pub stats: DispatchStats,
     /// When the last request was handed over.
     pub last_send: Option<Instant>,
+    /// Trace-ideal prefix-cache hit tokens and prompt tokens of the requests dispatched
+    /// (hits `None` when some request's were not tracked).
+    pub ideal_hits: Option<u64>,
+    pub input_tokens: u64,
+    /// Some request dispatched has hash ids (else there is no ideal ratio to speak of).
+    pub any_hash_ids: bool,
 }
 
 /// The dispatcher's own lateness: the time it handed each request to the runtime minus the
@@ -54,13 +59,13 @@ pub struct DispatchStats {
     pub spin_s: f64,
 }
 
-/// Dispatch `requests` in order; `send(prepared, scheduled)` hands one to the runtime.
+/// Dispatch the producers' requests in order until they end; `send(prepared, scheduled)` hands
+/// one to the runtime.
 ///
 /// With `boost`, the I/O threads are raised to real-time priority [`IoBoost::LEAD`] before each
 /// send time and lowered once the requests handed over have started, unless the next send comes
 /// first (see [`super::priority`]).
 pub fn dispatch(
-    requests: &[TraceRequest],
     producers: &Producers,
     start: Instant,
     plan: &DispatchPlan,
@@ -68,93 +73,92 @@ pub fn dispatch(
     mut boost: Option<IoBoost>,
     mut send: impl FnMut(Prepared, Instant),
 ) -> DispatchResult {
-    let mut stats = DispatchStats::default();
     let mut last_send = None;
     let mut waiter = Waiter::new(plan.spin);
-    let result = |dispatched, reason, mut stats: DispatchStats, last_send, w: &Waiter| {
-        stats.spin_s = w.spun().as_secs_f64();
-        DispatchResult {
-            dispatched,
-            reason,
-            stats,
-            last_send,
-        }
+    let mut r = DispatchResult {
+        dispatched: 0,
+        reason: StopReason::Completed,
+        stats: DispatchStats::default(),
+        last_send: None,
+        ideal_hits: Some(0),
+        input_tokens: 0,
+        any_hash_ids: false,
     };
-    for (i, req) in requests.iter().enumerate() {
-        let offset = plan.offset(req.timestamp_ms);
+    let end = |mut r: DispatchResult, reason, last_send, w: &Waiter| {
+        r.stats.spin_s = w.spun().as_secs_f64();
+        r.reason = reason;
+        r.last_send = last_send;
+        r
+    };
+    // The next request, when it was taken early (to know when the one after a send is due).
+    let mut next: Option<Prepared> = None;
+    for i in 0.. {
+        // Take the body first (it is normally ready long before its time).
+        let prepared = match next.take().or_else(|| producers.try_take(i)) {
+            Some(p) => p,
+            None => match producers.take(i) {
+                Some(p) => {
+                    r.stats.not_ready += 1;
+                    p
+                }
+                None => return end(r, producers.ending_at(i), last_send, &waiter),
+            },
+        };
+        let offset = plan.offset(prepared.planned.req.timestamp_ms);
         if let Some(limit) = plan.time_limit {
             if offset >= limit {
                 // Wait out the time limit so in-flight requests get the full window.
                 let _ = waiter.wait_until(start + limit, stop.flag());
-                return result(i, StopReason::TimeLimit, stats, last_send, &waiter);
+                return end(r, StopReason::TimeLimit, last_send, &waiter);
             }
         }
         let scheduled = start + offset;
-        // Take the body first (it is normally ready long before its time).
-        let prepared = match producers.try_take(i) {
-            Some(p) => p,
-            None => {
-                stats.not_ready += 1;
-                match producers.take(i) {
-                    Some(p) => p,
-                    None => {
-                        return result(i, StopReason::ProducerFailed, stats, last_send, &waiter)
-                    }
-                }
-            }
-        };
+        let stopped =
+            |w: &Waiter, r, last| end(r, stop.reason().unwrap_or(StopReason::Interrupted), last, w);
         if let Some(b) = boost.as_mut() {
             if !b.is_raised() {
                 let lead = scheduled.checked_sub(IoBoost::LEAD).unwrap_or(scheduled);
                 if !waiter.sleep_until(lead, stop.flag()) {
-                    return result(
-                        i,
-                        stop.reason().unwrap_or(StopReason::Interrupted),
-                        stats,
-                        last_send,
-                        &waiter,
-                    );
+                    return stopped(&waiter, r, last_send);
                 }
                 b.raise();
             }
         }
         if !waiter.wait_until(scheduled, stop.flag()) {
-            return result(
-                i,
-                stop.reason().unwrap_or(StopReason::Interrupted),
-                stats,
-                last_send,
-                &waiter,
-            );
+            return stopped(&waiter, r, last_send);
         }
         let now = Instant::now();
         let late = now.saturating_duration_since(scheduled);
         if late > Duration::from_millis(1) {
-            stats.late_over_1ms += 1;
+            r.stats.late_over_1ms += 1;
             if late > Duration::from_millis(5) {
-                stats.late_over_5ms += 1;
+                r.stats.late_over_5ms += 1;
             }
         }
-        stats.max_late_ms = stats.max_late_ms.max(late.as_secs_f64() * 1e3);
+        r.stats.max_late_ms = r.stats.max_late_ms.max(late.as_secs_f64() * 1e3);
+        let req = &prepared.planned.req;
+        r.input_tokens += u64::from(req.input_length);
+        r.any_hash_ids |= !req.hash_ids.is_empty();
+        r.ideal_hits = r
+            .ideal_hits
+            .zip(prepared.planned.ideal_hit)
+            .map(|(a, b)| a + u64::from(b));
         send(prepared, scheduled);
+        r.dispatched = i + 1;
         last_send = Some(now);
         if let Some(b) = boost.as_mut() {
             // Lower the I/O threads once the requests handed over have started (and been
-            // written), if that happens before the next send needs them raised again.
-            let until = match requests.get(i + 1) {
-                Some(r) => (start + plan.offset(r.timestamp_ms))
+            // written), if that happens before the next send needs them raised again. The
+            // next request not built yet: leave them raised.
+            next = producers.try_take(i + 1);
+            let until = match &next {
+                Some(p) => (start + plan.offset(p.planned.req.timestamp_ms))
                     .checked_sub(IoBoost::LEAD)
                     .unwrap_or(start),
-                None => Instant::now() + IoBoost::SETTLE_MAX,
+                None => Instant::now(),
             };
             b.settle(i + 1, until, stop.flag());
         }
     }
-    result(
-        requests.len(),
-        StopReason::Completed,
-        stats,
-        last_send,
-        &waiter,
-    )
+    unreachable!("the loop ends by returning")
 }

@@ -1,8 +1,10 @@
-//! Scheduling: producer threads build bodies ahead of time ([`producer`]), the dispatcher
-//! releases them at trace time ([`dispatcher`]) using a spin-then-sleep clock ([`clock`]).
+//! Scheduling: the feeder streams the planned requests to producer threads ([`feed`]), which
+//! build bodies ahead of time ([`producer`]); the dispatcher releases them at trace time
+//! ([`dispatcher`]) using a spin-then-sleep clock ([`clock`]).
 
 pub mod clock;
 pub mod dispatcher;
+pub mod feed;
 // Thread priorities need libc calls that no safe crate wraps per thread.
 #[allow(unsafe_code)]
 pub mod priority;
@@ -14,8 +16,9 @@ pub mod start;
 pub mod stop;
 
 pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, DispatchStats};
+pub use feed::{Feed, FeedEnd};
 pub use priority::{Realtime, RealtimeMode, RealtimeReport, SchedPolicy};
-pub use producer::{BuildFn, Prepared, ProducerConfig, ProducerStats, Producers, Scratch};
+pub use producer::{BuildFn, Built, Prepared, ProducerConfig, ProducerStats, Producers, Scratch};
 pub use sessions::{SessionGate, SessionOptions, ThinkTime, Timing};
 pub use start::{StartAt, StartAtReport};
 pub use stop::{Stop, StopReason};

@@ -1,11 +1,13 @@
 //! Producer threads: build request bodies ahead of schedule, in trace order.
 //!
-//! `n` producers run on a rayon thread pool whose threads are pinned to cores (core_affinity).
-//! Producer `p` builds requests `p, p + n, p + 2n, …` into its own bounded crossbeam channel of
-//! `capacity / n` slots; the dispatcher reads the channels round-robin, so requests come out in
-//! trace order with no reordering buffer and no lock shared between producers. A full channel
-//! blocks its producer (bounded memory); an empty one makes the dispatcher wait, which shows as
-//! send drift.
+//! The feeder thread ([`super::feed`]) deals the planned requests round-robin into one small
+//! bounded input queue per producer; `n` producers run on a rayon thread pool whose threads are
+//! pinned to cores (core_affinity). Producer `p` builds positions `p, p + n, p + 2n, …` into
+//! its own bounded crossbeam channel of `capacity / n` slots; the dispatcher reads the channels
+//! round-robin, so requests come out in trace order with no reordering buffer and no lock
+//! shared between producers. A full channel blocks its producer (bounded memory); an empty one
+//! makes the dispatcher wait, which shows as send drift. Nothing indexes the trace: it streams
+//! through.
 //!
 //! Lookahead is bounded three ways: by count (the channels' capacity), by bytes (the bodies
 //! built and not yet taken stay under `budget_bytes`), and by time (a request is built only once
@@ -20,19 +22,35 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use crossbeam_channel::{bounded, Receiver};
 
-use crate::trace::TraceRequest;
+use super::feed::{Feed, FeedEnd, Feeder};
+use super::stop::StopReason;
+use crate::trace::Planned;
 
-/// A request ready to send: the index into the trace's request list and its complete body.
+/// Planned requests waiting in each producer's input queue at most.
+const INPUT_SLOTS: usize = 64;
+
+/// A request ready to send: its complete body, and the request it was built from.
 #[derive(Debug)]
 pub struct Prepared {
+    /// The trace index (the record's `index`).
     pub index: usize,
+    pub body: Bytes,
+    /// Prompt tokens the body was built to have, as the server should count them.
+    pub intended_prompt_tokens: u32,
+    /// The planned request, for its record.
+    pub planned: Planned,
+}
+
+/// A body built for one planned request.
+#[derive(Debug)]
+pub struct Built {
     pub body: Bytes,
     /// Prompt tokens the body was built to have, as the server should count them.
     pub intended_prompt_tokens: u32,
 }
 
 /// Builds one body; called from producer threads. Gets a per-thread scratch buffer.
-pub type BuildFn = dyn Fn(&TraceRequest, &mut Scratch) -> Prepared + Send + Sync;
+pub type BuildFn = dyn Fn(&Planned, &mut Scratch) -> Built + Send + Sync;
 
 /// Reusable per-producer buffers.
 #[derive(Default)]
@@ -53,6 +71,7 @@ pub struct Producers {
     /// Producer threads whose nice level could not be set (none, normally).
     nice_failed: Arc<AtomicUsize>,
     pinned_cores: usize,
+    feeder: Option<Feeder>,
     _pool: rayon::ThreadPool,
 }
 
@@ -169,11 +188,8 @@ pub struct ProducerConfig {
 }
 
 impl Producers {
-    pub fn spawn(
-        requests: Arc<Vec<TraceRequest>>,
-        cfg: &ProducerConfig,
-        build: Arc<BuildFn>,
-    ) -> Result<Self, String> {
+    /// Start the feeder and `cfg.threads` producers building the requests of `feed`.
+    pub fn spawn(feed: Feed, cfg: &ProducerConfig, build: Arc<BuildFn>) -> Result<Self, String> {
         let n = cfg.threads.max(1);
         let per = (cfg.capacity / n).max(1);
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
@@ -210,46 +226,53 @@ impl Producers {
             cfg.scale_factor,
         );
         let mut receivers = Vec::with_capacity(n);
+        let mut inputs = Vec::with_capacity(n);
         let mut all_counters = Vec::with_capacity(n);
-        for p in 0..n {
+        for _ in 0..n {
             let (tx, rx) = bounded::<Prepared>(per);
+            let (in_tx, in_rx) = bounded::<(usize, Planned)>(INPUT_SLOTS);
             receivers.push(rx);
+            inputs.push(in_tx);
             let counters = Arc::new(Counters::default());
             all_counters.push(counters.clone());
-            let requests = requests.clone();
             let build = build.clone();
             let stop = stop.clone();
             let gate = gate.clone();
             pool.spawn(move || {
                 let mut scratch = Scratch::default();
-                let mut i = p;
                 let (mut bodies, mut tokens, mut bytes, mut ns) = (0u64, 0u64, 0u64, 0u64);
-                while i < requests.len() && !stop.load(Ordering::Relaxed) {
-                    let due_ms = requests[i].timestamp_ms / scale;
+                for (i, planned) in in_rx.iter() {
+                    let due_ms = planned.req.timestamp_ms / scale;
                     if !wait_turn(&gate, &stop, i, n, due_ms, horizon_ms, budget) {
                         break;
                     }
                     let t = Instant::now();
-                    let prepared = build(&requests[i], &mut scratch);
+                    let built = build(&planned, &mut scratch);
                     ns += t.elapsed().as_nanos() as u64;
                     bodies += 1;
-                    tokens += u64::from(prepared.intended_prompt_tokens);
-                    bytes += prepared.body.len() as u64;
+                    tokens += u64::from(built.intended_prompt_tokens);
+                    bytes += built.body.len() as u64;
                     // Only this thread writes its counters: plain stores, no contention.
                     counters.bodies.store(bodies, Ordering::Relaxed);
                     counters.prompt_tokens.store(tokens, Ordering::Relaxed);
                     counters.body_bytes.store(bytes, Ordering::Relaxed);
                     counters.build_ns.store(ns, Ordering::Relaxed);
-                    let len = prepared.body.len() as u64;
+                    let len = built.body.len() as u64;
                     let now = gate.buffered_bytes.fetch_add(len, Ordering::Relaxed) + len;
                     gate.peak_bytes.fetch_max(now, Ordering::Relaxed);
+                    let prepared = Prepared {
+                        index: planned.req.index,
+                        body: built.body,
+                        intended_prompt_tokens: built.intended_prompt_tokens,
+                        planned,
+                    };
                     if tx.send(prepared).is_err() {
                         break; // dispatcher gone
                     }
-                    i += n;
                 }
             });
         }
+        let feeder = Feeder::spawn(feed, inputs, stop.clone(), nice)?;
         Ok(Producers {
             receivers,
             counters: all_counters,
@@ -259,6 +282,7 @@ impl Producers {
             nice,
             nice_failed,
             pinned_cores,
+            feeder: Some(feeder),
             _pool: pool,
         })
     }
@@ -321,45 +345,81 @@ impl Producers {
         self.gate.next.store(index + 1, Ordering::Relaxed);
     }
 
-    /// The prepared request `index` (requests must be taken in order 0, 1, 2, …).
-    /// Blocks until it is built; `None` if its producer died.
-    pub fn take(&self, index: usize) -> Option<Prepared> {
-        let rx = &self.receivers[index % self.receivers.len()];
-        // `index` is the position in the replay list; `p.index` the trace index, which differs
-        // under `--shard`.
+    /// The prepared request at `position` (taken in order 0, 1, 2, …). Blocks until it is
+    /// built; `None` when the requests end there (see [`Producers::ending_at`]).
+    pub fn take(&self, position: usize) -> Option<Prepared> {
+        let rx = &self.receivers[position % self.receivers.len()];
         let p = rx.recv().ok()?;
-        self.taken(index, &p);
+        self.taken(position, &p);
         Some(p)
     }
 
     /// Non-blocking variant of [`Producers::take`].
-    pub fn try_take(&self, index: usize) -> Option<Prepared> {
-        let p = self.receivers[index % self.receivers.len()]
+    pub fn try_take(&self, position: usize) -> Option<Prepared> {
+        let p = self.receivers[position % self.receivers.len()]
             .try_recv()
             .ok()?;
-        self.taken(index, &p);
+        self.taken(position, &p);
         Some(p)
+    }
+
+    /// Why [`Producers::take`] found no request at `position`: the feed ended there
+    /// (`Completed`), a bad trace row ended it there (`TraceError`), or a producer died.
+    pub fn ending_at(&self, position: usize) -> StopReason {
+        self.feeder
+            .as_ref()
+            .map_or(StopReason::ProducerFailed, |f| f.ending_at(position))
+    }
+
+    /// The trace error that ended the feed, if it has ended with one (taken once).
+    pub fn take_feed_error(&self) -> Option<crate::Error> {
+        self.feeder.as_ref().and_then(Feeder::take_error)
     }
 
     /// Prepared requests waiting in the channels.
     pub fn buffered(&self) -> usize {
         self.receivers.iter().map(|r| r.len()).sum()
     }
-}
 
-impl Drop for Producers {
-    fn drop(&mut self) {
+    /// Stop building: producers and the feeder stop (the feeder then counts the rest of the
+    /// slice, see [`Producers::finish`]).
+    pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
         // Drain so producers blocked on a full channel wake up and see `stop`.
         for rx in &self.receivers {
             while rx.try_recv().is_ok() {}
         }
     }
+
+    /// Stop, and wait for the feeder: how the feed ended.
+    pub fn finish(mut self) -> FeedEnd {
+        self.stop();
+        self.feeder.take().map(Feeder::join).unwrap_or_default()
+    }
+}
+
+impl Drop for Producers {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::TraceRequest;
+
+    /// The requests as a feed of planned requests.
+    fn feed(reqs: Vec<TraceRequest>) -> Feed {
+        Box::new(reqs.into_iter().map(|req| {
+            Ok(Planned {
+                req,
+                turn: None,
+                chat: None,
+                ideal_hit: None,
+            })
+        }))
+    }
 
     fn req(i: usize) -> TraceRequest {
         TraceRequest {
@@ -375,14 +435,13 @@ mod tests {
 
     #[test]
     fn in_order_with_many_producers_and_small_channels() {
-        let reqs = Arc::new((0..1000).map(req).collect::<Vec<_>>());
-        let build: Arc<BuildFn> = Arc::new(|r: &TraceRequest, s: &mut Scratch| {
+        let reqs = (0..1000).map(req).collect::<Vec<_>>();
+        let build: Arc<BuildFn> = Arc::new(|p: &Planned, s: &mut Scratch| {
             s.body.clear();
-            s.body.extend_from_slice(r.index.to_string().as_bytes());
-            Prepared {
-                index: r.index,
+            s.body.extend_from_slice(p.req.index.to_string().as_bytes());
+            Built {
                 body: Bytes::copy_from_slice(&s.body),
-                intended_prompt_tokens: r.input_length,
+                intended_prompt_tokens: p.req.input_length,
             }
         });
         for threads in [1, 3, 4] {
@@ -396,20 +455,25 @@ mod tests {
                 scale_factor: 1.0,
                 nice: 0,
             };
-            let p = Producers::spawn(reqs.clone(), &cfg, build.clone()).unwrap();
+            let p = Producers::spawn(feed(reqs.clone()), &cfg, build.clone()).unwrap();
             for i in 0..1000 {
                 let got = p.take(i).unwrap();
                 assert_eq!(got.index, i);
+                assert_eq!(got.planned.req.input_length, i as u32);
                 assert_eq!(&got.body[..], i.to_string().as_bytes());
             }
+            // The feed's end is the end of the requests, and every one was dealt.
+            assert!(p.take(1000).is_none());
+            assert_eq!(p.ending_at(1000), StopReason::Completed);
+            let end = p.finish();
+            assert_eq!((end.dealt, end.planned()), (1000, Some(1000)));
         }
     }
 
     #[test]
     fn dropping_stops_blocked_producers() {
-        let reqs = Arc::new((0..100_000).map(req).collect::<Vec<_>>());
-        let build: Arc<BuildFn> = Arc::new(|r: &TraceRequest, _s: &mut Scratch| Prepared {
-            index: r.index,
+        let reqs = (0..100_000).map(req).collect::<Vec<_>>();
+        let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
             body: Bytes::new(),
             intended_prompt_tokens: 0,
         });
@@ -423,25 +487,60 @@ mod tests {
             scale_factor: 1.0,
             nice: 0,
         };
-        let p = Producers::spawn(reqs, &cfg, build).unwrap();
+        let p = Producers::spawn(feed(reqs), &cfg, build).unwrap();
         assert_eq!(p.take(0).unwrap().index, 0);
-        drop(p); // must not hang
+        // Stopping: the rest of the feed is counted, not built.
+        let end = p.finish(); // must not hang
+        assert_eq!(end.planned(), Some(100_000));
+        assert!(end.dealt < 1000, "{end:?}");
+    }
+
+    #[test]
+    fn a_feed_error_ends_the_requests_where_it_happened() {
+        let mut items: Vec<crate::Result<Planned>> = feed((0..10).map(req).collect()).collect();
+        items.truncate(7);
+        items.push(Err(crate::Error::config("t.jsonl:9: bad row")));
+        let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
+            body: Bytes::new(),
+            intended_prompt_tokens: 0,
+        });
+        let cfg = ProducerConfig {
+            threads: 3,
+            capacity: 4,
+            pin: false,
+            cores: vec![],
+            budget_bytes: 1 << 20,
+            horizon: Duration::from_secs(3600),
+            scale_factor: 1.0,
+            nice: 0,
+        };
+        let p = Producers::spawn(Box::new(items.into_iter()), &cfg, build).unwrap();
+        for i in 0..7 {
+            assert_eq!(p.take(i).unwrap().index, i);
+        }
+        assert!(p.take(7).is_none());
+        assert_eq!(p.ending_at(7), StopReason::TraceError);
+        assert_eq!(p.ending_at(6), StopReason::ProducerFailed);
+        assert!(p
+            .take_feed_error()
+            .is_some_and(|e| e.to_string().contains("t.jsonl:9")));
+        let end = p.finish();
+        assert_eq!(end.planned(), Some(7));
     }
 
     /// Bodies of 1,000 bytes; requests `burst` at t = 0, then one every `gap_ms`.
-    fn bursty(n: usize, burst: usize, gap_ms: f64) -> (Arc<Vec<TraceRequest>>, Arc<BuildFn>) {
+    fn bursty(n: usize, burst: usize, gap_ms: f64) -> (Feed, Arc<BuildFn>) {
         let reqs = (0..n)
             .map(|i| TraceRequest {
                 timestamp_ms: i.saturating_sub(burst - 1) as f64 * gap_ms,
                 ..req(i)
             })
             .collect();
-        let build: Arc<BuildFn> = Arc::new(|r: &TraceRequest, _s: &mut Scratch| Prepared {
-            index: r.index,
+        let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
             body: Bytes::from(vec![b'x'; 1000]),
             intended_prompt_tokens: 0,
         });
-        (Arc::new(reqs), build)
+        (feed(reqs), build)
     }
 
     /// Wait (bounded) until `cond` holds.
@@ -518,9 +617,8 @@ mod tests {
     #[test]
     fn producers_run_below_the_dispatcher_and_io_threads() {
         // Each body records the nice level of the thread that built it.
-        let reqs = Arc::new((0..64).map(req).collect::<Vec<_>>());
-        let build: Arc<BuildFn> = Arc::new(|r: &TraceRequest, _s: &mut Scratch| Prepared {
-            index: r.index,
+        let reqs = feed((0..64).map(req).collect::<Vec<_>>());
+        let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
             body: Bytes::from(
                 crate::schedule::priority::nice_of(0).map_or("?".to_string(), |n| n.to_string()),
             ),

@@ -18,6 +18,8 @@ pub enum StopReason {
     EarlyStop,
     /// A producer thread died (a bug): the rest could not be built.
     ProducerFailed,
+    /// A streamed trace has a bad row (or a row beyond the reorder window) after the rows sent.
+    TraceError,
 }
 
 impl StopReason {
@@ -29,6 +31,7 @@ impl StopReason {
             StopReason::Interrupted => "interrupted",
             StopReason::EarlyStop => "early_stop",
             StopReason::ProducerFailed => "producer_failed",
+            StopReason::TraceError => "trace_error",
         }
     }
 }

@@ -4,26 +4,19 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Cursor, Read};
+use std::io::{BufRead, Read};
 use std::path::Path;
 use std::sync::Arc;
 
-use flate2::read::MultiGzDecoder;
-
-use super::detect::detect_format;
 use super::error::{RowError, TraceError};
-use super::lines::{is_gzip, peek_magic, read_line_capped, LineRead};
+use super::rows::{buffered, RowReader};
 use super::session::{SessionStats, SessionTurn, Sessions};
-use super::{azure, bailian, generic, messages, mooncake};
 use super::{ChatPayload, SessionInfo, Trace, TraceFormat, TraceRequest, TraceStats};
 
 pub use super::fields::MAX_LENGTH_TOKENS;
 
 /// Longest accepted line (64 MiB) unless [`LoadOptions::max_line_bytes`] says otherwise.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
-
-/// How many invalid-row messages [`TraceStats::invalid_examples`] keeps.
-const MAX_INVALID_EXAMPLES: usize = 5;
 
 /// How to load a trace. `Default` detects the format, uses its block size, stops at the first
 /// invalid row and keeps every request.
@@ -69,7 +62,7 @@ pub(crate) struct RawRow {
 /// standard input (named `<stdin>` in messages).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
     if path.as_os_str() == "-" {
-        return parse_reader("<stdin>", std::io::stdin().lock(), opts);
+        return parse_reader("<stdin>", std::io::stdin(), opts);
     }
     let name = path.display().to_string();
     if path.is_dir() {
@@ -87,34 +80,36 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
 
 /// Parses a trace from any reader; `name` is used in error messages (`name:line: ...`).
 /// Gzip input is detected by its magic bytes and decompressed.
-pub fn parse_reader<R: Read>(
+pub fn parse_reader<R: Read + Send>(
     name: &str,
-    mut reader: R,
+    reader: R,
     opts: &LoadOptions,
 ) -> Result<Trace, TraceError> {
     check_options(name, opts)?;
-    let magic = peek_magic(&mut reader).map_err(|error| TraceError::Read {
-        path: name.to_owned(),
-        line: 0,
-        gzip: false,
-        error,
-    })?;
-    let gzip = is_gzip(&magic);
-    let whole = Cursor::new(magic).chain(reader);
-    if gzip {
-        let input = BufReader::with_capacity(256 << 10, MultiGzDecoder::new(whole));
-        parse_buffered(name, input, true, opts)
-    } else {
-        parse_buffered(
-            name,
-            BufReader::with_capacity(256 << 10, whole),
-            false,
-            opts,
-        )
-    }
+    let (input, gzip) = buffered(name, reader)?;
+    load_rows(RowReader::new(name, input, gzip, opts), Vec::new(), opts)
 }
 
-fn check_options(name: &str, opts: &LoadOptions) -> Result<(), TraceError> {
+/// Reads every remaining row of `reader` after `first` (rows already read), then applies the
+/// trace-level rules.
+pub(crate) fn load_rows<B: BufRead>(
+    mut reader: RowReader<B>,
+    first: Vec<(usize, RawRow)>,
+    opts: &LoadOptions,
+) -> Result<Trace, TraceError> {
+    let mut rows: Vec<Row> = first.into_iter().map(Row::new).collect();
+    while let Some(r) = reader.next_row()? {
+        rows.push(Row::new(r));
+    }
+    if rows.is_empty() {
+        return Err(reader.no_rows_error());
+    }
+    // Rows exist, so a format was detected or forced.
+    let format = reader.format().unwrap_or(TraceFormat::Generic);
+    finish(reader.name(), format, rows, reader.stats().clone(), opts)
+}
+
+pub(crate) fn check_options(name: &str, opts: &LoadOptions) -> Result<(), TraceError> {
     let bad = |what: String| {
         Err(TraceError::Options {
             path: name.to_owned(),
@@ -163,6 +158,17 @@ struct Link {
     gap_ms: Option<f64>,
 }
 
+impl Row {
+    fn new((line, raw): (usize, RawRow)) -> Row {
+        Row {
+            line,
+            raw,
+            flags: Flags::default(),
+            link: None,
+        }
+    }
+}
+
 #[derive(Default, Clone, Copy)]
 struct Flags {
     /// Position in replay order before slicing.
@@ -171,174 +177,25 @@ struct Flags {
     surplus_hash_ids: bool,
     repeated_timestamp: bool,
     decreasing_timestamp: bool,
+    /// Earlier than some row before it in the file (not just the previous one).
+    reordered: bool,
 }
 
-/// State while reading lines.
-struct Reader<'a> {
-    name: &'a str,
-    opts: &'a LoadOptions,
-    format: Option<TraceFormat>,
-    azure: Option<azure::Header>,
-    rows: Vec<Row>,
-    stats: TraceStats,
-}
-
-impl Reader<'_> {
-    fn row_error(&self, line: usize, error: RowError) -> TraceError {
-        TraceError::Row {
-            path: self.name.to_owned(),
-            line,
-            error,
-        }
-    }
-
-    /// A malformed data row: fatal, or counted with `skip_invalid`.
-    fn invalid(&mut self, line: usize, error: RowError) -> Result<(), TraceError> {
-        let err = self.row_error(line, error);
-        if !self.opts.skip_invalid {
-            return Err(err);
-        }
-        self.stats.rows += 1;
-        self.stats.skipped_invalid += 1;
-        if self.stats.invalid_examples.len() < MAX_INVALID_EXAMPLES {
-            self.stats.invalid_examples.push(err.to_string());
-        }
-        Ok(())
-    }
-
-    /// Handles one non-blank line (or the error reading it).
-    fn line(&mut self, line: usize, text: Result<&str, RowError>) -> Result<(), TraceError> {
-        let text = match text {
-            Ok(t) => t,
-            Err(e) => return self.invalid(line, e),
-        };
-        let format = match self.format {
-            Some(f) => f,
-            None => match detect_format(text) {
-                Ok(f) => {
-                    self.format = Some(f);
-                    f
-                }
-                Err(e) => return self.invalid(line, e),
-            },
-        };
-        let parsed = match format {
-            TraceFormat::Mooncake => mooncake::parse_line(text),
-            TraceFormat::Bailian => bailian::parse_line(text),
-            TraceFormat::Generic => generic::parse_line(text),
-            TraceFormat::Messages => messages::parse_line(text),
-            TraceFormat::Azure => match &self.azure {
-                Some(h) => azure::parse_row(h, text),
-                None => {
-                    // The first data line of a CSV file is its header; a bad header is fatal
-                    // even with skip_invalid (no row could be read correctly).
-                    let h = azure::parse_header(text).map_err(|e| self.row_error(line, e))?;
-                    self.azure = Some(h);
-                    return Ok(());
-                }
-            },
-        };
-        match parsed {
-            Ok(raw) => {
-                self.stats.rows += 1;
-                self.rows.push(Row {
-                    line,
-                    raw,
-                    flags: Flags::default(),
-                    link: None,
-                });
-                Ok(())
-            }
-            Err(e) => self.invalid(line, e),
-        }
-    }
-}
-
-fn decode(buf: &[u8], first: bool) -> Result<&str, RowError> {
-    let text = std::str::from_utf8(buf).map_err(|e| RowError::NotUtf8 {
-        column: e.valid_up_to() + 1,
-    })?;
-    Ok(if first {
-        text.strip_prefix('\u{feff}').unwrap_or(text)
-    } else {
-        text
-    })
-}
-
-fn parse_buffered<B: BufRead>(
-    name: &str,
-    mut input: B,
-    gzip: bool,
-    opts: &LoadOptions,
-) -> Result<Trace, TraceError> {
-    let cap = opts.max_line_bytes.unwrap_or(DEFAULT_MAX_LINE_BYTES);
-    let mut reader = Reader {
-        name,
-        opts,
-        format: opts.format,
-        azure: None,
-        rows: Vec::new(),
-        stats: TraceStats::default(),
+/// Rule 1 of `docs/traces.md`: a row needs `ceil(input / block)` hash ids; surplus ids are
+/// dropped. Returns (input beyond the hashed blocks, surplus ids dropped).
+pub(crate) fn normalise_hash_ids(raw: &mut RawRow, block: usize) -> (bool, bool) {
+    let Some(ids) = &mut raw.hash_ids else {
+        return (false, false);
     };
-    let mut buf = Vec::with_capacity(8 << 10);
-    let mut line = 0usize;
-    let mut saw_data = false;
-    loop {
-        let kind =
-            read_line_capped(&mut input, &mut buf, cap).map_err(|error| TraceError::Read {
-                path: name.to_owned(),
-                line,
-                gzip,
-                error,
-            })?;
-        let text = match kind {
-            LineRead::Eof => break,
-            LineRead::TooLong => Err(RowError::TooLong { limit: cap }),
-            LineRead::Line => decode(&buf, line == 0),
-        };
-        line += 1;
-        if matches!(text, Ok(t) if t.trim().is_empty()) {
-            continue;
-        }
-        saw_data = true;
-        reader.line(line, text)?;
+    let needed = (raw.input_length as usize).div_ceil(block);
+    if ids.len() < needed {
+        (true, false)
+    } else if ids.len() > needed {
+        ids.truncate(needed);
+        (false, true)
+    } else {
+        (false, false)
     }
-    if !saw_data {
-        return Err(TraceError::Empty {
-            path: name.to_owned(),
-        });
-    }
-    let Reader {
-        format,
-        azure,
-        rows,
-        stats,
-        ..
-    } = reader;
-    if rows.is_empty() {
-        let reason = if stats.skipped_invalid > 0 {
-            format!(
-                "all {} data rows are invalid (skipped); first: {}",
-                stats.skipped_invalid,
-                stats
-                    .invalid_examples
-                    .first()
-                    .map(String::as_str)
-                    .unwrap_or("")
-            )
-        } else if azure.is_some() {
-            "the CSV file has a header but no data rows".to_owned()
-        } else {
-            "no data rows".to_owned()
-        };
-        return Err(TraceError::NoRequests {
-            path: name.to_owned(),
-            reason,
-        });
-    }
-    // Rows exist, so a format was detected or forced.
-    let format = format.unwrap_or(TraceFormat::Generic);
-    finish(name, format, rows, stats, opts)
 }
 
 /// Applies the trace-level rules (see `docs/traces.md`).
@@ -354,22 +211,18 @@ fn finish(
 
     // File-order properties and hash id normalisation.
     let mut prev: Option<f64> = None;
+    let mut newest = f64::NEG_INFINITY;
     for row in &mut rows {
         let t = row.raw.timestamp_ms;
         if let Some(p) = prev {
             row.flags.repeated_timestamp = t == p;
             row.flags.decreasing_timestamp = t < p;
         }
+        row.flags.reordered = t < newest;
+        newest = newest.max(t);
         prev = Some(t);
-        if let Some(ids) = &mut row.raw.hash_ids {
-            let needed = (row.raw.input_length as usize).div_ceil(block);
-            if ids.len() < needed {
-                row.flags.input_beyond_blocks = true;
-            } else if ids.len() > needed {
-                row.flags.surplus_hash_ids = true;
-                ids.truncate(needed);
-            }
-        }
+        (row.flags.input_beyond_blocks, row.flags.surplus_hash_ids) =
+            normalise_hash_ids(&mut row.raw, block);
     }
 
     // Replay order: stable sort by time (rows with equal times keep file order), rebase to 0.
@@ -498,6 +351,7 @@ fn finish(
         stats.surplus_hash_ids += usize::from(f.surplus_hash_ids);
         stats.repeated_timestamps += usize::from(f.repeated_timestamp);
         stats.decreasing_timestamps += usize::from(f.decreasing_timestamp);
+        stats.reordered += usize::from(f.reordered);
         stats.zero_output_length += usize::from(row.raw.output_length == 0);
         requests.push(TraceRequest {
             index,
@@ -707,6 +561,7 @@ mod tests {
                 surplus_hash_ids: 1,
                 repeated_timestamps: 1,
                 decreasing_timestamps: 1,
+                reordered: 1,
                 zero_output_length: 1,
                 ..Default::default()
             }

@@ -4,6 +4,9 @@
 //!   validate every row, apply the consistency rules of `docs/traces.md`, sort, rebase and slice.
 //! - One file per format: `mooncake.rs`, `bailian.rs`, `azure.rs`, `generic.rs`; `detect.rs`
 //!   picks one from the first data line, `fields.rs` holds the shared field checks.
+//! - [`TraceStream`] reads the same rows in file order and releases them in time order
+//!   through a bounded reorder window: what a replay reads, in memory independent of the
+//!   trace's length. [`Planned`] is one request as the replay pipeline takes it, from either.
 //! - [`analyze()`](analyze::analyze) summarises a loaded trace (rates, lengths, prefix-cache hit ratios).
 
 pub mod analyze;
@@ -13,18 +16,23 @@ mod detect;
 mod error;
 mod fields;
 mod generic;
+pub mod ideal;
 mod lines;
 mod load;
 mod messages;
 mod mooncake;
+mod rows;
 pub mod session;
 pub mod shard;
+pub mod stream;
 
 pub use analyze::{analyze, ideal_prefix_hits, Analysis, AnalyzeOptions};
 pub use detect::detect_format;
 pub use error::{RowError, TraceError};
+pub use ideal::IdealCache;
 pub use load::{load, parse_reader, LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
 pub use session::{SessionStats, SessionTurn, Sessions};
+pub use stream::{Planned, ReorderWindow, TraceStream};
 
 /// Which trace format a file is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -135,6 +143,14 @@ pub struct TraceStats {
     /// Valid requests dropped by `max_requests`.
     #[serde(default)]
     pub over_max_requests: usize,
+    /// Timestamp smaller than some earlier row's in the file (put in time order: by the whole
+    /// sort, or within the reorder window of a streamed replay).
+    #[serde(default)]
+    pub reordered: usize,
+    /// A streamed replay stopped reading before the end of the file (its slice ended, or the
+    /// run stopped): `rows` and the counts of dropped requests cover only the rows read.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
     /// The first few invalid-row messages (`path:line: what`), only with `--skip-invalid`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub invalid_examples: Vec<String>,

@@ -1,2 +1,3 @@
 mod loopback;
 mod sessions;
+mod stream;

@@ -292,6 +292,7 @@ fn consistency_rules_and_counts() {
             surplus_hash_ids: 2,
             repeated_timestamps: 2,   // l2 (= l1), l4 (= l3)
             decreasing_timestamps: 2, // l3 (< l2), l6 (< l5)
+            reordered: 3,             // l3, l4 (< l1), l6 (< l5)
             zero_output_length: 1,
             ..Default::default()
         }

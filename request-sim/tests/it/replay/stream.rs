@@ -1,0 +1,206 @@
+//! Streamed traces: rows out of time order within the reorder window replay in time order with
+//! every index once (plain and gzip the same); a row beyond the window is a `file:line` error,
+//! before anything is sent when it is among the first rows, and a clean stop with one record
+//! per request sent when it comes later.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// `n` rows 10 ms apart in trace time, written with each block of 4 rows reversed (out of
+/// order by up to 30 ms); `bad`: (row, ms) gives that row a time this far before its own.
+fn write_jittered(dir: &Path, n: usize, bad: Option<(usize, f64)>) -> (PathBuf, Vec<f64>) {
+    let mut order: Vec<usize> = Vec::with_capacity(n);
+    for block in (0..n).step_by(4) {
+        order.extend((block..(block + 4).min(n)).rev());
+    }
+    let mut text = String::new();
+    let mut times = Vec::new();
+    for &i in &order {
+        let mut t = i as f64 * 10.0;
+        if let Some((row, back)) = bad {
+            if row == times.len() {
+                t -= back;
+            }
+        }
+        times.push(t);
+        text.push_str(&format!(
+            "{{\"timestamp\": {t}, \"input_length\": {}, \"output_length\": 2, \"hash_ids\": [{}]}}\n",
+            20 + i % 7,
+            i % 13
+        ));
+    }
+    let path = dir.join("t.jsonl");
+    std::fs::write(&path, text).unwrap();
+    (path, times)
+}
+
+fn replay(trace: &Path, out: &Path, extra: &[&str]) -> (i32, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_request-sim"))
+        .arg("replay")
+        .arg("--dataset-path")
+        .arg(trace)
+        .arg("--output-path")
+        .arg(out)
+        .args(["--dry-run", "--quiet", "--no-pin", "--seed", "1"])
+        .args(["--scale-factor", "1000"])
+        .args(extra)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .env_remove("REQUEST_SIM_SHARD_COUNT")
+        .env_remove("REQUEST_SIM_START_AT")
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn summary(out: &Path) -> Value {
+    let mut p = out.as_os_str().to_owned();
+    p.push(".summary.json");
+    serde_json::from_str(&std::fs::read_to_string(PathBuf::from(p)).unwrap()).unwrap()
+}
+
+/// Every index 0..n exactly once; by index, times never decrease and each record is the row
+/// of its line.
+fn check_in_order(recs: &[Value], n: usize, times: &[f64]) {
+    let mut by_index: Vec<Option<&Value>> = vec![None; n];
+    for r in recs {
+        let i = r["index"].as_u64().unwrap() as usize;
+        assert!(by_index[i].is_none(), "index {i} twice");
+        by_index[i] = Some(r);
+    }
+    let by_index: Vec<&Value> = by_index
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| r.unwrap_or_else(|| panic!("index {i} missing")))
+        .collect();
+    let t0 = times.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut prev = f64::NEG_INFINITY;
+    for r in by_index {
+        let t = r["timestamp"].as_f64().unwrap();
+        assert!(t >= prev, "{r}");
+        prev = t;
+        let line = r["line"].as_u64().unwrap() as usize;
+        assert_eq!(t, times[line - 1] - t0, "{r}");
+    }
+}
+
+#[test]
+fn rows_out_of_order_within_the_window_replay_in_time_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let n = 3000;
+    let (trace, times) = write_jittered(tmp.path(), n, None);
+    // A window of 40 ms (and 8 rows) covers blocks of 4 rows reversed (30 ms).
+    let window = ["--reorder-window-ms", "40", "--reorder-window-rows", "8"];
+    let out = tmp.path().join("r.jsonl");
+    let (code, err) = replay(&trace, &out, &window);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("streamed"), "{err}");
+    let recs = records(&out);
+    assert_eq!(recs.len(), n);
+    check_in_order(&recs, n, &times);
+    let s = summary(&out);
+    assert_eq!(s["run"]["planned"], n);
+    // Three rows of each block of four come after a later one.
+    assert_eq!(s["run"]["trace_stats"]["reordered"], 3 * n / 4);
+    assert_eq!(s["run"]["trace_stats"]["rows"], n);
+
+    // The same trace gzip-compressed: the same requests.
+    let gz = tmp.path().join("t.jsonl.gz");
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::fast(),
+    );
+    enc.write_all(&std::fs::read(&trace).unwrap()).unwrap();
+    enc.finish().unwrap();
+    let out_gz = tmp.path().join("gz.jsonl");
+    let (code, err) = replay(&gz, &out_gz, &window);
+    assert_eq!(code, 0, "{err}");
+    let key = |v: &Value| {
+        (
+            v["index"].clone(),
+            v["line"].clone(),
+            v["timestamp"].clone(),
+        )
+    };
+    let mut a: Vec<_> = recs.iter().map(key).collect();
+    let mut b: Vec<_> = records(&out_gz).iter().map(key).collect();
+    a.sort_by_key(|k| k.0.as_u64());
+    b.sort_by_key(|k| k.0.as_u64());
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_row_beyond_the_window_is_a_line_error_first_rows_before_anything_is_sent() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Row 51 (line 51) is 500 ms before its place: beyond a 40 ms window.
+    let (trace, _) = write_jittered(tmp.path(), 400, Some((50, 500.0)));
+    let out = tmp.path().join("r.jsonl");
+    let (code, err) = replay(&trace, &out, &["--reorder-window-ms", "40"]);
+    assert_eq!(code, 1, "{err}");
+    let line = format!("{}:51: field `timestamp`:", trace.display());
+    assert!(err.contains(&line), "{err}");
+    assert!(
+        err.contains("out of time order by") && err.contains("raise --reorder-window-ms"),
+        "{err}"
+    );
+    assert_eq!(records(&out).len(), 0, "nothing is sent");
+    // A window that covers it: the run completes.
+    let (code, err) = replay(&trace, &out, &["--reorder-window-ms", "600"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(records(&out).len(), 400);
+}
+
+#[test]
+fn a_row_beyond_the_window_mid_run_stops_with_one_record_per_request_sent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let n = 6000;
+    let bad_row = 5000;
+    let (trace, times) = write_jittered(tmp.path(), n, Some((bad_row, 500.0)));
+    let out = tmp.path().join("r.jsonl");
+    let (code, err) = replay(
+        &trace,
+        &out,
+        &[
+            "--reorder-window-ms",
+            "40",
+            "--reorder-window-rows",
+            "8",
+            "--channel-capacity",
+            "32",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    let line = format!("{}:{}: field `timestamp`:", trace.display(), bad_row + 1);
+    assert!(err.contains(&line), "{err}");
+    let recs = records(&out);
+    let s = summary(&out);
+    assert_eq!(s["run"]["stop_reason"], "trace_error", "{err}");
+    let sent = recs.len();
+    // Everything before the bad row that had left the window was sent, once.
+    assert!(sent > 4000 && sent < bad_row, "{sent}");
+    check_in_order(&recs, sent, &times[..]);
+    assert_eq!(s["scheduled"], sent);
+    assert_eq!(s["run"]["planned"], sent);
+    assert!(
+        s["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains(&line)),
+        "{}",
+        s["warnings"]
+    );
+}
