@@ -8,8 +8,9 @@
 # offered rate and prints one row per rate: medians of REPEATS runs of
 #   achieved send rate, completions/s, prompt tokens sent/s, client CPU s per 1,000 requests and
 #   % of one core, peak RSS, drift p50/p99/max, time from launch to first request.
-# Then a start-up row with the Qwen3 tokenizer (dry run; phases from the summary) and, with
-# FULL_TRACE=1, the whole trace compressed in time (peak RSS).
+# Then a start-up row with the Qwen3 tokenizer (dry run; phases from the summary; peak RSS), a
+# Qwen3 dry run of the whole trace (peak RSS), and, with FULL_TRACE=1, the whole trace
+# compressed in time against llm-sim (peak RSS).
 #
 # Every run is bounded: --max-requests, --time-in-secs and `timeout`. Loopback only.
 #
@@ -152,26 +153,42 @@ fi
 # ---- start-up with the Qwen3 tokenizer (dry run: no server needed) ----
 if [[ -f "$QWEN3_DIR/tokenizer.json" ]]; then
     echo
-    printf '%-22s %8s %8s %8s %8s %8s %8s %8s %10s %10s\n' "qwen3 dry run (median)" launch total trace tokenizer vocab check warmup "Mtok/s/thr" "bodies/s"
+    printf '%-22s %8s %8s %8s %8s %8s %8s %8s %10s %10s %8s\n' "qwen3 dry run (median)" launch total trace tokenizer vocab check warmup "Mtok/s/thr" "bodies/s" rss_MB
     rows=""
     for k in $(seq "$REPEATS"); do
         t0=$(ms_epoch)
         sum="$OUT/qwen3-dry-$k.jsonl.summary.json"
         # shellcheck disable=SC2086
-        timeout 120 nice -n "$NICE" "$RS" replay --dataset-path "$TRACE" --quiet -o "$OUT/qwen3-dry-$k.jsonl" \
+        timeout 120 nice -n "$NICE" /usr/bin/time -f "%M" -o "$OUT/qwen3-dry-$k.rss" \
+            "$RS" replay --dataset-path "$TRACE" --quiet -o "$OUT/qwen3-dry-$k.jsonl" \
             --tokenizer "$QWEN3_DIR/tokenizer.json" --tokenizer-config "$QWEN3_DIR/tokenizer_config.json" \
             --endpoint http://127.0.0.1:9 --model-name qwen3 --dry-run --scale-factor 1000000 \
             --max-requests 2000 $EXTRA_ARGS >"$OUT/qwen3-dry-$k.out" 2>"$OUT/qwen3-dry-$k.err" || {
             echo "bench.sh: qwen3 dry run failed (see $OUT/qwen3-dry-$k.err)" >&2; continue; }
         first=$(iso_to_ms "$(jq -r .run.started_at "$sum")")
-        rows+=$(jq -r --arg launch "$((first - t0))" '.run.startup as $s | .run.producer as $p |
+        rows+=$(jq -r --arg launch "$((first - t0))" --arg rss "$(tail -1 "$OUT/qwen3-dry-$k.rss")" \
+            '.run.startup as $s | .run.producer as $p |
             [($launch | tonumber), $s.total_ms, $s.trace_load_ms, $s.tokenizer_load_ms, $s.vocab_ms,
-             $s.prompt_check_ms, $s.warmup_ms, ($p.tokens_per_s_per_thread / 1e6), $p.bodies_per_s] | @tsv' "$sum")$'\n'
+             $s.prompt_check_ms, $s.warmup_ms, ($p.tokens_per_s_per_thread / 1e6), $p.bodies_per_s,
+             (($rss | tonumber) / 1024)] | @tsv' "$sum")$'\n'
     done
     if [[ -n "$rows" ]]; then
-        read -r launch total trace tok vocab check warm mtok bps < <(printf '%s' "$rows" | summarize)
-        printf '%-22s %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %8.1f %10.1f %10.0f\n' "" \
-            "$launch" "$total" "$trace" "$tok" "$vocab" "$check" "$warm" "$mtok" "$bps"
+        read -r launch total trace tok vocab check warm mtok bps rss < <(printf '%s' "$rows" | summarize)
+        printf '%-22s %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %8.1f %10.1f %10.0f %8.1f\n' "" \
+            "$launch" "$total" "$trace" "$tok" "$vocab" "$check" "$warm" "$mtok" "$bps" "$rss"
+    fi
+    # The whole trace with the tokenizer (issue 13: peak RSS under 100 MB at any scale).
+    # shellcheck disable=SC2086
+    if timeout 300 nice -n "$NICE" /usr/bin/time -f "%M" -o "$OUT/qwen3-whole.rss" \
+        "$RS" replay --dataset-path "$TRACE" --quiet -o "$OUT/qwen3-whole.jsonl" \
+        --tokenizer "$QWEN3_DIR/tokenizer.json" --tokenizer-config "$QWEN3_DIR/tokenizer_config.json" \
+        --endpoint http://127.0.0.1:9 --model-name qwen3 --dry-run --scale-factor 1000000 \
+        $EXTRA_ARGS >"$OUT/qwen3-whole.out" 2>"$OUT/qwen3-whole.err"; then
+        printf 'qwen3 dry run, whole trace (%s requests): peak RSS %.1f MB\n' \
+            "$(jq -r .scheduled "$OUT/qwen3-whole.jsonl.summary.json")" \
+            "$(awk '{ v = $1 } END { print v / 1024 }' "$OUT/qwen3-whole.rss")"
+    else
+        echo "bench.sh: qwen3 whole-trace dry run failed (see $OUT/qwen3-whole.err)" >&2
     fi
 fi
 

@@ -22,6 +22,7 @@
 mod builder;
 mod encoder;
 mod template;
+mod tokenizer_json;
 mod verify;
 mod vocab;
 

@@ -275,7 +275,7 @@ pub fn load_tokenizer(path: &Path) -> Result<Tokenizer, PromptError> {
         path: path.to_path_buf(),
         source,
     })?;
-    Tokenizer::from_bytes(bytes)
+    super::tokenizer_json::from_bytes(&bytes)
         .map_err(|e| PromptError::Tokenizer(format!("{}: {e}", path.display())))
 }
 

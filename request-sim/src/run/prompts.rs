@@ -177,9 +177,11 @@ pub(super) fn run(
         save_prompts(cfg, trace, server, &prompts, path)?;
     }
     startup.calibration_ms = ms_since(t) + model_ms;
-    // The tokenizer (and the server tokenizer's connection) are not needed once sending starts.
+    // The tokenizer (and the server tokenizer's connection) are not needed once sending starts;
+    // its memory goes back to the system before the producers fill theirs.
     drop(tokenizer);
     drop(server_tok);
+    crate::util::release_freed_memory();
     Ok(prompts)
 }
 

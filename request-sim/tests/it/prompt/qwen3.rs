@@ -316,3 +316,28 @@ fn trimming_template_gets_a_lead_and_stays_exact() {
         );
     }
 }
+
+/// `load_tokenizer` (the lower-memory path for BPE models) gives the same tokenizer as the
+/// library's own loader: vocabulary with added tokens, their ids, and encodings.
+#[test]
+fn lean_loader_equals_the_library_loader() {
+    let Some(q) = qwen3() else { return };
+    let theirs = Tokenizer::from_file(q.dir.join("tokenizer.json")).unwrap();
+    let ours = &q.tok;
+    assert_eq!(ours.get_vocab_size(true), theirs.get_vocab_size(true));
+    assert_eq!(ours.get_vocab(true), theirs.get_vocab(true));
+    assert_eq!(
+        ours.get_added_tokens_decoder(),
+        theirs.get_added_tokens_decoder()
+    );
+    for text in [
+        "<|im_start|>user\nHello, world! 你好 <think>\n</think> 123 4567<|im_end|>",
+        " apple banana\tcherry  \u{2581}x Ġy",
+    ] {
+        for special in [false, true] {
+            let a = ours.encode(text, special).unwrap();
+            let b = theirs.encode(text, special).unwrap();
+            assert_eq!(a.get_ids(), b.get_ids(), "{text:?}");
+        }
+    }
+}
