@@ -92,7 +92,8 @@ set +e
 merge_rc=$?
 echo
 echo "merge (report DIR --expected-requests $REQUESTS): exit $merge_rc; $(grep -h 'exactly once\|missing\|duplicated' "$OUT/merged.err" "$OUT/merged.json" 2>/dev/null | head -2)"
-cat "$OUT"/run/shard-*.jsonl >"$OUT/concatenated.jsonl"
+# The shards' records only (not each shard's server_metrics.jsonl beside them).
+for k in $(seq 0 $((SHARDS - 1))); do cat "$OUT/run/shard-$k.jsonl"; done >"$OUT/concatenated.jsonl"
 "$RS" report "$OUT/concatenated.jsonl" --json >"$OUT/concatenated.json" 2>/dev/null
 if diff <(jq -S 'del(.run, .warnings, .shards, .merge)' "$OUT/merged.json") \
         <(jq -S 'del(.run, .warnings, .shards, .merge)' "$OUT/concatenated.json") >"$OUT/merge.diff"; then
