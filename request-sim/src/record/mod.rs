@@ -129,6 +129,45 @@ pub struct Record {
     pub server: Option<ServerAtSend>,
 }
 
+impl Record {
+    /// The record of trace request `index` (trace line `line`) ending with `status`, with no
+    /// timing or token counts yet: the caller fills in what happened.
+    pub fn new(index: usize, line: usize, status: Status) -> Record {
+        Record {
+            index,
+            line,
+            timestamp: 0.0,
+            scheduled_ms: 0.0,
+            sent_ms: None,
+            drift_ms: None,
+            status,
+            http_status: None,
+            error: None,
+            ttft_ms: None,
+            ttfc_ms: None,
+            e2e_ms: None,
+            done_ms: None,
+            tpot_ms: None,
+            itl_ms: None,
+            input_length: 0,
+            prompt_tokens: None,
+            cached_tokens: None,
+            output_length: 0,
+            output_tokens: None,
+            output_tokens_source: None,
+            chunks: 0,
+            chat_id: None,
+            parent_chat_id: None,
+            turn: None,
+            session_id: None,
+            parent_index: None,
+            session_wait_ms: None,
+            server: None,
+            retries: 0,
+        }
+    }
+}
+
 /// The server's queue and KV usage when a request was sent: of the one scraped instance, or
 /// of the cluster (waiting and running summed, KV usage averaged over the instances) when
 /// several were scraped, since a record does not know which instance served it.

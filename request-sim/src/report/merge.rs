@@ -345,36 +345,23 @@ mod tests {
 
     fn rec(index: usize, drift: f64) -> Record {
         Record {
-            index,
-            line: index + 1,
             timestamp: index as f64,
             scheduled_ms: index as f64,
             sent_ms: Some(index as f64 + drift),
             drift_ms: Some(drift),
-            status: Status::Ok,
             http_status: Some(200),
-            error: None,
             ttft_ms: Some(10.0 + index as f64),
             ttfc_ms: Some(10.0 + index as f64),
             e2e_ms: Some(50.0 + index as f64),
             done_ms: Some(51.0 + index as f64),
             tpot_ms: Some(2.0),
-            itl_ms: None,
             input_length: 100,
             prompt_tokens: Some(100),
             cached_tokens: Some(0),
             output_length: 5,
             output_tokens: Some(5),
-            output_tokens_source: None,
             chunks: 5,
-            chat_id: None,
-            parent_chat_id: None,
-            turn: None,
-            retries: 0,
-            session_id: None,
-            parent_index: None,
-            session_wait_ms: None,
-            server: None,
+            ..Record::new(index, index + 1, Status::Ok)
         }
     }
 
