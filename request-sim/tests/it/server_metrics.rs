@@ -220,6 +220,20 @@ fn four_instances_scraped_together_match_their_own_counters() {
         "{text}"
     );
     assert!(text.contains("Server prefix-cache hit ratio (%):"));
+
+    // The result files (written later, from the records) find the samples beside the records
+    // and draw one line per instance, keyed by its address.
+    let res = dir.path().join("res");
+    let files = request_sim::report::write_result_dir(&res, s, &out).unwrap();
+    assert!(
+        files.contains(&res.join("server_over_time.png")),
+        "{files:?}"
+    );
+    let svg = std::fs::read_to_string(res.join("server_over_time.svg")).unwrap();
+    assert!(svg.contains("Server metrics over the run (4 instances"));
+    for (i, sim) in sims.iter().enumerate() {
+        assert!(svg.contains(&format!("{i}: {}", sim.addr)), "instance {i}");
+    }
 }
 
 #[test]

@@ -4,15 +4,31 @@
 
 use std::path::{Path, PathBuf};
 
-use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::axes::upper;
 use super::{
-    err, legend, register_font, save, Chart, DrawResult, BLUE_, FAMILY, GREEN_, GREY, ORANGE, RED_,
+    err, legend, line, register_font, save, Chart, Chart2d, DrawResult, Frame, BLUE_, FAMILY,
+    GREEN_, GREY, ORANGE, RED_,
 };
 use crate::report::format::fmt_num;
+
+const OFFERED: &str = "offered requests/s";
+
+/// A line through the points with a dot on each.
+fn dots<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    pts: Vec<(f64, f64)>,
+    color: RGBColor,
+    label: &str,
+) -> DrawResult {
+    line(chart, pts.clone(), color, label)?;
+    chart
+        .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+        .map_err(err)?;
+    Ok(())
+}
 
 /// One point of the sweep, as the chart needs it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,23 +67,10 @@ impl SweepChart {
             .map(|p| p.served_rps.max(p.offered_rps))
             .fold(0.0, f64::max);
         let y_max = upper(y_top * 1.15);
-        let mut chart = ChartBuilder::on(area)
-            .caption("Served vs offered", (FAMILY, 18))
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("offered requests/s")
-            .y_desc("requests/s")
-            .x_label_formatter(&fmt_num)
-            .y_label_formatter(&fmt_num)
-            .label_style((FAMILY, 13))
-            .light_line_style(RGBColor(240, 240, 240))
-            .draw()
-            .map_err(err)?;
+        let mut chart = Frame::panel("Served vs offered", OFFERED, "requests/s")
+            .x(0.0..x_max)
+            .y(0.0..y_max)
+            .build(area)?;
         let m = x_max.min(y_max);
         chart
             .draw_series(DashedLineSeries::new(
@@ -84,32 +87,14 @@ impl SweepChart {
             .iter()
             .map(|p| (p.offered_rps, p.served_rps))
             .collect();
-        chart
-            .draw_series(LineSeries::new(served.clone(), BLUE_.stroke_width(2)))
-            .map_err(err)?
-            .label("throughput")
-            .legend(|(x, y)| {
-                PathElement::new(vec![(x - 10, y), (x + 10, y)], BLUE_.stroke_width(2))
-            });
-        chart
-            .draw_series(served.iter().map(|&p| Circle::new(p, 4, BLUE_.filled())))
-            .map_err(err)?;
+        dots(&mut chart, served, BLUE_, "throughput")?;
         let good: Vec<(f64, f64)> = self
             .points
             .iter()
             .filter_map(|p| Some((p.offered_rps, p.goodput_rps?)))
             .collect();
         if !good.is_empty() {
-            chart
-                .draw_series(LineSeries::new(good.clone(), GREEN_.stroke_width(2)))
-                .map_err(err)?
-                .label("goodput (within the SLOs)")
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x - 10, y), (x + 10, y)], GREEN_.stroke_width(2))
-                });
-            chart
-                .draw_series(good.iter().map(|&p| Circle::new(p, 4, GREEN_.filled())))
-                .map_err(err)?;
+            dots(&mut chart, good, GREEN_, "goodput (within the SLOs)")?;
         }
         self.mark(&mut chart, y_max)?;
         legend(&mut chart, SeriesLabelPosition::UpperLeft)
@@ -127,23 +112,10 @@ impl SweepChart {
             })
             .fold(0.0, f64::max);
         let y_max = upper(y_top * 1.15).max(1.0);
-        let mut chart = ChartBuilder::on(area)
-            .caption("Latency vs offered", (FAMILY, 18))
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("offered requests/s")
-            .y_desc("ms")
-            .x_label_formatter(&fmt_num)
-            .y_label_formatter(&fmt_num)
-            .label_style((FAMILY, 13))
-            .light_line_style(RGBColor(240, 240, 240))
-            .draw()
-            .map_err(err)?;
+        let mut chart = Frame::panel("Latency vs offered", OFFERED, "ms")
+            .x(0.0..x_max)
+            .y(0.0..y_max)
+            .build(area)?;
         type Get = fn(&SweepPlotPoint) -> Option<f64>;
         let lines: [(&str, Get, RGBColor); 3] = [
             ("TTFT p50", |p| Some(p.ttft_p50_ms), BLUE_),
@@ -159,27 +131,14 @@ impl SweepChart {
             if pts.is_empty() {
                 continue;
             }
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(err)?
-                .label(name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x - 10, y), (x + 10, y)], color.stroke_width(2))
-                });
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
-                .map_err(err)?;
+            dots(&mut chart, pts, color, name)?;
         }
         self.mark(&mut chart, y_max)?;
         legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }
 
     /// A vertical line at the capacity point.
-    fn mark<'a, DB: DrawingBackend + 'a>(
-        &self,
-        chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
-        y_max: f64,
-    ) -> DrawResult {
+    fn mark<DB: DrawingBackend>(&self, chart: &mut Chart2d<'_, DB>, y_max: f64) -> DrawResult {
         if let Some(c) = self.points.iter().find(|p| p.capacity) {
             chart
                 .draw_series(DashedLineSeries::new(
