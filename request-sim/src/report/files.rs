@@ -1,6 +1,6 @@
 //! `--result-dir` contents: `summary.json`, `requests.csv`, `results.xlsx` (sheets "Metrics"
-//! and "Details") and the plots of [`super::plots`] (the servers' too, from the run's
-//! `server_metrics.jsonl`).
+//! and "Details"), the plots of [`super::plots`] (the servers' too, from the run's
+//! `server_metrics.jsonl`) and the page of [`super::html`] that holds them all.
 
 use std::path::{Path, PathBuf};
 
@@ -262,7 +262,7 @@ pub fn write_xlsx(path: &Path, summary: &Summary, records: &[Record]) -> anyhow:
 }
 
 /// Write the result directory (created if needed): `summary.json`, `requests.csv`,
-/// `results.xlsx` and the plots, from `summary` and the records file of the run.
+/// `results.xlsx`, the plots and `report.html`, from `summary` and the records file of the run.
 /// Returns the files written.
 pub fn write_result_dir(
     dir: &Path,
@@ -290,6 +290,8 @@ pub fn write_result_dir(
         None => Vec::new(),
     };
     files.extend(plots::write_plots(dir, &records, summary, &samples)?);
+    let page = super::html::write_run_html(dir, summary, &files)?;
+    files.push(page);
     Ok(files)
 }
 

@@ -234,6 +234,23 @@ fn four_instances_scraped_together_match_their_own_counters() {
     for (i, sim) in sims.iter().enumerate() {
         assert!(svg.contains(&format!("{i}: {}", sim.addr)), "instance {i}");
     }
+    // report.html has the server section, a row per instance and the servers' chart.
+    let html = std::fs::read_to_string(res.join("report.html")).unwrap();
+    assert!(html.contains("<h3>Server metrics (4 instances, every 100 ms)</h3>"));
+    let hit = format!("{:.2}", c.prefix_hit_ratio.unwrap() * 100.0);
+    assert!(html.contains(&format!(
+        "<tr><th>Server prefix-cache hit ratio (%)</th><td>{hit}</td></tr>"
+    )));
+    for (i, x) in srv.instances.iter().enumerate() {
+        let share = format!("{:.2}", x.request_share.unwrap() * 100.0);
+        assert!(html.contains(&format!(
+            "<tr><td class=\"num\">{i}</td><td class=\"num\">{share}</td>"
+        )));
+    }
+    assert!(html.contains(
+        "<figure id=\"server_over_time\"><img alt=\"server_over_time\" src=\"data:image/"
+    ));
+    assert!(!html.contains("http://"));
 }
 
 #[test]
@@ -490,8 +507,22 @@ fn sweep_finds_where_one_sequence_at_a_time_stops_keeping_up() {
         assert!(d.join("records.jsonl").is_file());
         assert!(d.join("summary.json").is_file());
         assert!(d.join("server_metrics.jsonl").is_file());
+        assert!(d.join("report.html").is_file());
         assert!(p.server_hit_ratio.is_some());
     }
+    // The sweep's page: the answer, a row per point linking to its page, the chart embedded.
+    let html = std::fs::read_to_string(sweep_dir.join("report.html")).unwrap();
+    assert!(html.contains("<p class=\"answer\">capacity: scale 0.25 ("));
+    for p in &r.points {
+        let f = p.scale_factor;
+        assert!(
+            html.contains(&format!("<a href=\"scale-{f}&#x2f;report.html\">")),
+            "link to scale {f}"
+        );
+        assert!(html.contains(&format!("<td class=\"num\">{:.2}</td>", p.offered_rps)));
+    }
+    assert_eq!(html.matches("src=\"data:image/").count(), 1);
+    assert!(!html.contains("http://"));
 }
 
 #[test]
