@@ -44,9 +44,21 @@ pub enum Command {
 /// `--summary-path` and `--result-dir` are set per point).
 #[derive(Debug, Clone, Args)]
 pub struct SweepArgs {
-    /// Scale factors to replay, comma-separated (e.g. 0.5,1,2,4).
-    #[arg(long, value_delimiter = ',', required = true)]
+    /// Scale factors to replay, comma-separated (e.g. 0.5,1,2,4). Without them the sweep
+    /// searches for the highest scale factor carried (see --search).
+    #[arg(long, value_delimiter = ',', conflicts_with = "search")]
     pub scale_factors: Vec<f64>,
+    /// Capacity search from the bracket LO,HI (default: from scale 1): doubling or halving
+    /// until one point is carried and one falls short, then bisecting until HI/LO is within
+    /// --tolerance, at most --max-points points.
+    #[arg(long, value_delimiter = ',', value_name = "LO,HI")]
+    pub search: Vec<f64>,
+    /// Capacity search: most points to run.
+    #[arg(long, default_value_t = 8)]
+    pub max_points: usize,
+    /// Capacity search: stop when the bracket's HI/LO is at most 1 + this.
+    #[arg(long, default_value_t = 0.05)]
+    pub tolerance: f64,
     /// With --goodput: the fraction of scheduled requests that must meet every SLO for a point
     /// to count as carried. Without: a point is carried when throughput keeps up with the
     /// offered rate (>= 90%).

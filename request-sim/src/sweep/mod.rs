@@ -1,14 +1,22 @@
-//! `request-sim sweep`: the same trace slice replayed at a list of scale factors, one result
-//! directory per point, a combined table and `sweep.json`, and the answer in one line: the
-//! highest load the server carried (within the goodput SLOs when given). See
-//! `docs/server-metrics.md` ("Capacity sweep").
+//! `request-sim sweep`: the same trace slice replayed at a list of scale factors, or at the
+//! points a capacity search picks ([`search`]), one result directory per point, a combined
+//! table, `sweep.json` and `report.html`, and the answer in one line: the highest load the
+//! server carried (within the goodput SLOs when given). See `docs/server-metrics.md`
+//! ("Capacity sweep").
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::SweepArgs;
+mod search;
+mod table;
+
+pub use search::{round3, Search, SearchInfo};
+pub use table::render_table;
+use table::write_html;
+
+use crate::cli::{ReplayArgs, SweepArgs};
 use crate::config::{Flavor, ReplayConfig, Target};
 use crate::report::Summary;
 
@@ -62,6 +70,8 @@ pub struct SweepResult {
     pub answer: String,
     /// The sweep was interrupted: the points so far.
     pub interrupted: bool,
+    /// The capacity search, when the sweep searched (no `--scale-factors`).
+    pub search: Option<SearchInfo>,
 }
 
 /// The trace slice's request rate at scale 1 (requests over the span of their timestamps).
@@ -122,9 +132,10 @@ fn carried(p: &SweepPoint, target: f64) -> bool {
 }
 
 /// The answer in one line, and the capacity point (the highest scale factor carried with every
-/// lower one carried too).
+/// lower one carried too; a point cut short by Ctrl-C is not judged).
 pub fn answer(points: &[SweepPoint], slo: Option<&str>, target: f64) -> (Option<f64>, String) {
-    let mut sorted: Vec<&SweepPoint> = points.iter().collect();
+    // A point Ctrl-C cut short is kept in sweep.json but not judged.
+    let mut sorted: Vec<&SweepPoint> = points.iter().filter(|p| p.exit_code != 130).collect();
     sorted.sort_by(|a, b| a.scale_factor.total_cmp(&b.scale_factor));
     let best = sorted
         .iter()
@@ -172,112 +183,6 @@ pub fn answer(points: &[SweepPoint], slo: Option<&str>, target: f64) -> (Option<
         (None, None) => "capacity: no point was run".to_string(),
     };
     (best.map(|p| p.scale_factor), text)
-}
-
-/// Columns of the combined table (console and `report.html`), with their console widths.
-const COLUMNS: [(&str, usize); 12] = [
-    ("scale", 7),
-    ("offer r/s", 9),
-    ("tput r/s", 9),
-    ("out tok/s", 9),
-    ("good%", 6),
-    ("failed", 6),
-    ("TTFT p50", 9),
-    ("TTFT p99", 9),
-    ("TPOT p50", 8),
-    ("TPOT p99", 8),
-    ("drift99", 8),
-    ("hit%", 6),
-];
-
-/// A point's cells in the combined table.
-fn cells(p: &SweepPoint) -> Vec<String> {
-    let opt = |v: Option<f64>, d: usize| v.map_or("n/a".to_string(), |v| format!("{v:.d$}"));
-    vec![
-        p.scale_factor.to_string(),
-        format!("{:.2}", p.offered_rps),
-        format!("{:.2}", p.request_throughput),
-        format!("{:.1}", p.output_throughput),
-        opt(p.good_fraction.map(|g| g * 100.0), 1),
-        p.failed.to_string(),
-        format!("{:.1}", p.ttft_p50_ms),
-        opt(p.ttft_p99_ms, 1),
-        format!("{:.2}", p.tpot_p50_ms),
-        opt(p.tpot_p99_ms, 2),
-        format!("{:.3}", p.drift_p99_ms),
-        opt(p.server_hit_ratio.map(|h| h * 100.0), 1),
-    ]
-}
-
-/// The combined table.
-pub fn render_table(r: &SweepResult) -> String {
-    let line = |cells: Vec<String>| {
-        let cols: Vec<String> = cells
-            .iter()
-            .zip(COLUMNS)
-            .map(|(c, (_, w))| format!("{c:>w$}"))
-            .collect();
-        cols.join(" ")
-    };
-    let mut out = line(COLUMNS.iter().map(|c| c.0.to_string()).collect());
-    out.push('\n');
-    for p in &r.points {
-        out.push_str(&line(cells(p)));
-        if !p.invalid.is_empty() {
-            out.push_str("  INVALID");
-        }
-        out.push('\n');
-    }
-    out.push_str(&r.answer);
-    out.push('\n');
-    out
-}
-
-/// The sweep's `report.html`: the table with a link to each point's page, and the chart.
-fn write_html(dir: &Path, r: &SweepResult, cfg: &ReplayConfig, charts: &[PathBuf]) {
-    use crate::report::html::{write_sweep_html, SweepPage, SweepPagePoint, REPORT_HTML};
-    let mut meta = vec![("points".to_string(), r.points.len().to_string())];
-    if let crate::config::TraceSource::File(t) = &cfg.trace {
-        meta.push(("trace".into(), t.display().to_string()));
-    }
-    if let Target::Remote(e) = &cfg.target {
-        meta.push(("endpoint".into(), crate::backend::sanitize_url(e)));
-    }
-    if let Some(slo) = &r.slo {
-        meta.push(("SLOs".into(), slo.clone()));
-        meta.push(("target".into(), format!("{:.0}% good", r.target * 100.0)));
-    }
-    let mut notes = Vec::new();
-    if r.interrupted {
-        notes.push("The sweep was interrupted: these are the points done so far.".to_string());
-    }
-    let points = r
-        .points
-        .iter()
-        .map(|p| {
-            let page = Path::new(&p.dir).join(REPORT_HTML);
-            SweepPagePoint {
-                cells: cells(p),
-                link: page.is_file().then(|| {
-                    page.strip_prefix(dir)
-                        .unwrap_or(&page)
-                        .display()
-                        .to_string()
-                }),
-                invalid: p.invalid.join("; "),
-            }
-        })
-        .collect();
-    let page = SweepPage {
-        meta,
-        answer: r.answer.clone(),
-        notes,
-        head: COLUMNS.iter().map(|c| c.0.to_string()).collect(),
-        points,
-    };
-    if let Err(e) = write_sweep_html(dir, &page, charts) {
-        eprintln!("request-sim: sweep: cannot write {REPORT_HTML}: {e}");
-    }
 }
 
 /// `POST /reset_prefix_cache` on every origin the point talks to; true when all answered 2xx.
@@ -337,20 +242,52 @@ fn point_dir(dir: &Path, f: f64) -> PathBuf {
     dir.join(format!("scale-{f}"))
 }
 
-/// Run the sweep; returns the process exit code (130 when interrupted).
-pub fn sweep(args: SweepArgs) -> Result<u8, String> {
-    if args.scale_factors.is_empty() {
-        return Err("--scale-factors needs at least one value".into());
+/// What every point of a sweep shares.
+struct Sweep {
+    dir: PathBuf,
+    base: ReplayArgs,
+    /// The trace slice's request rate at scale 1.
+    rate: f64,
+}
+
+impl Sweep {
+    /// Replay point `k` at scale `f` into its own directory, with a fresh seed and the prefix
+    /// caches reset; returns the point and whether Ctrl-C interrupted it.
+    fn point(&self, k: usize, f: f64, of: &str) -> Result<(SweepPoint, bool), String> {
+        let pdir = point_dir(&self.dir, f);
+        let mut a = self.base.clone();
+        a.scale_factor = f;
+        a.seed = Some(point_seed(self.base.seed, k));
+        a.time_in_secs = Some(self.base.time_in_secs.unwrap_or(DEFAULT_POINT_SECS));
+        a.output_path = Some(pdir.join("records.jsonl"));
+        a.summary_path = None;
+        a.result_dir = Some(pdir.clone());
+        let cfg = ReplayConfig::from_args(a, Flavor::Replay)?;
+        let seed = cfg.seed;
+        let reset = reset_prefix_caches(&cfg);
+        eprintln!(
+            "request-sim: sweep point {}{of}: scale {f}, seed {seed}{} -> {}",
+            k + 1,
+            if reset { ", prefix caches reset" } else { "" },
+            pdir.display()
+        );
+        let out = crate::run::replay(cfg)?;
+        let p = point_of(
+            &out.summary,
+            f,
+            self.rate,
+            seed,
+            &pdir,
+            reset,
+            out.exit_code,
+        );
+        Ok((p, out.exit_code == 130))
     }
-    for f in &args.scale_factors {
-        if !(f.is_finite() && *f > 0.0) {
-            return Err(format!("--scale-factors: {f} is not a positive number"));
-        }
-    }
-    if !(args.target > 0.0 && args.target <= 1.0) {
-        return Err(format!("--target must be in (0, 1], got {}", args.target));
-    }
-    let dir = args.sweep_dir.clone().unwrap_or_else(|| {
+}
+
+/// The sweep's directory: `--sweep-dir`, else `results/sweep-<UTC time>`.
+fn sweep_dir(args: &SweepArgs) -> PathBuf {
+    args.sweep_dir.clone().unwrap_or_else(|| {
         let ts: String = crate::report::now_rfc3339()
             .chars()
             .take(19)
@@ -358,7 +295,43 @@ pub fn sweep(args: SweepArgs) -> Result<u8, String> {
             .map(|c| if c == 'T' { '-' } else { c })
             .collect();
         PathBuf::from(format!("results/sweep-{ts}"))
-    });
+    })
+}
+
+/// `--search LO,HI` as a pair, and the other flags checked.
+fn check_args(args: &SweepArgs) -> Result<Option<(f64, f64)>, String> {
+    let positive = |f: f64| f.is_finite() && f > 0.0;
+    for &f in &args.scale_factors {
+        if !positive(f) {
+            return Err(format!("--scale-factors: {f} is not a positive number"));
+        }
+    }
+    if !(args.target > 0.0 && args.target <= 1.0) {
+        return Err(format!("--target must be in (0, 1], got {}", args.target));
+    }
+    if !(args.tolerance.is_finite() && args.tolerance > 0.0) {
+        return Err(format!(
+            "--tolerance must be a positive fraction (0.05 = 5%), got {}",
+            args.tolerance
+        ));
+    }
+    if args.max_points == 0 {
+        return Err("--max-points must be at least 1".into());
+    }
+    match args.search.as_slice() {
+        [] => Ok(None),
+        &[lo, hi] if positive(lo) && positive(hi) && lo < hi => Ok(Some((lo, hi))),
+        other => Err(format!(
+            "--search takes LO,HI: two positive scale factors, LO below HI (got {other:?})"
+        )),
+    }
+}
+
+/// Run the sweep; returns the process exit code (130 when interrupted). With
+/// `--scale-factors`, each of them in order; without, the capacity search ([`search`]).
+pub fn sweep(args: SweepArgs) -> Result<u8, String> {
+    let start = check_args(&args)?;
+    let dir = sweep_dir(&args);
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let base = args.replay.clone();
     if base.time_in_secs.is_none() {
@@ -368,53 +341,99 @@ pub fn sweep(args: SweepArgs) -> Result<u8, String> {
     }
     let probe = ReplayConfig::from_args(base.clone(), Flavor::Replay)?;
     let slo_words = (!probe.slo.is_empty()).then(|| probe.slo.describe());
-    let rate = trace_rate(&probe)?;
+    let sw = Sweep {
+        rate: trace_rate(&probe)?,
+        dir: dir.clone(),
+        base,
+    };
     let mut result = SweepResult {
         slo: slo_words.clone(),
         target: args.target,
         ..SweepResult::default()
     };
-    let n = args.scale_factors.len();
-    for (k, &f) in args.scale_factors.iter().enumerate() {
-        let pdir = point_dir(&dir, f);
-        let mut a = base.clone();
-        a.scale_factor = f;
-        a.seed = Some(point_seed(base.seed, k));
-        a.time_in_secs = Some(base.time_in_secs.unwrap_or(DEFAULT_POINT_SECS));
-        a.output_path = Some(pdir.join("records.jsonl"));
-        a.summary_path = None;
-        a.result_dir = Some(pdir.clone());
-        let cfg = ReplayConfig::from_args(a, Flavor::Replay)?;
-        let seed = cfg.seed;
-        let reset = reset_prefix_caches(&cfg);
-        eprintln!(
-            "request-sim: sweep point {}/{n}: scale {f}, seed {seed}{} -> {}",
-            k + 1,
-            if reset { ", prefix caches reset" } else { "" },
-            pdir.display()
-        );
-        let out = crate::run::replay(cfg)?;
-        result.points.push(point_of(
-            &out.summary,
-            f,
-            rate,
-            seed,
-            &pdir,
-            reset,
-            out.exit_code,
-        ));
-        if out.exit_code == 130 {
-            result.interrupted = true;
-            eprintln!(
-                "request-sim: sweep interrupted: keeping the {} point(s) done",
-                k + 1
-            );
-            break;
+    if args.scale_factors.is_empty() {
+        run_search(&sw, &args, start, &mut result)?;
+    } else {
+        let n = args.scale_factors.len();
+        for (k, &f) in args.scale_factors.iter().enumerate() {
+            let (p, interrupted) = sw.point(k, f, &format!("/{n}"))?;
+            result.points.push(p);
+            if interrupted {
+                result.interrupted = true;
+                break;
+            }
         }
+    }
+    if result.interrupted {
+        eprintln!(
+            "request-sim: sweep interrupted: keeping the {} point(s) done",
+            result.points.len()
+        );
     }
     let (cap, text) = answer(&result.points, slo_words.as_deref(), args.target);
     result.capacity_scale_factor = cap;
-    result.answer = text;
+    result.answer = match &result.search {
+        Some(s) => format!("{text}{}", search_words(s, result.points.len())),
+        None => text,
+    };
+    finish(&dir, &result, &probe)
+}
+
+/// The capacity search: points until the bracket is within the tolerance, `--max-points`
+/// ran, or Ctrl-C.
+fn run_search(
+    sw: &Sweep,
+    args: &SweepArgs,
+    start: Option<(f64, f64)>,
+    result: &mut SweepResult,
+) -> Result<(), String> {
+    let mut s = Search::new(start, args.tolerance);
+    let of = format!(" (search, at most {})", args.max_points);
+    while result.points.len() < args.max_points {
+        let Some(f) = s.next() else { break };
+        let (p, interrupted) = sw.point(result.points.len(), f, &of)?;
+        if interrupted {
+            result.points.push(p);
+            result.interrupted = true;
+            break;
+        }
+        s.record(f, carried(&p, args.target));
+        result.points.push(p);
+    }
+    let (lo, hi) = s.bracket();
+    result.search = Some(SearchInfo {
+        start: start.map(|(a, b)| [a, b]),
+        tolerance: args.tolerance,
+        max_points: args.max_points,
+        lo,
+        hi,
+        converged: s.converged(),
+    });
+    Ok(())
+}
+
+/// The search's end in words, after the answer: the bracket and how the search ended.
+fn search_words(s: &SearchInfo, points: usize) -> String {
+    let how = if s.converged {
+        format!("within {:.0}%", s.tolerance * 100.0)
+    } else {
+        format!(
+            "not within {:.0}%: stopped after {points} of --max-points {}",
+            s.tolerance * 100.0,
+            s.max_points
+        )
+    };
+    match (s.lo, s.hi) {
+        (Some(lo), Some(hi)) => {
+            format!("; search bracket [{lo}, {hi}) {how}, {points} points")
+        }
+        _ => format!("; search found no bracket ({how}), {points} points"),
+    }
+}
+
+/// The combined chart, `report.html`, `sweep.json` and the table on stdout.
+fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8, String> {
+    let cap = result.capacity_scale_factor;
     let plot_points: Vec<crate::report::plots::SweepPlotPoint> = result
         .points
         .iter()
@@ -428,19 +447,19 @@ pub fn sweep(args: SweepArgs) -> Result<u8, String> {
             capacity: Some(p.scale_factor) == cap,
         })
         .collect();
-    let charts = match crate::report::plots::write_sweep_plot(&dir, &plot_points, &result.answer) {
+    let charts = match crate::report::plots::write_sweep_plot(dir, &plot_points, &result.answer) {
         Ok(files) => files,
         Err(e) => {
             eprintln!("request-sim: sweep: cannot draw the plot: {e:#}");
             Vec::new()
         }
     };
-    write_html(&dir, &result, &probe, &charts);
-    let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
+    write_html(dir, result, probe, &charts);
+    let json = serde_json::to_string_pretty(result).map_err(|e| e.to_string())?;
     let path = dir.join("sweep.json");
     std::fs::write(&path, json + "\n")
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    crate::report::print_stdout(&format!("\n{}", render_table(&result)))?;
+    crate::report::print_stdout(&format!("\n{}", render_table(result)))?;
     eprintln!("request-sim: sweep: {}", path.display());
     Ok(if result.interrupted { 130 } else { 0 })
 }
