@@ -443,11 +443,19 @@ fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8, 
             goodput_rps: p.request_goodput,
             ttft_p50_ms: p.ttft_p50_ms,
             ttft_p99_ms: p.ttft_p99_ms,
+            tpot_p50_ms: p.tpot_p50_ms,
             tpot_p99_ms: p.tpot_p99_ms,
+            drift_p99_ms: p.drift_p99_ms,
             capacity: Some(p.scale_factor) == cap,
         })
         .collect();
-    let charts = match crate::report::plots::write_sweep_plot(dir, &plot_points, &result.answer) {
+    let drawn = crate::report::plots::write_sweep_plot(
+        dir,
+        &plot_points,
+        &result.answer,
+        probe.max_drift_ms,
+    );
+    let charts = match drawn {
         Ok(files) => files,
         Err(e) => {
             eprintln!("request-sim: sweep: cannot draw the plot: {e:#}");

@@ -501,7 +501,17 @@ fn sweep_finds_where_one_sequence_at_a_time_stops_keeping_up() {
     );
     assert!(r.answer.contains("scale 4 fell short"), "{}", r.answer);
     assert!(sweep_dir.join("sweep.png").is_file());
-    assert!(sweep_dir.join("sweep.svg").is_file());
+    let svg = std::fs::read_to_string(sweep_dir.join("sweep.svg")).unwrap();
+    for panel in [
+        "Served vs offered",
+        "TTFT vs offered",
+        "TPOT vs offered",
+        "Send drift p99 vs offered",
+        "TPOT p50",
+        "--max-drift-ms 5",
+    ] {
+        assert!(svg.contains(panel), "sweep.svg has no {panel:?}");
+    }
     for p in &r.points {
         let d = Path::new(&p.dir);
         assert!(d.join("records.jsonl").is_file());

@@ -15,8 +15,8 @@
 //! - `trace_request_rate`: request rate over trace time;
 //! - `trace_lengths`: input and output length histograms with CDFs.
 //!
-//! and of a sweep (`request-sim sweep`, [`write_sweep_plot`]): `sweep`, throughput, goodput and
-//! TTFT/TPOT against the offered rate with the capacity marked.
+//! and of a sweep (`request-sim sweep`, [`write_sweep_plot`]): `sweep`, throughput and goodput,
+//! TTFT p50/p99, TPOT p50/p99 and send drift p99 against the offered rate, capacity marked.
 //!
 //! PNG text uses a bundled DejaVu Sans (no system fonts needed).
 //!

@@ -1,6 +1,6 @@
-//! The chart of a capacity sweep (`request-sim sweep`): served throughput and goodput against
-//! the offered rate (left; the diagonal is "keeps up"), TTFT p50/p99 and TPOT p99 against the
-//! offered rate (right), the capacity point marked on both.
+//! The chart of a capacity sweep (`request-sim sweep`), four panels against the offered rate,
+//! the capacity point marked on each: served throughput and goodput (the diagonal is "keeps
+//! up"), TTFT p50/p99, TPOT p50/p99, and the client's send drift p99 with `--max-drift-ms`.
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use super::axes::upper;
 use super::{
     err, legend, line, register_font, save, Chart, Chart2d, DrawResult, Frame, BLUE_, FAMILY,
-    GREEN_, GREY, ORANGE, RED_,
+    GREEN_, GREY, ORANGE, PURPLE, RED_,
 };
 use crate::report::format::fmt_num;
 
@@ -38,7 +38,9 @@ pub struct SweepPlotPoint {
     pub goodput_rps: Option<f64>,
     pub ttft_p50_ms: f64,
     pub ttft_p99_ms: Option<f64>,
+    pub tpot_p50_ms: f64,
     pub tpot_p99_ms: Option<f64>,
+    pub drift_p99_ms: f64,
     /// The capacity point.
     pub capacity: bool,
 }
@@ -46,6 +48,7 @@ pub struct SweepPlotPoint {
 struct SweepChart {
     points: Vec<SweepPlotPoint>,
     answer: String,
+    max_drift_ms: f64,
 }
 
 impl SweepChart {
@@ -100,41 +103,58 @@ impl SweepChart {
         legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }
 
-    fn latency<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult {
+    /// Lines of `(name, value, colour)` against the offered rate, with a dashed horizontal
+    /// `limit` when given (the legend then sits in the middle, clear of the limit and of low
+    /// values), the capacity marked.
+    fn metric<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        (title, y_desc): (&str, &str),
+        lines: &[(&str, Get, RGBColor)],
+        limit: Option<(f64, String)>,
+    ) -> DrawResult {
         let x_max = self.x_max();
+        let has_limit = limit.is_some();
         let y_top = self
             .points
             .iter()
-            .map(|p| {
-                p.ttft_p99_ms
-                    .unwrap_or(p.ttft_p50_ms)
-                    .max(p.tpot_p99_ms.unwrap_or(0.0))
-            })
+            .flat_map(|p| lines.iter().filter_map(|l| (l.1)(p)))
+            .chain(limit.as_ref().map(|l| l.0))
             .fold(0.0, f64::max);
-        let y_max = upper(y_top * 1.15).max(1.0);
-        let mut chart = Frame::panel("Latency vs offered", OFFERED, "ms")
+        let y_max = upper(y_top * 1.15);
+        let mut chart = Frame::panel(title, OFFERED, y_desc)
             .x(0.0..x_max)
             .y(0.0..y_max)
             .build(area)?;
-        type Get = fn(&SweepPlotPoint) -> Option<f64>;
-        let lines: [(&str, Get, RGBColor); 3] = [
-            ("TTFT p50", |p| Some(p.ttft_p50_ms), BLUE_),
-            ("TTFT p99", |p| p.ttft_p99_ms, RED_),
-            ("TPOT p99", |p| p.tpot_p99_ms, ORANGE),
-        ];
-        for (name, get, color) in lines {
+        for &(name, get, color) in lines {
             let pts: Vec<(f64, f64)> = self
                 .points
                 .iter()
                 .filter_map(|p| Some((p.offered_rps, get(p)?)))
                 .collect();
-            if pts.is_empty() {
-                continue;
+            if !pts.is_empty() {
+                dots(&mut chart, pts, color, name)?;
             }
-            dots(&mut chart, pts, color, name)?;
+        }
+        if let Some((y, label)) = limit {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(0.0, y), (x_max, y)],
+                    8,
+                    6,
+                    GREY.stroke_width(2),
+                ))
+                .map_err(err)?
+                .label(label)
+                .legend(|(x, y)| PathElement::new(vec![(x - 10, y), (x + 10, y)], GREY));
         }
         self.mark(&mut chart, y_max)?;
-        legend(&mut chart, SeriesLabelPosition::UpperLeft)
+        let pos = if has_limit {
+            SeriesLabelPosition::MiddleRight
+        } else {
+            SeriesLabelPosition::UpperLeft
+        };
+        legend(&mut chart, pos)
     }
 
     /// A vertical line at the capacity point.
@@ -160,23 +180,56 @@ impl SweepChart {
     }
 }
 
+type Get = fn(&SweepPlotPoint) -> Option<f64>;
+
 impl Chart for SweepChart {
     fn size(&self) -> (u32, u32) {
-        (1300, 600)
+        (1300, 1000)
     }
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         let root = root.titled(&self.answer, (FAMILY, 15)).map_err(err)?;
-        let areas = root.split_evenly((1, 2));
+        let areas = root.split_evenly((2, 2));
         self.rates(&areas[0])?;
-        self.latency(&areas[1])
+        self.metric(
+            &areas[1],
+            ("TTFT vs offered", "ms"),
+            &[
+                ("TTFT p50", |p| Some(p.ttft_p50_ms), BLUE_),
+                ("TTFT p99", |p| p.ttft_p99_ms, RED_),
+            ],
+            None,
+        )?;
+        self.metric(
+            &areas[2],
+            ("TPOT vs offered", "ms"),
+            &[
+                ("TPOT p50", |p| Some(p.tpot_p50_ms), ORANGE),
+                ("TPOT p99", |p| p.tpot_p99_ms, PURPLE),
+            ],
+            None,
+        )?;
+        self.metric(
+            &areas[3],
+            ("Send drift p99 vs offered (the client keeping time)", "ms"),
+            &[("drift p99", |p| Some(p.drift_p99_ms), GREY)],
+            Some((
+                self.max_drift_ms,
+                format!(
+                    "--max-drift-ms {}: above it a run is invalid",
+                    self.max_drift_ms
+                ),
+            )),
+        )
     }
 }
 
-/// `sweep.png` and `sweep.svg` in `dir`; `answer` is the title.
+/// `sweep.png` and `sweep.svg` in `dir`; `answer` is the title, `max_drift_ms` the drift
+/// above which a point's run is invalid (drawn on the drift panel).
 pub fn write_sweep_plot(
     dir: &Path,
     points: &[SweepPlotPoint],
     answer: &str,
+    max_drift_ms: f64,
 ) -> anyhow::Result<Vec<PathBuf>> {
     register_font()?;
     let mut points = points.to_vec();
@@ -187,6 +240,7 @@ pub fn write_sweep_plot(
         &SweepChart {
             points,
             answer: answer.to_string(),
+            max_drift_ms,
         },
     )
 }
