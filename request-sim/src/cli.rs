@@ -36,7 +36,9 @@ pub enum Command {
     /// hash ids give shared token prefixes.
     VerifyPrompts(VerifyArgs),
     /// Replay the same trace slice at several scale factors (one result directory per point)
-    /// and answer how much load the server carries (within --goodput SLOs when given).
+    /// and answer how much load the server carries (within --goodput SLOs when given). Every
+    /// point is bounded: --max-requests (default 2000 in a sweep) and --time-in-secs (default
+    /// 300 s in a sweep); Ctrl-C keeps the points done so far (exit 130).
     Sweep(Box<SweepArgs>),
 }
 

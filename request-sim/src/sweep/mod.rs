@@ -5,6 +5,8 @@
 //! ("Capacity sweep").
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -22,6 +24,8 @@ use crate::report::Summary;
 
 /// Time limit of a point when `--time-in-secs` is not given.
 pub const DEFAULT_POINT_SECS: f64 = 300.0;
+/// Request limit of a point when `--max-requests` is not given.
+pub const DEFAULT_POINT_REQUESTS: usize = 2000;
 /// Throughput below this fraction of the offered rate: the server no longer keeps up.
 const KEEPS_UP: f64 = 0.9;
 
@@ -248,9 +252,78 @@ struct Sweep {
     base: ReplayArgs,
     /// The trace slice's request rate at scale 1.
     rate: f64,
+    /// Set by Ctrl-C (see [`watch_interrupts`]).
+    stop: Arc<AtomicBool>,
+    slo: Option<String>,
+    target: f64,
+}
+
+/// A flag set by SIGINT or SIGTERM for the rest of the process. A replay listens only while
+/// it runs; between points (cache reset, the next point's start-up) the sweep's own listener
+/// keeps the signal from being lost or, before the first point, from killing the process with
+/// nothing saved.
+fn watch_interrupts() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let spawned = rt.map(|rt| {
+        std::thread::Builder::new()
+            .name("sweep-signals".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    use tokio::signal::unix::{signal, SignalKind};
+                    let mut term = signal(SignalKind::terminate()).ok();
+                    let _ = ready_tx.send(());
+                    loop {
+                        let got = match term.as_mut() {
+                            Some(t) => tokio::select! {
+                                r = tokio::signal::ctrl_c() => r.is_ok(),
+                                r = t.recv() => r.is_some(),
+                            },
+                            None => tokio::signal::ctrl_c().await.is_ok(),
+                        };
+                        if !got {
+                            return;
+                        }
+                        flag.store(true, Ordering::SeqCst);
+                    }
+                })
+            })
+    });
+    match spawned {
+        Ok(Ok(_)) => {
+            let _ = ready_rx.recv_timeout(Duration::from_secs(2));
+        }
+        _ => eprintln!(
+            "request-sim: sweep: cannot watch for Ctrl-C between points; Ctrl-C during a point still stops it"
+        ),
+    }
+    stop
 }
 
 impl Sweep {
+    /// Ctrl-C was pressed.
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// `sweep.json` as it stands (after every point, so a killed sweep keeps its points).
+    fn save(&self, result: &mut SweepResult) -> Result<(), String> {
+        let (cap, text) = answer(&result.points, self.slo.as_deref(), self.target);
+        result.capacity_scale_factor = cap;
+        result.answer = match &result.search {
+            Some(s) => format!("{text}{}", search_words(s, result.points.len())),
+            None => text,
+        };
+        let json = serde_json::to_string_pretty(result).map_err(|e| e.to_string())?;
+        let path = self.dir.join("sweep.json");
+        std::fs::write(&path, json + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
     /// Replay point `k` at scale `f` into its own directory, with a fresh seed and the prefix
     /// caches reset; returns the point and whether Ctrl-C interrupted it.
     fn point(&self, k: usize, f: f64, of: &str) -> Result<(SweepPoint, bool), String> {
@@ -281,7 +354,7 @@ impl Sweep {
             reset,
             out.exit_code,
         );
-        Ok((p, out.exit_code == 130))
+        Ok((p, out.exit_code == 130 || self.stopped()))
     }
 }
 
@@ -333,7 +406,15 @@ pub fn sweep(args: SweepArgs) -> Result<u8, String> {
     let start = check_args(&args)?;
     let dir = sweep_dir(&args);
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let base = args.replay.clone();
+    let mut base = args.replay.clone();
+    // Every point is bounded in requests and in time; the request limit is part of the slice
+    // (the offered rate is measured on it), the time limit is set per point.
+    if base.max_requests.is_none() {
+        base.max_requests = Some(DEFAULT_POINT_REQUESTS);
+        eprintln!(
+            "request-sim: sweep: every point replays at most {DEFAULT_POINT_REQUESTS} requests (--max-requests to change)"
+        );
+    }
     if base.time_in_secs.is_none() {
         eprintln!(
             "request-sim: sweep: every point stops sending after {DEFAULT_POINT_SECS:.0} s (--time-in-secs to change)"
@@ -345,9 +426,12 @@ pub fn sweep(args: SweepArgs) -> Result<u8, String> {
         rate: trace_rate(&probe)?,
         dir: dir.clone(),
         base,
+        stop: watch_interrupts(),
+        slo: slo_words.clone(),
+        target: args.target,
     };
     let mut result = SweepResult {
-        slo: slo_words.clone(),
+        slo: slo_words,
         target: args.target,
         ..SweepResult::default()
     };
@@ -356,10 +440,15 @@ pub fn sweep(args: SweepArgs) -> Result<u8, String> {
     } else {
         let n = args.scale_factors.len();
         for (k, &f) in args.scale_factors.iter().enumerate() {
+            if sw.stopped() {
+                result.interrupted = true;
+                break;
+            }
             let (p, interrupted) = sw.point(k, f, &format!("/{n}"))?;
             result.points.push(p);
+            result.interrupted = interrupted;
+            sw.save(&mut result)?;
             if interrupted {
-                result.interrupted = true;
                 break;
             }
         }
@@ -370,12 +459,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8, String> {
             result.points.len()
         );
     }
-    let (cap, text) = answer(&result.points, slo_words.as_deref(), args.target);
-    result.capacity_scale_factor = cap;
-    result.answer = match &result.search {
-        Some(s) => format!("{text}{}", search_words(s, result.points.len())),
-        None => text,
-    };
+    sw.save(&mut result)?;
     finish(&dir, &result, &probe)
 }
 
@@ -389,26 +473,37 @@ fn run_search(
 ) -> Result<(), String> {
     let mut s = Search::new(start, args.tolerance);
     let of = format!(" (search, at most {})", args.max_points);
+    let info = |s: &Search| {
+        let (lo, hi) = s.bracket();
+        SearchInfo {
+            start: start.map(|(a, b)| [a, b]),
+            tolerance: args.tolerance,
+            max_points: args.max_points,
+            lo,
+            hi,
+            converged: s.converged(),
+        }
+    };
     while result.points.len() < args.max_points {
         let Some(f) = s.next() else { break };
-        let (p, interrupted) = sw.point(result.points.len(), f, &of)?;
-        if interrupted {
-            result.points.push(p);
+        if sw.stopped() {
             result.interrupted = true;
             break;
         }
-        s.record(f, carried(&p, args.target));
+        let (p, interrupted) = sw.point(result.points.len(), f, &of)?;
+        if !interrupted || p.exit_code != 130 {
+            // A whole point (even if Ctrl-C came after it) counts; a cut one does not.
+            s.record(f, carried(&p, args.target));
+        }
         result.points.push(p);
+        result.interrupted = interrupted;
+        result.search = Some(info(&s));
+        sw.save(result)?;
+        if interrupted {
+            break;
+        }
     }
-    let (lo, hi) = s.bracket();
-    result.search = Some(SearchInfo {
-        start: start.map(|(a, b)| [a, b]),
-        tolerance: args.tolerance,
-        max_points: args.max_points,
-        lo,
-        hi,
-        converged: s.converged(),
-    });
+    result.search = Some(info(&s));
     Ok(())
 }
 
@@ -431,7 +526,7 @@ fn search_words(s: &SearchInfo, points: usize) -> String {
     }
 }
 
-/// The combined chart, `report.html`, `sweep.json` and the table on stdout.
+/// The combined chart, `report.html` and the table on stdout (`sweep.json` is saved).
 fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8, String> {
     let cap = result.capacity_scale_factor;
     let plot_points: Vec<crate::report::plots::SweepPlotPoint> = result
@@ -463,11 +558,7 @@ fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8, 
         }
     };
     write_html(dir, result, probe, &charts);
-    let json = serde_json::to_string_pretty(result).map_err(|e| e.to_string())?;
-    let path = dir.join("sweep.json");
-    std::fs::write(&path, json + "\n")
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     crate::report::print_stdout(&format!("\n{}", render_table(result)))?;
-    eprintln!("request-sim: sweep: {}", path.display());
+    eprintln!("request-sim: sweep: {}", dir.join("sweep.json").display());
     Ok(if result.interrupted { 130 } else { 0 })
 }

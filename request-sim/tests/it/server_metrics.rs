@@ -663,6 +663,41 @@ fn search_brackets_the_capacity_of_one_sequence_at_a_time() {
 }
 
 #[test]
+fn every_sweep_point_has_a_default_request_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), request_sim::sweep::DEFAULT_POINT_REQUESTS + 30);
+    let sweep_dir = dir.path().join("sweep");
+    let (code, r) = run_sweep(&[
+        "--sweep-dir",
+        sweep_dir.to_str().unwrap(),
+        "--scale-factors",
+        "40,80",
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--block-size",
+        "64",
+        "--dry-run",
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(r.points.len(), 2);
+    for p in &r.points {
+        assert_eq!(
+            p.scheduled,
+            request_sim::sweep::DEFAULT_POINT_REQUESTS,
+            "{p:?}"
+        );
+    }
+    // The offered rate is the limited slice's: 2000 requests 10 ms apart, times 40.
+    let rate = 2000.0 / 19.99 * 40.0;
+    assert!(
+        (r.points[0].offered_rps - rate).abs() < 1e-6,
+        "{:?}",
+        r.points[0]
+    );
+}
+
+#[test]
 fn sweep_search_flags_are_checked() {
     let parse = |args: &[&str]| {
         let mut argv = vec!["request-sim", "sweep", "--sweep-dir", "/nonexistent/x"];
