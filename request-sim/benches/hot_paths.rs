@@ -224,6 +224,7 @@ fn record(i: usize) -> Record {
         parent_index: None,
         session_wait_ms: None,
         server: None,
+        served_by: None,
     }
 }
 

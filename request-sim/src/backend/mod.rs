@@ -572,6 +572,7 @@ async fn exchange(
     })?;
     let status = resp.status();
     *http_status = Some(status.as_u16());
+    state.served_by = served_by(resp.headers());
     let mut stream = resp.bytes_stream();
     if !status.is_success() {
         let mut buf = Vec::new();
@@ -655,6 +656,21 @@ async fn exchange(
     Ok(())
 }
 
+/// Longest `x-inference-pod` value kept in a record.
+const MAX_POD_LEN: usize = 253;
+
+/// The instance named by the response headers `x-inference-pod` and `x-inference-port` (sent
+/// by routers and by llm-sim clusters), if either is there and readable.
+pub fn served_by(headers: &reqwest::header::HeaderMap) -> Option<crate::record::ServedBy> {
+    let text = |name: &str| {
+        let v = headers.get(name)?.to_str().ok()?.trim();
+        (!v.is_empty() && v.len() <= MAX_POD_LEN).then(|| v.to_string())
+    };
+    let pod = text("x-inference-pod");
+    let port = text("x-inference-port").and_then(|p| p.parse::<u16>().ok());
+    (pod.is_some() || port.is_some()).then_some(crate::record::ServedBy { pod, port })
+}
+
 /// The server's error message: `message` / `error.message` / `error` of a JSON body, or the
 /// text itself, truncated to 512 bytes.
 fn error_message(body: &[u8]) -> String {
@@ -692,6 +708,21 @@ fn error_message(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_serving_instance_comes_from_the_response_headers() {
+        let mut h = reqwest::header::HeaderMap::new();
+        assert_eq!(served_by(&h), None);
+        h.insert("x-inference-port", "8002".parse().unwrap());
+        let s = served_by(&h).unwrap();
+        assert_eq!((s.pod, s.port), (None, Some(8002)));
+        h.insert("x-inference-pod", " llm-sim-2 ".parse().unwrap());
+        let s = served_by(&h).unwrap();
+        assert_eq!((s.pod.as_deref(), s.port), (Some("llm-sim-2"), Some(8002)));
+        h.insert("x-inference-port", "not a port".parse().unwrap());
+        h.insert("x-inference-pod", "x".repeat(300).parse().unwrap());
+        assert_eq!(served_by(&h), None);
+    }
 
     #[test]
     fn sanitize_strips_credentials() {

@@ -375,6 +375,7 @@ mod tests {
             parent_index: None,
             session_wait_ms: None,
             server: None,
+            served_by: None,
         }
     }
 

@@ -493,13 +493,8 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         Box::new(move |r: &mut Record| {
             if let (Some(sent), Some(start)) = (r.sent_ms, clock.get()) {
                 let at = *start + Duration::from_secs_f64(sent.max(0.0) / 1e3);
-                r.server = series.cluster_at(at).map(|st| crate::record::ServerAtSend {
-                    waiting: st.waiting,
-                    running: st.running,
-                    kv_usage: st.kv_usage.map(|k| (k * 1e6).round() / 1e6),
-                    dt_ms: (st.dt_ms * 1e3).round() / 1e3,
-                    instances: st.instances,
-                });
+                let st = series.state_at(at, r.served_by.as_ref());
+                r.server = st.map(crate::record::ServerAtSend::from);
             }
         }) as crate::record::Annotate
     });

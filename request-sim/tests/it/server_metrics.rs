@@ -221,6 +221,37 @@ fn four_instances_scraped_together_match_their_own_counters() {
     );
     assert!(text.contains("Server prefix-cache hit ratio (%):"));
 
+    // Each record names the instance that served it (llm-sim's x-inference-pod/port) and
+    // carries that instance's state at its nearest sample; per instance, the client's count
+    // of answers equals the server's own count of finished requests.
+    let records: Vec<request_sim::record::Record> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut answered = [0u64; 4];
+    for r in &records {
+        let by = r.served_by.clone().expect("llm-sim names itself");
+        let i = sims
+            .iter()
+            .position(|sim| Some(sim.addr.port()) == by.port)
+            .unwrap_or_else(|| panic!("{by:?} is none of the simulators"));
+        assert_eq!(by.pod.as_deref(), Some(format!("llm-sim-{i}").as_str()));
+        answered[i] += 1;
+        let st = r.server.expect("the server's state at send");
+        assert_eq!((st.instance, st.instances), (Some(i), 1), "{r:?}");
+        let at = r.sent_ms.unwrap() + st.dt_ms;
+        let sample = samples
+            .iter()
+            .find(|v| v["instance"] == i as u64 && (v["t_ms"].as_f64().unwrap() - at).abs() < 0.01)
+            .unwrap_or_else(|| panic!("no sample of instance {i} at {at} ms"));
+        assert_eq!(sample["waiting"].as_f64(), st.waiting);
+        assert_eq!(sample["running"].as_f64(), st.running);
+    }
+    for (i, x) in srv.instances.iter().enumerate() {
+        assert_eq!(x.requests, Some(answered[i] as f64), "instance {i}");
+    }
+
     // The result files (written later, from the records) find the samples beside the records
     // and draw one line per instance, keyed by its address.
     let res = dir.path().join("res");

@@ -65,6 +65,7 @@ pub fn base_record(i: usize) -> Record {
         parent_index: None,
         session_wait_ms: None,
         server: None,
+        served_by: None,
     }
 }
 
