@@ -36,7 +36,9 @@ pub enum Command {
     /// hash ids give shared token prefixes.
     VerifyPrompts(VerifyArgs),
     /// Replay the same trace slice at several scale factors (one result directory per point)
-    /// and answer how much load the server carries (within --goodput SLOs when given).
+    /// and answer how much load the server carries (within --goodput SLOs when given). Every
+    /// point is bounded: --max-requests (default 2000 in a sweep) and --time-in-secs (default
+    /// 300 s in a sweep); Ctrl-C keeps the points done so far (exit 130).
     Sweep(Box<SweepArgs>),
 }
 
@@ -44,9 +46,21 @@ pub enum Command {
 /// `--summary-path` and `--result-dir` are set per point).
 #[derive(Debug, Clone, Args)]
 pub struct SweepArgs {
-    /// Scale factors to replay, comma-separated (e.g. 0.5,1,2,4).
-    #[arg(long, value_delimiter = ',', required = true)]
+    /// Scale factors to replay, comma-separated (e.g. 0.5,1,2,4). Without them the sweep
+    /// searches for the highest scale factor carried (see --search).
+    #[arg(long, value_delimiter = ',', conflicts_with = "search")]
     pub scale_factors: Vec<f64>,
+    /// Capacity search from the bracket LO,HI (default: from scale 1): doubling or halving
+    /// until one point is carried and one falls short, then bisecting until HI/LO is within
+    /// --tolerance, at most --max-points points.
+    #[arg(long, value_delimiter = ',', value_name = "LO,HI")]
+    pub search: Vec<f64>,
+    /// Capacity search: most points to run.
+    #[arg(long, default_value_t = 8)]
+    pub max_points: usize,
+    /// Capacity search: stop when the bracket's HI/LO is at most 1 + this.
+    #[arg(long, default_value_t = 0.05)]
+    pub tolerance: f64,
     /// With --goodput: the fraction of scheduled requests that must meet every SLO for a point
     /// to count as carried. Without: a point is carried when throughput keeps up with the
     /// offered rate (>= 90%).

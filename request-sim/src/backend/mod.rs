@@ -93,6 +93,17 @@ pub enum Api {
     Aibrix,
 }
 
+impl std::fmt::Display for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Api::OpenaiChat => "openai-chat",
+            Api::OpenaiCompletions => "openai-completions",
+            Api::Tgi => "tgi",
+            Api::Aibrix => "aibrix",
+        })
+    }
+}
+
 /// A resolved endpoint. `Debug` never shows the API key.
 #[derive(Clone)]
 pub struct Endpoint {
@@ -596,6 +607,7 @@ async fn exchange(
     })?;
     let status = resp.status();
     *http_status = Some(status.as_u16());
+    state.served_by = served_by(resp.headers());
     let mut stream = resp.bytes_stream();
     if !status.is_success() {
         let mut buf = Vec::new();
@@ -679,6 +691,21 @@ async fn exchange(
     Ok(())
 }
 
+/// Longest `x-inference-pod` value kept in a record.
+const MAX_POD_LEN: usize = 253;
+
+/// The instance named by the response headers `x-inference-pod` and `x-inference-port` (sent
+/// by routers and by llm-sim clusters), if either is there and readable.
+pub fn served_by(headers: &reqwest::header::HeaderMap) -> Option<crate::record::ServedBy> {
+    let text = |name: &str| {
+        let v = headers.get(name)?.to_str().ok()?.trim();
+        (!v.is_empty() && v.len() <= MAX_POD_LEN).then(|| v.to_string())
+    };
+    let pod = text("x-inference-pod");
+    let port = text("x-inference-port").and_then(|p| p.parse::<u16>().ok());
+    (pod.is_some() || port.is_some()).then_some(crate::record::ServedBy { pod, port })
+}
+
 /// The server's error message: `message` / `error.message` / `error` of a JSON body, or the
 /// text itself, truncated to 512 bytes.
 fn error_message(body: &[u8]) -> String {
@@ -716,6 +743,35 @@ fn error_message(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_words_are_the_summary_words() {
+        for api in [
+            Api::OpenaiChat,
+            Api::OpenaiCompletions,
+            Api::Tgi,
+            Api::Aibrix,
+        ] {
+            let json = serde_json::to_string(&api).unwrap();
+            assert_eq!(json, format!("\"{api}\""));
+        }
+        assert_eq!(Api::OpenaiChat.to_string(), "openai-chat");
+    }
+
+    #[test]
+    fn the_serving_instance_comes_from_the_response_headers() {
+        let mut h = reqwest::header::HeaderMap::new();
+        assert_eq!(served_by(&h), None);
+        h.insert("x-inference-port", "8002".parse().unwrap());
+        let s = served_by(&h).unwrap();
+        assert_eq!((s.pod, s.port), (None, Some(8002)));
+        h.insert("x-inference-pod", " llm-sim-2 ".parse().unwrap());
+        let s = served_by(&h).unwrap();
+        assert_eq!((s.pod.as_deref(), s.port), (Some("llm-sim-2"), Some(8002)));
+        h.insert("x-inference-port", "not a port".parse().unwrap());
+        h.insert("x-inference-pod", "x".repeat(300).parse().unwrap());
+        assert_eq!(served_by(&h), None);
+    }
 
     #[test]
     fn sanitize_strips_credentials() {

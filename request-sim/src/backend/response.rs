@@ -42,6 +42,8 @@ pub struct ResponseState {
     pub usage: Option<Usage>,
     /// `data: [DONE]` seen (OpenAI) / final event with details seen (TGI).
     pub finished: bool,
+    /// The instance that answered, when the response headers say.
+    pub served_by: Option<crate::record::ServedBy>,
 }
 
 #[derive(Deserialize)]

@@ -127,6 +127,10 @@ pub struct Record {
     /// scraped and the request was sent; docs/server-metrics.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerAtSend>,
+    /// The instance that answered, when the response said (`x-inference-pod` /
+    /// `x-inference-port` headers of routers and llm-sim clusters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_by: Option<ServedBy>,
 }
 
 impl Record {
@@ -164,13 +168,24 @@ impl Record {
             session_wait_ms: None,
             server: None,
             retries: 0,
+            served_by: None,
         }
     }
 }
 
-/// The server's queue and KV usage when a request was sent: of the one scraped instance, or
-/// of the cluster (waiting and running summed, KV usage averaged over the instances) when
-/// several were scraped, since a record does not know which instance served it.
+/// Which instance served a request, from the response headers `x-inference-pod` (a pod name,
+/// host or address) and `x-inference-port`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServedBy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+}
+
+/// The server's queue and KV usage when a request was sent: of the instance that served it
+/// (the one scraped instance, or the one [`Record::served_by`] names), else of the cluster
+/// (waiting and running summed, KV usage averaged over the instances).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ServerAtSend {
     /// Requests waiting in the queue(s).
@@ -184,6 +199,10 @@ pub struct ServerAtSend {
     pub dt_ms: f64,
     /// Instances the state covers (1: that instance).
     pub instances: usize,
+    /// The scraped instance (index in `--server-metrics` order) the state is of, when the
+    /// response named the instance that served it and it matched one scraped URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<usize>,
 }
 
 fn is_zero(n: &u32) -> bool {

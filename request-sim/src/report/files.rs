@@ -1,5 +1,6 @@
 //! `--result-dir` contents: `summary.json`, `requests.csv`, `results.xlsx` (sheets "Metrics"
-//! and "Details") and the plots of [`super::plots`].
+//! and "Details"), the plots of [`super::plots`] (the servers' too, from the run's
+//! `server_metrics.jsonl`) and the page of [`super::html`] that holds them all.
 
 use std::path::{Path, PathBuf};
 
@@ -257,7 +258,7 @@ pub fn write_xlsx(path: &Path, summary: &Summary, records: &[Record]) -> anyhow:
 }
 
 /// Write the result directory (created if needed): `summary.json`, `requests.csv`,
-/// `results.xlsx` and the plots, from `summary` and the records file of the run.
+/// `results.xlsx`, the plots and `report.html`, from `summary` and the records file of the run.
 /// Returns the files written.
 pub fn write_result_dir(
     dir: &Path,
@@ -280,6 +281,22 @@ pub fn write_result_dir(
     write_xlsx(&p, summary, &records)?;
     files.push(p);
 
-    files.extend(plots::write_plots(dir, &records, summary)?);
+    let samples = match server_metrics_path(dir, records_jsonl) {
+        Some(p) => crate::observe::samples::read_samples(&p)?,
+        None => Vec::new(),
+    };
+    files.extend(plots::write_plots(dir, &records, summary, &samples)?);
+    let page = super::html::write_run_html(dir, summary, &files)?;
+    files.push(page);
     Ok(files)
+}
+
+/// The run's `server_metrics.jsonl`: in the result directory (where the scraper writes it with
+/// `--result-dir`), else beside the records (`<records>.server_metrics.jsonl`).
+pub fn server_metrics_path(dir: &Path, records_jsonl: &Path) -> Option<PathBuf> {
+    let mut beside = records_jsonl.as_os_str().to_owned();
+    beside.push(".server_metrics.jsonl");
+    [dir.join("server_metrics.jsonl"), PathBuf::from(beside)]
+        .into_iter()
+        .find(|p| p.is_file())
 }

@@ -8,8 +8,10 @@
 //! - [`console`]: the vLLM-shaped result table ([`render_console`]); [`analysis`]: a trace
 //!   analysis as text ([`render_analysis`]); [`format`]: number formatting.
 //! - [`compare`]: two runs side by side ([`render_compare`]).
-//! - [`files`]: `--result-dir` contents: summary.json, requests.csv, results.xlsx, plots.
-//! - [`plots`]: PNG and SVG charts.
+//! - [`files`]: `--result-dir` contents: summary.json, requests.csv, results.xlsx, plots,
+//!   report.html.
+//! - [`plots`]: PNG and SVG charts; [`html`]: the self-contained `report.html` of a run or a
+//!   sweep.
 //! - [`progress`]: the live progress line on stderr.
 //! - [`slo`]: goodput SLO parsing.
 //!
@@ -21,6 +23,7 @@ pub mod compare;
 pub mod console;
 pub mod files;
 pub mod format;
+pub mod html;
 pub mod latency;
 pub mod merge;
 pub mod plots;
@@ -59,7 +62,6 @@ pub struct ReportConfig {
     /// Goodput SLO; empty = no goodput.
     pub slo: Slo,
 }
-
 
 /// What [`read_records`] found besides the records.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -176,13 +176,8 @@ fn start_writer(
         Box::new(move |r: &mut Record| {
             if let (Some(sent), Some(start)) = (r.sent_ms, clock.get()) {
                 let at = *start + Duration::from_secs_f64(sent.max(0.0) / 1e3);
-                r.server = series.cluster_at(at).map(|st| ServerAtSend {
-                    waiting: st.waiting,
-                    running: st.running,
-                    kv_usage: st.kv_usage.map(|k| (k * 1e6).round() / 1e6),
-                    dt_ms: (st.dt_ms * 1e3).round() / 1e3,
-                    instances: st.instances,
-                });
+                let st = series.state_at(at, r.served_by.as_ref());
+                r.server = st.map(ServerAtSend::from);
             }
         }) as Annotate
     });

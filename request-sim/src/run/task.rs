@@ -181,6 +181,7 @@ pub(super) fn unsent(
         parent_index,
         session_wait_ms: None,
         server: None,
+        served_by: None,
         retries: 0,
     };
     ctx.control.finished.fetch_add(1, Ordering::Relaxed);
@@ -311,6 +312,7 @@ pub(super) async fn run_one(
         parent_index,
         session_wait_ms,
         server: None,
+        served_by: st.served_by.clone(),
         retries: outcome.retries,
     };
     let failed = !matches!(
