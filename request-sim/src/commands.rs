@@ -9,11 +9,6 @@ use crate::report::{self, ReportConfig, Summary, DEFAULT_PERCENTILES};
 use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions};
 use crate::{Error, Result};
 
-/// An error of the report module (plots, spreadsheet, records files) as the crate's.
-fn report_err(e: anyhow::Error) -> Error {
-    Error::report(format!("{e:#}"))
-}
-
 /// `replay` (and the `client` binary).
 pub fn replay(args: ReplayArgs, flavor: Flavor) -> Result<u8> {
     let cfg = ReplayConfig::from_args(args, flavor)?;
@@ -41,7 +36,7 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         );
     }
     if let Some(dir) = &args.plot_dir {
-        let files = report::plots::write_analysis_plots(dir, &analysis).map_err(report_err)?;
+        let files = report::plots::write_analysis_plots(dir, &analysis)?;
         eprintln!(
             "request-sim: wrote {} plot files to {}",
             files.len(),
@@ -59,14 +54,14 @@ pub fn report(args: ReportArgs) -> Result<u8> {
     }
     let records = &args.records[0];
     let info = report::find_run_info(records);
-    let summary = report::report_from_records(records, &cfg, info).map_err(report_err)?;
+    let summary = report::report_from_records(records, &cfg, info)?;
     if args.json {
         report::print_json(&summary)?;
     } else {
         report::print_stdout(&format!("{}\n", report::render_console(&summary)))?;
     }
     if let Some(dir) = &args.report.result_dir {
-        let files = report::write_result_dir(dir, &summary, records).map_err(report_err)?;
+        let files = report::write_result_dir(dir, &summary, records)?;
         eprintln!(
             "request-sim: wrote {} files to {}",
             files.len(),
@@ -83,8 +78,8 @@ fn merged_summary(
     expected: Option<usize>,
     cfg: &ReportConfig,
 ) -> Result<(Summary, report::merge::Merged)> {
-    let files = report::merge::expand_inputs(paths).map_err(report_err)?;
-    let merged = report::merge::merge_files(&files, expected, cfg).map_err(report_err)?;
+    let files = report::merge::expand_inputs(paths)?;
+    let merged = report::merge::merge_files(&files, expected, cfg)?;
     let mut info = report::RunInfo::new();
     info.scheduled = merged.union.expected.max(merged.records.len());
     info.never_sent = merged
@@ -123,8 +118,8 @@ fn report_merged(args: &ReportArgs, cfg: &ReportConfig) -> Result<u8> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
         let path = dir.join("records.jsonl");
-        report::merge::write_records(&path, &merged.records).map_err(report_err)?;
-        let files = report::write_result_dir(dir, &summary, &path).map_err(report_err)?;
+        report::merge::write_records(&path, &merged.records)?;
+        let files = report::write_result_dir(dir, &summary, &path)?;
         eprintln!(
             "request-sim: wrote {} files and the merged records.jsonl to {}",
             files.len(),
@@ -142,7 +137,7 @@ fn load_run(path: &Path) -> Result<Summary> {
     }
     let as_records = || {
         let info = report::find_run_info(path);
-        report::report_from_records(path, &ReportConfig::default(), info).map_err(report_err)
+        report::report_from_records(path, &ReportConfig::default(), info)
     };
     if path.extension().is_some_and(|e| e == "jsonl") {
         return as_records();

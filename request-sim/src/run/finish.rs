@@ -13,7 +13,7 @@ use crate::config::{ReplayConfig, Target};
 use crate::observe::{ClientSide, ScrapeResult};
 use crate::report::{self, PromptVerification, RunInfo, StartupTimes, Summary};
 use crate::schedule::{self, DispatchStats, ProducerStats, StopReason};
-use crate::{Error, Result};
+use crate::Result;
 
 pub(super) fn run(
     cfg: &ReplayConfig,
@@ -51,8 +51,7 @@ pub(super) fn run(
     );
     note(format!("summary: {}", cfg.summary_path.display()));
     if let Some(dir) = &cfg.result_dir {
-        let files = report::write_result_dir(dir, &summary, &cfg.output_path)
-            .map_err(|e| Error::report(format!("{e:#}")))?;
+        let files = report::write_result_dir(dir, &summary, &cfg.output_path)?;
         note(format!(
             "result files: {} files in {}",
             files.len(),

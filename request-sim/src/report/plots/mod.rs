@@ -64,7 +64,7 @@ trait Chart {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult;
 }
 
-fn save<C: Chart>(dir: &Path, name: &str, chart: &C) -> anyhow::Result<Vec<PathBuf>> {
+fn save<C: Chart>(dir: &Path, name: &str, chart: &C) -> crate::Result<Vec<PathBuf>> {
     let png = dir.join(format!("{name}.png"));
     let svg = dir.join(format!("{name}.svg"));
     render(
@@ -85,20 +85,21 @@ fn render<DB: DrawingBackend, C: Chart>(
     root: DrawingArea<DB, Shift>,
     chart: &C,
     path: &Path,
-) -> anyhow::Result<()> {
+) -> crate::Result<()> {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     root.fill(&WHITE)
-        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        .map_err(|e| crate::Error::report(format!("{name}: {e}")))?;
     chart
         .draw(&root)
-        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-    root.present().map_err(|e| anyhow::anyhow!("{name}: {e}"))
+        .map_err(|e| crate::Error::report(format!("{name}: {e}")))?;
+    root.present()
+        .map_err(|e| crate::Error::report(format!("{name}: {e}")))
 }
 
 /// Makes the bundled font the one charts use.
-fn register_font() -> anyhow::Result<()> {
+fn register_font() -> crate::Result<()> {
     plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
-        .map_err(|_| anyhow::anyhow!("bundled font is invalid"))
+        .map_err(|_| crate::Error::report(format!("bundled font is invalid")))
 }
 
 fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(

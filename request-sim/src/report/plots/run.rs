@@ -410,7 +410,7 @@ fn send_s(r: &Record) -> f64 {
 }
 
 /// `ttft_over_time` and `e2el_over_time`, by send time up to `x_max` (s).
-fn write_over_time(dir: &Path, records: &[Record], x_max: f64) -> anyhow::Result<Vec<PathBuf>> {
+fn write_over_time(dir: &Path, records: &[Record], x_max: f64) -> crate::Result<Vec<PathBuf>> {
     let mut ok: Vec<&Record> = records.iter().filter(|r| r.status == Status::Ok).collect();
     ok.sort_by(|a, b| send_s(a).total_cmp(&send_s(b)));
     let failed: Vec<f64> = records
@@ -483,7 +483,7 @@ pub fn write_plots(
     records: &[Record],
     _s: &Summary,
     samples: &[Sample],
-) -> anyhow::Result<Vec<PathBuf>> {
+) -> crate::Result<Vec<PathBuf>> {
     register_font()?;
     let last_sample_ms = samples.iter().map(|s| s.t_ms).fold(0.0, f64::max);
     let tput = throughput(records, last_sample_ms);

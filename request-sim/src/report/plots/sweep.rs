@@ -230,7 +230,7 @@ pub fn write_sweep_plot(
     points: &[SweepPlotPoint],
     answer: &str,
     max_drift_ms: f64,
-) -> anyhow::Result<Vec<PathBuf>> {
+) -> crate::Result<Vec<PathBuf>> {
     register_font()?;
     let mut points = points.to_vec();
     points.sort_by(|a, b| a.offered_rps.total_cmp(&b.offered_rps));
