@@ -99,7 +99,7 @@ fn render<DB: DrawingBackend, C: Chart>(
 /// Makes the bundled font the one charts use.
 fn register_font() -> crate::Result<()> {
     plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
-        .map_err(|_| crate::Error::report(format!("bundled font is invalid")))
+        .map_err(|_| crate::Error::report("bundled font is invalid"))
 }
 
 fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
