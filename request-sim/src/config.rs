@@ -687,7 +687,7 @@ fn server_metrics(a: &ReplayArgs) -> Result<Option<ServerMetrics>> {
         .server_metrics
         .iter()
         .filter(|u| !u.trim().is_empty())
-        .map(|u| crate::observe::scrape::metrics_url(u).map_err(Error::config))
+        .map(|u| crate::observe::scrape::metrics_url(u))
         .collect::<Result<Vec<_>>>()?;
     Ok(Some(ServerMetrics { urls, interval }))
 }

@@ -44,11 +44,13 @@ pub struct ScrapeConfig {
 }
 
 /// The `/metrics` URL of a `--server-metrics` value: a bare origin gets `/metrics`.
-pub fn metrics_url(s: &str) -> Result<reqwest::Url, String> {
+pub fn metrics_url(s: &str) -> crate::Result<reqwest::Url> {
     let mut u = reqwest::Url::parse(s.trim())
-        .map_err(|e| format!("--server-metrics {s:?}: not a URL ({e})"))?;
+        .map_err(|e| crate::Error::config(format!("--server-metrics {s:?}: not a URL ({e})")))?;
     if !matches!(u.scheme(), "http" | "https") {
-        return Err(format!("--server-metrics {s:?}: use http:// or https://"));
+        return Err(crate::Error::config(format!(
+            "--server-metrics {s:?}: use http:// or https://"
+        )));
     }
     if u.path().is_empty() || u.path() == "/" {
         u.set_path("/metrics");
@@ -337,7 +339,7 @@ impl Scraper {
     /// Start scraping: one round of start-up scrapes (the baseline of every counter, and the
     /// probe of the endpoint's origin), then a task per instance every `interval`. Returns
     /// once the start-up round is done.
-    pub fn start(cfg: ScrapeConfig) -> Result<Started, String> {
+    pub fn start(cfg: ScrapeConfig) -> crate::Result<Started> {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Ready>();
         let stop = CancellationToken::new();
         let clock: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
@@ -359,7 +361,7 @@ impl Scraper {
                 };
                 rt.block_on(run(cfg, stop2, clock2, series2, ready_tx))
             })
-            .map_err(|e| format!("cannot start the metrics scraper thread: {e}"))?;
+            .map_err(|e| crate::Error::io("cannot start the metrics scraper thread", e))?;
         match ready_rx.recv() {
             Ok(Ok((urls, notes))) => {
                 let scraper = if urls.is_empty() {
@@ -378,11 +380,13 @@ impl Scraper {
             }
             Ok(Err(e)) => {
                 let _ = thread.join();
-                Err(e)
+                Err(crate::Error::server(format!("server metrics: {e}")))
             }
             Err(_) => {
                 let _ = thread.join();
-                Err("the metrics scraper stopped during start-up".into())
+                Err(crate::Error::internal(
+                    "the metrics scraper stopped during start-up",
+                ))
             }
         }
     }
@@ -483,6 +487,74 @@ struct Collector {
 }
 
 impl Collector {
+    fn new(
+        kept: &[(reqwest::Url, Option<String>)],
+        t0: Instant,
+        cfg: &ScrapeConfig,
+        clock: Arc<OnceLock<Instant>>,
+        series: Arc<Series>,
+        out: Option<BufWriter<std::fs::File>>,
+    ) -> Collector {
+        series.set_addresses(&kept.iter().map(|(u, _)| u.clone()).collect::<Vec<_>>());
+        let instances = kept
+            .iter()
+            .map(|(u, key)| {
+                let shown = crate::backend::sanitize_url(u.as_str());
+                Instance {
+                    url: u.clone(),
+                    key: key.clone(),
+                    result: InstanceResult {
+                        url: shown.clone(),
+                        ok: 0,
+                        failed: 0,
+                        first_error: None,
+                        first: None,
+                        last: None,
+                    },
+                    shown,
+                }
+            })
+            .collect();
+        Collector {
+            instances,
+            t0,
+            interval: cfg.interval,
+            clock,
+            series,
+            out,
+            out_error: None,
+            pending: Vec::new(),
+            lines: 0,
+        }
+    }
+
+    /// Write what is left and hand over the samples.
+    fn finish(mut self, cfg: &ScrapeConfig) -> Result<ScrapeResult, String> {
+        self.flush_pending(true);
+        if let Some(out) = self.out.as_mut() {
+            if let Err(e) = out.flush() {
+                self.out_error.get_or_insert(e.to_string());
+            }
+        }
+        if let Some(e) = self.out_error {
+            return Err(format!(
+                "writing {}: {e}",
+                cfg.out
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ));
+        }
+        Ok(ScrapeResult {
+            interval: cfg.interval,
+            series: self.series.snapshot(),
+            clock_start: self.clock.get().copied(),
+            instances: self.instances.into_iter().map(|i| i.result).collect(),
+            path: cfg.out.clone(),
+            lines: self.lines,
+        })
+    }
+
     fn tick_of(&self, at: Instant) -> u64 {
         let d = at.saturating_duration_since(self.t0).as_secs_f64();
         (d / self.interval.as_secs_f64()).round() as u64
@@ -563,6 +635,9 @@ impl Collector {
     }
 }
 
+/// The scraper thread: a start-up round (the baseline of every counter, and the probe of the
+/// endpoint's origin), a task per instance every interval until stopped, then a final round
+/// (the counters' end values).
 async fn run(
     cfg: ScrapeConfig,
     stop: CancellationToken,
@@ -579,8 +654,52 @@ async fn run(
         .max(Duration::from_secs(1))
         .min(MAX_SCRAPE_TIMEOUT);
     let client = build_client(&cfg, timeout).map_err(fail)?;
-    let mut notes = Vec::new();
-    // The start-up round: the baseline of every counter.
+    let t0 = Instant::now();
+    let (kept, first, mut notes) = startup_round(&cfg, &client).await;
+    if kept.is_empty() {
+        let _ = ready.send(Ok((Vec::new(), notes)));
+        return Err("nothing to scrape".into());
+    }
+    let out = open_out(&cfg).map_err(fail)?;
+    let mut col = Collector::new(&kept, t0, &cfg, clock, series, out);
+    for s in first {
+        col.take(s);
+    }
+    for (i, inst) in col.instances.iter().enumerate() {
+        if let Some(e) = &inst.result.first_error {
+            notes.push(format!(
+                "server metrics: instance {i} ({}) did not answer at start-up ({e}); it is still scraped and its failures are counted",
+                inst.shown
+            ));
+        }
+    }
+    let shown: Vec<String> = col.instances.iter().map(|i| i.shown.clone()).collect();
+    notes.push(format!(
+        "server metrics: scraping {} every {} ms: {}",
+        if shown.len() == 1 {
+            "1 endpoint".to_string()
+        } else {
+            format!("{} endpoints", shown.len())
+        },
+        cfg.interval.as_millis(),
+        shown.join(", ")
+    ));
+    let _ = ready.send(Ok((shown, notes)));
+    scrape_until_stopped(&mut col, &client, &stop, timeout).await;
+    final_round(&mut col, &client).await;
+    col.finish(&cfg)
+}
+
+/// The start-up round over every URL: the instances kept (the origin only when it answers
+/// with a Prometheus page), their first scrapes, and notes for the user.
+async fn startup_round(
+    cfg: &ScrapeConfig,
+    client: &reqwest::Client,
+) -> (
+    Vec<(reqwest::Url, Option<String>)>,
+    Vec<Scraped>,
+    Vec<String>,
+) {
     let mut urls: Vec<(reqwest::Url, Option<String>)> =
         cfg.urls.iter().map(|u| (u.clone(), None)).collect();
     let mut origin_at = None;
@@ -590,7 +709,6 @@ async fn run(
             urls.push((o.clone(), cfg.origin_api_key.clone()));
         }
     }
-    let t0 = Instant::now();
     let round = futures_util::future::join_all(urls.iter().map(|(u, key)| {
         let client = client.clone();
         async move {
@@ -600,8 +718,7 @@ async fn run(
         }
     }))
     .await;
-    let mut first: Vec<(usize, Scraped)> = Vec::new();
-    let mut kept: Vec<(reqwest::Url, Option<String>)> = Vec::new();
+    let (mut kept, mut first, mut notes) = (Vec::new(), Vec::new(), Vec::new());
     for (i, ((u, key), (sent, received, body))) in urls.iter().zip(round).enumerate() {
         if Some(i) == origin_at {
             let page_ok = body
@@ -621,97 +738,45 @@ async fn run(
                 continue;
             }
         }
-        let instance = kept.len();
+        first.push(Scraped {
+            instance: kept.len(),
+            sent,
+            received,
+            tick: 0,
+            body,
+        });
         kept.push((u.clone(), key.clone()));
-        first.push((
-            instance,
-            Scraped {
-                instance,
-                sent,
-                received,
-                tick: 0,
-                body,
-            },
-        ));
     }
-    if kept.is_empty() {
-        let _ = ready.send(Ok((Vec::new(), notes)));
-        return Err("nothing to scrape".into());
-    }
-    let out = match &cfg.out {
-        Some(p) => {
-            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
-            }
-            Some(BufWriter::new(std::fs::File::create(p).map_err(|e| {
-                fail(format!("cannot write {}: {e}", p.display()))
-            })?))
-        }
-        None => None,
-    };
-    let shown: Vec<String> = kept
-        .iter()
-        .map(|(u, _)| crate::backend::sanitize_url(u.as_str()))
-        .collect();
-    series.set_addresses(&kept.iter().map(|(u, _)| u.clone()).collect::<Vec<_>>());
-    let mut col = Collector {
-        instances: kept
-            .iter()
-            .zip(&shown)
-            .map(|((u, key), s)| Instance {
-                url: u.clone(),
-                key: key.clone(),
-                shown: s.clone(),
-                result: InstanceResult {
-                    url: s.clone(),
-                    ok: 0,
-                    failed: 0,
-                    first_error: None,
-                    first: None,
-                    last: None,
-                },
-            })
-            .collect(),
-        t0,
-        interval: cfg.interval,
-        clock,
-        series,
-        out,
-        out_error: None,
-        pending: Vec::new(),
-        lines: 0,
-    };
-    for (_, s) in first {
-        col.take(s);
-    }
-    for (i, inst) in col.instances.iter().enumerate() {
-        if let Some(e) = &inst.result.first_error {
-            notes.push(format!(
-                "server metrics: instance {i} ({}) did not answer at start-up ({e}); it is still scraped and its failures are counted",
-                inst.shown
-            ));
-        }
-    }
-    notes.push(format!(
-        "server metrics: scraping {} every {} ms: {}",
-        if shown.len() == 1 {
-            "1 endpoint".to_string()
-        } else {
-            format!("{} endpoints", shown.len())
-        },
-        cfg.interval.as_millis(),
-        shown.join(", ")
-    ));
-    let _ = ready.send(Ok((shown.clone(), notes)));
+    (kept, first, notes)
+}
 
-    // The run: a task per instance on this thread's runtime.
+/// `server_metrics.jsonl`, created with its directory.
+fn open_out(cfg: &ScrapeConfig) -> Result<Option<BufWriter<std::fs::File>>, String> {
+    let Some(p) = &cfg.out else {
+        return Ok(None);
+    };
+    if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let f = std::fs::File::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    Ok(Some(BufWriter::new(f)))
+}
+
+/// A task per instance on this thread's runtime, each scraping every interval (missed ticks
+/// skipped) until `stop`; the collector takes what they send.
+async fn scrape_until_stopped(
+    col: &mut Collector,
+    client: &reqwest::Client,
+    stop: &CancellationToken,
+    timeout: Duration,
+) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Scraped>();
     let mut tasks = Vec::new();
     for (instance, inst) in col.instances.iter().enumerate() {
         let (client, url, key) = (client.clone(), inst.url.clone(), inst.key.clone());
         let (tx, stop) = (tx.clone(), stop.clone());
-        let (interval, t0) = (cfg.interval, t0);
+        let (interval, t0) = (col.interval, col.t0);
         tasks.push(tokio::spawn(async move {
             let mut ticks = tokio::time::interval_at((t0 + interval).into(), interval);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -759,7 +824,10 @@ async fn run(
     while let Ok(s) = rx.try_recv() {
         col.take(s);
     }
-    // The final round, after the last request: the counters' end values.
+}
+
+/// The final round, after the last request: the counters' end values.
+async fn final_round(col: &mut Collector, client: &reqwest::Client) {
     let last_round = futures_util::future::join_all(col.instances.iter().map(|inst| {
         let client = client.clone();
         let (url, key) = (inst.url.clone(), inst.key.clone());
@@ -780,29 +848,6 @@ async fn run(
             body,
         });
     }
-    col.flush_pending(true);
-    if let Some(out) = col.out.as_mut() {
-        if let Err(e) = out.flush() {
-            col.out_error.get_or_insert(e.to_string());
-        }
-    }
-    if let Some(e) = col.out_error {
-        return Err(format!(
-            "writing {}: {e}",
-            cfg.out
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
-        ));
-    }
-    Ok(ScrapeResult {
-        interval: cfg.interval,
-        series: col.series.snapshot(),
-        clock_start: col.clock.get().copied(),
-        instances: col.instances.into_iter().map(|i| i.result).collect(),
-        path: cfg.out,
-        lines: col.lines,
-    })
 }
 
 #[cfg(test)]

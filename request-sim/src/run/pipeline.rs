@@ -156,8 +156,7 @@ fn start_scraper(cfg: &ReplayConfig, server: &Server) -> Result<Option<Scraper>>
         interval: sm.interval,
         out: Some(out),
         insecure: cfg.insecure,
-    })
-    .map_err(Error::server)?;
+    })?;
     for n in &started.notes {
         note(n);
     }

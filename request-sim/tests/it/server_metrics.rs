@@ -681,8 +681,10 @@ fn search_brackets_the_capacity_of_one_sequence_at_a_time() {
         "search: bracket [{lo}, {hi}), capacity from the service time ~{capacity:.2} ({:.1} ms)",
         service_s * 1e3
     );
+    // Wide enough for a loaded machine (steps stretch unevenly between points); a search
+    // that converged on the wrong side of the knee is off by a factor of 2 or more.
     assert!(
-        lo <= capacity * 1.15 && hi >= capacity * 0.85,
+        lo <= capacity * 1.3 && hi >= capacity * 0.7,
         "bracket [{lo}, {hi}) vs capacity ~{capacity:.2} (service {:.1} ms)",
         service_s * 1e3
     );
