@@ -216,8 +216,22 @@ pub fn verify_prompts(args: VerifyArgs) -> Result<u8, String> {
         vocab.method(),
         t.elapsed().as_secs_f64() * 1e3
     );
-    let builder =
-        prompt::PromptBuilder::new(std::sync::Arc::new(vocab), args.seed, trace.block_size);
+    let spec = prompt::corpus_spec(
+        None,
+        args.prompt_corpus.as_deref(),
+        &args.prompt_corpus_field,
+    )?;
+    let corpus =
+        prompt::load_corpus(spec.as_ref(), Some(&tok), &vocab).map_err(|e| e.to_string())?;
+    let builder = prompt::PromptBuilder::with_corpus(
+        std::sync::Arc::new(vocab),
+        corpus,
+        args.seed,
+        trace.block_size,
+    );
+    if let Some(r) = prompt::CorpusReport::new(&builder, &trace.requests, 0) {
+        eprintln!("request-sim: {}", r.line());
+    }
     let rep = prompt::verify_trace(&builder, &tok, &trace.requests);
     report::print_stdout(&format!(
         "{}\n",

@@ -106,6 +106,8 @@ pub struct ReplayConfig {
     pub start_at: Option<crate::schedule::StartAt>,
     pub chat_overhead: Option<u32>,
     pub token_ids: bool,
+    /// `--prompt-corpus` (with `--prompt-source`, `--prompt-corpus-field`): real-text prompts.
+    pub prompt_corpus: Option<crate::prompt::CorpusSpec>,
     pub target: Target,
     pub api: ApiFlavor,
     pub model_name: Option<String>,
@@ -537,7 +539,13 @@ impl ReplayConfig {
             max_requests: a.max_requests,
             ..LoadOptions::default()
         };
+        let prompt_corpus = crate::prompt::corpus_spec(
+            a.prompt_source,
+            a.prompt_corpus.as_deref(),
+            &a.prompt_corpus_field,
+        )?;
         Ok(ReplayConfig {
+            prompt_corpus,
             trace,
             load,
             tokenizer,

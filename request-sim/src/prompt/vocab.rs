@@ -237,14 +237,6 @@ impl Vocab {
         self.reserve_per_token
     }
 
-    pub(crate) fn spans(&self) -> &[(u32, u32)] {
-        &self.spans
-    }
-
-    pub(crate) fn text(&self) -> &str {
-        &self.text
-    }
-
     pub(crate) fn ids(&self) -> &[u32] {
         &self.ids
     }

@@ -296,17 +296,21 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         }
     };
     startup.vocab_ms = ms_since(t_phase);
-    let builder = Arc::new(PromptBuilder::new(
-        Arc::new(vocab),
-        cfg.seed,
-        trace.block_size,
-    ));
-    let t_phase = Instant::now();
     let encoder: Option<&dyn prompt::Encoder> = match (&tokenizer, &server_tok) {
         (Some(t), _) => Some(t),
         (None, Some(s)) => Some(s),
         (None, None) => None,
     };
+    // `--prompt-corpus`: real text, tokenized and checked by the same source of truth.
+    let corpus = prompt::load_corpus(cfg.prompt_corpus.as_ref(), encoder, &vocab)
+        .map_err(|e| e.to_string())?;
+    let builder = Arc::new(PromptBuilder::with_corpus(
+        Arc::new(vocab),
+        corpus,
+        cfg.seed,
+        trace.block_size,
+    ));
+    let t_phase = Instant::now();
     let source_name = match (&cfg.tokenizer, &server_tok) {
         (Some(p), _) => format!("local tokenizer {}", p.display()),
         (None, Some(s)) => s.describe(),
@@ -367,6 +371,10 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         ));
     }
     let overhead_n = overhead.as_ref().map(|o| o.0).unwrap_or(0);
+    let corpus_report = prompt::CorpusReport::new(&builder, &requests, overhead_n);
+    if let Some(r) = &corpus_report {
+        note(r.line());
+    }
     // Put before every content (a chat template that trims the content; counted in overhead_n).
     let lead = overhead.as_ref().map(|o| o.2).unwrap_or("");
     if let Some(path) = &cfg.save_prompts {
@@ -771,6 +779,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             checked: v.checked,
             exact: v.exact,
         }),
+        prompt_corpus: corpus_report,
         ideal_cache_hit_ratio: ideal_ratio,
         scheduled: result.dispatched,
         never_sent,

@@ -1,4 +1,5 @@
 mod builtin;
+mod corpus;
 mod qwen3;
 mod save;
 mod server;
