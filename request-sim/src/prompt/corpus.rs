@@ -368,6 +368,16 @@ pub fn load_corpus(
     vocab: &super::Vocab,
 ) -> Result<Option<std::sync::Arc<Corpus>>> {
     let Some(spec) = spec else { return Ok(None) };
+    if vocab.is_pieces() {
+        // Pieces have no space before them: a unit's space could merge with the piece before.
+        return Err(corpus_error(
+            &spec.path,
+            format!(
+                "real text needs a vocabulary of words; this tokenizer's prompts use {}",
+                vocab.method()
+            ),
+        ));
+    }
     Ok(Some(std::sync::Arc::new(Corpus::load(
         spec,
         enc,

@@ -37,7 +37,9 @@ pub use corpus::{
 pub use encoder::Encoder;
 pub use template::{chat_overhead_from_template, completion_overhead, ChatTemplate, LEAD};
 pub use verify::{verify_sample, verify_trace, TraceVerifyReport, VerifyReport, SAMPLE_WINDOW};
-pub use vocab::{is_word, load_tokenizer, tokenizer_files, Vocab, MAX_WORDS, MIN_WORDS};
+pub use vocab::{
+    is_word, load_tokenizer, tokenizer_files, Vocab, MAX_WORDS, MIN_PIECES, MIN_WORDS,
+};
 
 use std::path::PathBuf;
 
