@@ -3,3 +3,4 @@ mod corpus;
 mod qwen3;
 mod save;
 mod server;
+mod ucm;
