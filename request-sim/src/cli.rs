@@ -245,7 +245,7 @@ pub struct ReplayArgs {
     pub result_dir: Option<PathBuf>,
     /// Save every request's prompt as built (with the trace's timestamp, output_length and
     /// session) as a `messages` trace (AIPerf-style JSONL; `text_input` rows for completions
-    /// endpoints) that replays byte-identically.
+    /// endpoints, `prompt_token_ids` rows with --token-ids) that replays byte-identically.
     /// With --dry-run: build and save, send nothing.
     #[arg(long, value_name = "PATH")]
     pub save_prompts: Option<PathBuf>,

@@ -210,16 +210,21 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
         cfg.api_key.clone(),
     )?;
     ep.session_header = cfg.sessions.session_header.clone();
-    let has_messages = trace.chats.iter().flatten().any(|c| c.text_input.is_none());
+    let has_messages = trace.chats.iter().flatten().any(|c| !c.is_literal());
     if has_messages && ep.kind != ApiKind::Chat {
         return Err(format!(
             "a messages trace is sent as chat requests: it needs a chat endpoint (…/v1/chat/completions), not {}",
             ep.display_url()
         ));
     }
-    if cfg.token_ids && ep.kind != ApiKind::Completions {
+    let has_token_rows = trace
+        .chats
+        .iter()
+        .flatten()
+        .any(|c| c.prompt_token_ids.is_some());
+    if (cfg.token_ids || has_token_rows) && ep.kind != ApiKind::Completions {
         return Err(format!(
-            "--token-ids needs a completions endpoint (…/v1/completions), not {}",
+            "token-id prompts (--token-ids, or a trace with prompt_token_ids rows) need a completions endpoint (…/v1/completions), not {}",
             ep.display_url()
         ));
     }
@@ -378,11 +383,10 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
     // Put before every content (a chat template that trims the content; counted in overhead_n).
     let lead = overhead.as_ref().map(|o| o.2).unwrap_or("");
     if let Some(path) = &cfg.save_prompts {
-        if !ep.kind.is_openai() || cfg.token_ids {
+        if !ep.kind.is_openai() {
             return Err(format!(
-                "--save-prompts writes a messages (chat) or text_input (completions) trace: it needs an OpenAI endpoint and text prompts, not {}{}",
+                "--save-prompts writes a messages (chat) or text_input / prompt_token_ids (completions) trace: it needs an OpenAI endpoint, not {}",
                 ep.display_url(),
-                if cfg.token_ids { " with --token-ids" } else { "" }
             ));
         }
         let t = Instant::now();
@@ -391,7 +395,7 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome, String> {
             &requests,
             &builder,
             (overhead_n, lead),
-            ep.kind == ApiKind::Chat,
+            save::SaveAs::of(ep.kind, cfg.token_ids),
             &trace.chats,
             &trace.sessions,
         )?;
