@@ -631,7 +631,7 @@ mod pieces_tests {
     fn bpe_without_words() -> Tokenizer {
         let mut vocab = serde_json::Map::new();
         let mut merges: Vec<String> = Vec::new();
-        let mut add = |t: &str, vocab: &mut serde_json::Map<String, serde_json::Value>| {
+        let add = |t: &str, vocab: &mut serde_json::Map<String, serde_json::Value>| {
             if !vocab.contains_key(t) {
                 let id = vocab.len();
                 vocab.insert(t.to_string(), id.into());
