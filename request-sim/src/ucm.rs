@@ -57,6 +57,7 @@ pub struct UcmArgs {
     /// (a text file), random (no text: random words).
     #[arg(long, default_value = "sharegpt")]
     pub dataset_name: String,
+    /// Benchmark mode: the local dataset file (nothing is downloaded).
     #[arg(long)]
     pub dataset_path: Option<PathBuf>,
     /// Save every prompt as built (with its timestamp) to RESULT_DIR/<trace name>_dataset.jsonl.
@@ -226,6 +227,12 @@ impl UcmArgs {
             )),
         }
         // ---- trace and prompts ----
+        if !self.trace_path.is_file() {
+            return Err(format!(
+                "--trace-path {}: no such file",
+                self.trace_path.display()
+            ));
+        }
         push("--dataset-path", self.trace_path.display().to_string());
         push("--seed", self.seed.to_string());
         push("--scale-factor", self.scale_factor.to_string());
@@ -404,9 +411,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
         let model = dir.path().display().to_string();
+        let trace = dir.path().join("conversation_trace.jsonl");
+        std::fs::write(&trace, "").unwrap();
         let a = parse(&format!(
-            "trace_replay --model {model} --backend vllm --trace-path /t/conversation_trace.jsonl \
-             --trace-mode trace --host 127.0.0.1 --port 8000 --save-result --save-prompts"
+            "trace_replay --model {model} --backend vllm --trace-path {} \
+             --trace-mode trace --host 127.0.0.1 --port 8000 --save-result --save-prompts",
+            trace.display()
         ));
         let p = a.replay_argv().unwrap();
         let v = |f| value(&p.argv, f);
@@ -416,7 +426,7 @@ mod tests {
         );
         assert_eq!(v("--model-name"), Some(model.as_str()));
         assert_eq!(v("--tokenizer"), Some(model.as_str()));
-        assert_eq!(v("--dataset-path"), Some("/t/conversation_trace.jsonl"));
+        assert_eq!(v("--dataset-path"), trace.to_str());
         assert_eq!(v("--seed"), Some("0"));
         assert_eq!(
             v("--save-prompts"),
@@ -429,6 +439,11 @@ mod tests {
 
     #[test]
     fn benchmark_mode_uses_the_dataset_as_corpus() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("t.jsonl");
+        std::fs::write(&t, "").unwrap();
+        let t = t.display().to_string();
+        let parse = |s: &str| parse(&s.replace(" t.jsonl", &format!(" {t}")));
         let a = parse(
             "trace_replay --model m --served-model-name served --backend openai-chat \
              --trace-path t.jsonl --trace-mode benchmark --dataset-name sharegpt \
@@ -452,12 +467,26 @@ mod tests {
         );
         let p = custom.replay_argv().unwrap();
         assert_eq!(value(&p.argv, "--prompt-corpus-field"), Some("prompt"));
-        for bad in [
-            "trace_replay --model m --trace-path t --trace-mode benchmark",
-            "trace_replay --model m --trace-path t --trace-mode benchmark --dataset-name hf --dataset-path x",
-            "trace_replay --model m --trace-path t --backend deepspeed-mii",
+        for (bad, why) in [
+            (
+                "trace_replay --model m --trace-path t.jsonl --trace-mode benchmark",
+                "needs --dataset-path",
+            ),
+            (
+                "trace_replay --model m --trace-path t.jsonl --trace-mode benchmark --dataset-name hf --dataset-path x",
+                "--dataset-name hf: not supported",
+            ),
+            (
+                "trace_replay --model m --trace-path t.jsonl --backend deepspeed-mii",
+                "--backend deepspeed-mii: not supported",
+            ),
+            (
+                "trace_replay --model m --trace-path /no/such/trace.jsonl",
+                "--trace-path /no/such/trace.jsonl: no such file",
+            ),
         ] {
-            assert!(parse(bad).replay_argv().is_err(), "{bad}");
+            let e = parse(bad).replay_argv().unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
         }
     }
 }
