@@ -5,7 +5,7 @@ request-sim/tests/data/corpus/: the same generated English-like prose as ShareGP
 
 The text is generated (no third-party text): sentences of common English words with the
 things real text has and word prompts do not: capitals, punctuation, quotes, apostrophes,
-digits, hyphens, parentheses and some non-ASCII letters. Deterministic (fixed seed), ~140 KB.
+digits, hyphens, parentheses and some non-ASCII letters. Deterministic (fixed seed), ~170 KB.
 
     python3 scripts/gen-test-corpus.py
 """
