@@ -130,6 +130,18 @@ pub struct ReplayArgs {
     /// Send prompts as token ids (completions endpoints of vLLM / SGLang).
     #[arg(long)]
     pub token_ids: bool,
+    /// What prompt text is made of: `words` (one-token words at random; the default) or
+    /// `corpus` (windows of real text from --prompt-corpus; the default when it is given).
+    #[arg(long, value_enum)]
+    pub prompt_source: Option<crate::prompt::PromptSource>,
+    /// Real text for prompts, at the trace's exact lengths and sharing: ShareGPT JSON
+    /// (`[{"conversations": [{"value": ..}]}]`), JSONL (see --prompt-corpus-field), a UTF-8
+    /// text file, or a directory of .txt files. Read locally at start-up (its first 4 MB).
+    #[arg(long, value_name = "PATH")]
+    pub prompt_corpus: Option<PathBuf>,
+    /// The text field of the rows of a JSONL --prompt-corpus (a string or an array of strings).
+    #[arg(long, value_name = "NAME", default_value = "text")]
+    pub prompt_corpus_field: String,
 
     // ---- server ----
     /// Full URL (http://h:p/v1/chat/completions, .../v1/completions, .../generate,
@@ -239,7 +251,7 @@ pub struct ReplayArgs {
     pub report: ReportFlags,
     /// Save every request's prompt as built (with the trace's timestamp, output_length and
     /// session) as a `messages` trace (AIPerf-style JSONL; `text_input` rows for completions
-    /// endpoints) that replays byte-identically.
+    /// endpoints, `prompt_token_ids` rows with --token-ids) that replays byte-identically.
     /// With --dry-run: build and save, send nothing.
     #[arg(long, value_name = "PATH")]
     pub save_prompts: Option<PathBuf>,
@@ -403,6 +415,12 @@ pub struct VerifyArgs {
     pub max_requests: Option<usize>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Check real-text prompts made from this corpus (as `replay --prompt-corpus`).
+    #[arg(long, value_name = "PATH")]
+    pub prompt_corpus: Option<PathBuf>,
+    /// The text field of a JSONL --prompt-corpus.
+    #[arg(long, value_name = "NAME", default_value = "text")]
+    pub prompt_corpus_field: String,
 }
 
 /// The `client` binary: the anchor's command line, with the anchor's defaults.

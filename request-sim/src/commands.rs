@@ -176,8 +176,22 @@ pub fn verify_prompts(args: VerifyArgs) -> Result<u8> {
         vocab.method(),
         t.elapsed().as_secs_f64() * 1e3
     );
-    let builder =
-        prompt::PromptBuilder::new(std::sync::Arc::new(vocab), args.seed, trace.block_size);
+    let spec = prompt::corpus_spec(
+        None,
+        args.prompt_corpus.as_deref(),
+        &args.prompt_corpus_field,
+    )
+    .map_err(Error::config)?;
+    let corpus = prompt::load_corpus(spec.as_ref(), Some(&tok), &vocab)?;
+    let builder = prompt::PromptBuilder::with_corpus(
+        std::sync::Arc::new(vocab),
+        corpus,
+        args.seed,
+        trace.block_size,
+    );
+    if let Some(r) = prompt::CorpusReport::new(&builder, &trace.requests, 0) {
+        eprintln!("request-sim: {}", r.line());
+    }
     let rep = prompt::verify_trace(&builder, &tok, &trace.requests);
     report::print_json(&rep)?;
     eprintln!(

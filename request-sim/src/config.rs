@@ -111,6 +111,8 @@ pub struct ReplayConfig {
     pub start_at: Option<StartAt>,
     pub chat_overhead: Option<u32>,
     pub token_ids: bool,
+    /// `--prompt-corpus` (with `--prompt-source`, `--prompt-corpus-field`): real-text prompts.
+    pub prompt_corpus: Option<crate::prompt::CorpusSpec>,
     pub target: Target,
     /// `--api` (the resolved endpoint has it too; kept for the built-in simulator's).
     pub api: ApiFlavor,
@@ -258,11 +260,18 @@ impl ReplayConfig {
         let report = report_settings(&a, client)?;
         let server_metrics = server_metrics(&a)?;
         let sessions = session_options(&a)?;
+        let prompt_corpus = crate::prompt::corpus_spec(
+            a.prompt_source,
+            a.prompt_corpus.as_deref(),
+            &a.prompt_corpus_field,
+        )
+        .map_err(Error::config)?;
         let mut notes = Vec::new();
         if a.tracing_path.is_some() || a.cache.is_some() || a.cache_path.is_some() {
             notes.push("--tracing-path/--cache/--cache-path are accepted for compatibility and have no effect: prompts are built on the fly by producer threads".into());
         }
         Ok(ReplayConfig {
+            prompt_corpus,
             trace,
             load,
             tokenizer,

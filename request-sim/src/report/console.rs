@@ -279,6 +279,12 @@ fn table(s: &Summary) -> Table {
     if let Some(src) = &s.run.prompt_token_source {
         t.row("Prompt tokens counted by:", src);
     }
+    if let Some(c) = &s.run.prompt_corpus {
+        t.row(
+            "Prompt text (corpus share):",
+            format!("{} ({:.1}%)", c.stats.path, 100.0 * c.corpus_token_share),
+        );
+    }
     if let Some(pv) = s.run.prompt_verification {
         t.row(
             "Prompts verified at start-up (exact):",

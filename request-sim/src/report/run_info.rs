@@ -77,6 +77,8 @@ pub struct RunInfo {
     /// /tokenize (...) at URL`, or `none (built-in word list)`.
     pub prompt_token_source: Option<String>,
     pub prompt_verification: Option<PromptVerification>,
+    /// `--prompt-corpus`: the corpus and the share of prompt tokens that are its text.
+    pub prompt_corpus: Option<crate::prompt::CorpusReport>,
     /// Prefix-cache hit ratio an infinite cache would reach on the replayed requests
     /// (from the trace's hash ids), to compare with the server-reported one.
     pub ideal_cache_hit_ratio: Option<f64>,

@@ -29,7 +29,7 @@ pub(super) fn make_build_fn(
     Arc::new(move |req: &TraceRequest, s: &mut Scratch| {
         let user = rows.sessions.as_ref().and_then(|ss| ss.key(req.index));
         let chat = rows.chats.get(req.index).and_then(|c| c.as_deref());
-        if let Some(chat) = chat.filter(|c| c.text_input.is_none()) {
+        if let Some(chat) = chat.filter(|c| !c.is_literal()) {
             // A messages row is sent as given; its prompt length is the server's to count.
             let mut body = Vec::new();
             backend::encode_chat_row_body(&params, chat, user, &mut body);
@@ -40,8 +40,11 @@ pub(super) fn make_build_fn(
             };
         }
         let content = req.input_length.saturating_sub(overhead) as usize;
-        let literal = chat.and_then(|c| c.text_input.as_deref());
-        let payload = if let Some(t) = literal {
+        let literal = chat.filter(|c| c.is_literal());
+        let payload = if let Some(ids) = literal.and_then(|c| c.prompt_token_ids.as_deref()) {
+            // A `prompt_token_ids` row: a completions prompt of these token ids.
+            PromptPayload::TokenIds(ids)
+        } else if let Some(t) = literal.and_then(|c| c.text_input.as_deref()) {
             // A `text_input` row: its text is the prompt, encoded like a synthetic one.
             PromptPayload::Text(t)
         } else if token_ids {

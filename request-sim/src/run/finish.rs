@@ -107,6 +107,7 @@ fn run_info(
             checked: v.checked,
             exact: v.exact,
         }),
+        prompt_corpus: prompts.corpus.clone(),
         ideal_cache_hit_ratio: trace.ideal_ratio,
         scheduled: d.result.dispatched,
         never_sent,

@@ -11,9 +11,9 @@ use super::load::Loaded;
 use super::server::Server;
 use super::{ms_since, note, save};
 use crate::backend::tokenize::ServerTokenizer;
-use crate::backend::{ApiKind, BodyParams};
+use crate::backend::BodyParams;
 use crate::config::{ReplayConfig, Target};
-use crate::prompt::{self, PromptBuilder, VerifyReport, Vocab};
+use crate::prompt::{self, CorpusReport, PromptBuilder, VerifyReport, Vocab};
 use crate::report::StartupTimes;
 use crate::trace::TraceRequest;
 use crate::{Error, Result};
@@ -72,6 +72,8 @@ pub(super) struct Prompts {
     /// What prompt token counts were made exact against, for the summary.
     pub(super) source: String,
     pub(super) verification: Option<VerifyReport>,
+    /// `--prompt-corpus`: the share of prompt tokens that are corpus text.
+    pub(super) corpus: Option<CorpusReport>,
 }
 
 impl Prompts {
@@ -120,8 +122,16 @@ pub(super) fn run(
     .flatten();
     let (vocab, truth) = vocabulary(cfg, tokenizer.as_ref(), server_tok.as_ref())?;
     startup.vocab_ms = ms_since(t);
-    let builder = Arc::new(PromptBuilder::new(
+    let encoder: Option<&dyn prompt::Encoder> = match (&tokenizer, &server_tok) {
+        (Some(t), _) => Some(t),
+        (None, Some(s)) => Some(s),
+        (None, None) => None,
+    };
+    // `--prompt-corpus`: real text, tokenized and checked by the same source of truth.
+    let corpus = prompt::load_corpus(cfg.prompt_corpus.as_ref(), encoder, &vocab)?;
+    let builder = Arc::new(PromptBuilder::with_corpus(
         Arc::new(vocab),
+        corpus,
         cfg.seed,
         trace.trace.block_size,
     ));
@@ -130,11 +140,6 @@ pub(super) fn run(
         (Some(p), _) => format!("local tokenizer {}", p.display()),
         (None, Some(s)) => s.describe(),
         (None, None) => "none (built-in word list)".to_string(),
-    };
-    let encoder: Option<&dyn prompt::Encoder> = match (&tokenizer, &server_tok) {
-        (Some(t), _) => Some(t),
-        (None, Some(s)) => Some(s),
-        (None, None) => None,
     };
     let loaded = match truth {
         Truth::Local => format!("loaded in {load_ms:.0} ms, "),
@@ -172,6 +177,11 @@ pub(super) fn run(
             o.tokens, o.how
         ));
     }
+    let shortened_by = overhead.as_ref().map_or(0, |o| o.tokens);
+    let corpus = CorpusReport::new(&builder, &trace.requests, shortened_by);
+    if let Some(r) = &corpus {
+        note(r.line());
+    }
     let prompts = Prompts {
         builder,
         model,
@@ -179,6 +189,7 @@ pub(super) fn run(
         overhead,
         source,
         verification,
+        corpus,
     };
     if let Some(path) = &cfg.save_prompts {
         save_prompts(cfg, trace, server, &prompts, path)?;
@@ -261,11 +272,10 @@ fn save_prompts(
     path: &std::path::Path,
 ) -> Result<()> {
     let ep = &server.ep;
-    if !ep.kind.is_openai() || cfg.token_ids {
+    if !ep.kind.is_openai() {
         return Err(Error::config(format!(
-            "--save-prompts writes a messages (chat) or text_input (completions) trace: it needs an OpenAI endpoint and text prompts, not {}{}",
+            "--save-prompts writes a messages (chat) or text_input / prompt_token_ids (completions) trace: it needs an OpenAI endpoint, not {}",
             ep.display_url(),
-            if cfg.token_ids { " with --token-ids" } else { "" }
         )));
     }
     let t = Instant::now();
@@ -274,7 +284,7 @@ fn save_prompts(
         &trace.requests,
         &prompts.builder,
         prompts.shortening(),
-        ep.kind == ApiKind::Chat,
+        save::SaveAs::of(ep.kind, cfg.token_ids),
         &trace.trace.chats,
         &trace.trace.sessions,
     )?;

@@ -58,15 +58,16 @@ pub(super) fn run(
             (Some(sim), ep)
         }
     };
-    let has_messages = trace
-        .trace
-        .chats
-        .iter()
-        .flatten()
-        .any(|c| c.text_input.is_none());
-    if has_messages && ep.kind != ApiKind::Chat {
+    let chats = || trace.trace.chats.iter().flatten();
+    if chats().any(|c| !c.is_literal()) && ep.kind != ApiKind::Chat {
         return Err(Error::config(format!(
             "a messages trace is sent as chat requests: it needs a chat endpoint (…/v1/chat/completions), not {}",
+            ep.display_url()
+        )));
+    }
+    if chats().any(|c| c.prompt_token_ids.is_some()) && ep.kind != ApiKind::Completions {
+        return Err(Error::config(format!(
+            "token-id prompts (a trace with prompt_token_ids rows) need a completions endpoint (…/v1/completions), not {}",
             ep.display_url()
         )));
     }

@@ -1,4 +1,6 @@
 mod builtin;
+mod corpus;
 mod qwen3;
 mod save;
 mod server;
+mod ucm;
