@@ -60,7 +60,6 @@ pub struct ReportConfig {
     pub slo: Slo,
 }
 
-
 /// What [`read_records`] found besides the records.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReadStats {

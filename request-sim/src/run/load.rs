@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use super::note;
 use crate::config::{ReplayConfig, TraceSource};
+use crate::trace::history::{self, AnswerSpan};
 use crate::trace::{self, Trace, TraceRequest};
-use crate::Result;
+use crate::{Error, Result};
 
 /// The built-in demo trace (mooncake format, 200 requests over ~19 s, block 512).
 pub const DEMO_TRACE: &str = include_str!("../../data/demo_trace.jsonl");
@@ -19,6 +20,8 @@ pub(super) struct Loaded {
     /// Prefix-cache hit ratio a perfect cache would reach on them.
     pub(super) ideal_ratio: Option<f64>,
     pub(super) name: String,
+    /// `--live-history`: the recorded answers of earlier turns in each request's messages.
+    pub(super) answer_spans: Option<Arc<Vec<Vec<AnswerSpan>>>>,
 }
 
 /// Load the trace the config names.
@@ -65,12 +68,38 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<Loaded> {
         span_s / cfg.scale_factor,
         cfg.scale_factor
     ));
+    let answer_spans = live_history(cfg, &trace, &name)?;
     Ok(Loaded {
         trace,
         requests: Arc::new(requests),
         ideal_ratio,
         name,
+        answer_spans,
     })
+}
+
+/// `--live-history`: only for a messages trace; where each turn's earlier answers are.
+fn live_history(
+    cfg: &ReplayConfig,
+    trace: &Trace,
+    name: &str,
+) -> Result<Option<Arc<Vec<Vec<AnswerSpan>>>>> {
+    if !cfg.sessions.live_history {
+        return Ok(None);
+    }
+    let has_messages = trace.chats.iter().flatten().any(|c| c.text_input.is_none());
+    if !has_messages {
+        return Err(Error::config(format!(
+            "--live-history needs a messages trace (rows with `messages` whose assistant turns it replaces); {name} is a {} trace without any",
+            trace.format.name()
+        )));
+    }
+    let spans = history::answer_spans(trace, name)?;
+    let turns = spans.iter().filter(|s| !s.is_empty()).count();
+    note(format!(
+        "--live-history: {turns} turns will carry the server's answers to their earlier turns"
+    ));
+    Ok(Some(Arc::new(spans)))
 }
 
 /// Hit ratio of an infinite prefix cache over `requests` (none without hash ids).

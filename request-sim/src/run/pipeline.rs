@@ -102,6 +102,7 @@ fn start_producers(
         ChatRows {
             chats: Arc::new(trace.trace.chats.clone()),
             sessions: cfg.sessions.session_user.then(|| sessions.clone()),
+            answer_spans: trace.answer_spans.clone(),
         },
     );
     let producers = Producers::spawn(

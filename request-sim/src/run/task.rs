@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use futures_util::FutureExt;
 
 use super::control::Control;
@@ -12,7 +13,7 @@ use crate::backend::{self, Endpoint};
 use crate::config::ReplayConfig;
 use crate::record::{Finished, Record, Status, TokenSource};
 use crate::report;
-use crate::schedule::sessions::{sleep_until_precise, Done, SessionGate};
+use crate::schedule::sessions::{sleep_until_precise, Done, LiveAnswer, SessionGate};
 use crate::schedule::{Prepared, Realtime, StopReason};
 use crate::trace::{Sessions, TraceRequest};
 
@@ -57,7 +58,7 @@ pub(super) async fn closed_turn(
 ) {
     let index = prepared.index;
     let Some(gate) = ctx.gate.clone() else {
-        return run_one(ctx, prepared, trace_time, None, tx).await;
+        return run_one(ctx, prepared, trace_time, None, None, tx).await;
     };
     let limit = ctx.cfg.time_limit.map(|l| ctx.start + l);
     let after_limit = async {
@@ -80,7 +81,7 @@ pub(super) async fn closed_turn(
         Ok(d) => d,
         Err(why) => return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx),
     };
-    if let Some(d) = done {
+    if let Some(d) = &done {
         if !d.ok && ctx.cfg.sessions.skip_after_failed_parent {
             let why = format!(
                 "skipped: parent request {parent} did not succeed (--skip-after-failed-parent)"
@@ -93,10 +94,19 @@ pub(super) async fn closed_turn(
         .get(index)
         .map(|t| ctx.cfg.sessions.think.before(t, ctx.cfg.scale_factor))
         .unwrap_or_default();
-    let release = match done {
+    let release = match &done {
         Some(d) => trace_time.max(d.at + think),
         None => trace_time,
     };
+    // `--live-history`: the earlier answers go into the body now, before the wait for the
+    // release (nothing to do, and nothing allocated, without it).
+    let mut prepared = prepared;
+    let answers = done.and_then(|d| d.answer);
+    if let (Some(live), Some(chain)) = (prepared.live.take(), &answers) {
+        if let Some(body) = live.rebuild(&prepared.body, |depth| chain.at_depth(depth)) {
+            prepared.body = Bytes::from(body);
+        }
+    }
     if limit.is_some_and(|l| release >= l) {
         let why = cut("--time-in-secs reached");
         return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx);
@@ -109,7 +119,7 @@ pub(super) async fn closed_turn(
         _ = sleep_until_precise(release) => {}
     }
     let wait_ms = ms_between(trace_time, release);
-    run_one(ctx, prepared, release, Some(wait_ms), tx).await
+    run_one(ctx, prepared, release, Some(wait_ms), answers, tx).await
 }
 
 /// The request with trace index `index`. Requests are in index order; without `--shard` the
@@ -190,6 +200,7 @@ pub(super) fn unsent(
             Done {
                 at: Instant::now(),
                 ok: false,
+                answer: None,
             },
         );
     }
@@ -199,14 +210,21 @@ pub(super) fn unsent(
     });
 }
 
+/// Sends request `prepared` (released at `scheduled`) and writes its one record.
+/// `earlier_answers`: with `--live-history`, the answers of the turns before it (its parent's
+/// chain), passed on to its own children with its answer.
 pub(super) async fn run_one(
     ctx: Arc<TaskCtx>,
     prepared: Prepared,
     scheduled: Instant,
     session_wait_ms: Option<f64>,
+    earlier_answers: Option<Arc<LiveAnswer>>,
     tx: crossbeam_channel::Sender<Finished>,
 ) {
     let req = request_at(&ctx, prepared.index);
+    // `--live-history`: only a turn some later turn waits for keeps its answer.
+    let keep_answer =
+        ctx.cfg.sessions.live_history && ctx.gate.as_ref().is_some_and(|g| g.is_parent(req.index));
     // `--session-header`: the session id, only when asked for (no allocation otherwise).
     let session_key = ctx
         .ep
@@ -233,7 +251,10 @@ pub(super) async fn run_one(
             Some(timeout),
             &ctx.control.cancel,
             ctx.cfg.allow_missing_usage,
-            session_key.as_deref(),
+            backend::RequestOpts {
+                session: session_key.as_deref(),
+                collect_answer: keep_answer,
+            },
         );
         // A bug while reading a response must not lose the request's record (the panic
         // message itself still goes to stderr).
@@ -250,6 +271,8 @@ pub(super) async fn run_one(
             },
         }
     };
+    let mut outcome = outcome;
+    let answer = outcome.state.answer.take();
     let st = &outcome.state;
     let rel = |t: Option<Instant>| t.map(|t| ms_between(sent, t));
     let ttft = rel(st.first_token);
@@ -267,11 +290,19 @@ pub(super) async fn run_one(
         _ => None,
     };
     if let Some(g) = &ctx.gate {
+        let ok = matches!(outcome.status, Status::Ok | Status::DryRun);
+        let answer = keep_answer.then(|| {
+            Arc::new(LiveAnswer {
+                text: answer.filter(|_| ok).map(String::into_boxed_str),
+                prev: earlier_answers,
+            })
+        });
         g.complete(
             req.index,
             Done {
                 at: Instant::now(),
-                ok: matches!(outcome.status, Status::Ok | Status::DryRun),
+                ok,
+                answer,
             },
         );
     }

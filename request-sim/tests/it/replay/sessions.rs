@@ -220,14 +220,21 @@ fn bailian_chains_of_up_to_ten_turns_closed_loop() {
 }
 
 /// A tiny HTTP/1.1 server on 127.0.0.1 that keeps every POST body (with the value of an
-/// `x-session-id` header, if any, as `__x_session_id`) and answers with a non-streaming chat
-/// completion whose text is `answer`; bodies containing `FAIL` get a 500.
+/// `x-session-id` header, if any, as `__x_session_id`) and answers with a chat completion
+/// whose text is `answer(body)` (streamed in two chunks when the body asks for a stream);
+/// bodies containing `FAIL` get a 500.
 struct Capture {
     url: String,
     bodies: Arc<Mutex<Vec<serde_json::Value>>>,
 }
 
+type AnswerFn = Arc<dyn Fn(&serde_json::Value) -> String + Send + Sync>;
+
 fn capture_server(answer: &'static str) -> Capture {
+    capture_server_with(Arc::new(move |_| answer.to_string()))
+}
+
+fn capture_server_with(answer: AnswerFn) -> Capture {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!(
         "http://{}/v1/chat/completions",
@@ -238,14 +245,53 @@ fn capture_server(answer: &'static str) -> Capture {
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { return };
-            let keep = keep.clone();
-            std::thread::spawn(move || serve(conn, answer, &keep));
+            let (keep, answer) = (keep.clone(), answer.clone());
+            std::thread::spawn(move || serve(conn, &*answer, &keep));
         }
     });
     Capture { url, bodies }
 }
 
-fn serve(conn: TcpStream, answer: &str, keep: &Mutex<Vec<serde_json::Value>>) {
+/// The response to one kept request: status, content type, body.
+fn reply_to(
+    v: &serde_json::Value,
+    fail: bool,
+    answer: &str,
+) -> (&'static str, &'static str, String) {
+    if fail {
+        return (
+            "500 Internal Server Error",
+            "application/json",
+            r#"{"error":"asked to fail"}"#.to_string(),
+        );
+    }
+    let usage =
+        serde_json::json!({"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12});
+    if v["stream"] == true {
+        let (a, b) = answer.split_at(answer.len() / 2);
+        let mut sse = String::new();
+        for part in [a, b] {
+            let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"content": part}}]});
+            sse.push_str(&format!("data: {chunk}\n\n"));
+        }
+        sse.push_str(&format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            serde_json::json!({"choices": [], "usage": usage})
+        ));
+        return ("200 OK", "text/event-stream", sse);
+    }
+    let body = serde_json::json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+        "usage": usage
+    });
+    ("200 OK", "application/json", body.to_string())
+}
+
+fn serve(
+    conn: TcpStream,
+    answer: &(dyn Fn(&serde_json::Value) -> String + Send + Sync),
+    keep: &Mutex<Vec<serde_json::Value>>,
+) {
     let mut w = conn.try_clone().unwrap();
     let mut r = BufReader::new(conn);
     loop {
@@ -275,33 +321,24 @@ fn serve(conn: TcpStream, answer: &str, keep: &Mutex<Vec<serde_json::Value>>) {
         }
         let mut body = vec![0u8; len];
         r.read_exact(&mut body).unwrap();
-        let (status, reply) = if post {
+        let (status, kind, reply) = if post {
             let mut v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let fail = String::from_utf8_lossy(&body).contains("FAIL");
+            let reply = reply_to(&v, fail, &answer(&v));
             if let Some(h) = session_header {
                 v["__x_session_id"] = h.into();
             }
-            let fail = String::from_utf8_lossy(&body).contains("FAIL");
             keep.lock().unwrap().push(v);
-            if fail {
-                (
-                    "500 Internal Server Error",
-                    r#"{"error":"asked to fail"}"#.to_string(),
-                )
-            } else {
-                (
-                    "200 OK",
-                    serde_json::json!({
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
-                    })
-                    .to_string(),
-                )
-            }
+            reply
         } else {
-            ("200 OK", r#"{"data":[{"id":"m"}]}"#.to_string())
+            (
+                "200 OK",
+                "application/json",
+                r#"{"data":[{"id":"m"}]}"#.to_string(),
+            )
         };
         let head = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
             reply.len()
         );
         if w.write_all(head.as_bytes()).is_err() || w.write_all(reply.as_bytes()).is_err() {
@@ -442,4 +479,125 @@ fn failed_parent_child_sent_or_skipped() {
             assert!(recs[1..].iter().all(|r| r.status == Status::Ok));
         }
     }
+}
+
+/// Two sessions with recorded answers (one a tool call) for `--live-history`.
+const LIVE_TRACE: &str = r#"{"session_id": "s", "timestamp": 0, "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q1"}], "output_length": 4}
+{"session_id": "s", "delay": 5, "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q1"}, {"role": "assistant", "content": "RECORDED one"}, {"role": "user", "content": "q2"}], "output_length": 4}
+{"session_id": "s", "delay": 5, "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q1"}, {"role": "assistant", "content": "RECORDED one"}, {"role": "user", "content": "q2"}, {"role": "assistant", "content": "RECORDED two"}, {"role": "user", "content": "q3"}], "output_length": 4}
+{"session_id": "t", "timestamp": 1, "messages": [{"role": "user", "content": "weather?"}], "tools": [{"type": "function", "function": {"name": "w", "parameters": {"type": "object"}}}]}
+{"session_id": "t", "delay": 5, "messages": [{"role": "user", "content": "weather?"}, {"role": "assistant", "content": "RECORDED call", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "sunny"}, {"role": "user", "content": "thanks"}], "tools": [{"type": "function", "function": {"name": "w", "parameters": {"type": "object"}}}]}
+"#;
+
+/// The capture server's answer to a body: derived from its last message, so every turn's
+/// answer is known and different.
+fn live_answer(body: &serde_json::Value) -> String {
+    let last = body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("?");
+    format!("live \"answer\" to {last}")
+}
+
+#[test]
+fn live_history_sends_the_servers_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("live.jsonl");
+    std::fs::write(&trace, LIVE_TRACE).unwrap();
+    for stream in [false, true] {
+        let server = capture_server_with(Arc::new(live_answer));
+        let out = dir.path().join(format!("live-{stream}.jsonl"));
+        let mut argv = vec![
+            "--endpoint",
+            &server.url,
+            "--model-name",
+            "m",
+            "--timing",
+            "closed",
+            "--live-history",
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        if !stream {
+            argv.push("--no-stream");
+        }
+        assert_eq!(replay(&argv).exit_code, 0);
+        let recs = read_records(&out);
+        assert_eq!(recs.len(), 5);
+        assert!(recs.iter().all(|r| r.status == Status::Ok), "{recs:?}");
+        let bodies = server.bodies.lock().unwrap().clone();
+        let turn = |last: &str| {
+            bodies
+                .iter()
+                .find(|b| {
+                    b["messages"]
+                        .as_array()
+                        .and_then(|m| m.last())
+                        .is_some_and(|m| m["content"] == last)
+                })
+                .unwrap_or_else(|| panic!("no body ends with {last:?}"))
+                .clone()
+        };
+        // Turn 2 carries turn 1's actual answer, not the recorded one.
+        let t2 = turn("q2");
+        assert_eq!(
+            t2["messages"][2],
+            serde_json::json!({"role": "assistant", "content": "live \"answer\" to q1"})
+        );
+        assert!(!t2.to_string().contains("RECORDED"), "{t2}");
+        // Turn 3: both earlier answers are the live ones; the rest as recorded.
+        let t3 = turn("q3");
+        let m3 = t3["messages"].as_array().unwrap();
+        assert_eq!(m3.len(), 6);
+        assert_eq!(m3[2]["content"], "live \"answer\" to q1");
+        assert_eq!(m3[4]["content"], "live \"answer\" to q2");
+        assert_eq!(m3[5]["content"], "q3");
+        assert!(!t3.to_string().contains("RECORDED"), "{t3}");
+        assert_eq!(t3["max_tokens"], 4);
+        // A recorded tool call is kept (the tool result answers it); its text is the live one.
+        let t = turn("thanks");
+        let call = &t["messages"][1];
+        assert_eq!(call["content"], "live \"answer\" to weather?");
+        assert_eq!(call["tool_calls"][0]["id"], "c1");
+        assert_eq!(t["messages"][2]["role"], "tool");
+        // First turns are sent as recorded.
+        assert_eq!(turn("q1")["messages"].as_array().unwrap().len(), 2);
+    }
+}
+
+#[test]
+fn live_history_refused_in_open_mode_and_without_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let parse = |argv: &[&str]| {
+        let mut full = vec!["request-sim", "replay", "--quiet"];
+        full.extend_from_slice(argv);
+        match Cli::try_parse_from(full).unwrap().command {
+            Command::Replay(a) => ReplayConfig::from_args(*a, Flavor::Replay),
+            _ => unreachable!(),
+        }
+    };
+    let e = parse(&["--live-history", "--dry-run"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--live-history needs --timing closed"), "{e}");
+    let (trace, _) = write_bailian(dir.path(), 3, 2);
+    let cfg = parse(&[
+        "--live-history",
+        "--timing",
+        "closed",
+        "--dry-run",
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "-o",
+        dir.path().join("x.jsonl").to_str().unwrap(),
+    ])
+    .unwrap();
+    let e = request_sim::run::replay(cfg).unwrap_err().to_string();
+    assert!(
+        e.contains("--live-history needs a messages trace") && e.contains("bailian"),
+        "{e}"
+    );
 }
