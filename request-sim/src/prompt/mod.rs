@@ -27,7 +27,10 @@ mod vocab;
 
 pub use builder::PromptBuilder;
 pub use encoder::Encoder;
-pub use template::{chat_overhead_from_template, completion_overhead, ChatTemplate, LEAD};
+pub use template::{
+    chat_messages, chat_overhead_from_template, completion_overhead, ChatCounter, ChatTemplate,
+    LEAD,
+};
 pub use verify::{verify_sample, verify_trace, TraceVerifyReport, VerifyReport, SAMPLE_WINDOW};
 pub use vocab::{is_word, load_tokenizer, tokenizer_files, Vocab, MAX_WORDS, MIN_WORDS};
 

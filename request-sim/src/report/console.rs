@@ -206,6 +206,12 @@ pub fn render_console(s: &Summary) -> String {
             format!("{} / {}", e.over, e.under),
         );
     }
+    if e.unknown_intended > 0 {
+        t.row(
+            "Prompt tokens not checked (no intended):",
+            e.unknown_intended,
+        );
+    }
     if let Some(src) = &s.run.prompt_token_source {
         t.row("Prompt tokens counted by:", src);
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::backend::{self, ApiKind, BodyParams, LiveBody, LiveSlot, PromptPayload};
-use crate::prompt::PromptBuilder;
+use crate::prompt::{ChatCounter, PromptBuilder};
 use crate::schedule::{BuildFn, Prepared, Scratch};
 use crate::trace::history::AnswerSpan;
 use crate::trace::{ChatPayload, Sessions, TraceRequest};
@@ -19,6 +19,8 @@ pub(super) struct ChatRows {
     pub(super) chats: Arc<Vec<Option<Arc<ChatPayload>>>>,
     pub(super) sessions: Option<Arc<Sessions>>,
     pub(super) answer_spans: Option<Arc<Vec<Vec<AnswerSpan>>>>,
+    /// Counts the prompt tokens of a row (`--tokenizer` with `--tokenizer-config`).
+    pub(super) counter: Option<Arc<ChatCounter>>,
 }
 
 pub(super) fn make_build_fn(
@@ -33,7 +35,7 @@ pub(super) fn make_build_fn(
         let user = rows.sessions.as_ref().and_then(|ss| ss.key(req.index));
         let chat = rows.chats.get(req.index).and_then(|c| c.as_deref());
         if let Some(chat) = chat.filter(|c| c.text_input.is_none()) {
-            // A messages row is sent as given; its prompt length is the server's to count.
+            // A messages row is sent as given.
             let mut body = Vec::new();
             let spans = rows
                 .answer_spans
@@ -57,10 +59,18 @@ pub(super) fn make_build_fn(
                     live_body(chat, spans, &marks)
                 }
             };
+            // Its prompt tokens as the server should count them, when a template is at hand
+            // and the history is the recorded one (0: unknown, the server's count is kept).
+            let intended = match (&rows.counter, &live) {
+                (Some(c), None) => c
+                    .prompt_tokens(&chat.messages, chat.tools.as_ref())
+                    .unwrap_or(0),
+                _ => 0,
+            };
             return Prepared {
                 index: req.index,
                 body: Bytes::from(body),
-                intended_prompt_tokens: 0,
+                intended_prompt_tokens: intended,
                 live,
             };
         }

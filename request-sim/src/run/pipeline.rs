@@ -103,6 +103,7 @@ fn start_producers(
             chats: Arc::new(trace.trace.chats.clone()),
             sessions: cfg.sessions.session_user.then(|| sessions.clone()),
             answer_spans: trace.answer_spans.clone(),
+            counter: prompts.chat_counter.clone(),
         },
     );
     let producers = Producers::spawn(

@@ -222,6 +222,11 @@ pub(super) async fn run_one(
     tx: crossbeam_channel::Sender<Finished>,
 ) {
     let req = request_at(&ctx, prepared.index);
+    // A messages row's intended prompt tokens are known only from its build (0: unknown).
+    let input_length = match req.input_length {
+        0 => prepared.intended_prompt_tokens,
+        n => n,
+    };
     // `--live-history`: only a turn some later turn waits for keeps its answer.
     let keep_answer =
         ctx.cfg.sessions.live_history && ctx.gate.as_ref().is_some_and(|g| g.is_parent(req.index));
@@ -328,7 +333,7 @@ pub(super) async fn run_one(
         done_ms: rel(st.done),
         tpot_ms: tpot,
         itl_ms: None,
-        input_length: req.input_length,
+        input_length,
         prompt_tokens: usage.prompt_tokens,
         cached_tokens: usage.cached_tokens,
         output_length: req.output_length,

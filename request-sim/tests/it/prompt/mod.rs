@@ -1,4 +1,5 @@
 mod builtin;
+mod messages;
 mod qwen3;
 mod save;
 mod server;
