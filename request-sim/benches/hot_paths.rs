@@ -223,6 +223,7 @@ fn record(i: usize) -> Record {
         session_id: None,
         parent_index: None,
         session_wait_ms: None,
+        think_ms: None,
         server: None,
     }
 }

@@ -451,7 +451,7 @@ impl Accumulator {
             scheduled,
             counts_add_up,
             retried: self.retried,
-            sessions: self.sessions.finish(),
+            sessions: self.sessions.finish(info.sessions.as_ref()),
             errors: self.errors,
             error_examples: self.error_examples,
             cache,

@@ -374,6 +374,7 @@ mod tests {
             session_id: None,
             parent_index: None,
             session_wait_ms: None,
+            think_ms: None,
             server: None,
         }
     }

@@ -22,6 +22,8 @@ pub(super) struct Loaded {
     pub(super) name: String,
     /// `--live-history`: the recorded answers of earlier turns in each request's messages.
     pub(super) answer_spans: Option<Arc<Vec<Vec<AnswerSpan>>>>,
+    /// Turns of this run's sessions that slicing left out, and the sessions they belong to.
+    pub(super) cut: (usize, usize),
 }
 
 /// Load the trace the config names.
@@ -69,13 +71,33 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<Loaded> {
         cfg.scale_factor
     ));
     let answer_spans = live_history(cfg, &trace, &name)?;
+    let cut = cut_turns(cfg, &trace);
     Ok(Loaded {
         trace,
         requests: Arc::new(requests),
         ideal_ratio,
         name,
         answer_spans,
+        cut,
     })
+}
+
+/// Turns of this run's sessions (this shard's with `--shard`) that `--start-ms/--end-ms/
+/// --max-requests` left out, said at start-up when there are any.
+fn cut_turns(cfg: &ReplayConfig, trace: &Trace) -> (usize, usize) {
+    let cut = trace.sessions.cut_in(|id| match cfg.shard {
+        Some(s) => trace::shard::owner(Some(id), 0, s.count) == s.index,
+        None => true,
+    });
+    if cut.0 > 0 {
+        note(format!(
+            "sessions: the slice (--start-ms/--end-ms/--max-requests) cut {} turns of {} sessions{}; a turn whose parent was cut starts its part of the session",
+            cut.0,
+            cut.1,
+            if cfg.shard.is_some() { " on this shard" } else { "" }
+        ));
+    }
+    cut
 }
 
 /// `--live-history`: only for a messages trace; where each turn's earlier answers are.

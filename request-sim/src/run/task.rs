@@ -94,6 +94,7 @@ pub(super) async fn closed_turn(
         .get(index)
         .map(|t| ctx.cfg.sessions.think.before(t, ctx.cfg.scale_factor))
         .unwrap_or_default();
+    let has_parent_done = done.is_some();
     let release = match &done {
         Some(d) => trace_time.max(d.at + think),
         None => trace_time,
@@ -118,8 +119,20 @@ pub(super) async fn closed_turn(
         }
         _ = sleep_until_precise(release) => {}
     }
-    let wait_ms = ms_between(trace_time, release);
-    run_one(ctx, prepared, release, Some(wait_ms), answers, tx).await
+    let released = Released {
+        wait_ms: ms_between(trace_time, release),
+        think_ms: has_parent_done.then(|| (think.as_secs_f64() * 1e6).round() / 1e3),
+    };
+    run_one(ctx, prepared, release, Some(released), answers, tx).await
+}
+
+/// How a closed-loop turn was released.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Released {
+    /// Past its trace time (waiting for the parent and the think time), ms.
+    wait_ms: f64,
+    /// The think time applied after the parent's completion (when the parent ended), ms.
+    think_ms: Option<f64>,
 }
 
 /// The request with trace index `index`. Requests are in index order; without `--shard` the
@@ -190,6 +203,7 @@ pub(super) fn unsent(
         session_id,
         parent_index,
         session_wait_ms: None,
+        think_ms: None,
         server: None,
         retries: 0,
     };
@@ -217,7 +231,7 @@ pub(super) async fn run_one(
     ctx: Arc<TaskCtx>,
     prepared: Prepared,
     scheduled: Instant,
-    session_wait_ms: Option<f64>,
+    released: Option<Released>,
     earlier_answers: Option<Arc<LiveAnswer>>,
     tx: crossbeam_channel::Sender<Finished>,
 ) {
@@ -345,7 +359,8 @@ pub(super) async fn run_one(
         turn,
         session_id,
         parent_index,
-        session_wait_ms,
+        session_wait_ms: released.map(|r| r.wait_ms),
+        think_ms: released.and_then(|r| r.think_ms),
         server: None,
         retries: outcome.retries,
     };

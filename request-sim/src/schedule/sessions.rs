@@ -239,6 +239,7 @@ mod tests {
                 }),
             ],
             stats: Default::default(),
+            cut: Vec::new(),
         };
         let gate = Arc::new(SessionGate::new(&sessions, 2));
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -601,3 +601,145 @@ fn live_history_refused_in_open_mode_and_without_messages() {
         "{e}"
     );
 }
+
+/// Generic rows: `sessions` sessions of `turns` turns, session `s` starting at `s * start_ms`,
+/// turn `t` at `t * gap_ms` after it (gaps growing with the session so they differ).
+fn write_generic_sessions(
+    path: &Path,
+    sessions: usize,
+    turns: usize,
+    start_ms: f64,
+    gap_ms: f64,
+) -> usize {
+    let mut rows = Vec::new();
+    for s in 0..sessions {
+        for t in 0..turns {
+            let ts = s as f64 * start_ms + t as f64 * (gap_ms + s as f64);
+            rows.push((ts, s, t));
+        }
+    }
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut f = std::fs::File::create(path).unwrap();
+    for (ts, s, t) in &rows {
+        writeln!(
+            f,
+            r#"{{"timestamp": {ts}, "input_length": {}, "output_length": 2, "session_id": "s{s}"}}"#,
+            32 * (t + 1)
+        )
+        .unwrap();
+    }
+    rows.len()
+}
+
+#[test]
+fn think_time_trace_is_the_scaled_trace_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("g.jsonl");
+    let rows = write_generic_sessions(&trace, 12, 3, 15.0, 60.0);
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let out = dir.path().join("think.jsonl");
+    let outcome = replay(&[
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--timing",
+        "closed",
+        "--think-time",
+        "trace",
+        "--scale-factor",
+        "2",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records(&out);
+    assert_eq!(recs.len(), rows);
+    let mut checked = 0;
+    for r in recs.iter().filter(|r| r.parent_index.is_some()) {
+        let p = &recs[r.parent_index.unwrap()];
+        // The trace's own gap between the two turns, at --scale-factor 2.
+        let gap = (r.timestamp - p.timestamp) / 2.0;
+        let parent_done = p.sent_ms.unwrap() + p.done_ms.unwrap();
+        assert!(
+            r.sent_ms.unwrap() + 0.002 >= parent_done + gap,
+            "request {} sent at {:?}, parent done at {parent_done}, gap {gap}",
+            r.index,
+            r.sent_ms
+        );
+        assert!((r.think_ms.unwrap() - gap).abs() < 0.002, "{r:?}");
+        checked += 1;
+    }
+    assert_eq!(checked, 24);
+    let ss = outcome.summary.sessions.as_ref().unwrap();
+    assert_eq!(ss.timing, Some(request_sim::schedule::Timing::Closed));
+    assert_eq!(ss.think_time.as_deref(), Some("trace"));
+    assert_eq!(ss.think_time_fixed_ms, None);
+    let gaps: Vec<f64> = recs.iter().filter_map(|r| r.think_ms).collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    assert!((ss.mean_think_ms.unwrap() - mean).abs() < 1e-6);
+    // Gaps are (60 + s) / 2 ms for session s = 0..12.
+    assert!((ss.max_think_ms.unwrap() - 35.5).abs() < 0.002, "{ss:?}");
+    let console = request_sim::report::render_console(&outcome.summary);
+    assert!(console.contains("closed, think time trace"), "{console}");
+    assert!(
+        console.contains("Max think time applied (ms):"),
+        "{console}"
+    );
+}
+
+#[test]
+fn max_requests_slice_says_how_many_turns_it_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("g.jsonl");
+    let rows = write_generic_sessions(&trace, 8, 4, 10.0, 30.0);
+    let run = |extra: &[&str], name: &str| {
+        let out = dir.path().join(name);
+        let mut argv = vec![
+            "--dry-run",
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "--timing",
+            "closed",
+            "--max-requests",
+            "13",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        argv.extend_from_slice(extra);
+        let outcome = replay(&argv);
+        (read_records(&out), outcome)
+    };
+    let (recs, outcome) = run(&[], "all.jsonl");
+    assert_eq!(recs.len(), 13);
+    assert_eq!(outcome.summary.run.scheduled, 13);
+    let ss = outcome.summary.sessions.as_ref().unwrap();
+    // Every session has a turn among the first 13 rows: the other rows are its cut turns.
+    assert_eq!(ss.sessions, 8);
+    assert_eq!(ss.cut_turns, rows - 13);
+    assert_eq!(
+        recs.len() + ss.cut_turns,
+        rows,
+        "records + cut turns = the trace"
+    );
+    assert!(ss.cut_sessions > 0 && ss.cut_sessions <= 8);
+    let console = request_sim::report::render_console(&outcome.summary);
+    assert!(
+        console.contains("Turns cut by slicing (sessions):")
+            && console.contains(&format!("{} ({})", ss.cut_turns, ss.cut_sessions)),
+        "{console}"
+    );
+    // Shards keep sessions whole: their cut turns add up to the whole run's.
+    let (a, oa) = run(&["--shard", "0/2", "--seed", "1"], "s0.jsonl");
+    let (b, ob) = run(&["--shard", "1/2", "--seed", "1"], "s1.jsonl");
+    assert_eq!(a.len() + b.len(), 13);
+    let cut = |o: &request_sim::run::RunOutcome| {
+        o.summary
+            .sessions
+            .as_ref()
+            .map_or((0, 0), |s| (s.cut_turns, s.cut_sessions))
+    };
+    let (ca, cb) = (cut(&oa), cut(&ob));
+    assert_eq!(ca.0 + cb.0, ss.cut_turns);
+    assert_eq!(ca.1 + cb.1, ss.cut_sessions);
+}

@@ -64,6 +64,7 @@ pub fn base_record(i: usize) -> Record {
         session_id: None,
         parent_index: None,
         session_wait_ms: None,
+        think_ms: None,
         server: None,
     }
 }
