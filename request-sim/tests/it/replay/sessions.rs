@@ -689,6 +689,65 @@ fn think_time_trace_is_the_scaled_trace_gap() {
 }
 
 #[test]
+fn time_limit_cuts_waiting_turns_one_record_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("g.jsonl");
+    // 30 sessions starting 40 ms apart (the last ones after the 1 s limit), turns 50 ms apart;
+    // a 2 s think time puts every follow-up's release past the limit.
+    let rows = write_generic_sessions(&trace, 30, 3, 40.0, 50.0);
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let out = dir.path().join("cut.jsonl");
+    let outcome = replay(&[
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--timing",
+        "closed",
+        "--think-time",
+        "2000",
+        "--time-in-secs",
+        "1",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let recs = read_records(&out);
+    let run = &outcome.summary.run;
+    assert_eq!(
+        recs.len(),
+        run.scheduled,
+        "one record per scheduled request"
+    );
+    assert_eq!(run.scheduled + run.never_sent, rows, "{run:?}");
+    assert!(run.never_sent > 0, "rows after the limit are never sent");
+    let mut indexes: Vec<usize> = recs.iter().map(|r| r.index).collect();
+    indexes.dedup();
+    assert_eq!(indexes.len(), recs.len(), "no request has two records");
+    let (mut sent, mut cut) = (0, 0);
+    for r in &recs {
+        if r.parent_index.is_none() {
+            assert_eq!(r.status, Status::Ok, "{r:?}");
+            sent += 1;
+        } else {
+            assert_eq!(r.status, Status::Cancelled, "{r:?}");
+            assert_eq!(r.sent_ms, None);
+            let e = r.error.as_deref().unwrap();
+            assert!(
+                e.starts_with(
+                    "session cut: --time-in-secs reached while the turn waited for its parent"
+                ),
+                "{e}"
+            );
+            cut += 1;
+        }
+    }
+    assert!(sent > 0 && cut > 0);
+    let ss = outcome.summary.sessions.as_ref().unwrap();
+    assert_eq!(ss.turns_not_sent, cut);
+    assert_eq!(outcome.summary.completed, sent);
+}
+
+#[test]
 fn max_requests_slice_says_how_many_turns_it_cut() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("g.jsonl");
@@ -742,4 +801,32 @@ fn max_requests_slice_says_how_many_turns_it_cut() {
     let (ca, cb) = (cut(&oa), cut(&ob));
     assert_eq!(ca.0 + cb.0, ss.cut_turns);
     assert_eq!(ca.1 + cb.1, ss.cut_sessions);
+}
+
+#[test]
+fn messages_trace_refused_on_a_completions_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("m.jsonl");
+    std::fs::write(&trace, MESSAGES_TRACE).unwrap();
+    let mut full = vec!["request-sim", "replay", "--quiet"];
+    full.extend_from_slice(&[
+        "--endpoint",
+        "http://127.0.0.1:9/v1/completions",
+        "--model-name",
+        "m",
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "-o",
+        "/dev/null",
+    ]);
+    let args = match Cli::try_parse_from(full).unwrap().command {
+        Command::Replay(a) => *a,
+        _ => unreachable!(),
+    };
+    let cfg = ReplayConfig::from_args(args, Flavor::Replay).unwrap();
+    let e = request_sim::run::replay(cfg).unwrap_err().to_string();
+    assert!(
+        e.contains("a messages trace is sent as chat requests: it needs a chat endpoint (…/v1/chat/completions), not http://127.0.0.1:9/v1/completions"),
+        "{e}"
+    );
 }
