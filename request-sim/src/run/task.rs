@@ -208,20 +208,80 @@ pub(super) fn unsent(
         retries: 0,
     };
     ctx.control.finished.fetch_add(1, Ordering::Relaxed);
-    if let Some(g) = &ctx.gate {
-        g.complete(
-            index,
-            Done {
-                at: Instant::now(),
-                ok: false,
-                answer: None,
-            },
-        );
-    }
+    signal_done(ctx, index, false, None);
     let _ = tx.send(Finished {
         record,
         itl_ms: Vec::new(),
     });
+}
+
+/// The request's exchange with the server (or its dry run). A panic while reading the response
+/// still gives an outcome, so the request keeps its one record.
+async fn exchange(
+    ctx: &TaskCtx,
+    req: &TraceRequest,
+    body: Bytes,
+    opts: backend::RequestOpts<'_>,
+) -> backend::Outcome {
+    if ctx.cfg.dry_run {
+        return backend::Outcome {
+            status: Status::DryRun,
+            http_status: None,
+            error: None,
+            state: Default::default(),
+            retries: 0,
+        };
+    }
+    let timeout = ctx.cfg.timeout.for_output(req.output_length);
+    let exec = backend::execute(
+        &ctx.client,
+        &ctx.ep,
+        body,
+        Some(timeout),
+        &ctx.control.cancel,
+        ctx.cfg.allow_missing_usage,
+        opts,
+    );
+    // The panic message itself still goes to stderr.
+    match std::panic::AssertUnwindSafe(exec).catch_unwind().await {
+        Ok(o) => o,
+        Err(_) => backend::Outcome {
+            status: Status::ProtocolError,
+            http_status: None,
+            error: Some(
+                "internal error while handling the response (a request-sim bug)".to_string(),
+            ),
+            state: Default::default(),
+            retries: 0,
+        },
+    }
+}
+
+/// Tells the turns waiting for request `index` that it ended; `answer`, with `--live-history`
+/// and only for a request some turn waits for: its answer text (when it succeeded) and the
+/// answers of the turns before it.
+fn signal_done(
+    ctx: &TaskCtx,
+    index: usize,
+    ok: bool,
+    answer: Option<(Option<String>, Option<Arc<LiveAnswer>>)>,
+) {
+    if let Some(g) = &ctx.gate {
+        let answer = answer.map(|(text, prev)| {
+            Arc::new(LiveAnswer {
+                text: text.map(String::into_boxed_str),
+                prev,
+            })
+        });
+        g.complete(
+            index,
+            Done {
+                at: Instant::now(),
+                ok,
+                answer,
+            },
+        );
+    }
 }
 
 /// Sends request `prepared` (released at `scheduled`) and writes its one record.
@@ -251,45 +311,13 @@ pub(super) async fn run_one(
         .as_ref()
         .and_then(|_| ctx.sessions.get(req.index))
         .map(|t| t.id.to_string());
+    let opts = backend::RequestOpts {
+        session: session_key.as_deref(),
+        collect_answer: keep_answer,
+    };
     let sent = Instant::now();
     ctx.realtime.task_started();
-    let outcome = if ctx.cfg.dry_run {
-        backend::Outcome {
-            status: Status::DryRun,
-            http_status: None,
-            error: None,
-            state: Default::default(),
-            retries: 0,
-        }
-    } else {
-        let timeout = ctx.cfg.timeout.for_output(req.output_length);
-        let exec = backend::execute(
-            &ctx.client,
-            &ctx.ep,
-            prepared.body,
-            Some(timeout),
-            &ctx.control.cancel,
-            ctx.cfg.allow_missing_usage,
-            backend::RequestOpts {
-                session: session_key.as_deref(),
-                collect_answer: keep_answer,
-            },
-        );
-        // A bug while reading a response must not lose the request's record (the panic
-        // message itself still goes to stderr).
-        match std::panic::AssertUnwindSafe(exec).catch_unwind().await {
-            Ok(o) => o,
-            Err(_) => backend::Outcome {
-                status: Status::ProtocolError,
-                http_status: None,
-                error: Some(
-                    "internal error while handling the response (a request-sim bug)".to_string(),
-                ),
-                state: Default::default(),
-                retries: 0,
-            },
-        }
-    };
+    let outcome = exchange(&ctx, req, prepared.body, opts).await;
     let mut outcome = outcome;
     let answer = outcome.state.answer.take();
     let st = &outcome.state;
@@ -308,22 +336,10 @@ pub(super) async fn run_one(
         }
         _ => None,
     };
-    if let Some(g) = &ctx.gate {
+    if ctx.gate.is_some() {
         let ok = matches!(outcome.status, Status::Ok | Status::DryRun);
-        let answer = keep_answer.then(|| {
-            Arc::new(LiveAnswer {
-                text: answer.filter(|_| ok).map(String::into_boxed_str),
-                prev: earlier_answers,
-            })
-        });
-        g.complete(
-            req.index,
-            Done {
-                at: Instant::now(),
-                ok,
-                answer,
-            },
-        );
+        let answer = keep_answer.then(|| (answer.filter(|_| ok), earlier_answers));
+        signal_done(&ctx, req.index, ok, answer);
     }
     let sched_ms = ms_between(ctx.start, scheduled);
     let sent_ms = ms_between(ctx.start, sent);
