@@ -481,4 +481,9 @@ pub struct SessionArgs {
     /// that pin a session to an instance. Requests without a session get no header.
     #[arg(long, value_name = "NAME")]
     pub session_header: Option<String>,
+    /// --timing closed with a messages trace: a later turn carries the text the server
+    /// actually answered to the earlier turns in place of the trace's recorded assistant
+    /// messages, as a real client would send it.
+    #[arg(long)]
+    pub live_history: bool,
 }

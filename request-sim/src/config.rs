@@ -507,12 +507,18 @@ fn session_header(a: &ReplayArgs) -> Result<Option<reqwest::header::HeaderName>>
 
 /// The session flags.
 fn session_options(a: &ReplayArgs) -> Result<crate::schedule::SessionOptions> {
+    if a.sessions.live_history && a.sessions.timing != crate::schedule::Timing::Closed {
+        return Err(Error::config(
+            "--live-history needs --timing closed: a turn can carry the server's earlier answers only when it is sent after them",
+        ));
+    }
     Ok(crate::schedule::SessionOptions {
         timing: a.sessions.timing,
         think: a.sessions.think_time,
         skip_after_failed_parent: a.sessions.skip_after_failed_parent,
         session_user: a.sessions.session_user,
         session_header: session_header(a)?,
+        live_history: a.sessions.live_history,
     })
 }
 

@@ -17,7 +17,10 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-pub use body::{encode_body, encode_chat_row_body, BodyParams, PromptPayload};
+pub use body::{
+    encode_body, encode_chat_row_body, encode_chat_row_body_marked, BodyParams, LiveBody, LiveSlot,
+    PromptPayload,
+};
 pub use response::{ProtocolError, ResponseState, Usage};
 
 use crate::record::Status;
@@ -384,6 +387,15 @@ const MAX_ERROR_BODY: usize = 4096;
 /// How long the body of an HTTP error response is waited for.
 const ERROR_BODY_WAIT: Duration = Duration::from_secs(1);
 
+/// Per-request options of [`execute`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestOpts<'a> {
+    /// `--session-header`: the session id sent in that header.
+    pub session: Option<&'a str>,
+    /// Keep the answer's text in [`ResponseState::answer`] (`--live-history`).
+    pub collect_answer: bool,
+}
+
 /// Send one request (body already built) and read its response to the end.
 ///
 /// `sent` is taken by the caller just before calling. The request ends as `Timeout` after
@@ -401,9 +413,17 @@ pub async fn execute(
     timeout: Option<Duration>,
     cancel: &CancellationToken,
     allow_missing_usage: bool,
-    session: Option<&str>,
+    opts: RequestOpts<'_>,
 ) -> Outcome {
-    let mut state = ResponseState::default();
+    let fresh_state = || {
+        if opts.collect_answer {
+            ResponseState::collecting()
+        } else {
+            ResponseState::default()
+        }
+    };
+    let session = opts.session;
+    let mut state = fresh_state();
     let mut http_status = None;
     let mut retries = 0;
     let result = {
@@ -420,7 +440,7 @@ pub async fn execute(
             match first {
                 Err(Failure::PeerClosed(_)) => {
                     retries = 1;
-                    state = ResponseState::default();
+                    state = fresh_state();
                     exchange(
                         &client.fresh,
                         ep,

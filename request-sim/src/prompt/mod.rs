@@ -35,7 +35,10 @@ pub use corpus::{
     CorpusStats, PromptSource, ReadText, DEFAULT_MAX_BYTES, MAX_UNIT_BYTES, MAX_UNIT_TOKENS,
 };
 pub use encoder::Encoder;
-pub use template::{chat_overhead_from_template, completion_overhead, ChatTemplate, LEAD};
+pub use template::{
+    chat_messages, chat_overhead_from_template, completion_overhead, ChatCounter, ChatTemplate,
+    LEAD,
+};
 pub use verify::{verify_sample, verify_trace, TraceVerifyReport, VerifyReport, SAMPLE_WINDOW};
 pub use vocab::{
     is_word, load_tokenizer, tokenizer_files, Vocab, MAX_WORDS, MIN_PIECES, MIN_WORDS,

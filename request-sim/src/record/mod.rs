@@ -123,6 +123,10 @@ pub struct Record {
     /// answer plus the think time (ms); `scheduled_ms` is then the release time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_wait_ms: Option<f64>,
+    /// `--timing closed`: the think time applied after the parent's completion (ms; the fixed
+    /// `--think-time`, or the trace's gap scaled by `--scale-factor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_ms: Option<f64>,
     /// The server's state at the scrape nearest the send (only when server metrics were
     /// scraped and the request was sent; docs/server-metrics.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,6 +170,7 @@ impl Record {
             session_id: None,
             parent_index: None,
             session_wait_ms: None,
+            think_ms: None,
             server: None,
             retries: 0,
             served_by: None,

@@ -258,6 +258,35 @@ fn table(s: &Summary) -> Table {
         if ss.turns_not_sent > 0 {
             t.row("Turns not sent (cut/skipped):", ss.turns_not_sent);
         }
+        if ss.cut_turns > 0 {
+            t.row(
+                "Turns cut by slicing (sessions):",
+                format!("{} ({})", ss.cut_turns, ss.cut_sessions),
+            );
+        }
+        if let Some(timing) = ss.timing {
+            let think = match (ss.think_time.as_deref(), ss.think_time_fixed_ms) {
+                (_, Some(ms)) => format!("{ms} ms"),
+                (Some(t), None) => t.to_string(),
+                (None, None) => "-".to_string(),
+            };
+            let timing = match timing {
+                crate::schedule::Timing::Open => "open".to_string(),
+                crate::schedule::Timing::Closed => format!(
+                    "closed, think time {think}{}",
+                    if ss.live_history {
+                        ", live history"
+                    } else {
+                        ""
+                    }
+                ),
+            };
+            t.row("Timing:", timing);
+        }
+        if ss.mean_think_ms.is_some() {
+            t.row("Mean think time applied (ms):", ms(ss.mean_think_ms));
+            t.row("Max think time applied (ms):", ms(ss.max_think_ms));
+        }
     }
 
     if let Some(srv) = &s.server {
@@ -274,6 +303,12 @@ fn table(s: &Summary) -> Table {
         t.row(
             "Prompt tokens over / under:",
             format!("{} / {}", e.over, e.under),
+        );
+    }
+    if e.unknown_intended > 0 {
+        t.row(
+            "Prompt tokens not checked (no intended):",
+            e.unknown_intended,
         );
     }
     if let Some(src) = &s.run.prompt_token_source {

@@ -109,6 +109,9 @@ pub struct RunInfo {
     pub realtime: Option<crate::schedule::RealtimeReport>,
     /// `--start-at`: the common start and how close to it this run started.
     pub start_at: Option<crate::schedule::StartAtReport>,
+    /// Session settings (`--timing`, `--think-time`, `--live-history`) and the turns slicing
+    /// cut, when the trace has sessions.
+    pub sessions: Option<super::sessions::SessionRun>,
 }
 
 impl RunInfo {

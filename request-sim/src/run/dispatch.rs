@@ -174,7 +174,7 @@ fn send_all(
                 // Closed loop: the turn waits for its parent in its own task, so no other
                 // request waits behind it.
                 Some(p) => tracker.spawn_on(closed_turn(ctx, prepared, scheduled, p, tx), handle),
-                None => tracker.spawn_on(run_one(ctx, prepared, scheduled, None, tx), handle),
+                None => tracker.spawn_on(run_one(ctx, prepared, scheduled, None, None, tx), handle),
             };
         },
     )

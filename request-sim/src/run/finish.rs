@@ -123,6 +123,17 @@ fn run_info(
         startup: Some(startup),
         start_at: start_at_report(cfg, d),
         realtime: Some(drained.realtime.clone()),
+        sessions: trace
+            .trace
+            .sessions
+            .any()
+            .then_some(report::sessions::SessionRun {
+                timing: cfg.sessions.timing,
+                think_time: Some(cfg.sessions.think),
+                live_history: cfg.sessions.live_history,
+                cut_turns: trace.cut.0,
+                cut_sessions: trace.cut.1,
+            }),
         ..RunInfo::new()
     }
 }

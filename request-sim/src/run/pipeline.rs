@@ -102,6 +102,8 @@ fn start_producers(
         ChatRows {
             chats: Arc::new(trace.trace.chats.clone()),
             sessions: cfg.sessions.session_user.then(|| sessions.clone()),
+            answer_spans: trace.answer_spans.clone(),
+            counter: prompts.chat_counter.clone(),
         },
     );
     let producers = Producers::spawn(

@@ -13,7 +13,7 @@ use super::{ms_since, note, save};
 use crate::backend::tokenize::ServerTokenizer;
 use crate::backend::BodyParams;
 use crate::config::{ReplayConfig, Target};
-use crate::prompt::{self, CorpusReport, PromptBuilder, VerifyReport, Vocab};
+use crate::prompt::{self, ChatCounter, CorpusReport, PromptBuilder, VerifyReport, Vocab};
 use crate::report::StartupTimes;
 use crate::trace::TraceRequest;
 use crate::{Error, Result};
@@ -74,6 +74,8 @@ pub(super) struct Prompts {
     pub(super) verification: Option<VerifyReport>,
     /// `--prompt-corpus`: the share of prompt tokens that are corpus text.
     pub(super) corpus: Option<CorpusReport>,
+    /// `messages` rows with `--tokenizer` and `--tokenizer-config`: counts their prompt tokens.
+    pub(super) chat_counter: Option<Arc<ChatCounter>>,
 }
 
 impl Prompts {
@@ -190,15 +192,52 @@ pub(super) fn run(
         source,
         verification,
         corpus,
+        chat_counter: chat_counter(cfg, trace, tokenizer)?,
     };
     if let Some(path) = &cfg.save_prompts {
         save_prompts(cfg, trace, server, &prompts, path)?;
     }
     startup.calibration_ms = ms_since(t) + model_ms;
-    // The tokenizer (and the server tokenizer's connection) are not needed once sending starts.
-    drop(tokenizer);
+    // The server tokenizer's connection is not needed once sending starts.
     drop(server_tok);
     Ok(prompts)
+}
+
+/// `messages` rows: their prompt tokens (the chat template rendered with the row's messages
+/// and tools, tokenized) when `--tokenizer` and `--tokenizer-config` are given; otherwise the
+/// server's count is recorded unchecked. The tokenizer is kept only then.
+fn chat_counter(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    tokenizer: Option<tokenizers::Tokenizer>,
+) -> Result<Option<Arc<ChatCounter>>> {
+    let rows = trace
+        .trace
+        .chats
+        .iter()
+        .flatten()
+        .filter(|c| c.text_input.is_none())
+        .count();
+    if rows == 0 {
+        return Ok(None);
+    }
+    let (Some(tok), Some(tc)) = (tokenizer, &cfg.tokenizer_config) else {
+        note(format!(
+            "{rows} messages rows: their prompt tokens are the server's count, not checked (give --tokenizer and --tokenizer-config to check them)"
+        ));
+        return Ok(None);
+    };
+    let template = prompt::ChatTemplate::from_config_file(tc)?;
+    note(format!(
+        "{rows} messages rows: intended prompt tokens from the chat template of {} rendered with each row's messages and tools{}",
+        tc.display(),
+        if cfg.sessions.live_history {
+            " (not for turns whose history --live-history rewrites)"
+        } else {
+            ""
+        }
+    ));
+    Ok(Some(Arc::new(ChatCounter::new(template, tok))))
 }
 
 /// The prompt words: from the tokenizer, the server's `/tokenize`, or the built-in list.

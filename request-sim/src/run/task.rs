@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use futures_util::FutureExt;
 
 use super::control::Control;
@@ -12,7 +13,7 @@ use crate::backend::{self, Endpoint};
 use crate::config::ReplayConfig;
 use crate::record::{Finished, Record, Status, TokenSource};
 use crate::report;
-use crate::schedule::sessions::{sleep_until_precise, Done, SessionGate};
+use crate::schedule::sessions::{sleep_until_precise, Done, LiveAnswer, SessionGate};
 use crate::schedule::{Prepared, Realtime, StopReason};
 use crate::trace::{Sessions, TraceRequest};
 
@@ -57,7 +58,7 @@ pub(super) async fn closed_turn(
 ) {
     let index = prepared.index;
     let Some(gate) = ctx.gate.clone() else {
-        return run_one(ctx, prepared, trace_time, None, tx).await;
+        return run_one(ctx, prepared, trace_time, None, None, tx).await;
     };
     let limit = ctx.cfg.time_limit.map(|l| ctx.start + l);
     let after_limit = async {
@@ -80,7 +81,7 @@ pub(super) async fn closed_turn(
         Ok(d) => d,
         Err(why) => return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx),
     };
-    if let Some(d) = done {
+    if let Some(d) = &done {
         if !d.ok && ctx.cfg.sessions.skip_after_failed_parent {
             let why = format!(
                 "skipped: parent request {parent} did not succeed (--skip-after-failed-parent)"
@@ -93,10 +94,20 @@ pub(super) async fn closed_turn(
         .get(index)
         .map(|t| ctx.cfg.sessions.think.before(t, ctx.cfg.scale_factor))
         .unwrap_or_default();
-    let release = match done {
+    let has_parent_done = done.is_some();
+    let release = match &done {
         Some(d) => trace_time.max(d.at + think),
         None => trace_time,
     };
+    // `--live-history`: the earlier answers go into the body now, before the wait for the
+    // release (nothing to do, and nothing allocated, without it).
+    let mut prepared = prepared;
+    let answers = done.and_then(|d| d.answer);
+    if let (Some(live), Some(chain)) = (prepared.live.take(), &answers) {
+        if let Some(body) = live.rebuild(&prepared.body, |depth| chain.at_depth(depth)) {
+            prepared.body = Bytes::from(body);
+        }
+    }
     if limit.is_some_and(|l| release >= l) {
         let why = cut("--time-in-secs reached");
         return unsent(&ctx, index, trace_time, Status::Cancelled, why, &tx);
@@ -108,8 +119,20 @@ pub(super) async fn closed_turn(
         }
         _ = sleep_until_precise(release) => {}
     }
-    let wait_ms = ms_between(trace_time, release);
-    run_one(ctx, prepared, release, Some(wait_ms), tx).await
+    let released = Released {
+        wait_ms: ms_between(trace_time, release),
+        think_ms: has_parent_done.then(|| (think.as_secs_f64() * 1e6).round() / 1e3),
+    };
+    run_one(ctx, prepared, release, Some(released), answers, tx).await
+}
+
+/// How a closed-loop turn was released.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Released {
+    /// Past its trace time (waiting for the parent and the think time), ms.
+    wait_ms: f64,
+    /// The think time applied after the parent's completion (when the parent ended), ms.
+    think_ms: Option<f64>,
 }
 
 /// The request with trace index `index`. Requests are in index order; without `--shard` the
@@ -180,34 +203,108 @@ pub(super) fn unsent(
         session_id,
         parent_index,
         session_wait_ms: None,
+        think_ms: None,
         server: None,
         served_by: None,
         retries: 0,
     };
     ctx.control.finished.fetch_add(1, Ordering::Relaxed);
-    if let Some(g) = &ctx.gate {
-        g.complete(
-            index,
-            Done {
-                at: Instant::now(),
-                ok: false,
-            },
-        );
-    }
+    signal_done(ctx, index, false, None);
     let _ = tx.send(Finished {
         record,
         itl_ms: Vec::new(),
     });
 }
 
+/// The request's exchange with the server (or its dry run). A panic while reading the response
+/// still gives an outcome, so the request keeps its one record.
+async fn exchange(
+    ctx: &TaskCtx,
+    req: &TraceRequest,
+    body: Bytes,
+    opts: backend::RequestOpts<'_>,
+) -> backend::Outcome {
+    if ctx.cfg.dry_run {
+        return backend::Outcome {
+            status: Status::DryRun,
+            http_status: None,
+            error: None,
+            state: Default::default(),
+            retries: 0,
+        };
+    }
+    let timeout = ctx.cfg.timeout.for_output(req.output_length);
+    let exec = backend::execute(
+        &ctx.client,
+        &ctx.ep,
+        body,
+        Some(timeout),
+        &ctx.control.cancel,
+        ctx.cfg.allow_missing_usage,
+        opts,
+    );
+    // The panic message itself still goes to stderr.
+    match std::panic::AssertUnwindSafe(exec).catch_unwind().await {
+        Ok(o) => o,
+        Err(_) => backend::Outcome {
+            status: Status::ProtocolError,
+            http_status: None,
+            error: Some(
+                "internal error while handling the response (a request-sim bug)".to_string(),
+            ),
+            state: Default::default(),
+            retries: 0,
+        },
+    }
+}
+
+/// Tells the turns waiting for request `index` that it ended; `answer`, with `--live-history`
+/// and only for a request some turn waits for: its answer text (when it succeeded) and the
+/// answers of the turns before it.
+fn signal_done(
+    ctx: &TaskCtx,
+    index: usize,
+    ok: bool,
+    answer: Option<(Option<String>, Option<Arc<LiveAnswer>>)>,
+) {
+    if let Some(g) = &ctx.gate {
+        let answer = answer.map(|(text, prev)| {
+            Arc::new(LiveAnswer {
+                text: text.map(String::into_boxed_str),
+                prev,
+            })
+        });
+        g.complete(
+            index,
+            Done {
+                at: Instant::now(),
+                ok,
+                answer,
+            },
+        );
+    }
+}
+
+/// Sends request `prepared` (released at `scheduled`) and writes its one record.
+/// `earlier_answers`: with `--live-history`, the answers of the turns before it (its parent's
+/// chain), passed on to its own children with its answer.
 pub(super) async fn run_one(
     ctx: Arc<TaskCtx>,
     prepared: Prepared,
     scheduled: Instant,
-    session_wait_ms: Option<f64>,
+    released: Option<Released>,
+    earlier_answers: Option<Arc<LiveAnswer>>,
     tx: crossbeam_channel::Sender<Finished>,
 ) {
     let req = request_at(&ctx, prepared.index);
+    // A messages row's intended prompt tokens are known only from its build (0: unknown).
+    let input_length = match req.input_length {
+        0 => prepared.intended_prompt_tokens,
+        n => n,
+    };
+    // `--live-history`: only a turn some later turn waits for keeps its answer.
+    let keep_answer =
+        ctx.cfg.sessions.live_history && ctx.gate.as_ref().is_some_and(|g| g.is_parent(req.index));
     // `--session-header`: the session id, only when asked for (no allocation otherwise).
     let session_key = ctx
         .ep
@@ -215,42 +312,15 @@ pub(super) async fn run_one(
         .as_ref()
         .and_then(|_| ctx.sessions.get(req.index))
         .map(|t| t.id.to_string());
+    let opts = backend::RequestOpts {
+        session: session_key.as_deref(),
+        collect_answer: keep_answer,
+    };
     let sent = Instant::now();
     ctx.realtime.task_started();
-    let outcome = if ctx.cfg.dry_run {
-        backend::Outcome {
-            status: Status::DryRun,
-            http_status: None,
-            error: None,
-            state: Default::default(),
-            retries: 0,
-        }
-    } else {
-        let timeout = ctx.cfg.timeout.for_output(req.output_length);
-        let exec = backend::execute(
-            &ctx.client,
-            &ctx.ep,
-            prepared.body,
-            Some(timeout),
-            &ctx.control.cancel,
-            ctx.cfg.allow_missing_usage,
-            session_key.as_deref(),
-        );
-        // A bug while reading a response must not lose the request's record (the panic
-        // message itself still goes to stderr).
-        match std::panic::AssertUnwindSafe(exec).catch_unwind().await {
-            Ok(o) => o,
-            Err(_) => backend::Outcome {
-                status: Status::ProtocolError,
-                http_status: None,
-                error: Some(
-                    "internal error while handling the response (a request-sim bug)".to_string(),
-                ),
-                state: Default::default(),
-                retries: 0,
-            },
-        }
-    };
+    let outcome = exchange(&ctx, req, prepared.body, opts).await;
+    let mut outcome = outcome;
+    let answer = outcome.state.answer.take();
     let st = &outcome.state;
     let rel = |t: Option<Instant>| t.map(|t| ms_between(sent, t));
     let ttft = rel(st.first_token);
@@ -267,14 +337,10 @@ pub(super) async fn run_one(
         }
         _ => None,
     };
-    if let Some(g) = &ctx.gate {
-        g.complete(
-            req.index,
-            Done {
-                at: Instant::now(),
-                ok: matches!(outcome.status, Status::Ok | Status::DryRun),
-            },
-        );
+    if ctx.gate.is_some() {
+        let ok = matches!(outcome.status, Status::Ok | Status::DryRun);
+        let answer = keep_answer.then(|| (answer.filter(|_| ok), earlier_answers));
+        signal_done(&ctx, req.index, ok, answer);
     }
     let sched_ms = ms_between(ctx.start, scheduled);
     let sent_ms = ms_between(ctx.start, sent);
@@ -298,7 +364,7 @@ pub(super) async fn run_one(
         done_ms: rel(st.done),
         tpot_ms: tpot,
         itl_ms: None,
-        input_length: req.input_length,
+        input_length,
         prompt_tokens: usage.prompt_tokens,
         cached_tokens: usage.cached_tokens,
         output_length: req.output_length,
@@ -310,7 +376,8 @@ pub(super) async fn run_one(
         turn,
         session_id,
         parent_index,
-        session_wait_ms,
+        session_wait_ms: released.map(|r| r.wait_ms),
+        think_ms: released.and_then(|r| r.think_ms),
         server: None,
         served_by: st.served_by.clone(),
         retries: outcome.retries,

@@ -29,6 +29,8 @@ pub struct Prepared {
     pub body: Bytes,
     /// Prompt tokens the body was built to have, as the server should count them.
     pub intended_prompt_tokens: u32,
+    /// `--live-history`: where the recorded answers of earlier turns sit in `body`.
+    pub live: Option<Box<crate::backend::LiveBody>>,
 }
 
 /// Builds one body; called from producer threads. Gets a per-thread scratch buffer.
@@ -383,6 +385,7 @@ mod tests {
                 index: r.index,
                 body: Bytes::copy_from_slice(&s.body),
                 intended_prompt_tokens: r.input_length,
+                live: None,
             }
         });
         for threads in [1, 3, 4] {
@@ -412,6 +415,7 @@ mod tests {
             index: r.index,
             body: Bytes::new(),
             intended_prompt_tokens: 0,
+            live: None,
         });
         let cfg = ProducerConfig {
             threads: 2,
@@ -440,6 +444,7 @@ mod tests {
             index: r.index,
             body: Bytes::from(vec![b'x'; 1000]),
             intended_prompt_tokens: 0,
+            live: None,
         });
         (Arc::new(reqs), build)
     }
@@ -525,6 +530,7 @@ mod tests {
                 crate::schedule::priority::nice_of(0).map_or("?".to_string(), |n| n.to_string()),
             ),
             intended_prompt_tokens: 0,
+            live: None,
         });
         let before = crate::schedule::priority::nice_of(0);
         let cfg = ProducerConfig {

@@ -13,6 +13,7 @@ mod detect;
 mod error;
 mod fields;
 mod generic;
+pub mod history;
 mod lines;
 mod load;
 mod messages;

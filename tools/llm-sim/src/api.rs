@@ -138,6 +138,12 @@ struct InMessage {
     role: String,
     #[serde(default)]
     content: Option<Content>,
+    #[serde(default)]
+    tool_calls: Option<serde_json::Value>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -145,6 +151,8 @@ struct ChatRequest {
     #[serde(default)]
     model: Option<String>,
     messages: Vec<InMessage>,
+    #[serde(default)]
+    tools: Option<serde_json::Value>,
     #[serde(default)]
     max_tokens: Option<i64>,
     #[serde(default)]
@@ -346,6 +354,9 @@ fn chat_messages(api: Api, messages: Vec<InMessage>) -> Result<Vec<ChatMessage>,
         msgs.push(ChatMessage {
             role: m.role,
             content,
+            tool_calls: m.tool_calls,
+            tool_call_id: m.tool_call_id,
+            name: m.name,
         });
     }
     Ok(msgs)
@@ -362,7 +373,7 @@ fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     let msgs = chat_messages(api, req.messages)?;
     let prompt = state
         .tokenizer
-        .encode_chat(&msgs)
+        .encode_chat_tools(&msgs, req.tools.as_ref(), true)
         .map_err(|e| bad(api, e))?;
     let stream = req.stream.unwrap_or(false);
     let (include_usage, continuous_usage) = stream_flags(api, stream, req.stream_options)?;
@@ -451,6 +462,8 @@ struct TokenizeRequest {
     #[serde(default)]
     messages: Option<Vec<InMessage>>,
     #[serde(default)]
+    tools: Option<serde_json::Value>,
+    #[serde(default)]
     add_special_tokens: Option<bool>,
     #[serde(default)]
     add_generation_prompt: Option<bool>,
@@ -483,7 +496,11 @@ pub fn tokenize(state: &AppState, body: &[u8]) -> Response<Body> {
                 let msgs = chat_messages(api, m)?;
                 state
                     .tokenizer
-                    .encode_chat_with(&msgs, req.add_generation_prompt.unwrap_or(true))
+                    .encode_chat_tools(
+                        &msgs,
+                        req.tools.as_ref(),
+                        req.add_generation_prompt.unwrap_or(true),
+                    )
                     .map_err(|e| bad(api, e))?
             }
             _ => return Err(bad(api, "Give exactly one of `prompt` and `messages`.")),

@@ -1,5 +1,6 @@
 mod builtin;
 mod corpus;
+mod messages;
 mod qwen3;
 mod save;
 mod server;
