@@ -1,11 +1,10 @@
 //! Engine behaviour seen from a client: exact lengths, prefix caching, batching limits, step
 //! timing, cancellation, and the in-thread server.
 
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 use llm_sim::SimConfig;
 use serde_json::{json, Value};
 

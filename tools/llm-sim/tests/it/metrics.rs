@@ -1,9 +1,8 @@
 //! `/metrics` parity with vLLM V1: the names a vLLM dashboard or router scrapes, the `model_name`
 //! and `engine` labels, histogram shape, and prefix-cache counters agreeing with `cached_tokens`.
 
-mod common;
 
-use common::*;
+use crate::support::*;
 use llm_sim::SimConfig;
 use serde_json::json;
 

@@ -1,12 +1,11 @@
 //! Cluster mode: `--instances N` engines in one process, each with its own identity header,
 //! KV cache and metrics; `speedup` shortens steps in wall time but not in simulated time.
 
-mod common;
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use common::*;
+use crate::support::*;
 use llm_sim::SimConfig;
 
 #[tokio::test]
