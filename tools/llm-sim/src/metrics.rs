@@ -222,9 +222,18 @@ impl Metrics {
         let mut out = String::with_capacity(16384);
         let m = cfg.model_name.replace('\\', "\\\\").replace('"', "\\\"");
         let lbl = format!("model_name=\"{m}\",engine=\"{engine}\"");
+        self.render_gauges(&mut out, cfg, &lbl);
+        self.render_counters(&mut out, &lbl);
+        self.render_histograms(&mut out, cfg, &lbl);
+        self.render_responses_and_faults(&mut out, &lbl);
+        out
+    }
+
+    /// Scheduler and KV-cache gauges, and `cache_config_info`.
+    fn render_gauges(&self, out: &mut String, cfg: &SimConfig, lbl: &str) {
         let mut gauge = |name: &str, help: &str, v: String| {
             let _ = write!(
-                out,
+                *out,
                 "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{lbl}}} {v}\n"
             );
         };
@@ -256,6 +265,10 @@ impl Metrics {
             if cfg.enable_prefix_caching { "True" } else { "False" },
             cfg.num_gpu_blocks,
         );
+    }
+
+    /// vLLM's counters and llm-sim's own engine counters.
+    fn render_counters(&self, out: &mut String, lbl: &str) {
         let counters: [(&str, &str, &AtomicU64); 10] = [
             (
                 "vllm:gpu_prefix_cache_queries",
@@ -342,6 +355,10 @@ impl Metrics {
                 v.load(Relaxed) as f64 / 1e6
             );
         }
+    }
+
+    /// vLLM's request-level and per-step histograms.
+    fn render_histograms(&self, out: &mut String, cfg: &SimConfig, lbl: &str) {
         if let Ok(h) = self.hist.lock() {
             let tokens_limit = f64::from(cfg.max_model_len);
             let all = f64::INFINITY;
@@ -413,9 +430,13 @@ impl Metrics {
                     all,
                 ),
             ] {
-                hist.render(&mut out, name, help, &lbl, limit);
+                hist.render(out, name, help, lbl, limit);
             }
         }
+    }
+
+    /// `llm_sim:http_responses_total{status}` and `llm_sim:faults_injected_total{kind}`.
+    fn render_responses_and_faults(&self, out: &mut String, lbl: &str) {
         let _ = writeln!(
             out,
             "# HELP llm_sim:http_responses_total HTTP responses by status code.\n# TYPE llm_sim:http_responses_total counter"
@@ -443,6 +464,5 @@ impl Metrics {
                 self.faults[i].load(Relaxed)
             );
         }
-        out
     }
 }
