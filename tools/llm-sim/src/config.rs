@@ -125,10 +125,16 @@ pub struct SimConfig {
     /// Prefix caching on (vLLM's default) or off.
     pub enable_prefix_caching: bool,
 
-    /// Fixed cost of one engine step, microseconds.
+    /// Fixed cost of one engine step (reading the weights), microseconds.
     pub step_fixed_us: f64,
     /// Cost per prefill token computed in a step (cached tokens cost nothing), microseconds.
+    /// The step's linear part is `max(step_fixed_us, prefill_token_us × tokens)`: the GPU reads
+    /// the weights while it computes (see [`crate::timing`]).
     pub prefill_token_us: f64,
+    /// Cost per (prefill token × token it attends to) pair, microseconds: attention over the
+    /// context of the prompt tokens computed in a step, cached prefix included.
+    #[serde(default)]
+    pub attention_pair_us: f64,
     /// Cost per decoding sequence in a step, microseconds.
     pub decode_seq_us: f64,
     /// Cost per token of context of each decoding sequence in a step (reading its KV cache),
@@ -214,6 +220,7 @@ impl Default for SimConfig {
             enable_prefix_caching: true,
             step_fixed_us: 1_000.0,
             prefill_token_us: 0.25,
+            attention_pair_us: 0.0,
             decode_seq_us: 2.0,
             decode_ctx_token_us: 0.0,
             worker_threads: 1,
@@ -338,6 +345,7 @@ impl SimConfig {
         for (name, v) in [
             ("step_fixed_us", self.step_fixed_us),
             ("prefill_token_us", self.prefill_token_us),
+            ("attention_pair_us", self.attention_pair_us),
             ("decode_seq_us", self.decode_seq_us),
             ("decode_ctx_token_us", self.decode_ctx_token_us),
         ] {

@@ -21,6 +21,7 @@ pub mod faults;
 pub mod kv_events;
 pub mod metrics;
 pub mod server;
+pub mod timing;
 pub mod tokenize;
 pub mod util;
 pub mod vocab;

@@ -64,9 +64,13 @@ struct Cli {
     /// Fixed cost of one engine step, in milliseconds.
     #[arg(long)]
     step_fixed_ms: Option<f64>,
-    /// Cost per uncached prefill token, in microseconds.
+    /// Cost per uncached prefill token, in microseconds; a step's linear part is
+    /// max(fixed, prefill-token-us x tokens) (weight reads overlap compute).
     #[arg(long)]
     prefill_token_us: Option<f64>,
+    /// Cost of attention per (prefill token x token it attends to) pair, in microseconds.
+    #[arg(long)]
+    attention_pair_us: Option<f64>,
     /// Cost per decoding sequence in a step, in microseconds.
     #[arg(long)]
     decode_seq_us: Option<f64>,
@@ -171,6 +175,7 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
         block_size,
         num_gpu_blocks,
         prefill_token_us,
+        attention_pair_us,
         decode_seq_us,
         decode_ctx_token_us
     );
@@ -237,7 +242,7 @@ fn main() {
     };
     let code = rt.block_on(async move {
         let summary = format!(
-            "speedup={} model={} max_num_seqs={} max_num_batched_tokens={} block_size={} num_gpu_blocks={} prefix_caching={} step={}us+{}us/prefill-token+{}us/decode-seq+{}us/decode-context-token tokenizer={}",
+            "speedup={} model={} max_num_seqs={} max_num_batched_tokens={} block_size={} num_gpu_blocks={} prefix_caching={} step=max({}us,{}us/prefill-token)+{}us/attention-pair+{}us/decode-seq+{}us/decode-context-token tokenizer={}",
             cfg.speedup,
             cfg.model_name,
             cfg.max_num_seqs,
@@ -247,6 +252,7 @@ fn main() {
             cfg.enable_prefix_caching,
             cfg.step_fixed_us,
             cfg.prefill_token_us,
+            cfg.attention_pair_us,
             cfg.decode_seq_us,
             cfg.decode_ctx_token_us,
             cfg.tokenizer

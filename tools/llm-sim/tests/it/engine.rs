@@ -1,7 +1,6 @@
 //! Engine behaviour seen from a client: exact lengths, prefix caching, batching limits, step
 //! timing, cancellation, and the in-thread server.
 
-
 use std::time::{Duration, Instant};
 
 use crate::support::*;

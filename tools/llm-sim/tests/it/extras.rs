@@ -1,7 +1,6 @@
 //! Router-facing extras over real loopback sockets: `/tokenize` and `/detokenize`,
 //! `POST /reset_prefix_cache`, the readiness delay, the bounded waiting queue, simulated EOS.
 
-
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,5 @@
 //! Every fault switch, through the FaultHandle, the admin endpoint and the command line.
 
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -1,7 +1,6 @@
 //! KV events: a ZeroMQ subscriber per instance rebuilds each engine's prefix cache from the
 //! vLLM-format events alone and must end with exactly the engine's own cached blocks.
 
-
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

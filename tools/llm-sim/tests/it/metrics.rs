@@ -1,7 +1,6 @@
 //! `/metrics` parity with vLLM V1: the names a vLLM dashboard or router scrapes, the `model_name`
 //! and `engine` labels, histogram shape, and prefix-cache counters agreeing with `cached_tokens`.
 
-
 use crate::support::*;
 use llm_sim::SimConfig;
 use serde_json::json;

@@ -2,7 +2,6 @@
 //! Volatile values are replaced by placeholders before comparing (`<ID>`, `<CREATED>`, `<TOKEN>`
 //! for one generated token, `<TEXT>` for a whole completion, `<TOKEN_ID>`, `<MESSAGE>`).
 
-
 use crate::support::*;
 use llm_sim::vocab::builtin_words;
 use llm_sim::SimConfig;

@@ -1,7 +1,6 @@
 //! `--tokenizer` / `--tokenizer-config`: a small word-level HF tokenizer.json written by the
 //! test, with the built-in ChatML template and with a custom minijinja chat template.
 
-
 use std::path::PathBuf;
 
 use crate::support::*;

@@ -4,7 +4,6 @@
 //! A synthetic trace always; the first 200 requests of the real Mooncake trace when
 //! `shared/traces/` is beside the repository.
 
-
 use std::collections::HashSet;
 
 use crate::support::*;
