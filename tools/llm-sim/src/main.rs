@@ -28,7 +28,8 @@ struct Cli {
     /// simulated length (metrics keep simulated values). Pair with request-sim --scale-factor X.
     #[arg(long, default_value_t = 1.0)]
     speedup: f64,
-    /// Start from this preset: fast, qwen3-8b-h100, llama3-70b-h100x4, qwen3-32b-a100x2.
+    /// Start from this preset: fast, qwen3-8b-h100, llama-3.1-8b-h100, qwen3-0.6b-h100,
+    /// llama3-70b-h100x4, qwen3-32b-a100x2 (docs/llm-sim.md: sources and fits).
     #[arg(long, default_value = "fast")]
     preset: String,
     /// Model name served (default: the preset's).

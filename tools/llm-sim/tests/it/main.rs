@@ -7,6 +7,7 @@ mod extras;
 mod faults;
 mod kv_events;
 mod metrics;
+mod presets;
 mod shapes;
 // Helpers shared by the modules; not every module uses every helper.
 #[allow(dead_code)]
