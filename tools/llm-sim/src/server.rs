@@ -97,6 +97,11 @@ impl SimServer {
         self.state.metrics.clone()
     }
 
+    /// The server's shared state (the built-in router hands requests to it directly).
+    pub(crate) fn state(&self) -> Arc<AppState> {
+        self.state.clone()
+    }
+
     /// Hashes of every block in the engine's prefix cache, sorted (the same hashes its KV
     /// events carry); empty once the engine has stopped.
     pub async fn cached_block_hashes(&self) -> Vec<u64> {
@@ -341,7 +346,7 @@ impl tokio::io::AsyncWrite for IdleClose {
     }
 }
 
-async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Body>> {
+pub(crate) async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Body>> {
     match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => Ok(b.to_bytes()),
         Err(e) => {
@@ -372,6 +377,13 @@ pub fn pod_name(engine_index: usize) -> String {
 
 async fn route(state: Arc<AppState>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let mut resp = dispatch(&state, req).await;
+    finish_response(&state, &mut resp);
+    Ok(resp)
+}
+
+/// Counts the response's status and adds the instance's identity headers (and the keep-alive
+/// announcement when asked).
+pub(crate) fn finish_response(state: &AppState, resp: &mut Response<Body>) {
     state.metrics.count_status(resp.status().as_u16());
     // Which instance answered, as llm-d's inference simulator says it (useful behind a router).
     let h = resp.headers_mut();
@@ -384,10 +396,9 @@ async fn route(state: Arc<AppState>, req: Request<Incoming>) -> Result<Response<
             h.insert("keep-alive", v);
         }
     }
-    Ok(resp)
 }
 
-fn authorized(req: &Request<Incoming>, key: &str) -> bool {
+pub(crate) fn authorized(req: &Request<Incoming>, key: &str) -> bool {
     req.headers()
         .get(hyper::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -395,7 +406,7 @@ fn authorized(req: &Request<Incoming>, key: &str) -> bool {
         .is_some_and(|k| k == key)
 }
 
-fn not_found() -> Response<Body> {
+pub(crate) fn not_found() -> Response<Body> {
     full(
         StatusCode::NOT_FOUND,
         "application/json",
@@ -411,7 +422,18 @@ fn method_not_allowed() -> Response<Body> {
     )
 }
 
-async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Body> {
+/// The API of a generation route, and whether it is TGI's streaming one.
+pub(crate) fn generation_route(path: &str) -> Option<(Api, bool)> {
+    match path {
+        "/v1/chat/completions" => Some((Api::Chat, false)),
+        "/v1/completions" => Some((Api::Completion, false)),
+        "/generate" => Some((Api::Tgi, false)),
+        "/generate_stream" => Some((Api::Tgi, true)),
+        _ => None,
+    }
+}
+
+pub(crate) async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     if let Some(key) = &state.cfg.api_key {
@@ -423,15 +445,7 @@ async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Bod
             );
         }
     }
-    let gen = |api: Api, stream: bool| (api, stream);
-    let target = match path.as_str() {
-        "/v1/chat/completions" => Some(gen(Api::Chat, false)),
-        "/v1/completions" => Some(gen(Api::Completion, false)),
-        "/generate" => Some(gen(Api::Tgi, false)),
-        "/generate_stream" => Some(gen(Api::Tgi, true)),
-        _ => None,
-    };
-    if let Some((api, tgi_stream)) = target {
+    if let Some((api, tgi_stream)) = generation_route(&path) {
         if method != Method::POST {
             return method_not_allowed();
         }

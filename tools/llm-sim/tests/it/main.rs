@@ -8,6 +8,7 @@ mod faults;
 mod kv_events;
 mod metrics;
 mod presets;
+mod router;
 mod shapes;
 // Helpers shared by the modules; not every module uses every helper.
 #[allow(dead_code)]
