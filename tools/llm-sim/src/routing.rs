@@ -13,7 +13,11 @@
 //! - `prefix-aware`: the instance whose prefix cache holds the longest run of the request's
 //!   leading blocks, as the router's own index estimates it (every instance's blocks as an LRU
 //!   of its capacity, fed with the blocks of the requests routed to it, as llm-d's approximate
-//!   prefix scorer does); ties go to the least loaded, then round-robin.
+//!   prefix scorer does); ties go to the least loaded, then round-robin. Two guards keep it
+//!   from sending everything to one instance when every request shares a first block (a system
+//!   prompt): an instance that has received nothing yet takes the next request, and only
+//!   instances under [`PREFIX_LOAD_BOUND`] times their share of the requests routed so far
+//!   compete (counts the router keeps itself, so offline and online agree).
 //!
 //! Real deployments route with their own gateway (llm-d, Dynamo, a Kubernetes service); these
 //! policies exist to answer "what would routing X buy on this trace?".
@@ -23,6 +27,12 @@ use std::num::NonZeroUsize;
 use lru::LruCache;
 
 use crate::util::mix64;
+
+/// `prefix-aware` routes only to instances that have received at most this many times their
+/// share of the requests so far (+ 1): without a bound, one prefix every request shares (a
+/// system prompt) would send all traffic to the instance that saw it first (consistent
+/// hashing with bounded loads, Mirrokni, Thorup and Zadimoghaddam 2018, applied to prefixes).
+pub const PREFIX_LOAD_BOUND: f64 = 1.5;
 
 /// A routing policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -149,6 +159,8 @@ pub struct Router {
     policy: Policy,
     instances: usize,
     cursor: usize,
+    /// Requests routed to each instance so far (the `prefix-aware` bound).
+    routed: Vec<u64>,
     /// The router's estimate of each instance's prefix cache (`prefix-aware` only).
     index: Option<PrefixIndex>,
 }
@@ -162,6 +174,7 @@ impl Router {
             policy,
             instances,
             cursor: 0,
+            routed: vec![0; instances],
             index: (policy == Policy::PrefixAware)
                 .then(|| PrefixIndex::new(instances, capacity_blocks)),
         }
@@ -180,6 +193,7 @@ impl Router {
         if let Some(ix) = &mut self.index {
             ix.clear();
         }
+        self.routed.iter_mut().for_each(|c| *c = 0);
     }
 
     /// The instance for `req`, given each instance's load (requests in flight; missing
@@ -192,15 +206,41 @@ impl Router {
             (Policy::RoundRobin, _) | (Policy::Session, None) => self.cursor % n,
             (Policy::LeastLoaded, _) => self.least_loaded(|_| true, load),
             (Policy::PrefixAware, _) => {
+                // Bounded load: only instances that have not taken more than their share
+                // (PREFIX_LOAD_BOUND x the mean, + 1) of the requests routed so far compete.
+                let total: u64 = self.routed.iter().sum();
+                let bound = (PREFIX_LOAD_BOUND * (total + 1) as f64 / n as f64).ceil() as u64;
+                // An instance that has received nothing yet takes the next request first
+                // (otherwise a shared first block keeps it idle for good).
+                let cold = self.routed.contains(&0);
+                let open = |i: usize| {
+                    if cold {
+                        self.routed[i] == 0
+                    } else {
+                        self.routed[i] < bound.max(1)
+                    }
+                };
                 let matched: Vec<usize> = match &self.index {
-                    Some(ix) => (0..n).map(|i| ix.matched(i, req.blocks)).collect(),
+                    Some(ix) => (0..n)
+                        .map(|i| {
+                            if open(i) {
+                                ix.matched(i, req.blocks)
+                            } else {
+                                0
+                            }
+                        })
+                        .collect(),
                     None => vec![0; n],
                 };
-                let best = matched.iter().copied().max().unwrap_or(0);
-                self.least_loaded(|i| matched[i] == best, load)
+                let best = (0..n).filter(|&i| open(i)).map(|i| matched[i]).max();
+                match best {
+                    Some(best) => self.least_loaded(|i| open(i) && matched[i] == best, load),
+                    None => self.least_loaded(|_| true, load),
+                }
             }
         };
         self.cursor = (self.cursor + 1) % n;
+        self.routed[pick] += 1;
         if let Some(ix) = &mut self.index {
             ix.record(pick, req.blocks, &[]);
         }
@@ -283,17 +323,32 @@ mod tests {
 
     #[test]
     fn prefix_aware_follows_the_longest_cached_prefix() {
-        let mut r = Router::new(Policy::PrefixAware, 3, 100);
-        // Nothing cached: least loaded.
-        assert_eq!(route(&mut r, None, &[1, 2, 3], &[2, 0, 1]), 1);
-        // Shares 2 leading blocks with what went to 1: goes to 1 although it is busiest now.
-        assert_eq!(route(&mut r, None, &[1, 2, 9], &[0, 5, 0]), 1);
-        // A different first block: no prefix anywhere, least loaded.
-        assert_eq!(route(&mut r, None, &[7, 2, 3], &[3, 5, 0]), 2);
-        // After a reset nothing is cached; then the instance holding [1] wins, however busy.
+        let mut r = Router::new(Policy::PrefixAware, 2, 100);
+        // Cold start: each instance takes a request before prefixes count.
+        assert_eq!(route(&mut r, None, &[1, 2, 3], &[0, 0]), 0);
+        assert_eq!(route(&mut r, None, &[7, 8], &[0, 0]), 1);
+        // Shares 2 leading blocks with what went to 0: goes there although it is busier.
+        assert_eq!(route(&mut r, None, &[1, 2, 9], &[5, 0]), 0);
+        assert_eq!(route(&mut r, None, &[7, 8, 4], &[0, 9]), 1);
+        // No prefix anywhere: the less loaded.
+        assert_eq!(route(&mut r, None, &[5], &[3, 1]), 1);
+        // One hot prefix: instance 0 takes it up to its bounded share, then 1 does.
+        let mut to = [0u32; 2];
+        for _ in 0..40 {
+            to[route(&mut r, None, &[1, 2, 3], &[0, 0])] += 1;
+        }
+        assert!(to[0] > to[1] && to[1] > 0, "{to:?}");
+        let routed = r.routed.clone();
+        let total: u64 = routed.iter().sum();
+        let bound = (PREFIX_LOAD_BOUND * total as f64 / 2.0).ceil() as u64 + 1;
+        assert!(
+            routed.iter().all(|&c| c <= bound),
+            "{routed:?} over {bound}"
+        );
+        // A reset forgets the index and the counts: cold again.
         r.reset();
-        assert_eq!(route(&mut r, None, &[1], &[0, 0, 0]), 0);
-        assert_eq!(route(&mut r, None, &[1, 5], &[9, 0, 0]), 0);
+        assert_eq!(route(&mut r, None, &[1, 2, 3], &[0, 1]), 0);
+        assert_eq!(route(&mut r, None, &[1, 2, 3], &[0, 1]), 1);
     }
 
     #[test]
