@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::config::{Flavor, ReplayConfig};
 use crate::prompt;
 use crate::report::{self, ReportConfig, Slo, Summary};
-use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions};
+use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions, RoutingOptions};
 
 /// `replay` (and the `client` binary).
 pub fn replay(args: ReplayArgs, flavor: Flavor) -> Result<u8, String> {
@@ -27,6 +27,13 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8, String> {
     let trace = trace::load(&args.trace, &opts).map_err(|e| e.to_string())?;
     let aopts = AnalyzeOptions {
         cache_sizes_tokens: args.cache_sizes.clone(),
+        routing: args.instances.map(|n| RoutingOptions {
+            instances: n as usize,
+            policies: args.routing.clone(),
+            capacity_tokens: args
+                .cache_tokens
+                .unwrap_or_else(default_instance_cache_tokens),
+        }),
         ..AnalyzeOptions::default()
     };
     let analysis = trace::analyze::analyze(&trace, &aopts);
@@ -53,6 +60,14 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8, String> {
         );
     }
     Ok(0)
+}
+
+/// One instance's prefix cache when `analyze --instances` is not given `--cache-tokens`: the
+/// KV cache of llm-sim's `qwen3-8b-h100` preset (an 8B model on one H100).
+fn default_instance_cache_tokens() -> u64 {
+    llm_sim::SimConfig::preset("qwen3-8b-h100")
+        .map(|c| u64::from(c.num_gpu_blocks) * u64::from(c.block_size))
+        .unwrap_or(376_000)
 }
 
 fn report_config(
