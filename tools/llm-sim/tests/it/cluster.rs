@@ -130,7 +130,7 @@ async fn speedup_shortens_wall_time_not_simulated_time() {
     assert!((0.4..0.45).contains(&e2e), "e2e {e2e} s simulated");
     let ttft = metric(&page, "vllm:time_to_first_token_seconds_sum");
     assert!((0.02..0.03).contains(&ttft), "TTFT {ttft} s simulated");
-    let tpot = metric(&page, "vllm:time_per_output_token_seconds_sum");
+    let tpot = metric(&page, "vllm:request_time_per_output_token_seconds_sum");
     assert!((tpot - 0.02).abs() < 1e-3, "TPOT {tpot} s simulated");
     s.shutdown().await;
 

@@ -30,7 +30,7 @@ async fn one_request(base: &str, input: u32, salt: u32) -> (f64, f64) {
     let sums = |page: &str| {
         (
             metric(page, "vllm:time_to_first_token_seconds_sum"),
-            metric(page, "vllm:time_per_output_token_seconds_sum"),
+            metric(page, "vllm:request_time_per_output_token_seconds_sum"),
         )
     };
     let (ttft0, tpot0) = sums(&before);
