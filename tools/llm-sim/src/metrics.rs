@@ -327,9 +327,9 @@ impl Metrics {
             if name == "vllm:request_success" {
                 let _ = write!(
                     out,
-                    "# HELP {name}_total {help}\n# TYPE {name}_total counter\n{name}_total{{{lbl},finished_reason=\"stop\"}} {}\n{name}_total{{{lbl},finished_reason=\"length\"}} {}\n{name}_total{{{lbl},finished_reason=\"abort\"}} {}\n",
-                    self.requests_stopped.load(Relaxed),
+                    "# HELP {name}_total {help}\n# TYPE {name}_total counter\n{name}_total{{{lbl},finished_reason=\"length\"}} {}\n{name}_total{{{lbl},finished_reason=\"stop\"}} {}\n{name}_total{{{lbl},finished_reason=\"abort\"}} {}\n",
                     v.load(Relaxed),
+                    self.requests_stopped.load(Relaxed),
                     self.requests_aborted.load(Relaxed)
                 );
                 continue;
