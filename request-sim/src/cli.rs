@@ -375,6 +375,18 @@ pub struct AnalyzeArgs {
     /// Write plots (cache-capacity curve, request rate) into this directory.
     #[arg(long)]
     pub plot_dir: Option<PathBuf>,
+    /// Routing what-if: N instances, each with its own prefix cache of --cache-tokens, every
+    /// request routed by each --routing policy (llm-sim's router's code); hit ratio per policy.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub instances: Option<u32>,
+    /// Routing policies to compare, comma-separated (default: all): round-robin, least-loaded,
+    /// session, prefix-aware.
+    #[arg(long, value_delimiter = ',', requires = "instances")]
+    pub routing: Vec<llm_sim::routing::Policy>,
+    /// Prefix-cache capacity of one instance, tokens (default: llm-sim's qwen3-8b-h100, 23,500
+    /// blocks of 16 = 376,000 tokens).
+    #[arg(long, requires = "instances")]
+    pub cache_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Args)]

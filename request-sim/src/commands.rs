@@ -6,7 +6,7 @@ use crate::cli::{AnalyzeArgs, CompareArgs, ReplayArgs, ReportArgs, VerifyArgs};
 use crate::config::{Flavor, ReplayConfig};
 use crate::prompt;
 use crate::report::{self, ReportConfig, Summary, DEFAULT_PERCENTILES};
-use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions};
+use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions, RoutingOptions};
 use crate::{Error, Result};
 
 /// `replay` (and the `client` binary).
@@ -22,6 +22,13 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
     let trace = trace::load(&args.trace, &args.format.load_options())?;
     let aopts = AnalyzeOptions {
         cache_sizes_tokens: args.cache_sizes.clone(),
+        routing: args.instances.map(|n| RoutingOptions {
+            instances: n as usize,
+            policies: args.routing.clone(),
+            capacity_tokens: args
+                .cache_tokens
+                .unwrap_or_else(default_instance_cache_tokens),
+        }),
         ..AnalyzeOptions::default()
     };
     let analysis = trace::analyze::analyze(&trace, &aopts);
@@ -44,6 +51,14 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         );
     }
     Ok(0)
+}
+
+/// One instance's prefix cache when `analyze --instances` is not given `--cache-tokens`: the
+/// KV cache of llm-sim's `qwen3-8b-h100` preset (an 8B model on one H100).
+fn default_instance_cache_tokens() -> u64 {
+    llm_sim::SimConfig::preset("qwen3-8b-h100")
+        .map(|c| u64::from(c.num_gpu_blocks) * u64::from(c.block_size))
+        .unwrap_or(376_000)
 }
 
 /// `report RECORDS.jsonl`: recompute the summary from saved records.

@@ -21,7 +21,10 @@ mod mooncake;
 pub mod session;
 pub mod shard;
 
-pub use analyze::{analyze, ideal_prefix_hits, Analysis, AnalyzeOptions};
+pub use analyze::{
+    analyze, ideal_prefix_hits, Analysis, AnalyzeOptions, RoutingAnalysis, RoutingOptions,
+    RoutingPoint,
+};
 pub use detect::detect_format;
 pub use error::{RowError, TraceError};
 pub use load::{load, parse_reader, LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};

@@ -6,10 +6,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use anyhow::{anyhow, Context};
 use minijinja::value::Value;
 use minijinja::{Environment, Error, ErrorKind, State};
 
+use crate::error::Error as SimError;
 use crate::vocab::{builtin_words, BUILTIN_VOCAB_SIZE};
 
 /// One chat message with its content flattened to text, and the other fields vLLM passes to
@@ -127,18 +127,18 @@ impl Tokenizer {
     }
 
     /// Loads `tokenizer.json` and, if given, the chat template of `tokenizer_config.json`.
-    pub fn load(tokenizer: &Path, config: Option<&Path>) -> anyhow::Result<Self> {
+    pub fn load(tokenizer: &Path, config: Option<&Path>) -> crate::Result<Self> {
         let tok = tokenizers::Tokenizer::from_file(tokenizer)
-            .map_err(|e| anyhow!("loading tokenizer {}: {e}", tokenizer.display()))?;
+            .map_err(|e| SimError::tokenizer(tokenizer, e))?;
         let vocab_size = tok.get_vocab_size(true) as u32;
         let mut template = CHATML_TEMPLATE.to_string();
         let mut bos_token = String::new();
         let mut eos_token = String::new();
         if let Some(cfg_path) = config {
             let text = std::fs::read_to_string(cfg_path)
-                .with_context(|| format!("reading {}", cfg_path.display()))?;
-            let cfg: serde_json::Value = serde_json::from_str(&text)
-                .with_context(|| format!("parsing {}", cfg_path.display()))?;
+                .map_err(|e| SimError::io(format!("reading {}", cfg_path.display()), e))?;
+            let cfg: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| SimError::tokenizer(cfg_path, e))?;
             match cfg.get("chat_template") {
                 Some(serde_json::Value::String(s)) => template = s.clone(),
                 Some(serde_json::Value::Array(list)) => {
@@ -167,8 +167,12 @@ impl Tokenizer {
             "01 Jan 2026".to_string()
         });
         env.add_filter("tojson", python_tojson);
-        env.add_template_owned("chat", template)
-            .context("parsing the chat template")?;
+        env.add_template_owned("chat", template).map_err(|e| {
+            SimError::tokenizer(
+                config.unwrap_or(tokenizer),
+                format!("parsing the chat template: {e}"),
+            )
+        })?;
         Ok(Tokenizer::Hf(Box::new(HfTokenizer {
             tok,
             env,
