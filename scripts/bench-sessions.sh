@@ -70,6 +70,7 @@ for _ in $(seq 100); do
 done
 [[ -n "$BASE" ]] || { echo "bench-sessions.sh: llm-sim did not start" >&2; cat "$SIM_LOG" >&2; exit 1; }
 
+LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a)"
 LIMIT=$(awk -v n="$SESSIONS" -v r="$RATE" -v t="$TURNS" -v th="$THINK_S" 'BEGIN { printf "%d", n / r + (t - 1) * th + 30 }')
 # shellcheck disable=SC2086
 timeout $((LIMIT + 60)) "$RS" replay --endpoint "$BASE" --dataset-path "$TRACE" --quiet \
@@ -80,14 +81,17 @@ pct() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "n/a"; exit }
     i50 = int(0.50 * NR); if (i50 < 1) i50 = 1; i99 = int(0.99 * NR + 0.999); if (i99 > NR) i99 = NR
     printf "n=%d p50 %.3f p99 %.3f max %.3f ms\n", NR, v[i50], v[i99], v[NR] }'; }
 REC="$OUT/records.jsonl"
+echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (uncommitted changes)')"
+echo "load average before / after the run: $LOAD_BEFORE / $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a)"
 echo "trace: $ROWS requests, $SESSIONS sessions x $TURNS turns, $RATE sessions/s, think ${THINK_S} s"
 echo "records: $(wc -l < "$REC") (scheduled: $(jq '.run.scheduled' "$REC.summary.json"))"
 echo -n "release latency (child sent - parent done - think): "
+# think_ms: the think time the run applied to that turn (older records: THINK_S).
 jq -s --argjson th "$((THINK_S * 1000))" 'INDEX(.index|tostring) as $by
     | .[] | select(.parent_index != null and .sent_ms != null)
     | $by[.parent_index|tostring] as $p
     | select($p.sent_ms != null and $p.done_ms != null)
-    | (.sent_ms - ($p.sent_ms + $p.done_ms) - $th)' "$REC" | pct
+    | (.sent_ms - ($p.sent_ms + $p.done_ms) - (.think_ms // $th))' "$REC" | pct
 echo -n "drift, clock-released (first turns): "
 jq 'select(.parent_index == null and .drift_ms != null) | .drift_ms' "$REC" | pct
 echo -n "drift, closed-loop turns (from release): "

@@ -194,21 +194,16 @@ fn bench_sse(c: &mut Criterion) {
 
 fn record(i: usize) -> Record {
     Record {
-        index: i,
-        line: i + 1,
         timestamp: 123_456.0 + i as f64,
         scheduled_ms: 4_203.911 + i as f64,
         sent_ms: Some(4_203.957 + i as f64),
         drift_ms: Some(0.046),
-        status: Status::Ok,
         http_status: Some(200),
-        error: None,
         ttft_ms: Some(41.207),
         ttfc_ms: Some(42.311),
         e2e_ms: Some(1_502.774),
         done_ms: Some(1_502.901),
         tpot_ms: Some(4.273),
-        itl_ms: None,
         input_length: PROMPT_TOKENS,
         prompt_tokens: Some(PROMPT_TOKENS),
         cached_tokens: Some(11_776),
@@ -216,14 +211,7 @@ fn record(i: usize) -> Record {
         output_tokens: Some(OUTPUT_TOKENS),
         output_tokens_source: Some(TokenSource::Usage),
         chunks: OUTPUT_TOKENS + 1,
-        chat_id: None,
-        parent_chat_id: None,
-        turn: None,
-        retries: 0,
-        session_id: None,
-        parent_index: None,
-        session_wait_ms: None,
-        server: None,
+        ..Record::new(i, i + 1, Status::Ok)
     }
 }
 

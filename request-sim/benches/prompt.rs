@@ -1,5 +1,8 @@
 //! Prompt building throughput (tokens/s), with the built-in word list and with the Qwen3
-//! vocabulary (if `scripts/fetch-tokenizer.sh` has fetched it, or `$REQUEST_SIM_QWEN3_DIR`).
+//! vocabulary (if `scripts/fetch-tokenizer.sh` has fetched it, or `$REQUEST_SIM_QWEN3_DIR`),
+//! each with word prompts and with real-text prompts from the test corpus
+//! (`tests/data/corpus/sharegpt.json`, `--prompt-corpus`): groups `prompt/NAME` and
+//! `prompt/NAME-corpus`.
 //!
 //! `cargo bench -p request-sim --bench prompt`
 
@@ -8,10 +11,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use request_sim::prompt::{load_tokenizer, PromptBuilder, Vocab};
+use request_sim::prompt::{load_tokenizer, Corpus, CorpusSpec, PromptBuilder, Vocab};
 use request_sim::trace::TraceRequest;
+use tokenizers::Tokenizer;
 
-fn qwen3_vocab() -> Option<Vocab> {
+fn qwen3() -> Option<(Tokenizer, Vocab)> {
     let dir = std::env::var_os("REQUEST_SIM_QWEN3_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -26,7 +30,15 @@ fn qwen3_vocab() -> Option<Vocab> {
         return None;
     }
     let tok = load_tokenizer(&path).ok()?;
-    Vocab::from_tokenizer(&tok).ok()
+    let vocab = Vocab::from_tokenizer(&tok).ok()?;
+    Some((tok, vocab))
+}
+
+/// The test corpus, tokenized with `tok` (the built-in word list without).
+fn corpus(tok: Option<&Tokenizer>) -> Arc<Corpus> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/corpus/sharegpt.json");
+    let enc = tok.map(|t| t as &dyn request_sim::prompt::Encoder);
+    Arc::new(Corpus::load(&CorpusSpec::new(path), enc, false).expect("test corpus"))
 }
 
 /// A mooncake-like request: 24 blocks of 512 with a partial last block (12,035 tokens).
@@ -42,8 +54,8 @@ fn long_request() -> TraceRequest {
     }
 }
 
-fn bench_vocab(c: &mut Criterion, name: &str, vocab: Vocab) {
-    let b = PromptBuilder::new(Arc::new(vocab), 1, 512);
+fn bench_vocab(c: &mut Criterion, name: &str, vocab: Arc<Vocab>, corpus: Option<Arc<Corpus>>) {
+    let b = PromptBuilder::with_corpus(vocab, corpus, 1, 512);
     let req = long_request();
     let n = req.input_length as usize;
 
@@ -88,9 +100,13 @@ fn bench_vocab(c: &mut Criterion, name: &str, vocab: Vocab) {
 }
 
 fn benches(c: &mut Criterion) {
-    bench_vocab(c, "builtin", Vocab::builtin());
-    if let Some(v) = qwen3_vocab() {
-        bench_vocab(c, "qwen3", v);
+    let builtin = Arc::new(Vocab::builtin());
+    bench_vocab(c, "builtin", builtin.clone(), None);
+    bench_vocab(c, "builtin-corpus", builtin, Some(corpus(None)));
+    if let Some((tok, v)) = qwen3() {
+        let v = Arc::new(v);
+        bench_vocab(c, "qwen3", v.clone(), None);
+        bench_vocab(c, "qwen3-corpus", v, Some(corpus(Some(&tok))));
     }
 }
 

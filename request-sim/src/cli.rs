@@ -36,7 +36,9 @@ pub enum Command {
     /// hash ids give shared token prefixes.
     VerifyPrompts(VerifyArgs),
     /// Replay the same trace slice at several scale factors (one result directory per point)
-    /// and answer how much load the server carries (within --goodput SLOs when given).
+    /// and answer how much load the server carries (within --goodput SLOs when given). Every
+    /// point is bounded: --max-requests (default 2000 in a sweep) and --time-in-secs (default
+    /// 300 s in a sweep); Ctrl-C keeps the points done so far (exit 130).
     Sweep(Box<SweepArgs>),
 }
 
@@ -44,9 +46,21 @@ pub enum Command {
 /// `--summary-path` and `--result-dir` are set per point).
 #[derive(Debug, Clone, Args)]
 pub struct SweepArgs {
-    /// Scale factors to replay, comma-separated (e.g. 0.5,1,2,4).
-    #[arg(long, value_delimiter = ',', required = true)]
+    /// Scale factors to replay, comma-separated (e.g. 0.5,1,2,4). Without them the sweep
+    /// searches for the highest scale factor carried (see --search).
+    #[arg(long, value_delimiter = ',', conflicts_with = "search")]
     pub scale_factors: Vec<f64>,
+    /// Capacity search from the bracket LO,HI (default: from scale 1): doubling or halving
+    /// until one point is carried and one falls short, then bisecting until HI/LO is within
+    /// --tolerance, at most --max-points points.
+    #[arg(long, value_delimiter = ',', value_name = "LO,HI")]
+    pub search: Vec<f64>,
+    /// Capacity search: most points to run.
+    #[arg(long, default_value_t = 8)]
+    pub max_points: usize,
+    /// Capacity search: stop when the bracket's HI/LO is at most 1 + this.
+    #[arg(long, default_value_t = 0.05)]
+    pub tolerance: f64,
     /// With --goodput: the fraction of scheduled requests that must meet every SLO for a point
     /// to count as carried. Without: a point is carried when throughput keeps up with the
     /// offered rate (>= 90%).
@@ -124,6 +138,18 @@ pub struct ReplayArgs {
     /// Send prompts as token ids (completions endpoints of vLLM / SGLang).
     #[arg(long)]
     pub token_ids: bool,
+    /// What prompt text is made of: `words` (one-token words at random; the default) or
+    /// `corpus` (windows of real text from --prompt-corpus; the default when it is given).
+    #[arg(long, value_enum)]
+    pub prompt_source: Option<crate::prompt::PromptSource>,
+    /// Real text for prompts, at the trace's exact lengths and sharing: ShareGPT JSON
+    /// (`[{"conversations": [{"value": ..}]}]`), JSONL (see --prompt-corpus-field), a UTF-8
+    /// text file, or a directory of .txt files. Read locally at start-up (its first 4 MB).
+    #[arg(long, value_name = "PATH")]
+    pub prompt_corpus: Option<PathBuf>,
+    /// The text field of the rows of a JSONL --prompt-corpus (a string or an array of strings).
+    #[arg(long, value_name = "NAME", default_value = "text")]
+    pub prompt_corpus_field: String,
 
     // ---- server ----
     /// Full URL (http://h:p/v1/chat/completions, .../v1/completions, .../generate,
@@ -233,7 +259,7 @@ pub struct ReplayArgs {
     pub report: ReportFlags,
     /// Save every request's prompt as built (with the trace's timestamp, output_length and
     /// session) as a `messages` trace (AIPerf-style JSONL; `text_input` rows for completions
-    /// endpoints) that replays byte-identically.
+    /// endpoints, `prompt_token_ids` rows with --token-ids) that replays byte-identically.
     /// With --dry-run: build and save, send nothing.
     #[arg(long, value_name = "PATH")]
     pub save_prompts: Option<PathBuf>,
@@ -357,6 +383,18 @@ pub struct AnalyzeArgs {
     /// Write plots (cache-capacity curve, request rate) into this directory.
     #[arg(long)]
     pub plot_dir: Option<PathBuf>,
+    /// Routing what-if: N instances, each with its own prefix cache of --cache-tokens, every
+    /// request routed by each --routing policy (llm-sim's router's code); hit ratio per policy.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub instances: Option<u32>,
+    /// Routing policies to compare, comma-separated (default: all): round-robin, least-loaded,
+    /// session, prefix-aware.
+    #[arg(long, value_delimiter = ',', requires = "instances")]
+    pub routing: Vec<llm_sim::routing::Policy>,
+    /// Prefix-cache capacity of one instance, tokens (default: llm-sim's qwen3-8b-h100, 23,500
+    /// blocks of 16 = 376,000 tokens).
+    #[arg(long, requires = "instances")]
+    pub cache_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -397,6 +435,12 @@ pub struct VerifyArgs {
     pub max_requests: Option<usize>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Check real-text prompts made from this corpus (as `replay --prompt-corpus`).
+    #[arg(long, value_name = "PATH")]
+    pub prompt_corpus: Option<PathBuf>,
+    /// The text field of a JSONL --prompt-corpus.
+    #[arg(long, value_name = "NAME", default_value = "text")]
+    pub prompt_corpus_field: String,
 }
 
 /// The `client` binary: the anchor's command line, with the anchor's defaults.
@@ -457,4 +501,9 @@ pub struct SessionArgs {
     /// that pin a session to an instance. Requests without a session get no header.
     #[arg(long, value_name = "NAME")]
     pub session_header: Option<String>,
+    /// --timing closed with a messages trace: a later turn carries the text the server
+    /// actually answered to the earlier turns in place of the trace's recorded assistant
+    /// messages, as a real client would send it.
+    #[arg(long)]
+    pub live_history: bool,
 }

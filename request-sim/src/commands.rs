@@ -6,13 +6,8 @@ use crate::cli::{AnalyzeArgs, CompareArgs, ReplayArgs, ReportArgs, VerifyArgs};
 use crate::config::{Flavor, ReplayConfig};
 use crate::prompt;
 use crate::report::{self, ReportConfig, Summary, DEFAULT_PERCENTILES};
-use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions};
+use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions, RoutingOptions};
 use crate::{Error, Result};
-
-/// An error of the report module (plots, spreadsheet, records files) as the crate's.
-fn report_err(e: anyhow::Error) -> Error {
-    Error::report(format!("{e:#}"))
-}
 
 /// `replay` (and the `client` binary).
 pub fn replay(args: ReplayArgs, flavor: Flavor) -> Result<u8> {
@@ -27,6 +22,13 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
     let trace = trace::load(&args.trace, &args.format.load_options())?;
     let aopts = AnalyzeOptions {
         cache_sizes_tokens: args.cache_sizes.clone(),
+        routing: args.instances.map(|n| RoutingOptions {
+            instances: n as usize,
+            policies: args.routing.clone(),
+            capacity_tokens: args
+                .cache_tokens
+                .unwrap_or_else(default_instance_cache_tokens),
+        }),
         ..AnalyzeOptions::default()
     };
     let analysis = trace::analyze::analyze(&trace, &aopts);
@@ -41,7 +43,7 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         );
     }
     if let Some(dir) = &args.plot_dir {
-        let files = report::plots::write_analysis_plots(dir, &analysis).map_err(report_err)?;
+        let files = report::plots::write_analysis_plots(dir, &analysis)?;
         eprintln!(
             "request-sim: wrote {} plot files to {}",
             files.len(),
@@ -49,6 +51,14 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         );
     }
     Ok(0)
+}
+
+/// One instance's prefix cache when `analyze --instances` is not given `--cache-tokens`: the
+/// KV cache of llm-sim's `qwen3-8b-h100` preset (an 8B model on one H100).
+fn default_instance_cache_tokens() -> u64 {
+    llm_sim::SimConfig::preset("qwen3-8b-h100")
+        .map(|c| u64::from(c.num_gpu_blocks) * u64::from(c.block_size))
+        .unwrap_or(376_000)
 }
 
 /// `report RECORDS.jsonl`: recompute the summary from saved records.
@@ -59,14 +69,14 @@ pub fn report(args: ReportArgs) -> Result<u8> {
     }
     let records = &args.records[0];
     let info = report::find_run_info(records);
-    let summary = report::report_from_records(records, &cfg, info).map_err(report_err)?;
+    let summary = report::report_from_records(records, &cfg, info)?;
     if args.json {
         report::print_json(&summary)?;
     } else {
         report::print_stdout(&format!("{}\n", report::render_console(&summary)))?;
     }
     if let Some(dir) = &args.report.result_dir {
-        let files = report::write_result_dir(dir, &summary, records).map_err(report_err)?;
+        let files = report::write_result_dir(dir, &summary, records)?;
         eprintln!(
             "request-sim: wrote {} files to {}",
             files.len(),
@@ -83,8 +93,8 @@ fn merged_summary(
     expected: Option<usize>,
     cfg: &ReportConfig,
 ) -> Result<(Summary, report::merge::Merged)> {
-    let files = report::merge::expand_inputs(paths).map_err(report_err)?;
-    let merged = report::merge::merge_files(&files, expected, cfg).map_err(report_err)?;
+    let files = report::merge::expand_inputs(paths)?;
+    let merged = report::merge::merge_files(&files, expected, cfg)?;
     let mut info = report::RunInfo::new();
     info.scheduled = merged.union.expected.max(merged.records.len());
     info.never_sent = merged
@@ -123,8 +133,8 @@ fn report_merged(args: &ReportArgs, cfg: &ReportConfig) -> Result<u8> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
         let path = dir.join("records.jsonl");
-        report::merge::write_records(&path, &merged.records).map_err(report_err)?;
-        let files = report::write_result_dir(dir, &summary, &path).map_err(report_err)?;
+        report::merge::write_records(&path, &merged.records)?;
+        let files = report::write_result_dir(dir, &summary, &path)?;
         eprintln!(
             "request-sim: wrote {} files and the merged records.jsonl to {}",
             files.len(),
@@ -142,7 +152,7 @@ fn load_run(path: &Path) -> Result<Summary> {
     }
     let as_records = || {
         let info = report::find_run_info(path);
-        report::report_from_records(path, &ReportConfig::default(), info).map_err(report_err)
+        report::report_from_records(path, &ReportConfig::default(), info)
     };
     if path.extension().is_some_and(|e| e == "jsonl") {
         return as_records();
@@ -181,8 +191,22 @@ pub fn verify_prompts(args: VerifyArgs) -> Result<u8> {
         vocab.method(),
         t.elapsed().as_secs_f64() * 1e3
     );
-    let builder =
-        prompt::PromptBuilder::new(std::sync::Arc::new(vocab), args.seed, trace.block_size);
+    let spec = prompt::corpus_spec(
+        None,
+        args.prompt_corpus.as_deref(),
+        &args.prompt_corpus_field,
+    )
+    .map_err(Error::config)?;
+    let corpus = prompt::load_corpus(spec.as_ref(), Some(&tok), &vocab)?;
+    let builder = prompt::PromptBuilder::with_corpus(
+        std::sync::Arc::new(vocab),
+        corpus,
+        args.seed,
+        trace.block_size,
+    );
+    if let Some(r) = prompt::CorpusReport::new(&builder, &trace.requests, 0) {
+        eprintln!("request-sim: {}", r.line());
+    }
     let rep = prompt::verify_trace(&builder, &tok, &trace.requests);
     report::print_json(&rep)?;
     eprintln!(

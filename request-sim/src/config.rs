@@ -113,6 +113,8 @@ pub struct ReplayConfig {
     pub start_at: Option<StartAt>,
     pub chat_overhead: Option<u32>,
     pub token_ids: bool,
+    /// `--prompt-corpus` (with `--prompt-source`, `--prompt-corpus-field`): real-text prompts.
+    pub prompt_corpus: Option<crate::prompt::CorpusSpec>,
     pub target: Target,
     /// `--api` (the resolved endpoint has it too; kept for the built-in simulator's).
     pub api: ApiFlavor,
@@ -260,12 +262,19 @@ impl ReplayConfig {
         let report = report_settings(&a, client)?;
         let server_metrics = server_metrics(&a)?;
         let sessions = session_options(&a)?;
+        let prompt_corpus = crate::prompt::corpus_spec(
+            a.prompt_source,
+            a.prompt_corpus.as_deref(),
+            &a.prompt_corpus_field,
+        )
+        .map_err(Error::config)?;
         let mut notes = Vec::new();
         if a.tracing_path.is_some() || a.cache.is_some() || a.cache_path.is_some() {
             notes.push("--tracing-path/--cache/--cache-path are accepted for compatibility and have no effect: prompts are built on the fly by producer threads".into());
         }
         let reorder = reorder_window(&a)?;
         Ok(ReplayConfig {
+            prompt_corpus,
             trace,
             load,
             reorder,
@@ -519,12 +528,18 @@ fn session_header(a: &ReplayArgs) -> Result<Option<reqwest::header::HeaderName>>
 
 /// The session flags.
 fn session_options(a: &ReplayArgs) -> Result<crate::schedule::SessionOptions> {
+    if a.sessions.live_history && a.sessions.timing != crate::schedule::Timing::Closed {
+        return Err(Error::config(
+            "--live-history needs --timing closed: a turn can carry the server's earlier answers only when it is sent after them",
+        ));
+    }
     Ok(crate::schedule::SessionOptions {
         timing: a.sessions.timing,
         think: a.sessions.think_time,
         skip_after_failed_parent: a.sessions.skip_after_failed_parent,
         session_user: a.sessions.session_user,
         session_header: session_header(a)?,
+        live_history: a.sessions.live_history,
     })
 }
 
@@ -708,7 +723,7 @@ fn server_metrics(a: &ReplayArgs) -> Result<Option<ServerMetrics>> {
         .server_metrics
         .iter()
         .filter(|u| !u.trim().is_empty())
-        .map(|u| crate::observe::scrape::metrics_url(u).map_err(Error::config))
+        .map(|u| crate::observe::scrape::metrics_url(u))
         .collect::<Result<Vec<_>>>()?;
     Ok(Some(ServerMetrics { urls, interval }))
 }

@@ -10,7 +10,8 @@
 //!
 //! `util` holds the few helpers below every stage (percentiles).
 //!
-//! `cli` parses the command line, `config` validates it once, and `run` orchestrates a replay.
+//! `cli` parses the command line, `config` validates it once, and `run` orchestrates a replay;
+//! `ucm` maps the command line of UCM's `trace_replay.py` onto `replay`.
 
 pub mod error;
 pub use error::{Error, Result};
@@ -29,3 +30,4 @@ pub mod commands;
 pub mod config;
 pub mod run;
 pub mod sweep;
+pub mod ucm;

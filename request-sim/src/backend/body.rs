@@ -95,44 +95,80 @@ pub fn encode_chat_row_body(
     session_user: Option<&str>,
     out: &mut Vec<u8>,
 ) {
+    encode_chat_row_body_marked(params, chat, session_user, out, None);
+}
+
+/// A top-level field of a chat row body, borrowed where it can be.
+enum Field<'a> {
+    /// The row's `messages`, written one message at a time (so their places can be marked).
+    Messages(&'a [serde_json::Value]),
+    Borrowed(&'a serde_json::Value),
+    Owned(serde_json::Value),
+}
+
+/// Like [`encode_chat_row_body`]; with `marks`, also the byte range of every message of the
+/// row's `messages` in `out` (`--live-history` swaps recorded answers at these places). The
+/// messages are written one by one, which gives the same bytes as writing the array at once.
+pub fn encode_chat_row_body_marked(
+    params: &BodyParams,
+    chat: &crate::trace::ChatPayload,
+    session_user: Option<&str>,
+    out: &mut Vec<u8>,
+    mut marks: Option<&mut Vec<std::ops::Range<usize>>>,
+) {
     use serde_json::Value;
     out.clear();
-    let mut body: Vec<(&str, Value)> = Vec::with_capacity(12);
-    fn set<'k>(body: &mut Vec<(&'k str, Value)>, key: &'k str, v: Value) {
+    let mut body: Vec<(&str, Field<'_>)> = Vec::with_capacity(12);
+    fn set<'k>(body: &mut Vec<(&'k str, Field<'k>)>, key: &'k str, v: Field<'k>) {
         match body.iter_mut().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = v,
             None => body.push((key, v)),
         }
     }
-    set(&mut body, "model", Value::from(params.model.as_str()));
-    set(&mut body, "messages", chat.messages.clone());
+    set(
+        &mut body,
+        "model",
+        Field::Owned(Value::from(params.model.as_str())),
+    );
+    let messages = match &chat.messages {
+        Value::Array(items) => Field::Messages(items),
+        other => Field::Borrowed(other),
+    };
+    set(&mut body, "messages", messages);
     if let Some(t) = &chat.tools {
-        set(&mut body, "tools", t.clone());
+        set(&mut body, "tools", Field::Borrowed(t));
     }
     // Servers reject max_tokens 0: a row with output_length 0 asks for one token.
     if let Some(n) = chat.max_tokens.map(|n| n.max(1)) {
-        set(&mut body, "max_tokens", Value::from(n));
+        set(&mut body, "max_tokens", Field::Owned(Value::from(n)));
         if params.exact_output {
-            set(&mut body, "min_tokens", Value::from(n));
-            set(&mut body, "ignore_eos", Value::from(true));
+            set(&mut body, "min_tokens", Field::Owned(Value::from(n)));
+            set(&mut body, "ignore_eos", Field::Owned(Value::from(true)));
         }
     }
-    set(&mut body, "stream", Value::from(params.stream));
+    set(
+        &mut body,
+        "stream",
+        Field::Owned(Value::from(params.stream)),
+    );
     if params.stream {
         set(
             &mut body,
             "stream_options",
-            serde_json::json!({"include_usage": true}),
+            Field::Owned(serde_json::json!({"include_usage": true})),
         );
     }
     for (k, v) in params.extra.iter().flatten() {
-        set(&mut body, k, v.clone());
+        set(&mut body, k, Field::Borrowed(v));
     }
     if let Some(u) = session_user {
-        set(&mut body, "user", Value::from(u));
+        set(&mut body, "user", Field::Owned(Value::from(u)));
     }
     for (k, v) in chat.extra.iter().flatten() {
-        set(&mut body, k, v.clone());
+        set(&mut body, k, Field::Borrowed(v));
+    }
+    if let Some(m) = marks.as_deref_mut() {
+        m.clear();
     }
     out.push(b'{');
     for (i, (k, v)) in body.iter().enumerate() {
@@ -141,11 +177,98 @@ pub fn encode_chat_row_body(
         }
         let r = serde_json::to_writer(&mut *out, k).and_then(|()| {
             out.push(b':');
-            serde_json::to_writer(&mut *out, v)
+            match v {
+                Field::Messages(items) => {
+                    out.push(b'[');
+                    for (j, m) in items.iter().enumerate() {
+                        if j > 0 {
+                            out.push(b',');
+                        }
+                        let at = out.len();
+                        serde_json::to_writer(&mut *out, m)?;
+                        if let Some(marks) = marks.as_deref_mut() {
+                            marks.push(at..out.len());
+                        }
+                    }
+                    out.push(b']');
+                    Ok(())
+                }
+                Field::Borrowed(v) => serde_json::to_writer(&mut *out, v),
+                Field::Owned(v) => serde_json::to_writer(&mut *out, v),
+            }
         });
         debug_assert!(r.is_ok());
     }
     out.push(b'}');
+}
+
+/// `--live-history`: where the recorded answers of a turn's earlier turns sit in its body, so
+/// the answers the server actually gave can take their place when the turn is released (the
+/// rest of the body is built ahead of time like any other).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LiveBody {
+    /// In body order.
+    pub slots: Vec<LiveSlot>,
+}
+
+/// One recorded answer in a body; see [`LiveBody`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveSlot {
+    /// Whose answer: 1 = the parent turn's, 2 = the grandparent's, ...
+    pub depth: u32,
+    /// The body bytes of the recorded answer message(s); an empty range when the history has
+    /// no recorded answer there (a live answer is then inserted, after a comma).
+    pub bytes: std::ops::Range<usize>,
+    /// The live answer message up to its content: `{"role":"assistant",` (plus the recorded
+    /// `"tool_calls":[...],` when the recorded answer called tools, since the trace's tool
+    /// results answer them) `"content":`.
+    pub head: Box<[u8]>,
+}
+
+impl LiveSlot {
+    /// The head of an answer message that keeps these recorded tool calls.
+    pub fn head_with(tool_calls: &[&serde_json::Value]) -> Box<[u8]> {
+        let mut h = b"{\"role\":\"assistant\",".to_vec();
+        if !tool_calls.is_empty() {
+            h.extend_from_slice(b"\"tool_calls\":");
+            let _ = serde_json::to_writer(&mut h, tool_calls);
+            h.push(b',');
+        }
+        h.extend_from_slice(b"\"content\":");
+        h.into_boxed_slice()
+    }
+}
+
+impl LiveBody {
+    /// `body` with the recorded answers replaced by the live ones (`answer(depth)`); `None`
+    /// when no live answer is known (send `body` as it is). A slot without a live answer keeps
+    /// the recorded text.
+    pub fn rebuild<'a>(
+        &self,
+        body: &[u8],
+        answer: impl Fn(u32) -> Option<&'a str>,
+    ) -> Option<Vec<u8>> {
+        let answers: Vec<Option<&str>> = self.slots.iter().map(|s| answer(s.depth)).collect();
+        if answers.iter().all(Option::is_none) {
+            return None;
+        }
+        let extra: usize = answers.iter().flatten().map(|a| a.len() + 64).sum();
+        let mut out = Vec::with_capacity(body.len() + extra);
+        let mut at = 0;
+        for (slot, text) in self.slots.iter().zip(&answers) {
+            let Some(text) = text else { continue };
+            out.extend_from_slice(&body[at..slot.bytes.start]);
+            if slot.bytes.is_empty() {
+                out.push(b',');
+            }
+            out.extend_from_slice(&slot.head);
+            let _ = serde_json::to_writer(&mut out, text);
+            out.push(b'}');
+            at = slot.bytes.end;
+        }
+        out.extend_from_slice(&body[at..]);
+        Some(out)
+    }
 }
 
 /// Serialise the body of one request into `out` (cleared first).
@@ -259,6 +382,85 @@ mod tests {
         assert!(v.get("stream_options").is_none());
         assert!(v.get("min_tokens").is_none());
         assert_eq!(v["temperature"], 0);
+    }
+
+    #[test]
+    fn live_answers_replace_recorded_ones() {
+        let chat = crate::trace::ChatPayload {
+            messages: serde_json::json!([
+                {"role": "user", "content": "q1"},
+                {"role": "assistant", "content": "recorded one"},
+                {"role": "user", "content": "q2"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c", "content": "r"},
+                {"role": "user", "content": "q3"}
+            ]),
+            tools: None,
+            extra: None,
+            max_tokens: Some(4),
+            prompt_token_ids: None,
+            text_input: None,
+        };
+        let mut out = Vec::new();
+        let mut marks = Vec::new();
+        encode_chat_row_body_marked(&params(false), &chat, None, &mut out, Some(&mut marks));
+        let mut plain = Vec::new();
+        encode_chat_row_body(&params(false), &chat, None, &mut plain);
+        assert_eq!(out, plain, "marking does not change the bytes");
+        assert_eq!(marks.len(), 6);
+        let msg1: serde_json::Value = serde_json::from_slice(&out[marks[1].clone()]).unwrap();
+        assert_eq!(msg1["content"], "recorded one");
+        let calls = chat.messages[3]["tool_calls"].clone();
+        let live = LiveBody {
+            slots: vec![
+                LiveSlot {
+                    depth: 2,
+                    bytes: marks[1].clone(),
+                    head: LiveSlot::head_with(&[]),
+                },
+                LiveSlot {
+                    depth: 1,
+                    bytes: marks[3].clone(),
+                    head: LiveSlot::head_with(&[&calls[0]]),
+                },
+            ],
+        };
+        assert_eq!(live.rebuild(&out, |_| None), None);
+        let both = live
+            .rebuild(&out, |d| {
+                Some(if d == 1 { "new \"two\"" } else { "new one" })
+            })
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&both).unwrap();
+        assert_eq!(
+            v["messages"][1],
+            serde_json::json!({"role": "assistant", "content": "new one"})
+        );
+        assert_eq!(v["messages"][3]["content"], "new \"two\"");
+        assert_eq!(
+            v["messages"][3]["tool_calls"],
+            serde_json::json!([calls[0]])
+        );
+        assert_eq!(v["messages"][5]["content"], "q3");
+        assert_eq!(v["max_tokens"], 4);
+        // Only the grandparent's answer known: the parent's recorded answer stays.
+        let one = live.rebuild(&out, |d| (d == 2).then_some("x")).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&one).unwrap();
+        assert_eq!(v["messages"][1]["content"], "x");
+        assert_eq!(v["messages"][3], chat.messages[3]);
+        // A history without a recorded answer: the live one is inserted.
+        let ins = LiveBody {
+            slots: vec![LiveSlot {
+                depth: 1,
+                bytes: marks[0].end..marks[0].end,
+                head: LiveSlot::head_with(&[]),
+            }],
+        };
+        let v: serde_json::Value =
+            serde_json::from_slice(&ins.rebuild(&out, |_| Some("y")).unwrap()).unwrap();
+        assert_eq!(v["messages"].as_array().unwrap().len(), 7);
+        assert_eq!(v["messages"][1]["content"], "y");
+        assert_eq!(v["messages"][2]["content"], "recorded one");
     }
 
     #[test]

@@ -17,7 +17,10 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-pub use body::{encode_body, encode_chat_row_body, BodyParams, PromptPayload};
+pub use body::{
+    encode_body, encode_chat_row_body, encode_chat_row_body_marked, BodyParams, LiveBody, LiveSlot,
+    PromptPayload,
+};
 pub use response::{ProtocolError, ResponseState, Usage};
 
 use crate::record::Status;
@@ -91,6 +94,17 @@ pub enum Api {
     Tgi,
     /// AIBrix gateway (OpenAI plus a routing header).
     Aibrix,
+}
+
+impl std::fmt::Display for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Api::OpenaiChat => "openai-chat",
+            Api::OpenaiCompletions => "openai-completions",
+            Api::Tgi => "tgi",
+            Api::Aibrix => "aibrix",
+        })
+    }
 }
 
 /// A resolved endpoint. `Debug` never shows the API key.
@@ -373,6 +387,15 @@ const MAX_ERROR_BODY: usize = 4096;
 /// How long the body of an HTTP error response is waited for.
 const ERROR_BODY_WAIT: Duration = Duration::from_secs(1);
 
+/// Per-request options of [`execute`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestOpts<'a> {
+    /// `--session-header`: the session id sent in that header.
+    pub session: Option<&'a str>,
+    /// Keep the answer's text in [`ResponseState::answer`] (`--live-history`).
+    pub collect_answer: bool,
+}
+
 /// Send one request (body already built) and read its response to the end.
 ///
 /// `sent` is taken by the caller just before calling. The request ends as `Timeout` after
@@ -390,9 +413,17 @@ pub async fn execute(
     timeout: Option<Duration>,
     cancel: &CancellationToken,
     allow_missing_usage: bool,
-    session: Option<&str>,
+    opts: RequestOpts<'_>,
 ) -> Outcome {
-    let mut state = ResponseState::default();
+    let fresh_state = || {
+        if opts.collect_answer {
+            ResponseState::collecting()
+        } else {
+            ResponseState::default()
+        }
+    };
+    let session = opts.session;
+    let mut state = fresh_state();
     let mut http_status = None;
     let mut retries = 0;
     let result = {
@@ -409,7 +440,7 @@ pub async fn execute(
             match first {
                 Err(Failure::PeerClosed(_)) => {
                     retries = 1;
-                    state = ResponseState::default();
+                    state = fresh_state();
                     exchange(
                         &client.fresh,
                         ep,
@@ -596,6 +627,7 @@ async fn exchange(
     })?;
     let status = resp.status();
     *http_status = Some(status.as_u16());
+    state.served_by = served_by(resp.headers());
     let mut stream = resp.bytes_stream();
     if !status.is_success() {
         let mut buf = Vec::new();
@@ -679,6 +711,21 @@ async fn exchange(
     Ok(())
 }
 
+/// Longest `x-inference-pod` value kept in a record.
+const MAX_POD_LEN: usize = 253;
+
+/// The instance named by the response headers `x-inference-pod` and `x-inference-port` (sent
+/// by routers and by llm-sim clusters), if either is there and readable.
+pub fn served_by(headers: &reqwest::header::HeaderMap) -> Option<crate::record::ServedBy> {
+    let text = |name: &str| {
+        let v = headers.get(name)?.to_str().ok()?.trim();
+        (!v.is_empty() && v.len() <= MAX_POD_LEN).then(|| v.to_string())
+    };
+    let pod = text("x-inference-pod");
+    let port = text("x-inference-port").and_then(|p| p.parse::<u16>().ok());
+    (pod.is_some() || port.is_some()).then_some(crate::record::ServedBy { pod, port })
+}
+
 /// The server's error message: `message` / `error.message` / `error` of a JSON body, or the
 /// text itself, truncated to 512 bytes.
 fn error_message(body: &[u8]) -> String {
@@ -716,6 +763,35 @@ fn error_message(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_words_are_the_summary_words() {
+        for api in [
+            Api::OpenaiChat,
+            Api::OpenaiCompletions,
+            Api::Tgi,
+            Api::Aibrix,
+        ] {
+            let json = serde_json::to_string(&api).unwrap();
+            assert_eq!(json, format!("\"{api}\""));
+        }
+        assert_eq!(Api::OpenaiChat.to_string(), "openai-chat");
+    }
+
+    #[test]
+    fn the_serving_instance_comes_from_the_response_headers() {
+        let mut h = reqwest::header::HeaderMap::new();
+        assert_eq!(served_by(&h), None);
+        h.insert("x-inference-port", "8002".parse().unwrap());
+        let s = served_by(&h).unwrap();
+        assert_eq!((s.pod, s.port), (None, Some(8002)));
+        h.insert("x-inference-pod", " llm-sim-2 ".parse().unwrap());
+        let s = served_by(&h).unwrap();
+        assert_eq!((s.pod.as_deref(), s.port), (Some("llm-sim-2"), Some(8002)));
+        h.insert("x-inference-port", "not a port".parse().unwrap());
+        h.insert("x-inference-pod", "x".repeat(300).parse().unwrap());
+        assert_eq!(served_by(&h), None);
+    }
 
     #[test]
     fn sanitize_strips_credentials() {

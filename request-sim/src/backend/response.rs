@@ -42,6 +42,12 @@ pub struct ResponseState {
     pub usage: Option<Usage>,
     /// `data: [DONE]` seen (OpenAI) / final event with details seen (TGI).
     pub finished: bool,
+    /// The instance that answered, when the response headers say.
+    pub served_by: Option<crate::record::ServedBy>,
+    /// The answer's text (`content` of chat messages, `text` of completions, TGI's
+    /// `generated_text`), kept only when the state was made with [`ResponseState::collecting`]
+    /// (`--live-history`); `None` otherwise, so reading a response costs nothing extra.
+    pub answer: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -148,7 +154,24 @@ fn error_text(raw: &RawValue) -> String {
     truncate(raw.get(), 512)
 }
 
+/// Appends the JSON string `raw` (a content value; `null` adds nothing) to `out`.
+fn append_text(out: &mut String, raw: Option<&RawValue>) {
+    if let Some(r) = raw {
+        if let Ok(t) = serde_json::from_str::<std::borrow::Cow<'_, str>>(r.get()) {
+            out.push_str(&t);
+        }
+    }
+}
+
 impl ResponseState {
+    /// A state that also keeps the answer's text ([`ResponseState::answer`]).
+    pub fn collecting() -> ResponseState {
+        ResponseState {
+            answer: Some(String::new()),
+            ..ResponseState::default()
+        }
+    }
+
     fn token_at(&mut self, now: Instant, has_content: bool) {
         if self.first_token.is_none() {
             self.first_token = Some(now);
@@ -221,6 +244,10 @@ impl ResponseState {
                     .unwrap_or(false)
                     || non_empty(c.text);
                 self.token_at(now, content);
+                if let Some(a) = &mut self.answer {
+                    append_text(a, c.delta.as_ref().and_then(|d| d.content));
+                    append_text(a, c.text);
+                }
             }
         }
         if let Some(u) = chunk.usage {
@@ -291,6 +318,10 @@ impl ResponseState {
                     .unwrap_or(false)
                     || non_empty(c.text);
                 self.token_at(now, content);
+                if let Some(a) = &mut self.answer {
+                    append_text(a, c.message.as_ref().and_then(|m| m.content));
+                    append_text(a, c.text);
+                }
                 self.usage = chunk.usage.map(Into::into);
             }
             ApiKind::TgiGenerate | ApiKind::TgiGenerateStream => {
@@ -305,6 +336,9 @@ impl ResponseState {
                     return Err(ProtocolError("response has no generated_text".into()));
                 };
                 self.token_at(now, !text.is_empty());
+                if let Some(a) = &mut self.answer {
+                    a.push_str(&text);
+                }
                 if let Some(d) = ev.details {
                     self.usage = Some(Usage {
                         completion_tokens: d.generated_tokens,
@@ -368,6 +402,37 @@ mod tests {
                 cached_tokens: Some(8)
             })
         );
+    }
+
+    #[test]
+    fn answer_kept_only_when_collecting() {
+        let (st, r) = feed(ApiKind::Chat, CHAT);
+        r.unwrap();
+        assert_eq!(st.answer, None);
+        let t0 = Instant::now();
+        let mut st = ResponseState::collecting();
+        for e in CHAT {
+            st.on_event(ApiKind::Chat, e.as_bytes(), t0).unwrap();
+        }
+        assert_eq!(st.answer.as_deref(), Some(" hello world"));
+        // Escapes are decoded; reasoning is not part of the answer.
+        let mut st = ResponseState::collecting();
+        let ev = [
+            r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"a \"b\"\n\u00e9"}}]}"#,
+        ];
+        for e in ev {
+            st.on_event(ApiKind::Chat, e.as_bytes(), t0).unwrap();
+        }
+        assert_eq!(st.answer.as_deref(), Some("a \"b\"\n\u{e9}"));
+        let mut st = ResponseState::collecting();
+        st.on_body(
+            ApiKind::Chat,
+            br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"whole"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+            t0,
+        )
+        .unwrap();
+        assert_eq!(st.answer.as_deref(), Some("whole"));
     }
 
     #[test]

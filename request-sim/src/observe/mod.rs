@@ -4,10 +4,12 @@
 //! never shares the sending path.
 //!
 //! [`scrape`] polls the pages during a replay on its own thread (`server_metrics.jsonl`);
-//! [`summary`] turns what it saw into the summary's server section (`docs/server-metrics.md`).
+//! [`summary`] turns what it saw into the summary's server section (`docs/server-metrics.md`);
+//! [`samples`] reads the file back as time series for the charts.
 
 pub mod names;
 pub mod prom;
+pub mod samples;
 pub mod scrape;
 pub mod summary;
 

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::names::ServerView;
 use super::prom;
+use crate::record::ServedBy;
 
 /// Shortest `--metrics-interval`.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -43,11 +44,13 @@ pub struct ScrapeConfig {
 }
 
 /// The `/metrics` URL of a `--server-metrics` value: a bare origin gets `/metrics`.
-pub fn metrics_url(s: &str) -> Result<reqwest::Url, String> {
+pub fn metrics_url(s: &str) -> crate::Result<reqwest::Url> {
     let mut u = reqwest::Url::parse(s.trim())
-        .map_err(|e| format!("--server-metrics {s:?}: not a URL ({e})"))?;
+        .map_err(|e| crate::Error::config(format!("--server-metrics {s:?}: not a URL ({e})")))?;
     if !matches!(u.scheme(), "http" | "https") {
-        return Err(format!("--server-metrics {s:?}: use http:// or https://"));
+        return Err(crate::Error::config(format!(
+            "--server-metrics {s:?}: use http:// or https://"
+        )));
     }
     if u.path().is_empty() || u.path() == "/" {
         u.set_path("/metrics");
@@ -71,7 +74,12 @@ pub struct Point {
 #[derive(Debug, Default)]
 pub struct Series {
     per_instance: Mutex<Vec<Vec<Point>>>,
+    /// Host and port of each scraped URL, in instance order (set once start-up chose them).
+    addresses: OnceLock<Vec<Address>>,
 }
+
+/// Host and port of a scraped URL.
+type Address = (String, Option<u16>);
 
 /// The server's state nearest to an instant: of one instance, or summed (waiting, running) and
 /// averaged (KV usage) over the cluster.
@@ -84,6 +92,8 @@ pub struct StateAt {
     pub dt_ms: f64,
     /// Instances with a sample.
     pub instances: usize,
+    /// The one instance the state is of, when a request named it (see [`Series::state_at`]).
+    pub instance: Option<usize>,
 }
 
 impl Series {
@@ -103,6 +113,63 @@ impl Series {
             .clone()
     }
 
+    /// Remember the scraped URLs' addresses (instance order) for [`Series::instance_of`].
+    pub fn set_addresses(&self, urls: &[reqwest::Url]) {
+        let a = urls
+            .iter()
+            .map(|u| {
+                (
+                    u.host_str().unwrap_or("").to_string(),
+                    u.port_or_known_default(),
+                )
+            })
+            .collect();
+        let _ = self.addresses.set(a);
+    }
+
+    /// The scraped instance a response named: the only one on its port, or among several on
+    /// that port (or without a port) the only one whose host is the pod.
+    pub fn instance_of(&self, s: &ServedBy) -> Option<usize> {
+        let addrs = self.addresses.get()?;
+        let only = |f: &dyn Fn(&Address) -> bool| {
+            let mut hits = addrs.iter().enumerate().filter(|(_, a)| f(a));
+            match (hits.next(), hits.next()) {
+                (Some((i, _)), None) => Some(i),
+                _ => None,
+            }
+        };
+        let host_is_pod = |a: &Address| s.pod.as_deref() == Some(a.0.as_str());
+        match s.port {
+            Some(port) => only(&|a| a.1 == Some(port))
+                .or_else(|| only(&|a| a.1 == Some(port) && host_is_pod(a))),
+            None => only(&host_is_pod),
+        }
+    }
+
+    /// The state at `at` of the instance that served a request, when `served_by` names a
+    /// scraped one with samples; else the cluster's.
+    pub fn state_at(&self, at: Instant, served_by: Option<&ServedBy>) -> Option<StateAt> {
+        served_by
+            .and_then(|s| self.instance_of(s))
+            .and_then(|i| self.instance_at(at, i))
+            .or_else(|| self.cluster_at(at))
+    }
+
+    /// Instance `i`'s state at its sample nearest to `at`.
+    pub fn instance_at(&self, at: Instant, i: usize) -> Option<StateAt> {
+        let g = self.per_instance.lock().unwrap_or_else(|e| e.into_inner());
+        let p = nearest(g.get(i)?, at)?;
+        let f = |v: Option<f32>| v.map(f64::from);
+        Some(StateAt {
+            waiting: f(p.waiting),
+            running: f(p.running),
+            kv_usage: f(p.kv_usage),
+            dt_ms: signed_ms(at, p.at),
+            instances: 1,
+            instance: Some(i),
+        })
+    }
+
     /// The cluster's state at the samples nearest to `at` (one per instance that has any).
     pub fn cluster_at(&self, at: Instant) -> Option<StateAt> {
         let g = self.per_instance.lock().unwrap_or_else(|e| e.into_inner());
@@ -119,6 +186,7 @@ impl Series {
                 kv_usage: None,
                 dt_ms: dt,
                 instances: 0,
+                instance: None,
             });
             o.instances += 1;
             if dt.abs() > o.dt_ms.abs() {
@@ -137,6 +205,20 @@ impl Series {
             }
         }
         out
+    }
+}
+
+/// A record's `server`: the state, KV usage to 6 digits and the distance to µs.
+impl From<StateAt> for crate::record::ServerAtSend {
+    fn from(st: StateAt) -> Self {
+        crate::record::ServerAtSend {
+            waiting: st.waiting,
+            running: st.running,
+            kv_usage: st.kv_usage.map(|k| (k * 1e6).round() / 1e6),
+            dt_ms: (st.dt_ms * 1e3).round() / 1e3,
+            instances: st.instances,
+            instance: st.instance,
+        }
     }
 }
 
@@ -257,7 +339,7 @@ impl Scraper {
     /// Start scraping: one round of start-up scrapes (the baseline of every counter, and the
     /// probe of the endpoint's origin), then a task per instance every `interval`. Returns
     /// once the start-up round is done.
-    pub fn start(cfg: ScrapeConfig) -> Result<Started, String> {
+    pub fn start(cfg: ScrapeConfig) -> crate::Result<Started> {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Ready>();
         let stop = CancellationToken::new();
         let clock: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
@@ -279,7 +361,7 @@ impl Scraper {
                 };
                 rt.block_on(run(cfg, stop2, clock2, series2, ready_tx))
             })
-            .map_err(|e| format!("cannot start the metrics scraper thread: {e}"))?;
+            .map_err(|e| crate::Error::io("cannot start the metrics scraper thread", e))?;
         match ready_rx.recv() {
             Ok(Ok((urls, notes))) => {
                 let scraper = if urls.is_empty() {
@@ -298,11 +380,13 @@ impl Scraper {
             }
             Ok(Err(e)) => {
                 let _ = thread.join();
-                Err(e)
+                Err(crate::Error::server(format!("server metrics: {e}")))
             }
             Err(_) => {
                 let _ = thread.join();
-                Err("the metrics scraper stopped during start-up".into())
+                Err(crate::Error::internal(
+                    "the metrics scraper stopped during start-up",
+                ))
             }
         }
     }
@@ -403,6 +487,74 @@ struct Collector {
 }
 
 impl Collector {
+    fn new(
+        kept: &[(reqwest::Url, Option<String>)],
+        t0: Instant,
+        cfg: &ScrapeConfig,
+        clock: Arc<OnceLock<Instant>>,
+        series: Arc<Series>,
+        out: Option<BufWriter<std::fs::File>>,
+    ) -> Collector {
+        series.set_addresses(&kept.iter().map(|(u, _)| u.clone()).collect::<Vec<_>>());
+        let instances = kept
+            .iter()
+            .map(|(u, key)| {
+                let shown = crate::backend::sanitize_url(u.as_str());
+                Instance {
+                    url: u.clone(),
+                    key: key.clone(),
+                    result: InstanceResult {
+                        url: shown.clone(),
+                        ok: 0,
+                        failed: 0,
+                        first_error: None,
+                        first: None,
+                        last: None,
+                    },
+                    shown,
+                }
+            })
+            .collect();
+        Collector {
+            instances,
+            t0,
+            interval: cfg.interval,
+            clock,
+            series,
+            out,
+            out_error: None,
+            pending: Vec::new(),
+            lines: 0,
+        }
+    }
+
+    /// Write what is left and hand over the samples.
+    fn finish(mut self, cfg: &ScrapeConfig) -> Result<ScrapeResult, String> {
+        self.flush_pending(true);
+        if let Some(out) = self.out.as_mut() {
+            if let Err(e) = out.flush() {
+                self.out_error.get_or_insert(e.to_string());
+            }
+        }
+        if let Some(e) = self.out_error {
+            return Err(format!(
+                "writing {}: {e}",
+                cfg.out
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ));
+        }
+        Ok(ScrapeResult {
+            interval: cfg.interval,
+            series: self.series.snapshot(),
+            clock_start: self.clock.get().copied(),
+            instances: self.instances.into_iter().map(|i| i.result).collect(),
+            path: cfg.out.clone(),
+            lines: self.lines,
+        })
+    }
+
     fn tick_of(&self, at: Instant) -> u64 {
         let d = at.saturating_duration_since(self.t0).as_secs_f64();
         (d / self.interval.as_secs_f64()).round() as u64
@@ -483,6 +635,9 @@ impl Collector {
     }
 }
 
+/// The scraper thread: a start-up round (the baseline of every counter, and the probe of the
+/// endpoint's origin), a task per instance every interval until stopped, then a final round
+/// (the counters' end values).
 async fn run(
     cfg: ScrapeConfig,
     stop: CancellationToken,
@@ -499,8 +654,52 @@ async fn run(
         .max(Duration::from_secs(1))
         .min(MAX_SCRAPE_TIMEOUT);
     let client = build_client(&cfg, timeout).map_err(fail)?;
-    let mut notes = Vec::new();
-    // The start-up round: the baseline of every counter.
+    let t0 = Instant::now();
+    let (kept, first, mut notes) = startup_round(&cfg, &client).await;
+    if kept.is_empty() {
+        let _ = ready.send(Ok((Vec::new(), notes)));
+        return Err("nothing to scrape".into());
+    }
+    let out = open_out(&cfg).map_err(fail)?;
+    let mut col = Collector::new(&kept, t0, &cfg, clock, series, out);
+    for s in first {
+        col.take(s);
+    }
+    for (i, inst) in col.instances.iter().enumerate() {
+        if let Some(e) = &inst.result.first_error {
+            notes.push(format!(
+                "server metrics: instance {i} ({}) did not answer at start-up ({e}); it is still scraped and its failures are counted",
+                inst.shown
+            ));
+        }
+    }
+    let shown: Vec<String> = col.instances.iter().map(|i| i.shown.clone()).collect();
+    notes.push(format!(
+        "server metrics: scraping {} every {} ms: {}",
+        if shown.len() == 1 {
+            "1 endpoint".to_string()
+        } else {
+            format!("{} endpoints", shown.len())
+        },
+        cfg.interval.as_millis(),
+        shown.join(", ")
+    ));
+    let _ = ready.send(Ok((shown, notes)));
+    scrape_until_stopped(&mut col, &client, &stop, timeout).await;
+    final_round(&mut col, &client).await;
+    col.finish(&cfg)
+}
+
+/// The start-up round over every URL: the instances kept (the origin only when it answers
+/// with a Prometheus page), their first scrapes, and notes for the user.
+async fn startup_round(
+    cfg: &ScrapeConfig,
+    client: &reqwest::Client,
+) -> (
+    Vec<(reqwest::Url, Option<String>)>,
+    Vec<Scraped>,
+    Vec<String>,
+) {
     let mut urls: Vec<(reqwest::Url, Option<String>)> =
         cfg.urls.iter().map(|u| (u.clone(), None)).collect();
     let mut origin_at = None;
@@ -510,7 +709,6 @@ async fn run(
             urls.push((o.clone(), cfg.origin_api_key.clone()));
         }
     }
-    let t0 = Instant::now();
     let round = futures_util::future::join_all(urls.iter().map(|(u, key)| {
         let client = client.clone();
         async move {
@@ -520,8 +718,7 @@ async fn run(
         }
     }))
     .await;
-    let mut first: Vec<(usize, Scraped)> = Vec::new();
-    let mut kept: Vec<(reqwest::Url, Option<String>)> = Vec::new();
+    let (mut kept, mut first, mut notes) = (Vec::new(), Vec::new(), Vec::new());
     for (i, ((u, key), (sent, received, body))) in urls.iter().zip(round).enumerate() {
         if Some(i) == origin_at {
             let page_ok = body
@@ -541,96 +738,45 @@ async fn run(
                 continue;
             }
         }
-        let instance = kept.len();
+        first.push(Scraped {
+            instance: kept.len(),
+            sent,
+            received,
+            tick: 0,
+            body,
+        });
         kept.push((u.clone(), key.clone()));
-        first.push((
-            instance,
-            Scraped {
-                instance,
-                sent,
-                received,
-                tick: 0,
-                body,
-            },
-        ));
     }
-    if kept.is_empty() {
-        let _ = ready.send(Ok((Vec::new(), notes)));
-        return Err("nothing to scrape".into());
-    }
-    let out = match &cfg.out {
-        Some(p) => {
-            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
-            }
-            Some(BufWriter::new(std::fs::File::create(p).map_err(|e| {
-                fail(format!("cannot write {}: {e}", p.display()))
-            })?))
-        }
-        None => None,
-    };
-    let shown: Vec<String> = kept
-        .iter()
-        .map(|(u, _)| crate::backend::sanitize_url(u.as_str()))
-        .collect();
-    let mut col = Collector {
-        instances: kept
-            .iter()
-            .zip(&shown)
-            .map(|((u, key), s)| Instance {
-                url: u.clone(),
-                key: key.clone(),
-                shown: s.clone(),
-                result: InstanceResult {
-                    url: s.clone(),
-                    ok: 0,
-                    failed: 0,
-                    first_error: None,
-                    first: None,
-                    last: None,
-                },
-            })
-            .collect(),
-        t0,
-        interval: cfg.interval,
-        clock,
-        series,
-        out,
-        out_error: None,
-        pending: Vec::new(),
-        lines: 0,
-    };
-    for (_, s) in first {
-        col.take(s);
-    }
-    for (i, inst) in col.instances.iter().enumerate() {
-        if let Some(e) = &inst.result.first_error {
-            notes.push(format!(
-                "server metrics: instance {i} ({}) did not answer at start-up ({e}); it is still scraped and its failures are counted",
-                inst.shown
-            ));
-        }
-    }
-    notes.push(format!(
-        "server metrics: scraping {} every {} ms: {}",
-        if shown.len() == 1 {
-            "1 endpoint".to_string()
-        } else {
-            format!("{} endpoints", shown.len())
-        },
-        cfg.interval.as_millis(),
-        shown.join(", ")
-    ));
-    let _ = ready.send(Ok((shown.clone(), notes)));
+    (kept, first, notes)
+}
 
-    // The run: a task per instance on this thread's runtime.
+/// `server_metrics.jsonl`, created with its directory.
+fn open_out(cfg: &ScrapeConfig) -> Result<Option<BufWriter<std::fs::File>>, String> {
+    let Some(p) = &cfg.out else {
+        return Ok(None);
+    };
+    if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let f = std::fs::File::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    Ok(Some(BufWriter::new(f)))
+}
+
+/// A task per instance on this thread's runtime, each scraping every interval (missed ticks
+/// skipped) until `stop`; the collector takes what they send.
+async fn scrape_until_stopped(
+    col: &mut Collector,
+    client: &reqwest::Client,
+    stop: &CancellationToken,
+    timeout: Duration,
+) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Scraped>();
     let mut tasks = Vec::new();
     for (instance, inst) in col.instances.iter().enumerate() {
         let (client, url, key) = (client.clone(), inst.url.clone(), inst.key.clone());
         let (tx, stop) = (tx.clone(), stop.clone());
-        let (interval, t0) = (cfg.interval, t0);
+        let (interval, t0) = (col.interval, col.t0);
         tasks.push(tokio::spawn(async move {
             let mut ticks = tokio::time::interval_at((t0 + interval).into(), interval);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -678,7 +824,10 @@ async fn run(
     while let Ok(s) = rx.try_recv() {
         col.take(s);
     }
-    // The final round, after the last request: the counters' end values.
+}
+
+/// The final round, after the last request: the counters' end values.
+async fn final_round(col: &mut Collector, client: &reqwest::Client) {
     let last_round = futures_util::future::join_all(col.instances.iter().map(|inst| {
         let client = client.clone();
         let (url, key) = (inst.url.clone(), inst.key.clone());
@@ -699,27 +848,82 @@ async fn run(
             body,
         });
     }
-    col.flush_pending(true);
-    if let Some(out) = col.out.as_mut() {
-        if let Err(e) = out.flush() {
-            col.out_error.get_or_insert(e.to_string());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn served(pod: Option<&str>, port: Option<u16>) -> ServedBy {
+        ServedBy {
+            pod: pod.map(str::to_string),
+            port,
         }
     }
-    if let Some(e) = col.out_error {
-        return Err(format!(
-            "writing {}: {e}",
-            cfg.out
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
-        ));
+
+    #[test]
+    fn a_response_names_its_instance_by_port_then_by_host() {
+        let s = Series::default();
+        assert_eq!(
+            s.instance_of(&served(None, Some(8001))),
+            None,
+            "no URLs yet"
+        );
+        let urls: Vec<reqwest::Url> = [
+            "http://127.0.0.1:8000/metrics",
+            "http://127.0.0.1:8001/metrics",
+            "http://10.0.0.7:9000/metrics",
+            "http://10.0.0.8:9000/metrics",
+        ]
+        .iter()
+        .map(|u| u.parse().unwrap())
+        .collect();
+        s.set_addresses(&urls);
+        assert_eq!(
+            s.instance_of(&served(Some("llm-sim-1"), Some(8001))),
+            Some(1)
+        );
+        // Two instances on port 9000: the pod must be the host.
+        assert_eq!(s.instance_of(&served(None, Some(9000))), None);
+        assert_eq!(
+            s.instance_of(&served(Some("10.0.0.8"), Some(9000))),
+            Some(3)
+        );
+        assert_eq!(s.instance_of(&served(Some("10.0.0.7"), None)), Some(2));
+        assert_eq!(s.instance_of(&served(Some("llm-sim-0"), None)), None);
+        assert_eq!(s.instance_of(&served(None, Some(7777))), None);
     }
-    Ok(ScrapeResult {
-        interval: cfg.interval,
-        series: col.series.snapshot(),
-        clock_start: col.clock.get().copied(),
-        instances: col.instances.into_iter().map(|i| i.result).collect(),
-        path: cfg.out,
-        lines: col.lines,
-    })
+
+    #[test]
+    fn the_state_is_the_named_instances_else_the_clusters() {
+        let s = Series::default();
+        s.set_addresses(&[
+            "http://127.0.0.1:8000/".parse().unwrap(),
+            "http://127.0.0.1:8001/".parse().unwrap(),
+        ]);
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        for (i, waiting) in [(0, 3.0), (1, 5.0)] {
+            for ms in [0, 100] {
+                s.push(
+                    i,
+                    Point {
+                        at: at(ms),
+                        tick: ms / 100,
+                        running: Some(1.0),
+                        waiting: Some(waiting + ms as f32),
+                        kv_usage: Some(0.5),
+                    },
+                );
+            }
+        }
+        let st = s.state_at(at(90), Some(&served(None, Some(8001)))).unwrap();
+        assert_eq!((st.instance, st.instances), (Some(1), 1));
+        assert_eq!(st.waiting, Some(105.0));
+        assert!((st.dt_ms - 10.0).abs() < 1e-6, "{st:?}");
+        let cluster = s.state_at(at(10), Some(&served(None, Some(7777)))).unwrap();
+        assert_eq!((cluster.instance, cluster.instances), (None, 2));
+        assert_eq!(cluster.waiting, Some(8.0));
+        assert_eq!(s.state_at(at(10), None), Some(cluster));
+    }
 }

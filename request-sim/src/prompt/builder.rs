@@ -18,7 +18,18 @@
 //!
 //! Block streams and tail streams use different seed-derived constants, so the tail of request
 //! `r` is not the block stream of hash id `r`.
+//!
+//! With a [`Corpus`] (`--prompt-corpus`), a block (or tail) of `len` tokens is instead
+//! * the first [`KEYED_WORDS`] words of its word stream (so different keys still differ from
+//!   the first token, exactly as above);
+//! * the longest window of whole corpus units, from the unit `mix(seed, key) mod units` on,
+//!   whose tokens fit in the rest (wrapping at the end of the corpus);
+//! * the stream's next words for the last few tokens (fewer than the next unit's tokens).
+//!
+//! Still a pure function of `(seed, key, len)`; a shorter block is the longer one's prefix up
+//! to its last whole unit.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 // SplitMix64 (its increment and finaliser), the workspace's one copy in the simulator crate.
@@ -26,12 +37,19 @@ use llm_sim::util::{fmix64 as mix64, GOLDEN};
 
 use crate::trace::TraceRequest;
 
+use super::corpus::Corpus;
 use super::vocab::Vocab;
 
 const DOMAIN_BLOCK: u64 = 0x626c_6f63_6b5f_6964; // "block_id"
 const DOMAIN_TAIL: u64 = 0x7461_696c_5f72_6571; // "tail_req"
+const DOMAIN_CORPUS: u64 = 0x636f_7270_7573_5f70; // "corpus_p"
 const CHUNK_BITS: u32 = 21;
 const CHUNK_MASK: u64 = (1 << CHUNK_BITS) - 1;
+
+/// With a corpus, every block (and tail) starts with this many words of its word stream, so
+/// that different hash ids differ from their first token as with word prompts; the corpus
+/// window follows.
+pub const KEYED_WORDS: usize = 2;
 
 /// Seed-derived constants of one kind of stream (blocks or tails).
 #[derive(Debug, Clone, Copy)]
@@ -54,16 +72,27 @@ impl StreamSeed {
     }
 }
 
+/// One run of a prompt's tokens: a vocabulary word (one token), or consecutive corpus units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Word `i` of the [`Vocab`].
+    Word(usize),
+    /// Units `start..end` of the [`Corpus`].
+    Units(Range<u32>),
+}
+
 /// Builds prompts; cheap to share between producer threads (`Arc<PromptBuilder>`), holds no
 /// mutable state and no cache.
 #[derive(Debug, Clone)]
 pub struct PromptBuilder {
     vocab: Arc<Vocab>,
+    corpus: Option<Arc<Corpus>>,
     seed: u64,
     block_size: usize,
     v: u64,
     block: StreamSeed,
     tail: StreamSeed,
+    reserve_per_token: usize,
 }
 
 impl PromptBuilder {
@@ -74,23 +103,47 @@ impl PromptBuilder {
     /// If `vocab` is empty (impossible for vocabularies from [`Vocab::builtin`] or
     /// [`Vocab::from_tokenizer`]).
     pub fn new(vocab: Arc<Vocab>, seed: u64, block_size: usize) -> Self {
+        Self::with_corpus(vocab, None, seed, block_size)
+    }
+
+    /// Like [`new`](Self::new), with blocks made of `corpus` text when given: each block (and
+    /// tail) is [`KEYED_WORDS`] words of its word stream, then the longest window of whole
+    /// corpus units that fits, starting at a unit chosen by the seed and the hash id, then the
+    /// few words of its stream that complete the exact count.
+    pub fn with_corpus(
+        vocab: Arc<Vocab>,
+        corpus: Option<Arc<Corpus>>,
+        seed: u64,
+        block_size: usize,
+    ) -> Self {
         assert!(
             !vocab.is_empty(),
             "PromptBuilder needs a non-empty vocabulary"
         );
         let v = vocab.len() as u64;
+        let reserve_per_token = corpus
+            .as_ref()
+            .map_or(0, |c| c.reserve_per_token())
+            .max(vocab.reserve_per_token());
         PromptBuilder {
             block: StreamSeed::new(seed, DOMAIN_BLOCK, v),
             tail: StreamSeed::new(seed, DOMAIN_TAIL, v),
             vocab,
+            corpus,
             seed,
             block_size,
             v,
+            reserve_per_token,
         }
     }
 
     pub fn vocab(&self) -> &Arc<Vocab> {
         &self.vocab
+    }
+
+    /// The corpus blocks are made of (`--prompt-corpus`), if any.
+    pub fn corpus(&self) -> Option<&Arc<Corpus>> {
+        self.corpus.as_ref()
     }
 
     pub fn seed(&self) -> u64 {
@@ -104,33 +157,28 @@ impl PromptBuilder {
     /// Append the prompt text of exactly `n_tokens` tokens for `req` (see the module docs).
     ///
     /// Block `i` is a pure function of `(seed, hash_ids[i], length)`; a partial last block is
-    /// the prefix of the full block's text; tokens beyond the hashed blocks are unique to the
-    /// request (keyed by `req.index`). Every word starts with a space, so the text starts with
-    /// one too (except with a SentencePiece vocabulary, whose first word goes without it). The text is only spaces and lowercase ASCII letters (no JSON escaping needed).
+    /// the prefix of the full block's text (with a corpus: up to its last whole unit); tokens
+    /// beyond the hashed blocks are unique to the request (keyed by `req.index`). Every word
+    /// and unit starts with a space, so the text starts with one too (except with a
+    /// SentencePiece vocabulary, whose first word goes without it). Word prompts are only
+    /// spaces and lowercase ASCII letters; corpus text can hold any character (escape it).
     pub fn write_text(&self, req: &TraceRequest, n_tokens: usize, out: &mut String) {
-        out.reserve(n_tokens * self.vocab.reserve_per_token());
-        let text = self.vocab.text();
-        let spans = self.vocab.spans();
+        out.reserve(n_tokens * self.reserve_per_token);
         // SentencePiece vocabularies: the first word goes without its space (see `Vocab`).
         let mut skip = usize::from(self.vocab.strips_first_space());
-        self.for_each_word(req, n_tokens, |i| {
-            let (s, e) = spans[i];
-            out.push_str(&text[s as usize + skip..e as usize]);
+        self.for_each_piece(req, n_tokens, |p| {
+            out.push_str(&self.piece_text(p)[skip..]);
             skip = 0;
         });
     }
 
     /// Like [`write_text`](Self::write_text), appending the bytes to a byte buffer (e.g. a
-    /// request body being built). The text is only spaces and lowercase ASCII letters, so it
-    /// can be placed inside a JSON string without escaping.
+    /// request body being built).
     pub fn write_text_bytes(&self, req: &TraceRequest, n_tokens: usize, out: &mut Vec<u8>) {
-        out.reserve(n_tokens * self.vocab.reserve_per_token());
-        let text = self.vocab.text().as_bytes();
-        let spans = self.vocab.spans();
+        out.reserve(n_tokens * self.reserve_per_token);
         let mut skip = usize::from(self.vocab.strips_first_space());
-        self.for_each_word(req, n_tokens, |i| {
-            let (s, e) = spans[i];
-            out.extend_from_slice(&text[s as usize + skip..e as usize]);
+        self.for_each_piece(req, n_tokens, |p| {
+            out.extend_from_slice(&self.piece_text(p).as_bytes()[skip..]);
             skip = 0;
         });
     }
@@ -140,7 +188,14 @@ impl PromptBuilder {
     pub fn write_token_ids(&self, req: &TraceRequest, n_tokens: usize, out: &mut Vec<u32>) {
         out.reserve(n_tokens);
         let ids = self.vocab.ids();
-        self.for_each_word(req, n_tokens, |i| out.push(ids[i]));
+        self.for_each_piece(req, n_tokens, |p| match p {
+            Piece::Word(i) => out.push(ids[i]),
+            Piece::Units(r) => {
+                if let Some(c) = &self.corpus {
+                    out.extend_from_slice(c.ids_of(r))
+                }
+            }
+        });
     }
 
     /// The prompt text as a new string.
@@ -157,21 +212,69 @@ impl PromptBuilder {
         v
     }
 
-    /// Append the text of one hashed block of `len` tokens (the first `len` words of the
-    /// block stream of `hash_id`).
+    /// Append the text of one hashed block of `len` tokens.
     pub fn write_block_text(&self, hash_id: u64, len: usize, out: &mut String) {
-        out.reserve(len * self.vocab.reserve_per_token());
-        let text = self.vocab.text();
-        let spans = self.vocab.spans();
-        self.stream(self.block, hash_id, len, &mut |i| {
-            let (s, e) = spans[i];
-            out.push_str(&text[s as usize..e as usize]);
+        out.reserve(len * self.reserve_per_token);
+        self.run(self.block, hash_id, len, &mut |p| {
+            out.push_str(self.piece_text(p))
         });
     }
 
-    /// Call `f` with the word index of every token of the prompt, in order.
+    /// Tokens of the prompt of `n_tokens` tokens for `req` that are corpus text (the rest are
+    /// words of the vocabulary): 0 without a corpus.
+    pub fn corpus_tokens(&self, req: &TraceRequest, n_tokens: usize) -> usize {
+        let Some(c) = &self.corpus else { return 0 };
+        let mut n = 0;
+        self.for_each_piece(req, n_tokens, |p| {
+            if let Piece::Units(r) = p {
+                n += c.ids_of(r).len();
+            }
+        });
+        n
+    }
+
+    /// Where the prompt of `n_tokens` tokens for `req` can be cut into texts that tokenize on
+    /// their own to the same tokens: the `(byte offset, token offset)` of the start of every
+    /// word and corpus unit, in order (the first is `(0, 0)`), then the end of the text.
+    pub fn cut_points(&self, req: &TraceRequest, n_tokens: usize) -> Vec<(usize, usize)> {
+        let mut out = Vec::with_capacity(n_tokens + 1);
+        let (mut bytes, mut tokens) = (0usize, 0usize);
+        let mut skip = usize::from(self.vocab.strips_first_space());
+        self.for_each_piece(req, n_tokens, |p| match p {
+            Piece::Word(i) => {
+                out.push((bytes, tokens));
+                bytes += self.vocab.word(i).len() - skip;
+                tokens += 1;
+                skip = 0;
+            }
+            Piece::Units(r) => {
+                let Some(c) = &self.corpus else { return };
+                for u in r {
+                    out.push((bytes, tokens));
+                    bytes += c.unit_bytes(u) - skip;
+                    tokens += c.unit_tokens(u);
+                    skip = 0;
+                }
+            }
+        });
+        out.push((bytes, tokens));
+        out
+    }
+
     #[inline]
-    fn for_each_word<F: FnMut(usize)>(&self, req: &TraceRequest, n_tokens: usize, mut f: F) {
+    fn piece_text(&self, p: Piece) -> &str {
+        match p {
+            Piece::Word(i) => self.vocab.word(i),
+            Piece::Units(r) => match &self.corpus {
+                Some(c) => c.text_of(r),
+                None => "",
+            },
+        }
+    }
+
+    /// Call `f` with every piece of the prompt, in order.
+    #[inline]
+    pub fn for_each_piece<F: FnMut(Piece)>(&self, req: &TraceRequest, n_tokens: usize, mut f: F) {
         let mut left = n_tokens;
         if self.block_size > 0 {
             for &h in &req.hash_ids {
@@ -179,12 +282,42 @@ impl PromptBuilder {
                     return;
                 }
                 let len = left.min(self.block_size);
-                self.stream(self.block, h, len, &mut f);
+                self.run(self.block, h, len, &mut f);
                 left -= len;
             }
         }
         if left > 0 {
-            self.stream(self.tail, req.index as u64, left, &mut f);
+            self.run(self.tail, req.index as u64, left, &mut f);
+        }
+    }
+
+    /// The `len` tokens of the block (or tail) keyed by `key`: its word stream, or with a
+    /// corpus, its keyed words, a corpus window and the words that complete it.
+    #[inline]
+    fn run<F: FnMut(Piece)>(&self, ss: StreamSeed, key: u64, len: usize, f: &mut F) {
+        let Some(c) = &self.corpus else {
+            self.stream(ss, key, len, &mut |i| f(Piece::Word(i)));
+            return;
+        };
+        let keyed = len.min(KEYED_WORDS);
+        self.stream(ss, key, keyed, &mut |i| f(Piece::Word(i)));
+        let need = len - keyed;
+        if need == 0 {
+            return;
+        }
+        let start = mix64(ss.key ^ DOMAIN_CORPUS ^ mix64(key.wrapping_add(GOLDEN)));
+        let start = (start % c.units() as u64) as u32;
+        let got = c.window(start, need, &mut |r| f(Piece::Units(r)));
+        let fill = need - got;
+        if fill > 0 {
+            // The stream's next words: the same block always completes the same way.
+            let mut k = 0;
+            self.stream(ss, key, keyed + fill, &mut |i| {
+                if k >= keyed {
+                    f(Piece::Word(i));
+                }
+                k += 1;
+            });
         }
     }
 

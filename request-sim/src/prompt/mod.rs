@@ -10,6 +10,9 @@
 //!   (or token ids). Block `i` is a pure function of `(seed, hash_ids[i], length)`; a shorter
 //!   block is a prefix of the longer one; tokens beyond the hashed blocks are unique to the
 //!   request. Nothing is cached, so memory is flat however many distinct hash ids a trace has.
+//! * [`Corpus`] — real text (`--prompt-corpus`): a local corpus cut into words with their
+//!   leading space, tokenized once and checked to re-tokenize stably in sequence; with it the
+//!   builder fills blocks with windows of corpus text instead of random words.
 //! * [`Encoder`] — the source of truth for token counts: a local `tokenizer.json`, or the
 //!   server's `POST /tokenize` (`backend::tokenize`), so prompts are exact with only an endpoint.
 //! * [`verify_sample`] / [`verify_trace`] — re-tokenize built prompts with the real tokenizer
@@ -20,17 +23,27 @@
 //! See `docs/prompts.md` for the guarantees and the measured numbers.
 
 mod builder;
+mod corpus;
 mod encoder;
 mod template;
 mod tokenizer_json;
 mod verify;
 mod vocab;
 
-pub use builder::PromptBuilder;
+pub use builder::{Piece, PromptBuilder, KEYED_WORDS};
+pub use corpus::{
+    corpus_spec, load_corpus, read_documents, Corpus, CorpusFormat, CorpusReport, CorpusSpec,
+    CorpusStats, PromptSource, ReadText, DEFAULT_MAX_BYTES, MAX_UNIT_BYTES, MAX_UNIT_TOKENS,
+};
 pub use encoder::Encoder;
-pub use template::{chat_overhead_from_template, completion_overhead, ChatTemplate, LEAD};
+pub use template::{
+    chat_messages, chat_overhead_from_template, completion_overhead, ChatCounter, ChatTemplate,
+    LEAD,
+};
 pub use verify::{verify_sample, verify_trace, TraceVerifyReport, VerifyReport, SAMPLE_WINDOW};
-pub use vocab::{is_word, load_tokenizer, tokenizer_files, Vocab, MAX_WORDS, MIN_WORDS};
+pub use vocab::{
+    is_word, load_tokenizer, tokenizer_files, Vocab, MAX_WORDS, MIN_PIECES, MIN_WORDS,
+};
 
 use std::path::PathBuf;
 
@@ -71,4 +84,8 @@ pub enum PromptError {
     /// The chat template failed to render.
     #[error("chat template: {0}")]
     Template(String),
+    /// The `--prompt-corpus` text cannot be used (the message says why, with the line for
+    /// JSONL).
+    #[error("--prompt-corpus {path}: {message}")]
+    Corpus { path: PathBuf, message: String },
 }

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use llm_sim::tokenize::ChatMessage;
 use minijinja::{Environment, ErrorKind, Value};
 use serde_json::Value as Json;
 use tokenizers::Tokenizer;
@@ -77,6 +78,8 @@ impl ChatTemplate {
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
+        // Hugging Face's `tojson` is Python's json.dumps (", " and ": ", no HTML escapes).
+        env.add_filter("tojson", llm_sim::tokenize::python_tojson);
         env.add_template_owned(TEMPLATE_NAME, template)
             .map_err(|e| PromptError::Template(format!("{e:#}")))?;
         Ok(ChatTemplate {
@@ -99,6 +102,28 @@ impl ChatTemplate {
         tmpl.render(minijinja::context! {
             messages => Value::from_serialize(messages),
             add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token.as_str(),
+            eos_token => self.eos_token.as_str(),
+        })
+        .map_err(|e| PromptError::Template(format!("{e:#}")))
+    }
+
+    /// Render a chat request's messages (content already text) and `tools` with the
+    /// generation prompt, as vLLM does (see [`llm_sim::tokenize::template_messages`] and
+    /// [`llm_sim::tokenize::template_tools`]).
+    pub fn render_chat(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&Json>,
+    ) -> Result<String, PromptError> {
+        let tmpl = self
+            .env
+            .get_template(TEMPLATE_NAME)
+            .map_err(|e| PromptError::Template(format!("{e:#}")))?;
+        tmpl.render(minijinja::context! {
+            messages => llm_sim::tokenize::template_messages(messages),
+            tools => tools.map(llm_sim::tokenize::template_tools),
+            add_generation_prompt => true,
             bos_token => self.bos_token.as_str(),
             eos_token => self.eos_token.as_str(),
         })
@@ -193,6 +218,66 @@ impl ChatTemplate {
             }
         }
         Ok(result.unwrap_or(0) as u32)
+    }
+}
+
+/// The messages of a chat request as vLLM gives them to a chat template: contents flattened to
+/// text (text parts joined by newlines, `null` as empty), `tool_calls`, `tool_call_id` and
+/// `name` kept. `None` when a content has a part that is not text (an image: its tokens are
+/// the model's processor's to count, not the template's).
+pub fn chat_messages(messages: &Json) -> Option<Vec<ChatMessage>> {
+    messages
+        .as_array()?
+        .iter()
+        .map(|m| {
+            let content = match m.get("content") {
+                None | Some(Json::Null) => String::new(),
+                Some(Json::String(t)) => t.clone(),
+                Some(Json::Array(parts)) => {
+                    let texts: Option<Vec<&str>> = parts
+                        .iter()
+                        .map(|p| match p.get("type").and_then(Json::as_str) {
+                            Some("text") => {
+                                Some(p.get("text").and_then(Json::as_str).unwrap_or(""))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    texts?.join("\n")
+                }
+                Some(_) => return None,
+            };
+            let text = |k: &str| m.get(k).and_then(Json::as_str).map(str::to_string);
+            Some(ChatMessage {
+                role: text("role")?,
+                content,
+                tool_calls: m.get("tool_calls").filter(|t| !t.is_null()).cloned(),
+                tool_call_id: text("tool_call_id"),
+                name: text("name"),
+            })
+        })
+        .collect()
+}
+
+/// The prompt tokens of `messages` rows as a vLLM server counts them: the chat template of
+/// `--tokenizer-config` rendered with the row's messages and tools, tokenized by `--tokenizer`
+/// without special tokens (the chat template holds them).
+pub struct ChatCounter {
+    template: ChatTemplate,
+    tok: Tokenizer,
+}
+
+impl ChatCounter {
+    pub fn new(template: ChatTemplate, tok: Tokenizer) -> ChatCounter {
+        ChatCounter { template, tok }
+    }
+
+    /// Prompt tokens of a chat request; `None` when they cannot be known here (non-text
+    /// content, or a template that fails on these messages).
+    pub fn prompt_tokens(&self, messages: &Json, tools: Option<&Json>) -> Option<u32> {
+        let msgs = chat_messages(messages)?;
+        let text = self.template.render_chat(&msgs, tools).ok()?;
+        count(&self.tok, &text).ok().map(|n| n as u32)
     }
 }
 

@@ -102,6 +102,8 @@ pub const SAMPLE_WINDOW: usize = 512;
 
 /// The pieces of one prompt to re-tokenize: its first and last `window` tokens (the whole
 /// prompt if it has at most `2 * window` tokens), as (text, intended ids, first token index).
+/// The cuts are at word or corpus-unit starts ([`PromptBuilder::cut_points`]), so with corpus
+/// units a window can be a few tokens longer.
 fn windows(
     builder: &PromptBuilder,
     req: &TraceRequest,
@@ -113,37 +115,35 @@ fn windows(
     if n <= 2 * window {
         return Ok(vec![(text, intended, 0)]);
     }
-    // Every word starts with its (only) space; the first one may go without it (SentencePiece).
-    let strip = builder.vocab().strips_first_space();
-    let starts: Vec<usize> = strip
-        .then_some(0)
-        .into_iter()
-        .chain(
-            text.bytes()
-                .enumerate()
-                .filter(|&(_, b)| b == b' ')
-                .map(|(i, _)| i),
-        )
-        .collect();
-    if starts.len() != n {
+    let cuts = builder.cut_points(req, n);
+    if cuts.last() != Some(&(text.len(), n)) || intended.len() != n {
         return Err(format!(
-            "request {} (line {}): built text has {} words, intended {n}",
+            "request {} (line {}): built text has {} tokens, intended {n}",
             req.index,
             req.line,
-            starts.len()
+            intended.len()
         ));
     }
+    // The head ends at the first cut at or after `window` tokens; the tail starts at the last
+    // cut at or before `n - window`.
+    let &(head_b, head_t) = cuts
+        .iter()
+        .find(|c| c.1 >= window)
+        .unwrap_or(&(text.len(), n));
+    let &(tail_b, tail_t) = cuts
+        .iter()
+        .rev()
+        .find(|c| c.1 <= n - window)
+        .unwrap_or(&(0, 0));
+    // A window that starts a text starts without its space, like a whole prompt
+    // (SentencePiece vocabularies).
+    let strip = usize::from(builder.vocab().strips_first_space() && tail_b > 0);
     Ok(vec![
+        (text[..head_b].to_string(), intended[..head_t].to_vec(), 0),
         (
-            text[..starts[window]].to_string(),
-            intended[..window].to_vec(),
-            0,
-        ),
-        (
-            // A window that starts a text starts without its space, like a whole prompt.
-            text[starts[n - window] + usize::from(strip)..].to_string(),
-            intended[n - window..].to_vec(),
-            n - window,
+            text[tail_b + strip..].to_string(),
+            intended[tail_t..].to_vec(),
+            tail_t,
         ),
     ])
 }

@@ -1,5 +1,6 @@
 //! The word list prompts are built from.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -10,6 +11,10 @@ use super::{Encoder, PromptError};
 /// Fewest qualifying words a tokenizer must yield for [`Vocab::from_tokenizer`] to succeed.
 /// It bounds how many distinct hash ids are guaranteed to get distinct first tokens.
 pub const MIN_WORDS: usize = 1000;
+
+/// Fewest pieces [`Vocab::from_pieces`] must find (the first-token guarantee holds for hash
+/// ids less than the piece count apart).
+pub const MIN_PIECES: usize = 16;
 
 /// Most words a vocabulary keeps (the builder draws 21-bit word indices); extra words are
 /// dropped (highest token ids first).
@@ -38,6 +43,8 @@ pub struct Vocab {
     /// The words are plain vocabulary tokens (no `Ġ`/`▁` marker) separated by spaces that a
     /// word-level pre-tokenizer drops (the fallback of [`Vocab::from_tokenizer`]).
     plain: bool,
+    /// The words are single-token pieces without spaces ([`Vocab::from_pieces`]).
+    pieces: bool,
 }
 
 impl Vocab {
@@ -94,20 +101,118 @@ impl Vocab {
                     .then(|| (id, format!(" {token}")))
             })
             .collect();
-        match Vocab::from_candidates(tok, plain) {
+        let found = match Vocab::from_candidates(tok, plain) {
             Ok(mut v) => {
                 v.plain = true;
-                Ok(v)
+                return Ok(v);
             }
-            Err(PromptError::TooFewWords { found, min }) => match err {
-                PromptError::TooFewWords { found: f0, .. } => Err(PromptError::TooFewWords {
-                    found: found.max(f0),
-                    min,
-                }),
-                e => Err(e),
+            Err(PromptError::TooFewWords { found, .. }) => match err {
+                PromptError::TooFewWords { found: f0, .. } => found.max(f0),
+                e => return Err(e),
             },
+            Err(e) => return Err(e),
+        };
+        // Last: single tokens that cannot merge with their neighbours (see `from_pieces`).
+        match Vocab::from_pieces(tok) {
+            Ok(v) => Ok(v),
+            Err(PromptError::TooFewWords { .. }) => Err(PromptError::TooFewWords {
+                found,
+                min: MIN_WORDS,
+            }),
             Err(e) => Err(e),
         }
+    }
+
+    /// The fallback for tokenizers without enough one-token words: **pieces**, single tokens
+    /// concatenated without separators, chosen so that no vocabulary token can span the
+    /// boundary between two of them. A character that occurs in the model's token strings
+    /// only at their start is a *starter* (a token spanning a boundary would hold the next
+    /// piece's first character inside); one that occurs only at their end is a *terminator*.
+    /// Candidates are the tokens that start with a starter (or all end with a terminator,
+    /// whichever gives more), whose decoded text is printable and encodes back to exactly
+    /// that token; then they are checked in concatenation like words (groups of 512 in two
+    /// orders, failing groups halved, offenders dropped). Returns [`PromptError::TooFewWords`]
+    /// with fewer than [`MIN_PIECES`].
+    pub fn from_pieces(tok: &Tokenizer) -> Result<Vocab, PromptError> {
+        let n_ids = tok.get_vocab_size(false) as u32;
+        let tokens: Vec<(u32, String)> = (0..n_ids)
+            .filter_map(|id| tok.id_to_token(id).map(|t| (id, t)))
+            .filter(|(_, t)| !t.is_empty())
+            .collect();
+        let (mut inner_start, mut inner_end) = (HashSet::new(), HashSet::new());
+        for (_, t) in &tokens {
+            let cs: Vec<char> = t.chars().collect();
+            inner_start.extend(cs[1..].iter().copied()); // not a starter
+            inner_end.extend(cs[..cs.len() - 1].iter().copied()); // not a terminator
+        }
+        let pick = |at_end: bool| -> Vec<(u32, String)> {
+            tokens
+                .par_iter()
+                .filter(|(_, t)| match at_end {
+                    false => !inner_start.contains(&t.chars().next().unwrap_or(' ')),
+                    true => !inner_end.contains(&t.chars().last().unwrap_or(' ')),
+                })
+                .filter_map(|(id, _)| {
+                    let text = tok.decode(&[*id], false).ok()?;
+                    let printable = !text.is_empty()
+                        && !text.chars().any(|c| c.is_control() || c == '\u{FFFD}');
+                    let alone = tok.encode_fast(text.as_str(), false).ok()?;
+                    (printable && alone.get_ids() == [*id]).then_some((*id, text))
+                })
+                .collect()
+        };
+        let mut best: Option<Vocab> = None;
+        for at_end in [false, true] {
+            let mut cands = pick(at_end);
+            let mut seen = HashSet::new();
+            cands.retain(|(_, t)| seen.insert(t.clone()));
+            // Two orders, so each piece meets different neighbours.
+            for round in 0..2 {
+                if round == 1 {
+                    cands.reverse();
+                    let half = cands.len() / 2;
+                    cands.rotate_left(half);
+                }
+                let ok = check_groups(tok, &cands, false)?;
+                let mut ok = ok.into_iter();
+                cands.retain(|_| ok.next().unwrap_or(false));
+            }
+            cands.sort_by_key(|(id, _)| *id);
+            let v = Vocab::from_pieces_list(cands);
+            if best.as_ref().is_none_or(|b| v.len() > b.len()) {
+                best = Some(v);
+            }
+        }
+        match best {
+            Some(v) if v.len() >= MIN_PIECES => Ok(v),
+            b => Err(PromptError::TooFewWords {
+                found: b.map_or(0, |b| b.len()),
+                min: MIN_PIECES,
+            }),
+        }
+    }
+
+    /// A vocabulary of pieces (any non-empty text, used as given, no space added).
+    fn from_pieces_list(pieces: Vec<(u32, String)>) -> Vocab {
+        let mut v = Vocab::from_words(std::iter::empty(), false);
+        let mut text = String::new();
+        for (id, p) in pieces.into_iter().take(MAX_WORDS) {
+            let start = text.len() as u32;
+            text.push_str(&p);
+            v.spans.push((start, text.len() as u32));
+            v.ids.push(id);
+            v.max_word_len = v.max_word_len.max(p.len());
+        }
+        v.reserve_per_token = text.len().div_ceil(v.spans.len().max(1)) + 1;
+        v.text = text;
+        v.pieces = true;
+        v
+    }
+
+    /// True for the [`from_pieces`](Self::from_pieces) fallback (prompts are runs of single
+    /// tokens without spaces).
+    pub fn is_pieces(&self) -> bool {
+        self.pieces
     }
 
     /// Keep the `(token id, " word")` candidates that `enc` encodes to exactly their own id,
@@ -160,6 +265,10 @@ impl Vocab {
         match (self.builtin, self.strip_first_space) {
             (true, _) => "built-in word list",
             _ if self.plain => "one-token words, space-separated (word-level pre-tokenizer)",
+            _ if self.pieces => {
+                "single-token pieces without spaces (fallback: tokens no vocabulary token can \
+                 merge across; hash ids less than the piece count apart differ at once)"
+            }
             (false, false) => "one-token words",
             (false, true) => {
                 "one-token words, SentencePiece (▁word pieces, first word without its space)"
@@ -195,6 +304,7 @@ impl Vocab {
             builtin,
             strip_first_space: false,
             plain: false,
+            pieces: false,
         }
     }
 
@@ -235,14 +345,6 @@ impl Vocab {
     /// the mean is what uniformly drawn words average to).
     pub fn reserve_per_token(&self) -> usize {
         self.reserve_per_token
-    }
-
-    pub(crate) fn spans(&self) -> &[(u32, u32)] {
-        &self.spans
-    }
-
-    pub(crate) fn text(&self) -> &str {
-        &self.text
     }
 
     pub(crate) fn ids(&self) -> &[u32] {
@@ -512,5 +614,111 @@ mod word_level_tests {
         };
         let ids = tok.encode_fast(b.text(&r, 100).as_str(), false).unwrap();
         assert_eq!(ids.get_ids(), b.token_ids(&r, 100).as_slice());
+    }
+}
+
+#[cfg(test)]
+mod pieces_tests {
+    use super::*;
+
+    /// A BPE tokenizer without pre-tokenizer: single characters (letters, space, punctuation)
+    /// and merged words. Lowercase words merge freely (so concatenated lowercase tokens would
+    /// re-merge), no token is `Ġword`/`▁word`, and a space is a token of its own: all three
+    /// word methods fail. Capitalised words start with an upper-case letter that no token has
+    /// inside, so they are pieces.
+    fn bpe_without_words() -> Tokenizer {
+        let mut vocab = serde_json::Map::new();
+        let mut merges: Vec<String> = Vec::new();
+        let add = |t: &str, vocab: &mut serde_json::Map<String, serde_json::Value>| {
+            if !vocab.contains_key(t) {
+                let id = vocab.len();
+                vocab.insert(t.to_string(), id.into());
+            }
+        };
+        for c in ('a'..='z').chain('A'..='Z').chain([' ', '.', ',']) {
+            add(&c.to_string(), &mut vocab);
+        }
+        let letters: Vec<char> = ('a'..='z').collect();
+        let mut words = Vec::new();
+        for i in 0..400usize {
+            let upper = (b'A' + (i % 26) as u8) as char;
+            words.push(format!(
+                "{upper}{}{}",
+                letters[(i / 26) % 26],
+                letters[(i * 7 + 3) % 26]
+            ));
+        }
+        words.extend(["the", "and", "then", "than", "at", "ate"].map(String::from));
+        for w in &words {
+            let cs: Vec<char> = w.chars().collect();
+            let mut left = cs[0].to_string();
+            for c in &cs[1..] {
+                let right = c.to_string();
+                let merged = format!("{left}{right}");
+                if !vocab.contains_key(&merged) {
+                    merges.push(format!("{left} {right}"));
+                    add(&merged, &mut vocab);
+                }
+                left = merged;
+            }
+        }
+        let json = serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null, "pre_tokenizer": null, "post_processor": null, "decoder": null,
+            "model": {"type": "BPE", "vocab": vocab, "merges": merges, "dropout": null,
+                      "unk_token": null, "continuing_subword_prefix": null,
+                      "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false}
+        });
+        json.to_string().parse().unwrap()
+    }
+
+    #[test]
+    fn pieces_are_the_fallback_and_prompts_are_exact() {
+        let tok = bpe_without_words();
+        // The word methods fail: " the" is a space token and `the`.
+        assert_eq!(tok.encode_fast(" the", false).unwrap().len(), 2);
+        assert!(matches!(
+            Vocab::from_candidates(&tok, vec![(1, " the".into())]),
+            Err(PromptError::TooFewWords { .. })
+        ));
+        let v = Vocab::from_tokenizer(&tok).unwrap();
+        assert!(v.is_pieces(), "{}", v.method());
+        assert!(v.method().contains("pieces"), "{}", v.method());
+        // Capitalised words (and their prefixes), space and punctuation; nothing lower-case.
+        assert!(v.len() >= 400, "{}", v.len());
+        assert!((0..v.len()).all(|i| !v.word(i).starts_with(|c: char| c.is_ascii_lowercase())));
+        let b = crate::prompt::PromptBuilder::new(std::sync::Arc::new(v), 4, 16);
+        for n in [1usize, 2, 3, 16, 17, 100, 700] {
+            let r = crate::trace::TraceRequest {
+                index: n,
+                line: n,
+                timestamp_ms: 0.0,
+                input_length: n as u32,
+                output_length: 1,
+                hash_ids: vec![9, 10, 11],
+                session: None,
+            };
+            let text = b.text(&r, n);
+            let ids = tok.encode_fast(text.as_str(), false).unwrap();
+            assert_eq!(ids.get_ids(), b.token_ids(&r, n).as_slice(), "{n}: {text}");
+            let rep = crate::prompt::verify_sample(&b, &tok, &[r], 1);
+            assert!(rep.ok(), "{rep:?}");
+        }
+    }
+
+    #[test]
+    fn a_tokenizer_without_pieces_is_refused_with_a_message() {
+        // Only lower-case letters that all merge with each other: no starter, no terminator.
+        let json = serde_json::json!({
+            "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+            "normalizer": null, "pre_tokenizer": null, "post_processor": null, "decoder": null,
+            "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "ba": 3},
+                      "merges": ["a b", "b a"], "dropout": null, "unk_token": null,
+                      "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                      "fuse_unk": false, "byte_fallback": false}
+        });
+        let tok: Tokenizer = json.to_string().parse().unwrap();
+        let e = Vocab::from_tokenizer(&tok).unwrap_err();
+        assert!(e.to_string().contains("send token ids"), "{e}");
     }
 }

@@ -123,15 +123,74 @@ pub struct Record {
     /// answer plus the think time (ms); `scheduled_ms` is then the release time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_wait_ms: Option<f64>,
+    /// `--timing closed`: the think time applied after the parent's completion (ms; the fixed
+    /// `--think-time`, or the trace's gap scaled by `--scale-factor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_ms: Option<f64>,
     /// The server's state at the scrape nearest the send (only when server metrics were
     /// scraped and the request was sent; docs/server-metrics.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerAtSend>,
+    /// The instance that answered, when the response said (`x-inference-pod` /
+    /// `x-inference-port` headers of routers and llm-sim clusters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_by: Option<ServedBy>,
 }
 
-/// The server's queue and KV usage when a request was sent: of the one scraped instance, or
-/// of the cluster (waiting and running summed, KV usage averaged over the instances) when
-/// several were scraped, since a record does not know which instance served it.
+impl Record {
+    /// The record of trace request `index` (trace line `line`) ending with `status`, with no
+    /// timing or token counts yet: the caller fills in what happened.
+    pub fn new(index: usize, line: usize, status: Status) -> Record {
+        Record {
+            index,
+            line,
+            timestamp: 0.0,
+            scheduled_ms: 0.0,
+            sent_ms: None,
+            drift_ms: None,
+            status,
+            http_status: None,
+            error: None,
+            ttft_ms: None,
+            ttfc_ms: None,
+            e2e_ms: None,
+            done_ms: None,
+            tpot_ms: None,
+            itl_ms: None,
+            input_length: 0,
+            prompt_tokens: None,
+            cached_tokens: None,
+            output_length: 0,
+            output_tokens: None,
+            output_tokens_source: None,
+            chunks: 0,
+            chat_id: None,
+            parent_chat_id: None,
+            turn: None,
+            session_id: None,
+            parent_index: None,
+            session_wait_ms: None,
+            think_ms: None,
+            server: None,
+            retries: 0,
+            served_by: None,
+        }
+    }
+}
+
+/// Which instance served a request, from the response headers `x-inference-pod` (a pod name,
+/// host or address) and `x-inference-port`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServedBy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+}
+
+/// The server's queue and KV usage when a request was sent: of the instance that served it
+/// (the one scraped instance, or the one [`Record::served_by`] names), else of the cluster
+/// (waiting and running summed, KV usage averaged over the instances).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ServerAtSend {
     /// Requests waiting in the queue(s).
@@ -145,6 +204,10 @@ pub struct ServerAtSend {
     pub dt_ms: f64,
     /// Instances the state covers (1: that instance).
     pub instances: usize,
+    /// The scraped instance (index in `--server-metrics` order) the state is of, when the
+    /// response named the instance that served it and it matched one scraped URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<usize>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -214,14 +214,19 @@ impl Accumulator {
 
         // Server usage: cache and exactness over every record that has it.
         if let Some(pt) = rec.prompt_tokens {
-            self.exact.with_usage += 1;
-            let diff = pt as i64 - rec.input_length as i64;
-            match diff.cmp(&0) {
-                std::cmp::Ordering::Equal => self.exact.exact += 1,
-                std::cmp::Ordering::Greater => self.exact.over += 1,
-                std::cmp::Ordering::Less => self.exact.under += 1,
+            // input_length 0: no intended count (a messages row without a chat template).
+            if rec.input_length == 0 {
+                self.exact.unknown_intended += 1;
+            } else {
+                self.exact.with_usage += 1;
+                let diff = pt as i64 - rec.input_length as i64;
+                match diff.cmp(&0) {
+                    std::cmp::Ordering::Equal => self.exact.exact += 1,
+                    std::cmp::Ordering::Greater => self.exact.over += 1,
+                    std::cmp::Ordering::Less => self.exact.under += 1,
+                }
+                self.exact.max_abs_diff = self.exact.max_abs_diff.max(diff.unsigned_abs());
             }
-            self.exact.max_abs_diff = self.exact.max_abs_diff.max(diff.unsigned_abs());
             if let Some(ct) = rec.cached_tokens {
                 self.cache.requests_with_cached_tokens += 1;
                 self.cache.prompt_tokens += pt as u64;
@@ -381,7 +386,7 @@ impl Accumulator {
                 self.completed
             ));
         }
-        if self.completed > 0 && exact.with_usage == 0 {
+        if self.completed > 0 && exact.with_usage == 0 && exact.unknown_intended == 0 {
             warnings.push(
                 "server reported no prompt_tokens: token exactness cannot be checked".to_string(),
             );
@@ -446,7 +451,7 @@ impl Accumulator {
             scheduled,
             counts_add_up,
             retried: self.retried,
-            sessions: self.sessions.finish(),
+            sessions: self.sessions.finish(info.sessions.as_ref()),
             errors: self.errors,
             error_examples: self.error_examples,
             cache,

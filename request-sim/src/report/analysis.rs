@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::console::{Table, WIDTH};
 use super::format::thousands;
-use crate::trace::analyze::{Analysis, LengthStats, RatePoint};
+use crate::trace::analyze::{Analysis, LengthStats, RatePoint, RoutingAnalysis};
 
 /// A section title: ` name ` centred in `fill`.
 fn title(t: &mut Table, name: &str, fill: char) {
@@ -36,6 +36,40 @@ fn sparkline(points: &[RatePoint]) -> String {
             BARS[level.min(7) as usize]
         })
         .collect()
+}
+
+/// The routing what-if: one line per policy, then the single-cache ceiling.
+fn routing(t: &mut Table, ra: &RoutingAnalysis) {
+    title(
+        t,
+        &format!(
+            "Routing what-if: {} instances, {} tokens of prefix cache each",
+            ra.instances,
+            thousands(ra.capacity_tokens)
+        ),
+        '-',
+    );
+    let _ = writeln!(
+        t,
+        "{:<14} {:>9} {:>9} {:>22}",
+        "policy", "hit tok", "hit blk", "requests per instance"
+    );
+    for p in &ra.policies {
+        let min = p.requests_per_instance.iter().min().copied().unwrap_or(0);
+        let max = p.requests_per_instance.iter().max().copied().unwrap_or(0);
+        let _ = writeln!(
+            t,
+            "{:<14} {:>9} {:>9} {:>22}",
+            p.policy,
+            pct(p.hit_ratio),
+            pct(p.block_hit_ratio),
+            format!("{min}..{max}")
+        );
+    }
+    t.row(
+        &format!("One cache of {} x that (ceiling):", ra.instances),
+        pct(ra.single_cache_hit_ratio),
+    );
 }
 
 /// Readable console output: a vLLM-style table, the LRU sweep and the rate over time.
@@ -115,6 +149,10 @@ pub fn render_analysis(a: &Analysis) -> String {
                 pct(l.block_hit_ratio)
             );
         }
+    }
+
+    if let Some(ra) = &a.routing {
+        routing(&mut t, ra);
     }
 
     let r = &a.rate_series;

@@ -12,10 +12,29 @@ use super::summary::Summary;
 pub(super) const WIDTH: usize = 50;
 
 /// A console table in the shape of vLLM's: centred `=`/`-` headers, `{:<40} {:<10}` rows.
+/// Besides the text it keeps what was written as [`Item`]s, for the HTML report.
 pub(super) struct Table {
     text: String,
     /// Rows without the trailing padding vLLM prints.
     trim: bool,
+    items: Vec<Item>,
+}
+
+/// One piece of a [`Table`], as written.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub(super) enum Item {
+    /// A header line's title (trimmed).
+    Header { title: String },
+    /// A `label value` row.
+    Row { label: String, value: String },
+    /// A table of columns (the per-instance server lines).
+    Grid {
+        head: Vec<String>,
+        rows: Vec<Vec<String>>,
+    },
+    /// Free-form text.
+    Text { text: String },
 }
 
 impl Table {
@@ -24,13 +43,14 @@ impl Table {
         Table {
             text: String::new(),
             trim: false,
+            items: Vec::new(),
         }
     }
     /// Rows without trailing blanks.
     pub(super) fn trimmed() -> Table {
         Table {
-            text: String::new(),
             trim: true,
+            ..Table::new()
         }
     }
     /// `title` centred in a line of `fill`.
@@ -41,6 +61,9 @@ impl Table {
         let right = pad - left;
         let f = fill.to_string();
         let _ = writeln!(self.text, "{}{}{}", f.repeat(left), title, f.repeat(right));
+        self.items.push(Item::Header {
+            title: title.trim().to_string(),
+        });
     }
     /// `label` and `v` with two decimals.
     pub(super) fn float(&mut self, label: &str, v: f64) {
@@ -49,12 +72,30 @@ impl Table {
     /// `label` and `v`.
     pub(super) fn row(&mut self, label: &str, v: impl std::fmt::Display) {
         let start = self.text.len();
-        let _ = write!(self.text, "{:<40} {:<10}", label, v);
+        let value = v.to_string();
+        let _ = write!(self.text, "{:<40} {:<10}", label, value);
         if self.trim {
             let end = self.text[start..].trim_end().len();
             self.text.truncate(start + end);
         }
         self.text.push('\n');
+        self.items.push(Item::Row {
+            label: label.trim_end_matches(':').to_string(),
+            value: value.trim().to_string(),
+        });
+    }
+    /// Columns: the head and each row as one line made by `line`.
+    pub(super) fn grid(
+        &mut self,
+        head: Vec<String>,
+        rows: Vec<Vec<String>>,
+        line: fn(&[String]) -> String,
+    ) {
+        for r in std::iter::once(&head).chain(&rows) {
+            self.text.push_str(&line(r));
+            self.text.push('\n');
+        }
+        self.items.push(Item::Grid { head, rows });
     }
     /// A closing line of `fill`.
     pub(super) fn rule(&mut self, fill: char) {
@@ -62,6 +103,10 @@ impl Table {
     }
     pub(super) fn finish(self) -> String {
         self.text
+    }
+    /// What was written, piece by piece.
+    pub(super) fn items(self) -> Vec<Item> {
+        self.items
     }
     fn metric(&mut self, label: &str, m: &MetricStats, title: &str) {
         self.header(title, '-');
@@ -77,6 +122,12 @@ impl Table {
 impl Write for Table {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
         self.text.push_str(s);
+        match self.items.last_mut() {
+            Some(Item::Text { text }) => text.push_str(s),
+            _ => self.items.push(Item::Text {
+                text: s.to_string(),
+            }),
+        }
         Ok(())
     }
 }
@@ -88,6 +139,25 @@ fn pct(r: Option<f64>) -> String {
 /// The vLLM-shaped result table plus send drift, errors, prefix cache and token exactness;
 /// warnings follow the closing line.
 pub fn render_console(s: &Summary) -> String {
+    let mut t = table(s);
+    t.rule('=');
+    for w in &s.invalid {
+        let _ = writeln!(t, "RUN INVALID: {w}");
+    }
+    for w in &s.warnings {
+        let _ = writeln!(t, "WARNING: {w}");
+    }
+    t.finish()
+}
+
+/// The sections of [`render_console`] (without the closing line, the invalid marks and the
+/// warnings), piece by piece.
+pub(super) fn console_items(s: &Summary) -> Vec<Item> {
+    table(s).items()
+}
+
+/// The table of [`render_console`] up to its closing line.
+fn table(s: &Summary) -> Table {
     let mut t = Table::new();
     t.header(" Serving Benchmark Result ", '=');
     t.row("Successful requests:", s.completed);
@@ -188,6 +258,35 @@ pub fn render_console(s: &Summary) -> String {
         if ss.turns_not_sent > 0 {
             t.row("Turns not sent (cut/skipped):", ss.turns_not_sent);
         }
+        if ss.cut_turns > 0 {
+            t.row(
+                "Turns cut by slicing (sessions):",
+                format!("{} ({})", ss.cut_turns, ss.cut_sessions),
+            );
+        }
+        if let Some(timing) = ss.timing {
+            let think = match (ss.think_time.as_deref(), ss.think_time_fixed_ms) {
+                (_, Some(ms)) => format!("{ms} ms"),
+                (Some(t), None) => t.to_string(),
+                (None, None) => "-".to_string(),
+            };
+            let timing = match timing {
+                crate::schedule::Timing::Open => "open".to_string(),
+                crate::schedule::Timing::Closed => format!(
+                    "closed, think time {think}{}",
+                    if ss.live_history {
+                        ", live history"
+                    } else {
+                        ""
+                    }
+                ),
+            };
+            t.row("Timing:", timing);
+        }
+        if ss.mean_think_ms.is_some() {
+            t.row("Mean think time applied (ms):", ms(ss.mean_think_ms));
+            t.row("Max think time applied (ms):", ms(ss.max_think_ms));
+        }
     }
 
     if let Some(srv) = &s.server {
@@ -206,8 +305,20 @@ pub fn render_console(s: &Summary) -> String {
             format!("{} / {}", e.over, e.under),
         );
     }
+    if e.unknown_intended > 0 {
+        t.row(
+            "Prompt tokens not checked (no intended):",
+            e.unknown_intended,
+        );
+    }
     if let Some(src) = &s.run.prompt_token_source {
         t.row("Prompt tokens counted by:", src);
+    }
+    if let Some(c) = &s.run.prompt_corpus {
+        t.row(
+            "Prompt text (corpus share):",
+            format!("{} ({:.1}%)", c.stats.path, 100.0 * c.corpus_token_share),
+        );
     }
     if let Some(pv) = s.run.prompt_verification {
         t.row(
@@ -232,14 +343,7 @@ pub fn render_console(s: &Summary) -> String {
     if let Some(seed) = s.run.seed {
         t.row("Seed:", seed);
     }
-    t.rule('=');
-    for w in &s.invalid {
-        let _ = writeln!(t, "RUN INVALID: {w}");
-    }
-    for w in &s.warnings {
-        let _ = writeln!(t, "WARNING: {w}");
-    }
-    t.finish()
+    t
 }
 
 fn num(v: Option<f64>, decimals: usize) -> String {
@@ -311,9 +415,7 @@ fn server_section(t: &mut Table, srv: &crate::observe::ServerSummary) {
         three(cl.e2e_mean_ms, cl.e2e_p50_ms, cl.e2e_p99_ms),
     );
     t.row("Server queue mean/p50/p99 (ms):", h(&c.queue));
-    let _ = writeln!(
-        t,
-        "{:<4} {:>6} {:>6} {:>11} {:>11} {:>6} {:>7} {:>9} {:>6}",
+    let head = [
         "inst",
         "share%",
         "hit%",
@@ -322,21 +424,30 @@ fn server_section(t: &mut Table, srv: &crate::observe::ServerSummary) {
         "kv%pk",
         "preempt",
         "ttft ms",
-        "fails"
-    );
-    for (i, x) in srv.instances.iter().enumerate() {
-        let _ = writeln!(
-            t,
+        "fails",
+    ];
+    let rows = srv
+        .instances
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            vec![
+                i.to_string(),
+                pct(x.request_share),
+                pct(x.prefix_hit_ratio),
+                format!("{}/{}", num(x.running_mean, 1), num(x.running_peak, 0)),
+                format!("{}/{}", num(x.waiting_mean, 1), num(x.waiting_peak, 0)),
+                pct(x.kv_usage_peak),
+                num(x.preemptions, 0),
+                num(x.ttft.as_ref().and_then(|h| h.mean_ms), 1),
+                x.scrapes_failed.to_string(),
+            ]
+        })
+        .collect();
+    t.grid(head.map(String::from).to_vec(), rows, |c| {
+        format!(
             "{:<4} {:>6} {:>6} {:>11} {:>11} {:>6} {:>7} {:>9} {:>6}",
-            i,
-            pct(x.request_share),
-            pct(x.prefix_hit_ratio),
-            format!("{}/{}", num(x.running_mean, 1), num(x.running_peak, 0)),
-            format!("{}/{}", num(x.waiting_mean, 1), num(x.waiting_peak, 0)),
-            pct(x.kv_usage_peak),
-            num(x.preemptions, 0),
-            num(x.ttft.as_ref().and_then(|h| h.mean_ms), 1),
-            x.scrapes_failed,
-        );
-    }
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
+        )
+    });
 }

@@ -1,20 +1,23 @@
 //! `--result-dir` contents: `summary.json`, `requests.csv`, `results.xlsx` (sheets "Metrics"
-//! and "Details") and the plots of [`super::plots`].
+//! and "Details"), the plots of [`super::plots`] (the servers' too, from the run's
+//! `server_metrics.jsonl`) and the page of [`super::html`] that holds them all.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use rust_xlsxwriter::{Format, Workbook};
 
 use super::{plots, read_records, RunInfo, Summary};
 use crate::record::Record;
 
 /// Read a `summary.json` written by [`write_result_dir`] (or `--summary-path`).
-pub fn read_summary(path: &Path) -> anyhow::Result<Summary> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a request-sim summary", path.display()))
+pub fn read_summary(path: &Path) -> crate::Result<Summary> {
+    let text = std::fs::read_to_string(path).map_err(|e| crate::Error::read(path, e))?;
+    serde_json::from_str(&text).map_err(|e| {
+        crate::Error::report(format!(
+            "{}: not a request-sim summary: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// The run information saved next to a records file, if any: the `run` object of
@@ -135,15 +138,17 @@ fn detail_row(r: &Record) -> Vec<Cell> {
 }
 
 /// Write the per-request CSV (one row per record, ITL values summarised as a count).
-pub fn write_requests_csv(path: &Path, records: &[Record]) -> anyhow::Result<()> {
-    let mut w =
-        csv::Writer::from_path(path).with_context(|| format!("cannot write {}", path.display()))?;
-    w.write_record(DETAIL_COLUMNS)?;
-    for r in records {
-        w.write_record(detail_row(r).iter().map(Cell::text))?;
-    }
-    w.flush()?;
-    Ok(())
+pub fn write_requests_csv(path: &Path, records: &[Record]) -> crate::Result<()> {
+    let write = || -> Result<(), csv::Error> {
+        let mut w = csv::Writer::from_path(path)?;
+        w.write_record(DETAIL_COLUMNS)?;
+        for r in records {
+            w.write_record(detail_row(r).iter().map(Cell::text))?;
+        }
+        w.flush()?;
+        Ok(())
+    };
+    write().map_err(|e| crate::Error::report(format!("cannot write {}: {e}", path.display())))
 }
 
 /// Flatten a JSON value into `(dotted.key, value)` rows.
@@ -180,7 +185,16 @@ const XLSX_MAX_ROWS: usize = 1_048_576;
 /// Write `results.xlsx`: sheet "Metrics" (metric, value: every summary field, nested ones as
 /// dotted keys) and sheet "Details" (one row per record, as in `requests.csv`; truncated at
 /// Excel's row limit with a note in the Metrics sheet).
-pub fn write_xlsx(path: &Path, summary: &Summary, records: &[Record]) -> anyhow::Result<()> {
+pub fn write_xlsx(path: &Path, summary: &Summary, records: &[Record]) -> crate::Result<()> {
+    xlsx(path, summary, records)
+        .map_err(|e| crate::Error::report(format!("cannot write {}: {e}", path.display())))
+}
+
+fn xlsx(
+    path: &Path,
+    summary: &Summary,
+    records: &[Record],
+) -> Result<(), rust_xlsxwriter::XlsxError> {
     let mut wb = Workbook::new();
     let bold = Format::new().set_bold();
     let num = Format::new().set_num_format("0.00");
@@ -190,7 +204,8 @@ pub fn write_xlsx(path: &Path, summary: &Summary, records: &[Record]) -> anyhow:
     metrics.write_string_with_format(0, 0, "metric", &bold)?;
     metrics.write_string_with_format(0, 1, "value", &bold)?;
     let mut rows = Vec::new();
-    flatten("", &serde_json::to_value(summary)?, &mut rows);
+    let value = serde_json::to_value(summary).unwrap_or(serde_json::Value::Null);
+    flatten("", &value, &mut rows);
     let mut row = 1u32;
     for (k, v) in &rows {
         metrics.write_string(row, 0, k)?;
@@ -251,20 +266,20 @@ pub fn write_xlsx(path: &Path, summary: &Summary, records: &[Record]) -> anyhow:
         }
     }
     details.set_freeze_panes(1, 0)?;
-    wb.save(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    wb.save(path)?;
     Ok(())
 }
 
 /// Write the result directory (created if needed): `summary.json`, `requests.csv`,
-/// `results.xlsx` and the plots, from `summary` and the records file of the run.
+/// `results.xlsx`, the plots and `report.html`, from `summary` and the records file of the run.
 /// Returns the files written.
 pub fn write_result_dir(
     dir: &Path,
     summary: &Summary,
     records_jsonl: &Path,
-) -> anyhow::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+) -> crate::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| crate::Error::io(format!("cannot create {}", dir.display()), e))?;
     let (records, _) = read_records(records_jsonl)?;
     let mut files = Vec::new();
 
@@ -280,6 +295,22 @@ pub fn write_result_dir(
     write_xlsx(&p, summary, &records)?;
     files.push(p);
 
-    files.extend(plots::write_plots(dir, &records, summary)?);
+    let samples = match server_metrics_path(dir, records_jsonl) {
+        Some(p) => crate::observe::samples::read_samples(&p)?,
+        None => Vec::new(),
+    };
+    files.extend(plots::write_plots(dir, &records, summary, &samples)?);
+    let page = super::html::write_run_html(dir, summary, &files)?;
+    files.push(page);
     Ok(files)
+}
+
+/// The run's `server_metrics.jsonl`: in the result directory (where the scraper writes it with
+/// `--result-dir`), else beside the records (`<records>.server_metrics.jsonl`).
+pub fn server_metrics_path(dir: &Path, records_jsonl: &Path) -> Option<PathBuf> {
+    let mut beside = records_jsonl.as_os_str().to_owned();
+    beside.push(".server_metrics.jsonl");
+    [dir.join("server_metrics.jsonl"), PathBuf::from(beside)]
+        .into_iter()
+        .find(|p| p.is_file())
 }

@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use super::summary::DriftStats;
@@ -68,12 +67,12 @@ pub struct Merged {
 /// The records files named by `inputs`: files as given, directories expanded to their
 /// `*.jsonl` files (not recursive, sorted by name; the scraper's `*server_metrics.jsonl` files
 /// that may sit beside the records are not records). Errors when nothing is left.
-pub fn expand_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+pub fn expand_inputs(inputs: &[PathBuf]) -> crate::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in inputs {
         if p.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(p)
-                .with_context(|| format!("cannot list {}", p.display()))?
+                .map_err(|e| crate::Error::io(format!("cannot list {}", p.display()), e))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| f.is_file() && f.extension().is_some_and(|x| x == "jsonl"))
                 .filter(|f| {
@@ -83,10 +82,10 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
                 .collect();
             found.sort();
             if found.is_empty() {
-                anyhow::bail!(
+                return Err(crate::Error::config(format!(
                     "{}: no *.jsonl records files in this directory",
                     p.display()
-                );
+                )));
             }
             out.extend(found);
         } else {
@@ -94,7 +93,7 @@ pub fn expand_inputs(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
         }
     }
     if out.is_empty() {
-        anyhow::bail!("no records files given");
+        return Err(crate::Error::config("no records files given"));
     }
     Ok(out)
 }
@@ -106,7 +105,7 @@ pub fn merge_files(
     files: &[PathBuf],
     expected: Option<usize>,
     cfg: &ReportConfig,
-) -> anyhow::Result<Merged> {
+) -> crate::Result<Merged> {
     let mut parts_records = Vec::with_capacity(files.len());
     for f in files {
         let (recs, st) = read_records(f)?;
@@ -319,18 +318,17 @@ pub fn render_merge(m: &Merged) -> String {
 }
 
 /// Write merged records as one records JSONL file (in index order).
-pub fn write_records(path: &Path, records: &[Record]) -> anyhow::Result<()> {
+pub fn write_records(path: &Path, records: &[Record]) -> crate::Result<()> {
     use std::io::Write as _;
-    let f =
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut w = std::io::BufWriter::new(f);
-    for r in records {
-        serde_json::to_writer(&mut w, r)?;
-        w.write_all(b"\n")?;
-    }
-    w.flush()
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    let write = || -> std::io::Result<()> {
+        let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+        for r in records {
+            serde_json::to_writer(&mut w, r)?;
+            w.write_all(b"\n")?;
+        }
+        w.flush()
+    };
+    write().map_err(|e| crate::Error::write(path, e))
 }
 
 /// Whether `path` names more than one records file (a directory), i.e. calls for a merge.
@@ -345,36 +343,23 @@ mod tests {
 
     fn rec(index: usize, drift: f64) -> Record {
         Record {
-            index,
-            line: index + 1,
             timestamp: index as f64,
             scheduled_ms: index as f64,
             sent_ms: Some(index as f64 + drift),
             drift_ms: Some(drift),
-            status: Status::Ok,
             http_status: Some(200),
-            error: None,
             ttft_ms: Some(10.0 + index as f64),
             ttfc_ms: Some(10.0 + index as f64),
             e2e_ms: Some(50.0 + index as f64),
             done_ms: Some(51.0 + index as f64),
             tpot_ms: Some(2.0),
-            itl_ms: None,
             input_length: 100,
             prompt_tokens: Some(100),
             cached_tokens: Some(0),
             output_length: 5,
             output_tokens: Some(5),
-            output_tokens_source: None,
             chunks: 5,
-            chat_id: None,
-            parent_chat_id: None,
-            turn: None,
-            retries: 0,
-            session_id: None,
-            parent_index: None,
-            session_wait_ms: None,
-            server: None,
+            ..Record::new(index, index + 1, Status::Ok)
         }
     }
 

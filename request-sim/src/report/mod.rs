@@ -8,8 +8,10 @@
 //! - [`console`]: the vLLM-shaped result table ([`render_console`]); [`analysis`]: a trace
 //!   analysis as text ([`render_analysis`]); [`format`]: number formatting.
 //! - [`compare`]: two runs side by side ([`render_compare`]).
-//! - [`files`]: `--result-dir` contents: summary.json, requests.csv, results.xlsx, plots.
-//! - [`plots`]: PNG and SVG charts.
+//! - [`files`]: `--result-dir` contents: summary.json, requests.csv, results.xlsx, plots,
+//!   report.html.
+//! - [`plots`]: PNG and SVG charts; [`html`]: the self-contained `report.html` of a run or a
+//!   sweep.
 //! - [`progress`]: the live progress line on stderr.
 //! - [`slo`]: goodput SLO parsing.
 //!
@@ -21,6 +23,7 @@ pub mod compare;
 pub mod console;
 pub mod files;
 pub mod format;
+pub mod html;
 pub mod latency;
 pub mod merge;
 pub mod plots;
@@ -34,7 +37,6 @@ pub mod summary;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 pub use crate::util::{print_json, print_stdout};
@@ -76,9 +78,9 @@ pub struct ReadStats {
 /// Read a records JSONL file. Blank lines are skipped; an unparsable last line without a
 /// trailing newline is taken as cut off by a killed process and reported in
 /// [`ReadStats::partial_last_line`]; any other bad line is an error naming `file:line`.
-pub fn read_records(path: &Path) -> anyhow::Result<(Vec<Record>, ReadStats)> {
-    let file =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+pub fn read_records(path: &Path) -> crate::Result<(Vec<Record>, ReadStats)> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| crate::Error::io(format!("cannot open {}", path.display()), e))?;
     read_records_from(BufReader::new(file), &path.display().to_string())
 }
 
@@ -86,7 +88,7 @@ pub fn read_records(path: &Path) -> anyhow::Result<(Vec<Record>, ReadStats)> {
 pub fn read_records_from<R: Read>(
     mut reader: BufReader<R>,
     name: &str,
-) -> anyhow::Result<(Vec<Record>, ReadStats)> {
+) -> crate::Result<(Vec<Record>, ReadStats)> {
     let mut records = Vec::new();
     let mut st = ReadStats::default();
     // Bytes, not `read_line`: a line cut by a kill may end inside a UTF-8 character, which
@@ -96,7 +98,7 @@ pub fn read_records_from<R: Read>(
         buf.clear();
         let n = reader
             .read_until(b'\n', &mut buf)
-            .with_context(|| format!("{name}:{}: read error", st.lines + 1))?;
+            .map_err(|e| crate::Error::io(format!("{name}:{}: read error", st.lines + 1), e))?;
         if n == 0 {
             break;
         }
@@ -119,7 +121,10 @@ pub fn read_records_from<R: Read>(
                     st.partial_last_line = Some(st.lines);
                     break;
                 }
-                anyhow::bail!("{name}:{}: invalid record: {e}", st.lines);
+                return Err(crate::Error::report(format!(
+                    "{name}:{}: invalid record: {e}",
+                    st.lines
+                )));
             }
         }
     }
@@ -134,7 +139,7 @@ pub fn report_from_records(
     path: &Path,
     cfg: &ReportConfig,
     info: Option<RunInfo>,
-) -> anyhow::Result<Summary> {
+) -> crate::Result<Summary> {
     let (records, st) = read_records(path)?;
     Ok(summarize_records(&records, &st, cfg, info))
 }

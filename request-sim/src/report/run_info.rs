@@ -77,6 +77,8 @@ pub struct RunInfo {
     /// /tokenize (...) at URL`, or `none (built-in word list)`.
     pub prompt_token_source: Option<String>,
     pub prompt_verification: Option<PromptVerification>,
+    /// `--prompt-corpus`: the corpus and the share of prompt tokens that are its text.
+    pub prompt_corpus: Option<crate::prompt::CorpusReport>,
     /// Prefix-cache hit ratio an infinite cache would reach on the replayed requests
     /// (from the trace's hash ids), to compare with the server-reported one.
     pub ideal_cache_hit_ratio: Option<f64>,
@@ -107,6 +109,9 @@ pub struct RunInfo {
     pub realtime: Option<crate::schedule::RealtimeReport>,
     /// `--start-at`: the common start and how close to it this run started.
     pub start_at: Option<crate::schedule::StartAtReport>,
+    /// Session settings (`--timing`, `--think-time`, `--live-history`) and the turns slicing
+    /// cut, when the trace has sessions.
+    pub sessions: Option<super::sessions::SessionRun>,
 }
 
 impl RunInfo {

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::record::{Record, Status};
+use crate::schedule::ThinkTime;
 
 /// Sessions of a run (present when records carry `session_id`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -27,6 +28,33 @@ pub struct SessionSummary {
     pub max_session_wait_ms: Option<f64>,
     /// Turns not sent: cut by a stop/time limit or skipped after a failed parent.
     pub turns_not_sent: usize,
+    /// `--timing` (`open`/`closed`), from the run (absent when re-summarising records).
+    pub timing: Option<crate::schedule::Timing>,
+    /// `--think-time`: `trace` or `fixed` (then `think_time_fixed_ms`).
+    pub think_time: Option<String>,
+    pub think_time_fixed_ms: Option<f64>,
+    /// `--live-history`.
+    pub live_history: bool,
+    /// Think time actually applied (`think_ms` of the closed-loop turns released after their
+    /// parent): mean and max, ms.
+    pub mean_think_ms: Option<f64>,
+    pub max_think_ms: Option<f64>,
+    /// Turns of the run's sessions that slicing (`--start-ms/--end-ms/--max-requests`) left
+    /// out, and the sessions that lost them (never scheduled, so without records).
+    pub cut_turns: usize,
+    pub cut_sessions: usize,
+}
+
+/// A run's session settings and slicing facts (from its configuration and trace, not its
+/// records), reported in the sessions section.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionRun {
+    pub timing: crate::schedule::Timing,
+    pub think_time: Option<crate::schedule::ThinkTime>,
+    pub live_history: bool,
+    pub cut_turns: usize,
+    pub cut_sessions: usize,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -43,6 +71,7 @@ pub struct SessionAcc {
     ttft_first: (f64, usize),
     ttft_later: (f64, usize),
     wait: (f64, usize, f64),
+    think: (f64, usize, f64),
     not_sent: usize,
 }
 
@@ -77,9 +106,15 @@ impl SessionAcc {
             self.wait.1 += 1;
             self.wait.2 = self.wait.2.max(w);
         }
+        if let Some(t) = rec.think_ms {
+            self.think.0 += t;
+            self.think.1 += 1;
+            self.think.2 = self.think.2.max(t);
+        }
     }
 
-    pub fn finish(self) -> Option<SessionSummary> {
+    /// The section (`None` without session records); `run`: the run's settings, when known.
+    pub fn finish(self, run: Option<&SessionRun>) -> Option<SessionSummary> {
         if self.by_id.is_empty() {
             return None;
         }
@@ -106,6 +141,23 @@ impl SessionAcc {
             mean_session_wait_ms: mean((self.wait.0, self.wait.1)),
             max_session_wait_ms: (self.wait.1 > 0).then_some(self.wait.2),
             turns_not_sent: self.not_sent,
+            timing: run.map(|r| r.timing),
+            think_time: run.and_then(|r| r.think_time).map(|t| {
+                match t {
+                    ThinkTime::Trace => "trace",
+                    ThinkTime::FixedMs(_) => "fixed",
+                }
+                .to_string()
+            }),
+            think_time_fixed_ms: run.and_then(|r| match r.think_time {
+                Some(ThinkTime::FixedMs(ms)) => Some(ms),
+                _ => None,
+            }),
+            live_history: run.is_some_and(|r| r.live_history),
+            mean_think_ms: mean((self.think.0, self.think.1)),
+            max_think_ms: (self.think.1 > 0).then_some(self.think.2),
+            cut_turns: run.map_or(0, |r| r.cut_turns),
+            cut_sessions: run.map_or(0, |r| r.cut_sessions),
         })
     }
 }

@@ -93,6 +93,10 @@ pub struct TokenExactness {
     pub max_abs_diff: u64,
     /// exact / with_usage (None without usage).
     pub exact_ratio: Option<f64>,
+    /// Requests with prompt_tokens but no intended count (`input_length` 0: messages rows
+    /// without `--tokenizer-config`, or whose history `--live-history` rewrote): not compared.
+    #[serde(default)]
+    pub unknown_intended: usize,
 }
 
 /// Where completed requests' output token counts came from.

@@ -4,13 +4,24 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::backend::{self, ApiKind, BodyParams, PromptPayload};
-use crate::prompt::PromptBuilder;
+use crate::backend::{self, ApiKind, BodyParams, LiveBody, LiveSlot, PromptPayload};
+use crate::prompt::{ChatCounter, PromptBuilder};
 use crate::schedule::{BuildFn, Built, Scratch};
-use crate::trace::Planned;
+use crate::trace::history::AnswerSpan;
+use crate::trace::{ChatPayload, Planned};
 
 /// Room in a body buffer for everything but the prompt and the model name.
 pub(super) const BODY_SLACK: usize = 512;
+
+/// How `messages` rows are sent: the session id in `user` (`--session-user`), with
+/// `--live-history` where each row's earlier answers are (by trace index), and what counts
+/// their prompt tokens.
+pub(super) struct ChatRows {
+    pub(super) session_user: bool,
+    pub(super) answer_spans: Option<Arc<Vec<Vec<AnswerSpan>>>>,
+    /// Counts the prompt tokens of a row (`--tokenizer` with `--tokenizer-config`).
+    pub(super) counter: Option<Arc<ChatCounter>>,
+}
 
 pub(super) fn make_build_fn(
     builder: Arc<PromptBuilder>,
@@ -18,25 +29,62 @@ pub(super) fn make_build_fn(
     params: BodyParams,
     (overhead, lead): (u32, &'static str),
     token_ids: bool,
-    session_user: bool,
+    rows: ChatRows,
 ) -> Arc<BuildFn> {
     Arc::new(move |p: &Planned, s: &mut Scratch| {
         let req = &p.req;
         // `--session-user`: the session id goes into the OpenAI `user` field.
-        let user = p.turn.as_ref().filter(|_| session_user).map(|t| &*t.id);
+        let user = p
+            .turn
+            .as_ref()
+            .filter(|_| rows.session_user)
+            .map(|t| &*t.id);
         let chat = p.chat.as_deref();
-        if let Some(chat) = chat.filter(|c| c.text_input.is_none()) {
-            // A messages row is sent as given; its prompt length is the server's to count.
+        if let Some(chat) = chat.filter(|c| !c.is_literal()) {
+            // A messages row is sent as given.
             let mut body = Vec::new();
-            backend::encode_chat_row_body(&params, chat, user, &mut body);
+            let spans = rows
+                .answer_spans
+                .as_ref()
+                .and_then(|a| a.get(req.index))
+                .filter(|s| !s.is_empty());
+            let live = match spans {
+                None => {
+                    backend::encode_chat_row_body(&params, chat, user, &mut body);
+                    None
+                }
+                Some(spans) => {
+                    let mut marks = Vec::new();
+                    backend::encode_chat_row_body_marked(
+                        &params,
+                        chat,
+                        user,
+                        &mut body,
+                        Some(&mut marks),
+                    );
+                    live_body(chat, spans, &marks)
+                }
+            };
+            // Its prompt tokens as the server should count them, when a template is at hand
+            // and the history is the recorded one (0: unknown, the server's count is kept).
+            let intended = match (&rows.counter, &live) {
+                (Some(c), None) => c
+                    .prompt_tokens(&chat.messages, chat.tools.as_ref())
+                    .unwrap_or(0),
+                _ => 0,
+            };
             return Built {
                 body: Bytes::from(body),
-                intended_prompt_tokens: 0,
+                intended_prompt_tokens: intended,
+                live,
             };
         }
         let content = req.input_length.saturating_sub(overhead) as usize;
-        let literal = chat.and_then(|c| c.text_input.as_deref());
-        let payload = if let Some(t) = literal {
+        let literal = chat.filter(|c| c.is_literal());
+        let payload = if let Some(ids) = literal.and_then(|c| c.prompt_token_ids.as_deref()) {
+            // A `prompt_token_ids` row: a completions prompt of these token ids.
+            PromptPayload::TokenIds(ids)
+        } else if let Some(t) = literal.and_then(|c| c.text_input.as_deref()) {
             // A `text_input` row: its text is the prompt, encoded like a synthetic one.
             PromptPayload::Text(t)
         } else if token_ids {
@@ -70,11 +118,53 @@ pub(super) fn make_build_fn(
         }
         Built {
             body: Bytes::from(body),
-            intended_prompt_tokens: if literal.is_some() {
-                0
-            } else {
-                content as u32 + overhead
+            // A token-id row is exactly its ids; a text row's count is the server's.
+            intended_prompt_tokens: match literal {
+                Some(c) => c
+                    .prompt_token_ids
+                    .as_ref()
+                    .map_or(0, |ids| ids.len() as u32),
+                None => content as u32 + overhead,
             },
+            live: None,
         }
     })
+}
+
+/// `--live-history`: the places of a row's recorded earlier answers in its body (`marks`: the
+/// byte range of each of its messages). The answer of a turn replaced by the server's is one
+/// assistant message with the live text as its content, keeping the recorded tool calls.
+fn live_body(
+    chat: &ChatPayload,
+    spans: &[AnswerSpan],
+    marks: &[std::ops::Range<usize>],
+) -> Option<Box<LiveBody>> {
+    let messages = chat.messages.as_array()?;
+    if marks.len() != messages.len() {
+        // `extra` replaced the messages: nothing recorded to swap.
+        return None;
+    }
+    let slots = spans
+        .iter()
+        .filter_map(|span| {
+            let (a, b) = (span.messages.start, span.messages.end);
+            let bytes = if b > a {
+                marks[a].start..marks[b - 1].end
+            } else {
+                let end = marks.get(a.checked_sub(1)?)?.end;
+                end..end
+            };
+            let calls: Vec<&serde_json::Value> = messages[a..b]
+                .iter()
+                .filter_map(|m| m.get("tool_calls")?.as_array())
+                .flatten()
+                .collect();
+            Some(LiveSlot {
+                depth: span.depth,
+                bytes,
+                head: LiveSlot::head_with(&calls),
+            })
+        })
+        .collect();
+    Some(Box::new(LiveBody { slots }))
 }

@@ -187,7 +187,7 @@ fn calibrate(
         Some(Duration::from_secs(60)),
         &CancellationToken::new(),
         true,
-        None,
+        backend::RequestOpts::default(),
     ));
     if out.status != Status::Ok {
         return Err(Error::server(format!(

@@ -130,7 +130,6 @@ fn task_context(
         start,
         progress: pipeline.progress.clone(),
         realtime: server.realtime.clone(),
-        sessions: pipeline.sessions.clone(),
         gate: pipeline.gate.clone(),
         first_sent_us: AtomicU64::new(u64::MAX),
     })
@@ -168,7 +167,7 @@ fn send_all(
                 // Closed loop: the turn waits for its parent in its own task, so no other
                 // request waits behind it.
                 Some(p) => tracker.spawn_on(closed_turn(ctx, prepared, scheduled, p, tx), handle),
-                None => tracker.spawn_on(run_one(ctx, prepared, scheduled, None, tx), handle),
+                None => tracker.spawn_on(run_one(ctx, prepared, scheduled, None, None, tx), handle),
             };
         },
     )

@@ -13,7 +13,7 @@ use crate::config::{ReplayConfig, Target};
 use crate::observe::{ClientSide, ScrapeResult};
 use crate::report::{self, PromptVerification, RunInfo, StartupTimes, Summary};
 use crate::schedule::{self, DispatchStats, FeedEnd, ProducerStats, StopReason};
-use crate::{Error, Result};
+use crate::Result;
 
 pub(super) fn run(
     cfg: &ReplayConfig,
@@ -53,8 +53,7 @@ pub(super) fn run(
     );
     note(format!("summary: {}", cfg.summary_path.display()));
     if let Some(dir) = &cfg.result_dir {
-        let files = report::write_result_dir(dir, &summary, &cfg.output_path)
-            .map_err(|e| Error::report(format!("{e:#}")))?;
+        let files = report::write_result_dir(dir, &summary, &cfg.output_path)?;
         note(format!(
             "result files: {} files in {}",
             files.len(),
@@ -125,6 +124,7 @@ fn run_info(
             checked: v.checked,
             exact: v.exact,
         }),
+        prompt_corpus: prompts.corpus.clone(),
         ideal_cache_hit_ratio: ideal,
         scheduled: d.result.dispatched,
         never_sent,
@@ -140,6 +140,15 @@ fn run_info(
         startup: Some(startup),
         start_at: start_at_report(cfg, d),
         realtime: Some(drained.realtime.clone()),
+        sessions: (trace.sessions.any() || trace.head.iter().any(|p| p.turn.is_some())).then_some(
+            report::sessions::SessionRun {
+                timing: cfg.sessions.timing,
+                think_time: Some(cfg.sessions.think),
+                live_history: cfg.sessions.live_history,
+                cut_turns: trace.cut.0,
+                cut_sessions: trace.cut.1,
+            },
+        ),
         ..RunInfo::new()
     }
 }

@@ -14,12 +14,13 @@ use super::note;
 use crate::backend::ApiKind;
 use crate::config::{ReplayConfig, Target, TraceSource};
 use crate::schedule::{Feed, Timing};
+use crate::trace::history::{self, AnswerSpan};
 use crate::trace::shard::{self, Shard};
 use crate::trace::{
     self, IdealCache, Planned, RowError, Sessions, Trace, TraceError, TraceFormat, TraceStats,
     TraceStream,
 };
-use crate::Result;
+use crate::{Error, Result};
 
 /// The built-in demo trace (mooncake format, 200 requests over ~19 s, block 512).
 pub const DEMO_TRACE: &str = include_str!("../../data/demo_trace.jsonl");
@@ -42,6 +43,11 @@ pub(super) struct Loaded {
     /// This run's requests, when known before it starts (a whole trace).
     pub(super) planned: Option<usize>,
     stats: Stats,
+    /// `--live-history`: the recorded answers of earlier turns in each request's messages.
+    pub(super) answer_spans: Option<Arc<Vec<Vec<AnswerSpan>>>>,
+    /// Turns of this run's sessions that slicing left out, and the sessions they belong to
+    /// (counted when the trace is loaded whole).
+    pub(super) cut: (usize, usize),
 }
 
 /// Where the trace's counts come from.
@@ -114,6 +120,8 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
                 sessions: Arc::new(Sessions::default()),
                 planned: None,
                 stats: Stats::Stream(stream.stats_handle()),
+                answer_spans: None,
+                cut: (0, 0),
             };
             (Box::new(stream), loaded)
         }
@@ -123,12 +131,24 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         ideal: IdealCache::new(block_size, IdealCache::MAX_BLOCKS),
         shard: cfg.shard,
         max_output: cfg.max_output_tokens,
-        not_chat: non_chat_endpoint(cfg),
+        not_chat: endpoint_limits(cfg).0,
+        not_completions: endpoint_limits(cfg).1,
         name,
     };
     let t = std::time::Instant::now();
     // Empty only for a shard with no request of the slice: it replays nothing, and its empty
     // records file still merges.
+    loaded.answer_spans = match &loaded.whole {
+        Some(w) => live_history(cfg, w, &loaded.name)?,
+        None if cfg.sessions.live_history => {
+            return Err(Error::config(format!(
+                "--live-history needs a messages trace (rows with `messages` whose assistant turns it replaces); {} is a {} trace",
+                loaded.name,
+                loaded.format.name()
+            )))
+        }
+        None => None,
+    };
     let head: Vec<Planned> = feed.by_ref().take(HEAD).collect::<Result<_>>()?;
     describe(cfg, &loaded, &head, t.elapsed().as_secs_f64() * 1e3);
     loaded.head = head.clone();
@@ -160,6 +180,8 @@ fn whole_loaded(cfg: &ReplayConfig, whole: Arc<Trace>, name: String, why: &str) 
         sessions: Arc::new(whole.sessions.clone()),
         planned: Some(planned),
         stats: Stats::Whole(whole.stats.clone()),
+        answer_spans: None,
+        cut: cut_turns(cfg, &whole),
         whole: Some(whole),
     }
 }
@@ -190,14 +212,22 @@ fn describe(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned], head_ms: f64)
     }
 }
 
-/// The endpoint, when it is not a chat endpoint (a `messages` row cannot be sent there).
-fn non_chat_endpoint(cfg: &ReplayConfig) -> Option<String> {
+/// The endpoint, when it is not a chat endpoint (a `messages` row cannot be sent there), and
+/// when it is not a completions endpoint (nor can a `prompt_token_ids` row).
+fn endpoint_limits(cfg: &ReplayConfig) -> (Option<String>, Option<String>) {
     match &cfg.target {
-        Target::Remote(ep) if ep.kind != ApiKind::Chat => Some(ep.display_url()),
-        Target::BuiltinSimulator if cfg.token_ids => {
-            Some("the built-in simulator's /v1/completions (--token-ids)".into())
-        }
-        _ => None,
+        Target::Remote(ep) => (
+            (ep.kind != ApiKind::Chat).then(|| ep.display_url()),
+            (ep.kind != ApiKind::Completions).then(|| ep.display_url()),
+        ),
+        Target::BuiltinSimulator if cfg.token_ids => (
+            Some("the built-in simulator's /v1/completions (--token-ids)".into()),
+            None,
+        ),
+        Target::BuiltinSimulator => (
+            None,
+            Some("the built-in simulator's /v1/chat/completions".into()),
+        ),
     }
 }
 
@@ -210,7 +240,34 @@ struct RunFeed {
     shard: Option<Shard>,
     max_output: Option<u32>,
     not_chat: Option<String>,
+    not_completions: Option<String>,
     name: String,
+}
+
+impl RunFeed {
+    /// A row the endpoint cannot take: a `messages` row needs a chat endpoint, a
+    /// `prompt_token_ids` row a completions endpoint.
+    fn unsendable(&self, p: &Planned) -> Option<crate::Error> {
+        let chat = p.chat.as_ref()?;
+        let (field, url, need) = if !chat.is_literal() {
+            ("messages", self.not_chat.as_ref()?, "a messages row is sent as a chat request: it needs a chat endpoint (…/v1/chat/completions)")
+        } else if chat.prompt_token_ids.is_some() {
+            ("prompt_token_ids", self.not_completions.as_ref()?, "a prompt_token_ids row is sent as a completions request: it needs a completions endpoint (…/v1/completions)")
+        } else {
+            return None;
+        };
+        Some(
+            TraceError::Row {
+                path: self.name.clone(),
+                line: p.req.line,
+                error: RowError::Field {
+                    field: field.into(),
+                    what: format!("{need}, not {url}"),
+                },
+            }
+            .into(),
+        )
+    }
 }
 
 impl Iterator for RunFeed {
@@ -229,20 +286,8 @@ impl Iterator for RunFeed {
                     continue;
                 }
             }
-            if let (Some(url), Some(chat)) = (&self.not_chat, &p.chat) {
-                if chat.text_input.is_none() {
-                    return Some(Err(TraceError::Row {
-                        path: self.name.clone(),
-                        line: p.req.line,
-                        error: RowError::Field {
-                            field: "messages".into(),
-                            what: format!(
-                                "a messages row is sent as a chat request: it needs a chat endpoint (…/v1/chat/completions), not {url}"
-                            ),
-                        },
-                    }
-                    .into()));
-                }
+            if let Some(e) = self.unsendable(&p) {
+                return Some(Err(e));
             }
             if let Some(cap) = self.max_output {
                 p.req.output_length = p.req.output_length.min(cap);
@@ -250,4 +295,46 @@ impl Iterator for RunFeed {
             return Some(Ok(p));
         }
     }
+}
+
+/// Turns of this run's sessions (this shard's with `--shard`) that `--start-ms/--end-ms/
+/// --max-requests` left out, said at start-up when there are any.
+fn cut_turns(cfg: &ReplayConfig, trace: &Trace) -> (usize, usize) {
+    let cut = trace.sessions.cut_in(|id| match cfg.shard {
+        Some(s) => trace::shard::owner(Some(id), 0, s.count) == s.index,
+        None => true,
+    });
+    if cut.0 > 0 {
+        note(format!(
+            "sessions: the slice (--start-ms/--end-ms/--max-requests) cut {} turns of {} sessions{}; a turn whose parent was cut starts its part of the session",
+            cut.0,
+            cut.1,
+            if cfg.shard.is_some() { " on this shard" } else { "" }
+        ));
+    }
+    cut
+}
+
+/// `--live-history`: only for a messages trace; where each turn's earlier answers are.
+fn live_history(
+    cfg: &ReplayConfig,
+    trace: &Trace,
+    name: &str,
+) -> Result<Option<Arc<Vec<Vec<AnswerSpan>>>>> {
+    if !cfg.sessions.live_history {
+        return Ok(None);
+    }
+    let has_messages = trace.chats.iter().flatten().any(|c| !c.is_literal());
+    if !has_messages {
+        return Err(Error::config(format!(
+            "--live-history needs a messages trace (rows with `messages` whose assistant turns it replaces); {name} is a {} trace without any",
+            trace.format.name()
+        )));
+    }
+    let spans = history::answer_spans(trace, name)?;
+    let turns = spans.iter().filter(|s| !s.is_empty()).count();
+    note(format!(
+        "--live-history: {turns} turns will carry the server's answers to their earlier turns"
+    ));
+    Ok(Some(Arc::new(spans)))
 }

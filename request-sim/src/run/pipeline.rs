@@ -9,7 +9,7 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 use tokio_util::sync::CancellationToken;
 
-use super::build::make_build_fn;
+use super::build::{make_build_fn, ChatRows};
 use super::control::{watch_signals, Control};
 use super::load::Loaded;
 use super::note;
@@ -21,13 +21,11 @@ use crate::record::{Annotate, Finished, Record, RecordWriter, ServerAtSend};
 use crate::report::{Accumulator, Progress};
 use crate::schedule::sessions::{SessionGate, Timing};
 use crate::schedule::{Feed, ProducerConfig, ProducerStats, Producers};
-use crate::trace::Sessions;
 use crate::{Error, Result};
 
 /// The running machinery of a replay.
 pub(super) struct Pipeline {
     pub(super) producers: Producers,
-    pub(super) sessions: Arc<Sessions>,
     /// `--timing closed` with sessions: completion signals for the waiting turns.
     pub(super) gate: Option<Arc<SessionGate>>,
     pub(super) scraper: Option<Scraper>,
@@ -52,7 +50,7 @@ pub(super) fn run(
     // A streamed trace's length is known when it ends.
     let progress = Arc::new(Progress::new(trace.planned.unwrap_or(0) as u64, !cfg.quiet));
     let feed = total_at_end(feed, progress.clone());
-    let producers = start_producers(cfg, feed, server, prompts, ncores)?;
+    let producers = start_producers(cfg, trace, feed, server, prompts, ncores)?;
     let gate = (cfg.sessions.timing == Timing::Closed && sessions.any())
         .then(|| Arc::new(SessionGate::new(&sessions, sessions.turns.len())));
     let scraper = start_scraper(cfg, server)?;
@@ -67,7 +65,6 @@ pub(super) fn run(
     server.rt.spawn(watch_signals(control.clone()));
     Ok(Pipeline {
         producers,
-        sessions,
         gate,
         scraper,
         writer,
@@ -108,6 +105,7 @@ fn total_at_end(feed: Feed, progress: Arc<Progress>) -> Feed {
 /// cores instead of sharing one.
 fn start_producers(
     cfg: &ReplayConfig,
+    trace: &Loaded,
     feed: Feed,
     server: &Server,
     prompts: &Prompts,
@@ -126,7 +124,11 @@ fn start_producers(
         prompts.params.clone(),
         prompts.shortening(),
         cfg.token_ids,
-        cfg.sessions.session_user,
+        ChatRows {
+            session_user: cfg.sessions.session_user,
+            answer_spans: trace.answer_spans.clone(),
+            counter: prompts.chat_counter.clone(),
+        },
     );
     let producers = Producers::spawn(
         feed,
@@ -180,8 +182,7 @@ fn start_scraper(cfg: &ReplayConfig, server: &Server) -> Result<Option<Scraper>>
         interval: sm.interval,
         out: Some(out),
         insecure: cfg.insecure,
-    })
-    .map_err(Error::server)?;
+    })?;
     for n in &started.notes {
         note(n);
     }
@@ -200,13 +201,8 @@ fn start_writer(
         Box::new(move |r: &mut Record| {
             if let (Some(sent), Some(start)) = (r.sent_ms, clock.get()) {
                 let at = *start + Duration::from_secs_f64(sent.max(0.0) / 1e3);
-                r.server = series.cluster_at(at).map(|st| ServerAtSend {
-                    waiting: st.waiting,
-                    running: st.running,
-                    kv_usage: st.kv_usage.map(|k| (k * 1e6).round() / 1e6),
-                    dt_ms: (st.dt_ms * 1e3).round() / 1e3,
-                    instances: st.instances,
-                });
+                let st = series.state_at(at, r.served_by.as_ref());
+                r.server = st.map(ServerAtSend::from);
             }
         }) as Annotate
     });

@@ -11,11 +11,11 @@ use super::load::Loaded;
 use super::server::Server;
 use super::{ms_since, note, save};
 use crate::backend::tokenize::ServerTokenizer;
-use crate::backend::{ApiKind, BodyParams};
+use crate::backend::BodyParams;
 use crate::config::{ReplayConfig, Target};
-use crate::prompt::{self, PromptBuilder, VerifyReport, Vocab};
+use crate::prompt::{self, ChatCounter, CorpusReport, PromptBuilder, VerifyReport, Vocab};
 use crate::report::StartupTimes;
-use crate::trace::TraceRequest;
+use crate::trace::{TraceFormat, TraceRequest};
 use crate::{Error, Result};
 
 /// Prompts re-tokenized at start-up, and the tokens checked of each (their head).
@@ -72,6 +72,10 @@ pub(super) struct Prompts {
     /// What prompt token counts were made exact against, for the summary.
     pub(super) source: String,
     pub(super) verification: Option<VerifyReport>,
+    /// `--prompt-corpus`: the share of prompt tokens that are corpus text.
+    pub(super) corpus: Option<CorpusReport>,
+    /// `messages` rows with `--tokenizer` and `--tokenizer-config`: counts their prompt tokens.
+    pub(super) chat_counter: Option<Arc<ChatCounter>>,
 }
 
 impl Prompts {
@@ -120,8 +124,16 @@ pub(super) fn run(
     .flatten();
     let (vocab, truth) = vocabulary(cfg, tokenizer.as_ref(), server_tok.as_ref())?;
     startup.vocab_ms = ms_since(t);
-    let builder = Arc::new(PromptBuilder::new(
+    let encoder: Option<&dyn prompt::Encoder> = match (&tokenizer, &server_tok) {
+        (Some(t), _) => Some(t),
+        (None, Some(s)) => Some(s),
+        (None, None) => None,
+    };
+    // `--prompt-corpus`: real text, tokenized and checked by the same source of truth.
+    let corpus = prompt::load_corpus(cfg.prompt_corpus.as_ref(), encoder, &vocab)?;
+    let builder = Arc::new(PromptBuilder::with_corpus(
         Arc::new(vocab),
+        corpus,
         cfg.seed,
         trace.block_size,
     ));
@@ -130,11 +142,6 @@ pub(super) fn run(
         (Some(p), _) => format!("local tokenizer {}", p.display()),
         (None, Some(s)) => s.describe(),
         (None, None) => "none (built-in word list)".to_string(),
-    };
-    let encoder: Option<&dyn prompt::Encoder> = match (&tokenizer, &server_tok) {
-        (Some(t), _) => Some(t),
-        (None, Some(s)) => Some(s),
-        (None, None) => None,
     };
     let loaded = match truth {
         Truth::Local => format!("loaded in {load_ms:.0} ms, "),
@@ -165,6 +172,20 @@ pub(super) fn run(
             o.tokens, o.how
         ));
     }
+    let shortened_by = overhead.as_ref().map_or(0, |o| o.tokens);
+    // Over the run's requests when the trace is in memory, else over the first ones read.
+    let corpus = match &trace.whole {
+        Some(w) if builder.corpus().is_some() => {
+            CorpusReport::new(&builder, &w.requests, shortened_by)
+        }
+        _ => {
+            let head: Vec<TraceRequest> = trace.head.iter().map(|p| p.req.clone()).collect();
+            CorpusReport::new(&builder, &head, shortened_by)
+        }
+    };
+    if let Some(r) = &corpus {
+        note(r.line());
+    }
     let prompts = Prompts {
         builder,
         model,
@@ -172,17 +193,60 @@ pub(super) fn run(
         overhead,
         source,
         verification,
+        corpus,
+        chat_counter: chat_counter(cfg, trace, tokenizer)?,
     };
     if let Some(path) = &cfg.save_prompts {
         save_prompts(cfg, trace, server, &prompts, path)?;
     }
     startup.calibration_ms = ms_since(t) + model_ms;
-    // The tokenizer (and the server tokenizer's connection) are not needed once sending starts;
-    // its memory goes back to the system before the producers fill theirs.
-    drop(tokenizer);
+    // The server tokenizer's connection is not needed once sending starts; the tokenizer went
+    // with `chat_counter` unless messages rows need it, so its memory goes back to the system
+    // before the producers fill theirs.
     drop(server_tok);
     crate::util::release_freed_memory();
     Ok(prompts)
+}
+
+/// `messages` rows: their prompt tokens (the chat template rendered with the row's messages
+/// and tools, tokenized) when `--tokenizer` and `--tokenizer-config` are given; otherwise the
+/// server's count is recorded unchecked. The tokenizer is kept only then.
+fn chat_counter(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    tokenizer: Option<tokenizers::Tokenizer>,
+) -> Result<Option<Arc<ChatCounter>>> {
+    // A streamed trace is known by its format and its first rows.
+    let messages = match &trace.whole {
+        Some(w) => w.chats.iter().flatten().any(|c| !c.is_literal()),
+        None => {
+            trace.format == TraceFormat::Messages
+                || trace
+                    .head
+                    .iter()
+                    .any(|p| p.chat.as_ref().is_some_and(|c| !c.is_literal()))
+        }
+    };
+    if !messages {
+        return Ok(None);
+    }
+    let (Some(tok), Some(tc)) = (tokenizer, &cfg.tokenizer_config) else {
+        note(
+            "messages rows: their prompt tokens are the server's count, not checked (give --tokenizer and --tokenizer-config to check them)",
+        );
+        return Ok(None);
+    };
+    let template = prompt::ChatTemplate::from_config_file(tc)?;
+    note(format!(
+        "messages rows: intended prompt tokens from the chat template of {} rendered with each row's messages and tools{}",
+        tc.display(),
+        if cfg.sessions.live_history {
+            " (not for turns whose history --live-history rewrites)"
+        } else {
+            ""
+        }
+    ));
+    Ok(Some(Arc::new(ChatCounter::new(template, tok))))
 }
 
 /// The prompt words: from the tokenizer, the server's `/tokenize`, or the built-in list.
@@ -257,11 +321,10 @@ fn save_prompts(
     path: &std::path::Path,
 ) -> Result<()> {
     let ep = &server.ep;
-    if !ep.kind.is_openai() || cfg.token_ids {
+    if !ep.kind.is_openai() {
         return Err(Error::config(format!(
-            "--save-prompts writes a messages (chat) or text_input (completions) trace: it needs an OpenAI endpoint and text prompts, not {}{}",
+            "--save-prompts writes a messages (chat) or text_input / prompt_token_ids (completions) trace: it needs an OpenAI endpoint, not {}",
             ep.display_url(),
-            if cfg.token_ids { " with --token-ids" } else { "" }
         )));
     }
     let Some(whole) = &trace.whole else {
@@ -289,7 +352,7 @@ fn save_prompts(
         &mine,
         &prompts.builder,
         prompts.shortening(),
-        ep.kind == ApiKind::Chat,
+        save::SaveAs::of(ep.kind, cfg.token_ids),
         &whole.chats,
         &whole.sessions,
     )?;

@@ -1,7 +1,8 @@
 //! `--save-prompts`: every request's prompt as built, written as a `messages` trace
 //! (AIPerf-style JSONL: `timestamp` ms, `session_id`, `messages`, `tools`, `output_length`,
 //! `extra`) that request-sim replays as the same request bodies and AIPerf's trace replay
-//! accepts.
+//! accepts. Completions endpoints get `text_input` rows, and with `--token-ids`
+//! `prompt_token_ids` rows (request-sim's own: AIPerf's trace rows carry text only).
 
 use std::io::Write;
 use std::path::Path;
@@ -10,6 +11,7 @@ use serde::Serialize;
 
 use std::sync::Arc;
 
+use crate::backend::ApiKind;
 use crate::prompt::PromptBuilder;
 use crate::trace::{ChatPayload, Sessions, TraceRequest};
 use crate::{Error, Result};
@@ -38,6 +40,27 @@ impl Ms {
     }
 }
 
+/// What a synthetic prompt is saved as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SaveAs {
+    /// Chat endpoints: one user message.
+    Messages,
+    /// Completions endpoints: `text_input`.
+    Text,
+    /// Completions endpoints with `--token-ids`: `prompt_token_ids`.
+    TokenIds,
+}
+
+impl SaveAs {
+    pub(super) fn of(kind: ApiKind, token_ids: bool) -> SaveAs {
+        match (kind, token_ids) {
+            (ApiKind::Chat, _) => SaveAs::Messages,
+            (_, true) => SaveAs::TokenIds,
+            _ => SaveAs::Text,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Row<'a, M: Serialize> {
     timestamp: Ms,
@@ -45,6 +68,8 @@ struct Row<'a, M: Serialize> {
     session_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     text_input: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_token_ids: Option<&'a [u32]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     messages: Option<M>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -62,7 +87,7 @@ pub(super) fn save_prompts(
     requests: &[TraceRequest],
     builder: &PromptBuilder,
     (overhead, lead): (u32, &str),
-    chat: bool,
+    save_as: SaveAs,
     chats: &[Option<Arc<ChatPayload>>],
     sessions: &Sessions,
 ) -> Result<usize> {
@@ -70,6 +95,8 @@ pub(super) fn save_prompts(
     let file = std::fs::File::create(path).map_err(err)?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
     let mut text = String::new();
+    let mut ids = Vec::new();
+    let chat = save_as == SaveAs::Messages;
     for req in requests {
         let session_id = sessions.key(req.index);
         let mut line = Vec::new();
@@ -80,7 +107,8 @@ pub(super) fn save_prompts(
                     timestamp: Ms::of(req.timestamp_ms),
                     session_id,
                     text_input: row.text_input.as_deref(),
-                    messages: row.text_input.is_none().then_some(&row.messages),
+                    prompt_token_ids: row.prompt_token_ids.as_deref(),
+                    messages: (!row.is_literal()).then_some(&row.messages),
                     tools: row.tools.as_ref(),
                     output_length: row.max_tokens,
                     extra: row.extra.as_ref(),
@@ -88,15 +116,21 @@ pub(super) fn save_prompts(
             ),
             None => {
                 text.clear();
-                text.push_str(lead);
+                ids.clear();
                 let content = req.input_length.saturating_sub(overhead) as usize;
-                builder.write_text(req, content, &mut text);
+                if save_as == SaveAs::TokenIds {
+                    builder.write_token_ids(req, content, &mut ids);
+                } else {
+                    text.push_str(lead);
+                    builder.write_text(req, content, &mut text);
+                }
                 serde_json::to_writer(
                     &mut line,
                     &Row {
                         timestamp: Ms::of(req.timestamp_ms),
                         session_id,
-                        text_input: (!chat).then_some(text.as_str()),
+                        text_input: (save_as == SaveAs::Text).then_some(text.as_str()),
+                        prompt_token_ids: (save_as == SaveAs::TokenIds).then_some(ids.as_slice()),
                         messages: chat.then_some([Message {
                             role: "user",
                             content: &text,

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use futures_util::FutureExt;
 
 use super::control::Control;
@@ -12,9 +13,9 @@ use crate::backend::{self, Endpoint};
 use crate::config::ReplayConfig;
 use crate::record::{Finished, Record, Status, TokenSource};
 use crate::report;
-use crate::schedule::sessions::{sleep_until_precise, Done, SessionGate};
+use crate::schedule::sessions::{sleep_until_precise, Done, LiveAnswer, SessionGate};
 use crate::schedule::{Prepared, Realtime, StopReason};
-use crate::trace::{Planned, Sessions};
+use crate::trace::{Planned, TraceRequest};
 
 /// Context shared by all request tasks.
 pub(super) struct TaskCtx {
@@ -25,7 +26,6 @@ pub(super) struct TaskCtx {
     pub(super) start: Instant,
     pub(super) progress: Arc<report::Progress>,
     pub(super) realtime: Realtime,
-    pub(super) sessions: Arc<Sessions>,
     /// `--timing closed` with sessions: completion signals for the waiting turns.
     pub(super) gate: Option<Arc<SessionGate>>,
     /// Earliest send of the run, µs after `start` (u64::MAX until the first send).
@@ -54,9 +54,8 @@ pub(super) async fn closed_turn(
     parent: usize,
     tx: crossbeam_channel::Sender<Finished>,
 ) {
-    let index = prepared.index;
     let Some(gate) = ctx.gate.clone() else {
-        return run_one(ctx, prepared, trace_time, None, tx).await;
+        return run_one(ctx, prepared, trace_time, None, None, tx).await;
     };
     let limit = ctx.cfg.time_limit.map(|l| ctx.start + l);
     let after_limit = async {
@@ -88,7 +87,7 @@ pub(super) async fn closed_turn(
             )
         }
     };
-    if let Some(d) = done {
+    if let Some(d) = &done {
         if !d.ok && ctx.cfg.sessions.skip_after_failed_parent {
             let why = format!(
                 "skipped: parent request {parent} did not succeed (--skip-after-failed-parent)"
@@ -103,15 +102,26 @@ pub(super) async fn closed_turn(
             );
         }
     }
-    let think = ctx
-        .sessions
-        .get(index)
+    let think = prepared
+        .planned
+        .turn
+        .as_ref()
         .map(|t| ctx.cfg.sessions.think.before(t, ctx.cfg.scale_factor))
         .unwrap_or_default();
-    let release = match done {
+    let has_parent_done = done.is_some();
+    let release = match &done {
         Some(d) => trace_time.max(d.at + think),
         None => trace_time,
     };
+    // `--live-history`: the earlier answers go into the body now, before the wait for the
+    // release (nothing to do, and nothing allocated, without it).
+    let mut prepared = prepared;
+    let answers = done.and_then(|d| d.answer);
+    if let (Some(live), Some(chain)) = (prepared.live.take(), &answers) {
+        if let Some(body) = live.rebuild(&prepared.body, |depth| chain.at_depth(depth)) {
+            prepared.body = Bytes::from(body);
+        }
+    }
     if limit.is_some_and(|l| release >= l) {
         let why = cut("--time-in-secs reached");
         return unsent(
@@ -130,8 +140,20 @@ pub(super) async fn closed_turn(
         }
         _ = sleep_until_precise(release) => {}
     }
-    let wait_ms = ms_between(trace_time, release);
-    run_one(ctx, prepared, release, Some(wait_ms), tx).await
+    let released = Released {
+        wait_ms: ms_between(trace_time, release),
+        think_ms: has_parent_done.then(|| (think.as_secs_f64() * 1e6).round() / 1e3),
+    };
+    run_one(ctx, prepared, release, Some(released), answers, tx).await
+}
+
+/// How a closed-loop turn was released.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Released {
+    /// Past its trace time (waiting for the parent and the think time), ms.
+    wait_ms: f64,
+    /// The think time applied after the parent's completion (when the parent ended), ms.
+    think_ms: Option<f64>,
 }
 
 /// The session fields of a request's record.
@@ -139,6 +161,24 @@ pub(super) fn session_fields(p: &Planned) -> (Option<u32>, Option<String>, Optio
     match &p.turn {
         Some(t) => (Some(t.turn), Some(t.id.to_string()), t.parent_index),
         None => (None, None, None),
+    }
+}
+
+/// The record of a request with what the trace says of it: times and results to be filled in.
+fn base_record(p: &Planned, status: Status) -> Record {
+    let req = &p.req;
+    let session = req.session.as_ref();
+    let (turn, session_id, parent_index) = session_fields(p);
+    Record {
+        timestamp: req.timestamp_ms,
+        input_length: req.input_length,
+        output_length: req.output_length,
+        chat_id: session.map(|s| s.chat_id),
+        parent_chat_id: session.map(|s| s.parent_chat_id),
+        turn,
+        session_id,
+        parent_index,
+        ..Record::new(req.index, req.line, status)
     }
 }
 
@@ -152,67 +192,114 @@ pub(super) fn unsent(
     why: String,
     tx: &crossbeam_channel::Sender<Finished>,
 ) {
-    let req = &planned.req;
-    let index = req.index;
-    let session = req.session.as_ref();
-    let (turn, session_id, parent_index) = session_fields(planned);
     let record = Record {
-        index: req.index,
-        line: req.line,
-        timestamp: req.timestamp_ms,
         scheduled_ms: ms_between(ctx.start, scheduled),
-        sent_ms: None,
-        drift_ms: None,
-        status,
-        http_status: None,
         error: Some(why),
-        ttft_ms: None,
-        ttfc_ms: None,
-        e2e_ms: None,
-        done_ms: None,
-        tpot_ms: None,
-        itl_ms: None,
-        input_length: req.input_length,
-        prompt_tokens: None,
-        cached_tokens: None,
-        output_length: req.output_length,
-        output_tokens: None,
-        output_tokens_source: None,
-        chunks: 0,
-        chat_id: session.map(|s| s.chat_id),
-        parent_chat_id: session.map(|s| s.parent_chat_id),
-        turn,
-        session_id,
-        parent_index,
-        session_wait_ms: None,
-        server: None,
-        retries: 0,
+        ..base_record(planned, status)
     };
     ctx.control.finished.fetch_add(1, Ordering::Relaxed);
-    if let Some(g) = &ctx.gate {
-        g.complete(
-            index,
-            Done {
-                at: Instant::now(),
-                ok: false,
-            },
-        );
-    }
+    signal_done(ctx, planned.req.index, false, None);
     let _ = tx.send(Finished {
         record,
         itl_ms: Vec::new(),
     });
 }
 
+/// The request's exchange with the server (or its dry run). A panic while reading the response
+/// still gives an outcome, so the request keeps its one record.
+async fn exchange(
+    ctx: &TaskCtx,
+    req: &TraceRequest,
+    body: Bytes,
+    opts: backend::RequestOpts<'_>,
+) -> backend::Outcome {
+    if ctx.cfg.dry_run {
+        return backend::Outcome {
+            status: Status::DryRun,
+            http_status: None,
+            error: None,
+            state: Default::default(),
+            retries: 0,
+        };
+    }
+    let timeout = ctx.cfg.timeout.for_output(req.output_length);
+    let exec = backend::execute(
+        &ctx.client,
+        &ctx.ep,
+        body,
+        Some(timeout),
+        &ctx.control.cancel,
+        ctx.cfg.allow_missing_usage,
+        opts,
+    );
+    // The panic message itself still goes to stderr.
+    match std::panic::AssertUnwindSafe(exec).catch_unwind().await {
+        Ok(o) => o,
+        Err(_) => backend::Outcome {
+            status: Status::ProtocolError,
+            http_status: None,
+            error: Some(
+                "internal error while handling the response (a request-sim bug)".to_string(),
+            ),
+            state: Default::default(),
+            retries: 0,
+        },
+    }
+}
+
+/// Tells the turns waiting for request `index` that it ended; `answer`, with `--live-history`
+/// and only for a request some turn waits for: its answer text (when it succeeded) and the
+/// answers of the turns before it.
+fn signal_done(
+    ctx: &TaskCtx,
+    index: usize,
+    ok: bool,
+    answer: Option<(Option<String>, Option<Arc<LiveAnswer>>)>,
+) {
+    if let Some(g) = &ctx.gate {
+        let answer = answer.map(|(text, prev)| {
+            Arc::new(LiveAnswer {
+                text: text.map(String::into_boxed_str),
+                prev,
+            })
+        });
+        g.complete(
+            index,
+            Done {
+                at: Instant::now(),
+                ok,
+                answer,
+            },
+        );
+    }
+}
+
+/// Sends request `prepared` (released at `scheduled`) and writes its one record.
+/// `earlier_answers`: with `--live-history`, the answers of the turns before it (its parent's
+/// chain), passed on to its own children with its answer.
 pub(super) async fn run_one(
     ctx: Arc<TaskCtx>,
     prepared: Prepared,
     scheduled: Instant,
-    session_wait_ms: Option<f64>,
+    released: Option<Released>,
+    earlier_answers: Option<Arc<LiveAnswer>>,
     tx: crossbeam_channel::Sender<Finished>,
 ) {
-    let Prepared { body, planned, .. } = prepared;
+    let Prepared {
+        body,
+        planned,
+        intended_prompt_tokens,
+        ..
+    } = prepared;
     let req = &planned.req;
+    // A messages row's intended prompt tokens are known only from its build (0: unknown).
+    let input_length = match req.input_length {
+        0 => intended_prompt_tokens,
+        n => n,
+    };
+    // `--live-history`: only a turn some later turn waits for keeps its answer.
+    let keep_answer =
+        ctx.cfg.sessions.live_history && ctx.gate.as_ref().is_some_and(|g| g.is_parent(req.index));
     // `--session-header`: the session id, only when asked for (no allocation otherwise).
     let session_key = ctx
         .ep
@@ -220,42 +307,15 @@ pub(super) async fn run_one(
         .as_ref()
         .and(planned.turn.as_ref())
         .map(|t| t.id.to_string());
+    let opts = backend::RequestOpts {
+        session: session_key.as_deref(),
+        collect_answer: keep_answer,
+    };
     let sent = Instant::now();
     ctx.realtime.task_started();
-    let outcome = if ctx.cfg.dry_run {
-        backend::Outcome {
-            status: Status::DryRun,
-            http_status: None,
-            error: None,
-            state: Default::default(),
-            retries: 0,
-        }
-    } else {
-        let timeout = ctx.cfg.timeout.for_output(req.output_length);
-        let exec = backend::execute(
-            &ctx.client,
-            &ctx.ep,
-            body,
-            Some(timeout),
-            &ctx.control.cancel,
-            ctx.cfg.allow_missing_usage,
-            session_key.as_deref(),
-        );
-        // A bug while reading a response must not lose the request's record (the panic
-        // message itself still goes to stderr).
-        match std::panic::AssertUnwindSafe(exec).catch_unwind().await {
-            Ok(o) => o,
-            Err(_) => backend::Outcome {
-                status: Status::ProtocolError,
-                http_status: None,
-                error: Some(
-                    "internal error while handling the response (a request-sim bug)".to_string(),
-                ),
-                state: Default::default(),
-                retries: 0,
-            },
-        }
-    };
+    let outcome = exchange(&ctx, req, body, opts).await;
+    let mut outcome = outcome;
+    let answer = outcome.state.answer.take();
     let st = &outcome.state;
     let rel = |t: Option<Instant>| t.map(|t| ms_between(sent, t));
     let ttft = rel(st.first_token);
@@ -272,29 +332,19 @@ pub(super) async fn run_one(
         }
         _ => None,
     };
-    if let Some(g) = &ctx.gate {
-        g.complete(
-            req.index,
-            Done {
-                at: Instant::now(),
-                ok: matches!(outcome.status, Status::Ok | Status::DryRun),
-            },
-        );
+    if ctx.gate.is_some() {
+        let ok = matches!(outcome.status, Status::Ok | Status::DryRun);
+        let answer = keep_answer.then(|| (answer.filter(|_| ok), earlier_answers));
+        signal_done(&ctx, req.index, ok, answer);
     }
     let sched_ms = ms_between(ctx.start, scheduled);
     let sent_ms = ms_between(ctx.start, sent);
     ctx.first_sent_us
         .fetch_min((sent_ms.max(0.0) * 1e3) as u64, Ordering::Relaxed);
-    let session = req.session.as_ref();
-    let (turn, session_id, parent_index) = session_fields(&planned);
     let record = Record {
-        index: req.index,
-        line: req.line,
-        timestamp: req.timestamp_ms,
         scheduled_ms: sched_ms,
         sent_ms: Some(sent_ms),
         drift_ms: Some(((sent_ms - sched_ms) * 1e3).round() / 1e3),
-        status: outcome.status,
         http_status: outcome.http_status,
         error: outcome.error,
         ttft_ms: ttft,
@@ -302,22 +352,17 @@ pub(super) async fn run_one(
         e2e_ms: e2e,
         done_ms: rel(st.done),
         tpot_ms: tpot,
-        itl_ms: None,
-        input_length: req.input_length,
+        input_length,
         prompt_tokens: usage.prompt_tokens,
         cached_tokens: usage.cached_tokens,
-        output_length: req.output_length,
         output_tokens,
         output_tokens_source: source,
         chunks: st.chunks,
-        chat_id: session.map(|s| s.chat_id),
-        parent_chat_id: session.map(|s| s.parent_chat_id),
-        turn,
-        session_id,
-        parent_index,
-        session_wait_ms,
-        server: None,
+        session_wait_ms: released.map(|r| r.wait_ms),
+        think_ms: released.and_then(|r| r.think_ms),
+        served_by: st.served_by.clone(),
         retries: outcome.retries,
+        ..base_record(&planned, outcome.status)
     };
     let failed = !matches!(
         record.status,

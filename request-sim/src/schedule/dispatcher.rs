@@ -149,13 +149,14 @@ pub fn dispatch(
         if let Some(b) = boost.as_mut() {
             // Lower the I/O threads once the requests handed over have started (and been
             // written), if that happens before the next send needs them raised again. The
-            // next request not built yet: leave them raised.
+            // next request not built yet (its time unknown): lower them once these have
+            // started, as after the last request; the next send raises them again.
             next = producers.try_take(i + 1);
             let until = match &next {
                 Some(p) => (start + plan.offset(p.planned.req.timestamp_ms))
                     .checked_sub(IoBoost::LEAD)
                     .unwrap_or(start),
-                None => Instant::now(),
+                None => Instant::now() + IoBoost::SETTLE_MAX,
             };
             b.settle(i + 1, until, stop.flag());
         }

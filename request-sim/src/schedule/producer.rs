@@ -39,6 +39,8 @@ pub struct Prepared {
     pub intended_prompt_tokens: u32,
     /// The planned request, for its record.
     pub planned: Planned,
+    /// `--live-history`: where the recorded answers of earlier turns sit in `body`.
+    pub live: Option<Box<crate::backend::LiveBody>>,
 }
 
 /// A body built for one planned request.
@@ -47,6 +49,8 @@ pub struct Built {
     pub body: Bytes,
     /// Prompt tokens the body was built to have, as the server should count them.
     pub intended_prompt_tokens: u32,
+    /// `--live-history`: where the recorded answers of earlier turns sit in `body`.
+    pub live: Option<Box<crate::backend::LiveBody>>,
 }
 
 /// Builds one body; called from producer threads. Gets a per-thread scratch buffer.
@@ -265,6 +269,7 @@ impl Producers {
                         body: built.body,
                         intended_prompt_tokens: built.intended_prompt_tokens,
                         planned,
+                        live: built.live,
                     };
                     if tx.send(prepared).is_err() {
                         break; // dispatcher gone
@@ -442,6 +447,7 @@ mod tests {
             Built {
                 body: Bytes::copy_from_slice(&s.body),
                 intended_prompt_tokens: p.req.input_length,
+                live: None,
             }
         });
         for threads in [1, 3, 4] {
@@ -476,6 +482,7 @@ mod tests {
         let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
             body: Bytes::new(),
             intended_prompt_tokens: 0,
+            live: None,
         });
         let cfg = ProducerConfig {
             threads: 2,
@@ -503,6 +510,7 @@ mod tests {
         let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
             body: Bytes::new(),
             intended_prompt_tokens: 0,
+            live: None,
         });
         let cfg = ProducerConfig {
             threads: 3,
@@ -539,6 +547,7 @@ mod tests {
         let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
             body: Bytes::from(vec![b'x'; 1000]),
             intended_prompt_tokens: 0,
+            live: None,
         });
         (feed(reqs), build)
     }
@@ -623,6 +632,7 @@ mod tests {
                 crate::schedule::priority::nice_of(0).map_or("?".to_string(), |n| n.to_string()),
             ),
             intended_prompt_tokens: 0,
+            live: None,
         });
         let before = crate::schedule::priority::nice_of(0);
         let cfg = ProducerConfig {

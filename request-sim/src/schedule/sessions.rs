@@ -5,6 +5,7 @@
 //! built) body to a task that awaits the parent's completion ([`SessionGate::wait`]), so a turn
 //! waiting for its parent delays no other request, whatever the number of sessions in flight.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -85,14 +86,42 @@ pub struct SessionOptions {
     pub session_user: bool,
     /// `--session-header NAME`: the session id goes into this request header.
     pub session_header: Option<reqwest::header::HeaderName>,
+    /// `--live-history` (closed timing, messages traces): a later turn carries the answers the
+    /// server actually gave to the earlier turns instead of the recorded ones.
+    pub live_history: bool,
 }
 
 /// How a request ended, as its children see it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Done {
     pub at: Instant,
     /// The request completed with status ok (or dry run).
     pub ok: bool,
+    /// `--live-history`: the answers of this request and of its ancestors (`None` otherwise,
+    /// and for a turn that was never sent).
+    pub answer: Option<Arc<LiveAnswer>>,
+}
+
+/// `--live-history`: what the server answered to one turn, linked to the answers of the turns
+/// before it in the session (newest first), so a later turn finds every earlier answer it
+/// replays without copying them.
+#[derive(Debug, PartialEq)]
+pub struct LiveAnswer {
+    /// The answer's text (`content` of the chat response); `None` when the turn failed.
+    pub text: Option<Box<str>>,
+    /// The parent's [`LiveAnswer`], when the parent is in the replayed slice.
+    pub prev: Option<Arc<LiveAnswer>>,
+}
+
+impl LiveAnswer {
+    /// The answer `depth` turns back along the chain (1 = this one), if known.
+    pub fn at_depth(self: &Arc<Self>, depth: u32) -> Option<&str> {
+        let mut node = self;
+        for _ in 1..depth {
+            node = node.prev.as_ref()?;
+        }
+        node.text.as_deref()
+    }
 }
 
 /// Completion signals of the requests that are some turn's parent.
@@ -114,6 +143,11 @@ impl SessionGate {
         SessionGate { done }
     }
 
+    /// True when some turn waits for request `index` (only then is its answer kept).
+    pub fn is_parent(&self, index: usize) -> bool {
+        matches!(self.done.get(index), Some(Some(_)))
+    }
+
     /// Request `index` ended (every request must end here once, sent or not).
     pub fn complete(&self, index: usize, done: Done) {
         if let Some(Some(tx)) = self.done.get(index) {
@@ -126,7 +160,7 @@ impl SessionGate {
         let tx = self.done.get(parent)?.as_ref()?;
         let mut rx = tx.subscribe();
         let r = rx.wait_for(Option::is_some).await.ok()?;
-        *r
+        r.clone()
     }
 }
 
@@ -148,7 +182,6 @@ pub async fn sleep_until_precise(at: Instant) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn think_time_parses() {
@@ -169,6 +202,26 @@ mod tests {
     }
 
     #[test]
+    fn live_answers_by_depth() {
+        let first = Arc::new(LiveAnswer {
+            text: Some("one".into()),
+            prev: None,
+        });
+        let failed = Arc::new(LiveAnswer {
+            text: None,
+            prev: Some(first),
+        });
+        let third = Arc::new(LiveAnswer {
+            text: Some("three".into()),
+            prev: Some(failed),
+        });
+        assert_eq!(third.at_depth(1), Some("three"));
+        assert_eq!(third.at_depth(2), None);
+        assert_eq!(third.at_depth(3), Some("one"));
+        assert_eq!(third.at_depth(4), None);
+    }
+
+    #[test]
     fn gate_wakes_children() {
         let sessions = Sessions {
             turns: vec![
@@ -186,6 +239,7 @@ mod tests {
                 }),
             ],
             stats: Default::default(),
+            cut: Vec::new(),
         };
         let gate = Arc::new(SessionGate::new(&sessions, 2));
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -197,10 +251,23 @@ mod tests {
             let g = gate.clone();
             let waiter = tokio::spawn(async move { g.wait(0).await });
             tokio::task::yield_now().await;
-            gate.complete(0, Done { at, ok: false });
+            let done = Done {
+                at,
+                ok: false,
+                answer: None,
+            };
+            gate.complete(0, done);
             waiter.await.unwrap()
         });
-        assert_eq!(got, Some(Done { at, ok: false }));
+        assert_eq!(
+            got,
+            Some(Done {
+                at,
+                ok: false,
+                answer: None
+            })
+        );
+        assert!(gate.is_parent(0) && !gate.is_parent(1));
         // Requests nobody waits for have no signal.
         assert_eq!(rt.block_on(gate.wait(1)), None);
     }

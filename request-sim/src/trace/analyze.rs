@@ -22,11 +22,24 @@
 //! touches its blocks from last to first, so a prefix is always more recent than its tails and
 //! tails are evicted first (as vLLM frees blocks in reverse order). All LRU sizes are computed
 //! in one pass from LRU stack distances, so a finer sweep costs nothing extra.
+//!
+//! ## Routing what-if (`--instances N --routing POLICY`)
+//!
+//! N instances, each with its own LRU prefix cache of the given capacity; every request goes to
+//! the instance a routing policy picks (`llm_sim::routing`, the same code as llm-sim's built-in
+//! router, so an online run through `llm-sim --router` chooses alike), and its hits are counted
+//! against that instance's cache only, with the definition above. `least-loaded` sees no load
+//! offline (all equal) and so goes round-robin; `session` uses the trace's session ids (the id
+//! request-sim sends as `user` with `--session-user`) and sends requests without one
+//! round-robin. A row "one cache of N × capacity" gives the ceiling: what a single cache of
+//! the cluster's total size would hit.
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::ser::SerializeMap;
 use serde::Serialize;
+
+use llm_sim::routing::{Policy, PrefixIndex, RouteRequest, Router};
 
 use super::{Trace, TraceFormat, TraceStats};
 use crate::util::percentile_sorted;
@@ -42,6 +55,19 @@ pub struct AnalyzeOptions {
     /// Width of the request-rate series buckets in seconds (default 60). Widened automatically
     /// so that the series has at most [`MAX_RATE_POINTS`] points.
     pub rate_bucket_s: f64,
+    /// The routing what-if, when asked.
+    pub routing: Option<RoutingOptions>,
+}
+
+/// What the routing what-if simulates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoutingOptions {
+    /// Instances, each with its own prefix cache (at least 1).
+    pub instances: usize,
+    /// Policies to compare; empty = all of them.
+    pub policies: Vec<Policy>,
+    /// Prefix-cache capacity of one instance, tokens (whole blocks of the trace's block size).
+    pub capacity_tokens: u64,
 }
 
 /// Most points in [`Analysis::rate_series`].
@@ -53,6 +79,7 @@ impl Default for AnalyzeOptions {
             cache_sizes_tokens: Vec::new(),
             percentiles: Vec::new(),
             rate_bucket_s: 60.0,
+            routing: None,
         }
     }
 }
@@ -192,6 +219,36 @@ pub struct Analysis {
     pub rate_series: RateSeries,
     /// The loader's counts (rules applied, skipped rows).
     pub trace_stats: TraceStats,
+    /// The routing what-if (`--instances`), when asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing: Option<RoutingAnalysis>,
+}
+
+/// The routing what-if: per-instance prefix caches under each policy.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoutingAnalysis {
+    pub instances: usize,
+    /// Per instance.
+    pub capacity_tokens: u64,
+    /// Per instance, `capacity_tokens / block_size`.
+    pub capacity_blocks: u64,
+    pub policies: Vec<RoutingPoint>,
+    /// One cache of `instances × capacity` for all requests: the ceiling of any policy.
+    pub single_cache_hit_ratio: f64,
+}
+
+/// One policy of the routing what-if.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoutingPoint {
+    pub policy: String,
+    pub hit_tokens: u64,
+    /// `hit_tokens / Σ input_length`.
+    pub hit_ratio: f64,
+    pub block_hit_ratio: f64,
+    /// Requests each instance received.
+    pub requests_per_instance: Vec<u64>,
+    /// Input tokens each instance received.
+    pub input_tokens_per_instance: Vec<u64>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -571,6 +628,90 @@ fn rate_series(times_s: &[f64], duration_s: f64, bucket_s: f64) -> RateSeries {
     }
 }
 
+/// Hits of every request when each goes to the instance `route` picks, each instance an LRU of
+/// `capacity_blocks` blocks: (hit tokens, fully hit blocks, requests and input tokens per
+/// instance).
+fn routed_hits(
+    chains: &Chains,
+    instances: usize,
+    capacity_blocks: usize,
+    mut route: impl FnMut(usize, &[u64]) -> usize,
+) -> (u64, u64, Vec<u64>, Vec<u64>) {
+    let mut index = PrefixIndex::new(instances, capacity_blocks);
+    let (mut hit_tokens, mut hit_blocks) = (0u64, 0u64);
+    let mut per_instance = vec![0u64; instances];
+    let mut input_per_instance = vec![0u64; instances];
+    let mut blocks: Vec<u64> = Vec::new();
+    let mut tokens: Vec<u32> = Vec::new();
+    let mut stored: Vec<u32> = Vec::new();
+    for r in 0..chains.requests() {
+        let (nodes, toks) = chains.request(r);
+        blocks.clear();
+        blocks.extend(nodes.iter().map(|&x| u64::from(x)));
+        tokens.clear();
+        tokens.extend(toks);
+        // A cached block holds at least one token (as in `Chains::infinite`).
+        stored.clear();
+        stored.extend(tokens.iter().map(|&t| t.max(1)));
+        let i = route(r, &blocks);
+        per_instance[i] += 1;
+        input_per_instance[i] += u64::from(chains.inputs[r]);
+        for (&b, &cur) in blocks.iter().zip(&tokens) {
+            let Some(have) = index.stored(i, b) else {
+                break;
+            };
+            hit_tokens += u64::from(have.min(cur));
+            if have < cur {
+                break;
+            }
+            hit_blocks += 1;
+        }
+        index.record(i, &blocks, &stored);
+    }
+    (hit_tokens, hit_blocks, per_instance, input_per_instance)
+}
+
+/// The routing what-if of `opts` (see the module docs).
+fn routing_analysis(trace: &Trace, chains: &Chains, opts: &RoutingOptions) -> RoutingAnalysis {
+    let n = opts.instances.max(1);
+    let block = trace.block_size.max(1) as u64;
+    let capacity_blocks = opts.capacity_tokens / block;
+    let cap = usize::try_from(capacity_blocks).unwrap_or(usize::MAX);
+    let input_tokens: u64 = chains.inputs.iter().map(|&x| u64::from(x)).sum();
+    let blocks = chains.nodes.len() as u64;
+    let policies = if opts.policies.is_empty() {
+        Policy::ALL.to_vec()
+    } else {
+        opts.policies.clone()
+    };
+    let points = policies
+        .iter()
+        .map(|&policy| {
+            let mut router = Router::new(policy, n, cap);
+            let (hit_tokens, hit_blocks, per, input) = routed_hits(chains, n, cap, |r, b| {
+                let session = trace.sessions.key(trace.requests[r].index);
+                router.route(&RouteRequest { session, blocks: b }, &[])
+            });
+            RoutingPoint {
+                policy: policy.name().to_owned(),
+                hit_tokens,
+                hit_ratio: ratio(hit_tokens, input_tokens),
+                block_hit_ratio: ratio(hit_blocks, blocks),
+                requests_per_instance: per,
+                input_tokens_per_instance: input,
+            }
+        })
+        .collect();
+    let (single, _, _, _) = routed_hits(chains, 1, cap.saturating_mul(n), |_, _| 0);
+    RoutingAnalysis {
+        instances: n,
+        capacity_tokens: opts.capacity_tokens,
+        capacity_blocks,
+        policies: points,
+        single_cache_hit_ratio: ratio(single, input_tokens),
+    }
+}
+
 /// Analyses a loaded trace.
 pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
     let reqs = &trace.requests;
@@ -685,6 +826,10 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
         lru_sweep,
         rate_series: rate_series(&times_s, duration_s, opts.rate_bucket_s),
         trace_stats: trace.stats.clone(),
+        routing: opts
+            .routing
+            .as_ref()
+            .map(|o| routing_analysis(trace, &chains, o)),
     }
 }
 

@@ -16,6 +16,8 @@ struct Keys {
     tools: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     text_input: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    prompt_token_ids: Option<serde::de::IgnoredAny>,
 }
 
 /// Detects the format from the first non-blank line of a file:
@@ -31,7 +33,11 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
             ))
         })?;
         return Ok(
-            if keys.messages.is_some() || keys.tools.is_some() || keys.text_input.is_some() {
+            if keys.messages.is_some()
+                || keys.tools.is_some()
+                || keys.text_input.is_some()
+                || keys.prompt_token_ids.is_some()
+            {
                 TraceFormat::Messages
             } else if keys.chat_id.is_some() {
                 TraceFormat::Bailian

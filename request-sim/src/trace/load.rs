@@ -305,6 +305,7 @@ fn finish(
     };
     let mut turns_per_session: HashMap<Arc<str>, usize> = HashMap::new();
     let mut turns = Vec::new();
+    let mut cut_by_session = Vec::new();
     let mut chats = Vec::new();
     if rows.iter().any(|r| r.link.is_some()) {
         turns = rows
@@ -322,16 +323,18 @@ fn finish(
                 })
             })
             .collect();
-        let mut cut: HashMap<&Arc<str>, ()> = HashMap::new();
+        let mut cut: HashMap<&Arc<str>, usize> = HashMap::new();
         for (pos, id) in ids_before.iter().enumerate() {
             if let Some(id) = id {
                 if new_index[pos].is_none() && turns_per_session.contains_key(id) {
                     session_stats.cut_turns += 1;
-                    cut.insert(id, ());
+                    *cut.entry(id).or_default() += 1;
                 }
             }
         }
         session_stats.cut_sessions = cut.len();
+        cut_by_session = cut.into_iter().map(|(id, n)| (id.clone(), n)).collect();
+        cut_by_session.sort();
         session_stats.sessions = turns_per_session.len();
         session_stats.turns = turns_per_session.values().sum();
         session_stats.max_turns = turns_per_session.values().copied().max().unwrap_or(0);
@@ -371,6 +374,7 @@ fn finish(
         sessions: Sessions {
             turns,
             stats: session_stats,
+            cut: cut_by_session,
         },
         chats,
     })

@@ -18,6 +18,8 @@
 //! - A row with `text_input` (a string) instead of `messages` is AIPerf's literal prompt: sent
 //!   as the chat content or completions prompt, like a synthetic prompt (`--save-prompts`
 //!   writes such rows for completions endpoints).
+//! - A row with `prompt_token_ids` (an array of token ids) is a literal completions prompt of
+//!   token ids (`--save-prompts` with `--token-ids` writes such rows).
 //!
 //! Rows are checked with hand-written walks over `serde_json::Value` (not typed structs) because
 //! the payload must be kept verbatim for the request body while every bad field still gets a
@@ -199,6 +201,24 @@ fn check_messages(v: &Value) -> Result<(), RowError> {
     Ok(())
 }
 
+/// A `prompt_token_ids` value: a non-empty array of token ids.
+fn token_ids(v: &Value) -> Result<Vec<u32>, RowError> {
+    let ids = v.as_array().filter(|a| !a.is_empty()).and_then(|a| {
+        a.iter()
+            .map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()))
+            .collect::<Option<Vec<u32>>>()
+    });
+    ids.ok_or_else(|| {
+        bad(
+            "prompt_token_ids",
+            format!(
+                "expected a non-empty array of token ids (integers), found {}",
+                describe(v)
+            ),
+        )
+    })
+}
+
 /// Parses one non-blank line of a `messages` trace.
 pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
     let mut row: Map<String, Value> = fields::from_json_line(text)?;
@@ -218,9 +238,23 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
             ))
         }
     };
+    let prompt_token_ids = match row.remove("prompt_token_ids") {
+        None => None,
+        Some(v) if text_input.is_none() && !row.contains_key("messages") => Some(token_ids(&v)?),
+        Some(_) => {
+            return Err(bad(
+                "prompt_token_ids",
+                "cannot be combined with `messages` or `text_input`",
+            ))
+        }
+    };
     let messages = match row.remove("messages") {
         Some(m) => m,
-        None if text_input.is_some() && !row.contains_key("tools") => Value::Null,
+        None if (text_input.is_some() || prompt_token_ids.is_some())
+            && !row.contains_key("tools") =>
+        {
+            Value::Null
+        }
         None if row.contains_key("tools") => {
             return Err(bad(
                 "tools",
@@ -241,7 +275,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
             ));
         }
     }
-    if text_input.is_none() {
+    if text_input.is_none() && prompt_token_ids.is_none() {
         check_messages(&messages)?;
     }
     let tools = match row.remove("tools") {
@@ -325,6 +359,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
             extra,
             max_tokens: output_length,
             text_input,
+            prompt_token_ids,
         }),
     })
 }
@@ -384,5 +419,29 @@ mod tests {
             "field `tools`: expected an array of tool definitions, found an object"
         );
         assert!(err(r#"{"messages": [{"role": "user", "content": "x"}]}"#).contains("`timestamp`"));
+    }
+}
+
+#[cfg(test)]
+mod token_id_tests {
+    use super::*;
+
+    #[test]
+    fn prompt_token_ids_rows_are_literal_prompts() {
+        let r =
+            parse_line(r#"{"timestamp": 5, "prompt_token_ids": [1, 2, 3], "output_length": 4}"#)
+                .unwrap();
+        let c = r.chat.unwrap();
+        assert_eq!(c.prompt_token_ids.as_deref(), Some(&[1u32, 2, 3][..]));
+        assert!(c.is_literal() && c.messages.is_null());
+        for bad in [
+            r#"{"timestamp": 0, "prompt_token_ids": []}"#,
+            r#"{"timestamp": 0, "prompt_token_ids": [1, -2]}"#,
+            r#"{"timestamp": 0, "prompt_token_ids": "1 2"}"#,
+            r#"{"timestamp": 0, "prompt_token_ids": [1], "text_input": "x"}"#,
+        ] {
+            let e = parse_line(bad).err().unwrap().to_string();
+            assert!(e.contains("prompt_token_ids"), "{bad}: {e}");
+        }
     }
 }

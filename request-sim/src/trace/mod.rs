@@ -16,6 +16,7 @@ mod detect;
 mod error;
 mod fields;
 mod generic;
+pub mod history;
 pub mod ideal;
 mod lines;
 mod load;
@@ -26,7 +27,10 @@ pub mod session;
 pub mod shard;
 pub mod stream;
 
-pub use analyze::{analyze, ideal_prefix_hits, Analysis, AnalyzeOptions};
+pub use analyze::{
+    analyze, ideal_prefix_hits, Analysis, AnalyzeOptions, RoutingAnalysis, RoutingOptions,
+    RoutingPoint,
+};
 pub use detect::detect_format;
 pub use error::{RowError, TraceError};
 pub use ideal::IdealCache;
@@ -170,6 +174,16 @@ pub struct ChatPayload {
     /// A `text_input` row (AIPerf's literal prompt): this text is the prompt, sent like a
     /// synthetic one (chat content or completions prompt); `messages` is then `null`.
     pub text_input: Option<String>,
+    /// A `prompt_token_ids` row (what `--save-prompts` writes with `--token-ids`): these token
+    /// ids are the completions prompt; `messages` is then `null`.
+    pub prompt_token_ids: Option<Vec<u32>>,
+}
+
+impl ChatPayload {
+    /// A literal prompt (`text_input` or `prompt_token_ids`) rather than a chat request.
+    pub fn is_literal(&self) -> bool {
+        self.text_input.is_some() || self.prompt_token_ids.is_some()
+    }
 }
 
 /// A whole parsed trace.

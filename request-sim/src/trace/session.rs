@@ -50,6 +50,9 @@ pub struct SessionStats {
 pub struct Sessions {
     pub turns: Vec<Option<SessionTurn>>,
     pub stats: SessionStats,
+    /// The sessions that lost turns to slicing and how many (sorted by id); their sum is
+    /// `stats.cut_turns`. Per session so that a shard can count its own.
+    pub cut: Vec<(Arc<str>, usize)>,
 }
 
 impl Sessions {
@@ -62,6 +65,15 @@ impl Sessions {
     /// `None` for a request outside any session.
     pub fn key(&self, index: usize) -> Option<&str> {
         self.get(index).map(|t| &*t.id)
+    }
+
+    /// Turns cut by slicing and the sessions they belong to, over the sessions `keep` accepts
+    /// (e.g. a shard's).
+    pub fn cut_in(&self, keep: impl Fn(&str) -> bool) -> (usize, usize) {
+        self.cut
+            .iter()
+            .filter(|(id, _)| keep(id))
+            .fold((0, 0), |(t, s), (_, n)| (t + n, s + 1))
     }
 
     /// True when at least one request belongs to a session.

@@ -165,6 +165,7 @@ mod tests {
                 turns: 200,
                 ..SessionStats::default()
             },
+            cut: Vec::new(),
         };
         let mut owner_of = HashMap::new();
         let (mut total, mut sizes) = (0, Vec::new());

@@ -138,6 +138,12 @@ struct InMessage {
     role: String,
     #[serde(default)]
     content: Option<Content>,
+    #[serde(default)]
+    tool_calls: Option<serde_json::Value>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -145,6 +151,8 @@ struct ChatRequest {
     #[serde(default)]
     model: Option<String>,
     messages: Vec<InMessage>,
+    #[serde(default)]
+    tools: Option<serde_json::Value>,
     #[serde(default)]
     max_tokens: Option<i64>,
     #[serde(default)]
@@ -159,6 +167,9 @@ struct ChatRequest {
     stream_options: Option<StreamOptions>,
     #[serde(default)]
     n: Option<i64>,
+    /// OpenAI's end-user id (the built-in router's `session` policy may route by it).
+    #[serde(default)]
+    user: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -187,6 +198,9 @@ struct CompletionRequest {
     stream_options: Option<StreamOptions>,
     #[serde(default)]
     n: Option<i64>,
+    /// OpenAI's end-user id (the built-in router's `session` policy may route by it).
+    #[serde(default)]
+    user: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -204,8 +218,12 @@ struct TgiRequest {
     parameters: Option<TgiParameters>,
 }
 
-/// Validated generation settings of one request.
-struct Job {
+/// A generation request parsed and validated, ready for an engine ([`parse_job`],
+/// [`generate_job`]).
+pub struct Job {
+    api: Api,
+    /// OpenAI's `user` field.
+    user: Option<String>,
     prompt: Vec<u32>,
     max_tokens: u32,
     /// The client asked for exactly `max_tokens` (no simulated EOS).
@@ -215,6 +233,18 @@ struct Job {
     include_usage: bool,
     continuous_usage: bool,
     tgi_details: bool,
+}
+
+impl Job {
+    /// The prompt's token ids.
+    pub fn prompt(&self) -> &[u32] {
+        &self.prompt
+    }
+
+    /// The request's OpenAI `user` field.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
 }
 
 fn check_model(state: &AppState, model: &Option<String>) -> Result<(), ApiError> {
@@ -346,6 +376,9 @@ fn chat_messages(api: Api, messages: Vec<InMessage>) -> Result<Vec<ChatMessage>,
         msgs.push(ChatMessage {
             role: m.role,
             content,
+            tool_calls: m.tool_calls,
+            tool_call_id: m.tool_call_id,
+            name: m.name,
         });
     }
     Ok(msgs)
@@ -362,7 +395,7 @@ fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     let msgs = chat_messages(api, req.messages)?;
     let prompt = state
         .tokenizer
-        .encode_chat(&msgs)
+        .encode_chat_tools(&msgs, req.tools.as_ref(), true)
         .map_err(|e| bad(api, e))?;
     let stream = req.stream.unwrap_or(false);
     let (include_usage, continuous_usage) = stream_flags(api, stream, req.stream_options)?;
@@ -370,6 +403,8 @@ fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     let max_tokens = resolve_lengths(state, api, prompt.len(), max, req.min_tokens)?;
     let min_tokens = req.min_tokens.unwrap_or(0) as u32;
     Ok(Job {
+        api,
+        user: req.user,
         prompt,
         max_tokens,
         exact: req.ignore_eos == Some(true) || min_tokens >= max_tokens,
@@ -408,6 +443,8 @@ fn completion_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     let max_tokens = resolve_lengths(state, api, prompt.len(), req.max_tokens, req.min_tokens)?;
     let min_tokens = req.min_tokens.unwrap_or(0) as u32;
     Ok(Job {
+        api,
+        user: req.user,
         prompt,
         max_tokens,
         exact: req.ignore_eos == Some(true) || min_tokens >= max_tokens,
@@ -429,6 +466,8 @@ fn tgi_job(state: &AppState, body: &[u8], stream: bool) -> Result<Job, ApiError>
         .map_err(|e| bad(api, e))?;
     let max_tokens = resolve_lengths(state, api, prompt.len(), params.max_new_tokens, None)?;
     Ok(Job {
+        api,
+        user: None,
         prompt,
         max_tokens,
         exact: false,
@@ -450,6 +489,8 @@ struct TokenizeRequest {
     prompt: Option<String>,
     #[serde(default)]
     messages: Option<Vec<InMessage>>,
+    #[serde(default)]
+    tools: Option<serde_json::Value>,
     #[serde(default)]
     add_special_tokens: Option<bool>,
     #[serde(default)]
@@ -483,7 +524,11 @@ pub fn tokenize(state: &AppState, body: &[u8]) -> Response<Body> {
                 let msgs = chat_messages(api, m)?;
                 state
                     .tokenizer
-                    .encode_chat_with(&msgs, req.add_generation_prompt.unwrap_or(true))
+                    .encode_chat_tools(
+                        &msgs,
+                        req.tools.as_ref(),
+                        req.add_generation_prompt.unwrap_or(true),
+                    )
                     .map_err(|e| bad(api, e))?
             }
             _ => return Err(bad(api, "Give exactly one of `prompt` and `messages`.")),
@@ -536,12 +581,49 @@ pub async fn generate(
     body: Bytes,
     tgi_stream: bool,
 ) -> Response<Body> {
+    let (n, plan) = match admit(&state) {
+        Ok(a) => a,
+        Err(e) => return e.into_response(api),
+    };
+    let job = parse_job(&state, api, &body, tgi_stream);
+    drop(body);
+    match job {
+        Ok(j) => serve(state, n, plan, j).await,
+        Err(e) => e.into_response(api),
+    }
+}
+
+/// Parses and validates a generation request of `api` against `state`'s model, tokenizer and
+/// limits, without serving it (the built-in router parses once, then picks the instance).
+pub fn parse_job(
+    state: &AppState,
+    api: Api,
+    body: &[u8],
+    tgi_stream: bool,
+) -> Result<Job, ApiError> {
+    match api {
+        Api::Chat => chat_job(state, body),
+        Api::Completion => completion_job(state, body),
+        Api::Tgi => tgi_job(state, body, tgi_stream),
+    }
+}
+
+/// Serves a request parsed by [`parse_job`] (on an instance with the same model and limits).
+pub async fn generate_job(state: Arc<AppState>, job: Job) -> Response<Body> {
+    match admit(&state) {
+        Ok((n, plan)) => serve(state, n, plan, job).await,
+        Err(e) => e.into_response(job.api),
+    }
+}
+
+/// The readiness check, the request's number and its fault plan; an error when the server is
+/// not ready or the plan is an error status.
+fn admit(state: &AppState) -> Result<(u64, FaultPlan), ApiError> {
     if !state.is_ready() {
-        return error_response(
-            api,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The server is still starting (simulated readiness delay).",
-        );
+        return Err(ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: "The server is still starting (simulated readiness delay).".into(),
+        });
     }
     let n = state.req_counter.fetch_add(1, Ordering::Relaxed);
     let plan = state.faults.plan(n);
@@ -553,18 +635,17 @@ pub async fn generate(
             503 => "Simulated fault: service unavailable.",
             _ => "Simulated fault: internal server error.",
         };
-        return error_response(api, status, msg);
+        return Err(ApiError {
+            status,
+            message: msg.into(),
+        });
     }
-    let job = match api {
-        Api::Chat => chat_job(&state, &body),
-        Api::Completion => completion_job(&state, &body),
-        Api::Tgi => tgi_job(&state, &body, tgi_stream),
-    };
-    drop(body);
-    let job = match job {
-        Ok(j) => j,
-        Err(e) => return e.into_response(api),
-    };
+    Ok((n, plan))
+}
+
+/// Hands request number `n` to the engine and answers it (streaming or whole).
+async fn serve(state: Arc<AppState>, n: u64, plan: FaultPlan, job: Job) -> Response<Body> {
+    let api = job.api;
     let shared = Arc::new(ReqShared::new(job.stream));
     let output_seed = hash3(state.id_seed, n, 0x0u64);
     let prompt_tokens = job.prompt.len() as u32;

@@ -125,10 +125,16 @@ pub struct SimConfig {
     /// Prefix caching on (vLLM's default) or off.
     pub enable_prefix_caching: bool,
 
-    /// Fixed cost of one engine step, microseconds.
+    /// Fixed cost of one engine step (reading the weights), microseconds.
     pub step_fixed_us: f64,
     /// Cost per prefill token computed in a step (cached tokens cost nothing), microseconds.
+    /// The step's linear part is `max(step_fixed_us, prefill_token_us × tokens)`: the GPU reads
+    /// the weights while it computes (see [`crate::timing`]).
     pub prefill_token_us: f64,
+    /// Cost per (prefill token × token it attends to) pair, microseconds: attention over the
+    /// context of the prompt tokens computed in a step, cached prefix included.
+    #[serde(default)]
+    pub attention_pair_us: f64,
     /// Cost per decoding sequence in a step, microseconds.
     pub decode_seq_us: f64,
     /// Cost per token of context of each decoding sequence in a step (reading its KV cache),
@@ -214,6 +220,7 @@ impl Default for SimConfig {
             enable_prefix_caching: true,
             step_fixed_us: 1_000.0,
             prefill_token_us: 0.25,
+            attention_pair_us: 0.0,
             decode_seq_us: 2.0,
             decode_ctx_token_us: 0.0,
             worker_threads: 1,
@@ -237,26 +244,29 @@ impl Default for SimConfig {
 pub const PRESETS: &[&str] = &[
     "fast",
     "qwen3-8b-h100",
+    "llama-3.1-8b-h100",
+    "qwen3-0.6b-h100",
     "llama3-70b-h100x4",
     "qwen3-32b-a100x2",
 ];
 
 impl SimConfig {
-    /// A named preset. `fast` is [`SimConfig::default`]; the others are rough roofline estimates
-    /// for vLLM on real hardware (see docs/llm-sim.md for the arithmetic):
-    /// - fixed step cost = weight bytes / HBM bandwidth (+ ~20% overheads, + all-reduce for TP);
-    /// - prefill cost per token = 2 x parameters FLOPs at ~50% of the dense BF16 peak;
-    /// - decode cost per sequence = ~10 us of per-sequence overhead + its KV cache read
-    ///   (KV bytes per token / HBM bandwidth per token of context);
-    /// - KV blocks = (90% of HBM - weights) / KV bytes per token / 16.
+    /// A named preset. `fast` is [`SimConfig::default`]. The one-H100 presets are fitted to
+    /// published figures (DESIGN §14; sources, fits and the resulting TTFT/TPOT next to the
+    /// published ones in docs/llm-sim.md). The multi-GPU ones are roofline estimates: fixed step
+    /// = weight bytes / HBM bandwidth (+ ~20%, + all-reduce), prefill = 2 × parameters FLOPs
+    /// per token at ~50% of the BF16 peak, attention scaled from the 8B figure by FLOPs per
+    /// token pair, decode = ~10 µs per sequence + KV bytes per token / bandwidth, KV blocks =
+    /// (90% of HBM − weights) / KV bytes per token / 16.
     pub fn preset(name: &str) -> Option<SimConfig> {
         let base = SimConfig::default();
         match name {
             "fast" => Some(base),
-            // Qwen3-8B BF16 on one H100 SXM (80 GB, 3.35 TB/s, 989 TFLOP/s):
-            // 16.4 GB weights -> 4.9 ms, +20% -> 6 ms; 16.4 GFLOP/token at 495 TFLOP/s -> 33 us;
-            // KV 144 KiB/token (36 layers x 8 KV heads x 128 x 2 x 2 B) / 3.35 TB/s -> 0.044 us
-            // per token of context (0.09 ms for a 2k-token sequence);
+            // Qwen3-8B BF16, one H100 SXM. DESIGN §14: fixed 6.5 ms (vLLM TPOT p50 at
+            // concurrency 1-4), attention 0.0012 us per pair, decode 5 us per sequence +
+            // 0.08 us per context token; prefill 20.4 us per token fitted to its step times
+            // (512 tokens -> 12 ms, 4,096 -> 84 ms: the model gives 10.6 and 93.7 ms).
+            // KV: 36 layers x 8 KV heads x 128 x 2 x 2 B = 144 KiB per token;
             // (72 GB - 16.4 GB) / 144 KiB / 16 -> ~23.5k blocks.
             "qwen3-8b-h100" => Some(SimConfig {
                 model_name: "Qwen/Qwen3-8B".to_string(),
@@ -264,15 +274,56 @@ impl SimConfig {
                 max_num_seqs: 256,
                 max_num_batched_tokens: 8192,
                 num_gpu_blocks: 23_500,
-                step_fixed_us: 6_000.0,
-                prefill_token_us: 33.0,
-                decode_seq_us: 10.0,
-                decode_ctx_token_us: 0.044,
+                step_fixed_us: 6_500.0,
+                prefill_token_us: 20.4,
+                attention_pair_us: 0.0012,
+                decode_seq_us: 5.0,
+                decode_ctx_token_us: 0.08,
+                ..base
+            }),
+            // Llama-3.1-8B-Instruct BF16, one H100. BLIS (inference-sim defaults.yaml, vLLM
+            // 0.8.4, TP 1): step 5,753 us, 6.0 us per decode token, 29,205 KV blocks; prefill,
+            // attention and context terms as Qwen3-8B (DESIGN §14 gives them for both models;
+            // BLIS's 17.3 us per prefill token belongs to its additive model and cannot move
+            // into a max(fixed, prefill) one).
+            "llama-3.1-8b-h100" => Some(SimConfig {
+                model_name: "meta-llama/Llama-3.1-8B-Instruct".to_string(),
+                max_model_len: 131_072,
+                max_num_seqs: 256,
+                max_num_batched_tokens: 8192,
+                num_gpu_blocks: 29_205,
+                step_fixed_us: 5_753.0,
+                prefill_token_us: 20.4,
+                attention_pair_us: 0.0012,
+                decode_seq_us: 6.0,
+                decode_ctx_token_us: 0.08,
+                ..base
+            }),
+            // Qwen3-0.6B BF16, one H100. DESIGN §14: fixed 2.3 ms (vLLM TPOT 2.39 ms at
+            // 16 req/s of 512/128, kvcached's H100 bench). Decode 12 us per sequence +
+            // 0.062 us per context token: TPOT 2.39 -> 5.45 ms as the batch grows from ~5 to
+            // ~66 sequences (the same bench at rate inf), 0.062 = 0.08 x its KV bytes per token
+            // (28 x 8 x 128 x 2 x 2 B = 112 KiB) / Qwen3-8B's. Attention 0.0012 x (28 layers x
+            // 16 heads) / (36 x 32). Prefill 5 us per token: an estimate (1.2 GFLOP per token at
+            // ~25% of the BF16 peak), no published step time. (72 GB - 1.5 GB - ~4 GB of
+            // activations) / 112 KiB / 16 -> ~36k blocks.
+            "qwen3-0.6b-h100" => Some(SimConfig {
+                model_name: "Qwen/Qwen3-0.6B".to_string(),
+                max_model_len: 40_960,
+                max_num_seqs: 256,
+                max_num_batched_tokens: 8192,
+                num_gpu_blocks: 36_000,
+                step_fixed_us: 2_300.0,
+                prefill_token_us: 5.0,
+                attention_pair_us: 0.000_467,
+                decode_seq_us: 12.0,
+                decode_ctx_token_us: 0.062,
                 ..base
             }),
             // Llama-3.1-70B BF16 on 4 x H100 SXM, TP=4: 141 GB / 13.4 TB/s -> 10.5 ms, + all-reduce
-            // and overheads -> 14 ms; 141 GFLOP/token at 4 x 495 TFLOP/s -> 71 us; KV 320 KiB/token
-            // (80 x 8 x 128 x 2 x 2 B) / 13.4 TB/s -> 0.0245 us per token of context;
+            // and overheads -> 14 ms; 141 GFLOP/token at 4 x 495 TFLOP/s -> 71 us; attention
+            // (80 layers x 64 heads vs 36 x 32, over 4 GPUs) -> 0.0013 us per pair; KV 320 KiB
+            // per token (80 x 8 x 128 x 2 x 2 B) / 13.4 TB/s -> 0.0245 us per token of context;
             // (288 GB - 141 GB) / 320 KiB / 16 -> ~28k blocks.
             "llama3-70b-h100x4" => Some(SimConfig {
                 model_name: "meta-llama/Llama-3.1-70B-Instruct".to_string(),
@@ -282,14 +333,16 @@ impl SimConfig {
                 num_gpu_blocks: 28_000,
                 step_fixed_us: 14_000.0,
                 prefill_token_us: 71.0,
+                attention_pair_us: 0.0013,
                 decode_seq_us: 10.0,
                 decode_ctx_token_us: 0.0245,
                 ..base
             }),
             // Qwen3-32B BF16 on 2 x A100 80 GB, TP=2 (2 x 2.0 TB/s, 2 x 312 TFLOP/s):
             // 65.5 GB / 4 TB/s -> 16.4 ms, + overheads -> 20 ms; 65.5 GFLOP/token at 312 TFLOP/s
-            // -> 210 us; KV 256 KiB/token (64 x 8 x 128 x 2 x 2 B) / 4 TB/s -> 0.066 us per token
-            // of context;
+            // -> 210 us; attention (64 layers x 64 heads vs 36 x 32, A100 peak 312 vs 989
+            // TFLOP/s, over 2 GPUs) -> 0.0068 us per pair; KV 256 KiB/token (64 x 8 x 128 x 2
+            // x 2 B) / 4 TB/s -> 0.066 us per token of context;
             // (144 GB - 65.5 GB) / 256 KiB / 16 -> ~18.7k blocks.
             "qwen3-32b-a100x2" => Some(SimConfig {
                 model_name: "Qwen/Qwen3-32B".to_string(),
@@ -299,6 +352,7 @@ impl SimConfig {
                 num_gpu_blocks: 18_700,
                 step_fixed_us: 20_000.0,
                 prefill_token_us: 210.0,
+                attention_pair_us: 0.0068,
                 decode_seq_us: 10.0,
                 decode_ctx_token_us: 0.066,
                 ..base
@@ -338,6 +392,7 @@ impl SimConfig {
         for (name, v) in [
             ("step_fixed_us", self.step_fixed_us),
             ("prefill_token_us", self.prefill_token_us),
+            ("attention_pair_us", self.attention_pair_us),
             ("decode_seq_us", self.decode_seq_us),
             ("decode_ctx_token_us", self.decode_ctx_token_us),
         ] {

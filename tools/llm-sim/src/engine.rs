@@ -20,8 +20,12 @@ use crate::cache::{extend_block_hashes, BlockPool};
 use crate::config::SimConfig;
 use crate::kv_events::{self, KvEvent};
 use crate::metrics::{Metrics, RequestTimes};
+use crate::timing::{StepCost, StepWork};
 use crate::util::mix64;
 use crate::vocab::BUILTIN_VOCAB_SIZE;
+
+/// Most wall time by which the engine's step clock may trail the wall clock and catch up.
+const MAX_CATCH_UP: Duration = Duration::from_secs(1);
 
 // State 0 (the default) means queued, not yet scheduled.
 const RUNNING: u8 = 1;
@@ -174,6 +178,109 @@ impl EngineHandle {
     }
 }
 
+/// A request of an offline run ([`simulate`]).
+#[derive(Clone, Debug)]
+pub struct OfflineRequest {
+    /// When it reaches the engine, simulated microseconds from the start.
+    pub arrival_us: f64,
+    pub prompt: Vec<u32>,
+    pub max_tokens: u32,
+}
+
+/// What an offline run saw of one request, in simulated microseconds from its arrival.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OfflineResult {
+    pub ttft_us: f64,
+    pub e2e_us: f64,
+    /// Output tokens produced.
+    pub tokens: u32,
+    pub cached_tokens: u32,
+    /// The engine could not run it (it needs more KV blocks than the cache has).
+    pub dropped: bool,
+}
+
+impl OfflineResult {
+    /// Mean time per output token after the first (0 for one-token requests).
+    pub fn tpot_us(&self) -> f64 {
+        if self.tokens > 1 {
+            (self.e2e_us - self.ttft_us) / f64::from(self.tokens - 1)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Runs the engine of `cfg` on `reqs` (sorted by arrival) in virtual time: the same scheduler,
+/// prefix cache and step-cost model as the server, with no sleeping, no HTTP and no wall
+/// clock, so a what-if of hours of traffic takes milliseconds. Arrivals are taken between
+/// steps, as the server's engine takes them. One result per request, in order.
+pub fn simulate(cfg: &SimConfig, reqs: &[OfflineRequest]) -> Vec<OfflineResult> {
+    let metrics = Arc::new(Metrics::default());
+    let mut e = Engine::new(cfg, metrics.clone());
+    let mut out = vec![OfflineResult::default(); reqs.len()];
+    let mut first = vec![false; reqs.len()];
+    let mut live: Vec<(usize, Arc<ReqShared>)> = Vec::new();
+    let (mut t, mut next, mut stuck) = (0.0f64, 0usize, 0u32);
+    loop {
+        while next < reqs.len() && reqs[next].arrival_us <= t {
+            let r = &reqs[next];
+            let shared = Arc::new(ReqShared::new(false));
+            metrics.unscheduled.fetch_add(1, Ordering::Relaxed);
+            e.add(NewRequest {
+                prompt: r.prompt.clone(),
+                max_tokens: r.max_tokens,
+                output_seed: next as u64,
+                stops: false,
+                shared: shared.clone(),
+            });
+            live.push((next, shared));
+            next += 1;
+        }
+        if e.running.is_empty() && e.waiting.is_empty() {
+            match reqs.get(next) {
+                Some(r) => t = t.max(r.arrival_us),
+                None => break,
+            }
+            continue;
+        }
+        let cost = e.schedule();
+        if e.step.is_empty() {
+            // A step that only preempted is retried; twice in a row means the head of the
+            // queue can never fit: give it up, as the server refuses such a request.
+            stuck += 1;
+            if stuck >= 2 {
+                if let Some(s) = e.waiting.pop_front() {
+                    e.end_seq(s, ABORTED, Instant::now());
+                }
+            }
+        } else {
+            stuck = 0;
+            t += cost;
+            e.complete(Instant::now());
+        }
+        live.retain(|(i, shared)| {
+            let p = shared.progress();
+            let arrival = reqs[*i].arrival_us;
+            if p.generated > 0 && !first[*i] {
+                first[*i] = true;
+                out[*i].ttft_us = t - arrival;
+            }
+            if p.finished || p.aborted {
+                out[*i] = OfflineResult {
+                    e2e_us: t - arrival,
+                    tokens: p.generated,
+                    cached_tokens: shared.cached_tokens(),
+                    dropped: p.aborted,
+                    ..out[*i]
+                };
+                return false;
+            }
+            true
+        });
+    }
+    out
+}
+
 /// Starts the scheduler loop on the current tokio runtime.
 pub fn spawn_engine(
     cfg: &SimConfig,
@@ -233,10 +340,7 @@ struct Engine {
     max_num_seqs: usize,
     max_num_batched_tokens: u32,
     block_size: u32,
-    step_fixed_us: f64,
-    prefill_token_us: f64,
-    decode_seq_us: f64,
-    decode_ctx_token_us: f64,
+    cost: StepCost,
     /// Simulated time per wall-clock time (`SimConfig::speedup`).
     speedup: f64,
     pool: BlockPool,
@@ -254,10 +358,7 @@ impl Engine {
             max_num_seqs: cfg.max_num_seqs.max(1),
             max_num_batched_tokens: cfg.max_num_batched_tokens.max(1),
             block_size: cfg.block_size.max(1),
-            step_fixed_us: cfg.step_fixed_us,
-            prefill_token_us: cfg.prefill_token_us,
-            decode_seq_us: cfg.decode_seq_us,
-            decode_ctx_token_us: cfg.decode_ctx_token_us,
+            cost: StepCost::of(cfg),
             speedup: if cfg.speedup > 0.0 { cfg.speedup } else { 1.0 },
             pool: BlockPool::new(cfg.num_gpu_blocks.max(1), cfg.enable_prefix_caching),
             running: Vec::new(),
@@ -273,6 +374,9 @@ impl Engine {
         mut rx: mpsc::UnboundedReceiver<EngineMsg>,
         mut shutdown: watch::Receiver<bool>,
     ) {
+        // When the next step starts on the simulated GPU: the previous step's deadline while
+        // the engine stays busy, so the timer's late wake-ups (tokio rounds up to 1 ms) do not
+        // add up; now, after an idle wait.
         let mut next_start = Instant::now();
         loop {
             if *shutdown.borrow() {
@@ -286,6 +390,7 @@ impl Engine {
                     },
                     _ = shutdown.changed() => break,
                 }
+                next_start = Instant::now();
             }
             while let Ok(m) = rx.try_recv() {
                 self.handle(m);
@@ -302,10 +407,13 @@ impl Engine {
                     _ = tokio::time::sleep(Duration::from_millis(5)) => {}
                     _ = shutdown.changed() => break,
                 }
+                next_start = Instant::now();
                 continue;
             }
+            // A backlog longer than MAX_CATCH_UP (the process was starved of CPU) is dropped
+            // rather than replayed as a burst of instant steps.
             let now = Instant::now();
-            let start = if next_start > now { next_start } else { now };
+            let start = next_start.max(now.checked_sub(MAX_CATCH_UP).unwrap_or(now));
             // Wall time of the step: its simulated cost divided by the speedup, capped at an
             // hour so absurd settings cannot overflow the clock.
             let wall_us = cost_us / self.speedup;
@@ -324,7 +432,9 @@ impl Engine {
                 woke.saturating_duration_since(end).as_micros() as u64,
                 Ordering::Relaxed,
             );
-            self.complete();
+            // Token times are the step's deadline (the simulated GPU's clock), not the wake-up,
+            // so timer lag never shows in the server's histograms.
+            self.complete(end);
             self.publish_gauges();
         }
         self.abort_all(&mut rx);
@@ -402,7 +512,8 @@ impl Engine {
         tokens.div_ceil(self.block_size) as usize
     }
 
-    fn end_seq(&mut self, mut s: Seq, state: u8) {
+    /// Ends a sequence at `now` (the deadline of the step that finished it).
+    fn end_seq(&mut self, mut s: Seq, state: u8, now: Instant) {
         self.pool.release(&s.blocks);
         s.blocks.clear();
         if !s.admitted_once {
@@ -415,17 +526,18 @@ impl Engine {
                 &self.metrics.requests_finished
             };
             finished.fetch_add(1, Ordering::Relaxed);
-            let now = Instant::now();
+            // Simulated seconds since arrival (wall time × speedup).
+            let sim = self.speedup;
             let since = |t: Option<Instant>| {
                 t.map_or(0.0, |t| {
-                    t.saturating_duration_since(s.arrived).as_secs_f64()
+                    t.saturating_duration_since(s.arrived).as_secs_f64() * sim
                 })
             };
             self.metrics.observe_finished(&RequestTimes {
                 scheduled: since(s.scheduled_at),
                 first_token: since(s.first_token_at),
                 last_token: since(s.last_token_at),
-                finished: now.saturating_duration_since(s.arrived).as_secs_f64(),
+                finished: since(Some(now)),
                 prompt_tokens: s.prompt_len,
                 generation_tokens: s.generated,
             });
@@ -446,28 +558,44 @@ impl Engine {
         self.waiting.push_front(s);
     }
 
-    /// Picks this step's work; returns its simulated cost in microseconds.
+    /// Picks this step's work; returns its simulated cost in microseconds (0 when nothing can
+    /// run).
     fn schedule(&mut self) -> f64 {
         self.step.clear();
-        // Drop sequences whose clients went away.
+        self.drop_cancelled();
+        let mut budget = self.max_num_batched_tokens;
+        let mut work = StepWork::default();
+        let preempted = self.schedule_running(&mut budget, &mut work);
+        // Waiting sequences only get room in a step that did not have to preempt.
+        if !preempted {
+            self.admit_waiting(budget, &mut work);
+        }
+        if self.step.is_empty() {
+            return 0.0;
+        }
+        self.cost.cost_us(&work)
+    }
+
+    /// Ends the running sequences whose clients went away.
+    fn drop_cancelled(&mut self) {
         let mut i = 0;
         while i < self.running.len() {
             if self.running[i].shared.is_cancelled() {
                 let s = self.running.remove(i);
-                self.end_seq(s, ABORTED);
+                self.end_seq(s, ABORTED, Instant::now());
             } else {
                 i += 1;
             }
         }
-        let mut budget = self.max_num_batched_tokens;
-        let mut prefill_tokens: u64 = 0;
-        let mut decodes: u64 = 0;
-        let mut decode_ctx: u64 = 0;
-        let mut preempted = false;
+    }
 
-        // Running sequences first, in arrival order.
+    /// Schedules the running sequences in arrival order (a decode takes 1 token of the budget,
+    /// a prefill the rest of its prompt up to what is left), preempting the most recently
+    /// admitted ones when KV blocks run out. True if it had to preempt.
+    fn schedule_running(&mut self, budget: &mut u32, work: &mut StepWork) -> bool {
+        let mut preempted = false;
         let mut i = 0;
-        while i < self.running.len() && budget > 0 {
+        while i < self.running.len() && *budget > 0 {
             let (computed, total, nblocks, generated) = {
                 let s = &self.running[i];
                 (
@@ -478,7 +606,7 @@ impl Engine {
                 )
             };
             let need = total - computed;
-            let n = need.min(budget);
+            let n = need.min(*budget);
             let extra = self.blocks_for(computed + n).saturating_sub(nblocks);
             let mut fits = true;
             while self.pool.num_free() < extra {
@@ -494,32 +622,35 @@ impl Engine {
             if !fits {
                 let s = self.running.remove(i);
                 self.preempt(s);
-                preempted = true;
-                break;
+                return true;
             }
             let s = &mut self.running[i];
             if !self.pool.allocate(extra, &mut s.blocks) {
                 break;
             }
             if generated > 0 && need == 1 {
-                decodes += 1;
-                decode_ctx += u64::from(total);
+                work.add_decode(total);
             } else {
-                prefill_tokens += u64::from(n);
+                work.add_prefill(computed, n);
             }
             self.step.push(Scheduled { idx: i, tokens: n });
-            budget -= n;
+            *budget -= n;
             i += 1;
         }
+        preempted
+    }
 
-        // Then waiting ones, while there is room (not in a step that had to preempt).
-        while !preempted && budget > 0 && self.running.len() < self.max_num_seqs {
+    /// Admits waiting sequences (FIFO) while fewer than `max_num_seqs` run and budget is left:
+    /// the prefix cache gives their cached blocks, fresh blocks hold the part computed now; stops
+    /// at the first one that does not fit.
+    fn admit_waiting(&mut self, mut budget: u32, work: &mut StepWork) {
+        while budget > 0 && self.running.len() < self.max_num_seqs {
             let Some(front) = self.waiting.front() else {
                 break;
             };
             if front.shared.is_cancelled() {
                 if let Some(s) = self.waiting.pop_front() {
-                    self.end_seq(s, ABORTED);
+                    self.end_seq(s, ABORTED, Instant::now());
                 }
                 continue;
             }
@@ -549,19 +680,9 @@ impl Engine {
             s.computed = cached;
             s.registered = hit as u32;
             if !s.admitted_once {
-                s.admitted_once = true;
-                self.metrics.unscheduled.fetch_sub(1, Ordering::Relaxed);
-                s.scheduled_at = Some(Instant::now());
-                s.shared.cached.store(cached, Ordering::Release);
-                s.shared.state.store(RUNNING, Ordering::Release);
-                self.metrics
-                    .prefix_queries
-                    .fetch_add(u64::from(total), Ordering::Relaxed);
-                self.metrics
-                    .prefix_hits
-                    .fetch_add(u64::from(cached), Ordering::Relaxed);
+                self.first_admission(&mut s, total, cached);
             }
-            prefill_tokens += u64::from(n);
+            work.add_prefill(cached, n);
             self.running.push(s);
             self.step.push(Scheduled {
                 idx: self.running.len() - 1,
@@ -569,24 +690,65 @@ impl Engine {
             });
             budget -= n;
         }
-
-        if self.step.is_empty() {
-            return 0.0;
-        }
-        self.step_fixed_us
-            + self.prefill_token_us * prefill_tokens as f64
-            + self.decode_seq_us * decodes as f64
-            + self.decode_ctx_token_us * decode_ctx as f64
     }
 
-    /// Applies the step picked by `schedule` after its time has passed.
-    fn complete(&mut self) {
+    /// Counts a sequence's first admission: it leaves the waiting queue's bound, its cached
+    /// tokens are known, and the prefix-cache counters see its prompt (once per request).
+    fn first_admission(&self, s: &mut Seq, total: u32, cached: u32) {
+        s.admitted_once = true;
+        self.metrics.unscheduled.fetch_sub(1, Ordering::Relaxed);
+        s.scheduled_at = Some(Instant::now());
+        s.shared.cached.store(cached, Ordering::Release);
+        s.shared.state.store(RUNNING, Ordering::Release);
+        self.metrics
+            .prefix_queries
+            .fetch_add(u64::from(total), Ordering::Relaxed);
+        self.metrics
+            .prefix_hits
+            .fetch_add(u64::from(cached), Ordering::Relaxed);
+    }
+
+    /// Registers the newly full blocks of running sequence `idx` in the prefix cache, noting
+    /// one `BlockStored` event per run of consecutive newly cached blocks.
+    fn register_blocks(&mut self, idx: usize) {
+        let bs = self.block_size as usize;
+        let recording = self.pool.records_events();
+        let Some(s) = self.running.get_mut(idx) else {
+            return;
+        };
+        let mut run: Option<usize> = None;
+        while ((s.registered as usize + 1) * bs) <= s.computed as usize
+            && (s.registered as usize) < s.hashes.len()
+            && (s.registered as usize) < s.blocks.len()
+        {
+            let r = s.registered as usize;
+            let fresh = self.pool.register(s.blocks[r], s.hashes[r]);
+            if recording {
+                match (fresh, run) {
+                    (true, None) => run = Some(r),
+                    (false, Some(a)) => {
+                        self.pool.note_stored(stored_event(s, a, r, bs));
+                        run = None;
+                    }
+                    _ => {}
+                }
+            }
+            s.registered += 1;
+        }
+        if let Some(a) = run {
+            self.pool
+                .note_stored(stored_event(s, a, s.registered as usize, bs));
+        }
+    }
+
+    /// Applies the step picked by `schedule` once its time has passed; `now` is the step's end
+    /// on the simulated GPU (its deadline).
+    fn complete(&mut self, now: Instant) {
         self.metrics.engine_steps.fetch_add(1, Ordering::Relaxed);
         let bs = self.block_size as usize;
         let mut any_done = false;
         let mut generated_now: u64 = 0;
         let mut prompt_done: u64 = 0;
-        let now = Instant::now();
         let mut itls: Vec<f64> = Vec::new();
         let mut step_tokens: u64 = 0;
         for k in 0..self.step.len() {
@@ -596,50 +758,28 @@ impl Engine {
             };
             s.computed += tokens;
             step_tokens += u64::from(tokens);
-            // Newly cached blocks, as runs of consecutive blocks (one BlockStored each).
-            let mut run: Option<usize> = None;
-            let recording = self.pool.records_events();
-            while ((s.registered as usize + 1) * bs) <= s.computed as usize
-                && (s.registered as usize) < s.hashes.len()
-                && (s.registered as usize) < s.blocks.len()
-            {
-                let r = s.registered as usize;
-                let fresh = self.pool.register(s.blocks[r], s.hashes[r]);
-                if recording {
-                    match (fresh, run) {
-                        (true, None) => run = Some(r),
-                        (false, Some(a)) => {
-                            self.pool.note_stored(stored_event(s, a, r, bs));
-                            run = None;
-                        }
-                        _ => {}
-                    }
-                }
-                s.registered += 1;
+            self.register_blocks(idx);
+            let s = &mut self.running[idx];
+            if s.computed as usize != s.tokens.len() {
+                continue;
             }
-            if let Some(a) = run {
-                self.pool
-                    .note_stored(stored_event(s, a, s.registered as usize, bs));
+            if s.generated == 0 {
+                prompt_done += u64::from(s.prompt_len);
             }
-            if s.computed as usize == s.tokens.len() {
-                if s.generated == 0 {
-                    prompt_done += u64::from(s.prompt_len);
-                }
-                let tok = output_token(s.output_seed, s.generated);
-                s.tokens.push(tok);
-                s.generated += 1;
-                generated_now += 1;
-                match s.last_token_at {
-                    Some(prev) => itls.push(now.saturating_duration_since(prev).as_secs_f64()),
-                    None => s.first_token_at = Some(now),
-                }
-                s.last_token_at = Some(now);
-                extend_block_hashes(&mut s.hashes, &s.tokens, bs);
-                if s.generated >= s.max_tokens {
-                    any_done = true;
-                } else {
-                    s.shared.publish(s.generated, None);
-                }
+            let tok = output_token(s.output_seed, s.generated);
+            s.tokens.push(tok);
+            s.generated += 1;
+            generated_now += 1;
+            match s.last_token_at {
+                Some(prev) => itls.push(now.saturating_duration_since(prev).as_secs_f64()),
+                None => s.first_token_at = Some(now),
+            }
+            s.last_token_at = Some(now);
+            extend_block_hashes(&mut s.hashes, &s.tokens, bs);
+            if s.generated >= s.max_tokens {
+                any_done = true;
+            } else {
+                s.shared.publish(s.generated, None);
             }
         }
         self.step.clear();
@@ -647,7 +787,7 @@ impl Engine {
         if let Ok(mut h) = self.metrics.hist.lock() {
             h.iteration_tokens.observe(step_tokens as f64);
             for v in itls {
-                h.itl.observe(v);
+                h.itl.observe(v * self.speedup);
             }
         }
         self.metrics
@@ -661,7 +801,7 @@ impl Engine {
             while i < self.running.len() {
                 if self.running[i].generated >= self.running[i].max_tokens {
                     let s = self.running.remove(i);
-                    self.end_seq(s, FINISHED);
+                    self.end_seq(s, FINISHED, now);
                 } else {
                     i += 1;
                 }
@@ -675,11 +815,12 @@ impl Engine {
             self.handle(m);
         }
         let running: Vec<Seq> = self.running.drain(..).collect();
+        let now = Instant::now();
         for s in running {
-            self.end_seq(s, ABORTED);
+            self.end_seq(s, ABORTED, now);
         }
         while let Some(s) = self.waiting.pop_front() {
-            self.end_seq(s, ABORTED);
+            self.end_seq(s, ABORTED, now);
         }
         self.publish_gauges();
     }
@@ -726,14 +867,14 @@ mod tests {
         e.schedule();
         assert_eq!(e.running.len(), 1);
         assert_eq!(e.step[0].tokens, 64);
-        e.complete();
+        e.complete(Instant::now());
         let mut steps = 1;
         while !e.running.is_empty() || !e.waiting.is_empty() {
             e.schedule();
             assert!(e.running.len() <= 2);
             let used: u32 = e.step.iter().map(|s| s.tokens).sum();
             assert!(used <= 64);
-            e.complete();
+            e.complete(Instant::now());
             steps += 1;
             assert!(steps < 100);
         }
@@ -757,7 +898,7 @@ mod tests {
             e.add(r);
             while !s.progress().finished {
                 e.schedule();
-                e.complete();
+                e.complete(Instant::now());
             }
             if m.prefix_hits.load(Ordering::Relaxed) > 0 {
                 assert_eq!(s.cached_tokens(), 96);
@@ -769,7 +910,7 @@ mod tests {
         let (r, s) = req(prompt[..96].to_vec(), 1);
         e.add(r);
         e.schedule();
-        e.complete();
+        e.complete(Instant::now());
         assert_eq!(s.cached_tokens(), 80);
     }
 
@@ -793,7 +934,7 @@ mod tests {
         let mut steps = 0;
         while !e.running.is_empty() || !e.waiting.is_empty() {
             e.schedule();
-            e.complete();
+            e.complete(Instant::now());
             steps += 1;
             assert!(steps < 1000);
         }
@@ -807,27 +948,41 @@ mod tests {
     fn step_cost_follows_the_model() {
         let c = SimConfig {
             step_fixed_us: 1000.0,
-            prefill_token_us: 2.0,
+            prefill_token_us: 15.0,
+            attention_pair_us: 0.01,
             decode_seq_us: 10.0,
             decode_ctx_token_us: 0.5,
             max_num_batched_tokens: 100,
             ..SimConfig::default()
         };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
         let mut e = Engine::new(&c, Arc::new(Metrics::default()));
         let (r, _a) = req((0..150).collect(), 3);
         e.add(r);
-        // Chunked prefill: 100 then 50 tokens.
-        assert_eq!(e.schedule(), 1000.0 + 2.0 * 100.0);
-        e.complete();
-        assert_eq!(e.schedule(), 1000.0 + 2.0 * 50.0);
-        e.complete();
+        // Chunked prefill, 100 then 50 tokens. 100 tokens of compute (1.5 ms) hide the 1 ms
+        // weight read; attention: 100·101/2 pairs.
+        let cost = e.schedule();
+        assert!(close(cost, 1500.0 + 0.01 * 5050.0), "{cost}");
+        e.complete(Instant::now());
+        // 50 tokens (0.75 ms) hide under the weight read; they attend to the first 100 too.
+        let cost = e.schedule();
+        assert!(
+            close(cost, 1000.0 + 0.01 * (50.0 * 100.0 + 1275.0)),
+            "{cost}"
+        );
+        e.complete(Instant::now());
         // A second request prefills while the first decodes with 151 tokens of context.
         let (r, _b) = req((1000..1020).collect(), 3);
         e.add(r);
-        assert_eq!(e.schedule(), 1000.0 + 2.0 * 20.0 + 10.0 + 0.5 * 151.0);
-        e.complete();
-        // Both decode: contexts 152 and 21.
-        assert_eq!(e.schedule(), 1000.0 + 2.0 * 10.0 + 0.5 * 173.0);
+        let cost = e.schedule();
+        assert!(
+            close(cost, 1000.0 + 0.01 * 210.0 + 10.0 + 0.5 * 151.0),
+            "{cost}"
+        );
+        e.complete(Instant::now());
+        // Both decode: contexts 152 and 21, no prefill, no attention pairs.
+        let cost = e.schedule();
+        assert!(close(cost, 1000.0 + 2.0 * 10.0 + 0.5 * 173.0), "{cost}");
     }
 
     #[test]
@@ -837,7 +992,7 @@ mod tests {
         let (r, s) = req((0..40).collect(), 1000);
         e.add(r);
         e.schedule();
-        e.complete();
+        e.complete(Instant::now());
         s.cancel();
         e.schedule();
         assert!(e.running.is_empty());

@@ -18,11 +18,11 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use anyhow::Context;
 use rmpv::Value;
 use tokio::sync::mpsc;
 use zeromq::{Socket, SocketSend, ZmqMessage};
 
+use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 
 /// The storage medium vLLM reports for GPU blocks.
@@ -133,20 +133,21 @@ pub fn decode_batch(mut payload: &[u8]) -> Result<(f64, Vec<KvEvent>, Option<u64
 }
 
 /// vLLM's `offset_endpoint_port`: the endpoint of data-parallel rank `rank` (port + rank).
-pub fn offset_endpoint_port(endpoint: &str, rank: usize) -> anyhow::Result<String> {
+pub fn offset_endpoint_port(endpoint: &str, rank: usize) -> Result<String> {
     if rank == 0 {
         return Ok(endpoint.to_string());
     }
     let (base, port) = endpoint
         .rsplit_once(':')
-        .with_context(|| format!("KV events endpoint `{endpoint}` has no port"))?;
+        .ok_or_else(|| Error::KvEvents(format!("`{endpoint}` has no port")))?;
     let port: usize = port
         .parse()
-        .with_context(|| format!("KV events endpoint `{endpoint}`: bad port"))?;
-    anyhow::ensure!(
-        port + rank <= usize::from(u16::MAX),
-        "KV events endpoint `{endpoint}` + rank {rank} is past port 65535"
-    );
+        .map_err(|e| Error::KvEvents(format!("`{endpoint}`: bad port ({e})")))?;
+    if port + rank > usize::from(u16::MAX) {
+        return Err(Error::KvEvents(format!(
+            "`{endpoint}` + rank {rank} is past port 65535"
+        )));
+    }
     Ok(format!("{base}:{}", port + rank))
 }
 
@@ -163,23 +164,24 @@ pub async fn start_publisher(
     topic: &str,
     rank: usize,
     metrics: Arc<Metrics>,
-) -> anyhow::Result<mpsc::UnboundedSender<Batch>> {
+) -> Result<mpsc::UnboundedSender<Batch>> {
     let ep = offset_endpoint_port(endpoint, rank)?;
-    anyhow::ensure!(
-        ep.starts_with("tcp://"),
-        "KV events endpoint `{ep}`: only tcp:// endpoints are supported"
-    );
+    if !ep.starts_with("tcp://") {
+        return Err(Error::KvEvents(format!(
+            "`{ep}`: only tcp:// endpoints are supported"
+        )));
+    }
     let mut socket = zeromq::PubSocket::new();
     if ep.contains('*') || ep.contains("::") {
         socket
             .bind(&ep)
             .await
-            .with_context(|| format!("binding the KV events socket {ep}"))?;
+            .map_err(|e| Error::KvEvents(format!("`{ep}`: cannot bind: {e}")))?;
     } else {
         socket
             .connect(&ep)
             .await
-            .with_context(|| format!("connecting the KV events socket to {ep}"))?;
+            .map_err(|e| Error::KvEvents(format!("`{ep}`: cannot connect: {e}")))?;
     }
     let (tx, mut rx) = mpsc::unbounded_channel::<Batch>();
     let topic = bytes::Bytes::copy_from_slice(topic.as_bytes());

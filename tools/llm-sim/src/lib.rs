@@ -4,10 +4,10 @@
 //! own thread and runtime), or run the `llm-sim` binary. See `docs/llm-sim.md`.
 //!
 //! ```no_run
-//! # async fn demo() -> anyhow::Result<()> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let server = llm_sim::start(llm_sim::SimConfig::default()).await?;
 //! println!("listening on {}", server.base_url());
-//! server.faults().update(|f| f.error_503_rate = 0.1).map_err(anyhow::Error::msg)?;
+//! server.faults().update(|f| f.error_503_rate = 0.1)?;
 //! server.shutdown().await;
 //! # Ok(()) }
 //! ```
@@ -16,16 +16,22 @@ pub mod api;
 pub mod cache;
 pub mod config;
 pub mod engine;
+pub mod error;
 pub mod faults;
 pub mod kv_events;
 pub mod metrics;
+pub mod router;
+pub mod routing;
 pub mod server;
+pub mod timing;
 pub mod tokenize;
 pub mod util;
 pub mod vocab;
 
 pub use config::{FaultConfig, SimConfig, PRESETS};
+pub use error::{Error, Result};
 pub use faults::FaultHandle;
 pub use metrics::Metrics;
+pub use router::{start_router, RouterConfig, SimRouter};
 pub use server::{spawn_in_thread, start, start_cluster, SimServer, SimThread};
 pub use tokenize::{BUILTIN_GENERATION_PROMPT_TOKENS, BUILTIN_TOKENS_PER_MESSAGE};

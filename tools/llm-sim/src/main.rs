@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use llm_sim::{FaultConfig, SimConfig, PRESETS};
+use llm_sim::{FaultConfig, RouterConfig, SimConfig, PRESETS};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -24,11 +24,23 @@ struct Cli {
     /// PORT..PORT+N-1; each answers with `x-inference-pod: llm-sim-I` and `x-inference-port`.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     instances: u32,
+    /// Also start the built-in router on a front port (what-if studies only; real deployments
+    /// route with their own gateway): round-robin, least-loaded, session, prefix-aware.
+    #[arg(long, value_name = "POLICY")]
+    router: Option<llm_sim::routing::Policy>,
+    /// The router's port (default: PORT+N, just after the instances; 0 with --port 0).
+    #[arg(long, requires = "router")]
+    router_port: Option<u16>,
+    /// Header carrying the session key of the router's `session` policy (else the OpenAI
+    /// `user` field).
+    #[arg(long, default_value = "x-session-id", requires = "router")]
+    session_header: String,
     /// Simulated time runs X times faster: engine steps and fault timers take 1/X of their
     /// simulated length (metrics keep simulated values). Pair with request-sim --scale-factor X.
     #[arg(long, default_value_t = 1.0)]
     speedup: f64,
-    /// Start from this preset: fast, qwen3-8b-h100, llama3-70b-h100x4, qwen3-32b-a100x2.
+    /// Start from this preset: fast, qwen3-8b-h100, llama-3.1-8b-h100, qwen3-0.6b-h100,
+    /// llama3-70b-h100x4, qwen3-32b-a100x2 (docs/llm-sim.md: sources and fits).
     #[arg(long, default_value = "fast")]
     preset: String,
     /// Model name served (default: the preset's).
@@ -64,9 +76,13 @@ struct Cli {
     /// Fixed cost of one engine step, in milliseconds.
     #[arg(long)]
     step_fixed_ms: Option<f64>,
-    /// Cost per uncached prefill token, in microseconds.
+    /// Cost per uncached prefill token, in microseconds; a step's linear part is
+    /// max(fixed, prefill-token-us x tokens) (weight reads overlap compute).
     #[arg(long)]
     prefill_token_us: Option<f64>,
+    /// Cost of attention per (prefill token x token it attends to) pair, in microseconds.
+    #[arg(long)]
+    attention_pair_us: Option<f64>,
     /// Cost per decoding sequence in a step, in microseconds.
     #[arg(long)]
     decode_seq_us: Option<f64>,
@@ -171,6 +187,7 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
         block_size,
         num_gpu_blocks,
         prefill_token_us,
+        attention_pair_us,
         decode_seq_us,
         decode_ctx_token_us
     );
@@ -208,9 +225,36 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
     Ok(cfg)
 }
 
+/// The router's settings from the command line (`None` without `--router`).
+fn router_config(cli: &Cli) -> anyhow::Result<Option<RouterConfig>> {
+    let Some(policy) = cli.router else {
+        return Ok(None);
+    };
+    let port = match (cli.router_port, cli.port) {
+        (Some(p), _) => p,
+        (None, 0) => 0,
+        (None, base) => u16::try_from(u32::from(base) + cli.instances).map_err(|_| {
+            anyhow::anyhow!("the router's port {base}+{} is past 65535", cli.instances)
+        })?,
+    };
+    Ok(Some(RouterConfig {
+        policy,
+        host: cli.host.clone(),
+        port,
+        session_header: cli.session_header.clone(),
+    }))
+}
+
 fn main() {
     let cli = Cli::parse();
     let instances = cli.instances as usize;
+    let router = match router_config(&cli) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("llm-sim: {e:#}");
+            std::process::exit(2);
+        }
+    };
     let cfg = match build_config(cli) {
         Ok(c) => c,
         Err(e) => {
@@ -237,7 +281,7 @@ fn main() {
     };
     let code = rt.block_on(async move {
         let summary = format!(
-            "speedup={} model={} max_num_seqs={} max_num_batched_tokens={} block_size={} num_gpu_blocks={} prefix_caching={} step={}us+{}us/prefill-token+{}us/decode-seq+{}us/decode-context-token tokenizer={}",
+            "speedup={} model={} max_num_seqs={} max_num_batched_tokens={} block_size={} num_gpu_blocks={} prefix_caching={} step=max({}us,{}us/prefill-token)+{}us/attention-pair+{}us/decode-seq+{}us/decode-context-token tokenizer={}",
             cfg.speedup,
             cfg.model_name,
             cfg.max_num_seqs,
@@ -247,6 +291,7 @@ fn main() {
             cfg.enable_prefix_caching,
             cfg.step_fixed_us,
             cfg.prefill_token_us,
+            cfg.attention_pair_us,
             cfg.decode_seq_us,
             cfg.decode_ctx_token_us,
             cfg.tokenizer
@@ -264,8 +309,29 @@ fn main() {
         for s in &servers {
             eprintln!("llm-sim: listening on {} ({summary})", s.base_url());
         }
+        let router = match router {
+            Some(rc) => match llm_sim::start_router(&servers, rc.clone()).await {
+                Ok(r) => {
+                    eprintln!(
+                        "llm-sim: router ({}, what-if studies only) listening on {} in front of {} instance(s)",
+                        rc.policy,
+                        r.base_url(),
+                        servers.len()
+                    );
+                    Some(r)
+                }
+                Err(e) => {
+                    eprintln!("llm-sim: {e:#}");
+                    return 1;
+                }
+            },
+            None => None,
+        };
         let _ = tokio::signal::ctrl_c().await;
         eprintln!("llm-sim: shutting down");
+        if let Some(r) = router {
+            r.shutdown().await;
+        }
         for s in servers {
             s.shutdown().await;
         }

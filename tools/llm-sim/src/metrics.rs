@@ -12,7 +12,8 @@ pub const TTFT_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
     20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
 ];
-/// Bucket bounds of `inter_token_latency_seconds` and `time_per_output_token_seconds`.
+/// Bucket bounds of `inter_token_latency_seconds`, its older name `time_per_output_token_seconds`
+/// and `request_time_per_output_token_seconds`.
 pub const ITL_BUCKETS: &[f64] = &[
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
     40.0, 80.0,
@@ -82,7 +83,8 @@ impl Hist {
 pub struct Histograms {
     pub ttft: Hist,
     pub itl: Hist,
-    pub tpot: Hist,
+    /// Per request: its mean time per output token after the first.
+    pub request_tpot: Hist,
     pub e2e: Hist,
     pub queue: Hist,
     pub prefill: Hist,
@@ -98,7 +100,7 @@ impl Default for Histograms {
         Histograms {
             ttft: Hist::new(TTFT_BUCKETS),
             itl: Hist::new(ITL_BUCKETS),
-            tpot: Hist::new(ITL_BUCKETS),
+            request_tpot: Hist::new(ITL_BUCKETS),
             e2e: Hist::new(REQUEST_LATENCY_BUCKETS),
             queue: Hist::new(REQUEST_LATENCY_BUCKETS),
             prefill: Hist::new(REQUEST_LATENCY_BUCKETS),
@@ -207,7 +209,7 @@ impl Metrics {
         h.prompt_tokens.observe(f64::from(t.prompt_tokens));
         h.generation_tokens.observe(f64::from(t.generation_tokens));
         if t.generation_tokens > 1 {
-            h.tpot
+            h.request_tpot
                 .observe((t.last_token - t.first_token) / f64::from(t.generation_tokens - 1));
         }
     }
@@ -222,9 +224,18 @@ impl Metrics {
         let mut out = String::with_capacity(16384);
         let m = cfg.model_name.replace('\\', "\\\\").replace('"', "\\\"");
         let lbl = format!("model_name=\"{m}\",engine=\"{engine}\"");
+        self.render_gauges(&mut out, cfg, &lbl);
+        self.render_counters(&mut out, &lbl);
+        self.render_histograms(&mut out, cfg, &lbl);
+        self.render_responses_and_faults(&mut out, &lbl);
+        out
+    }
+
+    /// Scheduler and KV-cache gauges, and `cache_config_info`.
+    fn render_gauges(&self, out: &mut String, cfg: &SimConfig, lbl: &str) {
         let mut gauge = |name: &str, help: &str, v: String| {
             let _ = write!(
-                out,
+                *out,
                 "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{lbl}}} {v}\n"
             );
         };
@@ -256,6 +267,10 @@ impl Metrics {
             if cfg.enable_prefix_caching { "True" } else { "False" },
             cfg.num_gpu_blocks,
         );
+    }
+
+    /// vLLM's counters and llm-sim's own engine counters.
+    fn render_counters(&self, out: &mut String, lbl: &str) {
         let counters: [(&str, &str, &AtomicU64); 10] = [
             (
                 "vllm:gpu_prefix_cache_queries",
@@ -312,9 +327,10 @@ impl Metrics {
             if name == "vllm:request_success" {
                 let _ = write!(
                     out,
-                    "# HELP {name}_total {help}\n# TYPE {name}_total counter\n{name}_total{{{lbl},finished_reason=\"length\"}} {}\n{name}_total{{{lbl},finished_reason=\"stop\"}} {}\n",
+                    "# HELP {name}_total {help}\n# TYPE {name}_total counter\n{name}_total{{{lbl},finished_reason=\"length\"}} {}\n{name}_total{{{lbl},finished_reason=\"stop\"}} {}\n{name}_total{{{lbl},finished_reason=\"abort\"}} {}\n",
                     v.load(Relaxed),
-                    self.requests_stopped.load(Relaxed)
+                    self.requests_stopped.load(Relaxed),
+                    self.requests_aborted.load(Relaxed)
                 );
                 continue;
             }
@@ -342,6 +358,10 @@ impl Metrics {
                 v.load(Relaxed) as f64 / 1e6
             );
         }
+    }
+
+    /// vLLM's request-level and per-step histograms.
+    fn render_histograms(&self, out: &mut String, cfg: &SimConfig, lbl: &str) {
         if let Ok(h) = self.hist.lock() {
             let tokens_limit = f64::from(cfg.max_model_len);
             let all = f64::INFINITY;
@@ -359,9 +379,15 @@ impl Metrics {
                     all,
                 ),
                 (
-                    &h.tpot,
+                    &h.itl,
                     "vllm:time_per_output_token_seconds",
-                    "Histogram of time per output token in seconds (mean over a request's decode).",
+                    "Histogram of time per output token in seconds (older name of inter_token_latency_seconds, per token as in vLLM <= 0.10).",
+                    all,
+                ),
+                (
+                    &h.request_tpot,
+                    "vllm:request_time_per_output_token_seconds",
+                    "Histogram of time_per_output_token_seconds per request.",
                     all,
                 ),
                 (
@@ -413,9 +439,13 @@ impl Metrics {
                     all,
                 ),
             ] {
-                hist.render(&mut out, name, help, &lbl, limit);
+                hist.render(out, name, help, lbl, limit);
             }
         }
+    }
+
+    /// `llm_sim:http_responses_total{status}` and `llm_sim:faults_injected_total{kind}`.
+    fn render_responses_and_faults(&self, out: &mut String, lbl: &str) {
         let _ = writeln!(
             out,
             "# HELP llm_sim:http_responses_total HTTP responses by status code.\n# TYPE llm_sim:http_responses_total counter"
@@ -443,6 +473,5 @@ impl Metrics {
                 self.faults[i].load(Relaxed)
             );
         }
-        out
     }
 }

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -23,6 +22,7 @@ use tokio::sync::watch;
 use crate::api::{self, error_response, full, json_response, Api, Body};
 use crate::config::{FaultConfig, SimConfig};
 use crate::engine::{spawn_engine, EngineHandle};
+use crate::error::{Error, Result};
 use crate::faults::FaultHandle;
 use crate::metrics::{FaultKind, Metrics};
 use crate::tokenize::Tokenizer;
@@ -97,6 +97,11 @@ impl SimServer {
         self.state.metrics.clone()
     }
 
+    /// The server's shared state (the built-in router hands requests to it directly).
+    pub(crate) fn state(&self) -> Arc<AppState> {
+        self.state.clone()
+    }
+
     /// Hashes of every block in the engine's prefix cache, sorted (the same hashes its KV
     /// events carry); empty once the engine has stopped.
     pub async fn cached_block_hashes(&self) -> Vec<u64> {
@@ -116,16 +121,18 @@ impl SimServer {
 }
 
 /// Binds `cfg.host:cfg.port` and starts the server on the current tokio runtime.
-pub async fn start(cfg: SimConfig) -> anyhow::Result<SimServer> {
-    cfg.validate().map_err(anyhow::Error::msg)?;
+pub async fn start(cfg: SimConfig) -> Result<SimServer> {
+    cfg.validate().map_err(Error::Config)?;
     let tokenizer = match &cfg.tokenizer {
         Some(p) => Tokenizer::load(p, cfg.tokenizer_config.as_deref())?,
         None => Tokenizer::builtin(),
     };
     let listener = TcpListener::bind((cfg.host.as_str(), cfg.port))
         .await
-        .with_context(|| format!("binding {}:{}", cfg.host, cfg.port))?;
-    let addr = listener.local_addr()?;
+        .map_err(|e| Error::io(format!("binding {}:{}", cfg.host, cfg.port), e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::io("reading the bound address", e))?;
     let metrics = Arc::new(Metrics::default());
     let (shutdown, sd_rx) = watch::channel(false);
     let kv_events = match &cfg.kv_events_endpoint {
@@ -177,15 +184,18 @@ pub async fn start(cfg: SimConfig) -> anyhow::Result<SimServer> {
 /// Starts `n` independent engines (each its own scheduler, KV cache, metrics and fault switches)
 /// on the current runtime: instance `i` gets `engine_index = i` and port `cfg.port + i` (every
 /// instance a free port when `cfg.port` is 0). On an error the instances already started stop.
-pub async fn start_cluster(cfg: SimConfig, n: usize) -> anyhow::Result<Vec<SimServer>> {
-    anyhow::ensure!(n >= 1, "instances must be at least 1");
+pub async fn start_cluster(cfg: SimConfig, n: usize) -> Result<Vec<SimServer>> {
+    if n == 0 {
+        return Err(Error::config("instances must be at least 1"));
+    }
     if cfg.port != 0 {
         let last = usize::from(cfg.port) + n - 1;
-        anyhow::ensure!(
-            last <= usize::from(u16::MAX),
-            "ports {}..={last} do not fit below 65536",
-            cfg.port
-        );
+        if last > usize::from(u16::MAX) {
+            return Err(Error::config(format!(
+                "ports {}..={last} do not fit below 65536",
+                cfg.port
+            )));
+        }
     }
     let mut servers = Vec::with_capacity(n);
     for i in 0..n {
@@ -200,7 +210,10 @@ pub async fn start_cluster(cfg: SimConfig, n: usize) -> anyhow::Result<Vec<SimSe
                 for s in servers {
                     s.shutdown().await;
                 }
-                return Err(e.context(format!("starting instance {i}")));
+                return Err(Error::Instance {
+                    index: i,
+                    source: Box::new(e),
+                });
             }
         }
     }
@@ -333,7 +346,7 @@ impl tokio::io::AsyncWrite for IdleClose {
     }
 }
 
-async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Body>> {
+pub(crate) async fn read_body(req: Request<Incoming>) -> Result<Bytes, Response<Body>> {
     match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => Ok(b.to_bytes()),
         Err(e) => {
@@ -364,6 +377,13 @@ pub fn pod_name(engine_index: usize) -> String {
 
 async fn route(state: Arc<AppState>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let mut resp = dispatch(&state, req).await;
+    finish_response(&state, &mut resp);
+    Ok(resp)
+}
+
+/// Counts the response's status and adds the instance's identity headers (and the keep-alive
+/// announcement when asked).
+pub(crate) fn finish_response(state: &AppState, resp: &mut Response<Body>) {
     state.metrics.count_status(resp.status().as_u16());
     // Which instance answered, as llm-d's inference simulator says it (useful behind a router).
     let h = resp.headers_mut();
@@ -376,10 +396,9 @@ async fn route(state: Arc<AppState>, req: Request<Incoming>) -> Result<Response<
             h.insert("keep-alive", v);
         }
     }
-    Ok(resp)
 }
 
-fn authorized(req: &Request<Incoming>, key: &str) -> bool {
+pub(crate) fn authorized(req: &Request<Incoming>, key: &str) -> bool {
     req.headers()
         .get(hyper::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -387,7 +406,7 @@ fn authorized(req: &Request<Incoming>, key: &str) -> bool {
         .is_some_and(|k| k == key)
 }
 
-fn not_found() -> Response<Body> {
+pub(crate) fn not_found() -> Response<Body> {
     full(
         StatusCode::NOT_FOUND,
         "application/json",
@@ -403,7 +422,18 @@ fn method_not_allowed() -> Response<Body> {
     )
 }
 
-async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Body> {
+/// The API of a generation route, and whether it is TGI's streaming one.
+pub(crate) fn generation_route(path: &str) -> Option<(Api, bool)> {
+    match path {
+        "/v1/chat/completions" => Some((Api::Chat, false)),
+        "/v1/completions" => Some((Api::Completion, false)),
+        "/generate" => Some((Api::Tgi, false)),
+        "/generate_stream" => Some((Api::Tgi, true)),
+        _ => None,
+    }
+}
+
+pub(crate) async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     if let Some(key) = &state.cfg.api_key {
@@ -415,15 +445,7 @@ async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Bod
             );
         }
     }
-    let gen = |api: Api, stream: bool| (api, stream);
-    let target = match path.as_str() {
-        "/v1/chat/completions" => Some(gen(Api::Chat, false)),
-        "/v1/completions" => Some(gen(Api::Completion, false)),
-        "/generate" => Some(gen(Api::Tgi, false)),
-        "/generate_stream" => Some(gen(Api::Tgi, true)),
-        _ => None,
-    };
-    if let Some((api, tgi_stream)) = target {
+    if let Some((api, tgi_stream)) = generation_route(&path) {
         if method != Method::POST {
             return method_not_allowed();
         }
@@ -592,8 +614,8 @@ impl Drop for SimThread {
 
 /// Starts a server on a background thread (its own current-thread runtime) and returns once it
 /// is listening.
-pub fn spawn_in_thread(cfg: SimConfig) -> anyhow::Result<SimThread> {
-    type Ready = anyhow::Result<(SocketAddr, FaultHandle, Arc<Metrics>)>;
+pub fn spawn_in_thread(cfg: SimConfig) -> Result<SimThread> {
+    type Ready = Result<(SocketAddr, FaultHandle, Arc<Metrics>)>;
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Ready>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
@@ -605,7 +627,7 @@ pub fn spawn_in_thread(cfg: SimConfig) -> anyhow::Result<SimThread> {
             {
                 Ok(rt) => rt,
                 Err(e) => {
-                    let _ = ready_tx.send(Err(e.into()));
+                    let _ = ready_tx.send(Err(Error::io("starting the llm-sim runtime", e)));
                     return;
                 }
             };
@@ -622,7 +644,7 @@ pub fn spawn_in_thread(cfg: SimConfig) -> anyhow::Result<SimThread> {
                 }
             });
         })
-        .context("spawning the llm-sim thread")?;
+        .map_err(|e| Error::io("spawning the llm-sim thread", e))?;
     match ready_rx.recv() {
         Ok(Ok((addr, faults, metrics))) => Ok(SimThread {
             addr,
@@ -637,8 +659,8 @@ pub fn spawn_in_thread(cfg: SimConfig) -> anyhow::Result<SimThread> {
         }
         Err(_) => {
             let _ = thread.join();
-            Err(anyhow::anyhow!(
-                "the llm-sim thread exited before it was ready"
+            Err(Error::config(
+                "the llm-sim thread exited before it was ready",
             ))
         }
     }

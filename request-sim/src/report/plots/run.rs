@@ -7,10 +7,14 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::axes::upper;
-use super::{bars, err, register_font, save, Chart, DrawResult, BLUE_, CDF_POINTS, FAMILY};
+use super::server::{ServerOverTime, MAX_INTERVALS};
+use super::{
+    bars, err, legend, line, register_font, save, stairs, Chart, DrawResult, Frame, BLUE_,
+    CDF_POINTS, FAMILY, GREEN_, ORANGE, PURPLE, RED_, RUN_CLOCK,
+};
+use crate::observe::samples::{self, Sample};
 use crate::record::{Record, Status};
 use crate::report::accumulator::{end_ms, output_tokens_of, record_tpot};
-use crate::report::format::fmt_num;
 use crate::report::stats::percentile_sorted;
 use crate::report::Summary;
 
@@ -26,13 +30,13 @@ fn thin<T: Copy>(v: &[T], max: usize) -> Vec<T> {
     (0..max).map(|i| v[(i as f64 * step) as usize]).collect()
 }
 
-/// Latency of each successful request against its trace time.
+/// Latency of each successful request against its send time on the run's clock.
 struct OverTime {
     title: String,
     y_desc: String,
-    /// (trace time s, latency ms), sorted by time.
+    /// (send time s, latency ms), sorted by time.
     points: Vec<(f64, f64)>,
-    /// Trace times (s) of failed requests.
+    /// Send times (s) of failed requests.
     failed: Vec<f64>,
     x_max: f64,
 }
@@ -75,44 +79,22 @@ impl Chart for OverTime {
         } else {
             format!("{} ({} requests)", self.title, self.points.len())
         };
-        let mut chart = ChartBuilder::on(root)
-            .caption(caption, (FAMILY, 22))
-            .margin(15)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..upper(self.x_max), 0.0..y_max)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("trace time (s)")
-            .y_desc(self.y_desc.as_str())
-            .x_label_formatter(&fmt_num)
-            .y_label_formatter(&fmt_num)
-            .label_style((FAMILY, 14))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(err)?;
-        let dot = RGBColor(31, 119, 180).mix(0.45).filled();
+        let mut chart = Frame::figure(&caption, RUN_CLOCK, &self.y_desc)
+            .x(0.0..self.x_max)
+            .y(0.0..y_max)
+            .build(root)?;
+        let dot = BLUE_.mix(0.45).filled();
         chart
             .draw_series(shown.iter().map(|(x, y)| Circle::new((*x, *y), 2, dot)))
             .map_err(err)?
             .label("request")
-            .legend(|(x, y)| Circle::new((x, y), 3, RGBColor(31, 119, 180).filled()));
+            .legend(|(x, y)| Circle::new((x, y), 3, BLUE_.filled()));
         let median = self.median_line();
         if !median.is_empty() {
-            chart
-                .draw_series(LineSeries::new(
-                    median,
-                    RGBColor(255, 127, 14).stroke_width(3),
-                ))
-                .map_err(err)?
-                .label("median per interval")
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x - 8, y), (x + 8, y)], RGBColor(255, 127, 14))
-                });
+            line(&mut chart, median, ORANGE, "median per interval")?;
         }
         if !self.failed.is_empty() {
-            let red = RED.mix(0.5).filled();
+            let red = RED_.mix(0.5).filled();
             let mark = y_max * 0.01;
             chart
                 .draw_series(
@@ -122,17 +104,9 @@ impl Chart for OverTime {
                 )
                 .map_err(err)?
                 .label(format!("failed ({})", self.failed.len()))
-                .legend(|(x, y)| TriangleMarker::new((x, y), 5, RED.filled()));
+                .legend(|(x, y)| TriangleMarker::new((x, y), 5, RED_.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FAMILY, 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }
 }
 
@@ -160,22 +134,10 @@ impl Chart for Cdfs {
                 let p = |q| percentile_sorted(sorted, q);
                 format!("{name}  (n={n}, p50={:.1}, p99={:.1} ms)", p(50.0), p(99.0))
             };
-            let mut chart = ChartBuilder::on(area)
-                .caption(caption, (FAMILY, 17))
-                .margin(12)
-                .x_label_area_size(40)
-                .y_label_area_size(50)
-                .build_cartesian_2d(0.0..x_max, 0.0..1.0)
-                .map_err(err)?;
-            chart
-                .configure_mesh()
-                .x_desc(format!("{name} (ms)"))
-                .y_desc("fraction of values")
-                .x_label_formatter(&fmt_num)
-                .label_style((FAMILY, 13))
-                .light_line_style(RGBColor(235, 235, 235))
-                .draw()
-                .map_err(err)?;
+            let x_desc = format!("{name} (ms)");
+            let mut chart = Frame::panel(&caption, &x_desc, "fraction of values")
+                .x(0.0..x_max)
+                .build(area)?;
             if n == 0 {
                 continue;
             }
@@ -188,13 +150,13 @@ impl Chart for Cdfs {
                 pts.push((sorted[r], (r + 1) as f64 / n as f64));
             }
             chart
-                .draw_series(LineSeries::new(pts, RGBColor(31, 119, 180).stroke_width(2)))
+                .draw_series(LineSeries::new(pts, BLUE_.stroke_width(2)))
                 .map_err(err)?;
             let p99 = percentile_sorted(sorted, 99.0);
             chart
                 .draw_series(LineSeries::new(
                     vec![(p99, 0.0), (p99, 1.0)],
-                    RED.mix(0.6).stroke_width(1),
+                    RED_.mix(0.6).stroke_width(1),
                 ))
                 .map_err(err)?;
         }
@@ -202,7 +164,8 @@ impl Chart for Cdfs {
     }
 }
 
-/// Throughput and concurrency over the run (wall time since the first send).
+/// Throughput and concurrency over the run, on the run's clock (the x axis of the server
+/// metrics' charts too).
 struct Throughput {
     bucket_s: f64,
     /// Per bucket: output tokens/s, sent/s, completed/s, peak in flight.
@@ -212,49 +175,51 @@ struct Throughput {
     inflight: Vec<f64>,
 }
 
+impl Throughput {
+    /// End of the time axis (s).
+    fn x_max(&self) -> f64 {
+        upper(self.tokens.len() as f64 * self.bucket_s)
+    }
+}
+
 impl Chart for Throughput {
     fn size(&self) -> (u32, u32) {
         (1100, 950)
     }
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
-        let root = root
-            .titled(
-                &format!(
-                    "Throughput and in-flight requests ({} s buckets)",
-                    self.bucket_s
-                ),
-                (FAMILY, 24),
-            )
-            .map_err(err)?;
+        let title = format!(
+            "Throughput and in-flight requests ({} s buckets)",
+            self.bucket_s
+        );
+        let root = root.titled(&title, (FAMILY, 24)).map_err(err)?;
         let panels = root.split_evenly((3, 1));
-        let x_max = upper(self.tokens.len() as f64 * self.bucket_s);
+        let x_max = self.x_max();
         let xs = |v: &[f64]| -> Vec<(f64, f64)> {
-            let mut out = Vec::with_capacity(v.len() * 2);
-            for (i, y) in v.iter().enumerate() {
-                out.push((i as f64 * self.bucket_s, *y));
-                out.push(((i + 1) as f64 * self.bucket_s, *y));
-            }
-            out
+            stairs(
+                v.iter()
+                    .enumerate()
+                    .map(|(i, y)| (i as f64 * self.bucket_s, (i + 1) as f64 * self.bucket_s, *y)),
+            )
         };
         type Series<'a> = Vec<(&'a str, &'a [f64], RGBColor)>;
         let specs: [(&str, &str, Series); 3] = [
             (
                 "Output tokens/s",
                 "tokens/s",
-                vec![("output tokens/s", &self.tokens, RGBColor(31, 119, 180))],
+                vec![("output tokens/s", &self.tokens, BLUE_)],
             ),
             (
                 "Requests/s",
                 "requests/s",
                 vec![
-                    ("sent/s", &self.sent, RGBColor(44, 160, 44)),
-                    ("completed/s", &self.completed, RGBColor(255, 127, 14)),
+                    ("sent/s", &self.sent, GREEN_),
+                    ("completed/s", &self.completed, ORANGE),
                 ],
             ),
             (
                 "Requests in flight (peak per bucket)",
                 "in flight",
-                vec![("in flight", &self.inflight, RGBColor(148, 103, 189))],
+                vec![("in flight", &self.inflight, PURPLE)],
             ),
         ];
         for (area, (title, y_desc, series)) in panels.iter().zip(specs.iter()) {
@@ -265,40 +230,15 @@ impl Chart for Throughput {
                     .copied()
                     .fold(0.0, f64::max),
             );
-            let mut chart = ChartBuilder::on(area)
-                .caption(*title, (FAMILY, 17))
-                .margin(10)
-                .x_label_area_size(35)
-                .y_label_area_size(65)
-                .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-                .map_err(err)?;
-            chart
-                .configure_mesh()
-                .x_desc("time since first send (s)")
-                .y_desc(*y_desc)
-                .x_label_formatter(&fmt_num)
-                .y_label_formatter(&fmt_num)
-                .label_style((FAMILY, 13))
-                .light_line_style(RGBColor(235, 235, 235))
-                .draw()
-                .map_err(err)?;
+            let mut chart = Frame::panel(title, RUN_CLOCK, y_desc)
+                .x(0.0..x_max)
+                .y(0.0..y_max)
+                .build(area)?;
             for (label, values, color) in series {
-                let c = *color;
-                chart
-                    .draw_series(LineSeries::new(xs(values), c.stroke_width(2)))
-                    .map_err(err)?
-                    .label(*label)
-                    .legend(move |(x, y)| PathElement::new(vec![(x - 8, y), (x + 8, y)], c));
+                line(&mut chart, xs(values), *color, label)?;
             }
             if series.len() > 1 {
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperRight)
-                    .label_font((FAMILY, 13))
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK)
-                    .draw()
-                    .map_err(err)?;
+                legend(&mut chart, SeriesLabelPosition::UpperRight)?;
             }
         }
         Ok(())
@@ -340,23 +280,15 @@ impl Chart for DriftHistogram {
                 sorted[n - 1]
             )
         };
-        let mut chart = ChartBuilder::on(root)
-            .caption(caption, (FAMILY, 22))
-            .margin(15)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(lo..lo + w * bins as f64, 0.0..y_max)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("send drift: actual - scheduled send time (ms)")
-            .y_desc("requests")
-            .y_label_formatter(&fmt_num)
-            .x_label_formatter(&|v| format!("{v:.2}"))
-            .label_style((FAMILY, 14))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(err)?;
+        let mut chart = Frame::figure(
+            &caption,
+            "send drift: actual - scheduled send time (ms)",
+            "requests",
+        )
+        .x(lo..lo + w * bins as f64)
+        .y(0.0..y_max)
+        .x_fmt(|v| format!("{v:.2}"))
+        .build(root)?;
         chart
             .draw_series(bars(&counts, lo, w, BLUE_.mix(0.8).filled()))
             .map_err(err)?;
@@ -364,19 +296,15 @@ impl Chart for DriftHistogram {
     }
 }
 
-/// Per-bucket series for [`Throughput`] from the records.
-fn throughput(records: &[Record]) -> Throughput {
-    let start = records
-        .iter()
-        .filter_map(|r| r.sent_ms)
-        .min_by(f64::total_cmp)
-        .unwrap_or(0.0);
+/// Per-bucket series for [`Throughput`] from the records, from the run clock's zero (or the
+/// first send, if earlier) to the last event or `at_least_ms`, whichever is later.
+fn throughput(records: &[Record], at_least_ms: f64) -> Throughput {
+    let start = records.iter().filter_map(|r| r.sent_ms).fold(0.0, f64::min);
     let end = records
         .iter()
         .filter_map(end_ms)
         .chain(records.iter().filter_map(|r| r.sent_ms))
-        .max_by(f64::total_cmp)
-        .unwrap_or(start);
+        .fold(at_least_ms.max(start), f64::max);
     let span_s = ((end - start) / 1000.0).max(0.001);
     // 1 s buckets, coarser for long runs (at most ~1,000 buckets).
     let bucket_s = if span_s <= 1000.0 {
@@ -476,32 +404,31 @@ fn itl_sample(ok: &[&Record]) -> Vec<f64> {
         .collect()
 }
 
-/// Write all plots into `dir` (PNG and SVG of each); returns the files written.
-pub fn write_plots(dir: &Path, records: &[Record], _s: &Summary) -> anyhow::Result<Vec<PathBuf>> {
-    register_font()?;
-    let mut files = Vec::new();
+/// When a request was sent on the run's clock (s); when it was due if it never went out.
+fn send_s(r: &Record) -> f64 {
+    r.sent_ms.unwrap_or(r.scheduled_ms) / 1000.0
+}
 
+/// `ttft_over_time` and `e2el_over_time`, by send time up to `x_max` (s).
+fn write_over_time(dir: &Path, records: &[Record], x_max: f64) -> crate::Result<Vec<PathBuf>> {
     let mut ok: Vec<&Record> = records.iter().filter(|r| r.status == Status::Ok).collect();
-    ok.sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp));
+    ok.sort_by(|a, b| send_s(a).total_cmp(&send_s(b)));
     let failed: Vec<f64> = records
         .iter()
         .filter(|r| !matches!(r.status, Status::Ok | Status::DryRun))
-        .map(|r| r.timestamp / 1000.0)
+        .map(send_s)
         .collect();
-    let x_max = records
-        .iter()
-        .map(|r| r.timestamp / 1000.0)
-        .fold(0.0, f64::max);
+    let mut files = Vec::new();
     for (name, title, y_desc, get) in [
         (
             "ttft_over_time",
-            "Time to first token over trace time",
+            "Time to first token by send time",
             "TTFT (ms)",
             (|r: &Record| r.ttft_ms) as fn(&Record) -> Option<f64>,
         ),
         (
             "e2el_over_time",
-            "End-to-end latency over trace time",
+            "End-to-end latency by send time",
             "E2EL (ms)",
             |r: &Record| r.e2e_ms,
         ),
@@ -511,20 +438,25 @@ pub fn write_plots(dir: &Path, records: &[Record], _s: &Summary) -> anyhow::Resu
             y_desc: y_desc.to_string(),
             points: ok
                 .iter()
-                .filter_map(|r| get(r).map(|v| (r.timestamp / 1000.0, v)))
+                .filter_map(|r| get(r).map(|v| (send_s(r), v)))
                 .collect(),
             failed: failed.clone(),
             x_max,
         };
         files.extend(save(dir, name, &chart)?);
     }
+    Ok(files)
+}
 
+/// The latency CDFs of the successful requests.
+fn cdfs(records: &[Record]) -> Cdfs {
+    let ok: Vec<&Record> = records.iter().filter(|r| r.status == Status::Ok).collect();
     let sorted = |mut v: Vec<f64>| {
         v.retain(|x| x.is_finite());
         v.sort_by(f64::total_cmp);
         v
     };
-    let cdfs = Cdfs {
+    Cdfs {
         panels: vec![
             (
                 "TTFT".to_string(),
@@ -540,9 +472,34 @@ pub fn write_plots(dir: &Path, records: &[Record], _s: &Summary) -> anyhow::Resu
                 sorted(ok.iter().filter_map(|r| r.e2e_ms).collect()),
             ),
         ],
-    };
-    files.extend(save(dir, "latency_cdf", &cdfs)?);
-    files.extend(save(dir, "throughput_inflight", &throughput(records))?);
+    }
+}
+
+/// Write all plots into `dir` (PNG and SVG of each); returns the files written. With the
+/// samples of `server_metrics.jsonl`, `server_over_time` too. Every chart over time shares the
+/// throughput chart's axis: seconds on the run's clock.
+pub fn write_plots(
+    dir: &Path,
+    records: &[Record],
+    _s: &Summary,
+    samples: &[Sample],
+) -> crate::Result<Vec<PathBuf>> {
+    register_font()?;
+    let last_sample_ms = samples.iter().map(|s| s.t_ms).fold(0.0, f64::max);
+    let tput = throughput(records, last_sample_ms);
+    let mut files = write_over_time(dir, records, tput.x_max())?;
+    files.extend(save(dir, "latency_cdf", &cdfs(records))?);
+    files.extend(save(dir, "throughput_inflight", &tput)?);
+    // Gauges at up to ~MAX_INTERVALS points, rates over the throughput chart's buckets.
+    let series = samples::series(samples, tput.x_max() / MAX_INTERVALS, tput.bucket_s);
+    if !series.is_empty() {
+        let chart = ServerOverTime {
+            series,
+            x_max: tput.x_max(),
+            step_s: tput.bucket_s,
+        };
+        files.extend(save(dir, "server_over_time", &chart)?);
+    }
     let drift = DriftHistogram {
         values: records.iter().filter_map(|r| r.drift_ms).collect(),
     };

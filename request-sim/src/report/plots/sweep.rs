@@ -1,18 +1,34 @@
-//! The chart of a capacity sweep (`request-sim sweep`): served throughput and goodput against
-//! the offered rate (left; the diagonal is "keeps up"), TTFT p50/p99 and TPOT p99 against the
-//! offered rate (right), the capacity point marked on both.
+//! The chart of a capacity sweep (`request-sim sweep`), four panels against the offered rate,
+//! the capacity point marked on each: served throughput and goodput (the diagonal is "keeps
+//! up"), TTFT p50/p99, TPOT p50/p99, and the client's send drift p99 with `--max-drift-ms`.
 
 use std::path::{Path, PathBuf};
 
-use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::axes::upper;
 use super::{
-    err, legend, register_font, save, Chart, DrawResult, BLUE_, FAMILY, GREEN_, GREY, ORANGE, RED_,
+    err, legend, line, register_font, save, Chart, Chart2d, DrawResult, Frame, BLUE_, FAMILY,
+    GREEN_, GREY, ORANGE, PURPLE, RED_,
 };
 use crate::report::format::fmt_num;
+
+const OFFERED: &str = "offered requests/s";
+
+/// A line through the points with a dot on each.
+fn dots<DB: DrawingBackend>(
+    chart: &mut Chart2d<'_, DB>,
+    pts: Vec<(f64, f64)>,
+    color: RGBColor,
+    label: &str,
+) -> DrawResult {
+    line(chart, pts.clone(), color, label)?;
+    chart
+        .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+        .map_err(err)?;
+    Ok(())
+}
 
 /// One point of the sweep, as the chart needs it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -22,7 +38,9 @@ pub struct SweepPlotPoint {
     pub goodput_rps: Option<f64>,
     pub ttft_p50_ms: f64,
     pub ttft_p99_ms: Option<f64>,
+    pub tpot_p50_ms: f64,
     pub tpot_p99_ms: Option<f64>,
+    pub drift_p99_ms: f64,
     /// The capacity point.
     pub capacity: bool,
 }
@@ -30,6 +48,7 @@ pub struct SweepPlotPoint {
 struct SweepChart {
     points: Vec<SweepPlotPoint>,
     answer: String,
+    max_drift_ms: f64,
 }
 
 impl SweepChart {
@@ -51,23 +70,10 @@ impl SweepChart {
             .map(|p| p.served_rps.max(p.offered_rps))
             .fold(0.0, f64::max);
         let y_max = upper(y_top * 1.15);
-        let mut chart = ChartBuilder::on(area)
-            .caption("Served vs offered", (FAMILY, 18))
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("offered requests/s")
-            .y_desc("requests/s")
-            .x_label_formatter(&fmt_num)
-            .y_label_formatter(&fmt_num)
-            .label_style((FAMILY, 13))
-            .light_line_style(RGBColor(240, 240, 240))
-            .draw()
-            .map_err(err)?;
+        let mut chart = Frame::panel("Served vs offered", OFFERED, "requests/s")
+            .x(0.0..x_max)
+            .y(0.0..y_max)
+            .build(area)?;
         let m = x_max.min(y_max);
         chart
             .draw_series(DashedLineSeries::new(
@@ -84,102 +90,75 @@ impl SweepChart {
             .iter()
             .map(|p| (p.offered_rps, p.served_rps))
             .collect();
-        chart
-            .draw_series(LineSeries::new(served.clone(), BLUE_.stroke_width(2)))
-            .map_err(err)?
-            .label("throughput")
-            .legend(|(x, y)| {
-                PathElement::new(vec![(x - 10, y), (x + 10, y)], BLUE_.stroke_width(2))
-            });
-        chart
-            .draw_series(served.iter().map(|&p| Circle::new(p, 4, BLUE_.filled())))
-            .map_err(err)?;
+        dots(&mut chart, served, BLUE_, "throughput")?;
         let good: Vec<(f64, f64)> = self
             .points
             .iter()
             .filter_map(|p| Some((p.offered_rps, p.goodput_rps?)))
             .collect();
         if !good.is_empty() {
-            chart
-                .draw_series(LineSeries::new(good.clone(), GREEN_.stroke_width(2)))
-                .map_err(err)?
-                .label("goodput (within the SLOs)")
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x - 10, y), (x + 10, y)], GREEN_.stroke_width(2))
-                });
-            chart
-                .draw_series(good.iter().map(|&p| Circle::new(p, 4, GREEN_.filled())))
-                .map_err(err)?;
+            dots(&mut chart, good, GREEN_, "goodput (within the SLOs)")?;
         }
         self.mark(&mut chart, y_max)?;
         legend(&mut chart, SeriesLabelPosition::UpperLeft)
     }
 
-    fn latency<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult {
+    /// Lines of `(name, value, colour)` against the offered rate, with a dashed horizontal
+    /// `limit` when given (the legend then sits in the middle, clear of the limit and of low
+    /// values), the capacity marked.
+    fn metric<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        (title, y_desc): (&str, &str),
+        lines: &[(&str, Get, RGBColor)],
+        limit: Option<(f64, String)>,
+    ) -> DrawResult {
         let x_max = self.x_max();
+        let has_limit = limit.is_some();
         let y_top = self
             .points
             .iter()
-            .map(|p| {
-                p.ttft_p99_ms
-                    .unwrap_or(p.ttft_p50_ms)
-                    .max(p.tpot_p99_ms.unwrap_or(0.0))
-            })
+            .flat_map(|p| lines.iter().filter_map(|l| (l.1)(p)))
+            .chain(limit.as_ref().map(|l| l.0))
             .fold(0.0, f64::max);
-        let y_max = upper(y_top * 1.15).max(1.0);
-        let mut chart = ChartBuilder::on(area)
-            .caption("Latency vs offered", (FAMILY, 18))
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("offered requests/s")
-            .y_desc("ms")
-            .x_label_formatter(&fmt_num)
-            .y_label_formatter(&fmt_num)
-            .label_style((FAMILY, 13))
-            .light_line_style(RGBColor(240, 240, 240))
-            .draw()
-            .map_err(err)?;
-        type Get = fn(&SweepPlotPoint) -> Option<f64>;
-        let lines: [(&str, Get, RGBColor); 3] = [
-            ("TTFT p50", |p| Some(p.ttft_p50_ms), BLUE_),
-            ("TTFT p99", |p| p.ttft_p99_ms, RED_),
-            ("TPOT p99", |p| p.tpot_p99_ms, ORANGE),
-        ];
-        for (name, get, color) in lines {
+        let y_max = upper(y_top * 1.15);
+        let mut chart = Frame::panel(title, OFFERED, y_desc)
+            .x(0.0..x_max)
+            .y(0.0..y_max)
+            .build(area)?;
+        for &(name, get, color) in lines {
             let pts: Vec<(f64, f64)> = self
                 .points
                 .iter()
                 .filter_map(|p| Some((p.offered_rps, get(p)?)))
                 .collect();
-            if pts.is_empty() {
-                continue;
+            if !pts.is_empty() {
+                dots(&mut chart, pts, color, name)?;
             }
+        }
+        if let Some((y, label)) = limit {
             chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+                .draw_series(DashedLineSeries::new(
+                    vec![(0.0, y), (x_max, y)],
+                    8,
+                    6,
+                    GREY.stroke_width(2),
+                ))
                 .map_err(err)?
-                .label(name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x - 10, y), (x + 10, y)], color.stroke_width(2))
-                });
-            chart
-                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
-                .map_err(err)?;
+                .label(label)
+                .legend(|(x, y)| PathElement::new(vec![(x - 10, y), (x + 10, y)], GREY));
         }
         self.mark(&mut chart, y_max)?;
-        legend(&mut chart, SeriesLabelPosition::UpperLeft)
+        let pos = if has_limit {
+            SeriesLabelPosition::MiddleRight
+        } else {
+            SeriesLabelPosition::UpperLeft
+        };
+        legend(&mut chart, pos)
     }
 
     /// A vertical line at the capacity point.
-    fn mark<'a, DB: DrawingBackend + 'a>(
-        &self,
-        chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
-        y_max: f64,
-    ) -> DrawResult {
+    fn mark<DB: DrawingBackend>(&self, chart: &mut Chart2d<'_, DB>, y_max: f64) -> DrawResult {
         if let Some(c) = self.points.iter().find(|p| p.capacity) {
             chart
                 .draw_series(DashedLineSeries::new(
@@ -201,24 +180,57 @@ impl SweepChart {
     }
 }
 
+type Get = fn(&SweepPlotPoint) -> Option<f64>;
+
 impl Chart for SweepChart {
     fn size(&self) -> (u32, u32) {
-        (1300, 600)
+        (1300, 1000)
     }
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         let root = root.titled(&self.answer, (FAMILY, 15)).map_err(err)?;
-        let areas = root.split_evenly((1, 2));
+        let areas = root.split_evenly((2, 2));
         self.rates(&areas[0])?;
-        self.latency(&areas[1])
+        self.metric(
+            &areas[1],
+            ("TTFT vs offered", "ms"),
+            &[
+                ("TTFT p50", |p| Some(p.ttft_p50_ms), BLUE_),
+                ("TTFT p99", |p| p.ttft_p99_ms, RED_),
+            ],
+            None,
+        )?;
+        self.metric(
+            &areas[2],
+            ("TPOT vs offered", "ms"),
+            &[
+                ("TPOT p50", |p| Some(p.tpot_p50_ms), ORANGE),
+                ("TPOT p99", |p| p.tpot_p99_ms, PURPLE),
+            ],
+            None,
+        )?;
+        self.metric(
+            &areas[3],
+            ("Send drift p99 vs offered (the client keeping time)", "ms"),
+            &[("drift p99", |p| Some(p.drift_p99_ms), GREY)],
+            Some((
+                self.max_drift_ms,
+                format!(
+                    "--max-drift-ms {}: above it a run is invalid",
+                    self.max_drift_ms
+                ),
+            )),
+        )
     }
 }
 
-/// `sweep.png` and `sweep.svg` in `dir`; `answer` is the title.
+/// `sweep.png` and `sweep.svg` in `dir`; `answer` is the title, `max_drift_ms` the drift
+/// above which a point's run is invalid (drawn on the drift panel).
 pub fn write_sweep_plot(
     dir: &Path,
     points: &[SweepPlotPoint],
     answer: &str,
-) -> anyhow::Result<Vec<PathBuf>> {
+    max_drift_ms: f64,
+) -> crate::Result<Vec<PathBuf>> {
     register_font()?;
     let mut points = points.to_vec();
     points.sort_by(|a, b| a.offered_rps.total_cmp(&b.offered_rps));
@@ -228,6 +240,7 @@ pub fn write_sweep_plot(
         &SweepChart {
             points,
             answer: answer.to_string(),
+            max_drift_ms,
         },
     )
 }

@@ -439,10 +439,10 @@ impl Chart for Lengths {
 pub fn write_analysis_plots(
     dir: &Path,
     a: &crate::trace::analyze::Analysis,
-) -> anyhow::Result<Vec<PathBuf>> {
-    use anyhow::Context as _;
+) -> crate::Result<Vec<PathBuf>> {
     register_font()?;
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| crate::Error::io(format!("cannot create {}", dir.display()), e))?;
     let mut files = Vec::new();
 
     let mut points: Vec<(f64, f64)> = a

@@ -54,7 +54,7 @@ pub(super) fn qwen3() -> Option<&'static Qwen3> {
     .as_ref()
 }
 
-fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceRequest {
+pub(super) fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceRequest {
     TraceRequest {
         index,
         line: index + 1,
@@ -80,7 +80,7 @@ impl Lcg {
 /// Conversation-like requests: each either starts a new conversation or extends an earlier
 /// request's hash ids (so prefixes are shared and diverge), with full and partial last blocks,
 /// input beyond the hashed blocks, and some requests without hash ids.
-fn conversation_requests(count: usize, block: usize, seed: u64) -> Vec<TraceRequest> {
+pub(super) fn conversation_requests(count: usize, block: usize, seed: u64) -> Vec<TraceRequest> {
     let mut g = Lcg(seed);
     let mut next_id = 0u64;
     let mut out: Vec<TraceRequest> = Vec::new();

@@ -163,3 +163,55 @@ fn completions_prompts_are_saved_as_text_input_rows_and_replay_identically() {
         assert_eq!(String::from_utf8_lossy(a), String::from_utf8_lossy(b));
     }
 }
+
+#[test]
+fn token_id_prompts_are_saved_as_prompt_token_ids_rows_and_replay_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    write_trace(&trace);
+    let saved = dir.path().join("saved.jsonl");
+    let flags = ["--block-size", "16", "--scale-factor", "20", "--no-stream"];
+
+    let first = RawServer::start(Script::whole("200 OK", "application/json", COMPLETION));
+    let mut args = base_args(&first.url("/v1/completions"), &trace, dir.path());
+    args.extend(flags.iter().map(|s| s.to_string()));
+    args.extend([
+        "--token-ids".into(),
+        "--save-prompts".into(),
+        saved.display().to_string(),
+    ]);
+    replay(&strs(&args)).unwrap();
+    let sent = bodies(&first);
+    assert_eq!(sent.len(), 24);
+    let text = std::fs::read_to_string(&saved).unwrap();
+    for (i, l) in text.lines().enumerate() {
+        let r: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert!(
+            r.get("messages").is_none() && r.get("text_input").is_none(),
+            "{r}"
+        );
+        let ids = r["prompt_token_ids"].as_array().unwrap();
+        assert_eq!(ids.len(), (1 + i % 4) * 16 - i % 5, "row {i}");
+    }
+
+    // Replayed without --token-ids: the rows themselves are token-id prompts.
+    let second = RawServer::start(Script::whole("200 OK", "application/json", COMPLETION));
+    let mut args = base_args(&second.url("/v1/completions"), &saved, dir.path());
+    args.extend([
+        "--scale-factor".to_string(),
+        "20".into(),
+        "--no-stream".into(),
+    ]);
+    replay(&strs(&args)).unwrap();
+    let resent = bodies(&second);
+    assert_eq!(resent.len(), 24);
+    for (a, b) in sent.iter().zip(&resent) {
+        assert_eq!(String::from_utf8_lossy(a), String::from_utf8_lossy(b));
+    }
+
+    // A chat endpoint cannot take them.
+    let third = RawServer::start(Script::whole("200 OK", "application/json", ANSWER));
+    let args = base_args(&third.url("/v1/chat/completions"), &saved, dir.path());
+    let e = replay(&strs(&args)).unwrap_err();
+    assert!(e.contains("completions endpoint"), "{e}");
+}

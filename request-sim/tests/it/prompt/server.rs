@@ -17,7 +17,7 @@ use request_sim::trace::TraceRequest;
 use super::qwen3::qwen3;
 
 /// `n` mooncake rows, block 512, half of them extending an earlier row's hash ids.
-fn write_trace(dir: &Path, n: usize) -> PathBuf {
+pub(super) fn write_trace(dir: &Path, n: usize) -> PathBuf {
     let path = dir.join("trace.jsonl");
     let mut f = std::fs::File::create(&path).unwrap();
     let mut next = 1u64;
@@ -45,7 +45,7 @@ fn write_trace(dir: &Path, n: usize) -> PathBuf {
     path
 }
 
-fn sim() -> llm_sim::SimThread {
+pub(super) fn sim() -> llm_sim::SimThread {
     let q = qwen3().unwrap();
     llm_sim::spawn_in_thread(llm_sim::SimConfig {
         tokenizer: Some(q.dir.join("tokenizer.json")),

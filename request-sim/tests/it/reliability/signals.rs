@@ -241,3 +241,70 @@ fn report_tolerates_a_truncated_last_line() {
         }
     }
 }
+
+/// SIGINT to a sweep during its second point: that point stops like an interrupted replay, the
+/// sweep ends with exit 130, and sweep.json keeps the first point, whole, and the cut one.
+#[test]
+fn sigint_during_a_sweep_keeps_the_points_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+        step_fixed_us: 5_000.0,
+        ..llm_sim::SimConfig::default()
+    })
+    .unwrap();
+    // 100 requests over 10 s: 1.25 s at scale 8, 10 s at scale 1.
+    let trace = write_trace(dir.path(), "trace.jsonl", 100, 10_000.0, 16, 4);
+    let sweep_dir = dir.path().join("sweep");
+    let mut args = vec![
+        "sweep".to_string(),
+        "--scale-factors".into(),
+        "8,1,0.5".into(),
+        "--sweep-dir".into(),
+        sweep_dir.display().to_string(),
+        "--grace-secs".into(),
+        "1".into(),
+    ];
+    args.extend(base_args(&sim.base_url(), &trace, dir.path()));
+    let mut child = spawn_bin(&strs(&args), &[]);
+    // The second point is under way once its records file has a few lines.
+    let second = sweep_dir.join("scale-1").join("records.jsonl");
+    assert!(
+        wait_for_lines(&second, 5, Duration::from_secs(60)),
+        "the second point never started"
+    );
+    // sweep.json is saved after every point: a sweep killed now would keep the first one.
+    let so_far: request_sim::sweep::SweepResult =
+        serde_json::from_str(&std::fs::read_to_string(sweep_dir.join("sweep.json")).unwrap())
+            .unwrap();
+    assert_eq!(so_far.points.len(), 1);
+    assert!(!so_far.interrupted);
+    assert!(so_far.answer.contains("scale 8"), "{}", so_far.answer);
+    signal(&child, "INT");
+    let status = wait_timeout(&mut child, Duration::from_secs(15));
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("sweep interrupted: keeping the 2 point(s) done"),
+        "{stderr}"
+    );
+    let r: request_sim::sweep::SweepResult =
+        serde_json::from_str(&std::fs::read_to_string(sweep_dir.join("sweep.json")).unwrap())
+            .unwrap();
+    assert!(r.interrupted);
+    assert_eq!(r.points.len(), 2, "the third point never ran");
+    let (first, cut) = (&r.points[0], &r.points[1]);
+    assert_eq!((first.scale_factor, first.exit_code), (8.0, 0));
+    assert_eq!((first.scheduled, first.completed), (100, 100));
+    assert_eq!((cut.scale_factor, cut.exit_code), (1.0, 130));
+    assert!(cut.scheduled < 100, "{cut:?}");
+    assert!(!sweep_dir.join("scale-0.5").exists());
+    // The cut point is kept but not judged: the answer rests on scale 8 alone.
+    assert!(r.answer.contains("scale 8"), "{}", r.answer);
+    assert!(!r.answer.contains("scale 1 "), "{}", r.answer);
+    assert!(sweep_dir.join("report.html").is_file());
+    assert!(sweep_dir.join("scale-1").join("report.html").is_file());
+}

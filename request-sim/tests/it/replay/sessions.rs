@@ -220,14 +220,21 @@ fn bailian_chains_of_up_to_ten_turns_closed_loop() {
 }
 
 /// A tiny HTTP/1.1 server on 127.0.0.1 that keeps every POST body (with the value of an
-/// `x-session-id` header, if any, as `__x_session_id`) and answers with a non-streaming chat
-/// completion whose text is `answer`; bodies containing `FAIL` get a 500.
+/// `x-session-id` header, if any, as `__x_session_id`) and answers with a chat completion
+/// whose text is `answer(body)` (streamed in two chunks when the body asks for a stream);
+/// bodies containing `FAIL` get a 500.
 struct Capture {
     url: String,
     bodies: Arc<Mutex<Vec<serde_json::Value>>>,
 }
 
+type AnswerFn = Arc<dyn Fn(&serde_json::Value) -> String + Send + Sync>;
+
 fn capture_server(answer: &'static str) -> Capture {
+    capture_server_with(Arc::new(move |_| answer.to_string()))
+}
+
+fn capture_server_with(answer: AnswerFn) -> Capture {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!(
         "http://{}/v1/chat/completions",
@@ -238,14 +245,53 @@ fn capture_server(answer: &'static str) -> Capture {
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { return };
-            let keep = keep.clone();
-            std::thread::spawn(move || serve(conn, answer, &keep));
+            let (keep, answer) = (keep.clone(), answer.clone());
+            std::thread::spawn(move || serve(conn, &*answer, &keep));
         }
     });
     Capture { url, bodies }
 }
 
-fn serve(conn: TcpStream, answer: &str, keep: &Mutex<Vec<serde_json::Value>>) {
+/// The response to one kept request: status, content type, body.
+fn reply_to(
+    v: &serde_json::Value,
+    fail: bool,
+    answer: &str,
+) -> (&'static str, &'static str, String) {
+    if fail {
+        return (
+            "500 Internal Server Error",
+            "application/json",
+            r#"{"error":"asked to fail"}"#.to_string(),
+        );
+    }
+    let usage =
+        serde_json::json!({"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12});
+    if v["stream"] == true {
+        let (a, b) = answer.split_at(answer.len() / 2);
+        let mut sse = String::new();
+        for part in [a, b] {
+            let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"content": part}}]});
+            sse.push_str(&format!("data: {chunk}\n\n"));
+        }
+        sse.push_str(&format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            serde_json::json!({"choices": [], "usage": usage})
+        ));
+        return ("200 OK", "text/event-stream", sse);
+    }
+    let body = serde_json::json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+        "usage": usage
+    });
+    ("200 OK", "application/json", body.to_string())
+}
+
+fn serve(
+    conn: TcpStream,
+    answer: &(dyn Fn(&serde_json::Value) -> String + Send + Sync),
+    keep: &Mutex<Vec<serde_json::Value>>,
+) {
     let mut w = conn.try_clone().unwrap();
     let mut r = BufReader::new(conn);
     loop {
@@ -275,33 +321,24 @@ fn serve(conn: TcpStream, answer: &str, keep: &Mutex<Vec<serde_json::Value>>) {
         }
         let mut body = vec![0u8; len];
         r.read_exact(&mut body).unwrap();
-        let (status, reply) = if post {
+        let (status, kind, reply) = if post {
             let mut v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let fail = String::from_utf8_lossy(&body).contains("FAIL");
+            let reply = reply_to(&v, fail, &answer(&v));
             if let Some(h) = session_header {
                 v["__x_session_id"] = h.into();
             }
-            let fail = String::from_utf8_lossy(&body).contains("FAIL");
             keep.lock().unwrap().push(v);
-            if fail {
-                (
-                    "500 Internal Server Error",
-                    r#"{"error":"asked to fail"}"#.to_string(),
-                )
-            } else {
-                (
-                    "200 OK",
-                    serde_json::json!({
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
-                    })
-                    .to_string(),
-                )
-            }
+            reply
         } else {
-            ("200 OK", r#"{"data":[{"id":"m"}]}"#.to_string())
+            (
+                "200 OK",
+                "application/json",
+                r#"{"data":[{"id":"m"}]}"#.to_string(),
+            )
         };
         let head = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
             reply.len()
         );
         if w.write_all(head.as_bytes()).is_err() || w.write_all(reply.as_bytes()).is_err() {
@@ -442,4 +479,354 @@ fn failed_parent_child_sent_or_skipped() {
             assert!(recs[1..].iter().all(|r| r.status == Status::Ok));
         }
     }
+}
+
+/// Two sessions with recorded answers (one a tool call) for `--live-history`.
+const LIVE_TRACE: &str = r#"{"session_id": "s", "timestamp": 0, "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q1"}], "output_length": 4}
+{"session_id": "s", "delay": 5, "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q1"}, {"role": "assistant", "content": "RECORDED one"}, {"role": "user", "content": "q2"}], "output_length": 4}
+{"session_id": "s", "delay": 5, "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "q1"}, {"role": "assistant", "content": "RECORDED one"}, {"role": "user", "content": "q2"}, {"role": "assistant", "content": "RECORDED two"}, {"role": "user", "content": "q3"}], "output_length": 4}
+{"session_id": "t", "timestamp": 1, "messages": [{"role": "user", "content": "weather?"}], "tools": [{"type": "function", "function": {"name": "w", "parameters": {"type": "object"}}}]}
+{"session_id": "t", "delay": 5, "messages": [{"role": "user", "content": "weather?"}, {"role": "assistant", "content": "RECORDED call", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "sunny"}, {"role": "user", "content": "thanks"}], "tools": [{"type": "function", "function": {"name": "w", "parameters": {"type": "object"}}}]}
+"#;
+
+/// The capture server's answer to a body: derived from its last message, so every turn's
+/// answer is known and different.
+fn live_answer(body: &serde_json::Value) -> String {
+    let last = body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("?");
+    format!("live \"answer\" to {last}")
+}
+
+#[test]
+fn live_history_sends_the_servers_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("live.jsonl");
+    std::fs::write(&trace, LIVE_TRACE).unwrap();
+    for stream in [false, true] {
+        let server = capture_server_with(Arc::new(live_answer));
+        let out = dir.path().join(format!("live-{stream}.jsonl"));
+        let mut argv = vec![
+            "--endpoint",
+            &server.url,
+            "--model-name",
+            "m",
+            "--timing",
+            "closed",
+            "--live-history",
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        if !stream {
+            argv.push("--no-stream");
+        }
+        assert_eq!(replay(&argv).exit_code, 0);
+        let recs = read_records(&out);
+        assert_eq!(recs.len(), 5);
+        assert!(recs.iter().all(|r| r.status == Status::Ok), "{recs:?}");
+        let bodies = server.bodies.lock().unwrap().clone();
+        let turn = |last: &str| {
+            bodies
+                .iter()
+                .find(|b| {
+                    b["messages"]
+                        .as_array()
+                        .and_then(|m| m.last())
+                        .is_some_and(|m| m["content"] == last)
+                })
+                .unwrap_or_else(|| panic!("no body ends with {last:?}"))
+                .clone()
+        };
+        // Turn 2 carries turn 1's actual answer, not the recorded one.
+        let t2 = turn("q2");
+        assert_eq!(
+            t2["messages"][2],
+            serde_json::json!({"role": "assistant", "content": "live \"answer\" to q1"})
+        );
+        assert!(!t2.to_string().contains("RECORDED"), "{t2}");
+        // Turn 3: both earlier answers are the live ones; the rest as recorded.
+        let t3 = turn("q3");
+        let m3 = t3["messages"].as_array().unwrap();
+        assert_eq!(m3.len(), 6);
+        assert_eq!(m3[2]["content"], "live \"answer\" to q1");
+        assert_eq!(m3[4]["content"], "live \"answer\" to q2");
+        assert_eq!(m3[5]["content"], "q3");
+        assert!(!t3.to_string().contains("RECORDED"), "{t3}");
+        assert_eq!(t3["max_tokens"], 4);
+        // A recorded tool call is kept (the tool result answers it); its text is the live one.
+        let t = turn("thanks");
+        let call = &t["messages"][1];
+        assert_eq!(call["content"], "live \"answer\" to weather?");
+        assert_eq!(call["tool_calls"][0]["id"], "c1");
+        assert_eq!(t["messages"][2]["role"], "tool");
+        // First turns are sent as recorded.
+        assert_eq!(turn("q1")["messages"].as_array().unwrap().len(), 2);
+    }
+}
+
+#[test]
+fn live_history_refused_in_open_mode_and_without_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let parse = |argv: &[&str]| {
+        let mut full = vec!["request-sim", "replay", "--quiet"];
+        full.extend_from_slice(argv);
+        match Cli::try_parse_from(full).unwrap().command {
+            Command::Replay(a) => ReplayConfig::from_args(*a, Flavor::Replay),
+            _ => unreachable!(),
+        }
+    };
+    let e = parse(&["--live-history", "--dry-run"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--live-history needs --timing closed"), "{e}");
+    let (trace, _) = write_bailian(dir.path(), 3, 2);
+    let cfg = parse(&[
+        "--live-history",
+        "--timing",
+        "closed",
+        "--dry-run",
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "-o",
+        dir.path().join("x.jsonl").to_str().unwrap(),
+    ])
+    .unwrap();
+    let e = request_sim::run::replay(cfg).unwrap_err().to_string();
+    assert!(
+        e.contains("--live-history needs a messages trace") && e.contains("bailian"),
+        "{e}"
+    );
+}
+
+/// Generic rows: `sessions` sessions of `turns` turns, session `s` starting at `s * start_ms`,
+/// turn `t` at `t * gap_ms` after it (gaps growing with the session so they differ).
+fn write_generic_sessions(
+    path: &Path,
+    sessions: usize,
+    turns: usize,
+    start_ms: f64,
+    gap_ms: f64,
+) -> usize {
+    let mut rows = Vec::new();
+    for s in 0..sessions {
+        for t in 0..turns {
+            let ts = s as f64 * start_ms + t as f64 * (gap_ms + s as f64);
+            rows.push((ts, s, t));
+        }
+    }
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut f = std::fs::File::create(path).unwrap();
+    for (ts, s, t) in &rows {
+        writeln!(
+            f,
+            r#"{{"timestamp": {ts}, "input_length": {}, "output_length": 2, "session_id": "s{s}"}}"#,
+            32 * (t + 1)
+        )
+        .unwrap();
+    }
+    rows.len()
+}
+
+#[test]
+fn think_time_trace_is_the_scaled_trace_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("g.jsonl");
+    let rows = write_generic_sessions(&trace, 12, 3, 15.0, 60.0);
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let out = dir.path().join("think.jsonl");
+    let outcome = replay(&[
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--timing",
+        "closed",
+        "--think-time",
+        "trace",
+        "--scale-factor",
+        "2",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records(&out);
+    assert_eq!(recs.len(), rows);
+    let mut checked = 0;
+    for r in recs.iter().filter(|r| r.parent_index.is_some()) {
+        let p = &recs[r.parent_index.unwrap()];
+        // The trace's own gap between the two turns, at --scale-factor 2.
+        let gap = (r.timestamp - p.timestamp) / 2.0;
+        let parent_done = p.sent_ms.unwrap() + p.done_ms.unwrap();
+        assert!(
+            r.sent_ms.unwrap() + 0.002 >= parent_done + gap,
+            "request {} sent at {:?}, parent done at {parent_done}, gap {gap}",
+            r.index,
+            r.sent_ms
+        );
+        assert!((r.think_ms.unwrap() - gap).abs() < 0.002, "{r:?}");
+        checked += 1;
+    }
+    assert_eq!(checked, 24);
+    let ss = outcome.summary.sessions.as_ref().unwrap();
+    assert_eq!(ss.timing, Some(request_sim::schedule::Timing::Closed));
+    assert_eq!(ss.think_time.as_deref(), Some("trace"));
+    assert_eq!(ss.think_time_fixed_ms, None);
+    let gaps: Vec<f64> = recs.iter().filter_map(|r| r.think_ms).collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    assert!((ss.mean_think_ms.unwrap() - mean).abs() < 1e-6);
+    // Gaps are (60 + s) / 2 ms for session s = 0..12.
+    assert!((ss.max_think_ms.unwrap() - 35.5).abs() < 0.002, "{ss:?}");
+    let console = request_sim::report::render_console(&outcome.summary);
+    assert!(console.contains("closed, think time trace"), "{console}");
+    assert!(
+        console.contains("Max think time applied (ms):"),
+        "{console}"
+    );
+}
+
+#[test]
+fn time_limit_cuts_waiting_turns_one_record_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("g.jsonl");
+    // 30 sessions starting 40 ms apart (the last ones after the 1 s limit), turns 50 ms apart;
+    // a 2 s think time puts every follow-up's release past the limit.
+    let rows = write_generic_sessions(&trace, 30, 3, 40.0, 50.0);
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let out = dir.path().join("cut.jsonl");
+    let outcome = replay(&[
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--timing",
+        "closed",
+        "--think-time",
+        "2000",
+        "--time-in-secs",
+        "1",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let recs = read_records(&out);
+    let run = &outcome.summary.run;
+    assert_eq!(
+        recs.len(),
+        run.scheduled,
+        "one record per scheduled request"
+    );
+    assert_eq!(run.scheduled + run.never_sent, rows, "{run:?}");
+    assert!(run.never_sent > 0, "rows after the limit are never sent");
+    let mut indexes: Vec<usize> = recs.iter().map(|r| r.index).collect();
+    indexes.dedup();
+    assert_eq!(indexes.len(), recs.len(), "no request has two records");
+    let (mut sent, mut cut) = (0, 0);
+    for r in &recs {
+        if r.parent_index.is_none() {
+            assert_eq!(r.status, Status::Ok, "{r:?}");
+            sent += 1;
+        } else {
+            assert_eq!(r.status, Status::Cancelled, "{r:?}");
+            assert_eq!(r.sent_ms, None);
+            let e = r.error.as_deref().unwrap();
+            assert!(
+                e.starts_with(
+                    "session cut: --time-in-secs reached while the turn waited for its parent"
+                ),
+                "{e}"
+            );
+            cut += 1;
+        }
+    }
+    assert!(sent > 0 && cut > 0);
+    let ss = outcome.summary.sessions.as_ref().unwrap();
+    assert_eq!(ss.turns_not_sent, cut);
+    assert_eq!(outcome.summary.completed, sent);
+}
+
+#[test]
+fn max_requests_slice_says_how_many_turns_it_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("g.jsonl");
+    let rows = write_generic_sessions(&trace, 8, 4, 10.0, 30.0);
+    let run = |extra: &[&str], name: &str| {
+        let out = dir.path().join(name);
+        let mut argv = vec![
+            "--dry-run",
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "--timing",
+            "closed",
+            "--max-requests",
+            "13",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        argv.extend_from_slice(extra);
+        let outcome = replay(&argv);
+        (read_records(&out), outcome)
+    };
+    let (recs, outcome) = run(&[], "all.jsonl");
+    assert_eq!(recs.len(), 13);
+    assert_eq!(outcome.summary.run.scheduled, 13);
+    let ss = outcome.summary.sessions.as_ref().unwrap();
+    // Every session has a turn among the first 13 rows: the other rows are its cut turns.
+    assert_eq!(ss.sessions, 8);
+    assert_eq!(ss.cut_turns, rows - 13);
+    assert_eq!(
+        recs.len() + ss.cut_turns,
+        rows,
+        "records + cut turns = the trace"
+    );
+    assert!(ss.cut_sessions > 0 && ss.cut_sessions <= 8);
+    let console = request_sim::report::render_console(&outcome.summary);
+    assert!(
+        console.contains("Turns cut by slicing (sessions):")
+            && console.contains(&format!("{} ({})", ss.cut_turns, ss.cut_sessions)),
+        "{console}"
+    );
+    // Shards keep sessions whole: their cut turns add up to the whole run's.
+    let (a, oa) = run(&["--shard", "0/2", "--seed", "1"], "s0.jsonl");
+    let (b, ob) = run(&["--shard", "1/2", "--seed", "1"], "s1.jsonl");
+    assert_eq!(a.len() + b.len(), 13);
+    let cut = |o: &request_sim::run::RunOutcome| {
+        o.summary
+            .sessions
+            .as_ref()
+            .map_or((0, 0), |s| (s.cut_turns, s.cut_sessions))
+    };
+    let (ca, cb) = (cut(&oa), cut(&ob));
+    assert_eq!(ca.0 + cb.0, ss.cut_turns);
+    assert_eq!(ca.1 + cb.1, ss.cut_sessions);
+}
+
+#[test]
+fn messages_trace_refused_on_a_completions_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("m.jsonl");
+    std::fs::write(&trace, MESSAGES_TRACE).unwrap();
+    let mut full = vec!["request-sim", "replay", "--quiet"];
+    full.extend_from_slice(&[
+        "--endpoint",
+        "http://127.0.0.1:9/v1/completions",
+        "--model-name",
+        "m",
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "-o",
+        "/dev/null",
+    ]);
+    let args = match Cli::try_parse_from(full).unwrap().command {
+        Command::Replay(a) => *a,
+        _ => unreachable!(),
+    };
+    let cfg = ReplayConfig::from_args(args, Flavor::Replay).unwrap();
+    let e = request_sim::run::replay(cfg).unwrap_err().to_string();
+    assert!(
+        e.contains("m.jsonl:1: field `messages`: a messages row is sent as a chat request: it needs a chat endpoint (…/v1/chat/completions), not http://127.0.0.1:9/v1/completions"),
+        "{e}"
+    );
 }

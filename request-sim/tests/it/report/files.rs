@@ -1,5 +1,5 @@
 //! `--result-dir` contents: summary.json, requests.csv, results.xlsx (read back with calamine),
-//! PNG and SVG plots.
+//! PNG and SVG plots, report.html.
 //!
 //! Set `REPORT_PLOT_DIR=/some/dir` to keep the files for a look.
 
@@ -59,6 +59,7 @@ fn result_dir_has_all_files() {
         "throughput_inflight.svg",
         "drift_histogram.png",
         "drift_histogram.svg",
+        "report.html",
     ] {
         assert!(names.iter().any(|n| n == f), "missing {f}: {names:?}");
         assert!(dir.join(f).metadata().unwrap().len() > 0);
@@ -123,6 +124,39 @@ fn result_dir_has_all_files() {
         assert!(svg.starts_with("<svg") && svg.contains("</svg>"));
         assert!(svg.contains("<text"), "{name}.svg has no text");
     }
+    check_report_html(&dir, &summary, 5);
+}
+
+/// `report.html` holds the summary's key numbers and `charts` embedded charts, and loads
+/// nothing from the network.
+fn check_report_html(dir: &Path, s: &request_sim::report::Summary, charts: usize) {
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.starts_with("<!doctype html>"));
+    let row = |label: &str, value: String| {
+        let cell = format!("<tr><th>{label}</th><td>{value}</td></tr>");
+        assert!(html.contains(&cell), "no {cell}");
+    };
+    row("Successful requests", s.completed.to_string());
+    row("Failed requests", s.failed.to_string());
+    row(
+        "Request throughput (req&#x2f;s)",
+        format!("{:.2}", s.request_throughput),
+    );
+    row(
+        "P99 TTFT (ms)",
+        format!("{:.2}", s.latency.ttft.percentile(99.0).unwrap()),
+    );
+    row("P99 drift (ms)", format!("{:.2}", s.drift.p99_ms));
+    if let Some(g) = s.request_goodput {
+        row("Request goodput (req&#x2f;s)", format!("{g:.2}"));
+    }
+    for w in &s.warnings {
+        let first_word = w.split(' ').next().unwrap();
+        assert!(html.contains(&format!("WARNING: {first_word}")), "{w}");
+    }
+    assert_eq!(html.matches("src=\"data:image/").count(), charts);
+    assert!(!html.contains("http://") && !html.contains("https://"));
+    assert!(!html.contains("<script") && !html.contains("<link"));
 }
 
 #[test]
@@ -139,7 +173,7 @@ fn plots_handle_no_completed_requests() {
     write_jsonl(&jsonl, &recs);
     let s = report_from_records(&jsonl, &ReportConfig::default(), None).unwrap();
     let files = write_result_dir(&tmp.path().join("out"), &s, &jsonl).unwrap();
-    assert_eq!(files.len(), 13);
+    assert_eq!(files.len(), 14);
     // Run information is found next to the records file.
     let mut info = request_sim::report::RunInfo::new();
     info.seed = Some(77);

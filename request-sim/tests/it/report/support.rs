@@ -35,36 +35,9 @@ pub fn us(x: f64) -> f64 {
 
 pub fn base_record(i: usize) -> Record {
     Record {
-        index: i,
-        line: i + 1,
-        timestamp: 0.0,
-        scheduled_ms: 0.0,
-        sent_ms: None,
-        drift_ms: None,
-        status: Status::Ok,
-        http_status: None,
-        error: None,
-        ttft_ms: None,
-        ttfc_ms: None,
-        e2e_ms: None,
-        done_ms: None,
-        tpot_ms: None,
-        itl_ms: None,
         input_length: 1000,
-        prompt_tokens: None,
-        cached_tokens: None,
         output_length: 10,
-        output_tokens: None,
-        output_tokens_source: None,
-        chunks: 0,
-        chat_id: None,
-        parent_chat_id: None,
-        turn: None,
-        retries: 0,
-        session_id: None,
-        parent_index: None,
-        session_wait_ms: None,
-        server: None,
+        ..Record::new(i, i + 1, Status::Ok)
     }
 }
 

@@ -2,4 +2,5 @@ mod analyze;
 mod bad;
 mod load;
 mod real;
+mod routing;
 mod sessions;

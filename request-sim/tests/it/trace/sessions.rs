@@ -71,6 +71,10 @@ fn slicing_counts_cut_turns_and_drops_sliced_parents() {
     assert_eq!(s.get(0).unwrap().trace_gap_ms, None);
     assert_eq!(s.get(1).unwrap().parent_index, Some(0));
     assert_eq!((s.stats.cut_turns, s.stats.cut_sessions), (1, 1));
+    // Per session, so a shard can count its own.
+    assert_eq!(s.cut, vec![(std::sync::Arc::from("1"), 1)]);
+    assert_eq!(s.cut_in(|_| true), (1, 1));
+    assert_eq!(s.cut_in(|id| id != "1"), (0, 0));
     let opts = LoadOptions {
         max_requests: Some(2),
         ..Default::default()

@@ -2,9 +2,7 @@
 //! Volatile values are replaced by placeholders before comparing (`<ID>`, `<CREATED>`, `<TOKEN>`
 //! for one generated token, `<TEXT>` for a whole completion, `<TOKEN_ID>`, `<MESSAGE>`).
 
-mod common;
-
-use common::*;
+use crate::support::*;
 use llm_sim::vocab::builtin_words;
 use llm_sim::SimConfig;
 use serde_json::{json, Value};
@@ -91,7 +89,7 @@ async fn chat_stream_shape() {
     .await;
     assert_eq!(s.status, 200);
     assert!(s.content_type.starts_with("text/event-stream"));
-    assert_stream_matches(&s, include_str!("fixtures/chat_stream.sse"));
+    assert_stream_matches(&s, include_str!("../fixtures/chat_stream.sse"));
     // Every chunk of one stream has the same id.
     let ids: std::collections::HashSet<String> = s
         .json_events()
@@ -112,7 +110,7 @@ async fn completion_stream_shape_with_token_ids() {
     )
     .await;
     assert_eq!(s.status, 200);
-    assert_stream_matches(&s, include_str!("fixtures/completion_stream.sse"));
+    assert_stream_matches(&s, include_str!("../fixtures/completion_stream.sse"));
     server.shutdown().await;
 }
 
@@ -167,7 +165,7 @@ async fn non_streaming_shapes() {
         .to_string();
     assert_eq!(text.split_whitespace().count(), 5);
     normalize(&mut v);
-    let want: Value = serde_json::from_str(include_str!("fixtures/chat.json")).unwrap();
+    let want: Value = serde_json::from_str(include_str!("../fixtures/chat.json")).unwrap();
     assert_eq!(v, want);
 
     let mut v: Value = post(
@@ -180,7 +178,7 @@ async fn non_streaming_shapes() {
     .await
     .unwrap();
     normalize(&mut v);
-    let want: Value = serde_json::from_str(include_str!("fixtures/completion.json")).unwrap();
+    let want: Value = serde_json::from_str(include_str!("../fixtures/completion.json")).unwrap();
     assert_eq!(v, want);
 
     let mut v: Value = client()
@@ -192,7 +190,7 @@ async fn non_streaming_shapes() {
         .await
         .unwrap();
     normalize(&mut v);
-    let want: Value = serde_json::from_str(include_str!("fixtures/models.json")).unwrap();
+    let want: Value = serde_json::from_str(include_str!("../fixtures/models.json")).unwrap();
     assert_eq!(v, want);
 
     let h = client().get(format!("{base}/health")).send().await.unwrap();
@@ -207,7 +205,7 @@ async fn tgi_shapes() {
     let body = json!({"inputs": "a b c", "parameters": {"max_new_tokens": 2, "details": true}});
     let s = stream(&base, "/generate_stream", &body).await;
     assert_eq!(s.status, 200);
-    assert_stream_matches(&s, include_str!("fixtures/tgi_stream.sse"));
+    assert_stream_matches(&s, include_str!("../fixtures/tgi_stream.sse"));
     let last = s.json_events().pop().unwrap();
     let joined: String = s
         .json_events()
@@ -221,7 +219,7 @@ async fn tgi_shapes() {
     assert_eq!(resp.headers()["x-generated-tokens"], "2");
     let mut v: Value = resp.json().await.unwrap();
     normalize(&mut v);
-    let want: Value = serde_json::from_str(include_str!("fixtures/tgi_generate.json")).unwrap();
+    let want: Value = serde_json::from_str(include_str!("../fixtures/tgi_generate.json")).unwrap();
     assert_eq!(v, want);
 
     let plain: Value = post(
@@ -258,7 +256,7 @@ async fn expect_400(base: &str, path: &str, body: Value, needle: &str) {
     let msg = v["message"].as_str().unwrap().to_string();
     assert!(msg.contains(needle), "message {msg:?} lacks {needle:?}");
     normalize(&mut v);
-    let want: Value = serde_json::from_str(include_str!("fixtures/error_400.json")).unwrap();
+    let want: Value = serde_json::from_str(include_str!("../fixtures/error_400.json")).unwrap();
     assert_eq!(v, want);
 }
 

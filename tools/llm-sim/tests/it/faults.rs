@@ -1,12 +1,10 @@
 //! Every fault switch, through the FaultHandle, the admin endpoint and the command line.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::support::*;
 use llm_sim::{FaultConfig, SimConfig};
 use serde_json::{json, Value};
 

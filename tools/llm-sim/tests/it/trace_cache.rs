@@ -4,11 +4,9 @@
 //! A synthetic trace always; the first 200 requests of the real Mooncake trace when
 //! `shared/traces/` is beside the repository.
 
-mod common;
-
 use std::collections::HashSet;
 
-use common::*;
+use crate::support::*;
 use llm_sim::util::{hash3, mix64};
 use llm_sim::SimConfig;
 use serde_json::{json, Value};

@@ -1,12 +1,10 @@
 //! Router-facing extras over real loopback sockets: `/tokenize` and `/detokenize`,
 //! `POST /reset_prefix_cache`, the readiness delay, the bounded waiting queue, simulated EOS.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 use llm_sim::SimConfig;
 use serde_json::{json, Value};
 

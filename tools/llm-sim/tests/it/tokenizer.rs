@@ -1,11 +1,9 @@
 //! `--tokenizer` / `--tokenizer-config`: a small word-level HF tokenizer.json written by the
 //! test, with the built-in ChatML template and with a custom minijinja chat template.
 
-mod common;
-
 use std::path::PathBuf;
 
-use common::*;
+use crate::support::*;
 use llm_sim::SimConfig;
 use serde_json::{json, Value};
 

@@ -1,13 +1,11 @@
 //! KV events: a ZeroMQ subscriber per instance rebuilds each engine's prefix cache from the
 //! vLLM-format events alone and must end with exactly the engine's own cached blocks.
 
-mod common;
-
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 use llm_sim::cache::block_hash;
 use llm_sim::kv_events::{decode_batch, KvEvent};
 use llm_sim::SimConfig;

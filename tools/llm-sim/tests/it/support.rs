@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests: a loopback HTTP client, SSE parsing, timing.
-#![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 

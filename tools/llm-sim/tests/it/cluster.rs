@@ -1,12 +1,10 @@
 //! Cluster mode: `--instances N` engines in one process, each with its own identity header,
 //! KV cache and metrics; `speedup` shortens steps in wall time but not in simulated time.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use common::*;
+use crate::support::*;
 use llm_sim::SimConfig;
 
 #[tokio::test]
@@ -126,6 +124,14 @@ async fn speedup_shortens_wall_time_not_simulated_time() {
         "wall {wall:?} for 400 ms simulated at 10x"
     );
     assert!(wall.as_millis() >= 35, "wall {wall:?} too short for 40 ms");
+    // The server's histograms are in simulated time: 20 steps of 20 ms, the first at TTFT.
+    let page = metrics(&s.base_url()).await;
+    let e2e = metric(&page, "vllm:e2e_request_latency_seconds_sum");
+    assert!((0.4..0.45).contains(&e2e), "e2e {e2e} s simulated");
+    let ttft = metric(&page, "vllm:time_to_first_token_seconds_sum");
+    assert!((0.02..0.03).contains(&ttft), "TTFT {ttft} s simulated");
+    let tpot = metric(&page, "vllm:request_time_per_output_token_seconds_sum");
+    assert!((tpot - 0.02).abs() < 1e-3, "TPOT {tpot} s simulated");
     s.shutdown().await;
 
     let bad = SimConfig {

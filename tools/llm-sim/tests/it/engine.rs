@@ -1,11 +1,9 @@
 //! Engine behaviour seen from a client: exact lengths, prefix caching, batching limits, step
 //! timing, cancellation, and the in-thread server.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::support::*;
 use llm_sim::SimConfig;
 use serde_json::{json, Value};
 
@@ -371,7 +369,9 @@ async fn decode_slows_down_as_the_batch_grows() {
         batched = batched.max(tpot(&t.await.unwrap()));
     }
     let single = tpot(&alone);
-    assert!(single >= Duration::from_micros(3900), "{single:?}");
+    // Steps chain on their deadlines, so the mean period is 4 ms; the first and last token
+    // events can each arrive up to a timer tick late.
+    assert!(single >= Duration::from_micros(3500), "{single:?}");
     assert!(batched >= Duration::from_micros(17_000), "{batched:?}");
     assert!(batched > single * 5 / 2, "{batched:?} vs {single:?}");
     server.shutdown().await;

@@ -1,0 +1,272 @@
+//! `report.html`: one self-contained page per run (the summary's tables, every chart, the
+//! servers' panels) and per sweep (its table, its chart, links to each point's page), for
+//! sharing a result. Nothing is fetched when it opens: the CSS is inline and the charts are
+//! embedded as `data:` URIs (base64 SVG, or PNG when that is smaller).
+//!
+//! The pages are minijinja templates (`html/*.html`, auto-escaped as HTML); the run's tables
+//! are the console table's pieces ([`super::console::Item`]), so both always say the same.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use minijinja::{Environment, Value};
+use serde::Serialize;
+
+use super::console::{console_items, Item};
+use super::Summary;
+use crate::error::{Error, Result};
+
+/// The page's file name, in a result directory and in a sweep directory.
+pub const REPORT_HTML: &str = "report.html";
+
+/// The chart shown apart, under "Server metrics over the run".
+const SERVER_CHART: &str = "server_over_time";
+
+/// One summary section: a header of the console table and what follows it.
+#[derive(Debug, Default, Serialize)]
+struct Section {
+    title: String,
+    rows: Vec<(String, String)>,
+    grids: Vec<Grid>,
+    text: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Grid {
+    head: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+/// An embedded chart.
+#[derive(Debug, Serialize)]
+struct Image {
+    name: String,
+    /// `data:image/...;base64,...` (marked safe: base64 needs no escaping).
+    src: Value,
+}
+
+/// A sweep's page, as `request-sim sweep` describes it.
+#[derive(Debug, Clone, Default)]
+pub struct SweepPage {
+    /// Facts shown under the title: (what, value).
+    pub meta: Vec<(String, String)>,
+    /// The answer in one line.
+    pub answer: String,
+    /// Lines shown as warnings (interrupted, invalid points).
+    pub notes: Vec<String>,
+    /// Column names of the points' table.
+    pub head: Vec<String>,
+    pub points: Vec<SweepPagePoint>,
+}
+
+/// One row of a sweep's table.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SweepPagePoint {
+    pub cells: Vec<String>,
+    /// The point's `report.html`, relative to the sweep's page.
+    pub link: Option<String>,
+    /// Why the point's numbers are suspect (empty: they are not).
+    pub invalid: String,
+}
+
+fn environment() -> Result<Environment<'static>> {
+    let mut env = Environment::new();
+    for (name, text) in [
+        ("base.html", include_str!("html/base.html")),
+        ("run.html", include_str!("html/run.html")),
+        ("sweep.html", include_str!("html/sweep.html")),
+    ] {
+        env.add_template(name, text)
+            .map_err(|e| Error::internal(format!("report template {name}: {e}")))?;
+    }
+    Ok(env)
+}
+
+fn render(name: &str, ctx: Value, out: &Path) -> Result<PathBuf> {
+    let env = environment()?;
+    let text = env
+        .get_template(name)
+        .and_then(|t| t.render(ctx))
+        .map_err(|e| Error::internal(format!("report template {name}: {e:#}")))?;
+    std::fs::write(out, text).map_err(|e| Error::write(out, e))?;
+    Ok(out.to_path_buf())
+}
+
+/// The charts among `files` (their PNGs), embedded in the order given: the SVG beside a PNG
+/// when it is the smaller file (line charts), else the PNG (scatter plots of many points).
+fn images(files: &[PathBuf]) -> Result<Vec<Image>> {
+    let mut out = Vec::new();
+    for png in files {
+        if png.extension().is_none_or(|e| e != "png") {
+            continue;
+        }
+        let svg = png.with_extension("svg");
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).ok();
+        let (path, mime) = match (size(&svg), size(png)) {
+            (Some(s), Some(p)) if s < p => (svg, "image/svg+xml"),
+            _ => (png.clone(), "image/png"),
+        };
+        let bytes = std::fs::read(&path).map_err(|e| Error::read(&path, e))?;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+        out.push(Image {
+            name: png
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+            src: Value::from_safe_string(format!("data:{mime};base64,{b64}")),
+        });
+    }
+    Ok(out)
+}
+
+/// The console table's pieces grouped under their headers.
+fn sections(items: Vec<Item>) -> Vec<Section> {
+    let mut out: Vec<Section> = Vec::new();
+    for item in items {
+        if let Item::Header { title } = item {
+            out.push(Section {
+                title,
+                ..Section::default()
+            });
+            continue;
+        }
+        if out.is_empty() {
+            out.push(Section::default());
+        }
+        let sec = out.last_mut().expect("a section was just pushed");
+        match item {
+            Item::Row { label, value } => sec.rows.push((label, value)),
+            Item::Grid { head, rows } => sec.grids.push(Grid { head, rows }),
+            Item::Text { text } => sec.text.push(text.trim_end().to_string()),
+            Item::Header { .. } => {}
+        }
+    }
+    out
+}
+
+/// What the page says about the run under its title.
+fn meta(s: &Summary) -> Vec<(String, String)> {
+    let r = &s.run;
+    let mut m: Vec<(String, String)> = Vec::new();
+    let mut add = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            m.push((k.to_string(), v));
+        }
+    };
+    add("started", r.started_at.clone());
+    add("endpoint", r.endpoint.clone());
+    add("model", r.model.clone());
+    add("API", r.api.map(|a| a.to_string()));
+    add("trace", r.trace_path.clone());
+    add("scale factor", r.scale_factor.map(|f| f.to_string()));
+    add("seed", r.seed.map(|x| x.to_string()));
+    add("requests scheduled", Some(s.scheduled.to_string()));
+    m
+}
+
+/// Write `report.html` into `dir`: the summary's tables, then the charts among `files` (PNGs
+/// embedded), the servers' chart under its own heading.
+pub fn write_run_html(dir: &Path, s: &Summary, files: &[PathBuf]) -> Result<PathBuf> {
+    let (server_plots, plots): (Vec<Image>, Vec<Image>) = images(files)?
+        .into_iter()
+        .partition(|i| i.name == SERVER_CHART);
+    let ctx = minijinja::context! {
+        version => s.run.tool_version.clone(),
+        generated => super::now_rfc3339(),
+        started_at => s.run.started_at.clone(),
+        meta => meta(s),
+        invalid => s.invalid.clone(),
+        warnings => s.warnings.clone(),
+        sections => sections(console_items(s)),
+        server_plots => server_plots,
+        plots => plots,
+    };
+    render("run.html", ctx, &dir.join(REPORT_HTML))
+}
+
+/// Write a sweep's `report.html` into `dir`, with the charts among `files` embedded.
+pub fn write_sweep_html(dir: &Path, page: &SweepPage, files: &[PathBuf]) -> Result<PathBuf> {
+    let ctx = minijinja::context! {
+        version => env!("CARGO_PKG_VERSION"),
+        generated => super::now_rfc3339(),
+        meta => page.meta.clone(),
+        answer => page.answer.clone(),
+        notes => page.notes.clone(),
+        head => page.head.clone(),
+        points => page.points.clone(),
+        plots => images(files)?,
+    };
+    render("sweep.html", ctx, &dir.join(REPORT_HTML))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_group_under_their_headers() {
+        let items = vec![
+            Item::Header { title: "A".into() },
+            Item::Row {
+                label: "x".into(),
+                value: "1".into(),
+            },
+            Item::Text {
+                text: "free\n".into(),
+            },
+            Item::Header { title: "B".into() },
+            Item::Grid {
+                head: vec!["h".into()],
+                rows: vec![vec!["2".into()]],
+            },
+        ];
+        let s = sections(items);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].rows, vec![("x".to_string(), "1".to_string())]);
+        assert_eq!(s[0].text, vec!["free".to_string()]);
+        assert_eq!(s[1].grids[0].rows[0][0], "2");
+    }
+
+    #[test]
+    fn text_is_escaped_and_images_are_embedded() {
+        let dir = tempfile::tempdir().unwrap();
+        let png = dir.path().join("chart.png");
+        std::fs::write(&png, [0x89, b'P', b'N', b'G']).unwrap();
+        let page = SweepPage {
+            answer: "capacity: <b>scale 2</b>".into(),
+            head: vec!["scale".into()],
+            points: vec![SweepPagePoint {
+                cells: vec!["2".into()],
+                link: Some("scale-2/report.html".into()),
+                invalid: String::new(),
+            }],
+            ..SweepPage::default()
+        };
+        // A smaller SVG beside a PNG is taken instead; a lone SVG is not a chart of the list.
+        let png2 = dir.path().join("line.png");
+        std::fs::write(&png2, [0u8; 64]).unwrap();
+        std::fs::write(dir.path().join("line.svg"), "<svg/>").unwrap();
+        std::fs::write(dir.path().join("x.svg"), "<svg/>").unwrap();
+        let files = [png, png2, dir.path().join("x.svg")];
+        let out = write_sweep_html(dir.path(), &page, &files).unwrap();
+        let html = std::fs::read_to_string(out).unwrap();
+        assert!(
+            html.contains("capacity: &lt;b&gt;scale 2&lt;&#x2f;b&gt;"),
+            "{html}"
+        );
+        assert!(
+            html.contains("src=\"data:image/png;base64,iVBORw==\""),
+            "{html}"
+        );
+        assert!(
+            html.contains("src=\"data:image/svg+xml;base64,PHN2Zy8+\""),
+            "{html}"
+        );
+        assert!(
+            html.contains("<a href=\"scale-2&#x2f;report.html\">"),
+            "{html}"
+        );
+        assert_eq!(html.matches("data:image").count(), 2);
+    }
+}

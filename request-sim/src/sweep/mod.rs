@@ -1,0 +1,566 @@
+//! `request-sim sweep`: the same trace slice replayed at a list of scale factors, or at the
+//! points a capacity search picks ([`search`]), one result directory per point, a combined
+//! table, `sweep.json` and `report.html`, and the answer in one line: the highest load the
+//! server carried (within the goodput SLOs when given). See `docs/server-metrics.md`
+//! ("Capacity sweep").
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+mod search;
+mod table;
+
+pub use search::{round3, Search, SearchInfo};
+pub use table::render_table;
+use table::write_html;
+
+use crate::cli::{ReplayArgs, SweepArgs};
+use crate::config::{Flavor, ReplayConfig, Target};
+use crate::report::Summary;
+use crate::{Error, Result};
+
+/// Time limit of a point when `--time-in-secs` is not given.
+pub const DEFAULT_POINT_SECS: f64 = 300.0;
+/// Request limit of a point when `--max-requests` is not given.
+pub const DEFAULT_POINT_REQUESTS: usize = 2000;
+/// Throughput below this fraction of the offered rate: the server no longer keeps up.
+const KEEPS_UP: f64 = 0.9;
+
+/// One point of a sweep.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SweepPoint {
+    pub scale_factor: f64,
+    pub seed: u64,
+    /// Result directory of the point.
+    pub dir: String,
+    /// Requests per second the schedule offered (scheduled requests over the replayed span).
+    pub offered_rps: f64,
+    pub scheduled: usize,
+    pub completed: usize,
+    pub failed: usize,
+    pub request_throughput: f64,
+    pub output_throughput: f64,
+    pub request_goodput: Option<f64>,
+    /// Requests meeting every SLO / scheduled requests (only with `--goodput`).
+    pub good_fraction: Option<f64>,
+    pub ttft_p50_ms: f64,
+    pub ttft_p99_ms: Option<f64>,
+    pub tpot_p50_ms: f64,
+    pub tpot_p99_ms: Option<f64>,
+    pub drift_p99_ms: f64,
+    /// Prefix-cache hit ratio from the server's counters, when scraped.
+    pub server_hit_ratio: Option<f64>,
+    /// Whether `POST /reset_prefix_cache` succeeded before the point.
+    pub cache_reset: bool,
+    /// Why the point's measurements are suspect (see the summary's `invalid`).
+    pub invalid: Vec<String>,
+    pub exit_code: i32,
+}
+
+/// The whole sweep (`sweep.json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SweepResult {
+    pub points: Vec<SweepPoint>,
+    /// `--goodput` in words, when given.
+    pub slo: Option<String>,
+    pub target: f64,
+    /// The highest point carried, when any.
+    pub capacity_scale_factor: Option<f64>,
+    pub answer: String,
+    /// The sweep was interrupted: the points so far.
+    pub interrupted: bool,
+    /// The capacity search, when the sweep searched (no `--scale-factors`).
+    pub search: Option<SearchInfo>,
+}
+
+/// The trace slice's request rate at scale 1 (requests over the span of their timestamps).
+fn trace_rate(cfg: &ReplayConfig) -> Result<f64> {
+    let t = crate::run::load_trace(cfg)?;
+    let span_s = match (t.requests.first(), t.requests.last()) {
+        (Some(a), Some(b)) => (b.timestamp_ms - a.timestamp_ms) / 1e3,
+        _ => 0.0,
+    };
+    Ok(if span_s > 0.0 {
+        t.requests.len() as f64 / span_s
+    } else {
+        0.0
+    })
+}
+
+fn point_of(
+    s: &Summary,
+    f: f64,
+    rate: f64,
+    seed: u64,
+    dir: &Path,
+    reset: bool,
+    code: i32,
+) -> SweepPoint {
+    let scheduled = s.scheduled;
+    SweepPoint {
+        scale_factor: f,
+        seed,
+        dir: dir.display().to_string(),
+        offered_rps: rate * f,
+        scheduled,
+        completed: s.completed,
+        failed: s.failed,
+        request_throughput: s.request_throughput,
+        output_throughput: s.output_throughput,
+        request_goodput: s.request_goodput,
+        good_fraction: s.good_requests.map(|g| g as f64 / scheduled.max(1) as f64),
+        ttft_p50_ms: s.latency.ttft.median,
+        ttft_p99_ms: s.latency.ttft.percentile(99.0),
+        tpot_p50_ms: s.latency.tpot.median,
+        tpot_p99_ms: s.latency.tpot.percentile(99.0),
+        drift_p99_ms: s.drift.p99_ms,
+        server_hit_ratio: s.server.as_ref().and_then(|x| x.cluster.prefix_hit_ratio),
+        cache_reset: reset,
+        invalid: s.invalid.clone(),
+        exit_code: code,
+    }
+}
+
+/// Whether a point was carried: within the SLO target when there is one, else the server
+/// kept up with the offered rate.
+fn carried(p: &SweepPoint, target: f64) -> bool {
+    match p.good_fraction {
+        Some(g) => g >= target,
+        None => p.offered_rps > 0.0 && p.request_throughput >= KEEPS_UP * p.offered_rps,
+    }
+}
+
+/// The answer in one line, and the capacity point (the highest scale factor carried with every
+/// lower one carried too; a point cut short by Ctrl-C is not judged).
+pub fn answer(points: &[SweepPoint], slo: Option<&str>, target: f64) -> (Option<f64>, String) {
+    // A point Ctrl-C cut short is kept in sweep.json but not judged.
+    let mut sorted: Vec<&SweepPoint> = points.iter().filter(|p| p.exit_code != 130).collect();
+    sorted.sort_by(|a, b| a.scale_factor.total_cmp(&b.scale_factor));
+    let best = sorted
+        .iter()
+        .take_while(|p| carried(p, target))
+        .last()
+        .copied();
+    let next = sorted.iter().find(|p| !carried(p, target)).copied();
+    let what = match slo {
+        Some(s) => format!("{:.0}% of requests within {s}", target * 100.0),
+        None => format!("throughput >= {:.0}% of the offered rate", KEEPS_UP * 100.0),
+    };
+    let measure = |p: &SweepPoint| match p.good_fraction {
+        Some(g) => format!("{:.1}% good", g * 100.0),
+        None => format!(
+            "{:.2} of {:.2} req/s served",
+            p.request_throughput, p.offered_rps
+        ),
+    };
+    let good = |p: &SweepPoint| {
+        p.good_fraction
+            .map(|g| format!(", {:.1}% good", g * 100.0))
+            .unwrap_or_default()
+    };
+    let text = match (best, next) {
+        (Some(b), Some(n)) => format!(
+            "capacity: scale {} ({:.2} req/s offered, {:.2} req/s served{}) is the highest point with {what}; scale {} fell short ({})",
+            b.scale_factor,
+            b.offered_rps,
+            b.request_throughput,
+            good(b),
+            n.scale_factor,
+            measure(n)
+        ),
+        (Some(b), None) => format!(
+            "capacity: every point up to scale {} ({:.2} req/s offered, {}) had {what}: the capacity is higher, sweep further",
+            b.scale_factor,
+            b.offered_rps,
+            measure(b)
+        ),
+        (None, Some(n)) => format!(
+            "capacity: below scale {}: even the lowest point fell short of {what} ({})",
+            n.scale_factor,
+            measure(n)
+        ),
+        (None, None) => "capacity: no point was run".to_string(),
+    };
+    (best.map(|p| p.scale_factor), text)
+}
+
+/// `POST /reset_prefix_cache` on every origin the point talks to; true when all answered 2xx.
+fn reset_prefix_caches(cfg: &ReplayConfig) -> bool {
+    let mut origins: Vec<reqwest::Url> = Vec::new();
+    if let Target::Remote(ep) = &cfg.target {
+        origins.push(ep.url.clone());
+    }
+    if let Some(sm) = &cfg.server_metrics {
+        origins.extend(sm.urls.iter().cloned());
+    }
+    let urls: Vec<reqwest::Url> = origins
+        .iter()
+        .filter_map(|u| u.join("/reset_prefix_cache").ok())
+        .collect();
+    if urls.is_empty() {
+        return false;
+    }
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return false;
+    };
+    rt.block_on(async {
+        let Ok(client) = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .danger_accept_invalid_certs(cfg.insecure)
+            .no_proxy()
+            .build()
+        else {
+            return false;
+        };
+        let mut all = true;
+        for u in urls {
+            let mut req = client.post(u);
+            if let Some(k) = &cfg.api_key {
+                req = req.bearer_auth(k);
+            }
+            all &= req.send().await.is_ok_and(|r| r.status().is_success());
+        }
+        all
+    })
+}
+
+/// A seed per point: the given seed's neighbours (so a sweep can be repeated), or fresh ones.
+fn point_seed(base: Option<u64>, k: usize) -> u64 {
+    match base {
+        Some(s) => s.wrapping_add((k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        None => crate::config::fresh_seed(),
+    }
+}
+
+fn point_dir(dir: &Path, f: f64) -> PathBuf {
+    dir.join(format!("scale-{f}"))
+}
+
+/// What every point of a sweep shares.
+struct Sweep {
+    dir: PathBuf,
+    base: ReplayArgs,
+    /// The trace slice's request rate at scale 1.
+    rate: f64,
+    /// Set by Ctrl-C (see [`watch_interrupts`]).
+    stop: Arc<AtomicBool>,
+    slo: Option<String>,
+    target: f64,
+}
+
+/// A flag set by SIGINT or SIGTERM for the rest of the process. A replay listens only while
+/// it runs; between points (cache reset, the next point's start-up) the sweep's own listener
+/// keeps the signal from being lost or, before the first point, from killing the process with
+/// nothing saved.
+fn watch_interrupts() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let spawned = rt.map(|rt| {
+        std::thread::Builder::new()
+            .name("sweep-signals".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    use tokio::signal::unix::{signal, SignalKind};
+                    let mut term = signal(SignalKind::terminate()).ok();
+                    let _ = ready_tx.send(());
+                    loop {
+                        let got = match term.as_mut() {
+                            Some(t) => tokio::select! {
+                                r = tokio::signal::ctrl_c() => r.is_ok(),
+                                r = t.recv() => r.is_some(),
+                            },
+                            None => tokio::signal::ctrl_c().await.is_ok(),
+                        };
+                        if !got {
+                            return;
+                        }
+                        flag.store(true, Ordering::SeqCst);
+                    }
+                })
+            })
+    });
+    match spawned {
+        Ok(Ok(_)) => {
+            let _ = ready_rx.recv_timeout(Duration::from_secs(2));
+        }
+        _ => eprintln!(
+            "request-sim: sweep: cannot watch for Ctrl-C between points; Ctrl-C during a point still stops it"
+        ),
+    }
+    stop
+}
+
+impl Sweep {
+    /// Ctrl-C was pressed.
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// `sweep.json` as it stands (after every point, so a killed sweep keeps its points).
+    fn save(&self, result: &mut SweepResult) -> Result<()> {
+        let (cap, text) = answer(&result.points, self.slo.as_deref(), self.target);
+        result.capacity_scale_factor = cap;
+        result.answer = match &result.search {
+            Some(s) => format!("{text}{}", search_words(s, result.points.len())),
+            None => text,
+        };
+        crate::util::write_json(&self.dir.join("sweep.json"), result)
+    }
+
+    /// Replay point `k` at scale `f` into its own directory, with a fresh seed and the prefix
+    /// caches reset; returns the point and whether Ctrl-C interrupted it.
+    fn point(&self, k: usize, f: f64, of: &str) -> Result<(SweepPoint, bool)> {
+        let pdir = point_dir(&self.dir, f);
+        let mut a = self.base.clone();
+        a.scale_factor = f;
+        a.seed = Some(point_seed(self.base.seed, k));
+        a.time_in_secs = Some(self.base.time_in_secs.unwrap_or(DEFAULT_POINT_SECS));
+        a.output_path = Some(pdir.join("records.jsonl"));
+        a.summary_path = None;
+        a.report.result_dir = Some(pdir.clone());
+        let cfg = ReplayConfig::from_args(a, Flavor::Replay)?;
+        let seed = cfg.seed;
+        let reset = reset_prefix_caches(&cfg);
+        eprintln!(
+            "request-sim: sweep point {}{of}: scale {f}, seed {seed}{} -> {}",
+            k + 1,
+            if reset { ", prefix caches reset" } else { "" },
+            pdir.display()
+        );
+        let out = crate::run::replay(cfg)?;
+        let p = point_of(
+            &out.summary,
+            f,
+            self.rate,
+            seed,
+            &pdir,
+            reset,
+            out.exit_code,
+        );
+        Ok((p, out.exit_code == 130 || self.stopped()))
+    }
+}
+
+/// The sweep's directory: `--sweep-dir`, else `results/sweep-<UTC time>`.
+fn sweep_dir(args: &SweepArgs) -> PathBuf {
+    args.sweep_dir.clone().unwrap_or_else(|| {
+        let ts: String = crate::report::now_rfc3339()
+            .chars()
+            .take(19)
+            .filter(|c| c.is_ascii_digit() || *c == 'T')
+            .map(|c| if c == 'T' { '-' } else { c })
+            .collect();
+        PathBuf::from(format!("results/sweep-{ts}"))
+    })
+}
+
+/// `--search LO,HI` as a pair, and the other flags checked.
+fn check_args(args: &SweepArgs) -> Result<Option<(f64, f64)>> {
+    let positive = |f: f64| f.is_finite() && f > 0.0;
+    for &f in &args.scale_factors {
+        if !positive(f) {
+            return Err(Error::config(format!(
+                "--scale-factors: {f} is not a positive number"
+            )));
+        }
+    }
+    if !(args.target > 0.0 && args.target <= 1.0) {
+        return Err(Error::config(format!(
+            "--target must be in (0, 1], got {}",
+            args.target
+        )));
+    }
+    if !(args.tolerance.is_finite() && args.tolerance > 0.0) {
+        return Err(Error::config(format!(
+            "--tolerance must be a positive fraction (0.05 = 5%), got {}",
+            args.tolerance
+        )));
+    }
+    if args.max_points == 0 {
+        return Err(Error::config("--max-points must be at least 1"));
+    }
+    match args.search.as_slice() {
+        [] => Ok(None),
+        &[lo, hi] if positive(lo) && positive(hi) && lo < hi => Ok(Some((lo, hi))),
+        other => Err(Error::config(format!(
+            "--search takes LO,HI: two positive scale factors, LO below HI (got {other:?})"
+        ))),
+    }
+}
+
+/// Run the sweep; returns the process exit code (130 when interrupted). With
+/// `--scale-factors`, each of them in order; without, the capacity search ([`search`]).
+pub fn sweep(args: SweepArgs) -> Result<u8> {
+    let start = check_args(&args)?;
+    let dir = sweep_dir(&args);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    let mut base = args.replay.clone();
+    // Every point is bounded in requests and in time; the request limit is part of the slice
+    // (the offered rate is measured on it), the time limit is set per point.
+    if base.max_requests.is_none() {
+        base.max_requests = Some(DEFAULT_POINT_REQUESTS);
+        eprintln!(
+            "request-sim: sweep: every point replays at most {DEFAULT_POINT_REQUESTS} requests (--max-requests to change)"
+        );
+    }
+    if base.time_in_secs.is_none() {
+        eprintln!(
+            "request-sim: sweep: every point stops sending after {DEFAULT_POINT_SECS:.0} s (--time-in-secs to change)"
+        );
+    }
+    let probe = ReplayConfig::from_args(base.clone(), Flavor::Replay)?;
+    let slo_words = (!probe.report.slo.is_empty()).then(|| probe.report.slo.describe());
+    let sw = Sweep {
+        rate: trace_rate(&probe)?,
+        dir: dir.clone(),
+        base,
+        stop: watch_interrupts(),
+        slo: slo_words.clone(),
+        target: args.target,
+    };
+    let mut result = SweepResult {
+        slo: slo_words,
+        target: args.target,
+        ..SweepResult::default()
+    };
+    if args.scale_factors.is_empty() {
+        run_search(&sw, &args, start, &mut result)?;
+    } else {
+        let n = args.scale_factors.len();
+        for (k, &f) in args.scale_factors.iter().enumerate() {
+            if sw.stopped() {
+                result.interrupted = true;
+                break;
+            }
+            let (p, interrupted) = sw.point(k, f, &format!("/{n}"))?;
+            result.points.push(p);
+            result.interrupted = interrupted;
+            sw.save(&mut result)?;
+            if interrupted {
+                break;
+            }
+        }
+    }
+    if result.interrupted {
+        eprintln!(
+            "request-sim: sweep interrupted: keeping the {} point(s) done",
+            result.points.len()
+        );
+    }
+    sw.save(&mut result)?;
+    finish(&dir, &result, &probe)
+}
+
+/// The capacity search: points until the bracket is within the tolerance, `--max-points`
+/// ran, or Ctrl-C.
+fn run_search(
+    sw: &Sweep,
+    args: &SweepArgs,
+    start: Option<(f64, f64)>,
+    result: &mut SweepResult,
+) -> Result<()> {
+    let mut s = Search::new(start, args.tolerance);
+    let of = format!(" (search, at most {})", args.max_points);
+    let info = |s: &Search| {
+        let (lo, hi) = s.bracket();
+        SearchInfo {
+            start: start.map(|(a, b)| [a, b]),
+            tolerance: args.tolerance,
+            max_points: args.max_points,
+            lo,
+            hi,
+            converged: s.converged(),
+        }
+    };
+    while result.points.len() < args.max_points {
+        let Some(f) = s.next() else { break };
+        if sw.stopped() {
+            result.interrupted = true;
+            break;
+        }
+        let (p, interrupted) = sw.point(result.points.len(), f, &of)?;
+        if !interrupted || p.exit_code != 130 {
+            // A whole point (even if Ctrl-C came after it) counts; a cut one does not.
+            s.record(f, carried(&p, args.target));
+        }
+        result.points.push(p);
+        result.interrupted = interrupted;
+        result.search = Some(info(&s));
+        sw.save(result)?;
+        if interrupted {
+            break;
+        }
+    }
+    result.search = Some(info(&s));
+    Ok(())
+}
+
+/// The search's end in words, after the answer: the bracket and how the search ended.
+fn search_words(s: &SearchInfo, points: usize) -> String {
+    let how = if s.converged {
+        format!("within {:.0}%", s.tolerance * 100.0)
+    } else {
+        format!(
+            "not within {:.0}%: stopped after {points} of --max-points {}",
+            s.tolerance * 100.0,
+            s.max_points
+        )
+    };
+    match (s.lo, s.hi) {
+        (Some(lo), Some(hi)) => {
+            format!("; search bracket [{lo}, {hi}) {how}, {points} points")
+        }
+        _ => format!("; search found no bracket ({how}), {points} points"),
+    }
+}
+
+/// The combined chart, `report.html` and the table on stdout (`sweep.json` is saved).
+fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8> {
+    let cap = result.capacity_scale_factor;
+    let plot_points: Vec<crate::report::plots::SweepPlotPoint> = result
+        .points
+        .iter()
+        .map(|p| crate::report::plots::SweepPlotPoint {
+            offered_rps: p.offered_rps,
+            served_rps: p.request_throughput,
+            goodput_rps: p.request_goodput,
+            ttft_p50_ms: p.ttft_p50_ms,
+            ttft_p99_ms: p.ttft_p99_ms,
+            tpot_p50_ms: p.tpot_p50_ms,
+            tpot_p99_ms: p.tpot_p99_ms,
+            drift_p99_ms: p.drift_p99_ms,
+            capacity: Some(p.scale_factor) == cap,
+        })
+        .collect();
+    let drawn = crate::report::plots::write_sweep_plot(
+        dir,
+        &plot_points,
+        &result.answer,
+        probe.max_drift_ms,
+    );
+    let charts = match drawn {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!("request-sim: sweep: cannot draw the plot: {e:#}");
+            Vec::new()
+        }
+    };
+    write_html(dir, result, probe, &charts);
+    crate::report::print_stdout(&format!("\n{}", render_table(result)))?;
+    eprintln!("request-sim: sweep: {}", dir.join("sweep.json").display());
+    Ok(if result.interrupted { 130 } else { 0 })
+}

@@ -1,0 +1,116 @@
+//! The sweep's combined table: on the console ([`render_table`]) and in the sweep's
+//! `report.html` ([`write_html`]), one row per point with the same cells.
+
+use std::path::{Path, PathBuf};
+
+use super::{SweepPoint, SweepResult};
+use crate::config::{ReplayConfig, Target};
+
+/// Columns of the combined table (console and `report.html`), with their console widths.
+const COLUMNS: [(&str, usize); 12] = [
+    ("scale", 7),
+    ("offer r/s", 9),
+    ("tput r/s", 9),
+    ("out tok/s", 9),
+    ("good%", 6),
+    ("failed", 6),
+    ("TTFT p50", 9),
+    ("TTFT p99", 9),
+    ("TPOT p50", 8),
+    ("TPOT p99", 8),
+    ("drift99", 8),
+    ("hit%", 6),
+];
+
+/// A point's cells in the combined table.
+fn cells(p: &SweepPoint) -> Vec<String> {
+    let opt = |v: Option<f64>, d: usize| v.map_or("n/a".to_string(), |v| format!("{v:.d$}"));
+    vec![
+        p.scale_factor.to_string(),
+        format!("{:.2}", p.offered_rps),
+        format!("{:.2}", p.request_throughput),
+        format!("{:.1}", p.output_throughput),
+        opt(p.good_fraction.map(|g| g * 100.0), 1),
+        p.failed.to_string(),
+        format!("{:.1}", p.ttft_p50_ms),
+        opt(p.ttft_p99_ms, 1),
+        format!("{:.2}", p.tpot_p50_ms),
+        opt(p.tpot_p99_ms, 2),
+        format!("{:.3}", p.drift_p99_ms),
+        opt(p.server_hit_ratio.map(|h| h * 100.0), 1),
+    ]
+}
+
+/// The combined table.
+pub fn render_table(r: &SweepResult) -> String {
+    let line = |cells: Vec<String>| {
+        let cols: Vec<String> = cells
+            .iter()
+            .zip(COLUMNS)
+            .map(|(c, (_, w))| format!("{c:>w$}"))
+            .collect();
+        cols.join(" ")
+    };
+    let mut out = line(COLUMNS.iter().map(|c| c.0.to_string()).collect());
+    out.push('\n');
+    for p in &r.points {
+        out.push_str(&line(cells(p)));
+        if !p.invalid.is_empty() {
+            out.push_str("  INVALID");
+        }
+        out.push('\n');
+    }
+    out.push_str(&r.answer);
+    out.push('\n');
+    out
+}
+
+/// The sweep's `report.html`: the table with a link to each point's page, and the chart.
+pub(super) fn write_html(dir: &Path, r: &SweepResult, cfg: &ReplayConfig, charts: &[PathBuf]) {
+    use crate::report::html::{write_sweep_html, SweepPage, SweepPagePoint, REPORT_HTML};
+    let mut meta = vec![("points".to_string(), r.points.len().to_string())];
+    if let crate::config::TraceSource::File(t) = &cfg.trace {
+        meta.push(("trace".into(), t.display().to_string()));
+    }
+    if let Target::Remote(e) = &cfg.target {
+        meta.push((
+            "endpoint".into(),
+            crate::backend::sanitize_url(e.url.as_str()),
+        ));
+    }
+    if let Some(slo) = &r.slo {
+        meta.push(("SLOs".into(), slo.clone()));
+        meta.push(("target".into(), format!("{:.0}% good", r.target * 100.0)));
+    }
+    let mut notes = Vec::new();
+    if r.interrupted {
+        notes.push("The sweep was interrupted: these are the points done so far.".to_string());
+    }
+    let points = r
+        .points
+        .iter()
+        .map(|p| {
+            let page = Path::new(&p.dir).join(REPORT_HTML);
+            SweepPagePoint {
+                cells: cells(p),
+                link: page.is_file().then(|| {
+                    page.strip_prefix(dir)
+                        .unwrap_or(&page)
+                        .display()
+                        .to_string()
+                }),
+                invalid: p.invalid.join("; "),
+            }
+        })
+        .collect();
+    let page = SweepPage {
+        meta,
+        answer: r.answer.clone(),
+        notes,
+        head: COLUMNS.iter().map(|c| c.0.to_string()).collect(),
+        points,
+    };
+    if let Err(e) = write_sweep_html(dir, &page, charts) {
+        eprintln!("request-sim: sweep: cannot write {REPORT_HTML}: {e}");
+    }
+}

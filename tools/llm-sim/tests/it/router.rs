@@ -1,0 +1,236 @@
+//! The built-in router (`--router`): each policy's choices seen through the instances' identity
+//! headers, streaming through the front port, prefix-cache hits following prefix-aware routing,
+//! the router's counters and cache reset, and the command line.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use crate::support::*;
+use llm_sim::routing::Policy;
+use llm_sim::{RouterConfig, SimConfig, SimRouter, SimServer};
+use serde_json::{json, Value};
+
+async fn cluster(n: usize, policy: Policy, cfg: SimConfig) -> (Vec<SimServer>, SimRouter) {
+    let servers = llm_sim::start_cluster(cfg, n).await.unwrap();
+    let router = llm_sim::start_router(&servers, RouterConfig::new(policy))
+        .await
+        .unwrap();
+    (servers, router)
+}
+
+/// Sends a non-streaming chat request through `base` with optional headers; returns the pod
+/// index that served it and the response body.
+async fn chat(base: &str, body: &Value, headers: &[(&str, &str)]) -> (usize, Value) {
+    let mut rb = client()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(body);
+    for (k, v) in headers {
+        rb = rb.header(*k, *v);
+    }
+    let r = rb.send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let pod = r.headers()["x-inference-pod"].to_str().unwrap().to_string();
+    let idx = pod.strip_prefix("llm-sim-").unwrap().parse().unwrap();
+    (idx, r.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn round_robin_cycles_and_counts() {
+    let (servers, router) = cluster(3, Policy::RoundRobin, SimConfig::default()).await;
+    let b = router.base_url();
+    let mut got = Vec::new();
+    for k in 0..6 {
+        got.push(chat(&b, &chat_body(&words(10, k), 2, false), &[]).await.0);
+    }
+    assert_eq!(got, vec![0, 1, 2, 0, 1, 2]);
+    assert_eq!(router.routed(), vec![2, 2, 2]);
+    let page = metrics(&b).await;
+    for i in 0..3 {
+        let label = format!("instance=\"{i}\"");
+        assert_eq!(
+            metric_with(&page, "llm_sim:router_requests_total", &label),
+            2.0
+        );
+        assert_eq!(metric_with(&page, "llm_sim:router_in_flight", &label), 0.0);
+    }
+    // Each instance served its two: its own counters say so.
+    for s in &servers {
+        let p = metrics(&s.base_url()).await;
+        assert_eq!(metric(&p, "vllm:request_success_total"), 2.0);
+    }
+    router.shutdown().await;
+}
+
+#[tokio::test]
+async fn sessions_stick_by_header_or_user_field() {
+    let (_servers, router) = cluster(4, Policy::Session, SimConfig::default()).await;
+    let b = router.base_url();
+    let body = chat_body("bake tomo", 1, false);
+    let (a, _) = chat(&b, &body, &[("x-session-id", "alpha")]).await;
+    for _ in 0..4 {
+        assert_eq!(chat(&b, &body, &[("x-session-id", "alpha")]).await.0, a);
+    }
+    let mut with_user = body.clone();
+    with_user["user"] = json!("alpha");
+    // The same key in the OpenAI `user` field goes to the same instance ...
+    assert_eq!(chat(&b, &with_user, &[]).await.0, a);
+    // ... and the header wins over the field.
+    let mut pods = std::collections::HashSet::new();
+    for k in 0..32 {
+        let key = format!("s{k}");
+        pods.insert(chat(&b, &with_user, &[("x-session-id", &key)]).await.0);
+    }
+    assert_eq!(pods.len(), 4, "32 sessions over 4 instances: {pods:?}");
+    router.shutdown().await;
+}
+
+#[tokio::test]
+async fn least_loaded_avoids_the_busy_instance() {
+    // 10 ms steps: a 200-token stream keeps instance 0 busy for 2 s.
+    let cfg = SimConfig {
+        step_fixed_us: 10_000.0,
+        ..SimConfig::default()
+    };
+    let (_servers, router) = cluster(2, Policy::LeastLoaded, cfg).await;
+    let b = router.base_url();
+    let long = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            stream(
+                &b,
+                "/v1/chat/completions",
+                &chat_body("bake tomo", 200, true),
+            )
+            .await
+        })
+    };
+    // Wait until the long request is in flight on instance 0.
+    let mut busy = 0.0;
+    for _ in 0..200 {
+        busy = metric_with(
+            &metrics(&b).await,
+            "llm_sim:router_in_flight",
+            "instance=\"0\"",
+        );
+        if busy == 1.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(busy, 1.0);
+    // Round-robin would alternate 1, 0, 1; least-loaded keeps off the busy instance 0.
+    for _ in 0..3 {
+        assert_eq!(chat(&b, &chat_body("bake", 1, false), &[]).await.0, 1);
+    }
+    let s = long.await.unwrap();
+    assert_eq!(s.token_events().len(), 200);
+    assert!(s.done());
+    router.shutdown().await;
+}
+
+#[tokio::test]
+async fn prefix_aware_sends_shared_prefixes_where_they_are_cached() {
+    let (servers, router) = cluster(4, Policy::PrefixAware, SimConfig::default()).await;
+    let b = router.base_url();
+    let mut firsts = Vec::new();
+    // Four conversations with distinct 400-word histories, then a second turn of each.
+    for k in 0..4 {
+        let (i, v) = chat(&b, &chat_body(&words(400, 1000 * k), 1, false), &[]).await;
+        assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+        firsts.push(i);
+    }
+    let spread: std::collections::HashSet<_> = firsts.iter().collect();
+    assert_eq!(spread.len(), 4, "idle instances share the load: {firsts:?}");
+    for k in (0..4).rev() {
+        let turn2 = format!("{} {}", words(400, 1000 * k), words(50, 77));
+        let (i, v) = chat(&b, &chat_body(&turn2, 1, false), &[]).await;
+        assert_eq!(i, firsts[k], "turn 2 of conversation {k}");
+        let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap();
+        assert!(cached >= 384, "cached {cached}");
+    }
+    // A reset through the router empties every instance and its index: the next turn is
+    // routed as new (no cached prefix anywhere) and hits nothing.
+    let r = post(&b, "/reset_prefix_cache", &json!({})).await;
+    assert_eq!(r.status(), 200);
+    for s in &servers {
+        assert!(s.cached_block_hashes().await.is_empty());
+    }
+    let (_, v) = chat(&b, &chat_body(&words(400, 0), 1, false), &[]).await;
+    assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    router.shutdown().await;
+}
+
+#[tokio::test]
+async fn streams_and_other_routes_go_through_the_front_port() {
+    let (_servers, router) = cluster(2, Policy::RoundRobin, SimConfig::default()).await;
+    let b = router.base_url();
+    let s = stream(&b, "/v1/chat/completions", &chat_body("bake tomo", 7, true)).await;
+    assert_eq!(s.status, 200);
+    assert_eq!(s.token_events().len(), 7);
+    assert_eq!(s.usage().unwrap()["completion_tokens"], 7);
+    assert!(s.done());
+    let s = stream(
+        &b,
+        "/generate_stream",
+        &json!({"inputs": "bake", "parameters": {"max_new_tokens": 3}}),
+    )
+    .await;
+    assert_eq!(s.token_events().len(), 3);
+    let health = client().get(format!("{b}/health")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    let models: Value = client()
+        .get(format!("{b}/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["id"], "llm-sim");
+    let bad = post(
+        &b,
+        "/v1/completions",
+        &json!({"prompt": "a", "max_tokens": 0}),
+    )
+    .await;
+    assert_eq!(bad.status(), 400);
+    assert_eq!(
+        metric(&metrics(&b).await, "llm_sim:router_rejected_total"),
+        1.0
+    );
+    assert_eq!(router.routed(), vec![1, 1]);
+    router.shutdown().await;
+}
+
+#[test]
+fn command_line_router() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llm-sim"))
+        .args(["--port", "0", "--instances", "2", "--router", "session"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("llm-sim binary");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut router_line = String::new();
+    for _ in 0..3 {
+        let l = lines.next().unwrap().unwrap();
+        if l.contains("router") {
+            router_line = l;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        router_line
+            .contains("router (session, what-if studies only) listening on http://127.0.0.1:")
+            && router_line.contains("2 instance(s)"),
+        "{router_line}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_llm-sim"))
+        .args(["--router", "random"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("prefix-aware"));
+}
