@@ -2,6 +2,14 @@
 //! [`Result`]; the kinds say which stage failed so that callers can match on them, and each
 //! message is the complete sentence a user reads (`file:line: what is wrong`, `--flag value:
 //! why`, `http://server: what it answered`).
+//!
+//! Two kinds of helper return their message as a `String` on purpose, for a caller to wrap:
+//! parsers of one flag value (`Shard::parse`, `StartAt::parse`, `Slo::parse`, `ThinkTime::parse`,
+//! `parse_interval`, the `cli` value parsers: the form clap's value parsers take, wrapped as
+//! [`Error::Config`] by `config`), and the checks of one field or line inside a parser whose
+//! own typed error adds the place (`trace::RowError` with `file:line`, `observe::ParseError`
+//! with the line of a `/metrics` page). The real-time probe's refusal text
+//! (`schedule::priority`) is a reason reported in the summary, not an error.
 
 use std::path::Path;
 

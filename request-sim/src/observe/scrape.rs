@@ -413,13 +413,14 @@ impl Scraper {
 
     /// One last round of scrapes (so the counters cover every finished request), then stop and
     /// hand over what was seen.
-    pub fn finish(mut self) -> Result<ScrapeResult, String> {
+    pub fn finish(mut self) -> crate::Result<ScrapeResult> {
         self.stop.cancel();
         match self.thread.take() {
             Some(t) => t
                 .join()
-                .map_err(|_| "the metrics scraper thread panicked".to_string())?,
-            None => Err("the metrics scraper was not running".into()),
+                .map_err(|_| crate::Error::internal("the metrics scraper thread panicked"))?
+                .map_err(|e| crate::Error::server(format!("server metrics: {e}"))),
+            None => Err(crate::Error::internal("the metrics scraper was not running")),
         }
     }
 }

@@ -25,7 +25,7 @@ pub(super) struct Drained {
     pub(super) reason: StopReason,
     pub(super) accumulator: Accumulator,
     /// The scraper's samples (`None` without scraping).
-    pub(super) scraped: Option<std::result::Result<ScrapeResult, String>>,
+    pub(super) scraped: Option<Result<ScrapeResult>>,
     /// From the clock's start to the last record.
     pub(super) wall: Duration,
     pub(super) producer_stats: ProducerStats,

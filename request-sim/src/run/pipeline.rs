@@ -143,8 +143,7 @@ fn start_producers(
             nice: crate::schedule::priority::PRODUCER_NICE,
         },
         build,
-    )
-    .map_err(Error::internal)?;
+    )?;
     note(producer_placement(
         cfg.producers,
         ncores,

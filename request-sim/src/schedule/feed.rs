@@ -68,7 +68,7 @@ impl Feeder {
         inputs: Vec<Sender<(usize, Planned)>>,
         stop: Arc<AtomicBool>,
         nice: i32,
-    ) -> Result<Feeder, String> {
+    ) -> crate::Result<Feeder> {
         let state = Arc::new(State::default());
         let st = state.clone();
         let handle = std::thread::Builder::new()
@@ -77,7 +77,7 @@ impl Feeder {
                 let _ = super::priority::lower_calling_thread(nice);
                 deal(feed, inputs, &stop, &st)
             })
-            .map_err(|e| format!("cannot start the trace feeder thread: {e}"))?;
+            .map_err(|e| crate::Error::io("cannot start the trace feeder thread", e))?;
         Ok(Feeder {
             state,
             handle: Some(handle),

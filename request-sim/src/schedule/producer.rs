@@ -193,7 +193,7 @@ pub struct ProducerConfig {
 
 impl Producers {
     /// Start the feeder and `cfg.threads` producers building the requests of `feed`.
-    pub fn spawn(feed: Feed, cfg: &ProducerConfig, build: Arc<BuildFn>) -> Result<Self, String> {
+    pub fn spawn(feed: Feed, cfg: &ProducerConfig, build: Arc<BuildFn>) -> crate::Result<Self> {
         let n = cfg.threads.max(1);
         let per = (cfg.capacity / n).max(1);
         let core_ids = core_affinity::get_core_ids().unwrap_or_default();
@@ -221,7 +221,7 @@ impl Producers {
                 }
             })
             .build()
-            .map_err(|e| format!("cannot start producer threads: {e}"))?;
+            .map_err(|e| crate::Error::internal(format!("cannot start producer threads: {e}")))?;
         let stop = Arc::new(AtomicBool::new(false));
         let gate = Arc::new(Gate::default());
         let (budget, horizon_ms, scale) = (
