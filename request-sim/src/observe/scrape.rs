@@ -420,7 +420,9 @@ impl Scraper {
                 .join()
                 .map_err(|_| crate::Error::internal("the metrics scraper thread panicked"))?
                 .map_err(|e| crate::Error::server(format!("server metrics: {e}"))),
-            None => Err(crate::Error::internal("the metrics scraper was not running")),
+            None => Err(crate::Error::internal(
+                "the metrics scraper was not running",
+            )),
         }
     }
 }
