@@ -156,9 +156,27 @@ pub(super) fn console_items(s: &Summary) -> Vec<Item> {
     table(s).items()
 }
 
-/// The table of [`render_console`] up to its closing line.
+/// The table of [`render_console`] up to its closing line: vLLM's rows, then the replayer's
+/// sections in order.
 fn table(s: &Summary) -> Table {
     let mut t = Table::new();
+    benchmark_section(&mut t, s);
+    ttfc_section(&mut t, s);
+    drift_section(&mut t, s);
+    requests_section(&mut t, s);
+    cache_section(&mut t, s);
+    if let Some(ss) = &s.sessions {
+        sessions_section(&mut t, ss);
+    }
+    if let Some(srv) = &s.server {
+        server_section(&mut t, srv);
+    }
+    exactness_section(&mut t, s);
+    t
+}
+
+/// vLLM's own rows: counts, throughput and the latency metrics.
+fn benchmark_section(t: &mut Table, s: &Summary) {
     t.header(" Serving Benchmark Result ", '=');
     t.row("Successful requests:", s.completed);
     t.row("Failed requests:", s.failed);
@@ -183,7 +201,10 @@ fn table(s: &Summary) -> Table {
         let m = s.latency.get(key).expect("known metric");
         t.metric(label, m, title);
     }
+}
 
+/// Time to first content token, where role-only first chunks make it differ from TTFT.
+fn ttfc_section(t: &mut Table, s: &Summary) {
     let (ttfc, ttft) = (&s.latency.ttfc, &s.latency.ttft);
     if ttfc.count > 0 && (ttfc.mean != ttft.mean || ttfc.count != ttft.count) {
         // Role-only first chunks: the first content token comes later than the first token.
@@ -194,14 +215,20 @@ fn table(s: &Summary) -> Table {
             t.float("P99 TTFC (ms):", p99);
         }
     }
+}
 
+/// How late requests were sent against their schedule.
+fn drift_section(t: &mut Table, s: &Summary) {
     t.header("Send drift", '-');
     t.float("Mean drift (ms):", s.drift.mean_ms);
     t.float("P50 drift (ms):", s.drift.p50_ms);
     t.float("P99 drift (ms):", s.drift.p99_ms);
     t.float("Max drift (ms):", s.drift.max_ms);
     t.row("Sent > 5 ms late:", s.drift.over_5ms);
+}
 
+/// Scheduled requests, their statuses and errors, retries and requests never sent.
+fn requests_section(t: &mut Table, s: &Summary) {
     t.header("Requests and errors", '-');
     t.row("Scheduled requests:", s.scheduled);
     for (name, n) in s.status.rows() {
@@ -224,7 +251,10 @@ fn table(s: &Summary) -> Table {
         t.row("Never sent:", format!("{} {reason}", s.run.never_sent));
     }
     t.row("Peak in-flight requests:", s.max_in_flight);
+}
 
+/// The server's prefix-cache hit ratio next to the trace's ideal one.
+fn cache_section(t: &mut Table, s: &Summary) {
     t.header("Prefix cache", '-');
     t.row("Server cache hit ratio (%):", pct(s.cache.hit_ratio));
     if s.cache.ideal_hit_ratio.is_some() {
@@ -234,65 +264,65 @@ fn table(s: &Summary) -> Table {
         );
     }
     t.row("Cached tokens:", s.cache.cached_tokens);
+}
 
-    if let Some(ss) = &s.sessions {
-        let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
-        t.header("Sessions", '-');
-        t.row("Sessions:", ss.sessions);
-        t.float("Turns per session (mean):", ss.mean_turns);
-        t.row("Turns per session (max):", ss.max_turns);
-        t.float("Session duration mean (s):", ss.mean_duration_s);
-        t.float("Session duration max (s):", ss.max_duration_s);
-        t.row(
-            "Mean TTFT first turns (ms):",
-            ms(ss.mean_ttft_first_turn_ms),
-        );
-        t.row(
-            "Mean TTFT later turns (ms):",
-            ms(ss.mean_ttft_later_turns_ms),
-        );
-        if ss.mean_session_wait_ms.is_some() {
-            t.row("Mean session wait (ms):", ms(ss.mean_session_wait_ms));
-            t.row("Max session wait (ms):", ms(ss.max_session_wait_ms));
-        }
-        if ss.turns_not_sent > 0 {
-            t.row("Turns not sent (cut/skipped):", ss.turns_not_sent);
-        }
-        if ss.cut_turns > 0 {
-            t.row(
-                "Turns cut by slicing (sessions):",
-                format!("{} ({})", ss.cut_turns, ss.cut_sessions),
-            );
-        }
-        if let Some(timing) = ss.timing {
-            let think = match (ss.think_time.as_deref(), ss.think_time_fixed_ms) {
-                (_, Some(ms)) => format!("{ms} ms"),
-                (Some(t), None) => t.to_string(),
-                (None, None) => "-".to_string(),
-            };
-            let timing = match timing {
-                crate::schedule::Timing::Open => "open".to_string(),
-                crate::schedule::Timing::Closed => format!(
-                    "closed, think time {think}{}",
-                    if ss.live_history {
-                        ", live history"
-                    } else {
-                        ""
-                    }
-                ),
-            };
-            t.row("Timing:", timing);
-        }
-        if ss.mean_think_ms.is_some() {
-            t.row("Mean think time applied (ms):", ms(ss.mean_think_ms));
-            t.row("Max think time applied (ms):", ms(ss.max_think_ms));
-        }
+/// Multi-turn sessions: turns, durations, TTFT by turn, waits and think time.
+fn sessions_section(t: &mut Table, ss: &super::sessions::SessionSummary) {
+    let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
+    t.header("Sessions", '-');
+    t.row("Sessions:", ss.sessions);
+    t.float("Turns per session (mean):", ss.mean_turns);
+    t.row("Turns per session (max):", ss.max_turns);
+    t.float("Session duration mean (s):", ss.mean_duration_s);
+    t.float("Session duration max (s):", ss.max_duration_s);
+    t.row(
+        "Mean TTFT first turns (ms):",
+        ms(ss.mean_ttft_first_turn_ms),
+    );
+    t.row(
+        "Mean TTFT later turns (ms):",
+        ms(ss.mean_ttft_later_turns_ms),
+    );
+    if ss.mean_session_wait_ms.is_some() {
+        t.row("Mean session wait (ms):", ms(ss.mean_session_wait_ms));
+        t.row("Max session wait (ms):", ms(ss.max_session_wait_ms));
     }
-
-    if let Some(srv) = &s.server {
-        server_section(&mut t, srv);
+    if ss.turns_not_sent > 0 {
+        t.row("Turns not sent (cut/skipped):", ss.turns_not_sent);
     }
+    if ss.cut_turns > 0 {
+        t.row(
+            "Turns cut by slicing (sessions):",
+            format!("{} ({})", ss.cut_turns, ss.cut_sessions),
+        );
+    }
+    if let Some(timing) = ss.timing {
+        let think = match (ss.think_time.as_deref(), ss.think_time_fixed_ms) {
+            (_, Some(ms)) => format!("{ms} ms"),
+            (Some(t), None) => t.to_string(),
+            (None, None) => "-".to_string(),
+        };
+        let timing = match timing {
+            crate::schedule::Timing::Open => "open".to_string(),
+            crate::schedule::Timing::Closed => format!(
+                "closed, think time {think}{}",
+                if ss.live_history {
+                    ", live history"
+                } else {
+                    ""
+                }
+            ),
+        };
+        t.row("Timing:", timing);
+    }
+    if ss.mean_think_ms.is_some() {
+        t.row("Mean think time applied (ms):", ms(ss.mean_think_ms));
+        t.row("Max think time applied (ms):", ms(ss.max_think_ms));
+    }
+}
 
+/// Prompt and output token counts against the intended ones, and the run's prompt facts.
+fn exactness_section(t: &mut Table, s: &Summary) {
     t.header("Token exactness", '-');
     let e = &s.token_exactness;
     t.row(
@@ -343,7 +373,6 @@ fn table(s: &Summary) -> Table {
     if let Some(seed) = s.run.seed {
         t.row("Seed:", seed);
     }
-    t
 }
 
 fn num(v: Option<f64>, decimals: usize) -> String {
