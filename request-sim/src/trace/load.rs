@@ -198,7 +198,8 @@ pub(crate) fn normalise_hash_ids(raw: &mut RawRow, block: usize) -> (bool, bool)
     }
 }
 
-/// Applies the trace-level rules (see `docs/traces.md`).
+/// Applies the trace-level rules (see `docs/traces.md`): file-order flags and hash ids, replay
+/// order, session links, slicing, then the sessions and counts over the kept requests.
 fn finish(
     name: &str,
     format: TraceFormat,
@@ -208,11 +209,31 @@ fn finish(
 ) -> Result<Trace, TraceError> {
     let block = opts.block_size.unwrap_or(format.default_block_size());
     resolve_delays(name, &mut rows)?;
+    mark_file_order(&mut rows, block);
+    let span_ms = sort_and_rebase(&mut rows);
+    fill_missing_turns(&mut rows);
+    link_sessions(name, &mut rows)?;
+    let before = SessionsBefore::record(&mut rows);
+    slice(name, &mut rows, opts, span_ms, &mut stats)?;
+    let sessions = before.over_kept(&rows);
+    let chats = take_chats(&mut rows);
+    let requests = into_requests(rows, &mut stats);
+    Ok(Trace {
+        format,
+        block_size: block,
+        requests,
+        stats,
+        sessions,
+        chats,
+    })
+}
 
-    // File-order properties and hash id normalisation.
+/// File-order properties (repeated, decreasing, reordered timestamps) and hash id
+/// normalisation.
+fn mark_file_order(rows: &mut [Row], block: usize) {
     let mut prev: Option<f64> = None;
     let mut newest = f64::NEG_INFINITY;
-    for row in &mut rows {
+    for row in rows {
         let t = row.raw.timestamp_ms;
         if let Some(p) = prev {
             row.flags.repeated_timestamp = t == p;
@@ -224,49 +245,50 @@ fn finish(
         (row.flags.input_beyond_blocks, row.flags.surplus_hash_ids) =
             normalise_hash_ids(&mut row.raw, block);
     }
+}
 
-    // Replay order: stable sort by time (rows with equal times keep file order), rebase to 0.
+/// Replay order: stable sort by time (rows with equal times keep file order), rebase to 0.
+/// Returns the trace's span (ms).
+fn sort_and_rebase(rows: &mut [Row]) -> f64 {
     rows.sort_by(|a, b| a.raw.timestamp_ms.total_cmp(&b.raw.timestamp_ms));
     let t0 = rows[0].raw.timestamp_ms;
-    for row in &mut rows {
+    for row in rows.iter_mut() {
         row.raw.timestamp_ms -= t0;
     }
-    let span_ms = rows[rows.len() - 1].raw.timestamp_ms;
+    rows[rows.len() - 1].raw.timestamp_ms
+}
 
-    // Missing Bailian turn numbers: parent's turn + 1 (1 when the parent is not in the trace).
-    if rows
+/// Missing Bailian turn numbers: parent's turn + 1 (1 when the parent is not in the trace).
+fn fill_missing_turns(rows: &mut [Row]) {
+    if !rows
         .iter()
         .any(|r| r.raw.session.is_some() && !r.raw.turn_given)
     {
-        let mut turns: HashMap<i64, u32> = HashMap::new();
-        for row in &mut rows {
-            let given = row.raw.turn_given;
-            if let Some(s) = &mut row.raw.session {
-                if !given {
-                    s.turn = turns
-                        .get(&s.parent_chat_id)
-                        .map_or(1, |t| t.saturating_add(1));
-                }
-                turns.insert(s.chat_id, s.turn);
+        return;
+    }
+    let mut turns: HashMap<i64, u32> = HashMap::new();
+    for row in rows {
+        let given = row.raw.turn_given;
+        if let Some(s) = &mut row.raw.session {
+            if !given {
+                s.turn = turns
+                    .get(&s.parent_chat_id)
+                    .map_or(1, |t| t.saturating_add(1));
             }
+            turns.insert(s.chat_id, s.turn);
         }
     }
+}
 
-    link_sessions(name, &mut rows)?;
-    let ids_before: Vec<Option<Arc<str>>> = rows
-        .iter()
-        .map(|r| r.link.as_ref().map(|l| l.id.clone()))
-        .collect();
-    let count_before = rows.len();
-    let mut orphans = 0;
-    for (pos, row) in rows.iter_mut().enumerate() {
-        row.flags.pos = pos;
-        if let (Some(s), Some(l)) = (&row.raw.session, &row.link) {
-            orphans += usize::from(s.parent_chat_id >= 0 && l.parent.is_none());
-        }
-    }
-
-    // Time window [start, end) on the rebased time, then rebase to the first kept request.
+/// Time window [start, end) on the rebased time, then rebase to the first kept request; then
+/// at most `max_requests`. The dropped requests are counted in `stats`.
+fn slice(
+    name: &str,
+    rows: &mut Vec<Row>,
+    opts: &LoadOptions,
+    span_ms: f64,
+    stats: &mut TraceStats,
+) -> Result<(), TraceError> {
     if opts.start_ms.is_some() || opts.end_ms.is_some() {
         let start = opts.start_ms.unwrap_or(0.0);
         let end = opts.end_ms.unwrap_or(f64::INFINITY);
@@ -282,7 +304,7 @@ fn finish(
             });
         }
         let t1 = rows[0].raw.timestamp_ms;
-        for row in &mut rows {
+        for row in rows.iter_mut() {
             row.raw.timestamp_ms -= t1;
         }
     }
@@ -292,23 +314,53 @@ fn finish(
             rows.truncate(max);
         }
     }
+    Ok(())
+}
 
-    // Sessions over the kept requests: parents that were sliced away are dropped, cut turns
-    // counted.
-    let mut new_index = vec![None; count_before];
-    for (index, row) in rows.iter().enumerate() {
-        new_index[row.flags.pos] = Some(index);
+/// The session of every row in replay order before slicing, to count the turns slicing cuts.
+struct SessionsBefore {
+    ids: Vec<Option<Arc<str>>>,
+    /// Turns whose parent chat is not in the trace.
+    orphans: usize,
+}
+
+impl SessionsBefore {
+    /// Numbers the rows in replay order (`flags.pos`) and notes their sessions.
+    fn record(rows: &mut [Row]) -> SessionsBefore {
+        let ids = rows
+            .iter()
+            .map(|r| r.link.as_ref().map(|l| l.id.clone()))
+            .collect();
+        let mut orphans = 0;
+        for (pos, row) in rows.iter_mut().enumerate() {
+            row.flags.pos = pos;
+            if let (Some(s), Some(l)) = (&row.raw.session, &row.link) {
+                orphans += usize::from(s.parent_chat_id >= 0 && l.parent.is_none());
+            }
+        }
+        SessionsBefore { ids, orphans }
     }
-    let mut session_stats = SessionStats {
-        orphans,
-        ..Default::default()
-    };
-    let mut turns_per_session: HashMap<Arc<str>, usize> = HashMap::new();
-    let mut turns = Vec::new();
-    let mut cut_by_session = Vec::new();
-    let mut chats = Vec::new();
-    if rows.iter().any(|r| r.link.is_some()) {
-        turns = rows
+
+    /// Sessions over the kept `rows`: parents that were sliced away are dropped, cut turns
+    /// counted.
+    fn over_kept(self, rows: &[Row]) -> Sessions {
+        let mut stats = SessionStats {
+            orphans: self.orphans,
+            ..Default::default()
+        };
+        if !rows.iter().any(|r| r.link.is_some()) {
+            return Sessions {
+                turns: Vec::new(),
+                stats,
+                cut: Vec::new(),
+            };
+        }
+        let mut new_index = vec![None; self.ids.len()];
+        for (index, row) in rows.iter().enumerate() {
+            new_index[row.flags.pos] = Some(index);
+        }
+        let mut turns_per_session: HashMap<Arc<str>, usize> = HashMap::new();
+        let turns = rows
             .iter()
             .map(|r| {
                 r.link.as_ref().map(|l| {
@@ -324,29 +376,37 @@ fn finish(
             })
             .collect();
         let mut cut: HashMap<&Arc<str>, usize> = HashMap::new();
-        for (pos, id) in ids_before.iter().enumerate() {
+        for (pos, id) in self.ids.iter().enumerate() {
             if let Some(id) = id {
                 if new_index[pos].is_none() && turns_per_session.contains_key(id) {
-                    session_stats.cut_turns += 1;
+                    stats.cut_turns += 1;
                     *cut.entry(id).or_default() += 1;
                 }
             }
         }
-        session_stats.cut_sessions = cut.len();
-        cut_by_session = cut.into_iter().map(|(id, n)| (id.clone(), n)).collect();
-        cut_by_session.sort();
-        session_stats.sessions = turns_per_session.len();
-        session_stats.turns = turns_per_session.values().sum();
-        session_stats.max_turns = turns_per_session.values().copied().max().unwrap_or(0);
+        stats.cut_sessions = cut.len();
+        let mut cut: Vec<(Arc<str>, usize)> =
+            cut.into_iter().map(|(id, n)| (id.clone(), n)).collect();
+        cut.sort();
+        stats.sessions = turns_per_session.len();
+        stats.turns = turns_per_session.values().sum();
+        stats.max_turns = turns_per_session.values().copied().max().unwrap_or(0);
+        Sessions { turns, stats, cut }
     }
-    if rows.iter().any(|r| r.raw.chat.is_some()) {
-        chats = rows
-            .iter_mut()
-            .map(|r| r.raw.chat.take().map(Arc::new))
-            .collect();
-    }
+}
 
-    // Counts over the kept requests.
+/// The chat requests of messages rows, by replay index (empty when there are none).
+fn take_chats(rows: &mut [Row]) -> Vec<Option<Arc<ChatPayload>>> {
+    if !rows.iter().any(|r| r.raw.chat.is_some()) {
+        return Vec::new();
+    }
+    rows.iter_mut()
+        .map(|r| r.raw.chat.take().map(Arc::new))
+        .collect()
+}
+
+/// The kept rows as requests in replay order, their flags counted in `stats`.
+fn into_requests(rows: Vec<Row>, stats: &mut TraceStats) -> Vec<TraceRequest> {
     let mut requests = Vec::with_capacity(rows.len());
     for (index, row) in rows.into_iter().enumerate() {
         let f = row.flags;
@@ -366,18 +426,7 @@ fn finish(
             session: row.raw.session,
         });
     }
-    Ok(Trace {
-        format,
-        block_size: block,
-        requests,
-        stats,
-        sessions: Sessions {
-            turns,
-            stats: session_stats,
-            cut: cut_by_session,
-        },
-        chats,
-    })
+    requests
 }
 
 /// `delay` rows (messages traces): the trace time is the previous turn's (in file order) plus
