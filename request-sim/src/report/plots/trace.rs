@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -235,6 +236,17 @@ impl Chart for RateOverTime {
     }
 }
 
+/// Bins of a length histogram.
+const BINS: usize = 50;
+
+/// A length panel's chart: the histogram's axes and the CDF's (right).
+type PanelChart<'a, DB> = plotters::chart::DualCoordChartContext<
+    'a,
+    DB,
+    Cartesian2d<TickedAxis, RangedCoordf64>,
+    Cartesian2d<RangedCoordf64, RangedCoordf64>,
+>;
+
 /// One length distribution: histogram (left axis) and CDF (right axis).
 struct LengthPanel {
     name: &'static str,
@@ -253,13 +265,16 @@ impl LengthPanel {
         }
     }
 
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult {
-        const BINS: usize = 50;
-        let n = self.sorted.len();
-        let (min, max) = match (self.sorted.first(), self.sorted.last()) {
+    /// The shortest and longest length (0 and 1 without requests).
+    fn min_max(&self) -> (f64, f64) {
+        match (self.sorted.first(), self.sorted.last()) {
             (Some(&a), Some(&b)) => (f64::from(a), f64::from(b)),
             _ => (0.0, 1.0),
-        };
+        }
+    }
+
+    /// The x axis from the lengths `min..max`: log10 of them, or linear from 0; never empty.
+    fn x_range(&self, min: f64, max: f64) -> (f64, f64) {
         let (mut lo, mut hi) = if self.log_x {
             (self.pos(min), self.pos(max))
         } else {
@@ -272,22 +287,68 @@ impl LengthPanel {
                 hi = lo + 1.0;
             }
         }
-        let w = (hi - lo) / BINS as f64;
+        (lo, hi)
+    }
+
+    /// Requests per bin: [`BINS`] bins of width `w` from `lo` on the x axis.
+    fn histogram(&self, lo: f64, w: f64) -> Vec<u64> {
         let mut counts = vec![0u64; BINS];
         for &v in &self.sorted {
             let i = ((self.pos(f64::from(v)) - lo) / w).floor().max(0.0) as usize;
             counts[i.min(BINS - 1)] += 1;
         }
-        // Headroom above the bars for the legend.
-        let y_max = upper((counts.iter().copied().max().unwrap_or(0) as f64 * 1.35).max(4.0));
+        counts
+    }
+
+    /// The CDF at evenly spaced ranks (exact at the ends), starting at 0 at `min`.
+    fn cdf(&self, min: f64) -> Vec<(f64, f64)> {
+        let n = self.sorted.len();
+        let k = CDF_POINTS.min(n);
+        let mut cdf = Vec::with_capacity(k + 1);
+        cdf.push((self.pos(min), 0.0));
+        for i in 0..k {
+            let r = if k == 1 { n - 1 } else { i * (n - 1) / (k - 1) };
+            cdf.push((
+                self.pos(f64::from(self.sorted[r])),
+                (r + 1) as f64 / n as f64,
+            ));
+        }
+        cdf
+    }
+
+    /// The mean, p50 and p99 lines: label, length and colour.
+    fn markers(&self) -> [(String, f64, RGBColor); 3] {
+        let v: Vec<f64> = self.sorted.iter().map(|&x| f64::from(x)).collect();
+        let (p50, p99) = (percentile_sorted(&v, 50.0), percentile_sorted(&v, 99.0));
+        [
+            (
+                format!("mean: {}", thousands(self.mean.round() as u64)),
+                self.mean,
+                ORANGE,
+            ),
+            (
+                format!("p50: {}", thousands(p50.round() as u64)),
+                p50,
+                GREEN_,
+            ),
+            (format!("p99: {}", thousands(p99.round() as u64)), p99, RED_),
+        ]
+    }
+
+    /// The panel's frame on `area`: caption, the histogram's axes (x from `lo` to `hi`, y to
+    /// `y_max`) and the CDF's on the right.
+    fn frame<'a, DB: DrawingBackend>(
+        &self,
+        area: &'a DrawingArea<DB, Shift>,
+        (lo, hi): (f64, f64),
+        max: f64,
+        y_max: f64,
+    ) -> Result<PanelChart<'a, DB>, String> {
+        let n = self.sorted.len();
         let (bold, light) = if self.log_x {
             log10_ticks(lo, hi)
         } else {
             (nice_ticks(lo, hi, 8), Vec::new())
-        };
-        let pct = |p: f64| {
-            let v: Vec<f64> = self.sorted.iter().map(|&x| f64::from(x)).collect();
-            percentile_sorted(&v, p)
         };
         let caption = if n == 0 {
             format!("{} length: no requests", self.name)
@@ -339,7 +400,19 @@ impl LengthPanel {
             .label_style((FAMILY, 13))
             .draw()
             .map_err(err)?;
-        if n == 0 {
+        Ok(chart)
+    }
+
+    /// The histogram, its CDF and the mean, p50 and p99 lines on `area`.
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult {
+        let (min, max) = self.min_max();
+        let (lo, hi) = self.x_range(min, max);
+        let w = (hi - lo) / BINS as f64;
+        let counts = self.histogram(lo, w);
+        // Headroom above the bars for the legend.
+        let y_max = upper((counts.iter().copied().max().unwrap_or(0) as f64 * 1.35).max(4.0));
+        let mut chart = self.frame(area, (lo, hi), max, y_max)?;
+        if self.sorted.is_empty() {
             return Ok(());
         }
         chart
@@ -349,41 +422,14 @@ impl LengthPanel {
             .legend(|(x, y)| {
                 Rectangle::new([(x - 10, y - 5), (x + 10, y + 5)], BLUE_.mix(0.55).filled())
             });
-        // CDF at evenly spaced ranks (exact at the ends).
-        let k = CDF_POINTS.min(n);
-        let mut cdf = Vec::with_capacity(k + 1);
-        cdf.push((self.pos(min), 0.0));
-        for i in 0..k {
-            let r = if k == 1 { n - 1 } else { i * (n - 1) / (k - 1) };
-            cdf.push((
-                self.pos(f64::from(self.sorted[r])),
-                (r + 1) as f64 / n as f64,
-            ));
-        }
         chart
-            .draw_secondary_series(LineSeries::new(cdf, BLACK.stroke_width(2)))
+            .draw_secondary_series(LineSeries::new(self.cdf(min), BLACK.stroke_width(2)))
             .map_err(err)?
             .label("CDF (right axis)")
             .legend(|(x, y)| {
                 PathElement::new(vec![(x - 10, y), (x + 10, y)], BLACK.stroke_width(2))
             });
-        for (label, v, color) in [
-            (
-                format!("mean: {}", thousands(self.mean.round() as u64)),
-                self.mean,
-                ORANGE,
-            ),
-            (
-                format!("p50: {}", thousands(pct(50.0).round() as u64)),
-                pct(50.0),
-                GREEN_,
-            ),
-            (
-                format!("p99: {}", thousands(pct(99.0).round() as u64)),
-                pct(99.0),
-                RED_,
-            ),
-        ] {
+        for (label, v, color) in self.markers() {
             let x = self.pos(v);
             chart
                 .draw_series(DashedLineSeries::new(
@@ -400,7 +446,7 @@ impl LengthPanel {
         }
         chart
             .configure_series_labels()
-            .position(if log {
+            .position(if self.log_x {
                 SeriesLabelPosition::UpperLeft
             } else {
                 SeriesLabelPosition::MiddleRight
