@@ -62,12 +62,7 @@ impl Chart for CacheCapacity {
         if self.zero_sizes > 0 {
             caption.push_str(" (size 0 not drawn)");
         }
-        let mut chart = ChartBuilder::on(root)
-            .caption(caption, (FAMILY, 21))
-            .margin(15)
-            .margin_right(30)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
+        let mut chart = figure(root, caption)
             .build_cartesian_2d(
                 TickedAxis::new(lo, hi, ticks.clone(), Vec::new()),
                 0.0..y_max,
@@ -90,30 +85,22 @@ impl Chart for CacheCapacity {
             .map_err(err)?;
 
         let inf = self.infinite_pct;
-        chart
-            .draw_series(DashedLineSeries::new(
-                vec![(lo, inf), (hi, inf)],
-                10,
-                6,
-                RED_.stroke_width(2),
-            ))
-            .map_err(err)?
-            .label(format!("infinite cache: {inf:.2}%"))
-            .legend(|(x, y)| {
-                PathElement::new(vec![(x - 10, y), (x + 10, y)], RED_.stroke_width(2))
-            });
+        dashed(
+            &mut chart,
+            vec![(lo, inf), (hi, inf)],
+            (10, 6),
+            RED_.stroke_width(2),
+            format!("infinite cache: {inf:.2}%"),
+        )?;
         let f = self.footprint_tokens;
         if f > 0.0 && (lo..=hi).contains(&f.log2()) {
-            chart
-                .draw_series(DashedLineSeries::new(
-                    vec![(f.log2(), 0.0), (f.log2(), y_max)],
-                    4,
-                    4,
-                    GREY.stroke_width(1),
-                ))
-                .map_err(err)?
-                .label(format!("all distinct blocks fit: {} tokens", fmt_si(f)))
-                .legend(|(x, y)| PathElement::new(vec![(x - 10, y), (x + 10, y)], GREY));
+            dashed(
+                &mut chart,
+                vec![(f.log2(), 0.0), (f.log2(), y_max)],
+                (4, 4),
+                GREY.stroke_width(1),
+                format!("all distinct blocks fit: {} tokens", fmt_si(f)),
+            )?;
         }
         let pts: Vec<(f64, f64)> = self.points.iter().map(|p| (p.0.log2(), p.1)).collect();
         chart
@@ -178,12 +165,7 @@ impl Chart for RateOverTime {
             self.peak,
             self.peak_at_s
         );
-        let mut chart = ChartBuilder::on(root)
-            .caption(caption, (FAMILY, 21))
-            .margin(15)
-            .margin_right(30)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
+        let mut chart = figure(root, caption)
             .build_cartesian_2d(0.0..x_max, 0.0..y_max)
             .map_err(err)?;
         chart
@@ -219,18 +201,13 @@ impl Chart for RateOverTime {
                 Rectangle::new([(x - 10, y - 5), (x + 10, y + 5)], BLUE_.mix(0.5).filled())
             });
         if let Some(m) = self.mean {
-            chart
-                .draw_series(DashedLineSeries::new(
-                    vec![(0.0, m), (x_max, m)],
-                    10,
-                    6,
-                    ORANGE.stroke_width(2),
-                ))
-                .map_err(err)?
-                .label(format!("mean over the trace: {m:.2} req/s"))
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x - 10, y), (x + 10, y)], ORANGE.stroke_width(2))
-                });
+            dashed(
+                &mut chart,
+                vec![(0.0, m), (x_max, m)],
+                (10, 6),
+                ORANGE.stroke_width(2),
+                format!("mean over the trace: {m:.2} req/s"),
+            )?;
         }
         legend(&mut chart, SeriesLabelPosition::UpperRight)
     }
@@ -431,18 +408,13 @@ impl LengthPanel {
             });
         for (label, v, color) in self.markers() {
             let x = self.pos(v);
-            chart
-                .draw_series(DashedLineSeries::new(
-                    vec![(x, 0.0), (x, y_max)],
-                    6,
-                    4,
-                    color.stroke_width(2),
-                ))
-                .map_err(err)?
-                .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x - 10, y), (x + 10, y)], color.stroke_width(2))
-                });
+            dashed(
+                &mut chart,
+                vec![(x, 0.0), (x, y_max)],
+                (6, 4),
+                color.stroke_width(2),
+                label,
+            )?;
         }
         chart
             .configure_series_labels()
@@ -477,6 +449,37 @@ impl Chart for Lengths {
         }
         Ok(())
     }
+}
+
+/// The builder of a whole trace chart: its caption, margins and label areas.
+fn figure<'a, 'b, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    caption: String,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .caption(caption, (FAMILY, 21))
+        .margin(15)
+        .margin_right(30)
+        .x_label_area_size(50)
+        .y_label_area_size(70);
+    builder
+}
+
+/// A dashed reference line (`dash` drawn, `gap` skipped) with its legend entry.
+fn dashed<'a, DB: DrawingBackend + 'a, X: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, RangedCoordf64>>,
+    points: Vec<(f64, f64)>,
+    (dash, gap): (u32, u32),
+    style: ShapeStyle,
+    label: String,
+) -> DrawResult {
+    chart
+        .draw_series(DashedLineSeries::new(points, dash, gap, style))
+        .map_err(err)?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x - 10, y), (x + 10, y)], style));
+    Ok(())
 }
 
 /// Plots of a trace analysis into `dir` (created if missing), PNG and SVG of each: the
