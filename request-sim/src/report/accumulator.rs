@@ -308,13 +308,9 @@ impl Accumulator {
         self.status.total
     }
 
+    /// The summary of the records added, with the run's facts from `info`.
     pub fn finish(self, info: &RunInfo) -> Summary {
-        let ps = &self.percentiles;
-        let duration_ms = match (self.first_send, self.last_end) {
-            (Some(a), Some(b)) if b > a => b - a,
-            _ => 0.0,
-        };
-        let duration_s = duration_ms / 1000.0;
+        let duration_s = self.duration_ms() / 1000.0;
         let per_s = |x: f64| {
             if duration_s > 0.0 {
                 x / duration_s
@@ -322,8 +318,73 @@ impl Accumulator {
                 0.0
             }
         };
+        let (max_output_tokens_per_s, max_concurrent_requests) = self.per_second_peaks();
+        let max_in_flight = peak_overlap(&self.all_spans);
+        let drift = self.drift_stats();
+        // scheduled = 0 means unknown (e.g. re-summarising a JSONL without run info).
+        let scheduled = if info.scheduled == 0 {
+            self.status.total
+        } else {
+            info.scheduled
+        };
+        let counts_add_up = self.status.total == scheduled;
+        let warnings = self.warnings(info, scheduled, &drift);
+        let latency = self.latencies();
 
-        // vLLM: per-second buckets from the first successful start.
+        let mut cache = self.cache;
+        cache.hit_ratio = (cache.prompt_tokens > 0)
+            .then(|| cache.cached_tokens as f64 / cache.prompt_tokens as f64);
+        cache.ideal_hit_ratio = info.ideal_cache_hit_ratio;
+        let mut exact = self.exact;
+        exact.exact_ratio =
+            (exact.with_usage > 0).then(|| exact.exact as f64 / exact.with_usage as f64);
+        let good = (!self.slo.is_empty()).then_some(self.good);
+        Summary {
+            completed: self.completed,
+            failed: self.failed,
+            duration_s,
+            total_input_tokens: self.total_input,
+            total_output_tokens: self.total_output,
+            request_throughput: per_s(self.completed as f64),
+            request_goodput: good.map(|g| per_s(g as f64)),
+            output_throughput: per_s(self.total_output as f64),
+            total_token_throughput: per_s((self.total_input + self.total_output) as f64),
+            max_output_tokens_per_s,
+            max_concurrent_requests,
+            max_in_flight,
+            latency,
+            percentiles: self.percentiles,
+            goodput_slo: self.slo,
+            good_requests: good,
+            drift,
+            status: self.status,
+            scheduled,
+            counts_add_up,
+            retried: self.retried,
+            sessions: self.sessions.finish(info.sessions.as_ref()),
+            errors: self.errors,
+            error_examples: self.error_examples,
+            cache,
+            token_exactness: exact,
+            output_tokens_source: self.sources,
+            warnings,
+            server: None,
+            invalid: Vec::new(),
+            run: info.clone(),
+        }
+    }
+
+    /// From the first send to the last end, ms (0 before any request ended).
+    fn duration_ms(&self) -> f64 {
+        match (self.first_send, self.last_end) {
+            (Some(a), Some(b)) if b > a => b - a,
+            _ => 0.0,
+        }
+    }
+
+    /// vLLM's peaks over per-second buckets from the first successful start: output tokens
+    /// per second and concurrent completed requests.
+    fn per_second_peaks(&self) -> (f64, u64) {
         let base = self
             .ok_spans
             .iter()
@@ -335,38 +396,42 @@ impl Accumulator {
         } else {
             self.tokens.max_per_second(base)
         };
-        let max_concurrent_requests = per_second_concurrency(&self.ok_spans, base);
-        let max_in_flight = peak_overlap(&self.all_spans);
+        (
+            max_output_tokens_per_s,
+            per_second_concurrency(&self.ok_spans, base),
+        )
+    }
 
-        let drift_stats = self.drift.stats(&[50.0, 99.0]);
-        let drift = DriftStats {
-            count: drift_stats.count,
-            mean_ms: drift_stats.mean,
-            p50_ms: drift_stats.percentile(50.0).unwrap_or(0.0),
-            p99_ms: drift_stats.percentile(99.0).unwrap_or(0.0),
-            max_ms: drift_stats.max,
+    fn drift_stats(&self) -> DriftStats {
+        let stats = self.drift.stats(&[50.0, 99.0]);
+        DriftStats {
+            count: stats.count,
+            mean_ms: stats.mean,
+            p50_ms: stats.percentile(50.0).unwrap_or(0.0),
+            p99_ms: stats.percentile(99.0).unwrap_or(0.0),
+            max_ms: stats.max,
             over_1ms: self.drift_over_1,
             over_5ms: self.drift_over_5,
-        };
+        }
+    }
 
-        let mut cache = self.cache;
-        cache.hit_ratio = (cache.prompt_tokens > 0)
-            .then(|| cache.cached_tokens as f64 / cache.prompt_tokens as f64);
-        cache.ideal_hit_ratio = info.ideal_cache_hit_ratio;
-        let mut exact = self.exact;
-        exact.exact_ratio =
-            (exact.with_usage > 0).then(|| exact.exact as f64 / exact.with_usage as f64);
+    fn latencies(&self) -> Latencies {
+        let ps = &self.percentiles;
+        Latencies {
+            ttft: self.ttft.stats(ps),
+            tpot: self.tpot.stats(ps),
+            itl: self.itl.stats(ps),
+            e2el: self.e2el.stats(ps),
+            ttfc: self.ttfc.stats(ps),
+        }
+    }
 
-        // scheduled = 0 means unknown (e.g. re-summarising a JSONL without run info).
-        let scheduled = if info.scheduled == 0 {
-            self.status.total
-        } else {
-            info.scheduled
-        };
-        let counts_add_up = self.status.total == scheduled;
-
+    /// What makes the numbers doubtful: missing records, no success, no usage, prompt tokens
+    /// off, drift without real-time scheduling, inexact prompts at start-up.
+    fn warnings(&self, info: &RunInfo, scheduled: usize, drift: &DriftStats) -> Vec<String> {
+        let exact = &self.exact;
         let mut warnings = Vec::new();
-        if !counts_add_up {
+        if self.status.total != scheduled {
             warnings.push(format!(
                 "records ({}) do not account for every scheduled request ({}): {} missing",
                 self.status.total,
@@ -421,47 +486,7 @@ impl Accumulator {
                 ));
             }
         }
-
-        let good = (!self.slo.is_empty()).then_some(self.good);
-        Summary {
-            completed: self.completed,
-            failed: self.failed,
-            duration_s,
-            total_input_tokens: self.total_input,
-            total_output_tokens: self.total_output,
-            request_throughput: per_s(self.completed as f64),
-            request_goodput: good.map(|g| per_s(g as f64)),
-            output_throughput: per_s(self.total_output as f64),
-            total_token_throughput: per_s((self.total_input + self.total_output) as f64),
-            max_output_tokens_per_s,
-            max_concurrent_requests,
-            max_in_flight,
-            latency: Latencies {
-                ttft: self.ttft.stats(ps),
-                tpot: self.tpot.stats(ps),
-                itl: self.itl.stats(ps),
-                e2el: self.e2el.stats(ps),
-                ttfc: self.ttfc.stats(ps),
-            },
-            percentiles: ps.clone(),
-            goodput_slo: self.slo,
-            good_requests: good,
-            drift,
-            status: self.status,
-            scheduled,
-            counts_add_up,
-            retried: self.retried,
-            sessions: self.sessions.finish(info.sessions.as_ref()),
-            errors: self.errors,
-            error_examples: self.error_examples,
-            cache,
-            token_exactness: exact,
-            output_tokens_source: self.sources,
-            warnings,
-            server: None,
-            invalid: Vec::new(),
-            run: info.clone(),
-        }
+        warnings
     }
 }
 
