@@ -202,7 +202,7 @@ fn check_messages(v: &Value) -> Result<(), RowError> {
 }
 
 /// A `prompt_token_ids` value: a non-empty array of token ids.
-fn token_ids(v: &Value) -> Result<Vec<u32>, RowError> {
+fn prompt_token_ids(v: &Value) -> Result<Vec<u32>, RowError> {
     let ids = v.as_array().filter(|a| !a.is_empty()).and_then(|a| {
         a.iter()
             .map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok()))
@@ -219,9 +219,46 @@ fn token_ids(v: &Value) -> Result<Vec<u32>, RowError> {
     })
 }
 
-/// Parses one non-blank line of a `messages` trace.
+/// Parses one non-blank line of a `messages` trace: the prompt (messages, literal text or
+/// token ids), tools, extra body fields, session and timing, output length.
 pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
     let mut row: Map<String, Value> = fields::from_json_line(text)?;
+    let prompt = take_prompt(&mut row)?;
+    let tools = take_tools(&mut row)?;
+    let extra = take_extra(&mut row)?;
+    let timing = timing(&row)?;
+    let output_length = output_length(&row)?;
+    Ok(RawRow {
+        timestamp_ms: timing.timestamp_ms.unwrap_or(f64::NAN),
+        input_length: 0,
+        output_length: output_length.unwrap_or(0),
+        hash_ids: None,
+        session: None,
+        turn_given: false,
+        session_id: timing.session_id,
+        delay_ms: timing.delay_ms,
+        chat: Some(ChatPayload {
+            messages: prompt.messages,
+            tools,
+            extra,
+            max_tokens: output_length,
+            text_input: prompt.text_input,
+            prompt_token_ids: prompt.token_ids,
+        }),
+    })
+}
+
+/// What a row sends as its prompt: a chat (`messages`), or AIPerf's literal `text_input`, or
+/// `prompt_token_ids` (then `messages` is null).
+struct Prompt {
+    messages: Value,
+    text_input: Option<String>,
+    token_ids: Option<Vec<u32>>,
+}
+
+/// Takes the prompt fields out of `row`; one of them is required, `messages` is checked, and
+/// `input_length` is refused.
+fn take_prompt(row: &mut Map<String, Value>) -> Result<Prompt, RowError> {
     let text_input = match row.remove("text_input") {
         None => None,
         Some(Value::String(t)) if !row.contains_key("messages") => Some(t),
@@ -238,9 +275,11 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
             ))
         }
     };
-    let prompt_token_ids = match row.remove("prompt_token_ids") {
+    let token_ids = match row.remove("prompt_token_ids") {
         None => None,
-        Some(v) if text_input.is_none() && !row.contains_key("messages") => Some(token_ids(&v)?),
+        Some(v) if text_input.is_none() && !row.contains_key("messages") => {
+            Some(prompt_token_ids(&v)?)
+        }
         Some(_) => {
             return Err(bad(
                 "prompt_token_ids",
@@ -250,9 +289,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
     };
     let messages = match row.remove("messages") {
         Some(m) => m,
-        None if (text_input.is_some() || prompt_token_ids.is_some())
-            && !row.contains_key("tools") =>
-        {
+        None if (text_input.is_some() || token_ids.is_some()) && !row.contains_key("tools") => {
             Value::Null
         }
         None if row.contains_key("tools") => {
@@ -275,11 +312,20 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
             ));
         }
     }
-    if text_input.is_none() && prompt_token_ids.is_none() {
+    if text_input.is_none() && token_ids.is_none() {
         check_messages(&messages)?;
     }
-    let tools = match row.remove("tools") {
-        None | Some(Value::Null) => None,
+    Ok(Prompt {
+        messages,
+        text_input,
+        token_ids,
+    })
+}
+
+/// Takes `tools` out of `row`: an array of tool definition objects.
+fn take_tools(row: &mut Map<String, Value>) -> Result<Option<Value>, RowError> {
+    match row.remove("tools") {
+        None | Some(Value::Null) => Ok(None),
         Some(Value::Array(t)) => {
             if let Some((k, x)) = t.iter().enumerate().find(|(_, x)| !x.is_object()) {
                 return Err(bad(
@@ -287,28 +333,39 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
                     format!("expected a tool definition object, found {}", describe(x)),
                 ));
             }
-            Some(Value::Array(t))
+            Ok(Some(Value::Array(t)))
         }
-        Some(other) => {
-            return Err(bad(
-                "tools",
-                format!(
-                    "expected an array of tool definitions, found {}",
-                    describe(&other)
-                ),
-            ))
-        }
-    };
-    let extra = match row.remove("extra") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(e)) => Some(e),
-        Some(other) => {
-            return Err(bad(
-                "extra",
-                format!("expected an object, found {}", describe(&other)),
-            ))
-        }
-    };
+        Some(other) => Err(bad(
+            "tools",
+            format!(
+                "expected an array of tool definitions, found {}",
+                describe(&other)
+            ),
+        )),
+    }
+}
+
+/// Takes `extra` out of `row`: an object merged into the request body.
+fn take_extra(row: &mut Map<String, Value>) -> Result<Option<Map<String, Value>>, RowError> {
+    match row.remove("extra") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(e)) => Ok(Some(e)),
+        Some(other) => Err(bad(
+            "extra",
+            format!("expected an object, found {}", describe(&other)),
+        )),
+    }
+}
+
+/// When a row is sent: its session, `timestamp` and `delay` (ms).
+struct Timing {
+    session_id: Option<String>,
+    timestamp_ms: Option<f64>,
+    delay_ms: Option<f64>,
+}
+
+/// The row's session and timing; a `timestamp` or a `delay` (with a `session_id`) is required.
+fn timing(row: &Map<String, Value>) -> Result<Timing, RowError> {
     let session = match row.get("session_id") {
         None | Some(Value::Null) => None,
         Some(v) => Some(session_id(v)?),
@@ -332,36 +389,26 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
             "missing field `timestamp` (ms) or `delay` (ms after the previous turn)".into(),
         ));
     }
-    let output_length = match row.get("output_length") {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            let n = v.as_u64().ok_or_else(|| {
-                bad(
-                    "output_length",
-                    format!("expected a non-negative integer, found {}", describe(v)),
-                )
-            })?;
-            Some(fields::check_length(n, 0).map_err(|w| bad("output_length", w))?)
-        }
-    };
-    Ok(RawRow {
-        timestamp_ms: timestamp.unwrap_or(f64::NAN),
-        input_length: 0,
-        output_length: output_length.unwrap_or(0),
-        hash_ids: None,
-        session: None,
-        turn_given: false,
+    Ok(Timing {
         session_id: session,
+        timestamp_ms: timestamp,
         delay_ms: delay,
-        chat: Some(ChatPayload {
-            messages,
-            tools,
-            extra,
-            max_tokens: output_length,
-            text_input,
-            prompt_token_ids,
-        }),
     })
+}
+
+/// The row's `output_length`, the token budget sent (absent: the server decides).
+fn output_length(row: &Map<String, Value>) -> Result<Option<u32>, RowError> {
+    let Some(v) = row.get("output_length").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let n = v.as_u64().ok_or_else(|| {
+        bad(
+            "output_length",
+            format!("expected a non-negative integer, found {}", describe(v)),
+        )
+    })?;
+    let n = fields::check_length(n, 0).map_err(|w| bad("output_length", w))?;
+    Ok(Some(n))
 }
 
 #[cfg(test)]
