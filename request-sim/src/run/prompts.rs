@@ -97,31 +97,10 @@ pub(super) fn run(
     let (tokenizer, load_ms) = tokenizer.join()?;
     startup.tokenizer_load_ms = load_ms;
     let t = Instant::now();
-    let model = match (&cfg.model_name, cfg.dry_run, server.ep.kind.is_openai()) {
-        (Some(m), _, _) => m.clone(),
-        (None, true, _) | (None, _, false) => "default".to_string(),
-        (None, false, true) => server
-            .rt
-            .block_on(fetch_model(&server.client, &server.ep))?,
-    };
+    let model = model_name(cfg, server)?;
     let model_ms = ms_since(t);
-    // Without a local tokenizer, the server's own `/tokenize` (vLLM, SGLang, llama.cpp) is the
-    // source of truth when it has one.
     let t = Instant::now();
-    let server_tok = (tokenizer.is_none()
-        && matches!(cfg.target, Target::Remote(_))
-        && !cfg.dry_run
-        && !cfg.no_server_tokenize
-        && server.ep.kind.is_openai())
-    .then(|| {
-        ServerTokenizer::probe(
-            server.rt.handle().clone(),
-            &server.client,
-            &server.ep,
-            Some(model.clone()),
-        )
-    })
-    .flatten();
+    let server_tok = server_tokenizer(cfg, server, tokenizer.is_none(), &model);
     let (vocab, truth) = vocabulary(cfg, tokenizer.as_ref(), server_tok.as_ref())?;
     startup.vocab_ms = ms_since(t);
     let encoder: Option<&dyn prompt::Encoder> = match (&tokenizer, &server_tok) {
@@ -173,16 +152,7 @@ pub(super) fn run(
         ));
     }
     let shortened_by = overhead.as_ref().map_or(0, |o| o.tokens);
-    // Over the run's requests when the trace is in memory, else over the first ones read.
-    let corpus = match &trace.whole {
-        Some(w) if builder.corpus().is_some() => {
-            CorpusReport::new(&builder, &w.requests, shortened_by)
-        }
-        _ => {
-            let head: Vec<TraceRequest> = trace.head.iter().map(|p| p.req.clone()).collect();
-            CorpusReport::new(&builder, &head, shortened_by)
-        }
-    };
+    let corpus = corpus_report(trace, &builder, shortened_by);
     if let Some(r) = &corpus {
         note(r.line());
     }
@@ -206,6 +176,62 @@ pub(super) fn run(
     drop(server_tok);
     crate::util::release_freed_memory();
     Ok(prompts)
+}
+
+/// The model to name in requests: `--model-name`, else the server's first model (an OpenAI
+/// server), else `default`.
+fn model_name(cfg: &ReplayConfig, server: &Server) -> Result<String> {
+    Ok(
+        match (&cfg.model_name, cfg.dry_run, server.ep.kind.is_openai()) {
+            (Some(m), _, _) => m.clone(),
+            (None, true, _) | (None, _, false) => "default".to_string(),
+            (None, false, true) => server
+                .rt
+                .block_on(fetch_model(&server.client, &server.ep))?,
+        },
+    )
+}
+
+/// Without a local tokenizer, the server's own `/tokenize` (vLLM, SGLang, llama.cpp) is the
+/// source of truth when it has one.
+fn server_tokenizer(
+    cfg: &ReplayConfig,
+    server: &Server,
+    no_local: bool,
+    model: &str,
+) -> Option<ServerTokenizer> {
+    (no_local
+        && matches!(cfg.target, Target::Remote(_))
+        && !cfg.dry_run
+        && !cfg.no_server_tokenize
+        && server.ep.kind.is_openai())
+    .then(|| {
+        ServerTokenizer::probe(
+            server.rt.handle().clone(),
+            &server.client,
+            &server.ep,
+            Some(model.to_string()),
+        )
+    })
+    .flatten()
+}
+
+/// `--prompt-corpus`: the share of prompt tokens that are corpus text, over the run's requests
+/// when the trace is in memory, else over the first ones read.
+fn corpus_report(
+    trace: &Loaded,
+    builder: &PromptBuilder,
+    shortened_by: u32,
+) -> Option<CorpusReport> {
+    match &trace.whole {
+        Some(w) if builder.corpus().is_some() => {
+            CorpusReport::new(builder, &w.requests, shortened_by)
+        }
+        _ => {
+            let head: Vec<TraceRequest> = trace.head.iter().map(|p| p.req.clone()).collect();
+            CorpusReport::new(builder, &head, shortened_by)
+        }
+    }
 }
 
 /// `messages` rows: their prompt tokens (the chat template rendered with the row's messages
