@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 
 use super::console::{Table, WIDTH};
 use super::format::thousands;
-use crate::trace::analyze::{Analysis, LengthStats, RatePoint, RoutingAnalysis};
+use crate::trace::analyze::{
+    Analysis, LengthStats, RatePoint, RateSeries, RoutingAnalysis, SessionStats,
+};
+use crate::trace::TraceStats;
 
 /// A section title: ` name ` centred in `fill`.
 fn title(t: &mut Table, name: &str, fill: char) {
@@ -75,7 +78,25 @@ fn routing(t: &mut Table, ra: &RoutingAnalysis) {
 /// Readable console output: a vLLM-style table, the LRU sweep and the rate over time.
 pub fn render_analysis(a: &Analysis) -> String {
     let mut t = Table::trimmed();
-    title(&mut t, "Trace Analysis", '=');
+    overview(&mut t, a);
+    if let Some(s) = &a.sessions {
+        sessions(&mut t, s);
+    }
+    prefix_cache(&mut t, a);
+    if let Some(ra) = &a.routing {
+        routing(&mut t, ra);
+    }
+    if !a.rate_series.points.is_empty() {
+        rate_over_time(&mut t, &a.rate_series);
+    }
+    trace_rules(&mut t, &a.trace_stats);
+    t.rule('=');
+    t.finish()
+}
+
+/// The trace at a glance: format, requests, duration, rates, timestamps, lengths.
+fn overview(t: &mut Table, a: &Analysis) {
+    title(t, "Trace Analysis", '=');
     t.row("Format:", a.format.name());
     t.row("Block size (tokens per hash id):", a.block_size);
     t.row("Requests:", a.requests);
@@ -96,25 +117,29 @@ pub fn render_analysis(a: &Analysis) -> String {
             a.distinct_timestamps, a.max_requests_per_timestamp
         ),
     );
-    lengths(&mut t, "input", &a.input_length);
-    lengths(&mut t, "output", &a.output_length);
+    lengths(t, "input", &a.input_length);
+    lengths(t, "output", &a.output_length);
+}
 
-    if let Some(s) = &a.sessions {
-        title(&mut t, "Sessions", '-');
-        t.row("Sessions:", s.sessions);
-        t.row("Multi-turn sessions:", s.multi_turn_sessions);
-        t.row(
-            "Mean turns per session:",
-            format!("{:.2}", s.mean_turns_per_session),
-        );
-        t.row("Max turns per session:", s.max_turns_per_session);
-        t.row("Max turn number:", s.max_turn);
-        t.row("Requests with parent not in trace:", s.orphan_requests);
-        let types: Vec<String> = s.types.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        t.row("Request types:", types.join(", "));
-    }
+/// Sessions and turns.
+fn sessions(t: &mut Table, s: &SessionStats) {
+    title(t, "Sessions", '-');
+    t.row("Sessions:", s.sessions);
+    t.row("Multi-turn sessions:", s.multi_turn_sessions);
+    t.row(
+        "Mean turns per session:",
+        format!("{:.2}", s.mean_turns_per_session),
+    );
+    t.row("Max turns per session:", s.max_turns_per_session);
+    t.row("Max turn number:", s.max_turn);
+    t.row("Requests with parent not in trace:", s.orphan_requests);
+    let types: Vec<String> = s.types.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    t.row("Request types:", types.join(", "));
+}
 
-    title(&mut t, "Prefix cache (trace-ideal)", '-');
+/// The trace-ideal prefix cache: distinct blocks, infinite-cache hit ratios, the LRU sweep.
+fn prefix_cache(t: &mut Table, a: &Analysis) {
+    title(t, "Prefix cache (trace-ideal)", '-');
     let p = &a.prefix_cache;
     t.row("Requests with hash ids:", a.requests_with_hash_ids);
     t.row("Distinct hash ids:", thousands(a.distinct_hash_ids as u64));
@@ -150,35 +175,33 @@ pub fn render_analysis(a: &Analysis) -> String {
             );
         }
     }
+}
 
-    if let Some(ra) = &a.routing {
-        routing(&mut t, ra);
+/// Min and max request rate per bucket and a sparkline of it, one line per table width.
+fn rate_over_time(t: &mut Table, r: &RateSeries) {
+    title(t, "Request rate over time", '-');
+    let max = r.points.iter().map(|p| p.rate_per_s).fold(0.0, f64::max);
+    let min = r
+        .points
+        .iter()
+        .map(|p| p.rate_per_s)
+        .fold(f64::INFINITY, f64::min);
+    let _ = writeln!(
+        t,
+        "per {} s bucket, req/s: min {min:.2}, max {max:.2}",
+        r.bucket_s
+    );
+    let line = sparkline(&r.points);
+    let chars: Vec<char> = line.chars().collect();
+    for (i, chunk) in chars.chunks(WIDTH).enumerate() {
+        let start = r.points[i * WIDTH].start_s;
+        let _ = writeln!(t, "{:>8.0}s {}", start, chunk.iter().collect::<String>());
     }
+}
 
-    let r = &a.rate_series;
-    if !r.points.is_empty() {
-        title(&mut t, "Request rate over time", '-');
-        let max = r.points.iter().map(|p| p.rate_per_s).fold(0.0, f64::max);
-        let min = r
-            .points
-            .iter()
-            .map(|p| p.rate_per_s)
-            .fold(f64::INFINITY, f64::min);
-        let _ = writeln!(
-            t,
-            "per {} s bucket, req/s: min {min:.2}, max {max:.2}",
-            r.bucket_s
-        );
-        let line = sparkline(&r.points);
-        let chars: Vec<char> = line.chars().collect();
-        for (i, chunk) in chars.chunks(WIDTH).enumerate() {
-            let start = r.points[i * WIDTH].start_s;
-            let _ = writeln!(t, "{:>8.0}s {}", start, chunk.iter().collect::<String>());
-        }
-    }
-
-    let st = &a.trace_stats;
-    title(&mut t, "Trace rules applied", '-');
+/// What the trace-level rules found and dropped.
+fn trace_rules(t: &mut Table, st: &TraceStats) {
+    title(t, "Trace rules applied", '-');
     t.row("Rows read:", st.rows);
     t.row("Invalid rows skipped:", st.skipped_invalid);
     t.row("Input beyond hashed blocks:", st.input_beyond_blocks);
@@ -190,6 +213,4 @@ pub fn render_analysis(a: &Analysis) -> String {
         t.row("Outside time window:", st.outside_time_window);
         t.row("Over max requests:", st.over_max_requests);
     }
-    t.rule('=');
-    t.finish()
 }
