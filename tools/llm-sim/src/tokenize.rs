@@ -578,12 +578,38 @@ impl PyFormatter {
         Ok(())
     }
 
-    fn item_sep(&self) -> &'static [u8] {
-        if self.indent.is_some() {
-            b","
-        } else {
-            b", "
+    /// Opens an array or an object (`bracket`): one level deeper.
+    fn open<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        bracket: &[u8],
+    ) -> std::io::Result<()> {
+        self.level += 1;
+        w.write_all(bracket)
+    }
+
+    /// Closes an array or an object (`bracket`), on a line of its own when indented.
+    fn close<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        bracket: &[u8],
+    ) -> std::io::Result<()> {
+        self.level -= 1;
+        self.newline(w)?;
+        w.write_all(bracket)
+    }
+
+    /// Before an array value or an object key: the separator unless `first`, then the line
+    /// break when indented (Python writes `,` at the end of the line then, `, ` otherwise).
+    fn begin_item<W: ?Sized + std::io::Write>(
+        &self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if !first {
+            w.write_all(if self.indent.is_some() { b"," } else { b", " })?;
         }
+        self.newline(w)
     }
 }
 
@@ -592,42 +618,30 @@ impl serde_json::ser::Formatter for PyFormatter {
         w.write_all(python_float(v).as_bytes())
     }
     fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.level += 1;
-        w.write_all(b"[")
+        self.open(w, b"[")
     }
     fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.level -= 1;
-        self.newline(w)?;
-        w.write_all(b"]")
+        self.close(w, b"]")
     }
     fn begin_array_value<W: ?Sized + std::io::Write>(
         &mut self,
         w: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if !first {
-            w.write_all(self.item_sep())?;
-        }
-        self.newline(w)
+        self.begin_item(w, first)
     }
     fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.level += 1;
-        w.write_all(b"{")
+        self.open(w, b"{")
     }
     fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.level -= 1;
-        self.newline(w)?;
-        w.write_all(b"}")
+        self.close(w, b"}")
     }
     fn begin_object_key<W: ?Sized + std::io::Write>(
         &mut self,
         w: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if !first {
-            w.write_all(self.item_sep())?;
-        }
-        self.newline(w)
+        self.begin_item(w, first)
     }
     fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
         w.write_all(b": ")
