@@ -49,7 +49,7 @@ pub(super) fn ms_between(a: Instant, b: Instant) -> f64 {
 /// end it as one unsent record instead.
 pub(super) async fn closed_turn(
     ctx: Arc<TaskCtx>,
-    prepared: Prepared,
+    mut prepared: Prepared,
     trace_time: Instant,
     parent: usize,
     tx: crossbeam_channel::Sender<Finished>,
@@ -57,6 +57,37 @@ pub(super) async fn closed_turn(
     let Some(gate) = ctx.gate.clone() else {
         return run_one(ctx, prepared, trace_time, None, None, tx).await;
     };
+    match wait_for_release(&ctx, &gate, &mut prepared, trace_time, parent).await {
+        Ok(r) => run_one(ctx, prepared, r.at, Some(r.released), r.answers, tx).await,
+        Err(why) => unsent(
+            &ctx,
+            &prepared.planned,
+            trace_time,
+            Status::Cancelled,
+            why,
+            &tx,
+        ),
+    }
+}
+
+/// When and with what a closed-loop turn is sent.
+struct Release {
+    at: Instant,
+    released: Released,
+    /// `--live-history`: the answers of the parent and its ancestors.
+    answers: Option<Arc<LiveAnswer>>,
+}
+
+/// Waits for the parent of a closed-loop turn to end, puts the earlier answers into the body
+/// (`--live-history`), then waits until the release. `Err`: why the turn is not sent (a stop,
+/// the time limit, a failed parent with `--skip-after-failed-parent`).
+async fn wait_for_release(
+    ctx: &TaskCtx,
+    gate: &SessionGate,
+    prepared: &mut Prepared,
+    trace_time: Instant,
+    parent: usize,
+) -> Result<Release, String> {
     let limit = ctx.cfg.time_limit.map(|l| ctx.start + l);
     let after_limit = async {
         match limit {
@@ -70,36 +101,15 @@ pub(super) async fn closed_turn(
     };
     let done = tokio::select! {
         biased;
-        _ = ctx.control.stopping.cancelled() => Err(cut("the run stopped")),
-        _ = &mut after_limit => Err(cut("--time-in-secs reached")),
-        d = gate.wait(parent) => Ok(d),
-    };
-    let done = match done {
-        Ok(d) => d,
-        Err(why) => {
-            return unsent(
-                &ctx,
-                &prepared.planned,
-                trace_time,
-                Status::Cancelled,
-                why,
-                &tx,
-            )
-        }
+        _ = ctx.control.stopping.cancelled() => return Err(cut("the run stopped")),
+        _ = &mut after_limit => return Err(cut("--time-in-secs reached")),
+        d = gate.wait(parent) => d,
     };
     if let Some(d) = &done {
         if !d.ok && ctx.cfg.sessions.skip_after_failed_parent {
-            let why = format!(
+            return Err(format!(
                 "skipped: parent request {parent} did not succeed (--skip-after-failed-parent)"
-            );
-            return unsent(
-                &ctx,
-                &prepared.planned,
-                trace_time,
-                Status::Cancelled,
-                why,
-                &tx,
-            );
+            ));
         }
     }
     let think = prepared
@@ -115,7 +125,6 @@ pub(super) async fn closed_turn(
     };
     // `--live-history`: the earlier answers go into the body now, before the wait for the
     // release (nothing to do, and nothing allocated, without it).
-    let mut prepared = prepared;
     let answers = done.and_then(|d| d.answer);
     if let (Some(live), Some(chain)) = (prepared.live.take(), &answers) {
         if let Some(body) = live.rebuild(&prepared.body, |depth| chain.at_depth(depth)) {
@@ -123,28 +132,21 @@ pub(super) async fn closed_turn(
         }
     }
     if limit.is_some_and(|l| release >= l) {
-        let why = cut("--time-in-secs reached");
-        return unsent(
-            &ctx,
-            &prepared.planned,
-            trace_time,
-            Status::Cancelled,
-            why,
-            &tx,
-        );
+        return Err(cut("--time-in-secs reached"));
     }
     tokio::select! {
         biased;
-        _ = ctx.control.stopping.cancelled() => {
-            return unsent(&ctx, &prepared.planned, trace_time, Status::Cancelled, cut("the run stopped"), &tx);
-        }
+        _ = ctx.control.stopping.cancelled() => return Err(cut("the run stopped")),
         _ = sleep_until_precise(release) => {}
     }
-    let released = Released {
-        wait_ms: ms_between(trace_time, release),
-        think_ms: has_parent_done.then(|| (think.as_secs_f64() * 1e6).round() / 1e3),
-    };
-    run_one(ctx, prepared, release, Some(released), answers, tx).await
+    Ok(Release {
+        at: release,
+        released: Released {
+            wait_ms: ms_between(trace_time, release),
+            think_ms: has_parent_done.then(|| (think.as_secs_f64() * 1e6).round() / 1e3),
+        },
+        answers,
+    })
 }
 
 /// How a closed-loop turn was released.
