@@ -358,18 +358,7 @@ impl PromptBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceRequest {
-        TraceRequest {
-            index,
-            line: index + 1,
-            timestamp_ms: 0.0,
-            input_length,
-            output_length: 1,
-            hash_ids,
-            session: None,
-        }
-    }
+    use crate::trace::test_request as req;
 
     fn builder(seed: u64, block: usize) -> PromptBuilder {
         PromptBuilder::new(Arc::new(Vocab::builtin()), seed, block)

@@ -877,24 +877,12 @@ mod tests {
 
     use super::*;
     use crate::prompt::{PromptBuilder, Vocab};
-    use crate::trace::TraceRequest;
+    use crate::trace::test_request as req;
 
     fn data(p: &str) -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("tests/data/corpus")
             .join(p)
-    }
-
-    fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceRequest {
-        TraceRequest {
-            index,
-            line: index + 1,
-            timestamp_ms: 0.0,
-            input_length,
-            output_length: 1,
-            hash_ids,
-            session: None,
-        }
     }
 
     #[test]

@@ -555,15 +555,7 @@ mod sentencepiece_tests {
         assert!(v.method().contains("SentencePiece"));
         let b = crate::prompt::PromptBuilder::new(std::sync::Arc::new(v), 3, 16);
         for n in [1usize, 2, 17, 100, 1500] {
-            let r = crate::trace::TraceRequest {
-                index: n,
-                line: n,
-                timestamp_ms: 0.0,
-                input_length: n as u32,
-                output_length: 1,
-                hash_ids: vec![1, 2, 3],
-                session: None,
-            };
+            let r = crate::trace::test_request(n, vec![1, 2, 3], n as u32);
             let text = b.text(&r, n);
             assert!(!text.starts_with(' '), "{text}");
             let ids = tok.encode_fast(text.as_str(), false).unwrap();
@@ -603,15 +595,7 @@ mod word_level_tests {
         assert_eq!(v.len(), 1100);
         assert!(v.method().contains("space-separated"), "{}", v.method());
         let b = crate::prompt::PromptBuilder::new(std::sync::Arc::new(v), 5, 32);
-        let r = crate::trace::TraceRequest {
-            index: 0,
-            line: 1,
-            timestamp_ms: 0.0,
-            input_length: 100,
-            output_length: 1,
-            hash_ids: vec![4, 5],
-            session: None,
-        };
+        let r = crate::trace::test_request(0, vec![4, 5], 100);
         let ids = tok.encode_fast(b.text(&r, 100).as_str(), false).unwrap();
         assert_eq!(ids.get_ids(), b.token_ids(&r, 100).as_slice());
     }
@@ -689,15 +673,7 @@ mod pieces_tests {
         assert!((0..v.len()).all(|i| !v.word(i).starts_with(|c: char| c.is_ascii_lowercase())));
         let b = crate::prompt::PromptBuilder::new(std::sync::Arc::new(v), 4, 16);
         for n in [1usize, 2, 3, 16, 17, 100, 700] {
-            let r = crate::trace::TraceRequest {
-                index: n,
-                line: n,
-                timestamp_ms: 0.0,
-                input_length: n as u32,
-                output_length: 1,
-                hash_ids: vec![9, 10, 11],
-                session: None,
-            };
+            let r = crate::trace::test_request(n, vec![9, 10, 11], n as u32);
             let text = b.text(&r, n);
             let ids = tok.encode_fast(text.as_str(), false).unwrap();
             assert_eq!(ids.get_ids(), b.token_ids(&r, n).as_slice(), "{n}: {text}");

@@ -123,6 +123,20 @@ pub struct TraceRequest {
     pub session: Option<SessionInfo>,
 }
 
+/// A request for unit tests: trace time 0, line `index + 1`, one output token, no session.
+#[cfg(test)]
+pub(crate) fn test_request(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceRequest {
+    TraceRequest {
+        index,
+        line: index + 1,
+        timestamp_ms: 0.0,
+        input_length,
+        output_length: 1,
+        hash_ids,
+        session: None,
+    }
+}
+
 /// Counts of rows that needed a rule (see `docs/traces.md`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TraceStats {
