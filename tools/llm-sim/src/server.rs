@@ -618,33 +618,28 @@ pub fn spawn_in_thread(cfg: SimConfig) -> Result<SimThread> {
     type Ready = Result<(SocketAddr, FaultHandle, Arc<Metrics>)>;
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Ready>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::Builder::new()
-        .name("llm-sim".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
+    let thread = crate::util::spawn_runtime_thread("llm-sim", move |rt| {
+        let rt = match rt {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = ready_tx.send(Err(Error::io("starting the llm-sim runtime", e)));
+                return;
+            }
+        };
+        rt.block_on(async move {
+            match start(cfg).await {
+                Ok(server) => {
+                    let _ = ready_tx.send(Ok((server.addr, server.faults(), server.metrics())));
+                    let _ = stop_rx.await;
+                    server.shutdown().await;
+                }
                 Err(e) => {
-                    let _ = ready_tx.send(Err(Error::io("starting the llm-sim runtime", e)));
-                    return;
+                    let _ = ready_tx.send(Err(e));
                 }
-            };
-            rt.block_on(async move {
-                match start(cfg).await {
-                    Ok(server) => {
-                        let _ = ready_tx.send(Ok((server.addr, server.faults(), server.metrics())));
-                        let _ = stop_rx.await;
-                        server.shutdown().await;
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                    }
-                }
-            });
-        })
-        .map_err(|e| Error::io("spawning the llm-sim thread", e))?;
+            }
+        });
+    })
+    .map_err(|e| Error::io("spawning the llm-sim thread", e))?;
     match ready_rx.recv() {
         Ok(Ok((addr, faults, metrics))) => Ok(SimThread {
             addr,

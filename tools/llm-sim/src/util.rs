@@ -1,4 +1,5 @@
-//! Small deterministic hashing helpers (no global state, no external PRNG crate).
+//! Small helpers request-sim shares: deterministic hashing (no global state, no external PRNG
+//! crate) and a thread with its own tokio runtime.
 
 /// SplitMix64's increment (2^64 / golden ratio).
 pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -22,6 +23,23 @@ pub fn fmix64(mut z: u64) -> u64 {
 #[inline]
 pub fn hash3(a: u64, b: u64, c: u64) -> u64 {
     mix64(mix64(mix64(a) ^ b) ^ c)
+}
+
+/// Spawns a thread named `name` that runs `body` with a current-thread tokio runtime of its own
+/// (timers and IO enabled), or with the error of building it.
+pub fn spawn_runtime_thread<T: Send + 'static>(
+    name: &str,
+    body: impl FnOnce(std::io::Result<tokio::runtime::Runtime>) -> T + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<T>> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            body(
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build(),
+            )
+        })
 }
 
 /// A uniform draw in `[0, 1)` from a hash.
