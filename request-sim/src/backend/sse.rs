@@ -19,10 +19,44 @@ pub struct SseParser {
     buf: Vec<u8>,
     /// Bytes of `buf` already scanned for a line end (avoids rescanning on every push).
     scanned: usize,
-    /// `data` lines of the event being assembled.
+    event: Event,
+    limit: usize,
+}
+
+/// The event being assembled: its `data` lines, joined by `\n`.
+#[derive(Debug)]
+struct Event {
     data: Vec<u8>,
     has_data: bool,
-    limit: usize,
+}
+
+impl Event {
+    /// Adds the value of one `data` line.
+    #[inline]
+    fn add_line(&mut self, value: &[u8]) {
+        if self.has_data {
+            self.data.push(b'\n');
+        }
+        self.data.extend_from_slice(value);
+        self.has_data = true;
+    }
+
+    /// Delivers the event when it has a `data` line, and starts the next one.
+    #[inline]
+    fn dispatch(&mut self, on_event: &mut impl FnMut(&[u8])) {
+        if self.has_data {
+            on_event(&self.data);
+        }
+        self.data.clear();
+        self.has_data = false;
+    }
+}
+
+/// The value of a `data:` line (one leading space dropped).
+#[inline]
+fn data_value(line: &[u8]) -> Option<&[u8]> {
+    let rest = line.strip_prefix(b"data:")?;
+    Some(rest.strip_prefix(b" ").unwrap_or(rest))
 }
 
 impl SseParser {
@@ -31,8 +65,10 @@ impl SseParser {
         SseParser {
             buf: Vec::with_capacity(1024),
             scanned: 0,
-            data: Vec::with_capacity(512),
-            has_data: false,
+            event: Event {
+                data: Vec::with_capacity(512),
+                has_data: false,
+            },
             limit,
         }
     }
@@ -65,28 +101,16 @@ impl SseParser {
             self.scanned = next;
             let line = &self.buf[line_start..end];
             if line.is_empty() {
-                if self.has_data {
-                    on_event(&self.data);
-                }
-                self.data.clear();
-                self.has_data = false;
+                self.event.dispatch(&mut on_event);
                 continue;
             }
-            if let Some(rest) = line.strip_prefix(b"data:") {
-                let value = rest.strip_prefix(b" ").unwrap_or(rest);
-                if self.has_data {
-                    self.data.push(b'\n');
-                }
-                self.data.extend_from_slice(value);
-                self.has_data = true;
+            if let Some(value) = data_value(line) {
+                self.event.add_line(value);
             } else if line == b"data" {
-                if self.has_data {
-                    self.data.push(b'\n');
-                }
-                self.has_data = true;
+                self.event.add_line(b"");
             }
             // Checked for bare `data` lines too: each adds a newline to the event.
-            if self.data.len() > self.limit {
+            if self.event.data.len() > self.limit {
                 return Err(SseError::Oversized { limit: self.limit });
             }
             // other fields (event:, id:, retry:) and comments (":") are ignored
@@ -107,21 +131,12 @@ impl SseParser {
         if !self.buf.is_empty() {
             let tail = std::mem::take(&mut self.buf);
             let line = tail.strip_suffix(b"\r").unwrap_or(&tail);
-            if let Some(rest) = line.strip_prefix(b"data:") {
-                let value = rest.strip_prefix(b" ").unwrap_or(rest);
-                if self.has_data {
-                    self.data.push(b'\n');
-                }
-                self.data.extend_from_slice(value);
-                self.has_data = true;
+            if let Some(value) = data_value(line) {
+                self.event.add_line(value);
             }
             self.scanned = 0;
         }
-        if self.has_data {
-            on_event(&self.data);
-        }
-        self.data.clear();
-        self.has_data = false;
+        self.event.dispatch(&mut on_event);
     }
 }
 
