@@ -81,7 +81,7 @@ impl ChatTemplate {
         // Hugging Face's `tojson` is Python's json.dumps (", " and ": ", no HTML escapes).
         env.add_filter("tojson", llm_sim::tokenize::python_tojson);
         env.add_template_owned(TEMPLATE_NAME, template)
-            .map_err(|e| PromptError::Template(format!("{e:#}")))?;
+            .map_err(template_error)?;
         Ok(ChatTemplate {
             env,
             bos_token: special("bos_token"),
@@ -95,17 +95,12 @@ impl ChatTemplate {
         messages: &Json,
         add_generation_prompt: bool,
     ) -> Result<String, PromptError> {
-        let tmpl = self
-            .env
-            .get_template(TEMPLATE_NAME)
-            .map_err(|e| PromptError::Template(format!("{e:#}")))?;
-        tmpl.render(minijinja::context! {
+        self.render_context(minijinja::context! {
             messages => Value::from_serialize(messages),
             add_generation_prompt => add_generation_prompt,
             bos_token => self.bos_token.as_str(),
             eos_token => self.eos_token.as_str(),
         })
-        .map_err(|e| PromptError::Template(format!("{e:#}")))
     }
 
     /// Render a chat request's messages (content already text) and `tools` with the
@@ -116,18 +111,21 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         tools: Option<&Json>,
     ) -> Result<String, PromptError> {
-        let tmpl = self
-            .env
-            .get_template(TEMPLATE_NAME)
-            .map_err(|e| PromptError::Template(format!("{e:#}")))?;
-        tmpl.render(minijinja::context! {
+        self.render_context(minijinja::context! {
             messages => llm_sim::tokenize::template_messages(messages),
             tools => tools.map(llm_sim::tokenize::template_tools),
             add_generation_prompt => true,
             bos_token => self.bos_token.as_str(),
             eos_token => self.eos_token.as_str(),
         })
-        .map_err(|e| PromptError::Template(format!("{e:#}")))
+    }
+
+    /// Renders the template with `ctx`.
+    fn render_context(&self, ctx: Value) -> Result<String, PromptError> {
+        self.env
+            .get_template(TEMPLATE_NAME)
+            .and_then(|t| t.render(ctx))
+            .map_err(template_error)
     }
 
     /// Render a single user message with the generation prompt, as a chat endpoint does.
@@ -309,6 +307,11 @@ fn count(tok: &Tokenizer, text: &str) -> Result<usize, PromptError> {
     tok.encode_fast(text, false)
         .map(|e| e.len())
         .map_err(|e| PromptError::Tokenizer(e.to_string()))
+}
+
+/// A template error as a [`PromptError`], with its causes.
+fn template_error(e: minijinja::Error) -> PromptError {
+    PromptError::Template(format!("{e:#}"))
 }
 
 fn raise_exception(message: String) -> Result<Value, minijinja::Error> {
