@@ -46,34 +46,16 @@ impl Waiter {
     /// Sleep (no spin) until about `deadline`, for waits that need no precision. Returns
     /// `false` if `stop` became true first.
     pub fn sleep_until(&self, deadline: Instant, stop: &AtomicBool) -> bool {
-        loop {
-            if stop.load(Ordering::Relaxed) {
-                return false;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return true;
-            }
-            std::thread::sleep((deadline - now).min(MAX_SLEEP));
-        }
+        // Without a margin the sleep lasts until the deadline or the stop.
+        !matches!(sleep_before(deadline, Duration::ZERO, stop), Slept::Stopped)
     }
 
     /// Wait until `deadline`. Returns `false` if `stop` became true first.
     pub fn wait_until(&mut self, deadline: Instant, stop: &AtomicBool) -> bool {
-        loop {
-            if stop.load(Ordering::Relaxed) {
-                return false;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return true;
-            }
-            let left = deadline - now;
-            if left > self.spin {
-                std::thread::sleep((left - self.spin).min(MAX_SLEEP));
-            } else {
-                break;
-            }
+        match sleep_before(deadline, self.spin, stop) {
+            Slept::Stopped => return false,
+            Slept::Reached => return true,
+            Slept::Near => {}
         }
         let t = Instant::now();
         while Instant::now() < deadline {
@@ -87,6 +69,36 @@ impl Waiter {
         }
         self.spun += t.elapsed();
         true
+    }
+}
+
+/// How [`sleep_before`] ended.
+enum Slept {
+    /// `stop` became true.
+    Stopped,
+    /// The deadline passed.
+    Reached,
+    /// Within the margin of the deadline: spin the rest.
+    Near,
+}
+
+/// Sleeps until `margin` before `deadline`, in sleeps of at most [`MAX_SLEEP`] so that a stop
+/// is noticed quickly.
+#[inline]
+fn sleep_before(deadline: Instant, margin: Duration, stop: &AtomicBool) -> Slept {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Slept::Stopped;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Slept::Reached;
+        }
+        let left = deadline - now;
+        if left <= margin {
+            return Slept::Near;
+        }
+        std::thread::sleep((left - margin).min(MAX_SLEEP));
     }
 }
 
