@@ -146,7 +146,9 @@ pub(crate) fn check_options(name: &str, opts: &LoadOptions) -> Result<(), TraceE
 struct Row {
     line: usize,
     raw: RawRow,
-    flags: Flags,
+    flags: RowFlags,
+    /// Position in replay order before slicing.
+    pos: usize,
     /// Session link, set after sorting; `parent` is a position in the sorted rows.
     link: Option<Link>,
 }
@@ -163,22 +165,35 @@ impl Row {
         Row {
             line,
             raw,
-            flags: Flags::default(),
+            flags: RowFlags::default(),
+            pos: 0,
             link: None,
         }
     }
 }
 
+/// What the file-order rules found on one row; counted in [`TraceStats`] when the row is kept
+/// (by the whole load and by a streamed one).
 #[derive(Default, Clone, Copy)]
-struct Flags {
-    /// Position in replay order before slicing.
-    pos: usize,
-    input_beyond_blocks: bool,
-    surplus_hash_ids: bool,
-    repeated_timestamp: bool,
-    decreasing_timestamp: bool,
+pub(crate) struct RowFlags {
+    pub(crate) input_beyond_blocks: bool,
+    pub(crate) surplus_hash_ids: bool,
+    pub(crate) repeated_timestamp: bool,
+    pub(crate) decreasing_timestamp: bool,
     /// Earlier than some row before it in the file (not just the previous one).
-    reordered: bool,
+    pub(crate) reordered: bool,
+}
+
+impl RowFlags {
+    /// Counts a kept request with these flags and `output_length` in `stats`.
+    pub(crate) fn count_kept(self, output_length: u32, stats: &mut TraceStats) {
+        stats.input_beyond_blocks += usize::from(self.input_beyond_blocks);
+        stats.surplus_hash_ids += usize::from(self.surplus_hash_ids);
+        stats.repeated_timestamps += usize::from(self.repeated_timestamp);
+        stats.decreasing_timestamps += usize::from(self.decreasing_timestamp);
+        stats.reordered += usize::from(self.reordered);
+        stats.zero_output_length += usize::from(output_length == 0);
+    }
 }
 
 /// Rule 1 of `docs/traces.md`: a row needs `ceil(input / block)` hash ids; surplus ids are
@@ -325,7 +340,7 @@ struct SessionsBefore {
 }
 
 impl SessionsBefore {
-    /// Numbers the rows in replay order (`flags.pos`) and notes their sessions.
+    /// Numbers the rows in replay order (`pos`) and notes their sessions.
     fn record(rows: &mut [Row]) -> SessionsBefore {
         let ids = rows
             .iter()
@@ -333,7 +348,7 @@ impl SessionsBefore {
             .collect();
         let mut orphans = 0;
         for (pos, row) in rows.iter_mut().enumerate() {
-            row.flags.pos = pos;
+            row.pos = pos;
             if let (Some(s), Some(l)) = (&row.raw.session, &row.link) {
                 orphans += usize::from(s.parent_chat_id >= 0 && l.parent.is_none());
             }
@@ -357,7 +372,7 @@ impl SessionsBefore {
         }
         let mut new_index = vec![None; self.ids.len()];
         for (index, row) in rows.iter().enumerate() {
-            new_index[row.flags.pos] = Some(index);
+            new_index[row.pos] = Some(index);
         }
         let mut turns_per_session: HashMap<Arc<str>, usize> = HashMap::new();
         let turns = rows
@@ -409,13 +424,7 @@ fn take_chats(rows: &mut [Row]) -> Vec<Option<Arc<ChatPayload>>> {
 fn into_requests(rows: Vec<Row>, stats: &mut TraceStats) -> Vec<TraceRequest> {
     let mut requests = Vec::with_capacity(rows.len());
     for (index, row) in rows.into_iter().enumerate() {
-        let f = row.flags;
-        stats.input_beyond_blocks += usize::from(f.input_beyond_blocks);
-        stats.surplus_hash_ids += usize::from(f.surplus_hash_ids);
-        stats.repeated_timestamps += usize::from(f.repeated_timestamp);
-        stats.decreasing_timestamps += usize::from(f.decreasing_timestamp);
-        stats.reordered += usize::from(f.reordered);
-        stats.zero_output_length += usize::from(row.raw.output_length == 0);
+        row.flags.count_kept(row.raw.output_length, stats);
         requests.push(TraceRequest {
             index,
             line: row.line,

@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::error::{RowError, TraceError};
-use super::load::{check_options, load_rows, normalise_hash_ids, LoadOptions, RawRow};
+use super::load::{check_options, load_rows, normalise_hash_ids, LoadOptions, RawRow, RowFlags};
 use super::rows::{buffered, RowReader};
 use super::session::SessionTurn;
 use super::{ChatPayload, Trace, TraceFormat, TraceRequest, TraceStats};
@@ -77,16 +77,7 @@ struct Held {
     seq: u64,
     line: usize,
     raw: RawRow,
-    flags: Flags,
-}
-
-#[derive(Default, Clone, Copy)]
-struct Flags {
-    input_beyond_blocks: bool,
-    surplus_hash_ids: bool,
-    repeated_timestamp: bool,
-    decreasing_timestamp: bool,
-    reordered: bool,
+    flags: RowFlags,
 }
 
 impl PartialEq for Held {
@@ -321,7 +312,7 @@ impl TraceStream {
                 ));
             }
         }
-        let mut flags = Flags::default();
+        let mut flags = RowFlags::default();
         if let Some(p) = self.prev_ms {
             flags.repeated_timestamp = ts == p;
             flags.decreasing_timestamp = ts < p;
@@ -385,14 +376,7 @@ impl TraceStream {
         }
         let t1 = *self.t1.get_or_insert(rebased);
         self.kept += 1;
-        let f = h.flags;
-        let st = &mut self.stats;
-        st.input_beyond_blocks += usize::from(f.input_beyond_blocks);
-        st.surplus_hash_ids += usize::from(f.surplus_hash_ids);
-        st.repeated_timestamps += usize::from(f.repeated_timestamp);
-        st.decreasing_timestamps += usize::from(f.decreasing_timestamp);
-        st.reordered += usize::from(f.reordered);
-        st.zero_output_length += usize::from(h.raw.output_length == 0);
+        h.flags.count_kept(h.raw.output_length, &mut self.stats);
         if self.opts.max_requests.is_some_and(|m| self.kept >= m) {
             self.end_slice(false, 0);
         }
