@@ -48,7 +48,8 @@ pub struct DispatchResult {
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct DispatchStats {
-    /// Times the next body was not built yet when the dispatcher wanted it (it then waited).
+    /// Bodies built only after their send time (the send waited for the producer). A body
+    /// that is simply not due yet (beyond the lookahead, `--lookahead-secs`) does not count.
     pub not_ready: u64,
     /// Hand-overs later than 1 ms / 5 ms after their scheduled time.
     pub late_over_1ms: u64,
@@ -94,17 +95,17 @@ pub fn dispatch(
     let mut next: Option<Prepared> = None;
     for i in 0.. {
         // Take the body first (it is normally ready long before its time).
-        let prepared = match next.take().or_else(|| producers.try_take(i)) {
-            Some(p) => p,
+        let (prepared, waited) = match next.take().or_else(|| producers.try_take(i)) {
+            Some(p) => (p, false),
             None => match producers.take(i) {
-                Some(p) => {
-                    r.stats.not_ready += 1;
-                    p
-                }
+                Some(p) => (p, true),
                 None => return end(r, producers.ending_at(i), last_send, &waiter),
             },
         };
         let offset = plan.offset(prepared.planned.req.timestamp_ms);
+        if waited && Instant::now() > start + offset {
+            r.stats.not_ready += 1;
+        }
         if let Some(limit) = plan.time_limit {
             if offset >= limit {
                 // Wait out the time limit so in-flight requests get the full window.

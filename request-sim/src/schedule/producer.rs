@@ -82,8 +82,13 @@ pub struct Producers {
 /// Wait until request `i` (due at `due_ms` on the schedule) may be built: it is due within
 /// `horizon_ms` of the clock (of the schedule's start before the clock runs), and the bodies
 /// waiting fit the byte budget unless `i` is among the next `n` requests to be taken. False
-/// when stopped. Sleeps in steps of at most 1 ms: a due time is known, a budget frees up when
-/// the dispatcher takes a body.
+/// when stopped.
+///
+/// A due time is known, so the wait for it is one sleep (never too long: before the clock
+/// starts its time counts as 0, so the sleep ends early and the loop checks again), in steps of
+/// at most [`WAIT_STEP_MS`] so a stop is seen. Sleeping in 1 ms steps instead woke 32 idle
+/// producers 32,000 times a second, a constant stream of context switches on the cores the
+/// sends need. A full budget frees up when the dispatcher takes a body: checked every 0.2 ms.
 fn wait_turn(
     gate: &Gate,
     stop: &AtomicBool,
@@ -109,13 +114,16 @@ fn wait_turn(
             return true;
         }
         let step = if early_ms > 0.0 {
-            early_ms.min(1.0)
+            early_ms.min(WAIT_STEP_MS)
         } else {
             0.2
         };
         std::thread::sleep(Duration::from_secs_f64(step / 1e3));
     }
 }
+
+/// Longest single sleep of a producer waiting for its next request's turn (ms).
+const WAIT_STEP_MS: f64 = 50.0;
 
 /// What producers share with the dispatcher side to bound their lookahead.
 #[derive(Debug, Default)]

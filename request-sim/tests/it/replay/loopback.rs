@@ -567,6 +567,36 @@ fn realtime_scheduling_is_used_when_permitted_and_reported() {
     }
 }
 
+/// A body not built because its request is not due within the lookahead is not "not ready in
+/// time": three requests 1.5 s apart with `--lookahead-secs 0.5` are each built shortly before
+/// their time and all leave on time, and `run.dispatch.not_ready` stays 0 (it counted every
+/// such wait before).
+#[test]
+fn waiting_for_a_body_beyond_the_lookahead_is_not_counted_as_late() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let rows: String = (0..3u64)
+        .map(|i| {
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": 64, \"output_length\": 2, \"hash_ids\": [{i}]}}\n",
+                i * 1500
+            )
+        })
+        .collect();
+    std::fs::write(&trace, rows).unwrap();
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let extra = ["--lookahead-secs", "0.5"];
+    let outcome = replay_sim(&sim.base_url(), &trace, &out, "1", &extra);
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records(&out);
+    assert_eq!(recs.len(), 3);
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+    let dispatch = outcome.summary.run.dispatch.unwrap();
+    assert_eq!(dispatch.not_ready, 0, "{dispatch:?}");
+    assert_eq!(dispatch.late_over_5ms, 0, "{dispatch:?}");
+}
+
 /// The blitz replayer's own settings (`--num-producer 32 --channel-capacity 40960`): the clock
 /// waits until every request of the first burst is built (the dispatcher can only send a
 /// body it has taken from a producer, so none can leave before it exists), the producers run
