@@ -12,6 +12,14 @@ async fn server() -> llm_sim::SimServer {
     llm_sim::start(SimConfig::default()).await.unwrap()
 }
 
+/// A server with its faults set by `update`, and its base URL.
+async fn faulty(update: impl FnOnce(&mut FaultConfig)) -> (llm_sim::SimServer, String) {
+    let s = server().await;
+    s.faults().update(update).unwrap();
+    let b = s.base_url();
+    (s, b)
+}
+
 #[tokio::test]
 async fn error_statuses() {
     let s = server().await;
@@ -101,9 +109,7 @@ async fn fractional_rates_are_deterministic_per_seed() {
 
 #[tokio::test]
 async fn reset_mid_stream() {
-    let s = server().await;
-    let b = s.base_url();
-    s.faults().update(|f| f.reset_rate = 1.0).unwrap();
+    let (s, b) = faulty(|f| f.reset_rate = 1.0).await;
     let st = stream(&b, "/v1/chat/completions", &chat_body("a", 20, true)).await;
     assert_eq!(st.status, 200);
     assert!(
@@ -132,14 +138,11 @@ async fn reset_mid_stream() {
 
 #[tokio::test]
 async fn stalled_stream() {
-    let s = server().await;
-    let b = s.base_url();
-    s.faults()
-        .update(|f| {
-            f.stall_rate = 1.0;
-            f.stall_ms = 400;
-        })
-        .unwrap();
+    let (s, b) = faulty(|f| {
+        f.stall_rate = 1.0;
+        f.stall_ms = 400;
+    })
+    .await;
     let st = stream(
         &b,
         "/v1/completions",
@@ -162,9 +165,7 @@ async fn stalled_stream() {
 
 #[tokio::test]
 async fn malformed_chunk() {
-    let s = server().await;
-    let b = s.base_url();
-    s.faults().update(|f| f.malformed_rate = 1.0).unwrap();
+    let (s, b) = faulty(|f| f.malformed_rate = 1.0).await;
     let st = stream(&b, "/v1/chat/completions", &chat_body("a", 10, true)).await;
     let broken: Vec<_> = st
         .events
@@ -189,9 +190,7 @@ async fn malformed_chunk() {
 
 #[tokio::test]
 async fn missing_usage() {
-    let s = server().await;
-    let b = s.base_url();
-    s.faults().update(|f| f.missing_usage_rate = 1.0).unwrap();
+    let (s, b) = faulty(|f| f.missing_usage_rate = 1.0).await;
     let st = stream(&b, "/v1/chat/completions", &chat_body("a", 4, true)).await;
     assert!(st.done());
     assert_eq!(st.token_events().len(), 4);
@@ -216,14 +215,11 @@ async fn missing_usage() {
 
 #[tokio::test]
 async fn slow_accept() {
-    let s = server().await;
-    let b = s.base_url();
-    s.faults()
-        .update(|f| {
-            f.slow_accept_rate = 1.0;
-            f.slow_accept_ms = 400;
-        })
-        .unwrap();
+    let (s, b) = faulty(|f| {
+        f.slow_accept_rate = 1.0;
+        f.slow_accept_ms = 400;
+    })
+    .await;
     let start = std::time::Instant::now();
     let st = stream(&b, "/v1/completions", &completion_body(json!("a"), 2, true)).await;
     assert!(st.done());
