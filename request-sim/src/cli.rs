@@ -193,6 +193,12 @@ pub struct ReplayArgs {
     /// keep-alive timeout (uvicorn/vLLM and llama.cpp: 5 s).
     #[arg(long, value_name = "SECS", default_value_t = crate::backend::DEFAULT_POOL_IDLE_TIMEOUT_S)]
     pub pool_idle_timeout: f64,
+    /// Do not open connections ahead of bursts. By default, 50 ms before requests due together
+    /// that need more keep-alive connections than the pool is known to hold, that many
+    /// `GET /v1/models` (`/health` for TGI) open them, so the burst does not connect at its
+    /// send time (counted in the summary: `run.dispatch.warm_gets`).
+    #[arg(long)]
+    pub no_warm_connections: bool,
 
     // ---- timing ----
     /// Replay speed: 2 sends requests at twice the trace's rate.

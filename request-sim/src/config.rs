@@ -127,6 +127,9 @@ pub struct ReplayConfig {
     pub insecure: bool,
     /// `--pool-idle-timeout`.
     pub pool_idle_timeout: Duration,
+    /// Open connections before bursts the pool is too small for (`--no-warm-connections`
+    /// turns it off).
+    pub warm_connections: bool,
     pub scale_factor: f64,
     pub time_limit: Option<Duration>,
     pub timeout: TimeoutRule,
@@ -295,6 +298,7 @@ impl ReplayConfig {
             allow_missing_usage: a.allow_missing_usage,
             insecure: a.insecure,
             pool_idle_timeout: Duration::from_secs_f64(a.pool_idle_timeout),
+            warm_connections: !a.no_warm_connections,
             scale_factor: timing.scale_factor,
             time_limit: timing.time_limit,
             timeout: timing.timeout,

@@ -3,6 +3,7 @@
 //! - [`body`]: typed request bodies per API;
 //! - [`sse`]: the incremental SSE parser shared by all streaming APIs;
 //! - [`response`]: per-API interpretation of messages into timings and token counts;
+//! - [`warm`]: keep-alive connections opened before they are needed;
 //! - this file: endpoint resolution, the pooled HTTP client, and [`execute`], which sends one
 //!   request and classifies how it ended.
 
@@ -10,6 +11,7 @@ pub mod body;
 pub mod response;
 pub mod sse;
 pub mod tokenize;
+pub mod warm;
 
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio_util::task::TaskTracker;
 
@@ -131,6 +131,7 @@ fn task_context(
         progress: pipeline.progress.clone(),
         realtime: server.realtime.clone(),
         gate: pipeline.gate.clone(),
+        warmth: server.warmth.clone(),
         first_sent_us: AtomicU64::new(u64::MAX),
     })
 }
@@ -148,6 +149,7 @@ fn send_all(
         scale_factor: cfg.scale_factor,
         spin: cfg.spin,
         time_limit: cfg.time_limit,
+        burst_lead: ctx.warmth.as_ref().map(|_| WARM_LEAD),
     };
     let handle = server.rt.handle();
     schedule::dispatch(
@@ -170,5 +172,17 @@ fn send_all(
                 None => tracker.spawn_on(run_one(ctx, prepared, scheduled, None, None, tx), handle),
             };
         },
+        |n, due| match &ctx.warmth {
+            Some(w) => {
+                let k = w.needed(n, due);
+                w.warm(handle, &ctx.client, &ctx.ep, k);
+                k
+            }
+            None => 0,
+        },
     )
 }
+
+/// How long before a burst the connections it needs are opened (a loopback connect and `GET`
+/// take well under a millisecond; a busy server's front end may take a few).
+const WARM_LEAD: Duration = Duration::from_millis(50);

@@ -2,6 +2,7 @@
 //! permitted), the built-in simulator when there is no `--endpoint`, the endpoint and the
 //! HTTP client.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::{ms_since, note};
@@ -18,6 +19,9 @@ pub(super) struct Server {
     pub(super) sim: Option<llm_sim::SimThread>,
     pub(super) ep: Endpoint,
     pub(super) client: backend::HttpClient,
+    /// Connections known to be open, to open more before bursts (none in a dry run or with
+    /// `--no-warm-connections`; set by the warm-up).
+    pub(super) warmth: Option<Arc<backend::warm::Warmth>>,
     pub(super) client_options: backend::ClientOptions,
     pub(super) realtime: Realtime,
 }
@@ -66,6 +70,7 @@ pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Serv
         sim,
         ep,
         client,
+        warmth: None,
         client_options,
         realtime,
     })

@@ -28,6 +28,8 @@ pub(super) struct TaskCtx {
     pub(super) realtime: Realtime,
     /// `--timing closed` with sessions: completion signals for the waiting turns.
     pub(super) gate: Option<Arc<SessionGate>>,
+    /// Connections in use, to open more before bursts (`backend::warm`).
+    pub(super) warmth: Option<Arc<backend::warm::Warmth>>,
     /// Earliest send of the run, µs after `start` (u64::MAX until the first send).
     pub(super) first_sent_us: AtomicU64,
 }
@@ -315,7 +317,9 @@ pub(super) async fn run_one(
     };
     let sent = Instant::now();
     ctx.realtime.task_started();
+    let in_use = ctx.warmth.as_ref().map(|w| w.begin());
     let outcome = exchange(&ctx, req, body, opts).await;
+    drop(in_use);
     let mut outcome = outcome;
     let answer = outcome.state.answer.take();
     let st = &outcome.state;

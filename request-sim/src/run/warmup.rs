@@ -9,7 +9,7 @@ use super::load::Loaded;
 use super::pipeline::Pipeline;
 use super::server::Server;
 use super::{ms_since, note};
-use crate::backend::{self, Endpoint};
+use crate::backend::{self, warm};
 use crate::config::ReplayConfig;
 use crate::report::StartupTimes;
 use crate::Result;
@@ -60,18 +60,18 @@ fn connect(
         .take_while(|p| p.req.timestamp_ms / cfg.scale_factor < 1000.0)
         .count();
     let n = first_second.clamp(1, WARMUP_CONNECTIONS);
-    let (mut answered, announced) =
-        server
-            .rt
-            .block_on(open_connections(&server.client, &server.ep, n));
+    let (mut answered, announced) = server.rt.block_on(warm::open_connections(
+        &server.client,
+        &server.ep,
+        n,
+        WARMUP_CONNECT_MAX,
+    ));
     if let Some(announced) = announced {
         startup.server_keep_alive_s = Some(announced.as_secs_f64());
         let ours = server.client_options.pool_idle_timeout;
         if let Some(idle) = backend::pool_idle_for(announced, ours) {
-            server.client = backend::build_client(&backend::ClientOptions {
-                pool_idle_timeout: idle,
-                ..server.client_options.clone()
-            })?;
+            server.client_options.pool_idle_timeout = idle;
+            server.client = backend::build_client(&server.client_options)?;
             note(format!(
                 "the server closes idle connections after {:.1} s (Keep-Alive header): idle connections are kept {:.1} s instead of {:.1} s",
                 announced.as_secs_f64(),
@@ -80,11 +80,21 @@ fn connect(
             ));
             answered += server
                 .rt
-                .block_on(open_connections(&server.client, &server.ep, n))
+                .block_on(warm::open_connections(
+                    &server.client,
+                    &server.ep,
+                    n,
+                    WARMUP_CONNECT_MAX,
+                ))
                 .0;
         }
     }
     startup.connections = answered;
+    if cfg.warm_connections {
+        let warmth = warm::Warmth::new(server.client_options.pool_idle_timeout);
+        warmth.opened(answered);
+        server.warmth = Some(warmth);
+    }
     Ok(())
 }
 
@@ -122,51 +132,4 @@ fn prefill(cfg: &ReplayConfig, trace: &Loaded, pipeline: &Pipeline, startup: &mu
         cfg.lookahead_bytes as f64 / 1e6,
         cfg.lookahead.as_secs_f64(),
     ));
-}
-
-/// The cheap request that opens a keep-alive connection: `GET /v1/models` for OpenAI-style
-/// servers, `GET /health` for TGI (any answer, even an error status, leaves the connection
-/// open).
-fn warmup_url(ep: &Endpoint) -> String {
-    if ep.kind.is_openai() {
-        format!("{}/v1/models", ep.base_url())
-    } else {
-        format!("{}/health", ep.base_url())
-    }
-}
-
-/// Open `n` keep-alive connections with warm-up `GET`s; returns how many were answered (a
-/// failure only means the first requests open their own connections) and the idle timeout the
-/// server announced (`Keep-Alive: timeout=`), if it did.
-async fn open_connections(
-    client: &reqwest::Client,
-    ep: &Endpoint,
-    n: usize,
-) -> (usize, Option<Duration>) {
-    let url = warmup_url(ep);
-    // One task each, so they spread over the I/O threads and each thread has run the request
-    // path once before the first real send.
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..n {
-        let req = ep.authorize(client.get(&url));
-        set.spawn(async move {
-            let resp = req.send().await.ok()?;
-            let keep_alive = backend::keep_alive_timeout(resp.headers());
-            resp.bytes().await.ok()?;
-            Some(keep_alive)
-        });
-    }
-    let mut ok = 0;
-    let mut announced = None;
-    let answered = async {
-        while let Some(r) = set.join_next().await {
-            if let Ok(Some(k)) = r {
-                ok += 1;
-                announced = announced.or(k);
-            }
-        }
-    };
-    // On timeout the set is dropped, which aborts what is left.
-    let _ = tokio::time::timeout(WARMUP_CONNECT_MAX, answered).await;
-    (ok, announced)
 }

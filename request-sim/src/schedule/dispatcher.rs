@@ -1,6 +1,7 @@
 //! The dispatcher: takes prepared requests in trace order and releases each at
 //! `start + timestamp / scale_factor`.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::clock::Waiter;
@@ -16,7 +17,16 @@ pub struct DispatchPlan {
     pub spin: Duration,
     /// Do not send requests scheduled at or after this offset from the start.
     pub time_limit: Option<Duration>,
+    /// Tell the run about each burst this long before it is due (so it can open the
+    /// connections the burst needs); `None`: never.
+    pub burst_lead: Option<Duration>,
 }
+
+/// Requests due within this long of a burst's first one belong to the burst (for
+/// [`DispatchPlan::burst_lead`]).
+pub const BURST_WINDOW: Duration = Duration::from_millis(10);
+/// At most this many requests are taken ahead to count a burst.
+const MAX_BURST_AHEAD: usize = 256;
 
 impl DispatchPlan {
     /// Offset of a request's send time from the start of the run.
@@ -58,10 +68,16 @@ pub struct DispatchStats {
     pub max_late_ms: f64,
     /// CPU time spent spinning before send times, seconds.
     pub spin_s: f64,
+    /// Connections opened (warm-up `GET`s) before bursts the pool was too small for, and the
+    /// bursts they were opened for (`backend::warm`).
+    pub warm_gets: u64,
+    pub warm_bursts: u64,
 }
 
 /// Dispatch the producers' requests in order until they end; `send(prepared, scheduled)` hands
-/// one to the runtime.
+/// one to the runtime. With [`DispatchPlan::burst_lead`], `burst(n, due)` is called that long
+/// before each burst (`n` requests due within [`BURST_WINDOW`] from `due`, as far as they are
+/// built) and returns the connections it opened for it.
 ///
 /// With `boost`, the I/O threads are raised to real-time priority [`IoBoost::LEAD`] before each
 /// send time and lowered once the requests handed over have started, unless the next send comes
@@ -73,6 +89,7 @@ pub fn dispatch(
     stop: &Stop,
     mut boost: Option<IoBoost>,
     mut send: impl FnMut(Prepared, Instant),
+    mut burst: impl FnMut(usize, Instant) -> usize,
 ) -> DispatchResult {
     let mut last_send = None;
     let mut waiter = Waiter::new(plan.spin);
@@ -91,11 +108,14 @@ pub fn dispatch(
         r.last_send = last_send;
         r
     };
-    // The next request, when it was taken early (to know when the one after a send is due).
-    let mut next: Option<Prepared> = None;
+    // Requests taken early, in order (to know when the one after a send is due, and how many
+    // a burst holds).
+    let mut ahead: VecDeque<Prepared> = VecDeque::new();
+    // The end of the burst announced last.
+    let mut burst_end: Option<Instant> = None;
     for i in 0.. {
         // Take the body first (it is normally ready long before its time).
-        let (prepared, waited) = match next.take().or_else(|| producers.try_take(i)) {
+        let (prepared, waited) = match ahead.pop_front().or_else(|| producers.try_take(i)) {
             Some(p) => (p, false),
             None => match producers.take(i) {
                 Some(p) => (p, true),
@@ -116,6 +136,36 @@ pub fn dispatch(
         let scheduled = start + offset;
         let stopped =
             |w: &Waiter, r, last| end(r, stop.reason().unwrap_or(StopReason::Interrupted), last, w);
+        if let Some(lead) = plan.burst_lead {
+            if burst_end.is_none_or(|e| scheduled > e) {
+                // A new burst: count it (taking ahead what is built of it), and announce it.
+                let window = offset + BURST_WINDOW;
+                let mut n = 1 + ahead
+                    .iter()
+                    .filter(|p| plan.offset(p.planned.req.timestamp_ms) <= window)
+                    .count();
+                while n == 1 + ahead.len() && ahead.len() < MAX_BURST_AHEAD {
+                    let Some(p) = producers.try_take(i + 1 + ahead.len()) else {
+                        break;
+                    };
+                    let within = plan.offset(p.planned.req.timestamp_ms) <= window;
+                    ahead.push_back(p);
+                    if !within {
+                        break;
+                    }
+                    n += 1;
+                }
+                burst_end = Some(start + window);
+                if !waiter.sleep_until(scheduled.checked_sub(lead).unwrap_or(start), stop.flag()) {
+                    return stopped(&waiter, r, last_send);
+                }
+                let opened = burst(n, scheduled);
+                if opened > 0 {
+                    r.stats.warm_gets += opened as u64;
+                    r.stats.warm_bursts += 1;
+                }
+            }
+        }
         if let Some(b) = boost.as_mut() {
             if !b.is_raised() {
                 let lead = scheduled.checked_sub(IoBoost::LEAD).unwrap_or(scheduled);
@@ -152,8 +202,10 @@ pub fn dispatch(
             // written), if that happens before the next send needs them raised again. The
             // next request not built yet (its time unknown): lower them once these have
             // started, as after the last request; the next send raises them again.
-            next = producers.try_take(i + 1);
-            let until = match &next {
+            if ahead.is_empty() {
+                ahead.extend(producers.try_take(i + 1));
+            }
+            let until = match ahead.front() {
                 Some(p) => (start + plan.offset(p.planned.req.timestamp_ms))
                     .checked_sub(IoBoost::LEAD)
                     .unwrap_or(start),

@@ -654,3 +654,39 @@ fn blitz_settings_prefill_the_first_burst_and_build_only_what_is_due() {
     idx.sort_unstable();
     assert_eq!(idx, (0..recs.len()).collect::<Vec<_>>());
 }
+
+/// A burst that needs more connections than the pool still holds gets them opened ahead: one
+/// request at t = 0 (one connection, opened before the clock), then eight due together at
+/// 1.2 s with a 1 s pool idle timeout (the first connection no longer counts): eight warm-up
+/// `GET`s before that burst, none before the first request, every request answered; with
+/// `--no-warm-connections` none.
+#[test]
+fn a_burst_bigger_than_the_pool_gets_its_connections_opened_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let rows: String = std::iter::once(0u64)
+        .chain(std::iter::repeat_n(1200, 8))
+        .enumerate()
+        .map(|(i, ts)| {
+            format!(
+                "{{\"timestamp\": {ts}, \"input_length\": 64, \"output_length\": 2, \"hash_ids\": [{i}]}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(&trace, rows).unwrap();
+    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    for (warm, want) in [(true, (8, 1)), (false, (0, 0))] {
+        let out = dir.path().join(format!("out-{warm}.jsonl"));
+        let mut extra = vec!["--pool-idle-timeout", "1"];
+        if !warm {
+            extra.push("--no-warm-connections");
+        }
+        let outcome = replay_sim(&sim.base_url(), &trace, &out, "1", &extra);
+        assert_eq!(outcome.exit_code, 0);
+        let recs = read_records(&out);
+        assert_eq!(recs.len(), 9);
+        assert!(recs.iter().all(|r| r.status == Status::Ok), "{recs:?}");
+        let d = outcome.summary.run.dispatch.unwrap();
+        assert_eq!((d.warm_gets, d.warm_bursts), want, "warm {warm}: {d:?}");
+    }
+}
