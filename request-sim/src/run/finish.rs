@@ -272,7 +272,7 @@ fn end_notes(
         ),
     );
     note(format!(
-            "start-up {:.0} ms: trace {:.0}, runtime {:.0}, tokenizer {:.0}, vocab {:.0}, prompt check {:.0}, calibration {:.0}, warm-up {:.0} ({} connections opened)",
+            "start-up {:.0} ms: trace {:.0}, runtime {:.0}, tokenizer {:.0}, vocab {:.0}, prompt check {:.0}, calibration {:.0}, warm-up {:.0} ({} connections opened); {} more opened ahead of {} bursts",
             startup.total_ms,
             startup.trace_load_ms,
             startup.runtime_ms,
@@ -282,6 +282,8 @@ fn end_notes(
             startup.calibration_ms,
             startup.warmup_ms,
             startup.connections,
+            dispatch.warm_gets,
+            dispatch.warm_bursts,
         ),
     );
     if let Some(sa) = &summary.run.start_at {
