@@ -59,10 +59,17 @@ fn run_with(
     assert_eq!(summary.status, out.summary.status);
     assert_eq!(summary.errors, out.summary.errors);
     assert_eq!(summary.latency.ttft.count, out.summary.latency.ttft.count);
-    // Before the clock starts the replayer opens keep-alive connections with cheap
-    // `GET /v1/models` requests, which the simulator answers (and counts) too.
+    // Before the clock starts, and before bursts the pool is too small for, the replayer opens
+    // keep-alive connections with cheap `GET /v1/models` requests, which the simulator answers
+    // (and counts) too.
     let warmup_gets = summary.run.startup.as_ref().map_or(0, |s| s.connections);
     assert!(warmup_gets >= 1, "connections are opened before the start");
+    let warmup_gets = warmup_gets
+        + summary
+            .run
+            .dispatch
+            .as_ref()
+            .map_or(0, |d| d.warm_gets as usize);
     assert_eq!(
         sim_requests(&sim) - warmup_gets,
         N,
