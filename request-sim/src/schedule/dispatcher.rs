@@ -138,8 +138,15 @@ pub fn dispatch(
             |w: &Waiter, r, last| end(r, stop.reason().unwrap_or(StopReason::Interrupted), last, w);
         if let Some(lead) = plan.burst_lead {
             if burst_end.is_none_or(|e| scheduled > e) {
-                // A new burst: count it (taking ahead what is built of it), and announce it.
+                // A new burst: wait for its lead time, count it (taking ahead what is built of
+                // it), and announce it. Counted only then: right after the previous burst the
+                // producers may not have built this one yet (with one producer, the burst after
+                // the first was counted as one request and got no connections).
                 let window = offset + BURST_WINDOW;
+                burst_end = Some(start + window);
+                if !waiter.sleep_until(scheduled.checked_sub(lead).unwrap_or(start), stop.flag()) {
+                    return stopped(&waiter, r, last_send);
+                }
                 let mut n = 1 + ahead
                     .iter()
                     .filter(|p| plan.offset(p.planned.req.timestamp_ms) <= window)
@@ -154,10 +161,6 @@ pub fn dispatch(
                         break;
                     }
                     n += 1;
-                }
-                burst_end = Some(start + window);
-                if !waiter.sleep_until(scheduled.checked_sub(lead).unwrap_or(start), stop.flag()) {
-                    return stopped(&waiter, r, last_send);
                 }
                 let opened = burst(n, scheduled);
                 if opened > 0 {
@@ -215,4 +218,107 @@ pub fn dispatch(
         }
     }
     unreachable!("the loop ends by returning")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::schedule::producer::{BuildFn, Built, ProducerConfig, Scratch};
+    use crate::trace::{Planned, TraceRequest};
+
+    fn planned(index: usize, timestamp_ms: f64) -> crate::Result<Planned> {
+        Ok(Planned {
+            req: TraceRequest {
+                index,
+                line: index + 1,
+                timestamp_ms,
+                input_length: 1,
+                output_length: 1,
+                hash_ids: vec![],
+                session: None,
+            },
+            turn: None,
+            chat: None,
+            ideal_hit: None,
+        })
+    }
+
+    #[test]
+    fn a_burst_is_counted_at_its_lead_time_not_when_the_one_before_is_sent() {
+        // One slow producer (4 ms a body): right after the first burst (2 requests at 0) only
+        // the first of the next burst (6 at 150 ms) is built; by its lead time all 6 are.
+        let times = [0.0, 0.0, 150.0, 150.0, 150.0, 150.0, 150.0, 150.0, 300.0];
+        let feed = Box::new(
+            times
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| planned(i, t))
+                .collect::<Vec<_>>()
+                .into_iter(),
+        );
+        let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| {
+            std::thread::sleep(Duration::from_millis(4));
+            Built {
+                body: Bytes::from_static(b"{}"),
+                intended_prompt_tokens: 1,
+                live: None,
+            }
+        });
+        let cfg = ProducerConfig {
+            threads: 1,
+            capacity: 40960,
+            pin: false,
+            cores: vec![],
+            budget_bytes: 1 << 20,
+            horizon: Duration::from_secs(5),
+            scale_factor: 1.0,
+            nice: 0,
+        };
+        let producers = Producers::spawn(feed, &cfg, build).unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        while !producers.built_first(2) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let plan = DispatchPlan {
+            scale_factor: 1.0,
+            spin: Duration::from_micros(200),
+            time_limit: None,
+            burst_lead: Some(Duration::from_millis(50)),
+        };
+        let stop = Stop::default();
+        let start = Instant::now();
+        producers.start_clock(start);
+        let mut sent = Vec::new();
+        let mut bursts = Vec::new();
+        let r = dispatch(
+            &producers,
+            start,
+            &plan,
+            &stop,
+            None,
+            |p, at| sent.push((p.index, at)),
+            |n, due| {
+                bursts.push((n, due.duration_since(start), Instant::now()));
+                0
+            },
+        );
+        assert_eq!(r.dispatched, times.len());
+        assert_eq!(
+            sent.iter().map(|s| s.0).collect::<Vec<_>>(),
+            (0..times.len()).collect::<Vec<_>>()
+        );
+        let counts: Vec<(usize, u128)> = bursts
+            .iter()
+            .map(|(n, due, _)| (*n, due.as_millis()))
+            .collect();
+        assert_eq!(counts, vec![(2, 0), (6, 150), (1, 300)]);
+        // Each burst after the first was announced no earlier than its lead time.
+        for (_, due, at) in &bursts[1..] {
+            assert!(*at >= start + *due - Duration::from_millis(50));
+        }
+    }
 }
