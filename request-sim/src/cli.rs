@@ -248,6 +248,12 @@ pub struct ReplayArgs {
     /// above).
     #[arg(long, default_value_t = crate::schedule::priority::DEFAULT_RT_PRIORITY)]
     pub rt_priority: u8,
+    /// Do not keep the cores awake around send times. By default, while --realtime raises the
+    /// I/O threads (a fraction of a millisecond around each send), one lowest-priority
+    /// (SCHED_IDLE) thread per core spins, so a virtual machine's idle cores are running when a
+    /// burst wakes the I/O threads (`run.realtime.keep_awake_threads`).
+    #[arg(long)]
+    pub no_keep_awake: bool,
     #[command(flatten)]
     pub sessions: SessionArgs,
     /// Build and schedule everything but send nothing (records get status dry_run).

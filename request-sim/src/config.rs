@@ -147,6 +147,9 @@ pub struct ReplayConfig {
     /// `--realtime` and `--rt-priority`.
     pub realtime: crate::schedule::RealtimeMode,
     pub rt_priority: u8,
+    /// Spin a SCHED_IDLE thread per core while the I/O threads are raised (`--no-keep-awake`
+    /// turns it off).
+    pub keep_awake: bool,
     pub dry_run: bool,
     /// `--no-server-tokenize`: never use the server's `/tokenize`.
     pub no_server_tokenize: bool,
@@ -313,6 +316,7 @@ impl ReplayConfig {
             pin: !a.no_pin,
             realtime: a.realtime,
             rt_priority: a.rt_priority,
+            keep_awake: !a.no_keep_awake,
             dry_run: a.dry_run,
             no_server_tokenize: a.no_server_tokenize,
             max_output_tokens: a.max_output_tokens,

@@ -30,7 +30,7 @@ pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Serv
     let t = Instant::now();
     // The I/O threads write requests when their time comes: real-time scheduling when the
     // mode allows it (see schedule::priority). `on` fails here, before anything is sent.
-    let realtime = Realtime::new(cfg.realtime, cfg.rt_priority);
+    let realtime = Realtime::new(cfg.realtime, cfg.rt_priority).keep_awake(cfg.keep_awake);
     match (cfg.realtime, realtime.probe()) {
         (RealtimeMode::On, Err(e)) => return Err(Error::config(format!("--realtime on: {e}"))),
         (RealtimeMode::Auto, Err(e)) => note(format!(

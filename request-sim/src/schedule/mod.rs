@@ -2,6 +2,7 @@
 //! build bodies ahead of time ([`producer`]); the dispatcher releases them at trace time
 //! ([`dispatcher`]) using a spin-then-sleep clock ([`clock`]).
 
+pub mod awake;
 pub mod clock;
 pub mod dispatcher;
 pub mod feed;

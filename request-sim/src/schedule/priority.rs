@@ -75,6 +75,9 @@ pub struct RealtimeReport {
     pub io_raised_s: f64,
     /// Why not, when `policy` is `normal` although the mode allowed it.
     pub reason: Option<String>,
+    /// Threads that kept the cores awake while the I/O threads were raised (0: none;
+    /// `--no-keep-awake`, or no real-time scheduling).
+    pub keep_awake_threads: usize,
 }
 
 /// The scheduling policy the dispatcher ran under.
@@ -94,6 +97,9 @@ pub struct Realtime {
     mode: RealtimeMode,
     priority: u8,
     shared: Arc<Shared>,
+    /// Cores to keep awake while the I/O threads are raised (read before any thread is
+    /// pinned; empty: none).
+    awake_cores: Vec<core_affinity::CoreId>,
 }
 
 #[derive(Debug, Default)]
@@ -106,6 +112,8 @@ struct Shared {
     started: AtomicU64,
     raises: AtomicU64,
     raised_ns: AtomicU64,
+    /// Keep-awake threads started (for the report).
+    awake_threads: std::sync::atomic::AtomicUsize,
 }
 
 impl Realtime {
@@ -114,7 +122,19 @@ impl Realtime {
             mode,
             priority: priority.clamp(1, 99),
             shared: Arc::default(),
+            awake_cores: Vec::new(),
         }
+    }
+
+    /// Keep every core the process may use awake while the I/O threads are raised
+    /// ([`super::awake`]). Call before any thread is pinned (a pinned caller sees one core).
+    pub fn keep_awake(mut self, on: bool) -> Realtime {
+        self.awake_cores = if on && self.mode != RealtimeMode::Off {
+            core_affinity::get_core_ids().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        self
     }
 
     /// Whether threads may be switched at all: tries it once on a short-lived thread (the
@@ -178,9 +198,18 @@ impl Realtime {
     /// permission check) and there are I/O threads to raise.
     pub fn io_boost(&self) -> Option<IoBoost> {
         let have_io = !lock(&self.shared.io).is_empty();
-        (self.shared.dispatcher_fifo.load(Ordering::Relaxed) && have_io).then(|| IoBoost {
-            rt: self.clone(),
-            raised_at: None,
+        (self.shared.dispatcher_fifo.load(Ordering::Relaxed) && have_io).then(|| {
+            let awake = super::awake::KeepAwake::start(&self.awake_cores);
+            if let Some(a) = &awake {
+                self.shared
+                    .awake_threads
+                    .store(a.threads(), Ordering::Relaxed);
+            }
+            IoBoost {
+                rt: self.clone(),
+                raised_at: None,
+                awake,
+            }
         })
     }
 
@@ -204,6 +233,7 @@ impl Realtime {
             io_raises: raises,
             io_raised_s: self.shared.raised_ns.load(Ordering::Relaxed) as f64 / 1e9,
             reason: if fifo { None } else { refused },
+            keep_awake_threads: self.shared.awake_threads.load(Ordering::Relaxed),
         }
     }
 }
@@ -213,6 +243,7 @@ impl Realtime {
 pub struct IoBoost {
     rt: Realtime,
     raised_at: Option<Instant>,
+    awake: Option<super::awake::KeepAwake>,
 }
 
 impl IoBoost {
@@ -239,6 +270,9 @@ impl IoBoost {
         if self.raised_at.is_some() {
             return;
         }
+        if let Some(a) = &self.awake {
+            a.on();
+        }
         for &tid in self.io_tids().iter() {
             let _ = set_policy(tid, Some(self.rt.priority));
         }
@@ -249,6 +283,9 @@ impl IoBoost {
     /// Return every I/O thread to normal scheduling.
     pub fn lower(&mut self) {
         if let Some(t) = self.raised_at.take() {
+            if let Some(a) = &self.awake {
+                a.off();
+            }
             for &tid in self.io_tids().iter() {
                 let _ = set_policy(tid, None);
             }
@@ -319,6 +356,7 @@ pub fn policy_of(tid: i32) -> String {
         match p {
             libc::SCHED_FIFO => "fifo".into(),
             libc::SCHED_RR => "rr".into(),
+            libc::SCHED_IDLE => "idle".into(),
             p if p < 0 => "unknown".into(),
             _ => "normal".into(),
         }
@@ -411,6 +449,17 @@ pub fn nice_of(tid: i32) -> Option<i32> {
 
 /// Set thread `tid` (0 = the calling thread) to SCHED_FIFO at `priority`, or back to
 /// SCHED_OTHER (its nice level is kept) with `None`.
+/// Switch the calling thread to `SCHED_IDLE` (runs only when nothing else wants the core;
+/// needs no permission). Best effort.
+pub(crate) fn set_idle_policy() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid sched_param that outlives the call; the kernel copies it.
+        let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    }
+}
+
 fn set_policy(tid: i32, priority: Option<u8>) -> Result<(), String> {
     #[cfg(target_os = "linux")]
     {

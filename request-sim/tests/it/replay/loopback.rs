@@ -559,11 +559,29 @@ fn realtime_scheduling_is_used_when_permitted_and_reported() {
             assert_eq!(rt.io_threads, 2, "both runtime threads were raised");
             assert!(rt.io_raises >= 1 && rt.io_raised_s > 0.0, "{rt:?}");
             assert!(rt.reason.is_none());
+            // One keep-awake thread per core the process may use.
+            let cores = core_affinity::get_core_ids().map_or(0, |c| c.len());
+            assert_eq!(rt.keep_awake_threads, cores, "{rt:?}");
         } else {
             assert_eq!(rt.policy, SchedPolicy::Normal, "{mode}");
             assert_eq!((rt.io_threads, rt.io_raises), (0, 0), "{mode}");
+            assert_eq!(rt.keep_awake_threads, 0, "{mode}");
             assert!(rt.reason.is_some(), "{mode}: says why not");
         }
+    }
+    if permitted {
+        // `--no-keep-awake`: raised as before, no spinning threads.
+        let dir = tempfile::tempdir().unwrap();
+        let trace = write_trace(dir.path(), 10, 64);
+        let out = dir.path().join("out.jsonl");
+        let extra = ["--threads", "2", "--no-keep-awake"];
+        let outcome = replay_sim(&sim.base_url(), &trace, &out, "4", &extra);
+        assert_eq!(outcome.exit_code, 0);
+        assert_eq!(read_records(&out).len(), 10);
+        let rt = outcome.summary.run.realtime.clone().unwrap();
+        assert_eq!(rt.policy, SchedPolicy::Fifo);
+        assert!(rt.io_raises >= 1, "{rt:?}");
+        assert_eq!(rt.keep_awake_threads, 0, "{rt:?}");
     }
 }
 

@@ -1,0 +1,180 @@
+//! Cores kept awake around send times.
+//!
+//! A virtual machine that halts its idle vCPUs at once (KVM guests with
+//! `guest_halt_poll_ns` = 0, as the development VM) wakes them through the hypervisor, which
+//! sometimes takes a few hundred microseconds: a burst's first I/O thread then starts late and
+//! the whole burst runs slow (docs/performance.md, blitz table). While the dispatcher holds the
+//! I/O threads raised (a fraction of a millisecond around each send time, [`super::priority`]),
+//! one `SCHED_IDLE` thread per core spins, so the cores are running when the burst wakes its
+//! threads; `SCHED_IDLE` yields the core to any other thread at once. Between send times the
+//! threads sleep on a condition variable.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+#[derive(Debug, Default)]
+struct Shared {
+    active: AtomicBool,
+    quit: AtomicBool,
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+/// The spinning threads (one per core); stopped and joined on drop.
+#[derive(Debug)]
+pub struct KeepAwake {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    /// Kernel thread ids (for checks).
+    tids: Vec<i32>,
+}
+
+impl KeepAwake {
+    /// One thread pinned to each of `cores`; `None` for no cores or when a thread cannot be
+    /// started (the run goes on without).
+    pub fn start(cores: &[core_affinity::CoreId]) -> Option<KeepAwake> {
+        if cores.is_empty() {
+            return None;
+        }
+        let shared = Arc::new(Shared::default());
+        let mut k = KeepAwake {
+            shared: shared.clone(),
+            threads: Vec::new(),
+            tids: Vec::new(),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        for &core in cores {
+            let (s, tx) = (shared.clone(), tx.clone());
+            let t = std::thread::Builder::new()
+                .name("keep-awake".into())
+                .spawn(move || {
+                    core_affinity::set_for_current(core);
+                    super::priority::set_idle_policy();
+                    let _ = tx.send(super::priority::current_tid().unwrap_or(0));
+                    drop(tx);
+                    spin_while_active(&s);
+                })
+                .ok()?;
+            k.threads.push(t);
+        }
+        drop(tx);
+        k.tids = rx.iter().take(k.threads.len()).collect();
+        Some(k)
+    }
+
+    /// Threads started.
+    pub fn threads(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Kernel thread ids of the threads.
+    pub fn tids(&self) -> &[i32] {
+        &self.tids
+    }
+
+    /// Start spinning.
+    pub fn on(&self) {
+        let _g = self.shared.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.shared.active.store(true, Ordering::Release);
+        self.shared.cv.notify_all();
+    }
+
+    /// Stop spinning (the threads go back to sleep).
+    pub fn off(&self) {
+        self.shared.active.store(false, Ordering::Release);
+    }
+}
+
+impl Drop for KeepAwake {
+    fn drop(&mut self) {
+        {
+            let _g = self.shared.lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.shared.quit.store(true, Ordering::Release);
+            self.shared.active.store(false, Ordering::Release);
+            self.shared.cv.notify_all();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn spin_while_active(s: &Shared) {
+    loop {
+        {
+            let mut g = s.lock.lock().unwrap_or_else(|p| p.into_inner());
+            while !s.active.load(Ordering::Acquire) && !s.quit.load(Ordering::Acquire) {
+                g = s.cv.wait(g).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+        if s.quit.load(Ordering::Acquire) {
+            return;
+        }
+        while s.active.load(Ordering::Relaxed) {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// CPU time of thread `tid` of this process, ns (`/proc/self/task/<tid>/schedstat`).
+    fn cpu_ns(tid: i32) -> u64 {
+        std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Whether `cond` holds within 10 s (checked every 20 ms).
+    fn within(mut cond: impl FnMut() -> bool) -> bool {
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if cond() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    #[test]
+    fn threads_idle_at_lowest_priority_spin_only_while_on() {
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        assert!(KeepAwake::start(&[]).is_none());
+        let Some(k) = KeepAwake::start(&cores) else {
+            panic!("no keep-awake threads on {} cores", cores.len());
+        };
+        assert_eq!(k.threads(), cores.len());
+        assert_eq!(k.tids().len(), cores.len());
+        for &tid in k.tids() {
+            assert_eq!(super::super::priority::policy_of(tid), "idle");
+        }
+        let total = || k.tids().iter().map(|&t| cpu_ns(t)).sum::<u64>();
+        // Asleep: no CPU time accrues (two reads 50 ms apart agree).
+        let mut last = total();
+        assert!(within(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = total();
+            std::mem::replace(&mut last, now) == now
+        }));
+        // On: they spin (SCHED_IDLE still gets idle cores, or a share of busy ones).
+        k.on();
+        let before = total();
+        assert!(within(|| total() > before + 5_000_000));
+        // Off: they stop again.
+        k.off();
+        let mut last = total();
+        assert!(within(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = total();
+            std::mem::replace(&mut last, now) == now
+        }));
+        drop(k); // joins the threads: must not hang
+    }
+}
