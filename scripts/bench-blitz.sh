@@ -7,7 +7,9 @@
 #   scripts/bench-blitz.sh [TRACE]      # default: ../shared/traces/mooncake_conversation_trace.jsonl
 #
 # Every run is bounded (--time-in-secs and `timeout`); loopback only. Drift numbers need a quiet
-# machine (or real-time scheduling for the client, see docs/performance.md).
+# machine and real-time scheduling for the client (which also keeps the cores awake around sends;
+# with EXTRA_ARGS=--no-keep-awake on a KVM guest that halts idle vCPUs at once, about one cell in
+# ten has a slow burst); see docs/performance.md.
 #
 # Environment (defaults in brackets):
 #   PRODUCERS ["1 2 8 32 64"]       --num-producer values
