@@ -59,6 +59,8 @@ impl KeepAwake {
             k.threads.push(t);
         }
         drop(tx);
+        // Wait until every thread is pinned and at SCHED_IDLE (it sends its id then), so none
+        // starts up later on a core a send needs; the caller does this before the clock starts.
         k.tids = rx.iter().take(k.threads.len()).collect();
         Some(k)
     }
@@ -119,9 +121,10 @@ fn spin_while_active(s: &Shared) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use super::*;
+    use crate::schedule::eventually;
 
     /// CPU time of thread `tid` of this process, ns (`/proc/self/task/<tid>/schedstat`).
     fn cpu_ns(tid: i32) -> u64 {
@@ -129,18 +132,6 @@ mod tests {
             .ok()
             .and_then(|s| s.split_whitespace().next()?.parse().ok())
             .unwrap_or(0)
-    }
-
-    /// Whether `cond` holds within 10 s (checked every 20 ms).
-    fn within(mut cond: impl FnMut() -> bool) -> bool {
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if cond() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
     }
 
     #[test]
@@ -158,7 +149,7 @@ mod tests {
         let total = || k.tids().iter().map(|&t| cpu_ns(t)).sum::<u64>();
         // Asleep: no CPU time accrues (two reads 50 ms apart agree).
         let mut last = total();
-        assert!(within(|| {
+        assert!(eventually(|| {
             std::thread::sleep(Duration::from_millis(50));
             let now = total();
             std::mem::replace(&mut last, now) == now
@@ -166,11 +157,11 @@ mod tests {
         // On: they spin (SCHED_IDLE still gets idle cores, or a share of busy ones).
         k.on();
         let before = total();
-        assert!(within(|| total() > before + 5_000_000));
+        assert!(eventually(|| total() > before + 5_000_000));
         // Off: they stop again.
         k.off();
         let mut last = total();
-        assert!(within(|| {
+        assert!(eventually(|| {
             std::thread::sleep(Duration::from_millis(50));
             let now = total();
             std::mem::replace(&mut last, now) == now

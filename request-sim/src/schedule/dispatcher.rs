@@ -279,10 +279,7 @@ mod tests {
             nice: 0,
         };
         let producers = Producers::spawn(feed, &cfg, build).unwrap();
-        let until = Instant::now() + Duration::from_secs(10);
-        while !producers.built_first(2) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        assert!(crate::schedule::eventually(|| producers.built_first(2)));
         let plan = DispatchPlan {
             scale_factor: 1.0,
             spin: Duration::from_micros(200),

@@ -1,6 +1,7 @@
 //! Scheduling: the feeder streams the planned requests to producer threads ([`feed`]), which
 //! build bodies ahead of time ([`producer`]); the dispatcher releases them at trace time
-//! ([`dispatcher`]) using a spin-then-sleep clock ([`clock`]).
+//! ([`dispatcher`]) using a spin-then-sleep clock ([`clock`]). Around send times the I/O
+//! threads run at real-time priority ([`priority`]) with the cores kept awake ([`awake`]).
 
 pub mod awake;
 pub mod clock;
@@ -23,3 +24,16 @@ pub use producer::{BuildFn, Built, Prepared, ProducerConfig, ProducerStats, Prod
 pub use sessions::{SessionGate, SessionOptions, ThinkTime, Timing};
 pub use start::{StartAt, StartAtReport};
 pub use stop::{Stop, StopReason};
+
+/// Whether `cond` holds within 20 s (checked every 2 ms): tests wait on threads with it.
+#[cfg(test)]
+pub(crate) fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < until {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    false
+}

@@ -447,8 +447,6 @@ pub fn nice_of(tid: i32) -> Option<i32> {
     }
 }
 
-/// Set thread `tid` (0 = the calling thread) to SCHED_FIFO at `priority`, or back to
-/// SCHED_OTHER (its nice level is kept) with `None`.
 /// Switch the calling thread to `SCHED_IDLE` (runs only when nothing else wants the core;
 /// needs no permission). Best effort.
 pub(crate) fn set_idle_policy() {
@@ -460,6 +458,8 @@ pub(crate) fn set_idle_policy() {
     }
 }
 
+/// Set thread `tid` (0 = the calling thread) to SCHED_FIFO at `priority`, or back to
+/// SCHED_OTHER (its nice level is kept) with `None`.
 fn set_policy(tid: i32, priority: Option<u8>) -> Result<(), String> {
     #[cfg(target_os = "linux")]
     {

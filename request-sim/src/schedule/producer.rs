@@ -420,6 +420,7 @@ impl Drop for Producers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schedule::eventually;
     use crate::trace::TraceRequest;
 
     /// The requests as a feed of planned requests.
@@ -558,18 +559,6 @@ mod tests {
             live: None,
         });
         (feed(reqs), build)
-    }
-
-    /// Wait (bounded) until `cond` holds.
-    fn eventually(mut cond: impl FnMut() -> bool) -> bool {
-        let until = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < until {
-            if cond() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        false
     }
 
     #[test]
