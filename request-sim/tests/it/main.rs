@@ -12,4 +12,7 @@ mod reliability;
 mod replay;
 mod report;
 mod server_metrics;
+// Helpers shared by the modules; not every module uses every helper.
+#[allow(dead_code)]
+mod support;
 mod trace;

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::reliability::support::{base_args, replay, strs, RawServer, Script};
+use crate::support::{base_args, replay, strs, try_replay, RawServer, Script};
 
 const ANSWER: &[u8] = br#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
 
@@ -63,7 +63,7 @@ fn saved_prompts_replay_byte_identically_and_dry_run_saves_the_same() {
     let mut args = base_args(&url, &trace, dir.path());
     args.extend(common.iter().map(|s| s.to_string()));
     args.extend(["--save-prompts".into(), saved.display().to_string()]);
-    replay(&strs(&args)).unwrap();
+    replay(&strs(&args));
     let sent = bodies(&first);
     assert_eq!(sent.len(), 24);
 
@@ -97,7 +97,7 @@ fn saved_prompts_replay_byte_identically_and_dry_run_saves_the_same() {
         "20".into(),
         "--no-stream".into(),
     ]);
-    replay(&strs(&args)).unwrap();
+    replay(&strs(&args));
     let resent = bodies(&second);
     assert_eq!(resent.len(), 24);
     for (a, b) in sent.iter().zip(&resent) {
@@ -118,7 +118,7 @@ fn saved_prompts_replay_byte_identically_and_dry_run_saves_the_same() {
         "--save-prompts".into(),
         saved2.display().to_string(),
     ]);
-    replay(&strs(&args)).unwrap();
+    replay(&strs(&args));
     assert!(dry.requests().is_empty(), "a dry run sends nothing");
     assert_eq!(std::fs::read_to_string(&saved2).unwrap(), text);
 }
@@ -137,7 +137,7 @@ fn completions_prompts_are_saved_as_text_input_rows_and_replay_identically() {
     let mut args = base_args(&first.url("/v1/completions"), &trace, dir.path());
     args.extend(flags.iter().map(|s| s.to_string()));
     args.extend(["--save-prompts".into(), saved.display().to_string()]);
-    replay(&strs(&args)).unwrap();
+    replay(&strs(&args));
     let sent = bodies(&first);
     assert_eq!(sent.len(), 24);
     let text = std::fs::read_to_string(&saved).unwrap();
@@ -156,7 +156,7 @@ fn completions_prompts_are_saved_as_text_input_rows_and_replay_identically() {
         "20".into(),
         "--no-stream".into(),
     ]);
-    replay(&strs(&args)).unwrap();
+    replay(&strs(&args));
     let resent = bodies(&second);
     assert_eq!(resent.len(), 24);
     for (a, b) in sent.iter().zip(&resent) {
@@ -180,7 +180,7 @@ fn token_id_prompts_are_saved_as_prompt_token_ids_rows_and_replay_identically() 
         "--save-prompts".into(),
         saved.display().to_string(),
     ]);
-    replay(&strs(&args)).unwrap();
+    replay(&strs(&args));
     let sent = bodies(&first);
     assert_eq!(sent.len(), 24);
     let text = std::fs::read_to_string(&saved).unwrap();
@@ -202,7 +202,7 @@ fn token_id_prompts_are_saved_as_prompt_token_ids_rows_and_replay_identically() 
         "20".into(),
         "--no-stream".into(),
     ]);
-    replay(&strs(&args)).unwrap();
+    replay(&strs(&args));
     let resent = bodies(&second);
     assert_eq!(resent.len(), 24);
     for (a, b) in sent.iter().zip(&resent) {
@@ -212,6 +212,6 @@ fn token_id_prompts_are_saved_as_prompt_token_ids_rows_and_replay_identically() 
     // A chat endpoint cannot take them.
     let third = RawServer::start(Script::whole("200 OK", "application/json", ANSWER));
     let args = base_args(&third.url("/v1/chat/completions"), &saved, dir.path());
-    let e = replay(&strs(&args)).unwrap_err();
+    let e = try_replay(&strs(&args)).unwrap_err().to_string();
     assert!(e.contains("completions endpoint"), "{e}");
 }

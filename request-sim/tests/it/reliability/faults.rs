@@ -10,9 +10,9 @@
 
 use std::path::Path;
 
-use super::support::*;
+use crate::support::*;
 use llm_sim::faults::plan_for;
-use llm_sim::{FaultConfig, SimConfig};
+use llm_sim::FaultConfig;
 use request_sim::record::{Record, Status, TokenSource};
 use request_sim::report::Summary;
 
@@ -44,15 +44,11 @@ fn run_with(
         injected == 0 || (330..=470).contains(&injected),
         "{injected}"
     );
-    let sim = llm_sim::spawn_in_thread(SimConfig {
-        faults,
-        ..SimConfig::default()
-    })
-    .unwrap();
+    let sim = faulty_sim(faults);
     let trace = write_trace(dir, "trace.jsonl", N, SPAN_MS, 16, OUT);
     let mut args = base_args(&sim.base_url(), &trace, dir);
     args.extend(extra.iter().map(|s| s.to_string()));
-    let out = replay(&strs(&args)).unwrap();
+    let out = replay(&strs(&args));
     let records = read_records(&dir.join("records.jsonl"));
     let summary = read_summary_file(&dir.join("records.jsonl.summary.json"));
     // The file holds the returned summary (floats may differ in the last bit after JSON).

@@ -7,11 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use super::support::*;
-
-fn bad_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces/bad")
-}
+use crate::support::*;
 
 /// Run `replay` on `trace` (against a raw server that must never be contacted); the single
 /// stderr line.
@@ -49,7 +45,7 @@ fn one_error_line(trace: &Path, extra: &[&str]) -> String {
 /// Line-level errors name `path:line:`; file-level ones `path:`.
 #[test]
 fn every_broken_trace_file_gives_one_clear_error() {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(bad_dir())
+    let mut files: Vec<PathBuf> = std::fs::read_dir(bad_traces_dir())
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
@@ -105,10 +101,10 @@ fn huge_line_is_rejected_with_its_line_number() {
 
 #[test]
 fn forced_format_mismatch_is_one_error() {
-    let good = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces/mooncake.jsonl");
+    let good = trace_fixture("mooncake.jsonl");
     let line = one_error_line(&good, &["--dataset", "azure"]);
     assert!(line.contains(":1: "), "{line}");
-    let csv = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces/azure.csv");
+    let csv = trace_fixture("azure.csv");
     let line = one_error_line(&csv, &["--dataset", "mooncake"]);
     assert!(line.contains(":1: "), "{line}");
 }
@@ -122,7 +118,7 @@ fn missing_trace_file() {
 /// Invalid combinations: rejected with one line before anything is sent.
 #[test]
 fn invalid_flag_combinations_are_rejected_before_sending() {
-    let good = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces/mooncake.jsonl");
+    let good = trace_fixture("mooncake.jsonl");
     let dir = tempfile::tempdir().unwrap();
     let cfg_file = dir.path().join("tokenizer_config.json");
     std::fs::write(&cfg_file, "{}").unwrap();

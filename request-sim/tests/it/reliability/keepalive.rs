@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::support::*;
+use crate::support::*;
 use llm_sim::SimConfig;
 use request_sim::record::Status;
 
@@ -40,15 +40,14 @@ fn seen_by_server(sim: &llm_sim::SimThread) -> u64 {
 #[test]
 fn idle_connections_closed_by_the_server_are_retried_once() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = llm_sim::spawn_in_thread(SimConfig {
+    let sim = start_sim(SimConfig {
         idle_close_ms: Some(50),
         ..SimConfig::default()
-    })
-    .unwrap();
+    });
     // 1,000 requests: 125 bursts of 8, gaps of 20-80 ms around the server's 50 ms.
     let trace = write_bursts(dir.path(), 125, 8, &[20.0, 40.0, 60.0, 80.0]);
     let args = base_args(&sim.base_url(), &trace, dir.path());
-    let out = replay(&strs(&args)).unwrap();
+    let out = replay(&strs(&args));
     let records = read_records(&dir.path().join("records.jsonl"));
     assert_one_record_per_index(&records, 1000);
 
@@ -77,14 +76,13 @@ fn idle_connections_closed_by_the_server_are_retried_once() {
 #[test]
 fn connection_close_server_never_fails_a_request() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = llm_sim::spawn_in_thread(SimConfig {
+    let sim = start_sim(SimConfig {
         no_keep_alive: true,
         ..SimConfig::default()
-    })
-    .unwrap();
+    });
     let trace = write_bursts(dir.path(), 50, 4, &[10.0, 30.0]);
     let args = base_args(&sim.base_url(), &trace, dir.path());
-    let out = replay(&strs(&args)).unwrap();
+    let out = replay(&strs(&args));
     let records = read_records(&dir.path().join("records.jsonl"));
     assert_one_record_per_index(&records, 200);
     let failed: Vec<_> = records.iter().filter(|r| r.status != Status::Ok).collect();
@@ -106,16 +104,15 @@ fn connection_close_server_never_fails_a_request() {
 #[test]
 fn announced_keep_alive_timeout_is_honoured() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = llm_sim::spawn_in_thread(SimConfig {
+    let sim = start_sim(SimConfig {
         idle_close_ms: Some(1000),
         announce_keep_alive: true,
         ..SimConfig::default()
-    })
-    .unwrap();
+    });
     let trace = write_bursts(dir.path(), 4, 6, &[1300.0]);
     let mut args = base_args(&sim.base_url(), &trace, dir.path());
     args.extend(["--pool-idle-timeout".to_string(), "90".to_string()]);
-    let out = replay(&strs(&args)).unwrap();
+    let out = replay(&strs(&args));
     let records = read_records(&dir.path().join("records.jsonl"));
     assert_one_record_per_index(&records, 24);
     assert!(records.iter().all(|r| r.status == Status::Ok));

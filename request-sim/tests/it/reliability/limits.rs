@@ -4,18 +4,10 @@
 
 use std::path::Path;
 
-use super::support::*;
-use llm_sim::{FaultConfig, SimConfig};
+use crate::support::*;
+use llm_sim::FaultConfig;
 use request_sim::record::Status;
 use request_sim::report::Summary;
-
-fn sim(faults: FaultConfig) -> llm_sim::SimThread {
-    llm_sim::spawn_in_thread(SimConfig {
-        faults,
-        ..SimConfig::default()
-    })
-    .unwrap()
-}
 
 /// The invariants of a run that stopped early; returns the records' statuses.
 fn check(dir: &Path, s: &Summary, planned: usize, reason: &str) -> Vec<Status> {
@@ -42,11 +34,11 @@ fn check(dir: &Path, s: &Summary, planned: usize, reason: &str) -> Vec<Status> {
 #[test]
 fn time_limit_stops_sending_and_counts_the_rest() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim(FaultConfig::default());
+    let sim = faulty_sim(FaultConfig::default());
     let trace = write_trace(dir.path(), "t.jsonl", 400, 4_000.0, 16, 4);
     let mut args = base_args(&sim.base_url(), &trace, dir.path());
     args.extend(["--time-in-secs", "1"].map(String::from));
-    let out = replay(&strs(&args)).unwrap();
+    let out = replay(&strs(&args));
     assert_eq!(out.exit_code, 0);
     let st = check(dir.path(), &out.summary, 400, "time_limit");
     // Requests at trace times [0, 1000) ms: 100 of 400 (one every ~10 ms).
@@ -58,13 +50,13 @@ fn time_limit_stops_sending_and_counts_the_rest() {
 #[test]
 fn time_limit_cancels_requests_still_running_after_the_grace() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim(FaultConfig::default());
+    let sim = faulty_sim(FaultConfig::default());
     // 5,000-token outputs (~5 s each) cannot finish within 1 s + 0.5 s grace.
     let trace = write_trace(dir.path(), "t.jsonl", 20, 2_000.0, 16, 5_000);
     let mut args = base_args(&sim.base_url(), &trace, dir.path());
     args.extend(["--time-in-secs", "1", "--grace-secs", "0.5"].map(String::from));
     let t = std::time::Instant::now();
-    let out = replay(&strs(&args)).unwrap();
+    let out = replay(&strs(&args));
     assert!(t.elapsed().as_secs_f64() < 4.0, "{:?}", t.elapsed());
     let st = check(dir.path(), &out.summary, 20, "time_limit");
     assert_eq!(st.len(), 10);
@@ -75,11 +67,11 @@ fn time_limit_cancels_requests_still_running_after_the_grace() {
 #[test]
 fn max_requests_replays_exactly_that_many() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim(FaultConfig::default());
+    let sim = faulty_sim(FaultConfig::default());
     let trace = write_trace(dir.path(), "t.jsonl", 400, 4_000.0, 16, 4);
     let mut args = base_args(&sim.base_url(), &trace, dir.path());
     args.extend(["--max-requests", "50"].map(String::from));
-    let out = replay(&strs(&args)).unwrap();
+    let out = replay(&strs(&args));
     assert_eq!(out.exit_code, 0);
     let st = check(dir.path(), &out.summary, 50, "completed");
     assert_eq!(st.len(), 50);
@@ -99,7 +91,7 @@ fn max_requests_replays_exactly_that_many() {
 #[test]
 fn early_stop_after_a_count_of_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim(FaultConfig {
+    let sim = faulty_sim(FaultConfig {
         seed: 3,
         error_503_rate: 0.2,
         ..FaultConfig::default()
@@ -107,7 +99,7 @@ fn early_stop_after_a_count_of_errors() {
     let trace = write_trace(dir.path(), "t.jsonl", 1_000, 5_000.0, 16, 4);
     let mut args = base_args(&sim.base_url(), &trace, dir.path());
     args.extend(["--early-stop-error-threshold", "10"].map(String::from));
-    let out = replay(&strs(&args)).unwrap();
+    let out = replay(&strs(&args));
     assert_eq!(out.exit_code, 3);
     let st = check(dir.path(), &out.summary, 1_000, "early_stop");
     let failed = st.iter().filter(|&&s| s == Status::HttpError).count();
@@ -121,7 +113,7 @@ fn early_stop_after_a_count_of_errors() {
 #[test]
 fn early_stop_on_an_error_rate() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim(FaultConfig {
+    let sim = faulty_sim(FaultConfig {
         seed: 4,
         error_500_rate: 0.3,
         ..FaultConfig::default()
@@ -129,7 +121,7 @@ fn early_stop_on_an_error_rate() {
     let trace = write_trace(dir.path(), "t.jsonl", 1_000, 5_000.0, 16, 4);
     let mut args = base_args(&sim.base_url(), &trace, dir.path());
     args.extend(["--early-stop-error-threshold", "10%"].map(String::from));
-    let out = replay(&strs(&args)).unwrap();
+    let out = replay(&strs(&args));
     assert_eq!(out.exit_code, 3);
     let st = check(dir.path(), &out.summary, 1_000, "early_stop");
     assert!(
@@ -143,7 +135,7 @@ fn early_stop_on_an_error_rate() {
 #[test]
 fn early_stop_rate_not_reached_completes() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = sim(FaultConfig {
+    let sim = faulty_sim(FaultConfig {
         seed: 5,
         error_500_rate: 0.05,
         ..FaultConfig::default()
@@ -151,7 +143,7 @@ fn early_stop_rate_not_reached_completes() {
     let trace = write_trace(dir.path(), "t.jsonl", 300, 1_500.0, 16, 4);
     let mut args = base_args(&sim.base_url(), &trace, dir.path());
     args.extend(["--early-stop-error-threshold", "50%"].map(String::from));
-    let out = replay(&strs(&args)).unwrap();
+    let out = replay(&strs(&args));
     assert_eq!(out.exit_code, 0);
     let st = check(dir.path(), &out.summary, 300, "completed");
     assert_eq!(st.len(), 300);

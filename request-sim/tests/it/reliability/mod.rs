@@ -5,4 +5,3 @@ mod limits;
 mod responses;
 mod security;
 mod signals;
-pub(crate) mod support;

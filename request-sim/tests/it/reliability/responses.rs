@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::support::*;
+use crate::support::*;
 use request_sim::record::{Record, Status, TokenSource};
 
 /// Replay 2 requests against a raw server answering with `script`; the records.
@@ -19,7 +19,7 @@ fn replay_against(script: Script, path: &str, extra: &[&str]) -> Vec<Record> {
     }
     args.extend(extra.iter().map(|s| s.to_string()));
     let t = Instant::now();
-    let out = replay(&strs(&args)).unwrap();
+    let out = replay(&strs(&args));
     assert!(
         t.elapsed() < Duration::from_secs(8),
         "took {:?}",
@@ -257,7 +257,7 @@ fn replay_unreachable(endpoint: &str) -> Vec<Record> {
     let mut args = base_args(endpoint, &trace, dir.path());
     args.extend(["--request-timeout".to_string(), "5".to_string()]);
     let t = Instant::now();
-    let out = replay(&strs(&args)).unwrap();
+    let out = replay(&strs(&args));
     assert!(
         t.elapsed() < Duration::from_secs(4),
         "took {:?}",

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::support::*;
+use crate::support::*;
 
 const KEY: &str = "sk-test-Zq7Kx2Vb9Np4Lm1Rt8Yw";
 

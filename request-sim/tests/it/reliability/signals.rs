@@ -8,7 +8,7 @@ use std::process::Child;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::support::*;
+use crate::support::*;
 use request_sim::record::{Record, Status};
 use request_sim::report::Summary;
 
@@ -19,11 +19,10 @@ const N: usize = 300;
 fn start(dir: &Path, output: u32, extra: &[&str]) -> (llm_sim::SimThread, Child) {
     // 5 ms per engine step, i.e. per output token of every running request: requests last long
     // enough to be in flight with few SSE events to serve.
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+    let sim = start_sim(llm_sim::SimConfig {
         step_fixed_us: 5_000.0,
         ..llm_sim::SimConfig::default()
-    })
-    .unwrap();
+    });
     let trace = write_trace(dir, "trace.jsonl", N, 30_000.0, 16, output);
     let mut args = vec!["replay".to_string()];
     args.extend(base_args(&sim.base_url(), &trace, dir));
@@ -247,11 +246,10 @@ fn report_tolerates_a_truncated_last_line() {
 #[test]
 fn sigint_during_a_sweep_keeps_the_points_done() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+    let sim = start_sim(llm_sim::SimConfig {
         step_fixed_us: 5_000.0,
         ..llm_sim::SimConfig::default()
-    })
-    .unwrap();
+    });
     // 100 requests over 10 s: 1.25 s at scale 8, 10 s at scale 1.
     let trace = write_trace(dir.path(), "trace.jsonl", 100, 10_000.0, 16, 4);
     let sweep_dir = dir.path().join("sweep");

@@ -5,24 +5,9 @@
 
 use std::path::Path;
 
-use super::support::{synthetic, write_jsonl};
+use crate::support::{png_size, synthetic, write_jsonl};
 use calamine::{open_workbook, Data, Reader, Xlsx};
 use request_sim::report::{read_summary, report_from_records, write_result_dir, ReportConfig, Slo};
-
-/// Width and height from a PNG's IHDR chunk, after checking the signature.
-fn png_size(path: &Path) -> (u32, u32) {
-    let b = std::fs::read(path).unwrap();
-    assert_eq!(
-        &b[..8],
-        b"\x89PNG\r\n\x1a\n",
-        "{} is not a PNG",
-        path.display()
-    );
-    assert_eq!(&b[12..16], b"IHDR");
-    let w = u32::from_be_bytes(b[16..20].try_into().unwrap());
-    let h = u32::from_be_bytes(b[20..24].try_into().unwrap());
-    (w, h)
-}
 
 #[test]
 fn result_dir_has_all_files() {

@@ -1,21 +1,16 @@
 //! `request-sim report` over several shards' records: exact merge, union check, exit codes.
 
-use std::process::Command;
+use std::ffi::OsStr;
+use std::path::Path;
 
-use super::support::{synthetic, write_jsonl};
+use crate::support::{
+    default_sim, read_json, read_json_lines, replay_cli, run_cli, spawn_bin, synthetic, write_jsonl,
+};
 use serde_json::Value;
 
-fn report(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_request-sim"))
-        .arg("report")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// `request-sim report ARGS...`: exit code, stdout, stderr.
+fn report(args: &[&OsStr]) -> (i32, String, String) {
+    run_cli([&[OsStr::new("report")], args].concat(), &[])
 }
 
 /// The summary without the parts that describe the input rather than the requests.
@@ -86,21 +81,6 @@ fn shards_merge_exactly_and_a_lost_shard_is_named() {
     assert!(out.contains("index 1 in shards 1 ("), "{out}");
 }
 
-fn replay(args: &[&std::ffi::OsStr], envs: &[(&str, &str)]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_request-sim"))
-        .arg("replay")
-        .args(args)
-        .env_remove("JOB_COMPLETION_INDEX")
-        .env_remove("REQUEST_SIM_SHARD_COUNT")
-        .envs(envs.iter().copied())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn shards_of_a_dry_run_cover_the_trace_once_with_sessions_whole() {
     let tmp = tempfile::tempdir().unwrap();
@@ -123,7 +103,7 @@ fn shards_of_a_dry_run_cover_the_trace_once_with_sessions_whole() {
     for k in 0..3 {
         let out = dir.join(format!("shard-{k}.jsonl"));
         let shard = format!("{k}/3");
-        let mut args: Vec<&std::ffi::OsStr> = vec![
+        let mut args: Vec<&OsStr> = vec![
             "--dataset-path".as_ref(),
             trace.as_os_str(),
             "--dry-run".as_ref(),
@@ -142,11 +122,11 @@ fn shards_of_a_dry_run_cover_the_trace_once_with_sessions_whole() {
                 ("REQUEST_SIM_SHARD_COUNT", "3"),
             ]
         } else {
-            args.push(std::ffi::OsStr::new("--shard"));
-            args.push(std::ffi::OsStr::new(&shard));
+            args.push(OsStr::new("--shard"));
+            args.push(OsStr::new(&shard));
             vec![]
         };
-        let (code, err) = replay(&args, &envs);
+        let (code, err) = replay_cli(&args, &envs);
         assert_eq!(code, 0, "{err}");
         assert!(err.contains(&format!("shard {k}/3")), "{err}");
     }
@@ -160,9 +140,7 @@ fn shards_of_a_dry_run_cover_the_trace_once_with_sessions_whole() {
     // Every session on exactly one shard; rows without a session dealt round-robin.
     let mut owner = std::collections::HashMap::new();
     for k in 0..3usize {
-        let text = std::fs::read_to_string(dir.join(format!("shard-{k}.jsonl"))).unwrap();
-        for line in text.lines() {
-            let v: Value = serde_json::from_str(line).unwrap();
+        for v in read_json_lines(&dir.join(format!("shard-{k}.jsonl"))) {
             let index = v["index"].as_u64().unwrap() as usize;
             match v["session_id"].as_str() {
                 Some(s) => assert_eq!(*owner.entry(s.to_string()).or_insert(k), k, "{s}"),
@@ -173,7 +151,7 @@ fn shards_of_a_dry_run_cover_the_trace_once_with_sessions_whole() {
     assert_eq!(owner.len(), 11);
 
     // Several shards without --seed: refused.
-    let (code, err) = replay(
+    let (code, err) = replay_cli(
         &[
             "--dataset-path".as_ref(),
             trace.as_os_str(),
@@ -203,7 +181,7 @@ fn shards_with_a_common_start_never_send_before_it_and_merge_whole() {
         ));
     }
     std::fs::write(&trace, text).unwrap();
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let sim = default_sim();
     let base = sim.base_url();
     let dir = tmp.path().join("records");
     std::fs::create_dir(&dir).unwrap();
@@ -212,23 +190,38 @@ fn shards_with_a_common_start_never_send_before_it_and_merge_whole() {
     let unix = format!("{:.3}", at.as_millisecond() as f64 / 1e3);
     let children: Vec<_> = (0..3)
         .map(|k| {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_request-sim"));
-            c.arg("replay")
-                .args(["--endpoint", &base, "--block-size", "16", "--seed", "3"])
-                .args(["--shard", &format!("{k}/3"), "--quiet", "--no-pin"])
-                .arg("--dataset-path")
-                .arg(&trace)
-                .arg("--output-path")
-                .arg(dir.join(format!("shard-{k}.jsonl")))
-                .env_remove("JOB_COMPLETION_INDEX")
-                .env_remove("REQUEST_SIM_SHARD_COUNT")
-                .env_remove("REQUEST_SIM_START_AT");
-            match k {
-                0 => c.args(["--start-at", &rfc]),
-                1 => c.args(["--start-at", &unix]),
-                _ => c.env("REQUEST_SIM_START_AT", &rfc),
+            let (shard, out) = (format!("{k}/3"), dir.join(format!("shard-{k}.jsonl")));
+            let mut args: Vec<&OsStr> = [
+                "replay",
+                "--endpoint",
+                &base,
+                "--block-size",
+                "16",
+                "--seed",
+                "3",
+                "--shard",
+                &shard,
+                "--quiet",
+                "--no-pin",
+                "--dataset-path",
+            ]
+            .into_iter()
+            .map(OsStr::new)
+            .collect();
+            args.extend([trace.as_os_str(), "--output-path".as_ref(), out.as_os_str()]);
+            let env = [("REQUEST_SIM_START_AT", rfc.as_str())];
+            let envs: &[(&str, &str)] = match k {
+                0 => {
+                    args.extend(["--start-at", &rfc].map(OsStr::new));
+                    &[]
+                }
+                1 => {
+                    args.extend(["--start-at", &unix].map(OsStr::new));
+                    &[]
+                }
+                _ => &env,
             };
-            c.stderr(std::process::Stdio::piped()).spawn().unwrap()
+            spawn_bin(args, envs)
         })
         .collect();
     for (k, child) in children.into_iter().enumerate() {
@@ -239,10 +232,7 @@ fn shards_with_a_common_start_never_send_before_it_and_merge_whole() {
             err.contains("waiting") && err.contains("common start"),
             "{err}"
         );
-        let summary: Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.join(format!("shard-{k}.jsonl.summary.json"))).unwrap(),
-        )
-        .unwrap();
+        let summary = read_json(&dir.join(format!("shard-{k}.jsonl.summary.json")));
         let sa = &summary["run"]["start_at"];
         assert_eq!(sa["at"], rfc.as_str(), "shard {k}");
         let offset = sa["clock_start_offset_ms"].as_f64().unwrap();
@@ -274,7 +264,7 @@ fn shards_with_a_common_start_never_send_before_it_and_merge_whole() {
         "{:.3}",
         jiff::Timestamp::now() - jiff::SignedDuration::from_secs(2)
     );
-    let (code, err) = replay(
+    let (code, err) = replay_cli(
         &[
             "--endpoint".as_ref(),
             base.as_ref(),
@@ -290,18 +280,9 @@ fn shards_with_a_common_start_never_send_before_it_and_merge_whole() {
     assert_eq!(finished(), before);
 }
 
-fn compare(a: &std::path::Path, b: &std::path::Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_request-sim"))
-        .arg("compare")
-        .arg(a)
-        .arg(b)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// `request-sim compare A B`: exit code, stdout, stderr.
+fn compare(a: &Path, b: &Path) -> (i32, String, String) {
+    run_cli([OsStr::new("compare"), a.as_os_str(), b.as_os_str()], &[])
 }
 
 /// The A and B columns of a `compare` row (`-` is `None`).
@@ -443,7 +424,7 @@ fn start_up_ending_after_the_common_start_is_an_error_and_sends_nothing() {
     let at = jiff::Timestamp::now() + jiff::SignedDuration::from_millis(1000);
     let at = format!("{at:.3}");
     let out = tmp.path().join("r.jsonl");
-    let (code, err) = replay(
+    let (code, err) = replay_cli(
         &[
             "--endpoint".as_ref(),
             base.as_ref(),

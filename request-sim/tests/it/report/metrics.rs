@@ -4,33 +4,12 @@ use std::io::Write;
 
 use request_sim::report::Percentiles;
 
-use super::support::{base_record, synthetic, write_jsonl};
+use crate::support::{base_record, mean, np_percentile, synthetic, write_jsonl};
 use request_sim::record::{Record, Status};
 use request_sim::report::{
     read_records, render_compare, render_console, report_from_records, Accumulator, ReportConfig,
     RunInfo, Slo, Summary,
 };
-
-/// numpy.percentile (linear) written out plainly.
-fn np_percentile(values: &[f64], p: f64) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut s = values.to_vec();
-    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let idx = p / 100.0 * (s.len() - 1) as f64;
-    let lo = idx.floor() as usize;
-    let hi = idx.ceil() as usize;
-    s[lo] + (s[hi] - s[lo]) * (idx - lo as f64)
-}
-
-fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        0.0
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
-}
 
 fn std(v: &[f64]) -> f64 {
     let m = mean(v);

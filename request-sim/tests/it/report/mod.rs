@@ -2,4 +2,3 @@ mod files;
 mod merge;
 mod metrics;
 mod progress;
-mod support;

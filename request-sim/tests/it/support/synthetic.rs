@@ -1,31 +1,42 @@
-//! Synthetic records with known timings, shared by the report tests.
-#![allow(dead_code)]
-
-use std::io::Write;
-use std::path::Path;
+//! Deterministic test data: a small PRNG (so the tests need no extra crate) and synthetic
+//! records with known timings for the report tests.
 
 use request_sim::record::{Record, Status, TokenSource};
 
-/// Small deterministic PRNG (LCG), so the tests need no extra crate.
+/// Small deterministic PRNG (the 64-bit LCG of Knuth's MMIX; outputs the state's top 31 bits).
 pub struct Lcg(u64);
 
 impl Lcg {
+    /// A generator whose first output is the one after `seed`'s (the seed mixed once).
     pub fn new(seed: u64) -> Self {
-        Lcg(seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407))
+        Lcg(step(seed))
+    }
+    /// A generator starting from the state `state` as it is.
+    pub fn from_state(state: u64) -> Self {
+        Lcg(state)
+    }
+    /// The next output, in 0..2^31.
+    pub fn next(&mut self) -> u64 {
+        self.0 = step(self.0);
+        self.0 >> 33
     }
     pub fn next_u32(&mut self) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) as u32
+        self.next() as u32
+    }
+    /// Uniform in 0..n.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
     }
     /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f64 {
         self.next_u32() as f64 / (1u64 << 31) as f64
     }
+}
+
+fn step(state: u64) -> u64 {
+    state
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407)
 }
 
 /// Round to 1 µs, as times are recorded.
@@ -119,11 +130,4 @@ pub fn synthetic(n: usize, seed: u64) -> Vec<Record> {
         out.push(r);
     }
     out
-}
-
-pub fn write_jsonl(path: &Path, records: &[Record]) {
-    let mut f = std::fs::File::create(path).unwrap();
-    for r in records {
-        writeln!(f, "{}", serde_json::to_string(r).unwrap()).unwrap();
-    }
 }
