@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use clap::Parser;
-use request_sim::cli::{Cli, ClientCli, Command};
-use request_sim::config::{Flavor, ReplayConfig, Target, TimeoutRule};
+use request_sim::config::{Target, TimeoutRule};
 use request_sim::record::{Record, Status};
+
+use crate::support::*;
 
 /// A mooncake-style trace: `n` requests 10 ms apart, half continuing an earlier request's
 /// prefix (multi-turn), block size `block`.
@@ -44,22 +44,6 @@ fn write_trace(dir: &Path, n: usize, block: u32) -> PathBuf {
     path
 }
 
-fn read_records(path: &Path) -> Vec<Record> {
-    let text = std::fs::read_to_string(path).unwrap();
-    text.lines()
-        .map(|l| serde_json::from_str::<Record>(l).expect(l))
-        .collect()
-}
-
-fn replay_args(extra: &[&str]) -> request_sim::cli::ReplayArgs {
-    let mut argv = vec!["request-sim", "replay"];
-    argv.extend_from_slice(extra);
-    match Cli::try_parse_from(argv).unwrap().command {
-        Command::Replay(a) => *a,
-        _ => unreachable!(),
-    }
-}
-
 /// Replay `trace` (block size 64, quiet) against the simulator at `endpoint` with
 /// `--scale-factor scale`, records to `out`, plus `extra` flags.
 fn replay_sim(
@@ -83,15 +67,14 @@ fn replay_sim(
         out.to_str().unwrap(),
     ];
     argv.extend_from_slice(extra);
-    let cfg = ReplayConfig::from_args(replay_args(&argv), Flavor::Replay).unwrap();
-    request_sim::run::replay(cfg).unwrap()
+    replay(&argv)
 }
 
 #[test]
 fn replay_against_simulator_gives_one_exact_record_per_request() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path(), 80, 64);
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let sim = default_sim();
     let out = dir.path().join("out.jsonl");
     let outcome = replay_sim(&sim.base_url(), &trace, &out, "2", &["--seed", "42"]);
     assert_eq!(outcome.exit_code, 0);
@@ -153,7 +136,7 @@ fn same_seed_same_prompts_different_seed_different_cache() {
     // same seed hits the cache left by the first run; a new seed does not.
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path(), 12, 64);
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let sim = default_sim();
     let run = |seed: &str, name: &str| -> Vec<Record> {
         let out = dir.path().join(name);
         replay_sim(&sim.base_url(), &trace, &out, "4", &["--seed", seed]);
@@ -182,7 +165,7 @@ fn dry_run_writes_records_without_a_server() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path(), 30, 16);
     let out = dir.path().join("dry.jsonl");
-    let args = replay_args(&[
+    let outcome = replay(&[
         "--dataset-path",
         trace.to_str().unwrap(),
         "--dry-run",
@@ -192,8 +175,6 @@ fn dry_run_writes_records_without_a_server() {
         "-o",
         out.to_str().unwrap(),
     ]);
-    let outcome =
-        request_sim::run::replay(ReplayConfig::from_args(args, Flavor::Replay).unwrap()).unwrap();
     assert_eq!(outcome.exit_code, 0);
     let recs = read_records(&out);
     assert_eq!(recs.len(), 30);
@@ -211,7 +192,6 @@ fn client_accepts_the_anchor_command_line_with_its_defaults() {
     std::fs::write(&tok, "{}").unwrap();
     std::fs::write(&tokc, "{}").unwrap();
     let argv = [
-        "client",
         "--tokenizer",
         tok.to_str().unwrap(),
         "--tokenizer-config",
@@ -250,8 +230,7 @@ fn client_accepts_the_anchor_command_line_with_its_defaults() {
         "--tracing-path",
         "/tmp/trace.log",
     ];
-    let cli = ClientCli::try_parse_from(argv).unwrap();
-    let cfg = ReplayConfig::from_args(cli.args, Flavor::Client).unwrap();
+    let cfg = client_config(&argv);
     assert!(matches!(cfg.target, Target::Remote(ref e) if e.url.path() == "/v1/chat/completions"));
     assert_eq!(cfg.scale_factor, 1.5);
     assert_eq!(cfg.producers, 4);
@@ -276,8 +255,7 @@ fn client_accepts_the_anchor_command_line_with_its_defaults() {
     assert!(!cfg.notes.is_empty(), "ignored anchor flags are reported");
 
     // Without --stream the anchor does not stream, and short flags work.
-    let cli = ClientCli::try_parse_from([
-        "client",
+    let cfg = client_config(&[
         "-a",
         "tgi",
         "-d",
@@ -290,9 +268,7 @@ fn client_accepts_the_anchor_command_line_with_its_defaults() {
         "5",
         "-o",
         "/tmp/y.jsonl",
-    ])
-    .unwrap();
-    let cfg = ReplayConfig::from_args(cli.args, Flavor::Client).unwrap();
+    ]);
     assert!(!cfg.stream);
     assert_eq!(cfg.time_limit, Some(std::time::Duration::from_secs(5)));
     assert_eq!(
@@ -308,10 +284,11 @@ fn client_accepts_the_anchor_command_line_with_its_defaults() {
 fn client_binary_replays_against_the_simulator() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path(), 20, 512);
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let sim = default_sim();
     let out = dir.path().join("log/output.jsonl");
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_client"))
-        .args([
+    let status = run_program(
+        CLIENT_BIN,
+        &[
             "--endpoint",
             &format!("{}/v1/chat/completions", sim.base_url()),
             "--api",
@@ -326,9 +303,8 @@ fn client_binary_replays_against_the_simulator() {
             "--output-path",
             out.to_str().unwrap(),
             "-q",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(
         status.status.success(),
         "{}",
@@ -348,10 +324,7 @@ fn client_binary_replays_against_the_simulator() {
 }
 
 fn qwen3_dir() -> Option<PathBuf> {
-    let dir = match std::env::var_os("REQUEST_SIM_QWEN3_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/tokenizers/qwen3"),
-    };
+    let dir = crate::support::qwen3_dir();
     if dir.join("tokenizer.json").is_file() && dir.join("tokenizer_config.json").is_file() {
         return Some(dir);
     }
@@ -374,12 +347,11 @@ fn replay_with_qwen3_gives_server_prompt_tokens_equal_to_input_length() {
     let tok = q.join("tokenizer.json");
     let tokc = q.join("tokenizer_config.json");
     // The simulator tokenizes with the same tokenizer and renders Qwen3's chat template.
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+    let sim = start_sim(llm_sim::SimConfig {
         tokenizer: Some(tok.clone()),
         tokenizer_config: Some(tokc.clone()),
         ..Default::default()
-    })
-    .unwrap();
+    });
     for (mode, extra) in [("template", true), ("calibration", false)] {
         let out = dir.path().join(format!("{mode}.jsonl"));
         let mut argv = vec![
@@ -400,8 +372,7 @@ fn replay_with_qwen3_gives_server_prompt_tokens_equal_to_input_length() {
             argv.push(tokc.to_str().unwrap().into());
         }
         let refs: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let cfg = ReplayConfig::from_args(replay_args(&refs), Flavor::Replay).unwrap();
-        let outcome = request_sim::run::replay(cfg).unwrap();
+        let outcome = replay(&refs);
         let recs = read_records(&out);
         assert_eq!(recs.len(), 24);
         for r in &recs {
@@ -419,24 +390,11 @@ fn replay_with_qwen3_gives_server_prompt_tokens_equal_to_input_length() {
     }
 }
 
-/// vLLM's `np.percentile` (linear interpolation at p/100·(n−1)).
-fn np_percentile(v: &[f64], p: f64) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let x = p / 100.0 * (s.len() - 1) as f64;
-    let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
-    s[lo] + (s[hi] - s[lo]) * (x - lo as f64)
-}
-
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len() as f64
-}
-
 #[test]
 fn summary_of_a_real_run_matches_vllm_definitions_recomputed_from_the_records() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path(), 60, 64);
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let sim = default_sim();
     let out = dir.path().join("run.jsonl");
     let s = replay_sim(
         &sim.base_url(),
@@ -536,7 +494,7 @@ fn summary_of_a_real_run_matches_vllm_definitions_recomputed_from_the_records() 
 fn realtime_scheduling_is_used_when_permitted_and_reported() {
     use request_sim::schedule::{Realtime, RealtimeMode};
     let permitted = Realtime::new(RealtimeMode::Auto, 10).probe().is_ok();
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let sim = default_sim();
     for mode in ["auto", "off"] {
         let dir = tempfile::tempdir().unwrap();
         let trace = write_trace(dir.path(), 40, 64);
@@ -602,7 +560,7 @@ fn waiting_for_a_body_beyond_the_lookahead_is_not_counted_as_late() {
         })
         .collect();
     std::fs::write(&trace, rows).unwrap();
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let sim = default_sim();
     let out = dir.path().join("out.jsonl");
     let extra = ["--lookahead-secs", "0.5"];
     let outcome = replay_sim(&sim.base_url(), &trace, &out, "1", &extra);
@@ -635,7 +593,7 @@ fn blitz_settings_prefill_the_first_burst_and_build_only_what_is_due() {
         .unwrap();
     }
     drop(f);
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let sim = default_sim();
     let out = dir.path().join("out.jsonl");
     let extra = [
         "--num-producer",
@@ -692,7 +650,7 @@ fn a_burst_bigger_than_the_pool_gets_its_connections_opened_ahead() {
         })
         .collect();
     std::fs::write(&trace, rows).unwrap();
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let sim = default_sim();
     for (warm, want) in [(true, (8, 1)), (false, (0, 0))] {
         let out = dir.path().join(format!("out-{warm}.jsonl"));
         let mut extra = vec!["--pool-idle-timeout", "1"];

@@ -7,30 +7,8 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use clap::Parser;
-use request_sim::cli::{Cli, Command};
-use request_sim::config::{Flavor, ReplayConfig};
-use request_sim::record::{Record, Status};
-
-fn read_records(path: &Path) -> Vec<Record> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut v: Vec<Record> = text
-        .lines()
-        .map(|l| serde_json::from_str::<Record>(l).expect(l))
-        .collect();
-    v.sort_by_key(|r| r.index);
-    v
-}
-
-fn replay(argv: &[&str]) -> request_sim::run::RunOutcome {
-    let mut full = vec!["request-sim", "replay", "--quiet"];
-    full.extend_from_slice(argv);
-    let args = match Cli::try_parse_from(full).unwrap().command {
-        Command::Replay(a) => *a,
-        _ => unreachable!(),
-    };
-    request_sim::run::replay(ReplayConfig::from_args(args, Flavor::Replay).unwrap()).unwrap()
-}
+use crate::support::*;
+use request_sim::record::Status;
 
 /// A Bailian trace of `sessions` chains of 1..=max_turns turns; each turn resends its parent's
 /// blocks plus new ones (as a conversation does). Turns of a session are 30 ms apart in the
@@ -83,13 +61,13 @@ fn closed_loop_follow_ups_wait_for_parent_and_think_time() {
     let dir = tempfile::tempdir().unwrap();
     let (trace, rows) = write_bailian(dir.path(), 40, 6);
     // The simulator caches in the trace's own 16-token blocks (Bailian).
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+    let sim = start_sim(llm_sim::SimConfig {
         block_size: 16,
         ..Default::default()
-    })
-    .unwrap();
+    });
     let out = dir.path().join("closed.jsonl");
     let outcome = replay(&[
+        "--quiet",
         "--endpoint",
         &sim.base_url(),
         "--dataset-path",
@@ -104,7 +82,7 @@ fn closed_loop_follow_ups_wait_for_parent_and_think_time() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(outcome.exit_code, 0);
-    let recs = read_records(&out);
+    let recs = read_records_by_index(&out);
     assert_eq!(recs.len(), rows, "one record per scheduled request");
     let mut follow_ups = 0;
     let mut waited = 0;
@@ -169,13 +147,13 @@ fn bailian_chains_of_up_to_ten_turns_closed_loop() {
     let dir = tempfile::tempdir().unwrap();
     let (trace, rows) = write_bailian_blocks(dir.path(), 400, 10, 30);
     assert!(rows >= 2000, "{rows} rows");
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+    let sim = start_sim(llm_sim::SimConfig {
         block_size: 16,
         ..Default::default()
-    })
-    .unwrap();
+    });
     let out = dir.path().join("closed.jsonl");
     let outcome = replay(&[
+        "--quiet",
         "--endpoint",
         &sim.base_url(),
         "--dataset-path",
@@ -190,7 +168,7 @@ fn bailian_chains_of_up_to_ten_turns_closed_loop() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(outcome.exit_code, 0);
-    let recs = read_records(&out);
+    let recs = read_records_by_index(&out);
     assert_eq!(recs.len(), rows, "one record per scheduled request");
     let mut turns = std::collections::HashMap::new();
     for r in &recs {
@@ -360,6 +338,7 @@ fn messages_rows_arrive_as_written() {
     let server = capture_server("ok");
     let out = dir.path().join("m-out.jsonl");
     let outcome = replay(&[
+        "--quiet",
         "--endpoint",
         &server.url,
         "--model-name",
@@ -377,7 +356,7 @@ fn messages_rows_arrive_as_written() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(outcome.exit_code, 0);
-    let recs = read_records(&out);
+    let recs = read_records_by_index(&out);
     assert_eq!(recs.len(), 3);
     assert!(recs.iter().all(|r| r.status == Status::Ok), "{recs:?}");
     assert_eq!(recs[2].parent_index, Some(0));
@@ -434,6 +413,7 @@ fn failed_parent_child_sent_or_skipped() {
         let server = capture_server("ok");
         let out = dir.path().join(format!("f-{skip}.jsonl"));
         let mut argv = vec![
+            "--quiet",
             "--endpoint",
             &server.url,
             "--model-name",
@@ -450,7 +430,7 @@ fn failed_parent_child_sent_or_skipped() {
             argv.push("--skip-after-failed-parent");
         }
         replay(&argv);
-        let recs = read_records(&out);
+        let recs = read_records_by_index(&out);
         assert_eq!(recs.len(), 3, "one record each, skipped or not");
         assert_eq!(recs[0].status, Status::HttpError);
         let sent = server
@@ -509,6 +489,7 @@ fn live_history_sends_the_servers_answers() {
         let server = capture_server_with(Arc::new(live_answer));
         let out = dir.path().join(format!("live-{stream}.jsonl"));
         let mut argv = vec![
+            "--quiet",
             "--endpoint",
             &server.url,
             "--model-name",
@@ -525,7 +506,7 @@ fn live_history_sends_the_servers_answers() {
             argv.push("--no-stream");
         }
         assert_eq!(replay(&argv).exit_code, 0);
-        let recs = read_records(&out);
+        let recs = read_records_by_index(&out);
         assert_eq!(recs.len(), 5);
         assert!(recs.iter().all(|r| r.status == Status::Ok), "{recs:?}");
         let bodies = server.bodies.lock().unwrap().clone();
@@ -571,14 +552,7 @@ fn live_history_sends_the_servers_answers() {
 #[test]
 fn live_history_refused_in_open_mode_and_without_messages() {
     let dir = tempfile::tempdir().unwrap();
-    let parse = |argv: &[&str]| {
-        let mut full = vec!["request-sim", "replay", "--quiet"];
-        full.extend_from_slice(argv);
-        match Cli::try_parse_from(full).unwrap().command {
-            Command::Replay(a) => ReplayConfig::from_args(*a, Flavor::Replay),
-            _ => unreachable!(),
-        }
-    };
+    let parse = |argv: &[&str]| config(&[&["--quiet"], argv].concat());
     let e = parse(&["--live-history", "--dry-run"])
         .unwrap_err()
         .to_string();
@@ -636,9 +610,10 @@ fn think_time_trace_is_the_scaled_trace_gap() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("g.jsonl");
     let rows = write_generic_sessions(&trace, 12, 3, 15.0, 60.0);
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let sim = default_sim();
     let out = dir.path().join("think.jsonl");
     let outcome = replay(&[
+        "--quiet",
         "--endpoint",
         &sim.base_url(),
         "--dataset-path",
@@ -653,7 +628,7 @@ fn think_time_trace_is_the_scaled_trace_gap() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(outcome.exit_code, 0);
-    let recs = read_records(&out);
+    let recs = read_records_by_index(&out);
     assert_eq!(recs.len(), rows);
     let mut checked = 0;
     for r in recs.iter().filter(|r| r.parent_index.is_some()) {
@@ -695,9 +670,10 @@ fn time_limit_cuts_waiting_turns_one_record_each() {
     // 30 sessions starting 40 ms apart (the last ones after the 1 s limit), turns 50 ms apart;
     // a 2 s think time puts every follow-up's release past the limit.
     let rows = write_generic_sessions(&trace, 30, 3, 40.0, 50.0);
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let sim = default_sim();
     let out = dir.path().join("cut.jsonl");
     let outcome = replay(&[
+        "--quiet",
         "--endpoint",
         &sim.base_url(),
         "--dataset-path",
@@ -711,7 +687,7 @@ fn time_limit_cuts_waiting_turns_one_record_each() {
         "-o",
         out.to_str().unwrap(),
     ]);
-    let recs = read_records(&out);
+    let recs = read_records_by_index(&out);
     let run = &outcome.summary.run;
     assert_eq!(
         recs.len(),
@@ -755,6 +731,7 @@ fn max_requests_slice_says_how_many_turns_it_cut() {
     let run = |extra: &[&str], name: &str| {
         let out = dir.path().join(name);
         let mut argv = vec![
+            "--quiet",
             "--dry-run",
             "--dataset-path",
             trace.to_str().unwrap(),
@@ -767,7 +744,7 @@ fn max_requests_slice_says_how_many_turns_it_cut() {
         ];
         argv.extend_from_slice(extra);
         let outcome = replay(&argv);
-        (read_records(&out), outcome)
+        (read_records_by_index(&out), outcome)
     };
     let (recs, outcome) = run(&[], "all.jsonl");
     assert_eq!(recs.len(), 13);
@@ -808,8 +785,8 @@ fn messages_trace_refused_on_a_completions_endpoint() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("m.jsonl");
     std::fs::write(&trace, MESSAGES_TRACE).unwrap();
-    let mut full = vec!["request-sim", "replay", "--quiet"];
-    full.extend_from_slice(&[
+    let cfg = config(&[
+        "--quiet",
         "--endpoint",
         "http://127.0.0.1:9/v1/completions",
         "--model-name",
@@ -818,12 +795,8 @@ fn messages_trace_refused_on_a_completions_endpoint() {
         trace.to_str().unwrap(),
         "-o",
         "/dev/null",
-    ]);
-    let args = match Cli::try_parse_from(full).unwrap().command {
-        Command::Replay(a) => *a,
-        _ => unreachable!(),
-    };
-    let cfg = ReplayConfig::from_args(args, Flavor::Replay).unwrap();
+    ])
+    .unwrap();
     let e = request_sim::run::replay(cfg).unwrap_err().to_string();
     assert!(
         e.contains("m.jsonl:1: field `messages`: a messages row is sent as a chat request: it needs a chat endpoint (…/v1/chat/completions), not http://127.0.0.1:9/v1/completions"),

@@ -3,11 +3,13 @@
 //! before anything is sent when it is among the first rows, and a clean stop with one record
 //! per request sent when it comes later.
 
+use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
+
+use crate::support::{read_json, read_json_lines, replay_cli, summary_path};
 
 /// `n` rows 10 ms apart in trace time, written with each block of 4 rows reversed (out of
 /// order by up to 30 ms); `bad`: (row, ms) gives that row a time this far before its own.
@@ -37,39 +39,19 @@ fn write_jittered(dir: &Path, n: usize, bad: Option<(usize, f64)>) -> (PathBuf, 
     (path, times)
 }
 
-fn replay(trace: &Path, out: &Path, extra: &[&str]) -> (i32, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_request-sim"))
-        .arg("replay")
-        .arg("--dataset-path")
-        .arg(trace)
-        .arg("--output-path")
-        .arg(out)
-        .args(["--dry-run", "--quiet", "--no-pin", "--seed", "1"])
-        .args(["--scale-factor", "1000"])
-        .args(extra)
-        .env_remove("JOB_COMPLETION_INDEX")
-        .env_remove("REQUEST_SIM_SHARD_COUNT")
-        .env_remove("REQUEST_SIM_START_AT")
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-fn records(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn summary(out: &Path) -> Value {
-    let mut p = out.as_os_str().to_owned();
-    p.push(".summary.json");
-    serde_json::from_str(&std::fs::read_to_string(PathBuf::from(p)).unwrap()).unwrap()
+/// `request-sim replay` of `trace` into `out` as a dry run at 1000x (seed 1) with `extra` flags,
+/// as a subprocess: exit code and stderr.
+fn dry_run(trace: &Path, out: &Path, extra: &[&str]) -> (i32, String) {
+    let mut args = vec![
+        OsStr::new("--dataset-path"),
+        trace.as_os_str(),
+        OsStr::new("--output-path"),
+        out.as_os_str(),
+    ];
+    let flags = ["--dry-run", "--quiet", "--no-pin", "--seed", "1"];
+    let rate = ["--scale-factor", "1000"];
+    args.extend(flags.iter().chain(&rate).chain(extra).map(OsStr::new));
+    replay_cli(&args, &[])
 }
 
 /// Every index 0..n exactly once; by index, times never decrease and each record is the row
@@ -105,13 +87,13 @@ fn rows_out_of_order_within_the_window_replay_in_time_order() {
     // A window of 40 ms (and 8 rows) covers blocks of 4 rows reversed (30 ms).
     let window = ["--reorder-window-ms", "40", "--reorder-window-rows", "8"];
     let out = tmp.path().join("r.jsonl");
-    let (code, err) = replay(&trace, &out, &window);
+    let (code, err) = dry_run(&trace, &out, &window);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("streamed"), "{err}");
-    let recs = records(&out);
+    let recs = read_json_lines(&out);
     assert_eq!(recs.len(), n);
     check_in_order(&recs, n, &times);
-    let s = summary(&out);
+    let s = read_json(&summary_path(&out));
     assert_eq!(s["run"]["planned"], n);
     // Three rows of each block of four come after a later one.
     assert_eq!(s["run"]["trace_stats"]["reordered"], 3 * n / 4);
@@ -126,7 +108,7 @@ fn rows_out_of_order_within_the_window_replay_in_time_order() {
     enc.write_all(&std::fs::read(&trace).unwrap()).unwrap();
     enc.finish().unwrap();
     let out_gz = tmp.path().join("gz.jsonl");
-    let (code, err) = replay(&gz, &out_gz, &window);
+    let (code, err) = dry_run(&gz, &out_gz, &window);
     assert_eq!(code, 0, "{err}");
     let key = |v: &Value| {
         (
@@ -136,7 +118,7 @@ fn rows_out_of_order_within_the_window_replay_in_time_order() {
         )
     };
     let mut a: Vec<_> = recs.iter().map(key).collect();
-    let mut b: Vec<_> = records(&out_gz).iter().map(key).collect();
+    let mut b: Vec<_> = read_json_lines(&out_gz).iter().map(key).collect();
     a.sort_by_key(|k| k.0.as_u64());
     b.sort_by_key(|k| k.0.as_u64());
     assert_eq!(a, b);
@@ -148,7 +130,7 @@ fn a_row_beyond_the_window_is_a_line_error_first_rows_before_anything_is_sent() 
     // Row 51 (line 51) is 500 ms before its place: beyond a 40 ms window.
     let (trace, _) = write_jittered(tmp.path(), 400, Some((50, 500.0)));
     let out = tmp.path().join("r.jsonl");
-    let (code, err) = replay(&trace, &out, &["--reorder-window-ms", "40"]);
+    let (code, err) = dry_run(&trace, &out, &["--reorder-window-ms", "40"]);
     assert_eq!(code, 1, "{err}");
     let line = format!("{}:51: field `timestamp`:", trace.display());
     assert!(err.contains(&line), "{err}");
@@ -156,11 +138,14 @@ fn a_row_beyond_the_window_is_a_line_error_first_rows_before_anything_is_sent() 
         err.contains("out of time order by") && err.contains("raise --reorder-window-ms"),
         "{err}"
     );
-    assert_eq!(records(&out).len(), 0, "nothing is sent");
+    assert!(
+        !out.exists() || read_json_lines(&out).is_empty(),
+        "nothing is sent"
+    );
     // A window that covers it: the run completes.
-    let (code, err) = replay(&trace, &out, &["--reorder-window-ms", "600"]);
+    let (code, err) = dry_run(&trace, &out, &["--reorder-window-ms", "600"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(records(&out).len(), 400);
+    assert_eq!(read_json_lines(&out).len(), 400);
 }
 
 #[test]
@@ -170,7 +155,7 @@ fn a_row_beyond_the_window_mid_run_stops_with_one_record_per_request_sent() {
     let bad_row = 5000;
     let (trace, times) = write_jittered(tmp.path(), n, Some((bad_row, 500.0)));
     let out = tmp.path().join("r.jsonl");
-    let (code, err) = replay(
+    let (code, err) = dry_run(
         &trace,
         &out,
         &[
@@ -185,8 +170,8 @@ fn a_row_beyond_the_window_mid_run_stops_with_one_record_per_request_sent() {
     assert_eq!(code, 1, "{err}");
     let line = format!("{}:{}: field `timestamp`:", trace.display(), bad_row + 1);
     assert!(err.contains(&line), "{err}");
-    let recs = records(&out);
-    let s = summary(&out);
+    let recs = read_json_lines(&out);
+    let s = read_json(&summary_path(&out));
     assert_eq!(s["run"]["stop_reason"], "trace_error", "{err}");
     let sent = recs.len();
     // Everything before the bad row that had left the window was sent, once.
