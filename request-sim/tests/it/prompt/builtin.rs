@@ -7,6 +7,8 @@ use std::sync::Arc;
 use request_sim::prompt::{PromptBuilder, Vocab};
 use request_sim::trace::TraceRequest;
 
+use crate::support::Lcg;
+
 fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceRequest {
     TraceRequest {
         index,
@@ -23,24 +25,9 @@ fn builder(seed: u64, block: usize) -> PromptBuilder {
     PromptBuilder::new(Arc::new(Vocab::builtin()), seed, block)
 }
 
-/// Tiny deterministic generator for test cases.
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// Random requests: full and partial last blocks, input beyond the hashed blocks, no hash ids.
 fn random_requests(count: usize, block: usize, seed: u64) -> Vec<TraceRequest> {
-    let mut g = Lcg(seed);
+    let mut g = Lcg::from_state(seed);
     (0..count)
         .map(|i| {
             let blocks = g.below(6) as usize;

@@ -5,18 +5,15 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::Parser;
-use request_sim::cli::{Cli, Command};
-use request_sim::config::{Flavor, ReplayConfig};
 use request_sim::prompt::{verify_trace, Corpus, CorpusReport, CorpusSpec, PromptBuilder};
-use request_sim::record::{Record, Status};
+use request_sim::record::Status;
+
+use crate::support::{data_path, read_records, replay};
 
 use super::qwen3::{conversation_requests, qwen3, req, Qwen3};
 
 fn data(p: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/corpus")
-        .join(p)
+    data_path("corpus").join(p)
 }
 
 fn corpus(q: &Qwen3, p: &str) -> Arc<Corpus> {
@@ -129,8 +126,6 @@ fn corpus_replay_is_exact_on_chat_and_completions_and_hits_like_the_trace() {
         let endpoint = format!("{}{path}", sim.base_url());
         let corpus = data("sharegpt.json");
         let argv = [
-            "request-sim",
-            "replay",
             "--endpoint",
             &endpoint,
             "--dataset-path",
@@ -148,16 +143,8 @@ fn corpus_replay_is_exact_on_chat_and_completions_and_hits_like_the_trace() {
             "-o",
             out.to_str().unwrap(),
         ];
-        let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
-            unreachable!()
-        };
-        let outcome =
-            request_sim::run::replay(ReplayConfig::from_args(*a, Flavor::Replay).unwrap()).unwrap();
-        let recs: Vec<Record> = std::fs::read_to_string(&out)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let outcome = replay(&argv);
+        let recs = read_records(&out);
         assert_eq!(recs.len(), 40);
         for r in &recs {
             assert_eq!(r.status, Status::Ok, "{path}: {r:?}");

@@ -2,10 +2,8 @@
 //! intended prompt tokens of a row are its chat template rendered with its messages and tools;
 //! llm-sim started with the same Qwen3 files must count exactly as many.
 
-use clap::Parser;
-use request_sim::cli::{Cli, Command};
-use request_sim::config::{Flavor, ReplayConfig};
-use request_sim::record::{Record, Status};
+use crate::support::{read_records_by_index, replay, start_sim};
+use request_sim::record::Status;
 
 use super::qwen3::qwen3;
 
@@ -17,26 +15,6 @@ const TRACE: &str = r#"{"timestamp": 0, "messages": [{"role": "user", "content":
 {"timestamp": 15, "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me a fact."}, {"role": "assistant", "content": "Water boils at 100 °C."}, {"role": "user", "content": "Another one."}], "output_length": 3}
 "#;
 
-fn replay(argv: &[&str]) -> request_sim::run::RunOutcome {
-    let mut full = vec!["request-sim", "replay", "--quiet"];
-    full.extend_from_slice(argv);
-    let args = match Cli::try_parse_from(full).unwrap().command {
-        Command::Replay(a) => *a,
-        _ => unreachable!(),
-    };
-    request_sim::run::replay(ReplayConfig::from_args(args, Flavor::Replay).unwrap()).unwrap()
-}
-
-fn records(path: &std::path::Path) -> Vec<Record> {
-    let mut v: Vec<Record> = std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    v.sort_by_key(|r| r.index);
-    v
-}
-
 #[test]
 fn messages_rows_with_and_without_tools_are_exact_against_llm_sim() {
     let Some(q) = qwen3() else { return };
@@ -44,17 +22,17 @@ fn messages_rows_with_and_without_tools_are_exact_against_llm_sim() {
         q.dir.join("tokenizer.json"),
         q.dir.join("tokenizer_config.json"),
     );
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+    let sim = start_sim(llm_sim::SimConfig {
         tokenizer: Some(tok.clone()),
         tokenizer_config: Some(tc.clone()),
         ..Default::default()
-    })
-    .unwrap();
+    });
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("m.jsonl");
     std::fs::write(&trace, TRACE).unwrap();
     let out = dir.path().join("exact.jsonl");
     let outcome = replay(&[
+        "--quiet",
         "--endpoint",
         &sim.base_url(),
         "--dataset-path",
@@ -67,7 +45,7 @@ fn messages_rows_with_and_without_tools_are_exact_against_llm_sim() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(outcome.exit_code, 0);
-    let recs = records(&out);
+    let recs = read_records_by_index(&out);
     assert_eq!(recs.len(), 4);
     for r in &recs {
         assert_eq!(r.status, Status::Ok, "{r:?}");
@@ -86,6 +64,7 @@ fn messages_rows_with_and_without_tools_are_exact_against_llm_sim() {
     // not compared.
     let out = dir.path().join("unchecked.jsonl");
     let outcome = replay(&[
+        "--quiet",
         "--endpoint",
         &sim.base_url(),
         "--dataset-path",
@@ -93,7 +72,7 @@ fn messages_rows_with_and_without_tools_are_exact_against_llm_sim() {
         "-o",
         out.to_str().unwrap(),
     ]);
-    let recs = records(&out);
+    let recs = read_records_by_index(&out);
     assert!(recs
         .iter()
         .all(|r| r.input_length == 0 && r.prompt_tokens.is_some_and(|p| p > 10)));

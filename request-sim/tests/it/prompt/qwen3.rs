@@ -16,17 +16,12 @@ use request_sim::prompt::{
 use request_sim::trace::TraceRequest;
 use tokenizers::Tokenizer;
 
+use crate::support::{qwen3_dir, Lcg};
+
 pub(super) struct Qwen3 {
     pub(super) dir: PathBuf,
     pub(super) tok: Tokenizer,
     pub(super) vocab: Arc<Vocab>,
-}
-
-fn qwen3_dir() -> PathBuf {
-    match std::env::var_os("REQUEST_SIM_QWEN3_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/tokenizers/qwen3"),
-    }
 }
 
 /// The tokenizer and its vocabulary, loaded once per test binary; `None` (after a loud note)
@@ -66,22 +61,11 @@ pub(super) fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceR
     }
 }
 
-struct Lcg(u64);
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
-
 /// Conversation-like requests: each either starts a new conversation or extends an earlier
 /// request's hash ids (so prefixes are shared and diverge), with full and partial last blocks,
 /// input beyond the hashed blocks, and some requests without hash ids.
 pub(super) fn conversation_requests(count: usize, block: usize, seed: u64) -> Vec<TraceRequest> {
-    let mut g = Lcg(seed);
+    let mut g = Lcg::from_state(seed);
     let mut next_id = 0u64;
     let mut out: Vec<TraceRequest> = Vec::new();
     for i in 0..count {

@@ -5,16 +5,14 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use clap::Parser;
 use request_sim::backend::tokenize::ServerTokenizer;
 use request_sim::backend::{self, ApiFlavor, Endpoint};
-use request_sim::cli::{Cli, Command};
-use request_sim::config::{Flavor, ReplayConfig};
 use request_sim::prompt::{verify_sample, PromptBuilder, Vocab};
-use request_sim::record::{Record, Status};
+use request_sim::record::Status;
 use request_sim::trace::TraceRequest;
 
 use super::qwen3::qwen3;
+use crate::support::{config, read_records, replay, start_sim};
 
 /// `n` mooncake rows, block 512, half of them extending an earlier row's hash ids.
 pub(super) fn write_trace(dir: &Path, n: usize) -> PathBuf {
@@ -47,12 +45,11 @@ pub(super) fn write_trace(dir: &Path, n: usize) -> PathBuf {
 
 pub(super) fn sim() -> llm_sim::SimThread {
     let q = qwen3().unwrap();
-    llm_sim::spawn_in_thread(llm_sim::SimConfig {
+    start_sim(llm_sim::SimConfig {
         tokenizer: Some(q.dir.join("tokenizer.json")),
         tokenizer_config: Some(q.dir.join("tokenizer_config.json")),
         ..Default::default()
     })
-    .unwrap()
 }
 
 #[test]
@@ -109,8 +106,6 @@ fn endpoint_only_replay_is_exact_on_chat_and_completions() {
         let out = dir.path().join("out.jsonl");
         let endpoint = format!("{}{path}", sim.base_url());
         let argv = [
-            "request-sim",
-            "replay",
             "--endpoint",
             &endpoint,
             "--dataset-path",
@@ -121,16 +116,8 @@ fn endpoint_only_replay_is_exact_on_chat_and_completions() {
             "-o",
             out.to_str().unwrap(),
         ];
-        let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
-            unreachable!()
-        };
-        let outcome =
-            request_sim::run::replay(ReplayConfig::from_args(*a, Flavor::Replay).unwrap()).unwrap();
-        let recs: Vec<Record> = std::fs::read_to_string(&out)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let outcome = replay(&argv);
+        let recs = read_records(&out);
         assert_eq!(recs.len(), 30);
         for r in &recs {
             assert_eq!(r.status, Status::Ok, "{path}: {r:?}");
@@ -154,8 +141,6 @@ fn tokenizer_accepts_a_model_directory() {
     let trace = write_trace(dir.path(), 12);
     let out = dir.path().join("out.jsonl");
     let argv = [
-        "request-sim",
-        "replay",
         "--endpoint",
         &sim.base_url(),
         "--dataset-path",
@@ -168,10 +153,7 @@ fn tokenizer_accepts_a_model_directory() {
         "-o",
         out.to_str().unwrap(),
     ];
-    let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    let cfg = ReplayConfig::from_args(*a, Flavor::Replay).unwrap();
+    let cfg = config(&argv).unwrap();
     assert_eq!(cfg.tokenizer, Some(q.dir.join("tokenizer.json")));
     assert_eq!(
         cfg.tokenizer_config,
@@ -185,11 +167,7 @@ fn tokenizer_accepts_a_model_directory() {
         .unwrap()
         .starts_with("local tokenizer"));
     assert_eq!(run.chat_overhead, Some(8));
-    let recs: Vec<Record> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = read_records(&out);
     assert_eq!(recs.len(), 12);
     assert!(recs
         .iter()
@@ -212,17 +190,14 @@ fn endpoint_only_replay_is_exact_with_a_trimming_template() {
         r#"{"chat_template": "<|im_start|>user\n{{ messages[0]['content'] | trim }}<|im_end|>\n<|im_start|>assistant\n"}"#,
     )
     .unwrap();
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+    let sim = start_sim(llm_sim::SimConfig {
         tokenizer: Some(q.dir.join("tokenizer.json")),
         tokenizer_config: Some(cfg),
         ..Default::default()
-    })
-    .unwrap();
+    });
     let trace = write_trace(dir.path(), 12);
     let out = dir.path().join("out.jsonl");
     let argv = [
-        "request-sim",
-        "replay",
         "--endpoint",
         &sim.base_url(),
         "--dataset-path",
@@ -233,19 +208,11 @@ fn endpoint_only_replay_is_exact_with_a_trimming_template() {
         "-o",
         out.to_str().unwrap(),
     ];
-    let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    let outcome =
-        request_sim::run::replay(ReplayConfig::from_args(*a, Flavor::Replay).unwrap()).unwrap();
+    let outcome = replay(&argv);
     // The lead's tokens are counted in the overhead (8 for the template itself).
     let overhead = outcome.summary.run.chat_overhead.unwrap();
     assert!(overhead > 8, "{overhead}");
-    let recs: Vec<Record> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = read_records(&out);
     assert_eq!(recs.len(), 12);
     for r in &recs {
         assert_eq!(r.status, Status::Ok);

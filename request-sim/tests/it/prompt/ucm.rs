@@ -4,40 +4,23 @@
 //! recorded with exact prompt tokens, metrics.xlsx and the saved prompts are written; then the
 //! same in benchmark mode with a ShareGPT file.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use calamine::Reader;
-use request_sim::record::{Record, Status};
+use request_sim::record::Status;
+
+use crate::support::{data_path, read_records, run_program, start_sim, TRACE_REPLAY_BIN};
 
 use super::qwen3::qwen3;
-
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_trace_replay"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn records(dir: &Path) -> Vec<Record> {
-    std::fs::read_to_string(dir.join("trace_replay_records.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 #[test]
 fn ucm_command_line_runs_against_llm_sim() {
     let Some(q) = qwen3() else { return };
     let model = q.dir.display().to_string();
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+    let sim = start_sim(llm_sim::SimConfig {
         model_name: model.clone(),
         tokenizer: Some(q.dir.join("tokenizer.json")),
         tokenizer_config: Some(q.dir.join("tokenizer_config.json")),
         ..Default::default()
-    })
-    .unwrap();
+    });
     let port = sim.base_url().rsplit(':').next().unwrap().to_string();
     let tmp = tempfile::tempdir().unwrap();
     let trace = super::server::write_trace(tmp.path(), 20);
@@ -45,27 +28,30 @@ fn ucm_command_line_runs_against_llm_sim() {
     let out_s = out.display().to_string();
     // README: --model --backend vllm --trace-path --trace-mode trace --host --port
     // --save-result --save-prompts (plus --result-dir, so the test's files stay in its dir).
-    let o = run(&[
-        "--model",
-        &model,
-        "--backend",
-        "vllm",
-        "--trace-path",
-        trace.to_str().unwrap(),
-        "--trace-mode",
-        "trace",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        &port,
-        "--save-result",
-        "--save-prompts",
-        "--result-dir",
-        &out_s,
-    ]);
+    let o = run_program(
+        TRACE_REPLAY_BIN,
+        &[
+            "--model",
+            &model,
+            "--backend",
+            "vllm",
+            "--trace-path",
+            trace.to_str().unwrap(),
+            "--trace-mode",
+            "trace",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--save-result",
+            "--save-prompts",
+            "--result-dir",
+            &out_s,
+        ],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    let recs = records(&out);
+    let recs = read_records(&out.join("trace_replay_records.jsonl"));
     assert_eq!(recs.len(), 20);
     for r in &recs {
         assert_eq!(r.status, Status::Ok, "{r:?}");
@@ -94,38 +80,40 @@ fn ucm_command_line_runs_against_llm_sim() {
     );
 
     // Benchmark mode: ShareGPT text at the trace's lengths.
-    let sharegpt: PathBuf =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/corpus/sharegpt.json");
-    let o = run(&[
-        "--model",
-        &model,
-        "--backend",
-        "vllm",
-        "--trace-path",
-        trace.to_str().unwrap(),
-        "--trace-mode",
-        "benchmark",
-        "--dataset-name",
-        "sharegpt",
-        "--dataset-path",
-        sharegpt.to_str().unwrap(),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        &port,
-        "--seed",
-        "7",
-        "--save-result",
-        "--result-dir",
-        &out_s,
-        "--max-concurrency",
-        "20",
-    ]);
+    let sharegpt = data_path("corpus/sharegpt.json");
+    let o = run_program(
+        TRACE_REPLAY_BIN,
+        &[
+            "--model",
+            &model,
+            "--backend",
+            "vllm",
+            "--trace-path",
+            trace.to_str().unwrap(),
+            "--trace-mode",
+            "benchmark",
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            sharegpt.to_str().unwrap(),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--seed",
+            "7",
+            "--save-result",
+            "--result-dir",
+            &out_s,
+            "--max-concurrency",
+            "20",
+        ],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("--max-concurrency has no effect"), "{err}");
     assert!(err.contains("corpus text is"), "{err}");
-    let recs = records(&out);
+    let recs = read_records(&out.join("trace_replay_records.jsonl"));
     assert_eq!(recs.len(), 20);
     assert!(recs
         .iter()
