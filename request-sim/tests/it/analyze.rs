@@ -9,20 +9,7 @@ use std::path::{Path, PathBuf};
 use request_sim::report::plots::write_analysis_plots;
 use request_sim::trace::{analyze, parse_reader, AnalyzeOptions, LoadOptions, Trace};
 
-/// Width and height from a PNG's IHDR chunk, after checking the signature.
-fn png_size(path: &Path) -> (u32, u32) {
-    let b = std::fs::read(path).unwrap();
-    assert_eq!(
-        &b[..8],
-        b"\x89PNG\r\n\x1a\n",
-        "{} is not a PNG",
-        path.display()
-    );
-    assert_eq!(&b[12..16], b"IHDR");
-    let w = u32::from_be_bytes(b[16..20].try_into().unwrap());
-    let h = u32::from_be_bytes(b[20..24].try_into().unwrap());
-    (w, h)
-}
+use crate::support::png_size;
 
 /// Small deterministic pseudo-random numbers (xorshift).
 struct Rng(u64);

@@ -1,10 +1,10 @@
 //! The command line as a user drives it: output into a pipe that the reader has closed
 //! (`request-sim analyze trace.jsonl | head`) ends the command quietly, without a panic.
 
+use std::ffi::OsStr;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_request-sim");
+use crate::support::{command, BIN};
 
 /// A Mooncake trace long enough that `analyze` prints well past one pipe write.
 fn write_trace(path: &Path) {
@@ -31,15 +31,9 @@ fn closed_stdout_is_not_a_panic() {
         // EPIPE every time (what `| head` does once it has its lines).
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
-        let out = Command::new(BIN)
-            .arg("analyze")
-            .arg(&trace)
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(writer)
-            .stderr(Stdio::piped())
-            .output()
-            .unwrap();
+        let mut args = vec![OsStr::new("analyze"), trace.as_os_str()];
+        args.extend(extra.iter().map(OsStr::new));
+        let out = command(BIN, args, &[]).stdout(writer).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains("panicked"), "{extra:?}: {stderr}");
         assert_eq!(out.status.code(), Some(0), "{extra:?}: {stderr}");

@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use clap::Parser;
-use request_sim::cli::{Cli, Command};
-use request_sim::config::{Flavor, ReplayConfig};
+use crate::support::*;
 
 /// `n` requests 10 ms apart over a few shared prefixes (block 64): later requests of a family
 /// extend an earlier one's hash ids.
@@ -35,16 +33,6 @@ fn write_trace(dir: &Path, n: usize) -> PathBuf {
         .unwrap();
     }
     path
-}
-
-fn replay(extra: &[&str]) -> request_sim::run::RunOutcome {
-    let mut argv = vec!["request-sim", "replay", "--quiet", "--block-size", "64"];
-    argv.extend_from_slice(extra);
-    let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    let cfg = ReplayConfig::from_args(*a, Flavor::Replay).unwrap();
-    request_sim::run::replay(cfg).unwrap()
 }
 
 /// A TCP proxy on 127.0.0.1 that sends each new connection to the next backend in turn (with
@@ -102,26 +90,17 @@ impl Drop for Proxy {
     }
 }
 
-fn read_samples(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[test]
 fn four_instances_scraped_together_match_their_own_counters() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path(), 120);
     let sims: Vec<llm_sim::SimThread> = (0..4)
         .map(|i| {
-            llm_sim::spawn_in_thread(llm_sim::SimConfig {
+            start_sim(llm_sim::SimConfig {
                 engine_index: i,
                 no_keep_alive: true,
                 ..llm_sim::SimConfig::default()
             })
-            .unwrap()
         })
         .collect();
     let proxy = Proxy::start(sims.iter().map(|s| s.addr).collect());
@@ -130,6 +109,9 @@ fn four_instances_scraped_together_match_their_own_counters() {
     let endpoint = format!("http://{}", proxy.addr);
     let out = dir.path().join("out.jsonl");
     let outcome = replay(&[
+        "--quiet",
+        "--block-size",
+        "64",
         "--endpoint",
         &endpoint,
         "--dataset-path",
@@ -153,7 +135,7 @@ fn four_instances_scraped_together_match_their_own_counters() {
     assert_eq!(srv.interval_ms, 100.0);
 
     // Every sample is in server_metrics.jsonl, on the run's clock, per instance.
-    let samples = read_samples(&dir.path().join("out.jsonl.server_metrics.jsonl"));
+    let samples = read_json_lines(&dir.path().join("out.jsonl.server_metrics.jsonl"));
     assert_eq!(samples.len() as u64, srv.samples);
     for (i, sim) in sims.iter().enumerate() {
         let mine: Vec<&serde_json::Value> = samples
@@ -224,11 +206,7 @@ fn four_instances_scraped_together_match_their_own_counters() {
     // Each record names the instance that served it (llm-sim's x-inference-pod/port) and
     // carries that instance's state at its nearest sample; per instance, the client's count
     // of answers equals the server's own count of finished requests.
-    let records: Vec<request_sim::record::Record> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = read_records(&out);
     let mut answered = [0u64; 4];
     for r in &records {
         let by = r.served_by.clone().expect("llm-sim names itself");
@@ -288,7 +266,7 @@ fn four_instances_scraped_together_match_their_own_counters() {
 fn dead_and_hanging_metrics_endpoints_are_counted_not_waited_for() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path(), 40);
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig::default()).unwrap();
+    let sim = default_sim();
     // A port nobody listens on, and a listener that accepts and never answers.
     let dead = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -301,6 +279,9 @@ fn dead_and_hanging_metrics_endpoints_are_counted_not_waited_for() {
     let out = dir.path().join("out.jsonl");
     let res = dir.path().join("res");
     let outcome = replay(&[
+        "--quiet",
+        "--block-size",
+        "64",
         "--endpoint",
         &sim.base_url(),
         "--dataset-path",
@@ -355,7 +336,7 @@ fn dead_and_hanging_metrics_endpoints_are_counted_not_waited_for() {
     // The sending path did not notice.
     assert!(s.drift.p99_ms < 50.0, "{:?}", s.drift);
     // In the result dir.
-    let samples = read_samples(&res.join("server_metrics.jsonl"));
+    let samples = read_json_lines(&res.join("server_metrics.jsonl"));
     assert!(samples
         .iter()
         .any(|v| v["instance"] == 1 && v["ok"] == false && v["error"].is_string()));
@@ -364,14 +345,7 @@ fn dead_and_hanging_metrics_endpoints_are_counted_not_waited_for() {
 
 #[test]
 fn interval_below_100ms_is_refused_and_the_origin_is_scraped_by_default() {
-    let argv = |extra: &[&str]| {
-        let mut v = vec!["request-sim", "replay"];
-        v.extend_from_slice(extra);
-        let Command::Replay(a) = Cli::try_parse_from(v).unwrap().command else {
-            unreachable!()
-        };
-        ReplayConfig::from_args(*a, Flavor::Replay)
-    };
+    let argv = config;
     let e = argv(&["--metrics-interval", "50ms"]).unwrap_err();
     assert!(e.to_string().contains("below the minimum of 100 ms"), "{e}");
     assert!(argv(&["--metrics-interval", "0.05"]).is_err());
@@ -393,6 +367,9 @@ fn interval_below_100ms_is_refused_and_the_origin_is_scraped_by_default() {
     let trace = write_trace(dir.path(), 20);
     let out = dir.path().join("o.jsonl");
     let outcome = replay(&[
+        "--quiet",
+        "--block-size",
+        "64",
         "--dataset-path",
         trace.to_str().unwrap(),
         "-o",
@@ -409,14 +386,16 @@ fn records_carry_the_queue_at_send_and_strict_fails_an_invalid_run() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path(), 60);
     // One sequence at a time: requests queue up.
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+    let sim = start_sim(llm_sim::SimConfig {
         max_num_seqs: 1,
         ..llm_sim::SimConfig::default()
-    })
-    .unwrap();
+    });
     let out = dir.path().join("out.jsonl");
     let run = |out: &Path, extra: &[&str]| {
         let mut args = vec![
+            "--quiet",
+            "--block-size",
+            "64",
             "--endpoint",
             sim.base_url().leak(),
             "--dataset-path",
@@ -434,13 +413,9 @@ fn records_carry_the_queue_at_send_and_strict_fails_an_invalid_run() {
     let outcome = run(&out, &["--strict", "--max-drift-ms", "1000"]);
     assert_eq!(outcome.exit_code, 0, "{:?}", outcome.summary.invalid);
     assert!(outcome.summary.invalid.is_empty());
-    let records: Vec<request_sim::record::Record> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let records = read_records(&out);
     assert_eq!(records.len(), 60);
-    let samples = read_samples(&dir.path().join("out.jsonl.server_metrics.jsonl"));
+    let samples = read_json_lines(&dir.path().join("out.jsonl.server_metrics.jsonl"));
     let mut queued = 0;
     for r in &records {
         let s = r.server.expect("every sent request has the server's state");
@@ -487,15 +462,12 @@ fn sweep_finds_where_one_sequence_at_a_time_stops_keeping_up() {
     let trace = write_trace(dir.path(), 40);
     // One sequence at a time, ~1 ms per step: about 150 requests/s at most; the trace offers
     // ~100/s at scale 1.
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+    let sim = start_sim(llm_sim::SimConfig {
         max_num_seqs: 1,
         ..llm_sim::SimConfig::default()
-    })
-    .unwrap();
+    });
     let sweep_dir = dir.path().join("sweep");
     let argv = [
-        "request-sim",
-        "sweep",
         "--scale-factors",
         "0.25,4",
         "--sweep-dir",
@@ -510,13 +482,8 @@ fn sweep_finds_where_one_sequence_at_a_time_stops_keeping_up() {
         "11",
         "--quiet",
     ];
-    let Command::Sweep(a) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    assert_eq!(request_sim::sweep::sweep(*a).unwrap(), 0);
-    let r: request_sim::sweep::SweepResult =
-        serde_json::from_str(&std::fs::read_to_string(sweep_dir.join("sweep.json")).unwrap())
-            .unwrap();
+    let (code, r) = sweep(&argv);
+    assert_eq!(code, 0);
     assert_eq!(r.points.len(), 2);
     let (low, high) = (&r.points[0], &r.points[1]);
     assert_eq!((low.scale_factor, high.scale_factor), (0.25, 4.0));
@@ -572,20 +539,6 @@ fn sweep_finds_where_one_sequence_at_a_time_stops_keeping_up() {
     assert!(!html.contains("http://"));
 }
 
-/// Runs `request-sim sweep` with `args` (after `sweep`), returning its exit code and sweep.json.
-fn run_sweep(args: &[&str]) -> (u8, request_sim::sweep::SweepResult) {
-    let mut argv = vec!["request-sim", "sweep"];
-    argv.extend_from_slice(args);
-    let Command::Sweep(a) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    let dir = a.sweep_dir.clone().unwrap();
-    let code = request_sim::sweep::sweep(*a).unwrap();
-    let r =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).unwrap()).unwrap();
-    (code, r)
-}
-
 #[test]
 fn search_brackets_the_capacity_of_one_sequence_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
@@ -603,14 +556,13 @@ fn search_brackets_the_capacity_of_one_sequence_at_a_time() {
     // One sequence at a time, 5 ms per engine step: a request holds the engine ~20 ms, so
     // the server carries ~50 requests/s, about scale 2.4; above it requests queue and TTFT
     // grows past the SLO.
-    let sim = llm_sim::spawn_in_thread(llm_sim::SimConfig {
+    let sim = start_sim(llm_sim::SimConfig {
         max_num_seqs: 1,
         step_fixed_us: 5_000.0,
         ..llm_sim::SimConfig::default()
-    })
-    .unwrap();
+    });
     let sweep_dir = dir.path().join("search");
-    let (code, r) = run_sweep(&[
+    let (code, r) = sweep(&[
         "--sweep-dir",
         sweep_dir.to_str().unwrap(),
         "--max-points",
@@ -670,12 +622,7 @@ fn search_brackets_the_capacity_of_one_sequence_at_a_time() {
         .iter()
         .min_by(|a, b| a.scale_factor.total_cmp(&b.scale_factor))
         .unwrap();
-    let recs: Vec<request_sim::record::Record> =
-        std::fs::read_to_string(Path::new(&low.dir).join("records.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+    let recs = read_records(&Path::new(&low.dir).join("records.jsonl"));
     let service_s = recs
         .iter()
         .map(|r| r.tpot_ms.unwrap() * f64::from(r.output_tokens.unwrap()))
@@ -706,7 +653,7 @@ fn every_sweep_point_has_a_default_request_limit() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path(), request_sim::sweep::DEFAULT_POINT_REQUESTS + 30);
     let sweep_dir = dir.path().join("sweep");
-    let (code, r) = run_sweep(&[
+    let (code, r) = sweep(&[
         "--sweep-dir",
         sweep_dir.to_str().unwrap(),
         "--scale-factors",
@@ -739,12 +686,9 @@ fn every_sweep_point_has_a_default_request_limit() {
 #[test]
 fn sweep_search_flags_are_checked() {
     let parse = |args: &[&str]| {
-        let mut argv = vec!["request-sim", "sweep", "--sweep-dir", "/nonexistent/x"];
+        let mut argv = vec!["--sweep-dir", "/nonexistent/x"];
         argv.extend_from_slice(args);
-        Cli::try_parse_from(argv).map(|c| match c.command {
-            Command::Sweep(a) => a,
-            _ => unreachable!(),
-        })
+        try_sweep_args(&argv)
     };
     assert!(parse(&["--scale-factors", "1,2", "--search", "1,2"]).is_err());
     for (args, msg) in [
@@ -759,7 +703,7 @@ fn sweep_search_flags_are_checked() {
             "--max-points must be at least 1",
         ),
     ] {
-        let e = request_sim::sweep::sweep(*parse(args).unwrap()).unwrap_err();
+        let e = request_sim::sweep::sweep(parse(args).unwrap()).unwrap_err();
         assert!(e.to_string().contains(msg), "{args:?}: {e}");
     }
 }

@@ -1,15 +1,12 @@
 //! `analyze` on the small fixtures, with every number worked out by hand.
 
-use std::path::Path;
-
 use request_sim::report::render_analysis;
 use request_sim::trace::{analyze, ideal_prefix_hits, load, AnalyzeOptions, LoadOptions};
 
+use crate::support::trace_fixture;
+
 fn fixture(name: &str) -> request_sim::trace::Trace {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/traces")
-        .join(name);
-    load(&p, &LoadOptions::default()).unwrap()
+    load(&trace_fixture(name), &LoadOptions::default()).unwrap()
 }
 
 fn close(a: f64, b: f64) -> bool {

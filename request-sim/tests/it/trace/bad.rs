@@ -1,13 +1,11 @@
 //! A corpus of broken trace files (tests/data/traces/bad): each must give exactly one clear error
 //! naming the file (and the line when one line is at fault), never a panic.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use request_sim::trace::{load, parse_reader, LoadOptions, TraceError, TraceFormat};
 
-fn bad_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/traces/bad")
-}
+use crate::support::{bad_traces_dir, trace_fixture};
 
 /// (file, line at fault (None: file-level error), the message after `path:line: `).
 const CORPUS: &[(&str, Option<usize>, &str)] = &[
@@ -52,7 +50,7 @@ const CORPUS: &[(&str, Option<usize>, &str)] = &[
 
 #[test]
 fn every_bad_file_gives_one_clear_error() {
-    let dir = bad_dir();
+    let dir = bad_traces_dir();
     let mut listed: Vec<&str> = CORPUS.iter().map(|c| c.0).collect();
     listed.sort_unstable();
     let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
@@ -88,7 +86,7 @@ fn every_bad_file_gives_one_clear_error() {
 
 #[test]
 fn skip_invalid_counts_bad_rows_and_keeps_good_ones() {
-    let dir = bad_dir();
+    let dir = bad_traces_dir();
     let opts = LoadOptions {
         skip_invalid: true,
         ..Default::default()
@@ -252,7 +250,7 @@ fn missing_file_and_directory() {
             .starts_with("/nonexistent/dir/trace.jsonl: cannot open: "),
         "{err}"
     );
-    let err = load(&bad_dir(), &LoadOptions::default()).unwrap_err();
+    let err = load(&bad_traces_dir(), &LoadOptions::default()).unwrap_err();
     assert!(
         err.to_string().ends_with(": cannot open: is a directory"),
         "{err}"
@@ -271,14 +269,7 @@ fn mutated_inputs_never_panic() {
         "mooncake.jsonl.gz",
     ]
     .iter()
-    .map(|f| {
-        std::fs::read(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data/traces")
-                .join(f),
-        )
-        .unwrap()
-    })
+    .map(|f| std::fs::read(trace_fixture(f)).unwrap())
     .collect();
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut rnd = move || {
@@ -350,7 +341,7 @@ fn mutated_inputs_never_panic() {
 #[ignore = "prints the corpus messages"]
 fn print_corpus_messages() {
     for &(file, _, _) in CORPUS {
-        let e = load(&bad_dir().join(file), &LoadOptions::default()).unwrap_err();
+        let e = load(&bad_traces_dir().join(file), &LoadOptions::default()).unwrap_err();
         println!("{e}");
     }
 }

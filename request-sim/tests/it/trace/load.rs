@@ -2,20 +2,15 @@
 //! with their counts, and time/count slicing. Fixtures: tests/data/traces.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 
 use request_sim::trace::{
     load, parse_reader, LoadOptions, SessionInfo, Trace, TraceFormat, TraceStats,
 };
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/traces")
-        .join(name)
-}
+use crate::support::trace_fixture;
 
 fn load_default(name: &str) -> Trace {
-    load(&fixture(name), &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+    load(&trace_fixture(name), &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn times(t: &Trace) -> Vec<f64> {
@@ -60,7 +55,7 @@ fn mooncake_plain_and_gzip() {
 
 #[test]
 fn gzip_is_detected_by_magic_bytes_not_by_name() {
-    let data = std::fs::read(fixture("bailian.jsonl")).unwrap();
+    let data = std::fs::read(trace_fixture("bailian.jsonl")).unwrap();
     let plain = parse_reader("a.jsonl", data.as_slice(), &LoadOptions::default()).unwrap();
     let gz = parse_reader(
         "no-extension",
@@ -159,7 +154,7 @@ fn azure_csv_with_crlf_blank_line_and_no_hash_ids() {
         }
     );
     // gzip works for CSV too.
-    let data = std::fs::read(fixture("azure.csv")).unwrap();
+    let data = std::fs::read(trace_fixture("azure.csv")).unwrap();
     let gz = parse_reader(
         "azure.csv.gz",
         gzip(&data).as_slice(),
@@ -185,7 +180,7 @@ fn generic_with_optional_hash_ids_and_block_size_override() {
         block_size: Some(256),
         ..Default::default()
     };
-    let t = load(&fixture("generic.jsonl"), &opts).unwrap();
+    let t = load(&trace_fixture("generic.jsonl"), &opts).unwrap();
     assert_eq!(t.block_size, 256);
     assert_eq!(t.requests[2].hash_ids, vec![5, 6, 7]);
     assert_eq!(t.stats.surplus_hash_ids, 0);
@@ -214,7 +209,7 @@ fn forced_format() {
         format: Some(TraceFormat::Generic),
         ..Default::default()
     };
-    let t = load(&fixture("mooncake.jsonl"), &opts).unwrap();
+    let t = load(&trace_fixture("mooncake.jsonl"), &opts).unwrap();
     assert_eq!(t.format, TraceFormat::Generic);
     assert_eq!(t.requests, load_default("mooncake.jsonl").requests);
 
@@ -223,7 +218,7 @@ fn forced_format() {
         format: Some(TraceFormat::Bailian),
         ..Default::default()
     };
-    let err = load(&fixture("mooncake.jsonl"), &opts).unwrap_err();
+    let err = load(&trace_fixture("mooncake.jsonl"), &opts).unwrap_err();
     assert!(
         err.to_string()
             .ends_with("mooncake.jsonl:1: missing field `chat_id`"),
@@ -235,7 +230,7 @@ fn forced_format() {
         format: Some(TraceFormat::Mooncake),
         ..Default::default()
     };
-    let err = load(&fixture("generic.jsonl"), &opts).unwrap_err();
+    let err = load(&trace_fixture("generic.jsonl"), &opts).unwrap_err();
     assert!(
         err.to_string()
             .ends_with("generic.jsonl:1: missing field `hash_ids`"),
@@ -247,7 +242,7 @@ fn forced_format() {
         format: Some(TraceFormat::Azure),
         ..Default::default()
     };
-    let err = load(&fixture("generic.jsonl"), &opts).unwrap_err();
+    let err = load(&trace_fixture("generic.jsonl"), &opts).unwrap_err();
     assert_eq!(err.line(), Some(1));
     assert!(
         err.to_string()
@@ -260,7 +255,7 @@ fn forced_format() {
         block_size: Some(32),
         ..Default::default()
     };
-    let t = load(&fixture("bailian.jsonl"), &opts).unwrap();
+    let t = load(&trace_fixture("bailian.jsonl"), &opts).unwrap();
     assert_eq!(t.block_size, 32);
     assert_eq!(t.requests[0].hash_ids, vec![100, 101]); // 40 tokens = 2 blocks of 32
 }
@@ -311,7 +306,7 @@ fn time_window_and_max_requests() {
             max_requests: max,
             ..Default::default()
         };
-        load(&fixture("inconsistent.jsonl"), &opts)
+        load(&trace_fixture("inconsistent.jsonl"), &opts)
     };
     // [600, 1600): inclusive start, exclusive end; rebased so the first kept request is at 0.
     let t = load_with(Some(600.0), Some(1600.0), None).unwrap();
