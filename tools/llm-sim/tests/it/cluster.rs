@@ -107,7 +107,7 @@ async fn speedup_shortens_wall_time_not_simulated_time() {
         speedup: 10.0,
         ..SimConfig::default()
     };
-    let s = llm_sim::start(cfg).await.unwrap();
+    let s = start_server(cfg).await;
     let t0 = Instant::now();
     let r = post(
         &s.base_url(),

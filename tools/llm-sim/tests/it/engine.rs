@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 #[tokio::test]
 async fn generates_exactly_max_tokens_everywhere() {
-    let server = llm_sim::start(SimConfig::default()).await.unwrap();
+    let server = default_server().await;
     let b = server.base_url();
     for n in [1u32, 2, 7, 64, 300] {
         let s = stream(&b, "/v1/chat/completions", &chat_body("bake tomo", n, true)).await;
@@ -81,7 +81,7 @@ async fn generates_exactly_max_tokens_everywhere() {
 
 #[tokio::test]
 async fn prompt_tokens_follow_the_builtin_chat_accounting() {
-    let server = llm_sim::start(SimConfig::default()).await.unwrap();
+    let server = default_server().await;
     let b = server.base_url();
     for n in [1usize, 10, 1000] {
         let v: Value = post(
@@ -137,7 +137,7 @@ async fn repeated_long_prompt_hits_the_prefix_cache() {
         step_fixed_us: 1000.0,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let prompt = words(4000, 11);
     let first = stream(&b, "/v1/chat/completions", &chat_body(&prompt, 4, true)).await;
@@ -184,7 +184,7 @@ async fn prefix_caching_off_never_hits() {
         enable_prefix_caching: false,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let prompt = words(500, 0);
     for _ in 0..2 {
@@ -216,7 +216,7 @@ async fn lru_evicts_when_the_cache_is_small() {
         num_gpu_blocks: 42,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let cached = |v: &Value| {
         v["usage"]["prompt_tokens_details"]["cached_tokens"]
@@ -251,7 +251,7 @@ async fn running_sequences_never_exceed_max_num_seqs() {
         step_fixed_us: 2000.0,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let mut tasks = Vec::new();
     for i in 0..6 {
@@ -301,7 +301,7 @@ async fn chunked_prefill_respects_the_token_budget() {
         step_fixed_us: 5000.0,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let long = stream(
         &b,
@@ -340,7 +340,7 @@ async fn decode_slows_down_as_the_batch_grows() {
         decode_seq_us: 2000.0,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let tpot = |s: &Stream| {
         let ev = s.token_events();
@@ -383,7 +383,7 @@ async fn client_disconnect_aborts_the_request() {
         step_fixed_us: 5000.0,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let mut resp = post(
         &b,
@@ -451,7 +451,7 @@ async fn shutdown_ends_in_flight_streams() {
         step_fixed_us: 5000.0,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let task = tokio::spawn(async move {
         stream(
@@ -475,7 +475,7 @@ async fn shutdown_ends_in_flight_streams() {
 
 #[tokio::test]
 async fn dropping_the_server_stops_it() {
-    let server = llm_sim::start(SimConfig::default()).await.unwrap();
+    let server = default_server().await;
     let url = server.base_url();
     drop(server);
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -493,7 +493,7 @@ async fn many_concurrent_streams_all_complete_exactly() {
         max_num_seqs: 512,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let c = client();
     let mut tasks = Vec::new();

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 #[tokio::test]
 async fn tokenize_and_detokenize_in_vllm_shapes() {
-    let s = llm_sim::start(SimConfig::default()).await.unwrap();
+    let s = default_server().await;
     let base = s.base_url();
     let w = llm_sim::vocab::builtin_words();
     let text = format!("{} {} {}", w[3], w[40], w[4000]);
@@ -82,7 +82,7 @@ async fn tokenize_and_detokenize_in_vllm_shapes() {
 
 #[tokio::test]
 async fn reset_prefix_cache_forgets_cached_prefixes() {
-    let s = llm_sim::start(SimConfig::default()).await.unwrap();
+    let s = default_server().await;
     let base = s.base_url();
     let prompt = words(160, 0);
     let cached = |v: &Value| v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64();
@@ -150,7 +150,7 @@ async fn health_is_503_until_ready() {
         ..SimConfig::default()
     };
     let t0 = Instant::now();
-    let s = llm_sim::start(cfg).await.unwrap();
+    let s = start_server(cfg).await;
     let base = s.base_url();
     let r = client().get(format!("{base}/health")).send().await.unwrap();
     assert_eq!(r.status(), 503);
@@ -196,7 +196,7 @@ async fn bounded_waiting_queue_answers_429() {
         step_fixed_us: 20_000.0,
         ..SimConfig::default()
     };
-    let s = llm_sim::start(cfg).await.unwrap();
+    let s = start_server(cfg).await;
     let base = s.base_url();
     let first = tokio::spawn({
         let base = base.clone();
@@ -264,7 +264,7 @@ async fn eos_stops_requests_that_do_not_ask_for_exact_lengths() {
         eos_mean_tokens: Some(20.0),
         ..SimConfig::default()
     };
-    let s = llm_sim::start(cfg).await.unwrap();
+    let s = start_server(cfg).await;
     let base = s.base_url();
     let (mut stops, mut lengths, mut total) = (0u64, 0u64, 0u64);
     let n = 60;

@@ -1,20 +1,14 @@
 //! Every fault switch, through the FaultHandle, the admin endpoint and the command line.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::support::*;
 use llm_sim::{FaultConfig, SimConfig};
 use serde_json::{json, Value};
 
-async fn server() -> llm_sim::SimServer {
-    llm_sim::start(SimConfig::default()).await.unwrap()
-}
-
 /// A server with its faults set by `update`, and its base URL.
 async fn faulty(update: impl FnOnce(&mut FaultConfig)) -> (llm_sim::SimServer, String) {
-    let s = server().await;
+    let s = default_server().await;
     s.faults().update(update).unwrap();
     let b = s.base_url();
     (s, b)
@@ -22,7 +16,7 @@ async fn faulty(update: impl FnOnce(&mut FaultConfig)) -> (llm_sim::SimServer, S
 
 #[tokio::test]
 async fn error_statuses() {
-    let s = server().await;
+    let s = default_server().await;
     let b = s.base_url();
     for (code, kind) in [
         (500u16, "InternalServerError"),
@@ -80,7 +74,7 @@ async fn statuses(seed: u64, n: usize) -> Vec<u16> {
         },
         ..SimConfig::default()
     };
-    let s = llm_sim::start(cfg).await.unwrap();
+    let s = start_server(cfg).await;
     let mut out = Vec::new();
     for _ in 0..n {
         let r = post(
@@ -238,7 +232,7 @@ async fn slow_accept() {
 
 #[tokio::test]
 async fn admin_endpoint() {
-    let s = server().await;
+    let s = default_server().await;
     let b = s.base_url();
     let c = client();
     let r = c
@@ -302,25 +296,6 @@ async fn admin_endpoint() {
     s.shutdown().await;
 }
 
-/// Runs the binary on an ephemeral port; returns the child and its base URL.
-fn run_binary(args: &[&str]) -> (std::process::Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_llm-sim"))
-        .args(["--port", "0"])
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("llm-sim binary");
-    let stderr = child.stderr.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(stderr).read_line(&mut line).unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    (child, url)
-}
-
 #[tokio::test]
 async fn command_line_flags() {
     let (mut child, url) = run_binary(&[
@@ -348,15 +323,9 @@ async fn command_line_flags() {
     let _ = child.kill();
     let _ = child.wait();
 
-    let out = Command::new(env!("CARGO_BIN_EXE_llm-sim"))
-        .args(["--preset", "nope"])
-        .output()
-        .unwrap();
+    let out = run_binary_to_end(&["--preset", "nope"]);
     assert_eq!(out.status.code(), Some(2));
-    let out = Command::new(env!("CARGO_BIN_EXE_llm-sim"))
-        .args(["--fault-reset-rate", "1.5"])
-        .output()
-        .unwrap();
+    let out = run_binary_to_end(&["--fault-reset-rate", "1.5"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("reset_rate"));
 }

@@ -233,7 +233,7 @@ async fn subscribers_rebuild_each_instance_cache_from_events() {
 
 #[tokio::test]
 async fn events_are_off_by_default_and_bad_endpoints_are_refused() {
-    let s = llm_sim::start(SimConfig::default()).await.unwrap();
+    let s = default_server().await;
     let r = post(
         &s.base_url(),
         "/v1/completions",

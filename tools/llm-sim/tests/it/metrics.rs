@@ -60,7 +60,7 @@ async fn histogram_buckets_and_names_match_vllms_source() {
         max_model_len: 20_000,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let r = post(
         &b,
@@ -124,7 +124,7 @@ async fn metric_names_labels_and_histograms_match_vllm() {
         ..SimConfig::default()
     };
     let max_model_len = cfg.max_model_len;
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     // The same long prompt twice: the second request hits the prefix cache.
     let prompt = words(200, 0);

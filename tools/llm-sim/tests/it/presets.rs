@@ -57,7 +57,7 @@ async fn run(preset: &str) -> [(f64, f64); 2] {
         speedup: 20.0,
         ..SimConfig::preset(preset).unwrap()
     };
-    let s = llm_sim::start(cfg).await.unwrap();
+    let s = start_server(cfg).await;
     let b = s.base_url();
     let short = one_request(&b, 512, 1).await;
     let long = one_request(&b, 4096, 2).await;

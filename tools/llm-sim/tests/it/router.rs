@@ -3,7 +3,6 @@
 //! the router's counters and cache reset, and the command line.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 
 use crate::support::*;
 use llm_sim::routing::Policy;
@@ -206,11 +205,7 @@ async fn streams_and_other_routes_go_through_the_front_port() {
 
 #[test]
 fn command_line_router() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_llm-sim"))
-        .args(["--port", "0", "--instances", "2", "--router", "session"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("llm-sim binary");
+    let mut child = spawn_binary(&["--port", "0", "--instances", "2", "--router", "session"]);
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let mut router_line = String::new();
     for _ in 0..3 {
@@ -227,10 +222,7 @@ fn command_line_router() {
             && router_line.contains("2 instance(s)"),
         "{router_line}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_llm-sim"))
-        .args(["--router", "random"])
-        .output()
-        .unwrap();
+    let out = run_binary_to_end(&["--router", "random"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("prefix-aware"));
 }

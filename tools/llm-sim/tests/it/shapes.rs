@@ -80,7 +80,7 @@ fn assert_stream_matches(s: &Stream, fixture: &str) {
 
 #[tokio::test]
 async fn chat_stream_shape() {
-    let server = llm_sim::start(SimConfig::default()).await.unwrap();
+    let server = default_server().await;
     let s = stream(
         &server.base_url(),
         "/v1/chat/completions",
@@ -102,7 +102,7 @@ async fn chat_stream_shape() {
 
 #[tokio::test]
 async fn completion_stream_shape_with_token_ids() {
-    let server = llm_sim::start(SimConfig::default()).await.unwrap();
+    let server = default_server().await;
     let s = stream(
         &server.base_url(),
         "/v1/completions",
@@ -116,7 +116,7 @@ async fn completion_stream_shape_with_token_ids() {
 
 #[tokio::test]
 async fn stream_without_include_usage_has_no_usage_chunk() {
-    let server = llm_sim::start(SimConfig::default()).await.unwrap();
+    let server = default_server().await;
     let mut body = chat_body("bake", 4, true);
     body.as_object_mut().unwrap().remove("stream_options");
     let s = stream(&server.base_url(), "/v1/chat/completions", &body).await;
@@ -132,7 +132,7 @@ async fn stream_without_include_usage_has_no_usage_chunk() {
 
 #[tokio::test]
 async fn continuous_usage_stats_on_every_chunk() {
-    let server = llm_sim::start(SimConfig::default()).await.unwrap();
+    let server = default_server().await;
     let mut body = completion_body(json!("bake tomo"), 3, true);
     body["stream_options"]["continuous_usage_stats"] = json!(true);
     let s = stream(&server.base_url(), "/v1/completions", &body).await;
@@ -148,7 +148,7 @@ async fn continuous_usage_stats_on_every_chunk() {
 
 #[tokio::test]
 async fn non_streaming_shapes() {
-    let server = llm_sim::start(SimConfig::default()).await.unwrap();
+    let server = default_server().await;
     let base = server.base_url();
     let mut v: Value = post(
         &base,
@@ -200,7 +200,7 @@ async fn non_streaming_shapes() {
 
 #[tokio::test]
 async fn tgi_shapes() {
-    let server = llm_sim::start(SimConfig::default()).await.unwrap();
+    let server = default_server().await;
     let base = server.base_url();
     let body = json!({"inputs": "a b c", "parameters": {"max_new_tokens": 2, "details": true}});
     let s = stream(&base, "/generate_stream", &body).await;
@@ -266,7 +266,7 @@ async fn bad_requests_get_vllm_errors() {
         max_model_len: 100,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let chat = "/v1/chat/completions";
     let cmpl = "/v1/completions";
@@ -380,7 +380,7 @@ async fn api_key_is_required_when_set() {
         api_key: Some("sekret".into()),
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let url = format!("{b}/v1/completions");
     let body = completion_body(json!("a"), 1, false);
@@ -420,7 +420,7 @@ async fn api_key_is_required_when_set() {
 
 #[tokio::test]
 async fn weird_inputs_never_break_the_server() {
-    let server = llm_sim::start(SimConfig::default()).await.unwrap();
+    let server = default_server().await;
     let b = server.base_url();
     let bodies: Vec<Vec<u8>> = vec![
         b"".to_vec(),
@@ -478,7 +478,7 @@ async fn huge_step_costs_do_not_crash() {
         step_fixed_us: 1e300,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let c = client();
     let r = c

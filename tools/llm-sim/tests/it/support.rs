@@ -1,8 +1,56 @@
-//! Helpers shared by the integration tests: a loopback HTTP client, SSE parsing, timing.
+//! Helpers shared by the integration tests: starting the simulator (in-process or the built
+//! binary), a loopback HTTP client, SSE parsing, timing, Prometheus pages, request bodies.
 
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use llm_sim::{SimConfig, SimServer};
 use serde_json::Value;
+
+/// The `llm-sim` binary.
+pub const BIN: &str = env!("CARGO_BIN_EXE_llm-sim");
+
+/// A simulator with `cfg` on 127.0.0.1 (an ephemeral port unless `cfg` names one).
+pub async fn start_server(cfg: SimConfig) -> SimServer {
+    llm_sim::start(cfg).await.expect("start llm-sim")
+}
+
+/// A simulator with the default settings.
+pub async fn default_server() -> SimServer {
+    start_server(SimConfig::default()).await
+}
+
+/// Start the binary with `args`, its stderr piped (where it says where it listens).
+pub fn spawn_binary(args: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("llm-sim binary")
+}
+
+/// Run the binary with `args` to the end (for command lines it refuses).
+pub fn run_binary_to_end(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("llm-sim binary")
+}
+
+/// Runs the binary on an ephemeral port; returns the child and its base URL.
+pub fn run_binary(args: &[&str]) -> (Child, String) {
+    let mut child = spawn_binary(&[&["--port", "0"], args].concat());
+    let stderr = child.stderr.take().expect("stderr piped");
+    let mut line = String::new();
+    BufReader::new(stderr).read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (child, url)
+}
 
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()

@@ -48,7 +48,7 @@ async fn hf_tokenizer_with_builtin_chatml() {
         tokenizer: Some(write_tokenizer(&dir)),
         ..SimConfig::default()
     };
-    let s = llm_sim::start(cfg).await.unwrap();
+    let s = start_server(cfg).await;
     let b = s.base_url();
     // "<|im_start|>user\nhello world<|im_end|>\n<|im_start|>assistant\n"
     //  -> <|im_start|> user hello world <|im_end|> <|im_start|> assistant = 7
@@ -112,7 +112,7 @@ async fn hf_tokenizer_with_custom_chat_template() {
         tokenizer_config: Some(cfg_path),
         ..SimConfig::default()
     };
-    let s = llm_sim::start(cfg).await.unwrap();
+    let s = start_server(cfg).await;
     let b = s.base_url();
     let body = json!({"messages": [
         {"role": "system", "content": "  be brief  "},
@@ -153,7 +153,7 @@ async fn template_errors_become_400() {
         tokenizer_config: Some(cfg_path),
         ..SimConfig::default()
     };
-    let s = llm_sim::start(cfg).await.unwrap();
+    let s = start_server(cfg).await;
     let body = json!({"messages": [{"role": "assistant", "content": "hello"}], "max_tokens": 1});
     let r = post(&s.base_url(), "/v1/chat/completions", &body).await;
     assert_eq!(r.status().as_u16(), 400);

@@ -45,7 +45,7 @@ async fn server_ratio(reqs: &[Req], trace_block: usize, chat: bool) -> f64 {
         decode_seq_us: 0.0,
         ..SimConfig::default()
     };
-    let server = llm_sim::start(cfg).await.unwrap();
+    let server = start_server(cfg).await;
     let b = server.base_url();
     let (mut hit, mut total) = (0u64, 0u64);
     for (i, r) in reqs.iter().enumerate() {
