@@ -2,8 +2,10 @@
 //!
 //! - [`load`] / [`parse_reader`] read a file (plain or gzip), detect or force the format,
 //!   validate every row, apply the consistency rules of `docs/traces.md`, sort, rebase and slice.
-//! - One file per format: `mooncake.rs`, `bailian.rs`, `azure.rs`, `generic.rs`; `detect.rs`
-//!   picks one from the first data line, `fields.rs` holds the shared field checks.
+//! - One file per format: `mooncake.rs`, `bailian.rs`, `azure.rs`, `generic.rs`,
+//!   `messages.rs`; each turns one line into one row (`row::RawRow`) and imports only `row.rs`
+//!   (the leaf: the row, the load options, the per-row rules), `fields.rs` (the shared field
+//!   checks) and `error.rs`. `detect.rs` picks one from the first data line.
 //! - [`TraceStream`] reads the same rows in file order and releases them in time order
 //!   through a bounded reorder window: what a replay reads, in memory independent of the
 //!   trace's length. [`Planned`] is one request as the replay pipeline takes it, from either.
@@ -22,6 +24,7 @@ mod lines;
 mod load;
 mod messages;
 mod mooncake;
+mod row;
 mod rows;
 pub mod session;
 pub mod shard;
@@ -34,7 +37,8 @@ pub use analyze::{
 pub use detect::detect_format;
 pub use error::{RowError, TraceError};
 pub use ideal::IdealCache;
-pub use load::{load, parse_reader, LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
+pub use load::{load, parse_reader};
+pub use row::{LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
 pub use session::{SessionStats, SessionTurn, Sessions};
 pub use stream::{Planned, ReorderWindow, TraceStream};
 

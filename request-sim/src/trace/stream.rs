@@ -25,7 +25,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::error::{RowError, TraceError};
-use super::load::{check_options, load_rows, normalise_hash_ids, LoadOptions, RawRow, RowFlags};
+use super::load::load_rows;
+use super::row::{normalise_hash_ids, LoadOptions, RawRow, RowFlags};
 use super::rows::{buffered, RowReader};
 use super::session::SessionTurn;
 use super::{ChatPayload, Trace, TraceFormat, TraceRequest, TraceStats};
@@ -173,7 +174,7 @@ impl TraceStream {
         opts: &LoadOptions,
         window: ReorderWindow,
     ) -> Result<TraceStream, TraceError> {
-        check_options(name, opts)?;
+        opts.check(name)?;
         if !(window.ms.is_finite() && window.ms >= 0.0) || window.rows == 0 {
             return Err(TraceError::Options {
                 path: name.to_owned(),
