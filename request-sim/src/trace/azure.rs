@@ -14,7 +14,7 @@
 
 use super::error::RowError;
 use super::fields::{check_length, check_timestamp, quote_short};
-use super::load::RawRow;
+use super::row::RawRow;
 
 /// The required columns, as the published trace spells them.
 pub const COLUMNS: [&str; 3] = ["TIMESTAMP", "ContextTokens", "GeneratedTokens"];

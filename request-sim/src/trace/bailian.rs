@@ -9,7 +9,7 @@
 
 use super::error::RowError;
 use super::fields;
-use super::load::RawRow;
+use super::row::RawRow;
 use super::SessionInfo;
 
 /// Tokens per hash id.

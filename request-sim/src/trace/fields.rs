@@ -14,10 +14,11 @@ use serde::de::{
     self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor,
 };
 
-use super::error::RowError;
+use serde_json::Value;
 
-/// Largest accepted input or output length, in tokens.
-pub const MAX_LENGTH_TOKENS: u64 = 10_000_000;
+use super::error::RowError;
+use super::row::MAX_LENGTH_TOKENS;
+
 /// Largest accepted |timestamp| in milliseconds (about 31,700 years; anything larger is garbage).
 pub const MAX_ABS_TIMESTAMP_MS: f64 = 1e15;
 
@@ -76,6 +77,33 @@ pub(crate) fn quote_short(s: &str) -> String {
     } else {
         let head: String = s.chars().take(MAX).collect();
         format!("{:?}...", head)
+    }
+}
+
+/// A short description of a JSON value for messages ("the string \"x\"", "an array", ...).
+pub(crate) fn describe_value(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) => format!("the string {}", quote_short(s)),
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// A session id: a non-empty string or an integer (kept as its decimal text).
+pub(crate) fn session_id(v: &Value) -> Result<String, RowError> {
+    match v {
+        Value::String(s) if !s.is_empty() => Ok(s.clone()),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Ok(n.to_string()),
+        other => Err(RowError::Field {
+            field: "session_id".into(),
+            what: format!(
+                "expected a non-empty string or an integer, found {}",
+                describe_value(other)
+            ),
+        }),
     }
 }
 

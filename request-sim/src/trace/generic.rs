@@ -7,7 +7,7 @@
 
 use super::error::RowError;
 use super::fields;
-use super::load::RawRow;
+use super::row::RawRow;
 
 /// Tokens per hash id unless `--block-size` says otherwise.
 pub const DEFAULT_BLOCK_SIZE: usize = 512;
@@ -31,7 +31,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
     let row: Row = fields::from_json_line(text)?;
     let session_id = match &row.session_id {
         None | Some(serde_json::Value::Null) => None,
-        Some(v) => Some(super::messages::session_id(v)?),
+        Some(v) => Some(fields::session_id(v)?),
     };
     Ok(RawRow {
         timestamp_ms: row.timestamp,

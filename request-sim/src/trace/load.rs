@@ -1,6 +1,15 @@
-//! Loading a trace: open (gzip or plain), read capped lines, detect or force the format, parse
-//! and validate every row, then apply the consistency rules of `docs/traces.md`: normalise hash
-//! ids, stable-sort by time, rebase to 0, slice by time and count, assign replay indices.
+//! The whole trace: the [pipeline](super::pipeline) in its `Whole` mode, collected into one
+//! [`Trace`] — every row read before the first is released (so time order is a stable sort of
+//! the file), every row judged by the slice — plus the passes that need the whole file:
+//!
+//! - Bailian parent chains: a row's parent may come later in the file (or in time), the
+//!   session is named after the root of the chain, a chain may loop (an error), and a parent
+//!   that is nowhere in the file makes an orphan. None of this is known before the last row.
+//! - The sessions over the kept requests: the turns that the slice cut from sessions that keep
+//!   others (`cut_turns`, `cut_sessions`), counted over every row of the file.
+//!
+//! Missing Bailian turn numbers need only the rows before them in time, so they are filled in
+//! by a stage of the pipeline, not here.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -9,54 +18,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::error::{RowError, TraceError};
+use super::pipeline::{Mode, Out, Pipeline, Released, ReorderWindow};
+use super::row::LoadOptions;
 use super::rows::{buffered, RowReader};
 use super::session::{SessionStats, SessionTurn, Sessions};
-use super::{ChatPayload, SessionInfo, Trace, TraceFormat, TraceRequest, TraceStats};
-
-pub use super::fields::MAX_LENGTH_TOKENS;
-
-/// Longest accepted line (64 MiB) unless [`LoadOptions::max_line_bytes`] says otherwise.
-pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
-
-/// How to load a trace. `Default` detects the format, uses its block size, stops at the first
-/// invalid row and keeps every request.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LoadOptions {
-    /// Force a format instead of detecting it from the first data line (`--dataset`).
-    pub format: Option<TraceFormat>,
-    /// Tokens per hash id; `None` = the format's default (mooncake/generic 512, bailian 16).
-    pub block_size: Option<usize>,
-    /// Skip malformed rows (counted in `stats.skipped_invalid`) instead of failing.
-    pub skip_invalid: bool,
-    /// Keep requests at rebased trace time `>= start_ms` (ms).
-    pub start_ms: Option<f64>,
-    /// Keep requests at rebased trace time `< end_ms` (ms).
-    pub end_ms: Option<f64>,
-    /// Keep at most this many requests (the first ones in replay order, after slicing).
-    pub max_requests: Option<usize>,
-    /// Longest accepted line in bytes; `None` = [`DEFAULT_MAX_LINE_BYTES`].
-    pub max_line_bytes: Option<usize>,
-}
-
-/// One parsed, validated row before the trace-level rules.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct RawRow {
-    /// Milliseconds, not yet rebased (absolute for Azure).
-    pub timestamp_ms: f64,
-    pub input_length: u32,
-    pub output_length: u32,
-    /// `None`: the row carries no hash ids (Azure, generic without them).
-    pub hash_ids: Option<Vec<u64>>,
-    pub session: Option<SessionInfo>,
-    /// False when `session.turn` is a placeholder to fill in from the parent chain.
-    pub turn_given: bool,
-    /// `session_id` of a messages or generic row.
-    pub session_id: Option<String>,
-    /// `delay` of a messages row (ms after the previous turn of its session).
-    pub delay_ms: Option<f64>,
-    /// The chat request of a messages row.
-    pub chat: Option<ChatPayload>,
-}
+use super::{SessionInfo, Trace};
 
 /// Loads a trace file (plain or gzip-compressed, detected by magic bytes). The path `-` reads
 /// standard input (named `<stdin>` in messages).
@@ -85,318 +51,93 @@ pub fn parse_reader<R: Read + Send>(
     reader: R,
     opts: &LoadOptions,
 ) -> Result<Trace, TraceError> {
-    check_options(name, opts)?;
+    opts.check(name)?;
     let (input, gzip) = buffered(name, reader)?;
-    load_rows(RowReader::new(name, input, gzip, opts), Vec::new(), opts)
+    let rows = RowReader::new(name, input, gzip, opts);
+    let mut pipeline = Pipeline::new(rows, opts, ReorderWindow::default(), Mode::Whole);
+    pipeline.start(opts.block_size)?;
+    collect(pipeline)
 }
 
-/// Reads every remaining row of `reader` after `first` (rows already read), then applies the
-/// trace-level rules.
-pub(crate) fn load_rows<B: BufRead>(
-    mut reader: RowReader<B>,
-    first: Vec<(usize, RawRow)>,
-    opts: &LoadOptions,
-) -> Result<Trace, TraceError> {
-    let mut rows: Vec<Row> = first.into_iter().map(Row::new).collect();
-    while let Some(r) = reader.next_row()? {
-        rows.push(Row::new(r));
+/// Every row of `pipeline` (in `Whole` mode, started) in time order, then the whole-file
+/// passes: the trace.
+pub(crate) fn collect<B: BufRead>(mut pipeline: Pipeline<B>) -> Result<Trace, TraceError> {
+    let mut rows = Vec::new();
+    while let Some(r) = pipeline.next_released()? {
+        rows.push(r);
     }
-    if rows.is_empty() {
-        return Err(reader.no_rows_error());
-    }
-    // Rows exist, so a format was detected or forced.
-    let format = reader.format().unwrap_or(TraceFormat::Generic);
-    finish(reader.name(), format, rows, reader.stats().clone(), opts)
-}
-
-pub(crate) fn check_options(name: &str, opts: &LoadOptions) -> Result<(), TraceError> {
-    let bad = |what: String| {
-        Err(TraceError::Options {
-            path: name.to_owned(),
-            what,
-        })
-    };
-    if opts.block_size == Some(0) {
-        return bad("block size must be at least 1".into());
-    }
-    if opts.max_requests == Some(0) {
-        return bad("max requests must be at least 1".into());
-    }
-    if opts.max_line_bytes == Some(0) {
-        return bad("max line bytes must be at least 1".into());
-    }
-    if let Some(s) = opts.start_ms {
-        if !s.is_finite() || s < 0.0 {
-            return bad(format!("start ms must be a finite number >= 0, got {s}"));
-        }
-    }
-    if let Some(e) = opts.end_ms {
-        if e.is_nan() || e <= 0.0 {
-            return bad(format!("end ms must be a number > 0, got {e}"));
-        }
-    }
-    if let (Some(s), Some(e)) = (opts.start_ms, opts.end_ms) {
-        if s >= e {
-            return bad(format!("start ms ({s}) must be before end ms ({e})"));
-        }
-    }
-    Ok(())
-}
-
-struct Row {
-    line: usize,
-    raw: RawRow,
-    flags: RowFlags,
-    /// Position in replay order before slicing.
-    pos: usize,
-    /// Session link, set after sorting; `parent` is a position in the sorted rows.
-    link: Option<Link>,
-}
-
-struct Link {
-    id: Arc<str>,
-    turn: u32,
-    parent: Option<usize>,
-    gap_ms: Option<f64>,
-}
-
-impl Row {
-    fn new((line, raw): (usize, RawRow)) -> Row {
-        Row {
-            line,
-            raw,
-            flags: RowFlags::default(),
-            pos: 0,
-            link: None,
-        }
-    }
-}
-
-/// What the file-order rules found on one row; counted in [`TraceStats`] when the row is kept
-/// (by the whole load and by a streamed one).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct RowFlags {
-    pub(crate) input_beyond_blocks: bool,
-    pub(crate) surplus_hash_ids: bool,
-    pub(crate) repeated_timestamp: bool,
-    pub(crate) decreasing_timestamp: bool,
-    /// Earlier than some row before it in the file (not just the previous one).
-    pub(crate) reordered: bool,
-}
-
-impl RowFlags {
-    /// Counts a kept request with these flags and `output_length` in `stats`.
-    pub(crate) fn count_kept(self, output_length: u32, stats: &mut TraceStats) {
-        stats.input_beyond_blocks += usize::from(self.input_beyond_blocks);
-        stats.surplus_hash_ids += usize::from(self.surplus_hash_ids);
-        stats.repeated_timestamps += usize::from(self.repeated_timestamp);
-        stats.decreasing_timestamps += usize::from(self.decreasing_timestamp);
-        stats.reordered += usize::from(self.reordered);
-        stats.zero_output_length += usize::from(output_length == 0);
-    }
-}
-
-/// Rule 1 of `docs/traces.md`: a row needs `ceil(input / block)` hash ids; surplus ids are
-/// dropped. Returns (input beyond the hashed blocks, surplus ids dropped).
-pub(crate) fn normalise_hash_ids(raw: &mut RawRow, block: usize) -> (bool, bool) {
-    let Some(ids) = &mut raw.hash_ids else {
-        return (false, false);
-    };
-    let needed = (raw.input_length as usize).div_ceil(block);
-    if ids.len() < needed {
-        (true, false)
-    } else if ids.len() > needed {
-        ids.truncate(needed);
-        (false, true)
+    let linked = if rows.iter().any(|r| session_of(r).is_some()) {
+        bailian_turns(pipeline.rows.name(), &rows)?
     } else {
-        (false, false)
+        session_id_turns(&mut rows)
+    };
+    if pipeline.kept() == 0 {
+        return Err(pipeline.nothing_kept());
     }
-}
-
-/// Applies the trace-level rules (see `docs/traces.md`): file-order flags and hash ids, replay
-/// order, session links, slicing, then the sessions and counts over the kept requests.
-fn finish(
-    name: &str,
-    format: TraceFormat,
-    mut rows: Vec<Row>,
-    mut stats: TraceStats,
-    opts: &LoadOptions,
-) -> Result<Trace, TraceError> {
-    let block = opts.block_size.unwrap_or(format.default_block_size());
-    resolve_delays(name, &mut rows)?;
-    mark_file_order(&mut rows, block);
-    let span_ms = sort_and_rebase(&mut rows);
-    fill_missing_turns(&mut rows);
-    link_sessions(name, &mut rows)?;
-    let before = SessionsBefore::record(&mut rows);
-    slice(name, &mut rows, opts, span_ms, &mut stats)?;
-    let sessions = before.over_kept(&rows);
-    let chats = take_chats(&mut rows);
-    let requests = into_requests(rows, &mut stats);
+    let sessions = linked.over_kept();
+    let mut requests = Vec::with_capacity(pipeline.kept());
+    let mut chats = Vec::with_capacity(pipeline.kept());
+    for r in rows {
+        if let Out::Kept(p) = r.out {
+            requests.push(p.req);
+            chats.push(p.chat);
+        }
+    }
+    // The chat requests of messages rows, by replay index (empty when there are none).
+    if chats.iter().all(Option::is_none) {
+        chats = Vec::new();
+    }
     Ok(Trace {
-        format,
-        block_size: block,
+        format: pipeline.format(),
+        block_size: pipeline.block_size(),
         requests,
-        stats,
+        stats: pipeline.stats(),
         sessions,
         chats,
     })
 }
 
-/// File-order properties (repeated, decreasing, reordered timestamps) and hash id
-/// normalisation.
-fn mark_file_order(rows: &mut [Row], block: usize) {
-    let mut prev: Option<f64> = None;
-    let mut newest = f64::NEG_INFINITY;
-    for row in rows {
-        let t = row.raw.timestamp_ms;
-        if let Some(p) = prev {
-            row.flags.repeated_timestamp = t == p;
-            row.flags.decreasing_timestamp = t < p;
-        }
-        row.flags.reordered = t < newest;
-        newest = newest.max(t);
-        prev = Some(t);
-        (row.flags.input_beyond_blocks, row.flags.surplus_hash_ids) =
-            normalise_hash_ids(&mut row.raw, block);
+/// The Bailian session facts of a released row.
+fn session_of(r: &Released) -> Option<&SessionInfo> {
+    match &r.out {
+        Out::Kept(p) => p.req.session.as_ref(),
+        Out::Dropped(raw) => raw.session.as_ref(),
     }
 }
 
-/// Replay order: stable sort by time (rows with equal times keep file order), rebase to 0.
-/// Returns the trace's span (ms).
-fn sort_and_rebase(rows: &mut [Row]) -> f64 {
-    rows.sort_by(|a, b| a.raw.timestamp_ms.total_cmp(&b.raw.timestamp_ms));
-    let t0 = rows[0].raw.timestamp_ms;
-    for row in rows.iter_mut() {
-        row.raw.timestamp_ms -= t0;
-    }
-    rows[rows.len() - 1].raw.timestamp_ms
-}
-
-/// Missing Bailian turn numbers: parent's turn + 1 (1 when the parent is not in the trace).
-fn fill_missing_turns(rows: &mut [Row]) {
-    if !rows
-        .iter()
-        .any(|r| r.raw.session.is_some() && !r.raw.turn_given)
-    {
-        return;
-    }
-    let mut turns: HashMap<i64, u32> = HashMap::new();
-    for row in rows {
-        let given = row.raw.turn_given;
-        if let Some(s) = &mut row.raw.session {
-            if !given {
-                s.turn = turns
-                    .get(&s.parent_chat_id)
-                    .map_or(1, |t| t.saturating_add(1));
-            }
-            turns.insert(s.chat_id, s.turn);
-        }
-    }
-}
-
-/// Time window [start, end) on the rebased time, then rebase to the first kept request; then
-/// at most `max_requests`. The dropped requests are counted in `stats`.
-fn slice(
-    name: &str,
-    rows: &mut Vec<Row>,
-    opts: &LoadOptions,
-    span_ms: f64,
-    stats: &mut TraceStats,
-) -> Result<(), TraceError> {
-    if opts.start_ms.is_some() || opts.end_ms.is_some() {
-        let start = opts.start_ms.unwrap_or(0.0);
-        let end = opts.end_ms.unwrap_or(f64::INFINITY);
-        let before = rows.len();
-        rows.retain(|r| r.raw.timestamp_ms >= start && r.raw.timestamp_ms < end);
-        stats.outside_time_window = before - rows.len();
-        if rows.is_empty() {
-            return Err(TraceError::NoRequests {
-                path: name.to_owned(),
-                reason: format!(
-                    "no request in the time window [{start}, {end}) ms; the trace spans 0 to {span_ms} ms"
-                ),
-            });
-        }
-        let t1 = rows[0].raw.timestamp_ms;
-        for row in rows.iter_mut() {
-            row.raw.timestamp_ms -= t1;
-        }
-    }
-    if let Some(max) = opts.max_requests {
-        if rows.len() > max {
-            stats.over_max_requests = rows.len() - max;
-            rows.truncate(max);
-        }
-    }
-    Ok(())
-}
-
-/// The session of every row in replay order before slicing, to count the turns slicing cuts.
-struct SessionsBefore {
-    ids: Vec<Option<Arc<str>>>,
+/// The sessions of a whole trace before they are counted over the kept requests.
+struct Linked {
+    /// The turn of every kept request, by replay index.
+    turns: Vec<Option<SessionTurn>>,
+    /// The session of every row the slice dropped.
+    dropped: Vec<Arc<str>>,
     /// Turns whose parent chat is not in the trace.
     orphans: usize,
 }
 
-impl SessionsBefore {
-    /// Numbers the rows in replay order (`pos`) and notes their sessions.
-    fn record(rows: &mut [Row]) -> SessionsBefore {
-        let ids = rows
-            .iter()
-            .map(|r| r.link.as_ref().map(|l| l.id.clone()))
-            .collect();
-        let mut orphans = 0;
-        for (pos, row) in rows.iter_mut().enumerate() {
-            row.pos = pos;
-            if let (Some(s), Some(l)) = (&row.raw.session, &row.link) {
-                orphans += usize::from(s.parent_chat_id >= 0 && l.parent.is_none());
-            }
-        }
-        SessionsBefore { ids, orphans }
-    }
-
-    /// Sessions over the kept `rows`: parents that were sliced away are dropped, cut turns
-    /// counted.
-    fn over_kept(self, rows: &[Row]) -> Sessions {
+impl Linked {
+    /// Sessions over the kept requests: the cut turns counted, per session.
+    fn over_kept(self) -> Sessions {
         let mut stats = SessionStats {
             orphans: self.orphans,
             ..Default::default()
         };
-        if !rows.iter().any(|r| r.link.is_some()) {
+        if self.turns.iter().all(Option::is_none) {
             return Sessions {
                 turns: Vec::new(),
                 stats,
                 cut: Vec::new(),
             };
         }
-        let mut new_index = vec![None; self.ids.len()];
-        for (index, row) in rows.iter().enumerate() {
-            new_index[row.pos] = Some(index);
+        let mut turns_per_session: HashMap<&Arc<str>, usize> = HashMap::new();
+        for t in self.turns.iter().flatten() {
+            *turns_per_session.entry(&t.id).or_default() += 1;
         }
-        let mut turns_per_session: HashMap<Arc<str>, usize> = HashMap::new();
-        let turns = rows
-            .iter()
-            .map(|r| {
-                r.link.as_ref().map(|l| {
-                    *turns_per_session.entry(l.id.clone()).or_default() += 1;
-                    let parent_index = l.parent.and_then(|p| new_index[p]);
-                    SessionTurn {
-                        id: l.id.clone(),
-                        turn: l.turn,
-                        parent_index,
-                        trace_gap_ms: parent_index.and(l.gap_ms),
-                    }
-                })
-            })
-            .collect();
         let mut cut: HashMap<&Arc<str>, usize> = HashMap::new();
-        for (pos, id) in self.ids.iter().enumerate() {
-            if let Some(id) = id {
-                if new_index[pos].is_none() && turns_per_session.contains_key(id) {
-                    stats.cut_turns += 1;
-                    *cut.entry(id).or_default() += 1;
-                }
+        for id in &self.dropped {
+            if turns_per_session.contains_key(id) {
+                stats.cut_turns += 1;
+                *cut.entry(id).or_default() += 1;
             }
         }
         stats.cut_sessions = cut.len();
@@ -406,194 +147,146 @@ impl SessionsBefore {
         stats.sessions = turns_per_session.len();
         stats.turns = turns_per_session.values().sum();
         stats.max_turns = turns_per_session.values().copied().max().unwrap_or(0);
-        Sessions { turns, stats, cut }
-    }
-}
-
-/// The chat requests of messages rows, by replay index (empty when there are none).
-fn take_chats(rows: &mut [Row]) -> Vec<Option<Arc<ChatPayload>>> {
-    if !rows.iter().any(|r| r.raw.chat.is_some()) {
-        return Vec::new();
-    }
-    rows.iter_mut()
-        .map(|r| r.raw.chat.take().map(Arc::new))
-        .collect()
-}
-
-/// The kept rows as requests in replay order, their flags counted in `stats`.
-fn into_requests(rows: Vec<Row>, stats: &mut TraceStats) -> Vec<TraceRequest> {
-    let mut requests = Vec::with_capacity(rows.len());
-    for (index, row) in rows.into_iter().enumerate() {
-        row.flags.count_kept(row.raw.output_length, stats);
-        requests.push(TraceRequest {
-            index,
-            line: row.line,
-            timestamp_ms: row.raw.timestamp_ms,
-            input_length: row.raw.input_length,
-            output_length: row.raw.output_length,
-            hash_ids: row.raw.hash_ids.unwrap_or_default(),
-            session: row.raw.session,
-        });
-    }
-    requests
-}
-
-/// `delay` rows (messages traces): the trace time is the previous turn's (in file order) plus
-/// the delay when the row has no `timestamp`.
-fn resolve_delays(name: &str, rows: &mut [Row]) -> Result<(), TraceError> {
-    if !rows.iter().any(|r| r.raw.delay_ms.is_some()) {
-        return Ok(());
-    }
-    let mut last: HashMap<String, f64> = HashMap::new();
-    for row in rows.iter_mut() {
-        let Some(id) = &row.raw.session_id else {
-            continue;
-        };
-        if row.raw.timestamp_ms.is_nan() {
-            let delay = row.raw.delay_ms.unwrap_or(0.0);
-            match last.get(id) {
-                Some(prev) => row.raw.timestamp_ms = prev + delay,
-                None => {
-                    return Err(TraceError::Row {
-                        path: name.to_owned(),
-                        line: row.line,
-                        error: RowError::Field {
-                            field: "delay".into(),
-                            what: format!(
-                                "this is the first turn of session {id:?}: nothing to delay from (give it a `timestamp`)"
-                            ),
-                        },
-                    })
-                }
-            }
+        Sessions {
+            turns: self.turns,
+            stats,
+            cut,
         }
-        last.insert(id.clone(), row.raw.timestamp_ms);
     }
-    Ok(())
 }
 
-/// Sets every row's session link (rows are sorted by time): Bailian parent chains, or shared
-/// `session_id`s. A `parent_chat_id` cycle is an error naming a line of the cycle.
-fn link_sessions(name: &str, rows: &mut [Row]) -> Result<(), TraceError> {
-    if rows.iter().any(|r| r.raw.session.is_some()) {
-        let mut by_chat: HashMap<i64, usize> = HashMap::new();
-        for (pos, row) in rows.iter().enumerate() {
-            if let Some(s) = &row.raw.session {
-                by_chat.entry(s.chat_id).or_insert(pos);
-            }
+/// `session_id` rows: the pipeline linked the kept ones; the dropped ones are named by their
+/// `session_id`.
+fn session_id_turns(rows: &mut [Released]) -> Linked {
+    let mut linked = Linked {
+        turns: Vec::new(),
+        dropped: Vec::new(),
+        orphans: 0,
+    };
+    for r in rows {
+        match &mut r.out {
+            Out::Kept(p) => linked.turns.push(p.turn.take()),
+            Out::Dropped(raw) => linked
+                .dropped
+                .extend(raw.session_id.as_deref().map(Arc::from)),
         }
-        let parent_of = |pos: usize| -> Option<usize> {
-            let s = rows[pos].raw.session.as_ref()?;
-            if s.parent_chat_id < 0 {
-                return None;
-            }
-            by_chat.get(&s.parent_chat_id).copied()
-        };
-        // Root of every chain; state 1 = on the current walk (seen again = a cycle), 2 = done.
-        let mut root = vec![usize::MAX; rows.len()];
-        let mut state = vec![0u8; rows.len()];
-        let mut walk = Vec::new();
-        for start in 0..rows.len() {
-            if rows[start].raw.session.is_none() || state[start] == 2 {
-                continue;
-            }
-            walk.clear();
-            let mut cur = start;
-            let r = loop {
-                if state[cur] == 2 {
-                    break root[cur];
-                }
-                if state[cur] == 1 {
-                    let chain: Vec<String> = walk
-                        .iter()
-                        .skip_while(|&&p| p != cur)
-                        .chain(std::iter::once(&cur))
-                        .map(|&p| {
-                            rows[p]
-                                .raw
-                                .session
-                                .as_ref()
-                                .map_or(String::new(), |s| s.chat_id.to_string())
-                        })
-                        .collect();
-                    return Err(TraceError::Row {
-                        path: name.to_owned(),
-                        line: rows[cur].line,
-                        error: RowError::Field {
-                            field: "parent_chat_id".into(),
-                            what: format!(
-                                "the parent chain loops back on itself (chat ids {})",
-                                chain.join(" -> ")
-                            ),
-                        },
-                    });
-                }
-                state[cur] = 1;
-                walk.push(cur);
-                match parent_of(cur) {
-                    Some(p) => cur = p,
-                    None => break cur,
-                }
-            };
-            for &p in &walk {
-                state[p] = 2;
-                root[p] = r;
-            }
+    }
+    linked
+}
+
+/// Bailian rows: a chain of `parent_chat_id` links is one session, named after its root's
+/// `chat_id` (rows in time order; a duplicate chat id names its earliest row). A chain that
+/// loops is an error naming a line of the loop.
+fn bailian_turns(name: &str, rows: &[Released]) -> Result<Linked, TraceError> {
+    let mut by_chat: HashMap<i64, usize> = HashMap::new();
+    for (pos, row) in rows.iter().enumerate() {
+        if let Some(s) = session_of(row) {
+            by_chat.entry(s.chat_id).or_insert(pos);
         }
-        let links: Vec<Option<Link>> = (0..rows.len())
-            .map(|pos| {
-                let s = rows[pos].raw.session.as_ref()?;
-                let r = rows[root[pos]].raw.session.as_ref()?;
-                let parent = parent_of(pos);
-                Some(Link {
-                    id: Arc::from(r.chat_id.to_string()),
-                    turn: s.turn,
-                    parent,
-                    gap_ms: parent.map(|p| rows[pos].raw.timestamp_ms - rows[p].raw.timestamp_ms),
-                })
+    }
+    let parent_of = |pos: usize| -> Option<usize> {
+        let s = session_of(&rows[pos])?;
+        if s.parent_chat_id < 0 {
+            return None;
+        }
+        by_chat.get(&s.parent_chat_id).copied()
+    };
+    let root = chain_roots(name, rows, &parent_of)?;
+    // Replay index of every row the slice kept.
+    let mut index_of = vec![None; rows.len()];
+    let mut kept = 0;
+    for (pos, row) in rows.iter().enumerate() {
+        if matches!(row.out, Out::Kept(_)) {
+            index_of[pos] = Some(kept);
+            kept += 1;
+        }
+    }
+    let mut linked = Linked {
+        turns: Vec::with_capacity(kept),
+        dropped: Vec::new(),
+        orphans: 0,
+    };
+    for (pos, row) in rows.iter().enumerate() {
+        let turn = session_of(row).and_then(|s| {
+            let r = session_of(&rows[root[pos]])?;
+            let parent = parent_of(pos);
+            linked.orphans += usize::from(s.parent_chat_id >= 0 && parent.is_none());
+            let parent_index = parent.and_then(|p| index_of[p]);
+            Some(SessionTurn {
+                id: Arc::from(r.chat_id.to_string()),
+                turn: s.turn,
+                parent_index,
+                trace_gap_ms: parent_index.and(parent.map(|p| row.rebased_ms - rows[p].rebased_ms)),
             })
-            .collect();
-        for (row, link) in rows.iter_mut().zip(links) {
-            row.link = link;
-        }
-        return Ok(());
-    }
-    if rows.iter().any(|r| r.raw.session_id.is_some()) {
-        let mut last: HashMap<String, (usize, u32, Arc<str>)> = HashMap::new();
-        for pos in 0..rows.len() {
-            let Some(id) = rows[pos].raw.session_id.clone() else {
-                continue;
-            };
-            let t = rows[pos].raw.timestamp_ms;
-            let link = match last.get(&id) {
-                Some((p, turn, key)) => Link {
-                    id: key.clone(),
-                    turn: turn + 1,
-                    parent: Some(*p),
-                    gap_ms: Some(
-                        rows[pos]
-                            .raw
-                            .delay_ms
-                            .unwrap_or(t - rows[*p].raw.timestamp_ms),
-                    ),
-                },
-                None => Link {
-                    id: Arc::from(id.as_str()),
-                    turn: 1,
-                    parent: None,
-                    gap_ms: None,
-                },
-            };
-            last.insert(id, (pos, link.turn, link.id.clone()));
-            rows[pos].link = Some(link);
+        });
+        match (index_of[pos], turn) {
+            (Some(_), turn) => linked.turns.push(turn),
+            (None, Some(turn)) => linked.dropped.push(turn.id),
+            (None, None) => {}
         }
     }
-    Ok(())
+    Ok(linked)
+}
+
+/// The root of every row's parent chain (`usize::MAX` for a row without a session); an
+/// error on a line of a chain that loops back on itself.
+fn chain_roots(
+    name: &str,
+    rows: &[Released],
+    parent_of: &dyn Fn(usize) -> Option<usize>,
+) -> Result<Vec<usize>, TraceError> {
+    // State 1 = on the current walk (seen again = a cycle), 2 = done.
+    let mut root = vec![usize::MAX; rows.len()];
+    let mut state = vec![0u8; rows.len()];
+    let mut walk = Vec::new();
+    for start in 0..rows.len() {
+        if session_of(&rows[start]).is_none() || state[start] == 2 {
+            continue;
+        }
+        walk.clear();
+        let mut cur = start;
+        let r = loop {
+            if state[cur] == 2 {
+                break root[cur];
+            }
+            if state[cur] == 1 {
+                let chain: Vec<String> = walk
+                    .iter()
+                    .skip_while(|&&p| p != cur)
+                    .chain(std::iter::once(&cur))
+                    .map(|&p| session_of(&rows[p]).map_or(String::new(), |s| s.chat_id.to_string()))
+                    .collect();
+                return Err(TraceError::Row {
+                    path: name.to_owned(),
+                    line: rows[cur].line,
+                    error: RowError::Field {
+                        field: "parent_chat_id".into(),
+                        what: format!(
+                            "the parent chain loops back on itself (chat ids {})",
+                            chain.join(" -> ")
+                        ),
+                    },
+                });
+            }
+            state[cur] = 1;
+            walk.push(cur);
+            match parent_of(cur) {
+                Some(p) => cur = p,
+                None => break cur,
+            }
+        };
+        for &p in &walk {
+            state[p] = 2;
+            root[p] = r;
+        }
+    }
+    Ok(root)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::{TraceFormat, TraceStats};
 
     fn parse(text: &str, opts: &LoadOptions) -> Result<Trace, TraceError> {
         parse_reader("t.jsonl", text.as_bytes(), opts)

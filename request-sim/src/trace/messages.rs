@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use super::error::RowError;
 use super::fields;
-use super::load::RawRow;
+use super::row::RawRow;
 use super::ChatPayload;
 
 const ROLES: [&str; 5] = ["system", "developer", "user", "assistant", "tool"];
@@ -41,38 +41,14 @@ fn bad(field: impl Into<String>, what: impl Into<String>) -> RowError {
     }
 }
 
-/// A short description of a JSON value for messages ("the string \"x\"", "an array", ...).
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => format!("the boolean {b}"),
-        Value::Number(n) => format!("the number {n}"),
-        Value::String(s) => format!("the string {}", fields::quote_short(s)),
-        Value::Array(_) => "an array".into(),
-        Value::Object(_) => "an object".into(),
-    }
-}
-
-/// A session id: a non-empty string or an integer (kept as its decimal text).
-pub(crate) fn session_id(v: &Value) -> Result<String, RowError> {
-    match v {
-        Value::String(s) if !s.is_empty() => Ok(s.clone()),
-        Value::Number(n) if n.is_i64() || n.is_u64() => Ok(n.to_string()),
-        other => Err(bad(
-            "session_id",
-            format!(
-                "expected a non-empty string or an integer, found {}",
-                describe(other)
-            ),
-        )),
-    }
-}
-
 fn non_negative_ms(field: &str, v: &Value) -> Result<f64, RowError> {
     let x = v.as_f64().ok_or_else(|| {
         bad(
             field,
-            format!("expected a number of milliseconds, found {}", describe(v)),
+            format!(
+                "expected a number of milliseconds, found {}",
+                fields::describe_value(v)
+            ),
         )
     })?;
     let ms = fields::check_timestamp(x, "ms", 1.0).map_err(|w| bad(field, w))?;
@@ -95,7 +71,10 @@ fn check_content(path: &str, v: &Value, role: &str) -> Result<(), RowError> {
                 let obj = p.as_object().ok_or_else(|| {
                     bad(
                         &pp,
-                        format!("expected a content part object, found {}", describe(p)),
+                        format!(
+                            "expected a content part object, found {}",
+                            fields::describe_value(p)
+                        ),
                     )
                 })?;
                 match obj.get("type") {
@@ -103,7 +82,7 @@ fn check_content(path: &str, v: &Value, role: &str) -> Result<(), RowError> {
                     Some(t) => {
                         return Err(bad(
                             format!("{pp}.type"),
-                            format!("expected a string, found {}", describe(t)),
+                            format!("expected a string, found {}", fields::describe_value(t)),
                         ))
                     }
                     None => return Err(bad(&pp, "a content part needs a `type`")),
@@ -116,7 +95,7 @@ fn check_content(path: &str, v: &Value, role: &str) -> Result<(), RowError> {
             format!(
                 "expected a string or an array of content parts{}, found {}",
                 if role == "assistant" { " or null" } else { "" },
-                describe(other)
+                fields::describe_value(other)
             ),
         )),
     }
@@ -126,7 +105,10 @@ fn check_messages(v: &Value) -> Result<(), RowError> {
     let items = v.as_array().ok_or_else(|| {
         bad(
             "messages",
-            format!("expected an array of chat messages, found {}", describe(v)),
+            format!(
+                "expected an array of chat messages, found {}",
+                fields::describe_value(v)
+            ),
         )
     })?;
     if items.is_empty() {
@@ -134,9 +116,12 @@ fn check_messages(v: &Value) -> Result<(), RowError> {
     }
     for (i, m) in items.iter().enumerate() {
         let path = format!("messages[{i}]");
-        let obj = m
-            .as_object()
-            .ok_or_else(|| bad(&path, format!("expected an object, found {}", describe(m))))?;
+        let obj = m.as_object().ok_or_else(|| {
+            bad(
+                &path,
+                format!("expected an object, found {}", fields::describe_value(m)),
+            )
+        })?;
         let role = match obj.get("role") {
             Some(Value::String(r)) if ROLES.contains(&r.as_str()) => r.as_str(),
             Some(Value::String(r)) => {
@@ -152,7 +137,7 @@ fn check_messages(v: &Value) -> Result<(), RowError> {
             Some(other) => {
                 return Err(bad(
                     format!("{path}.role"),
-                    format!("expected a string, found {}", describe(other)),
+                    format!("expected a string, found {}", fields::describe_value(other)),
                 ))
             }
             None => return Err(bad(&path, "missing `role`")),
@@ -166,7 +151,7 @@ fn check_messages(v: &Value) -> Result<(), RowError> {
             let calls = tc.as_array().ok_or_else(|| {
                 bad(
                     format!("{path}.tool_calls"),
-                    format!("expected an array, found {}", describe(tc)),
+                    format!("expected an array, found {}", fields::describe_value(tc)),
                 )
             })?;
             if role != "assistant" {
@@ -179,7 +164,7 @@ fn check_messages(v: &Value) -> Result<(), RowError> {
                 if !c.is_object() {
                     return Err(bad(
                         format!("{path}.tool_calls[{k}]"),
-                        format!("expected an object, found {}", describe(c)),
+                        format!("expected an object, found {}", fields::describe_value(c)),
                     ));
                 }
             }
@@ -189,7 +174,7 @@ fn check_messages(v: &Value) -> Result<(), RowError> {
             Some(other) => {
                 return Err(bad(
                     format!("{path}.tool_call_id"),
-                    format!("expected a string, found {}", describe(other)),
+                    format!("expected a string, found {}", fields::describe_value(other)),
                 ))
             }
             None if role == "tool" => {
@@ -213,7 +198,7 @@ fn prompt_token_ids(v: &Value) -> Result<Vec<u32>, RowError> {
             "prompt_token_ids",
             format!(
                 "expected a non-empty array of token ids (integers), found {}",
-                describe(v)
+                fields::describe_value(v)
             ),
         )
     })
@@ -271,7 +256,10 @@ fn take_prompt(row: &mut Map<String, Value>) -> Result<Prompt, RowError> {
         Some(other) => {
             return Err(bad(
                 "text_input",
-                format!("expected a string (the prompt), found {}", describe(&other)),
+                format!(
+                    "expected a string (the prompt), found {}",
+                    fields::describe_value(&other)
+                ),
             ))
         }
     };
@@ -330,7 +318,10 @@ fn take_tools(row: &mut Map<String, Value>) -> Result<Option<Value>, RowError> {
             if let Some((k, x)) = t.iter().enumerate().find(|(_, x)| !x.is_object()) {
                 return Err(bad(
                     format!("tools[{k}]"),
-                    format!("expected a tool definition object, found {}", describe(x)),
+                    format!(
+                        "expected a tool definition object, found {}",
+                        fields::describe_value(x)
+                    ),
                 ));
             }
             Ok(Some(Value::Array(t)))
@@ -339,7 +330,7 @@ fn take_tools(row: &mut Map<String, Value>) -> Result<Option<Value>, RowError> {
             "tools",
             format!(
                 "expected an array of tool definitions, found {}",
-                describe(&other)
+                fields::describe_value(&other)
             ),
         )),
     }
@@ -352,7 +343,10 @@ fn take_extra(row: &mut Map<String, Value>) -> Result<Option<Map<String, Value>>
         Some(Value::Object(e)) => Ok(Some(e)),
         Some(other) => Err(bad(
             "extra",
-            format!("expected an object, found {}", describe(&other)),
+            format!(
+                "expected an object, found {}",
+                fields::describe_value(&other)
+            ),
         )),
     }
 }
@@ -368,7 +362,7 @@ struct Timing {
 fn timing(row: &Map<String, Value>) -> Result<Timing, RowError> {
     let session = match row.get("session_id") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(session_id(v)?),
+        Some(v) => Some(fields::session_id(v)?),
     };
     let timestamp = match row.get("timestamp") {
         None | Some(Value::Null) => None,
@@ -404,7 +398,10 @@ fn output_length(row: &Map<String, Value>) -> Result<Option<u32>, RowError> {
     let n = v.as_u64().ok_or_else(|| {
         bad(
             "output_length",
-            format!("expected a non-negative integer, found {}", describe(v)),
+            format!(
+                "expected a non-negative integer, found {}",
+                fields::describe_value(v)
+            ),
         )
     })?;
     let n = fields::check_length(n, 0).map_err(|w| bad("output_length", w))?;

@@ -1,12 +1,29 @@
 //! Trace formats: every supported format is parsed into one [`Trace`] of [`TraceRequest`]s.
 //!
-//! - [`load`] / [`parse_reader`] read a file (plain or gzip), detect or force the format,
-//!   validate every row, apply the consistency rules of `docs/traces.md`, sort, rebase and slice.
-//! - One file per format: `mooncake.rs`, `bailian.rs`, `azure.rs`, `generic.rs`; `detect.rs`
-//!   picks one from the first data line, `fields.rs` holds the shared field checks.
-//! - [`TraceStream`] reads the same rows in file order and releases them in time order
-//!   through a bounded reorder window: what a replay reads, in memory independent of the
-//!   trace's length. [`Planned`] is one request as the replay pipeline takes it, from either.
+//! - One file per format (`mooncake.rs`, `bailian.rs`, `azure.rs`, `generic.rs`,
+//!   `messages.rs`) turns one line into one row (`row::RawRow`) and does nothing else: it
+//!   imports only `row.rs` (the leaf: the row, the load options, the per-row rules),
+//!   `fields.rs` (shared field checks) and `error.rs`. `detect.rs` picks a format from the
+//!   first data line; `rows.rs` reads capped lines (plain or gzip) and calls the format's
+//!   parser. A new format is a new file like these plus its arm in `rows.rs::parse` and in
+//!   [`TraceFormat`].
+//! - `pipeline.rs` is the one implementation of the trace rules of `docs/traces.md`, as
+//!   stages a row goes through: in file order (`delay`s resolved, timestamps flagged, hash ids
+//!   normalised), then a reorder window into time order, then in time order (rebase, Bailian
+//!   turns filled in, slice, `session_id` turns linked). Its two forms:
+//!   - [`TraceStream`] (`stream.rs`): a bounded window, rows released as the replay reads
+//!     them, memory independent of the trace's length;
+//!   - [`load`] / [`parse_reader`] (`load.rs`): the whole trace, the pipeline collected with
+//!     an unbounded window, plus the passes that need the whole file (Bailian parent chains,
+//!     the turns the slice cut from sessions).
+//! - **Where a new transform goes** (amplify N copies, re-time arrivals, cap idle gaps, sample
+//!   sessions): one stage struct in `pipeline.rs`, called in `Pipeline::read` when it works in
+//!   file order or in `Pipeline::release` when it works in time order (after the rebase, and
+//!   before the slice when the slice should see its result). A stage that makes several rows
+//!   of one (amplify) pushes them into the window in `Pipeline::read`, and the window puts
+//!   them in time order; one that drops rows (sample sessions) counts them in [`TraceStats`].
+//!   Both forms then have it, and the whole trace stays the collected stream.
+//! - [`Planned`] is one request as the replay pipeline takes it, from either form.
 //! - [`analyze()`](analyze::analyze) summarises a loaded trace (rates, lengths, prefix-cache hit ratios).
 
 pub mod analyze;
@@ -22,6 +39,8 @@ mod lines;
 mod load;
 mod messages;
 mod mooncake;
+mod pipeline;
+mod row;
 mod rows;
 pub mod session;
 pub mod shard;
@@ -34,7 +53,8 @@ pub use analyze::{
 pub use detect::detect_format;
 pub use error::{RowError, TraceError};
 pub use ideal::IdealCache;
-pub use load::{load, parse_reader, LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
+pub use load::{load, parse_reader};
+pub use row::{LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
 pub use session::{SessionStats, SessionTurn, Sessions};
 pub use stream::{Planned, ReorderWindow, TraceStream};
 

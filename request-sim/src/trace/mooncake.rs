@@ -6,7 +6,7 @@
 
 use super::error::RowError;
 use super::fields;
-use super::load::RawRow;
+use super::row::RawRow;
 
 /// Tokens per hash id.
 pub const BLOCK_SIZE: usize = 512;

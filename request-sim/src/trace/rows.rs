@@ -9,7 +9,7 @@ use flate2::read::MultiGzDecoder;
 use super::detect::detect_format;
 use super::error::{RowError, TraceError};
 use super::lines::{is_gzip, peek_magic, read_line_capped, LineRead};
-use super::load::{LoadOptions, RawRow, DEFAULT_MAX_LINE_BYTES};
+use super::row::{LoadOptions, RawRow, DEFAULT_MAX_LINE_BYTES};
 use super::{azure, bailian, generic, messages, mooncake, TraceFormat, TraceStats};
 
 /// How many invalid-row messages [`TraceStats::invalid_examples`] keeps.

@@ -1,6 +1,7 @@
 mod analyze;
 mod bad;
 mod load;
+mod pipeline;
 mod real;
 mod routing;
 mod sessions;
