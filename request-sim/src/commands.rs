@@ -64,7 +64,7 @@ fn default_instance_cache_tokens() -> u64 {
 /// `report RECORDS.jsonl`: recompute the summary from saved records.
 pub fn report(args: ReportArgs) -> Result<u8> {
     let cfg = args.report.report_config(&DEFAULT_PERCENTILES)?;
-    if report::merge::is_multi(&args.records) || args.expected_requests.is_some() {
+    if crate::record::merge::is_multi(&args.records) || args.expected_requests.is_some() {
         return report_merged(&args, &cfg);
     }
     let records = &args.records[0];
@@ -93,7 +93,7 @@ fn merged_summary(
     expected: Option<usize>,
     cfg: &ReportConfig,
 ) -> Result<(Summary, report::merge::Merged)> {
-    let files = report::merge::expand_inputs(paths)?;
+    let files = crate::record::merge::expand_inputs(paths)?;
     let merged = report::merge::merge_files(&files, expected, cfg)?;
     let mut info = report::RunInfo::new();
     info.scheduled = merged.union.expected.max(merged.records.len());
@@ -133,7 +133,7 @@ fn report_merged(args: &ReportArgs, cfg: &ReportConfig) -> Result<u8> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
         let path = dir.join("records.jsonl");
-        report::merge::write_records(&path, &merged.records)?;
+        crate::record::write_records(&path, &merged.records)?;
         let files = report::write_result_dir(dir, &summary, &path)?;
         eprintln!(
             "request-sim: wrote {} files and the merged records.jsonl to {}",

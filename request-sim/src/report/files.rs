@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use rust_xlsxwriter::{Format, Workbook};
 
-use super::{plots, read_records, RunInfo, Summary};
-use crate::record::Record;
+use super::{plots, RunInfo, Summary};
+use crate::record::{read_records, Record};
 
 /// Read a `summary.json` written by [`write_result_dir`] (or `--summary-path`).
 pub fn read_summary(path: &Path) -> crate::Result<Summary> {
