@@ -92,9 +92,9 @@ fn merged_summary(
     paths: &[std::path::PathBuf],
     expected: Option<usize>,
     cfg: &ReportConfig,
-) -> Result<(Summary, report::merge::Merged)> {
+) -> Result<(Summary, crate::stats::merge::Merged)> {
     let files = crate::record::merge::expand_inputs(paths)?;
-    let merged = report::merge::merge_files(&files, expected, cfg)?;
+    let merged = crate::stats::merge::merge_files(&files, expected, cfg)?;
     let mut info = report::RunInfo::new();
     info.scheduled = merged.union.expected.max(merged.records.len());
     info.never_sent = merged

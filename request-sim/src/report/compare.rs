@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use super::latency::{p_word, METRICS};
-use super::summary::Summary;
+use crate::stats::latency::{p_word, METRICS};
+use crate::stats::Summary;
 
 /// Whether a larger value is better for a metric (for the "better/worse" hint).
 #[derive(Clone, Copy)]

@@ -4,9 +4,9 @@
 
 use std::fmt::Write;
 
-use super::latency::{p_word, METRICS};
-use super::stats::MetricStats;
-use super::summary::Summary;
+use crate::stats::latency::{p_word, METRICS};
+use crate::stats::sessions::SessionSummary;
+use crate::stats::{MetricStats, Summary};
 
 /// Width of the tables and their `=`/`-` rules.
 pub(super) const WIDTH: usize = 50;
@@ -267,7 +267,7 @@ fn cache_section(t: &mut Table, s: &Summary) {
 }
 
 /// Multi-turn sessions: turns, durations, TTFT by turn, waits and think time.
-fn sessions_section(t: &mut Table, ss: &super::sessions::SessionSummary) {
+fn sessions_section(t: &mut Table, ss: &SessionSummary) {
     let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
     t.header("Sessions", '-');
     t.row("Sessions:", ss.sessions);

@@ -14,9 +14,9 @@ use super::{
 };
 use crate::observe::samples::{self, Sample};
 use crate::record::{Record, Status};
-use crate::report::accumulator::{end_ms, output_tokens_of, record_tpot};
-use crate::report::stats::percentile_sorted;
-use crate::report::Summary;
+use crate::stats::accumulator::{end_ms, output_tokens_of, record_tpot};
+use crate::stats::samples::percentile_sorted;
+use crate::stats::Summary;
 
 /// Most points drawn in one scatter series (larger runs are thinned evenly).
 const MAX_POINTS: usize = 20_000;

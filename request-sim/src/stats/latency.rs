@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::stats::MetricStats;
+use super::samples::MetricStats;
 
 /// Statistics of the latency metrics, serialized flat with vLLM's keys
 /// (`mean_ttft_ms`, `median_ttft_ms`, `std_ttft_ms`, `p99_ttft_ms`, ...).
