@@ -25,6 +25,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use accumulator::Accumulator;
+pub use latency::{Latencies, Metric};
 pub use run_info::{now_rfc3339, PromptVerification, RunInfo, StartupTimes};
 pub use samples::{parse_percentile, MetricStats, Percentiles, DEFAULT_PERCENTILES};
 pub use slo::Slo;
