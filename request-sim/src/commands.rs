@@ -5,7 +5,8 @@ use std::path::Path;
 use crate::cli::{AnalyzeArgs, CompareArgs, ReplayArgs, ReportArgs, VerifyArgs};
 use crate::config::{Flavor, ReplayConfig};
 use crate::prompt;
-use crate::report::{self, ReportConfig, Summary, DEFAULT_PERCENTILES};
+use crate::report;
+use crate::stats::{self, ReportConfig, Summary, DEFAULT_PERCENTILES};
 use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions, RoutingOptions};
 use crate::{Error, Result};
 
@@ -64,12 +65,12 @@ fn default_instance_cache_tokens() -> u64 {
 /// `report RECORDS.jsonl`: recompute the summary from saved records.
 pub fn report(args: ReportArgs) -> Result<u8> {
     let cfg = args.report.report_config(&DEFAULT_PERCENTILES)?;
-    if report::merge::is_multi(&args.records) || args.expected_requests.is_some() {
+    if crate::record::merge::is_multi(&args.records) || args.expected_requests.is_some() {
         return report_merged(&args, &cfg);
     }
     let records = &args.records[0];
     let info = report::find_run_info(records);
-    let summary = report::report_from_records(records, &cfg, info)?;
+    let summary = stats::report_from_records(records, &cfg, info)?;
     if args.json {
         report::print_json(&summary)?;
     } else {
@@ -92,10 +93,10 @@ fn merged_summary(
     paths: &[std::path::PathBuf],
     expected: Option<usize>,
     cfg: &ReportConfig,
-) -> Result<(Summary, report::merge::Merged)> {
-    let files = report::merge::expand_inputs(paths)?;
-    let merged = report::merge::merge_files(&files, expected, cfg)?;
-    let mut info = report::RunInfo::new();
+) -> Result<(Summary, stats::merge::Merged)> {
+    let files = crate::record::merge::expand_inputs(paths)?;
+    let merged = stats::merge::merge_files(&files, expected, cfg)?;
+    let mut info = stats::RunInfo::new();
     info.scheduled = merged.union.expected.max(merged.records.len());
     info.never_sent = merged
         .records
@@ -107,7 +108,7 @@ fn merged_summary(
             .records
             .iter()
             .all(|r| r.status == crate::record::Status::DryRun);
-    let mut summary = report::summarize_records(&merged.records, &merged.stats, cfg, Some(info));
+    let mut summary = stats::summarize_records(&merged.records, &merged.stats, cfg, Some(info));
     if !merged.union.complete() {
         summary.warnings.push(format!(
             "the merged records are not every index 0..{} exactly once: {} missing, {} duplicated",
@@ -133,7 +134,7 @@ fn report_merged(args: &ReportArgs, cfg: &ReportConfig) -> Result<u8> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
         let path = dir.join("records.jsonl");
-        report::merge::write_records(&path, &merged.records)?;
+        crate::record::write_records(&path, &merged.records)?;
         let files = report::write_result_dir(dir, &summary, &path)?;
         eprintln!(
             "request-sim: wrote {} files and the merged records.jsonl to {}",
@@ -152,7 +153,7 @@ fn load_run(path: &Path) -> Result<Summary> {
     }
     let as_records = || {
         let info = report::find_run_info(path);
-        report::report_from_records(path, &ReportConfig::default(), info)
+        stats::report_from_records(path, &ReportConfig::default(), info)
     };
     if path.extension().is_some_and(|e| e == "jsonl") {
         return as_records();

@@ -5,8 +5,9 @@
 //! `prompt` (vocabulary, block builder, chat-template calibration) ->
 //! `schedule` (producer threads, bounded channel, dispatcher clock) ->
 //! `backend` (request bodies, HTTP, SSE/JSON parsing per API) ->
-//! `record` (one [`record::Record`] per scheduled request, JSONL writer) ->
-//! `report` (statistics, console table, files); `observe` reads the servers' `/metrics`.
+//! `record` (one [`record::Record`] per scheduled request; the records file's writer, reader
+//! and merge) -> `stats` (the summary's statistics) -> `report` (console table, files, plots,
+//! HTML); `observe` reads the servers' `/metrics`.
 //!
 //! `util` holds the few helpers below every stage (percentiles).
 //!
@@ -22,6 +23,7 @@ pub mod prompt;
 pub mod record;
 pub mod report;
 pub mod schedule;
+pub mod stats;
 pub mod trace;
 pub mod util;
 

@@ -1,11 +1,19 @@
-//! The per-request record and its JSONL writer.
+//! The per-request record and the records JSONL file: its writer, its reader and the merge
+//! of several shards' files.
 //!
 //! Every scheduled request ends as exactly one [`Record`]. Fields are documented in
 //! `docs/records.md`.
+//!
+//! - [`writer`]: the writer thread of a run ([`RecordWriter`]) and [`write_records`].
+//! - [`reader`]: [`RecordReader`], streaming with `file:line` errors, and [`read_records`].
+//! - [`merge`]: several shards' files as the records of one run, with the union check.
 
+pub mod merge;
+pub mod reader;
 pub mod writer;
 
-pub use writer::{Annotate, Finished, RecordWriter, WriterStats};
+pub use reader::{read_records, read_records_from, ReadStats, RecordReader};
+pub use writer::{write_records, Annotate, Finished, RecordWriter, WriterStats};
 
 use serde::{Deserialize, Serialize};
 

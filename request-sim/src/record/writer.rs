@@ -1,5 +1,5 @@
 //! The record writer: one thread that appends each record to the JSONL file as it arrives and
-//! feeds it to the report accumulator.
+//! feeds it to the report accumulator; [`write_records`] writes a whole file at once.
 //!
 //! Records are written line by line with a single `write` per batch of lines: when more are
 //! waiting they are batched, when the channel is idle the buffer is flushed, so a crash loses
@@ -135,8 +135,7 @@ fn writer_loop(
                 if record_itl {
                     fin.record.itl_ms = Some(std::mem::take(&mut fin.itl_ms));
                 }
-                serde_json::to_writer(&mut buf, &fin.record).map_err(io::Error::other)?;
-                buf.push(b'\n');
+                write_line(&mut buf, &fin.record)?;
             }
             written += 1;
             if buf.len() >= FLUSH_BYTES {
@@ -158,4 +157,22 @@ fn writer_loop(
         Some(e) => Err(e),
         None => Ok(WriterStats { written, path }),
     }
+}
+
+/// One record as a JSONL line.
+fn write_line(out: &mut impl Write, record: &Record) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, record).map_err(io::Error::other)?;
+    out.write_all(b"\n")
+}
+
+/// Write `records` as one records JSONL file (in the order given), e.g. merged shards.
+pub fn write_records(path: &Path, records: &[Record]) -> crate::Result<()> {
+    let write = || -> io::Result<()> {
+        let mut w = io::BufWriter::new(File::create(path)?);
+        for r in records {
+            write_line(&mut w, r)?;
+        }
+        w.flush()
+    };
+    write().map_err(|e| crate::Error::write(path, e))
 }

@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
-use super::latency::{p_word, METRICS};
-use super::summary::Summary;
+use crate::stats::latency::{p_word, Metric};
+use crate::stats::Summary;
 
 /// Whether a larger value is better for a metric (for the "better/worse" hint).
 #[derive(Clone, Copy)]
@@ -53,8 +53,8 @@ fn rows(s: &Summary) -> Vec<(String, Option<f64>, Better)> {
             Higher,
         ),
     ];
-    for (key, label, _) in METRICS {
-        let m = s.latency.get(key).expect("known metric");
+    for metric in Metric::VLLM {
+        let (label, m) = (metric.label(), s.latency.get(metric));
         v.push((format!("Mean {label} (ms)"), Some(m.mean), Lower));
         v.push((format!("Median {label} (ms)"), Some(m.median), Lower));
         for (p, val) in &m.percentiles {

@@ -4,9 +4,9 @@
 
 use std::fmt::Write;
 
-use super::latency::{p_word, METRICS};
-use super::stats::MetricStats;
-use super::summary::Summary;
+use crate::stats::latency::{p_word, Metric};
+use crate::stats::sessions::SessionSummary;
+use crate::stats::{MetricStats, Summary};
 
 /// Width of the tables and their `=`/`-` rules.
 pub(super) const WIDTH: usize = 50;
@@ -108,8 +108,9 @@ impl Table {
     pub(super) fn items(self) -> Vec<Item> {
         self.items
     }
-    fn metric(&mut self, label: &str, m: &MetricStats, title: &str) {
-        self.header(title, '-');
+    fn metric(&mut self, metric: Metric, m: &MetricStats) {
+        let label = metric.label();
+        self.header(metric.title(), '-');
         self.float(&format!("Mean {label} (ms):"), m.mean);
         self.float(&format!("Median {label} (ms):"), m.median);
         for (p, v) in &m.percentiles {
@@ -197,9 +198,8 @@ fn benchmark_section(t: &mut Table, s: &Summary) {
         s.max_concurrent_requests as f64,
     );
     t.float("Total Token throughput (tok/s):", s.total_token_throughput);
-    for (key, label, title) in METRICS {
-        let m = s.latency.get(key).expect("known metric");
-        t.metric(label, m, title);
+    for metric in Metric::VLLM {
+        t.metric(metric, s.latency.get(metric));
     }
 }
 
@@ -208,11 +208,12 @@ fn ttfc_section(t: &mut Table, s: &Summary) {
     let (ttfc, ttft) = (&s.latency.ttfc, &s.latency.ttft);
     if ttfc.count > 0 && (ttfc.mean != ttft.mean || ttfc.count != ttft.count) {
         // Role-only first chunks: the first content token comes later than the first token.
-        t.header("Time to First Content Token", '-');
-        t.float("Mean TTFC (ms):", ttfc.mean);
-        t.float("Median TTFC (ms):", ttfc.median);
+        let (title, label) = (Metric::Ttfc.title(), Metric::Ttfc.label());
+        t.header(title, '-');
+        t.float(&format!("Mean {label} (ms):"), ttfc.mean);
+        t.float(&format!("Median {label} (ms):"), ttfc.median);
         if let Some(p99) = ttfc.percentile(99.0) {
-            t.float("P99 TTFC (ms):", p99);
+            t.float(&format!("P99 {label} (ms):"), p99);
         }
     }
 }
@@ -267,7 +268,7 @@ fn cache_section(t: &mut Table, s: &Summary) {
 }
 
 /// Multi-turn sessions: turns, durations, TTFT by turn, waits and think time.
-fn sessions_section(t: &mut Table, ss: &super::sessions::SessionSummary) {
+fn sessions_section(t: &mut Table, ss: &SessionSummary) {
     let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
     t.header("Sessions", '-');
     t.row("Sessions:", ss.sessions);

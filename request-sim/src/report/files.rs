@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use rust_xlsxwriter::{Format, Workbook};
 
-use super::{plots, read_records, RunInfo, Summary};
-use crate::record::Record;
+use super::plots;
+use crate::record::{read_records, Record};
+use crate::stats::{RunInfo, Summary};
 
 /// Read a `summary.json` written by [`write_result_dir`] (or `--summary-path`).
 pub fn read_summary(path: &Path) -> crate::Result<Summary> {

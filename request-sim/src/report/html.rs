@@ -13,8 +13,8 @@ use minijinja::{Environment, Value};
 use serde::Serialize;
 
 use super::console::{console_items, Item};
-use super::Summary;
 use crate::error::{Error, Result};
+use crate::stats::{now_rfc3339, Summary};
 
 /// The page's file name, in a result directory and in a sweep directory.
 pub const REPORT_HTML: &str = "report.html";
@@ -173,7 +173,7 @@ pub fn write_run_html(dir: &Path, s: &Summary, files: &[PathBuf]) -> Result<Path
         .partition(|i| i.name == SERVER_CHART);
     let ctx = minijinja::context! {
         version => s.run.tool_version.clone(),
-        generated => super::now_rfc3339(),
+        generated => now_rfc3339(),
         started_at => s.run.started_at.clone(),
         meta => meta(s),
         invalid => s.invalid.clone(),
@@ -189,7 +189,7 @@ pub fn write_run_html(dir: &Path, s: &Summary, files: &[PathBuf]) -> Result<Path
 pub fn write_sweep_html(dir: &Path, page: &SweepPage, files: &[PathBuf]) -> Result<PathBuf> {
     let ctx = minijinja::context! {
         version => env!("CARGO_PKG_VERSION"),
-        generated => super::now_rfc3339(),
+        generated => now_rfc3339(),
         meta => page.meta.clone(),
         answer => page.answer.clone(),
         notes => page.notes.clone(),

@@ -14,9 +14,10 @@ use super::{
 };
 use crate::observe::samples::{self, Sample};
 use crate::record::{Record, Status};
-use crate::report::accumulator::{end_ms, output_tokens_of, record_tpot};
-use crate::report::stats::percentile_sorted;
-use crate::report::Summary;
+use crate::stats::accumulator::{end_ms, output_tokens_of, record_tpot};
+use crate::stats::latency::Metric;
+use crate::stats::samples::percentile_sorted;
+use crate::stats::Summary;
 
 /// Most points drawn in one scatter series (larger runs are thinned evenly).
 const MAX_POINTS: usize = 20_000;
@@ -112,8 +113,8 @@ impl Chart for OverTime {
 
 /// CDFs of the four latency metrics, one panel each.
 struct Cdfs {
-    /// (name, sorted values ms)
-    panels: Vec<(String, Vec<f64>)>,
+    /// (metric, sorted values ms)
+    panels: Vec<(Metric, Vec<f64>)>,
 }
 
 impl Chart for Cdfs {
@@ -123,10 +124,11 @@ impl Chart for Cdfs {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         let root = root.titled("Latency CDFs", (FAMILY, 24)).map_err(err)?;
         let areas = root.split_evenly((2, 2));
-        for (area, (name, sorted)) in areas.iter().zip(&self.panels) {
+        for (area, (metric, sorted)) in areas.iter().zip(&self.panels) {
+            let name = metric.label();
             let n = sorted.len();
             let x_max = upper(sorted.last().copied().unwrap_or(0.0));
-            let caption = if n == 0 && name == "ITL" {
+            let caption = if n == 0 && *metric == Metric::Itl {
                 "ITL: no per-chunk values in the records (replay with --record-itl)".to_string()
             } else if n == 0 {
                 format!("{name}: no values")
@@ -459,16 +461,16 @@ fn cdfs(records: &[Record]) -> Cdfs {
     Cdfs {
         panels: vec![
             (
-                "TTFT".to_string(),
+                Metric::Ttft,
                 sorted(ok.iter().filter_map(|r| r.ttft_ms).collect()),
             ),
             (
-                "TPOT".to_string(),
+                Metric::Tpot,
                 sorted(ok.iter().filter_map(|r| record_tpot(r)).collect()),
             ),
-            ("ITL".to_string(), sorted(itl_sample(&ok))),
+            (Metric::Itl, sorted(itl_sample(&ok))),
             (
-                "E2EL".to_string(),
+                Metric::E2el,
                 sorted(ok.iter().filter_map(|r| r.e2e_ms).collect()),
             ),
         ],

@@ -18,7 +18,7 @@ use super::{
     RED_,
 };
 use crate::report::format::{fmt_num, fmt_si, fmt_tokens, requests, thousands};
-use crate::report::stats::percentile_sorted;
+use crate::stats::samples::percentile_sorted;
 
 /// Hit ratio of an LRU cache against its capacity, as in the Mooncake paper's cache-capacity
 /// figure; the x axis is log2 of the capacity in tokens.

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::latency::Latencies;
-use super::stats::{QuantizedSamples, Samples};
+use super::samples::{QuantizedSamples, Samples};
 use super::summary::{
     CacheStats, DriftStats, OutputTokenSources, StatusCounts, Summary, TokenExactness,
 };

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::latency::Metric;
+
 /// Per-request latency limits in ms; a request is "good" when it meets every given one
 /// (inclusive: `value <= limit`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -41,10 +43,10 @@ impl Slo {
                         "invalid goodput SLO `{item}`: the limit must be a positive number of milliseconds"
                     ));
                 }
-                let slot = match key_l.as_str() {
-                    "ttft" => &mut slo.ttft_ms,
-                    "tpot" => &mut slo.tpot_ms,
-                    "e2el" => &mut slo.e2el_ms,
+                let slot = match Metric::from_key(&key_l) {
+                    Some(Metric::Ttft) => &mut slo.ttft_ms,
+                    Some(Metric::Tpot) => &mut slo.tpot_ms,
+                    Some(Metric::E2el) => &mut slo.e2el_ms,
                     _ => {
                         return Err(format!(
                             "invalid goodput SLO `{item}`: unknown metric `{key}` \
@@ -79,14 +81,15 @@ impl Slo {
     /// `ttft:200 tpot:50` form, for display.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
-        if let Some(v) = self.ttft_ms {
-            parts.push(format!("ttft:{v}"));
-        }
-        if let Some(v) = self.tpot_ms {
-            parts.push(format!("tpot:{v}"));
-        }
-        if let Some(v) = self.e2el_ms {
-            parts.push(format!("e2el:{v}"));
+        let limits = [
+            (Metric::Ttft, self.ttft_ms),
+            (Metric::Tpot, self.tpot_ms),
+            (Metric::E2el, self.e2el_ms),
+        ];
+        for (metric, limit) in limits {
+            if let Some(v) = limit {
+                parts.push(format!("{}:{v}", metric.key()));
+            }
         }
         parts.join(" ")
     }

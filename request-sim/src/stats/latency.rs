@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::stats::MetricStats;
+use super::samples::MetricStats;
 
 /// Statistics of the latency metrics, serialized flat with vLLM's keys
 /// (`mean_ttft_ms`, `median_ttft_ms`, `std_ttft_ms`, `p99_ttft_ms`, ...).
@@ -16,33 +16,88 @@ pub struct Latencies {
     pub ttfc: MetricStats,
 }
 
-/// Metric names in [`Latencies`], in display order, with vLLM's labels.
-pub const METRICS: [(&str, &str, &str); 4] = [
-    ("ttft", "TTFT", "Time to First Token"),
-    ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
-    ("itl", "ITL", "Inter-token Latency"),
-    ("e2el", "E2EL", "End-to-end Latency"),
-];
+/// A latency metric of [`Latencies`]: its key in JSON (`mean_ttft_ms`), its label in the
+/// console (`Mean TTFT (ms)`) and its section title.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    Ttft,
+    Tpot,
+    Itl,
+    E2el,
+    /// Time to first content token (differs from TTFT for role-only first chunks).
+    Ttfc,
+}
 
-impl Latencies {
-    pub fn get(&self, name: &str) -> Option<&MetricStats> {
-        match name {
-            "ttft" => Some(&self.ttft),
-            "tpot" => Some(&self.tpot),
-            "itl" => Some(&self.itl),
-            "e2el" => Some(&self.e2el),
-            "ttfc" => Some(&self.ttfc),
-            _ => None,
+impl Metric {
+    /// Every metric, in the order of the summary's JSON keys.
+    pub const ALL: [Metric; 5] = [
+        Metric::Ttft,
+        Metric::Tpot,
+        Metric::Itl,
+        Metric::E2el,
+        Metric::Ttfc,
+    ];
+
+    /// vLLM's metrics, in the order of its result table.
+    pub const VLLM: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
+
+    /// The name in JSON keys (`ttft` in `p99_ttft_ms`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Metric::Ttft => "ttft",
+            Metric::Tpot => "tpot",
+            Metric::Itl => "itl",
+            Metric::E2el => "e2el",
+            Metric::Ttfc => "ttfc",
         }
     }
-    fn get_mut(&mut self, name: &str) -> Option<&mut MetricStats> {
-        match name {
-            "ttft" => Some(&mut self.ttft),
-            "tpot" => Some(&mut self.tpot),
-            "itl" => Some(&mut self.itl),
-            "e2el" => Some(&mut self.e2el),
-            "ttfc" => Some(&mut self.ttfc),
-            _ => None,
+
+    /// vLLM's label (`TTFT` in `Mean TTFT (ms):`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Ttft => "TTFT",
+            Metric::Tpot => "TPOT",
+            Metric::Itl => "ITL",
+            Metric::E2el => "E2EL",
+            Metric::Ttfc => "TTFC",
+        }
+    }
+
+    /// vLLM's section title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Metric::Ttft => "Time to First Token",
+            Metric::Tpot => "Time per Output Token (excl. 1st token)",
+            Metric::Itl => "Inter-token Latency",
+            Metric::E2el => "End-to-end Latency",
+            Metric::Ttfc => "Time to First Content Token",
+        }
+    }
+
+    /// The metric whose JSON name is `key`.
+    pub fn from_key(key: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.key() == key)
+    }
+}
+
+impl Latencies {
+    /// The statistics of `metric`.
+    pub fn get(&self, metric: Metric) -> &MetricStats {
+        match metric {
+            Metric::Ttft => &self.ttft,
+            Metric::Tpot => &self.tpot,
+            Metric::Itl => &self.itl,
+            Metric::E2el => &self.e2el,
+            Metric::Ttfc => &self.ttfc,
+        }
+    }
+    fn get_mut(&mut self, metric: Metric) -> &mut MetricStats {
+        match metric {
+            Metric::Ttft => &mut self.ttft,
+            Metric::Tpot => &mut self.tpot,
+            Metric::Itl => &mut self.itl,
+            Metric::E2el => &mut self.e2el,
+            Metric::Ttfc => &mut self.ttfc,
         }
     }
 }
@@ -56,14 +111,12 @@ pub fn p_word(p: f64) -> String {
     }
 }
 
-const ALL_METRICS: [&str; 5] = ["ttft", "tpot", "itl", "e2el", "ttfc"];
-
 impl Serialize for Latencies {
     fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut map = ser.serialize_map(None)?;
-        for name in ALL_METRICS {
-            let m = self.get(name).expect("known metric");
+        for metric in Metric::ALL {
+            let (name, m) = (metric.key(), self.get(metric));
             map.serialize_entry(&format!("count_{name}"), &m.count)?;
             map.serialize_entry(&format!("mean_{name}_ms"), &finite(m.mean))?;
             map.serialize_entry(&format!("median_{name}_ms"), &finite(m.median))?;
@@ -93,9 +146,9 @@ impl<'de> Deserialize<'de> for Latencies {
                 let mut l = Latencies::default();
                 while let Some(key) = a.next_key::<String>()? {
                     match parse_metric_key(&key) {
-                        Some((stat, name)) => {
+                        Some((stat, metric)) => {
                             let v: f64 = a.next_value()?;
-                            let m = l.get_mut(name).expect("known metric");
+                            let m = l.get_mut(metric);
                             match stat {
                                 Stat::Count => m.count = v as u64,
                                 Stat::Mean => m.mean = v,
@@ -111,9 +164,10 @@ impl<'de> Deserialize<'de> for Latencies {
                         }
                     }
                 }
-                for name in ALL_METRICS {
-                    let m = l.get_mut(name).expect("known metric");
-                    m.percentiles.sort_by(|x, y| x.0.total_cmp(&y.0));
+                for metric in Metric::ALL {
+                    l.get_mut(metric)
+                        .percentiles
+                        .sort_by(|x, y| x.0.total_cmp(&y.0));
                 }
                 Ok(l)
             }
@@ -132,16 +186,13 @@ enum Stat {
     P(f64),
 }
 
-fn parse_metric_key(key: &str) -> Option<(Stat, &'static str)> {
+fn parse_metric_key(key: &str) -> Option<(Stat, Metric)> {
     if let Some(name) = key.strip_prefix("count_") {
-        return ALL_METRICS
-            .iter()
-            .find(|m| **m == name)
-            .map(|m| (Stat::Count, *m));
+        return Metric::from_key(name).map(|m| (Stat::Count, m));
     }
     let body = key.strip_suffix("_ms")?;
     let (stat, name) = body.split_once('_')?;
-    let name = *ALL_METRICS.iter().find(|m| **m == name)?;
+    let metric = Metric::from_key(name)?;
     let stat = match stat {
         "mean" => Stat::Mean,
         "median" => Stat::Median,
@@ -150,7 +201,7 @@ fn parse_metric_key(key: &str) -> Option<(Stat, &'static str)> {
         "max" => Stat::Max,
         s => Stat::P(s.strip_prefix('p')?.parse().ok()?),
     };
-    Some((stat, name))
+    Some((stat, metric))
 }
 
 fn finite(x: f64) -> f64 {
@@ -158,5 +209,26 @@ fn finite(x: f64) -> f64 {
         x
     } else {
         0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip() {
+        for m in Metric::ALL {
+            assert_eq!(Metric::from_key(m.key()), Some(m));
+        }
+        assert_eq!(Metric::from_key("p99"), None);
+        let mut l = Latencies::default();
+        l.itl.count = 3;
+        l.itl.percentiles = vec![(99.9, 1.5)];
+        let v = serde_json::to_value(&l).unwrap();
+        assert_eq!(v["count_itl"], 3);
+        assert_eq!(v["p99.9_itl_ms"], 1.5);
+        let back: Latencies = serde_json::from_value(v).unwrap();
+        assert_eq!(back, l);
     }
 }

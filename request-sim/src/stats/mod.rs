@@ -1,0 +1,125 @@
+//! Statistics of a run, computed from its records: what the renderings of [`crate::report`]
+//! show. Nothing here formats text or writes files.
+//!
+//! - [`samples`]: mean / median / std / linear-interpolation percentiles (numpy semantics).
+//! - [`run_info`]: [`RunInfo`], what was run (settings, trace facts, start-up times).
+//! - [`accumulator`]: the streaming [`Accumulator`] over records.
+//! - [`summary`]: the [`Summary`] the accumulator produces; [`latency`]: its latency statistics
+//!   with vLLM's flat keys.
+//! - [`slo`]: goodput SLO parsing; [`sessions`]: the sessions section.
+//! - [`merge`]: several shards' records as one run, with each shard's send drift.
+//!
+//! Metric definitions: `docs/metrics.md`.
+
+pub mod accumulator;
+pub mod latency;
+pub mod merge;
+pub mod run_info;
+pub mod samples;
+pub mod sessions;
+pub mod slo;
+pub mod summary;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use accumulator::Accumulator;
+pub use latency::{Latencies, Metric};
+pub use run_info::{now_rfc3339, PromptVerification, RunInfo, StartupTimes};
+pub use samples::{parse_percentile, MetricStats, Percentiles, DEFAULT_PERCENTILES};
+pub use slo::Slo;
+pub use summary::Summary;
+
+use crate::record::{ReadStats, Record, RecordReader, Status};
+
+/// What to compute.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReportConfig {
+    /// Percentiles to report for every latency metric.
+    pub percentiles: Percentiles,
+    /// Goodput SLO; empty = no goodput.
+    pub slo: Slo,
+}
+
+/// Recompute a [`Summary`] from a saved records JSONL file, read as a stream (ITL from the
+/// records' `itl_ms` when present). Without `info`, the run information is reconstructed from
+/// the records as far as possible.
+pub fn report_from_records(
+    path: &Path,
+    cfg: &ReportConfig,
+    info: Option<RunInfo>,
+) -> crate::Result<Summary> {
+    let mut reader = RecordReader::open(path)?;
+    let mut sum = RecordsSummary::new(cfg);
+    for r in reader.by_ref() {
+        sum.add(&r?);
+    }
+    Ok(sum.finish(reader.stats(), info))
+}
+
+/// [`report_from_records`] over records already in memory.
+pub fn summarize_records(
+    records: &[Record],
+    st: &ReadStats,
+    cfg: &ReportConfig,
+    info: Option<RunInfo>,
+) -> Summary {
+    let mut sum = RecordsSummary::new(cfg);
+    for r in records {
+        sum.add(r);
+    }
+    sum.finish(st, info)
+}
+
+/// The summary of saved records: the accumulator plus what [`RunInfo`] can be rebuilt from.
+struct RecordsSummary {
+    acc: Accumulator,
+    records: usize,
+    never_sent: usize,
+    dry_run: usize,
+}
+
+impl RecordsSummary {
+    fn new(cfg: &ReportConfig) -> Self {
+        RecordsSummary {
+            acc: Accumulator::new(cfg),
+            records: 0,
+            never_sent: 0,
+            dry_run: 0,
+        }
+    }
+
+    fn add(&mut self, r: &Record) {
+        self.acc.add(r, r.itl_ms.as_deref().unwrap_or(&[]));
+        self.records += 1;
+        self.never_sent += usize::from(r.sent_ms.is_none());
+        self.dry_run += usize::from(r.status == Status::DryRun);
+    }
+
+    fn finish(self, st: &ReadStats, info: Option<RunInfo>) -> Summary {
+        let info = info.unwrap_or_else(|| {
+            let mut i = RunInfo::new();
+            i.scheduled = self.records;
+            i.never_sent = self.never_sent;
+            i.dry_run = self.records > 0 && self.dry_run == self.records;
+            i
+        });
+        let mut s = self.acc.finish(&info);
+        if let Some(line) = st.partial_last_line {
+            s.warnings.push(format!(
+                "line {line} of the records file is incomplete (the run was killed?) and was \
+                 ignored"
+            ));
+        }
+        let ok = s.completed;
+        if ok > 0 && st.with_itl == 0 {
+            s.warnings.push(
+                "records carry no per-chunk ITL (replay with --record-itl): ITL statistics and \
+                 peak output tokens/s are incomplete"
+                    .to_string(),
+            );
+        }
+        s
+    }
+}
