@@ -402,7 +402,7 @@ pub struct AnalyzeArgs {
     /// Routing policies to compare, comma-separated (default: all): round-robin, least-loaded,
     /// session, prefix-aware.
     #[arg(long, value_delimiter = ',', requires = "instances")]
-    pub routing: Vec<llm_sim::routing::Policy>,
+    pub routing: Vec<llm_common::routing::Policy>,
     /// Prefix-cache capacity of one instance, tokens (default: llm-sim's qwen3-8b-h100, 23,500
     /// blocks of 16 = 376,000 tokens).
     #[arg(long, requires = "instances")]

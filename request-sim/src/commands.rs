@@ -56,10 +56,18 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
 
 /// One instance's prefix cache when `analyze --instances` is not given `--cache-tokens`: the
 /// KV cache of llm-sim's `qwen3-8b-h100` preset (an 8B model on one H100).
+#[cfg(feature = "builtin-sim")]
 fn default_instance_cache_tokens() -> u64 {
     llm_sim::SimConfig::preset("qwen3-8b-h100")
         .map(|c| u64::from(c.num_gpu_blocks) * u64::from(c.block_size))
         .unwrap_or(376_000)
+}
+
+/// Built without llm-sim: the same preset's KV cache (23,500 blocks of 16 tokens; llm-sim's
+/// preset tests check the figure).
+#[cfg(not(feature = "builtin-sim"))]
+fn default_instance_cache_tokens() -> u64 {
+    376_000
 }
 
 /// `report RECORDS.jsonl`: recompute the summary from saved records.

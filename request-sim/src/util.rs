@@ -1,7 +1,7 @@
 //! Helpers below every stage of the pipeline (trace → … → report), holding no stage's types:
 //! the one percentile interpolation both the trace analysis and the run statistics use, and the
 //! one way JSON files and JSON on stdout are written.
-//! (The workspace's one SplitMix64 mixer is `llm_sim::util`, the lowest crate.)
+//! (The workspace's one SplitMix64 mixer is `llm_common::util`, the lowest crate.)
 
 /// Give the memory freed so far back to the operating system. mimalloc (the binaries' global
 /// allocator) keeps freed pages for reuse; start-up's tokenizer, once dropped, would otherwise

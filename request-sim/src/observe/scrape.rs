@@ -345,15 +345,16 @@ impl Scraper {
         let clock: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
         let series = Arc::new(Series::default());
         let (stop2, clock2, series2) = (stop.clone(), clock.clone(), series.clone());
-        let thread = llm_sim::util::spawn_runtime_thread("metrics-scraper", move |rt| match rt {
-            Ok(rt) => rt.block_on(run(cfg, stop2, clock2, series2, ready_tx)),
-            Err(e) => {
-                let msg = format!("cannot start the scraper's runtime: {e}");
-                let _ = ready_tx.send(Err(msg.clone()));
-                Err(msg)
-            }
-        })
-        .map_err(|e| crate::Error::io("cannot start the metrics scraper thread", e))?;
+        let thread =
+            llm_common::util::spawn_runtime_thread("metrics-scraper", move |rt| match rt {
+                Ok(rt) => rt.block_on(run(cfg, stop2, clock2, series2, ready_tx)),
+                Err(e) => {
+                    let msg = format!("cannot start the scraper's runtime: {e}");
+                    let _ = ready_tx.send(Err(msg.clone()));
+                    Err(msg)
+                }
+            })
+            .map_err(|e| crate::Error::io("cannot start the metrics scraper thread", e))?;
         match ready_rx.recv() {
             Ok(Ok((urls, notes))) => {
                 let scraper = if urls.is_empty() {

@@ -33,7 +33,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 // SplitMix64 (its increment and finaliser), the workspace's one copy in the simulator crate.
-use llm_sim::util::{fmix64 as mix64, GOLDEN};
+use llm_common::util::{fmix64 as mix64, GOLDEN};
 
 use crate::trace::TraceRequest;
 

@@ -435,7 +435,7 @@ impl<'a> Units<'a> {
             // The built-in word list: one token per word (ids only identify the word).
             None => distinct
                 .iter()
-                .map(|u| vec![(llm_sim::util::fmix64(fnv1a(u)) >> 33) as u32])
+                .map(|u| vec![(llm_common::util::fmix64(fnv1a(u)) >> 33) as u32])
                 .collect(),
         };
         let bad: Vec<bool> = tokens

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use llm_sim::tokenize::ChatMessage;
+use llm_common::template::ChatMessage;
 use minijinja::{Environment, ErrorKind, Value};
 use serde_json::Value as Json;
 use tokenizers::Tokenizer;
@@ -79,7 +79,7 @@ impl ChatTemplate {
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         // Hugging Face's `tojson` is Python's json.dumps (", " and ": ", no HTML escapes).
-        env.add_filter("tojson", llm_sim::tokenize::python_tojson);
+        env.add_filter("tojson", llm_common::template::python_tojson);
         env.add_template_owned(TEMPLATE_NAME, template)
             .map_err(template_error)?;
         Ok(ChatTemplate {
@@ -104,16 +104,16 @@ impl ChatTemplate {
     }
 
     /// Render a chat request's messages (content already text) and `tools` with the
-    /// generation prompt, as vLLM does (see [`llm_sim::tokenize::template_messages`] and
-    /// [`llm_sim::tokenize::template_tools`]).
+    /// generation prompt, as vLLM does (see [`llm_common::template::template_messages`] and
+    /// [`llm_common::template::template_tools`]).
     pub fn render_chat(
         &self,
         messages: &[ChatMessage],
         tools: Option<&Json>,
     ) -> Result<String, PromptError> {
         self.render_context(minijinja::context! {
-            messages => llm_sim::tokenize::template_messages(messages),
-            tools => tools.map(llm_sim::tokenize::template_tools),
+            messages => llm_common::template::template_messages(messages),
+            tools => tools.map(llm_common::template::template_tools),
             add_generation_prompt => true,
             bos_token => self.bos_token.as_str(),
             eos_token => self.eos_token.as_str(),

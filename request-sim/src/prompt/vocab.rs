@@ -52,7 +52,7 @@ impl Vocab {
     /// list). Exact against the built-in simulator, which counts one token per word;
     /// approximate for real models.
     pub fn builtin() -> Vocab {
-        let words = llm_sim::vocab::builtin_words();
+        let words = llm_common::vocab::builtin_words();
         Vocab::from_words(
             words
                 .iter()

@@ -16,7 +16,7 @@ use crate::{Error, Result};
 pub(super) struct Server {
     pub(super) rt: tokio::runtime::Runtime,
     /// The built-in simulator (stops when dropped).
-    pub(super) sim: Option<llm_sim::SimThread>,
+    pub(super) sim: Option<BuiltinSim>,
     pub(super) ep: Endpoint,
     pub(super) client: backend::HttpClient,
     /// Connections known to be open, to open more before bursts (none in a dry run or with
@@ -52,8 +52,7 @@ pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Serv
             (None, cfg.simulator_endpoint("http://127.0.0.1:9")?)
         }
         Target::BuiltinSimulator => {
-            let sim = start_simulator(cfg)?;
-            let ep = cfg.simulator_endpoint(&sim.base_url())?;
+            let (sim, ep) = start_simulator(cfg)?;
             (Some(sim), ep)
         }
     };
@@ -76,8 +75,15 @@ pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Serv
     })
 }
 
-/// llm-sim in-process on 127.0.0.1, with the run's tokenizer when it has one.
-fn start_simulator(cfg: &ReplayConfig) -> Result<llm_sim::SimThread> {
+/// The built-in simulator's handle (none can exist in a build without it).
+#[cfg(feature = "builtin-sim")]
+pub(super) type BuiltinSim = llm_sim::SimThread;
+#[cfg(not(feature = "builtin-sim"))]
+pub(super) type BuiltinSim = std::convert::Infallible;
+
+/// llm-sim in-process on 127.0.0.1, with the run's tokenizer when it has one, and its endpoint.
+#[cfg(feature = "builtin-sim")]
+fn start_simulator(cfg: &ReplayConfig) -> Result<(BuiltinSim, Endpoint)> {
     let sc = llm_sim::SimConfig {
         tokenizer: cfg.tokenizer.clone(),
         tokenizer_config: cfg.tokenizer_config.clone(),
@@ -89,5 +95,15 @@ fn start_simulator(cfg: &ReplayConfig) -> Result<llm_sim::SimThread> {
         "no --endpoint: started the built-in simulator (llm-sim) at {}",
         s.base_url()
     ));
-    Ok(s)
+    let ep = cfg.simulator_endpoint(&s.base_url())?;
+    Ok((s, ep))
+}
+
+/// A build without the `builtin-sim` feature has no simulator to replay against.
+#[cfg(not(feature = "builtin-sim"))]
+fn start_simulator(_cfg: &ReplayConfig) -> Result<(BuiltinSim, Endpoint)> {
+    Err(Error::config(
+        "no --endpoint: this request-sim was built without the built-in simulator (cargo feature \
+         `builtin-sim`); give --endpoint URL of a server, or --dry-run",
+    ))
 }

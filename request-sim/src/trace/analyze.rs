@@ -26,7 +26,7 @@
 //! ## Routing what-if (`--instances N --routing POLICY`)
 //!
 //! N instances, each with its own LRU prefix cache of the given capacity; every request goes to
-//! the instance a routing policy picks (`llm_sim::routing`, the same code as llm-sim's built-in
+//! the instance a routing policy picks (`llm_common::routing`, the same code as llm-sim's built-in
 //! router, so an online run through `llm-sim --router` chooses alike), and its hits are counted
 //! against that instance's cache only, with the definition above. `least-loaded` sees no load
 //! offline (all equal) and so goes round-robin; `session` uses the trace's session ids (the id
@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::ser::SerializeMap;
 use serde::Serialize;
 
-use llm_sim::routing::{Policy, PrefixIndex, RouteRequest, Router};
+use llm_common::routing::{Policy, PrefixIndex, RouteRequest, Router};
 
 use super::{Trace, TraceFormat, TraceStats};
 use crate::util::percentile_sorted;

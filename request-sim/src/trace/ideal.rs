@@ -49,7 +49,7 @@ impl IdealCache {
         }
         let (mut key, mut hit, mut matching) = (0u64, 0u64, true);
         for (i, &id) in req.hash_ids.iter().enumerate() {
-            key = llm_sim::util::mix64(key.rotate_left(23) ^ id);
+            key = llm_common::util::mix64(key.rotate_left(23) ^ id);
             // Block i holds `block` tokens, the last one the rest of the input.
             let left = u64::from(req.input_length).saturating_sub(i as u64 * self.block);
             let cur = left.min(self.block) as u32;

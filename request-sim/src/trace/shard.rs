@@ -70,7 +70,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    llm_sim::util::mix64(h)
+    llm_common::util::mix64(h)
 }
 
 /// Keep only `shard`'s requests (indexes unchanged, so records merge back into one run).

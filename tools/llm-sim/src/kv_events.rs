@@ -13,7 +13,7 @@
 //!
 //! As vLLM, an endpoint with `*` or `::` is bound, any other is connected to (the subscriber
 //! binds), and engine `i` of a cluster publishes on the endpoint's port + `i` with
-//! `data_parallel_rank = i`.
+//! `data_parallel_rank = i`. `tcp://*:PORT` (vLLM's default form) binds every interface.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -151,6 +151,16 @@ pub fn offset_endpoint_port(endpoint: &str, rank: usize) -> Result<String> {
     Ok(format!("{base}:{}", port + rank))
 }
 
+/// The address a bound endpoint listens on: ZeroMQ's `*` host (every interface, as in vLLM's
+/// default `tcp://*:5557`) becomes `0.0.0.0`, which the zeromq crate binds (it looks `*` up as
+/// a host name and fails); any other endpoint is kept.
+pub fn bind_address(endpoint: &str) -> String {
+    match endpoint.strip_prefix("tcp://*:") {
+        Some(port) => format!("tcp://0.0.0.0:{port}"),
+        None => endpoint.to_string(),
+    }
+}
+
 /// A batch handed from the engine to the publisher task.
 pub struct Batch {
     pub ts: f64,
@@ -174,7 +184,7 @@ pub async fn start_publisher(
     let mut socket = zeromq::PubSocket::new();
     if ep.contains('*') || ep.contains("::") {
         socket
-            .bind(&ep)
+            .bind(&bind_address(&ep))
             .await
             .map_err(|e| Error::KvEvents(format!("`{ep}`: cannot bind: {e}")))?;
     } else {
@@ -244,5 +254,16 @@ mod tests {
         );
         assert!(offset_endpoint_port("tcp://127.0.0.1:65535", 1).is_err());
         assert!(offset_endpoint_port("tcp://127.0.0.1", 1).is_err());
+        assert_eq!(
+            offset_endpoint_port("tcp://*:5557", 2).unwrap(),
+            "tcp://*:5559"
+        );
+    }
+
+    #[test]
+    fn star_binds_every_interface() {
+        assert_eq!(bind_address("tcp://*:5557"), "tcp://0.0.0.0:5557");
+        assert_eq!(bind_address("tcp://[::]:5557"), "tcp://[::]:5557");
+        assert_eq!(bind_address("tcp://127.0.0.1:5557"), "tcp://127.0.0.1:5557");
     }
 }

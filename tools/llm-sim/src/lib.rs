@@ -21,12 +21,12 @@ pub mod faults;
 pub mod kv_events;
 pub mod metrics;
 pub mod router;
-pub mod routing;
 pub mod server;
 pub mod timing;
 pub mod tokenize;
-pub mod util;
-pub mod vocab;
+
+/// Shared with request-sim (the `llm-common` crate); re-exported under their old paths.
+pub use llm_common::{routing, util, vocab};
 
 pub use config::{FaultConfig, SimConfig, PRESETS};
 pub use error::{Error, Result};

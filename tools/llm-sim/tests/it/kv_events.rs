@@ -251,3 +251,46 @@ async fn events_are_off_by_default_and_bad_endpoints_are_refused() {
     let e = llm_sim::start(bad).await.err().unwrap();
     assert!(format!("{e:#}").contains("tcp://"), "{e:#}");
 }
+
+/// vLLM's default form, `tcp://*:PORT`, binds on every interface (as `--help` says): a
+/// subscriber that connects to 127.0.0.1:PORT receives the events.
+#[tokio::test]
+async fn star_endpoint_binds_and_a_subscriber_connects() {
+    // A port free a moment ago (the server binds it again below).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let cfg = SimConfig {
+        kv_events_endpoint: Some(format!("tcp://*:{port}")),
+        kv_events_topic: "kv@test".into(),
+        ..SimConfig::default()
+    };
+    let s = llm_sim::start(cfg).await.unwrap();
+    let mut sub = zeromq::SubSocket::new();
+    sub.connect(&format!("tcp://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    sub.subscribe("").await.unwrap();
+    // Slow joiner: requests until one's events arrive.
+    let t0 = Instant::now();
+    let mut rebuilt = Rebuilt::default();
+    loop {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no events arrived");
+        let body = completion_body(
+            words(40, t0.elapsed().as_micros() as usize).into(),
+            1,
+            false,
+        );
+        assert_eq!(
+            post(&s.base_url(), "/v1/completions", &body).await.status(),
+            200
+        );
+        if let Ok(Ok(m)) = tokio::time::timeout(Duration::from_millis(300), sub.recv()).await {
+            rebuilt.apply(m.get(0).unwrap(), m.get(1).unwrap(), m.get(2).unwrap(), 0);
+            break;
+        }
+    }
+    assert!(rebuilt.stored > 0, "the batch stored blocks");
+    s.shutdown().await;
+}

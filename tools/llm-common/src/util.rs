@@ -1,5 +1,5 @@
-//! Small helpers request-sim shares: deterministic hashing (no global state, no external PRNG
-//! crate) and a thread with its own tokio runtime.
+//! Small helpers request-sim and llm-sim share: deterministic hashing (no global state, no
+//! external PRNG crate) and a thread with its own tokio runtime.
 
 /// SplitMix64's increment (2^64 / golden ratio).
 pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;

@@ -1,0 +1,13 @@
+//! What request-sim (the replay engine) and llm-sim (the simulated server) both need, so the
+//! engine does not depend on the simulator:
+//!
+//! - [`util`]: deterministic hashing (SplitMix64) and a thread with its own tokio runtime;
+//! - [`vocab`]: the built-in vocabulary (request-sim's prompt words, llm-sim's tokenizer);
+//! - [`template`]: chat messages and `tools` as vLLM hands them to a chat template, and the
+//!   template's Python-compatible `tojson`;
+//! - [`routing`]: the routing policies of llm-sim's router and request-sim's offline analysis.
+
+pub mod routing;
+pub mod template;
+pub mod util;
+pub mod vocab;
