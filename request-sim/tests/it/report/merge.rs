@@ -4,7 +4,8 @@ use std::ffi::OsStr;
 use std::path::Path;
 
 use crate::support::{
-    default_sim, read_json, read_json_lines, replay_cli, run_cli, spawn_bin, synthetic, write_jsonl,
+    command, default_sim, read_json, read_json_lines, replay_cli, run_cli, synthetic, write_jsonl,
+    BIN,
 };
 use serde_json::Value;
 
@@ -221,7 +222,7 @@ fn shards_with_a_common_start_never_send_before_it_and_merge_whole() {
                 }
                 _ => &env,
             };
-            spawn_bin(args, envs)
+            command(BIN, args, envs).spawn().unwrap()
         })
         .collect();
     for (k, child) in children.into_iter().enumerate() {

@@ -69,20 +69,12 @@ where
 }
 
 /// Start `request-sim ARGS...`, stdout/stderr captured.
-pub fn spawn_bin<I, S>(args: I, envs: &[(&str, &str)]) -> Child
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
+pub fn spawn_bin(args: &[&str], envs: &[(&str, &str)]) -> Child {
     command(BIN, args, envs).spawn().expect("start request-sim")
 }
 
 /// Run `request-sim ARGS...` to the end.
-pub fn run_bin<I, S>(args: I, envs: &[(&str, &str)]) -> Output
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
+pub fn run_bin(args: &[&str], envs: &[(&str, &str)]) -> Output {
     spawn_bin(args, envs)
         .wait_with_output()
         .expect("run request-sim")
@@ -94,7 +86,7 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    let out = run_bin(args, envs);
+    let out = command(BIN, args, envs).output().expect("run request-sim");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
