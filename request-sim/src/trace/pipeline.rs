@@ -4,13 +4,13 @@
 //! | stage | order of the rows | what it does |
 //! |---|---|---|
 //! | read (`RowReader`) | file | capped lines, format, one `RawRow` per data line |
-//! | [`Delays`] | file | a `delay` row's time: its session's previous turn plus the delay |
+//! | [`Delays`] (`session/`) | file | a `delay` row's time: its session's previous turn plus the delay |
 //! | [`FileOrder`] | file | repeated / decreasing / reordered times flagged, hash ids normalised |
 //! | [`Reorder`] | file → time | a window that releases the earliest row (stable: ties keep file order) |
 //! | rebase | time | the first row released is time 0 |
-//! | [`Turns`] | time | a Bailian row without `turn`: its parent's turn + 1 |
+//! | [`Turns`] (`session/`) | time | a Bailian row without `turn`: its parent's turn + 1 |
 //! | [`Slice`] | time | `start_ms..end_ms`, then `max_requests`; replay indexes |
-//! | [`Links`] | time | a `session_id` row's turn, parent and think time |
+//! | [`Links`] (`session/`) | time | a `session_id` row's turn, parent and think time |
 //!
 //! Each stage is a small struct with its own state, called from [`Pipeline::read`] (file
 //! order) or [`Pipeline::release`] (time order). What comes out is a [`Released`] row: the
@@ -23,14 +23,14 @@
 //! that need the whole file (Bailian parent chains).
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::io::BufRead;
 use std::sync::Arc;
 
 use super::error::{RowError, TraceError};
 use super::row::{normalise_hash_ids, LoadOptions, RawRow, RowFlags};
 use super::rows::RowReader;
-use super::session::SessionTurn;
+use super::session::{Delays, Links, SessionTurn, Turns};
 use super::{ChatPayload, TraceFormat, TraceRequest, TraceStats};
 
 /// One request as the replay pipeline takes it: the trace row (replay index, rebased time),
@@ -338,35 +338,6 @@ impl<B: BufRead> Pipeline<B> {
     }
 }
 
-/// `delay` rows (messages traces, file order): a row without a `timestamp` is at its
-/// session's previous turn plus the delay.
-#[derive(Default)]
-struct Delays {
-    /// Each session's latest time in file order.
-    last: HashMap<String, f64>,
-}
-
-impl Delays {
-    fn resolve(&mut self, raw: &mut RawRow) -> Result<(), RowError> {
-        let Some(id) = &raw.session_id else {
-            return Ok(());
-        };
-        if raw.timestamp_ms.is_nan() {
-            let Some(prev) = self.last.get(id) else {
-                return Err(RowError::Field {
-                    field: "delay".into(),
-                    what: format!(
-                        "this is the first turn of session {id:?}: nothing to delay from (give it a `timestamp`)"
-                    ),
-                });
-            };
-            raw.timestamp_ms = prev + raw.delay_ms.unwrap_or(0.0);
-        }
-        self.last.insert(id.clone(), raw.timestamp_ms);
-        Ok(())
-    }
-}
-
 /// File-order facts of a row (repeated, decreasing, reordered timestamps) and its hash ids
 /// normalised to the block size.
 #[derive(Default)]
@@ -502,29 +473,6 @@ impl Reorder {
     }
 }
 
-/// Missing Bailian turn numbers (time order): the parent's turn + 1, or 1 when the parent has
-/// not been seen. Only earlier rows are needed, so it is a stage and not a whole-file pass.
-#[derive(Default)]
-struct Turns {
-    /// The turn of every chat id seen (the latest row with that id).
-    turns: HashMap<i64, u32>,
-}
-
-impl Turns {
-    fn fill(&mut self, raw: &mut RawRow) {
-        let given = raw.turn_given;
-        if let Some(s) = &mut raw.session {
-            if !given {
-                s.turn = self
-                    .turns
-                    .get(&s.parent_chat_id)
-                    .map_or(1, |t| t.saturating_add(1));
-            }
-            self.turns.insert(s.chat_id, s.turn);
-        }
-    }
-}
-
 /// What the slice does with a row.
 enum Verdict {
     /// Kept: its replay index and its time rebased to the first kept row.
@@ -584,62 +532,5 @@ impl Slice {
     /// True when `max_requests` are kept.
     fn full(&self) -> bool {
         self.max.is_some_and(|m| self.kept >= m)
-    }
-}
-
-/// A session's state while its turns stream past (`session_id` rows).
-struct SessionState {
-    key: Arc<str>,
-    turn: u32,
-    /// Replay index of its latest turn, when that turn is replayed.
-    last_index: Option<usize>,
-    last_ms: f64,
-}
-
-/// `session_id` rows (time order): the previous turn of the session is the parent when that
-/// one is replayed; the think time is the row's `delay`, else the gap to the previous turn.
-#[derive(Default)]
-struct Links {
-    sessions: HashMap<String, SessionState>,
-}
-
-impl Links {
-    /// The turn of a row (`index`: its replay index when kept; `rebased`: its time).
-    fn link(&mut self, raw: &RawRow, index: Option<usize>, rebased: f64) -> Option<SessionTurn> {
-        let id = raw.session_id.as_ref()?;
-        let turn = match self.sessions.get_mut(id) {
-            Some(s) => {
-                let gap = raw.delay_ms.unwrap_or(rebased - s.last_ms);
-                let t = SessionTurn {
-                    id: s.key.clone(),
-                    turn: s.turn + 1,
-                    parent_index: s.last_index,
-                    trace_gap_ms: s.last_index.map(|_| gap),
-                };
-                s.turn += 1;
-                s.last_index = index;
-                s.last_ms = rebased;
-                t
-            }
-            None => {
-                let key: Arc<str> = Arc::from(id.as_str());
-                self.sessions.insert(
-                    id.clone(),
-                    SessionState {
-                        key: key.clone(),
-                        turn: 1,
-                        last_index: index,
-                        last_ms: rebased,
-                    },
-                );
-                SessionTurn {
-                    id: key,
-                    turn: 1,
-                    parent_index: None,
-                    trace_gap_ms: None,
-                }
-            }
-        };
-        Some(turn)
     }
 }
