@@ -1,6 +1,7 @@
 //! The whole trace: the [pipeline](super::pipeline) in its `Whole` mode, collected into one
 //! [`Trace`] — every row read before the first is released (so time order is a stable sort of
-//! the file), every row judged by the slice — plus the passes that need the whole file:
+//! the file), every row judged by the slice — plus the session passes that need the whole file
+//! (`session/whole.rs`):
 //!
 //! - Bailian parent chains: a row's parent may come later in the file (or in time), the
 //!   session is named after the root of the chain, a chain may loop (an error), and a parent
@@ -11,18 +12,16 @@
 //! Missing Bailian turn numbers need only the rows before them in time, so they are filled in
 //! by a stage of the pipeline, not here.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, Read};
 use std::path::Path;
-use std::sync::Arc;
 
-use super::error::{RowError, TraceError};
+use super::error::TraceError;
 use super::pipeline::{Mode, Out, Pipeline, Released, ReorderWindow};
 use super::row::LoadOptions;
 use super::rows::{buffered, RowReader};
-use super::session::{SessionStats, SessionTurn, Sessions};
-use super::{SessionInfo, Trace};
+use super::session::{self, RowSession};
+use super::Trace;
 
 /// Loads a trace file (plain or gzip-compressed, detected by magic bytes). The path `-` reads
 /// standard input (named `<stdin>` in messages).
@@ -66,15 +65,10 @@ pub(crate) fn collect<B: BufRead>(mut pipeline: Pipeline<B>) -> Result<Trace, Tr
     while let Some(r) = pipeline.next_released()? {
         rows.push(r);
     }
-    let linked = if rows.iter().any(|r| session_of(r).is_some()) {
-        bailian_turns(pipeline.rows.name(), &rows)?
-    } else {
-        session_id_turns(&mut rows)
-    };
+    let sessions = session::whole_trace(pipeline.rows.name(), row_sessions(&mut rows))?;
     if pipeline.kept() == 0 {
         return Err(pipeline.nothing_kept());
     }
-    let sessions = linked.over_kept();
     let mut requests = Vec::with_capacity(pipeline.kept());
     let mut chats = Vec::with_capacity(pipeline.kept());
     for r in rows {
@@ -97,190 +91,28 @@ pub(crate) fn collect<B: BufRead>(mut pipeline: Pipeline<B>) -> Result<Trace, Tr
     })
 }
 
-/// The Bailian session facts of a released row.
-fn session_of(r: &Released) -> Option<&SessionInfo> {
-    match &r.out {
-        Out::Kept(p) => p.req.session.as_ref(),
-        Out::Dropped(raw) => raw.session.as_ref(),
-    }
-}
-
-/// The sessions of a whole trace before they are counted over the kept requests.
-struct Linked {
-    /// The turn of every kept request, by replay index.
-    turns: Vec<Option<SessionTurn>>,
-    /// The session of every row the slice dropped.
-    dropped: Vec<Arc<str>>,
-    /// Turns whose parent chat is not in the trace.
-    orphans: usize,
-}
-
-impl Linked {
-    /// Sessions over the kept requests: the cut turns counted, per session.
-    fn over_kept(self) -> Sessions {
-        let mut stats = SessionStats {
-            orphans: self.orphans,
-            ..Default::default()
-        };
-        if self.turns.iter().all(Option::is_none) {
-            return Sessions {
-                turns: Vec::new(),
-                stats,
-                cut: Vec::new(),
-            };
-        }
-        let mut turns_per_session: HashMap<&Arc<str>, usize> = HashMap::new();
-        for t in self.turns.iter().flatten() {
-            *turns_per_session.entry(&t.id).or_default() += 1;
-        }
-        let mut cut: HashMap<&Arc<str>, usize> = HashMap::new();
-        for id in &self.dropped {
-            if turns_per_session.contains_key(id) {
-                stats.cut_turns += 1;
-                *cut.entry(id).or_default() += 1;
-            }
-        }
-        stats.cut_sessions = cut.len();
-        let mut cut: Vec<(Arc<str>, usize)> =
-            cut.into_iter().map(|(id, n)| (id.clone(), n)).collect();
-        cut.sort();
-        stats.sessions = turns_per_session.len();
-        stats.turns = turns_per_session.values().sum();
-        stats.max_turns = turns_per_session.values().copied().max().unwrap_or(0);
-        Sessions {
-            turns: self.turns,
-            stats,
-            cut,
-        }
-    }
-}
-
-/// `session_id` rows: the pipeline linked the kept ones; the dropped ones are named by their
-/// `session_id`.
-fn session_id_turns(rows: &mut [Released]) -> Linked {
-    let mut linked = Linked {
-        turns: Vec::new(),
-        dropped: Vec::new(),
-        orphans: 0,
-    };
-    for r in rows {
-        match &mut r.out {
-            Out::Kept(p) => linked.turns.push(p.turn.take()),
-            Out::Dropped(raw) => linked
-                .dropped
-                .extend(raw.session_id.as_deref().map(Arc::from)),
-        }
-    }
-    linked
-}
-
-/// Bailian rows: a chain of `parent_chat_id` links is one session, named after its root's
-/// `chat_id` (rows in time order; a duplicate chat id names its earliest row). A chain that
-/// loops is an error naming a line of the loop.
-fn bailian_turns(name: &str, rows: &[Released]) -> Result<Linked, TraceError> {
-    let mut by_chat: HashMap<i64, usize> = HashMap::new();
-    for (pos, row) in rows.iter().enumerate() {
-        if let Some(s) = session_of(row) {
-            by_chat.entry(s.chat_id).or_insert(pos);
-        }
-    }
-    let parent_of = |pos: usize| -> Option<usize> {
-        let s = session_of(&rows[pos])?;
-        if s.parent_chat_id < 0 {
-            return None;
-        }
-        by_chat.get(&s.parent_chat_id).copied()
-    };
-    let root = chain_roots(name, rows, &parent_of)?;
-    // Replay index of every row the slice kept.
-    let mut index_of = vec![None; rows.len()];
-    let mut kept = 0;
-    for (pos, row) in rows.iter().enumerate() {
-        if matches!(row.out, Out::Kept(_)) {
-            index_of[pos] = Some(kept);
-            kept += 1;
-        }
-    }
-    let mut linked = Linked {
-        turns: Vec::with_capacity(kept),
-        dropped: Vec::new(),
-        orphans: 0,
-    };
-    for (pos, row) in rows.iter().enumerate() {
-        let turn = session_of(row).and_then(|s| {
-            let r = session_of(&rows[root[pos]])?;
-            let parent = parent_of(pos);
-            linked.orphans += usize::from(s.parent_chat_id >= 0 && parent.is_none());
-            let parent_index = parent.and_then(|p| index_of[p]);
-            Some(SessionTurn {
-                id: Arc::from(r.chat_id.to_string()),
-                turn: s.turn,
-                parent_index,
-                trace_gap_ms: parent_index.and(parent.map(|p| row.rebased_ms - rows[p].rebased_ms)),
-            })
-        });
-        match (index_of[pos], turn) {
-            (Some(_), turn) => linked.turns.push(turn),
-            (None, Some(turn)) => linked.dropped.push(turn.id),
-            (None, None) => {}
-        }
-    }
-    Ok(linked)
-}
-
-/// The root of every row's parent chain (`usize::MAX` for a row without a session); an
-/// error on a line of a chain that loops back on itself.
-fn chain_roots(
-    name: &str,
-    rows: &[Released],
-    parent_of: &dyn Fn(usize) -> Option<usize>,
-) -> Result<Vec<usize>, TraceError> {
-    // State 1 = on the current walk (seen again = a cycle), 2 = done.
-    let mut root = vec![usize::MAX; rows.len()];
-    let mut state = vec![0u8; rows.len()];
-    let mut walk = Vec::new();
-    for start in 0..rows.len() {
-        if session_of(&rows[start]).is_none() || state[start] == 2 {
-            continue;
-        }
-        walk.clear();
-        let mut cur = start;
-        let r = loop {
-            if state[cur] == 2 {
-                break root[cur];
-            }
-            if state[cur] == 1 {
-                let chain: Vec<String> = walk
-                    .iter()
-                    .skip_while(|&&p| p != cur)
-                    .chain(std::iter::once(&cur))
-                    .map(|&p| session_of(&rows[p]).map_or(String::new(), |s| s.chat_id.to_string()))
-                    .collect();
-                return Err(TraceError::Row {
-                    path: name.to_owned(),
-                    line: rows[cur].line,
-                    error: RowError::Field {
-                        field: "parent_chat_id".into(),
-                        what: format!(
-                            "the parent chain loops back on itself (chat ids {})",
-                            chain.join(" -> ")
-                        ),
-                    },
-                });
-            }
-            state[cur] = 1;
-            walk.push(cur);
-            match parent_of(cur) {
-                Some(p) => cur = p,
-                None => break cur,
-            }
-        };
-        for &p in &walk {
-            state[p] = 2;
-            root[p] = r;
-        }
-    }
-    Ok(root)
+/// What the session passes need of every released row (the kept rows' turns are taken).
+fn row_sessions(rows: &mut [Released]) -> Vec<RowSession<'_>> {
+    rows.iter_mut()
+        .map(|r| match &mut r.out {
+            Out::Kept(p) => RowSession {
+                line: r.line,
+                rebased_ms: r.rebased_ms,
+                kept: true,
+                bailian: p.req.session.as_ref(),
+                turn: p.turn.take(),
+                session_id: None,
+            },
+            Out::Dropped(raw) => RowSession {
+                line: r.line,
+                rebased_ms: r.rebased_ms,
+                kept: false,
+                bailian: raw.session.as_ref(),
+                turn: None,
+                session_id: raw.session_id.as_deref(),
+            },
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -16,6 +16,9 @@
 //!   - [`load`] / [`parse_reader`] (`load.rs`): the whole trace, the pipeline collected with
 //!     an unbounded window, plus the passes that need the whole file (Bailian parent chains,
 //!     the turns the slice cut from sessions).
+//! - `session/` holds every session rule: the pipeline's session stages (`delay`s, Bailian
+//!   turns, `session_id` links), the whole-file passes, `--live-history` ([`history`]), and
+//!   the session types ([`Sessions`], [`SessionTurn`]).
 //! - **Where a new transform goes** (amplify N copies, re-time arrivals, cap idle gaps, sample
 //!   sessions): one stage struct in `pipeline.rs`, called in `Pipeline::read` when it works in
 //!   file order or in `Pipeline::release` when it works in time order (after the rebase, and
@@ -33,7 +36,6 @@ mod detect;
 mod error;
 mod fields;
 mod generic;
-pub mod history;
 pub mod ideal;
 mod lines;
 mod load;
@@ -55,7 +57,7 @@ pub use error::{RowError, TraceError};
 pub use ideal::IdealCache;
 pub use load::{load, parse_reader};
 pub use row::{LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
-pub use session::{SessionStats, SessionTurn, Sessions};
+pub use session::{history, SessionStats, SessionTurn, Sessions};
 pub use stream::{Planned, ReorderWindow, TraceStream};
 
 /// Which trace format a file is in.

@@ -4,13 +4,13 @@
 //! | stage | order of the rows | what it does |
 //! |---|---|---|
 //! | read (`RowReader`) | file | capped lines, format, one `RawRow` per data line |
-//! | [`Delays`] | file | a `delay` row's time: its session's previous turn plus the delay |
+//! | [`Delays`] (`session/`) | file | a `delay` row's time: its session's previous turn plus the delay |
 //! | [`FileOrder`] | file | repeated / decreasing / reordered times flagged, hash ids normalised |
 //! | [`Reorder`] | file → time | a window that releases the earliest row (stable: ties keep file order) |
 //! | rebase | time | the first row released is time 0 |
-//! | [`Turns`] | time | a Bailian row without `turn`: its parent's turn + 1 |
+//! | [`Turns`] (`session/`) | time | a Bailian row without `turn`: its parent's turn + 1 |
 //! | [`Slice`] | time | `start_ms..end_ms`, then `max_requests`; replay indexes |
-//! | [`Links`] | time | a `session_id` row's turn, parent and think time |
+//! | [`Links`] (`session/`) | time | a `session_id` row's turn, parent and think time |
 //!
 //! Each stage is a small struct with its own state, called from [`Pipeline::read`] (file
 //! order) or [`Pipeline::release`] (time order). What comes out is a [`Released`] row: the
@@ -23,14 +23,14 @@
 //! that need the whole file (Bailian parent chains).
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::io::BufRead;
 use std::sync::Arc;
 
 use super::error::{RowError, TraceError};
 use super::row::{normalise_hash_ids, LoadOptions, RawRow, RowFlags};
 use super::rows::RowReader;
-use super::session::SessionTurn;
+use super::session::{Delays, Links, SessionTurn, Turns};
 use super::{ChatPayload, TraceFormat, TraceRequest, TraceStats};
 
 /// One request as the replay pipeline takes it: the trace row (replay index, rebased time),
@@ -338,35 +338,6 @@ impl<B: BufRead> Pipeline<B> {
     }
 }
 
-/// `delay` rows (messages traces, file order): a row without a `timestamp` is at its
-/// session's previous turn plus the delay.
-#[derive(Default)]
-struct Delays {
-    /// Each session's latest time in file order.
-    last: HashMap<String, f64>,
-}
-
-impl Delays {
-    fn resolve(&mut self, raw: &mut RawRow) -> Result<(), RowError> {
-        let Some(id) = &raw.session_id else {
-            return Ok(());
-        };
-        if raw.timestamp_ms.is_nan() {
-            let Some(prev) = self.last.get(id) else {
-                return Err(RowError::Field {
-                    field: "delay".into(),
-                    what: format!(
-                        "this is the first turn of session {id:?}: nothing to delay from (give it a `timestamp`)"
-                    ),
-                });
-            };
-            raw.timestamp_ms = prev + raw.delay_ms.unwrap_or(0.0);
-        }
-        self.last.insert(id.clone(), raw.timestamp_ms);
-        Ok(())
-    }
-}
-
 /// File-order facts of a row (repeated, decreasing, reordered timestamps) and its hash ids
 /// normalised to the block size.
 #[derive(Default)]
@@ -431,9 +402,15 @@ impl Ord for Held {
 
 /// File order to time order: rows are held until the newest row read is more than `ms`
 /// later than theirs, or until the window holds more than `rows` rows; then the earliest goes.
+///
+/// Unbounded (the whole trace), the rows are kept in a plain list and sorted once at the end of
+/// the file, which gives the same order as the heap and costs less.
 struct Reorder {
     window: ReorderWindow,
     heap: BinaryHeap<Held>,
+    /// Unbounded: every row, latest first once sorted.
+    all: Vec<Held>,
+    sorted: bool,
     seq: u64,
     /// Time and line of the latest row released.
     released: Option<(f64, usize)>,
@@ -444,6 +421,8 @@ impl Reorder {
         Reorder {
             window,
             heap: BinaryHeap::new(),
+            all: Vec::new(),
+            sorted: false,
             seq: 0,
             released: None,
         }
@@ -473,19 +452,43 @@ impl Reorder {
         })
     }
 
+    /// True when every row is held until the end of the file.
+    fn unbounded(&self) -> bool {
+        self.window == ReorderWindow::WHOLE
+    }
+
     fn push(&mut self, line: usize, raw: RawRow, flags: RowFlags) {
-        self.heap.push(Held {
+        let held = Held {
             ts: raw.timestamp_ms,
             seq: self.seq,
             line,
             raw,
             flags,
-        });
+        };
+        if self.unbounded() {
+            self.all.push(held);
+        } else {
+            self.heap.push(held);
+        }
         self.seq += 1;
     }
 
     /// The earliest row, when the window lets it go (`newest_ms`: the latest time read).
     fn pop_ready(&mut self, newest_ms: Option<f64>, eof: bool) -> Option<Held> {
+        if self.unbounded() {
+            if !eof {
+                return None;
+            }
+            if !self.sorted {
+                // `Held`'s order is reversed (the earliest row is the greatest): sorted, the
+                // earliest is last. (time, file order) is unique, so unstable is stable here.
+                self.all.sort_unstable();
+                self.sorted = true;
+            }
+            let h = self.all.pop()?;
+            self.released = Some((h.ts, h.line));
+            return Some(h);
+        }
         let top = self.heap.peek()?;
         let newest = newest_ms.unwrap_or(top.ts);
         let go = eof || self.heap.len() > self.window.rows || newest - top.ts > self.window.ms;
@@ -499,29 +502,6 @@ impl Reorder {
         let n = self.heap.len();
         self.heap.clear();
         n
-    }
-}
-
-/// Missing Bailian turn numbers (time order): the parent's turn + 1, or 1 when the parent has
-/// not been seen. Only earlier rows are needed, so it is a stage and not a whole-file pass.
-#[derive(Default)]
-struct Turns {
-    /// The turn of every chat id seen (the latest row with that id).
-    turns: HashMap<i64, u32>,
-}
-
-impl Turns {
-    fn fill(&mut self, raw: &mut RawRow) {
-        let given = raw.turn_given;
-        if let Some(s) = &mut raw.session {
-            if !given {
-                s.turn = self
-                    .turns
-                    .get(&s.parent_chat_id)
-                    .map_or(1, |t| t.saturating_add(1));
-            }
-            self.turns.insert(s.chat_id, s.turn);
-        }
     }
 }
 
@@ -584,62 +564,5 @@ impl Slice {
     /// True when `max_requests` are kept.
     fn full(&self) -> bool {
         self.max.is_some_and(|m| self.kept >= m)
-    }
-}
-
-/// A session's state while its turns stream past (`session_id` rows).
-struct SessionState {
-    key: Arc<str>,
-    turn: u32,
-    /// Replay index of its latest turn, when that turn is replayed.
-    last_index: Option<usize>,
-    last_ms: f64,
-}
-
-/// `session_id` rows (time order): the previous turn of the session is the parent when that
-/// one is replayed; the think time is the row's `delay`, else the gap to the previous turn.
-#[derive(Default)]
-struct Links {
-    sessions: HashMap<String, SessionState>,
-}
-
-impl Links {
-    /// The turn of a row (`index`: its replay index when kept; `rebased`: its time).
-    fn link(&mut self, raw: &RawRow, index: Option<usize>, rebased: f64) -> Option<SessionTurn> {
-        let id = raw.session_id.as_ref()?;
-        let turn = match self.sessions.get_mut(id) {
-            Some(s) => {
-                let gap = raw.delay_ms.unwrap_or(rebased - s.last_ms);
-                let t = SessionTurn {
-                    id: s.key.clone(),
-                    turn: s.turn + 1,
-                    parent_index: s.last_index,
-                    trace_gap_ms: s.last_index.map(|_| gap),
-                };
-                s.turn += 1;
-                s.last_index = index;
-                s.last_ms = rebased;
-                t
-            }
-            None => {
-                let key: Arc<str> = Arc::from(id.as_str());
-                self.sessions.insert(
-                    id.clone(),
-                    SessionState {
-                        key: key.clone(),
-                        turn: 1,
-                        last_index: index,
-                        last_ms: rebased,
-                    },
-                );
-                SessionTurn {
-                    id: key,
-                    turn: 1,
-                    parent_index: None,
-                    trace_gap_ms: None,
-                }
-            }
-        };
-        Some(turn)
     }
 }

@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use serde_json::Value;
 
-use super::{RowError, Trace, TraceError};
+use crate::trace::{RowError, Trace, TraceError};
 
 /// One recorded answer inside a turn's `messages`.
 #[derive(Debug, Clone, PartialEq, Eq)]
