@@ -1,5 +1,6 @@
 //! The record writer: one thread that appends each record to the JSONL file as it arrives and
-//! feeds it to the report accumulator; [`write_records`] writes a whole file at once.
+//! feeds it to the summary's accumulator ([`crate::stats::Accumulator`]); [`write_records`]
+//! writes a whole file at once.
 //!
 //! Records are written line by line with a single `write` per batch of lines: when more are
 //! waiting they are batched, when the channel is idle the buffer is flushed, so a crash loses
