@@ -13,11 +13,16 @@
 //! - `prefix-aware`: the instance whose prefix cache holds the longest run of the request's
 //!   leading blocks, as the router's own index estimates it (every instance's blocks as an LRU
 //!   of its capacity, fed with the blocks of the requests routed to it, as llm-d's approximate
-//!   prefix scorer does); ties go to the least loaded, then round-robin. Two guards keep it
-//!   from sending everything to one instance when every request shares a first block (a system
-//!   prompt): an instance that has received nothing yet takes the next request, and only
-//!   instances under [`PREFIX_LOAD_BOUND`] times their share of the requests routed so far
-//!   compete (counts the router keeps itself, so offline and online agree).
+//!   prefix scorer does); ties go to the least loaded, then round-robin. Three guards keep
+//!   every instance within its share when every request shares a first block (a system
+//!   prompt): an instance that has received nothing yet takes the next request; an instance
+//!   under 1 / [`PREFIX_LOAD_BOUND`] of its share of the requests routed so far takes the next
+//!   request (without it, an instance whose first request held nothing the others match — a
+//!   client's calibration request — never won a match again and got 1 of 201); otherwise only
+//!   instances under [`PREFIX_LOAD_BOUND`] times their share compete. So each instance
+//!   receives between 1 / [`PREFIX_LOAD_BOUND`] and [`PREFIX_LOAD_BOUND`] times an even share
+//!   of the requests, give or take one (counts the router keeps itself, so offline and online
+//!   agree).
 //!
 //! Real deployments route with their own gateway (llm-d, Dynamo, a Kubernetes service); these
 //! policies exist to answer "what would routing X buy on this trace?".
@@ -210,12 +215,18 @@ impl Router {
                 // (PREFIX_LOAD_BOUND x the mean, + 1) of the requests routed so far compete.
                 let total: u64 = self.routed.iter().sum();
                 let bound = (PREFIX_LOAD_BOUND * (total + 1) as f64 / n as f64).ceil() as u64;
+                // An instance under 1 / PREFIX_LOAD_BOUND of its share takes the next request
+                // (otherwise an instance holding none of a shared first block stays idle).
+                let floor = ((total + 1) as f64 / (PREFIX_LOAD_BOUND * n as f64)).floor() as u64;
                 // An instance that has received nothing yet takes the next request first
                 // (otherwise a shared first block keeps it idle for good).
                 let cold = self.routed.contains(&0);
+                let starved = self.routed.iter().any(|&c| c < floor);
                 let open = |i: usize| {
                     if cold {
                         self.routed[i] == 0
+                    } else if starved {
+                        self.routed[i] < floor
                     } else {
                         self.routed[i] < bound.max(1)
                     }
@@ -349,6 +360,40 @@ mod tests {
         r.reset();
         assert_eq!(route(&mut r, None, &[1, 2, 3], &[0, 1]), 0);
         assert_eq!(route(&mut r, None, &[1, 2, 3], &[0, 1]), 1);
+    }
+
+    /// The documented share of `prefix-aware` (module doc): between 1 / PREFIX_LOAD_BOUND and
+    /// PREFIX_LOAD_BOUND times an even share of `total` requests, give or take one.
+    fn share_bounds(total: u64, n: usize) -> (u64, u64) {
+        let share = total as f64 / n as f64;
+        let lo = (share / PREFIX_LOAD_BOUND).floor() as u64;
+        let hi = (share * PREFIX_LOAD_BOUND).ceil() as u64;
+        (lo.saturating_sub(1), hi + 1)
+    }
+
+    /// Issue #30: one request with its own blocks first (a calibration request), then requests
+    /// that all share a first block (a system prompt): the first instance held nothing the
+    /// others match, so it got 1 of 201. Every instance stays within its documented share.
+    #[test]
+    fn prefix_aware_keeps_every_instance_within_its_share() {
+        for n in [2usize, 3, 4, 16] {
+            let mut r = Router::new(Policy::PrefixAware, n, 10_000);
+            route(&mut r, None, &[900, 901], &[]);
+            for k in 0..(100 * n as u64) {
+                route(&mut r, None, &[1, 2, 1000 + k], &[]);
+            }
+            let total: u64 = r.routed.iter().sum();
+            let share = total as f64 / n as f64;
+            for (i, &c) in r.routed.iter().enumerate() {
+                let (lo, hi) = share_bounds(total, n);
+                assert!(
+                    (lo..=hi).contains(&c),
+                    "{n} instances: instance {i} got {c} of {total} (share {share:.1}, \
+                     allowed {lo}..={hi}): {:?}",
+                    r.routed
+                );
+            }
+        }
     }
 
     #[test]

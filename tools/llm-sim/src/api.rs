@@ -585,8 +585,7 @@ pub async fn generate(
         Ok(a) => a,
         Err(e) => return e.into_response(api),
     };
-    let job = parse_job(&state, api, &body, tgi_stream);
-    drop(body);
+    let job = parse_job_off_runtime(&state, api, body, tgi_stream).await;
     match job {
         Ok(j) => serve(state, n, plan, j).await,
         Err(e) => e.into_response(api),
@@ -606,6 +605,31 @@ pub fn parse_job(
         Api::Completion => completion_job(state, body),
         Api::Tgi => tgi_job(state, body, tgi_stream),
     }
+}
+
+/// [`parse_job`], on a blocking thread when the tokenizer is a real one: rendering a chat
+/// template and tokenizing a long prompt take milliseconds (a 12k-token Qwen3 prompt), and on
+/// the server's runtime thread they held up the engine's steps and every stream (the engine
+/// then caught up in bursts: all of a stream's tokens at once). The built-in tokenizer is cheap
+/// and stays inline.
+pub async fn parse_job_off_runtime(
+    state: &Arc<AppState>,
+    api: Api,
+    body: Bytes,
+    tgi_stream: bool,
+) -> Result<Job, ApiError> {
+    if state.tokenizer.is_builtin() {
+        return parse_job(state, api, &body, tgi_stream);
+    }
+    let st = state.clone();
+    tokio::task::spawn_blocking(move || parse_job(&st, api, &body, tgi_stream))
+        .await
+        .unwrap_or_else(|e| {
+            Err(ApiError {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                message: format!("Tokenizing the request failed: {e}"),
+            })
+        })
 }
 
 /// Serves a request parsed by [`parse_job`] (on an instance with the same model and limits).

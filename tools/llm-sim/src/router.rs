@@ -236,14 +236,13 @@ async fn generate(st: &Arc<RouterState>, req: Request<Incoming>) -> Response<Bod
         Err(r) => return r,
     };
     let first = &st.instances[0];
-    let job = match api::parse_job(first, api, &body, tgi_stream) {
+    let job = match api::parse_job_off_runtime(first, api, body, tgi_stream).await {
         Ok(j) => j,
         Err(e) => {
             st.rejected.fetch_add(1, Ordering::Relaxed);
             return e.into_response(api);
         }
     };
-    drop(body);
     let session = header_key.as_deref().or(job.user());
     let mut blocks = Vec::new();
     if st.policy == Policy::PrefixAware {

@@ -169,6 +169,11 @@ impl Tokenizer {
         })))
     }
 
+    /// The built-in tokenizer (cheap enough to run on the server's runtime thread).
+    pub fn is_builtin(&self) -> bool {
+        matches!(self, Tokenizer::Builtin(_))
+    }
+
     /// Largest valid token id + 1 (`None`: any id is accepted).
     pub fn vocab_size(&self) -> Option<u32> {
         match self {

@@ -161,6 +161,35 @@ async fn prefix_aware_sends_shared_prefixes_where_they_are_cached() {
     router.shutdown().await;
 }
 
+/// Issue #30: one chat request first (a client's calibration request), then conversations that
+/// all share a system prompt. The first request's instance held no block of the system prompt;
+/// it got nothing more (1 / 99 / 101 of 201). Every instance stays within its documented share
+/// (docs/llm-sim.md: between 1 / 1.5 and 1.5 times an even share, give or take one).
+#[tokio::test]
+async fn prefix_aware_starves_no_instance_after_a_first_odd_request() {
+    let (_servers, router) = cluster(3, Policy::PrefixAware, SimConfig::default()).await;
+    let b = router.base_url();
+    chat(&b, &chat_body("bake tomo dila", 1, false), &[]).await;
+    let system = words(64, 4000);
+    for k in 0..60 {
+        let prompt = format!("{system} {}", words(40, 97 * k));
+        chat(&b, &chat_body(&prompt, 1, false), &[]).await;
+    }
+    let routed = router.routed();
+    let total: u64 = routed.iter().sum();
+    assert_eq!(total, 61);
+    eprintln!("prefix-aware per-instance after a first odd request: {routed:?}");
+    let share = total as f64 / 3.0;
+    let bound = llm_sim::routing::PREFIX_LOAD_BOUND;
+    let lo = (share / bound).floor() as u64 - 1;
+    let hi = (share * bound).ceil() as u64 + 1;
+    assert!(
+        routed.iter().all(|c| (lo..=hi).contains(c)),
+        "per-instance {routed:?}, allowed {lo}..={hi} each"
+    );
+    router.shutdown().await;
+}
+
 #[tokio::test]
 async fn streams_and_other_routes_go_through_the_front_port() {
     let (_servers, router) = cluster(2, Policy::RoundRobin, SimConfig::default()).await;
