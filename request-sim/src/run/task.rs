@@ -90,7 +90,7 @@ async fn wait_for_release(
     trace_time: Instant,
     parent: usize,
 ) -> Result<Release, String> {
-    let limit = ctx.cfg.time_limit.map(|l| ctx.start + l);
+    let limit = ctx.cfg.schedule.time_limit.map(|l| ctx.start + l);
     let after_limit = async {
         match limit {
             Some(l) => tokio::time::sleep_until(l.into()).await,
@@ -108,7 +108,7 @@ async fn wait_for_release(
         d = gate.wait(parent) => d,
     };
     if let Some(d) = &done {
-        if !d.ok && ctx.cfg.sessions.skip_after_failed_parent {
+        if !d.ok && ctx.cfg.requests.sessions.skip_after_failed_parent {
             return Err(format!(
                 "skipped: parent request {parent} did not succeed (--skip-after-failed-parent)"
             ));
@@ -118,7 +118,13 @@ async fn wait_for_release(
         .planned
         .turn
         .as_ref()
-        .map(|t| ctx.cfg.sessions.think.before(t, ctx.cfg.scale_factor))
+        .map(|t| {
+            ctx.cfg
+                .requests
+                .sessions
+                .think
+                .before(t, ctx.cfg.schedule.scale_factor)
+        })
         .unwrap_or_default();
     let has_parent_done = done.is_some();
     let release = match &done {
@@ -217,7 +223,7 @@ async fn exchange(
     body: Bytes,
     opts: backend::RequestOpts<'_>,
 ) -> backend::Outcome {
-    if ctx.cfg.dry_run {
+    if ctx.cfg.requests.dry_run {
         return backend::Outcome {
             status: Status::DryRun,
             http_status: None,
@@ -226,14 +232,14 @@ async fn exchange(
             retries: 0,
         };
     }
-    let timeout = ctx.cfg.timeout.for_output(req.output_length);
+    let timeout = ctx.cfg.requests.timeout.for_output(req.output_length);
     let exec = backend::execute(
         &ctx.client,
         &ctx.ep,
         body,
         Some(timeout),
         &ctx.control.cancel,
-        ctx.cfg.allow_missing_usage,
+        ctx.cfg.requests.allow_missing_usage,
         opts,
     );
     // The panic message itself still goes to stderr.
@@ -302,8 +308,8 @@ pub(super) async fn run_one(
         n => n,
     };
     // `--live-history`: only a turn some later turn waits for keeps its answer.
-    let keep_answer =
-        ctx.cfg.sessions.live_history && ctx.gate.as_ref().is_some_and(|g| g.is_parent(req.index));
+    let keep_answer = ctx.cfg.requests.sessions.live_history
+        && ctx.gate.as_ref().is_some_and(|g| g.is_parent(req.index));
     // `--session-header`: the session id, only when asked for (no allocation otherwise).
     let session_key = ctx
         .ep
@@ -381,13 +387,13 @@ pub(super) async fn run_one(
         ctx.control.failed.load(Ordering::Relaxed)
     };
     if failed {
-        if let Some(es) = ctx.cfg.early_stop {
+        if let Some(es) = ctx.cfg.requests.early_stop {
             if es.triggered(nfailed, finished) && ctx.control.request_stop(StopReason::EarlyStop) {
                 eprintln!(
                     "request-sim: early stop: {nfailed} of {finished} finished requests failed (threshold {:?}); \
                      in-flight requests get {:.1} s",
                     es,
-                    ctx.cfg.grace.as_secs_f64()
+                    ctx.cfg.requests.grace.as_secs_f64()
                 );
             }
         }

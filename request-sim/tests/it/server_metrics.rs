@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use request_sim::cli::{Cli, Command};
-use request_sim::config::{Flavor, ReplayConfig};
+use request_sim::config::ReplayConfig;
 
 /// `n` requests 10 ms apart over a few shared prefixes (block 64): later requests of a family
 /// extend an earlier one's hash ids.
@@ -43,7 +43,7 @@ fn replay(extra: &[&str]) -> request_sim::run::RunOutcome {
     let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
         unreachable!()
     };
-    let cfg = ReplayConfig::from_args(*a, Flavor::Replay).unwrap();
+    let cfg = ReplayConfig::from_args(*a).unwrap();
     request_sim::run::replay(cfg).unwrap()
 }
 
@@ -370,7 +370,7 @@ fn interval_below_100ms_is_refused_and_the_origin_is_scraped_by_default() {
         let Command::Replay(a) = Cli::try_parse_from(v).unwrap().command else {
             unreachable!()
         };
-        ReplayConfig::from_args(*a, Flavor::Replay)
+        ReplayConfig::from_args(*a)
     };
     let e = argv(&["--metrics-interval", "50ms"]).unwrap_err();
     assert!(e.to_string().contains("below the minimum of 100 ms"), "{e}");
@@ -378,11 +378,12 @@ fn interval_below_100ms_is_refused_and_the_origin_is_scraped_by_default() {
     assert!(argv(&["--metrics-interval", "soon"]).is_err());
     let c = argv(&["--metrics-interval", "250ms"]).unwrap();
     assert_eq!(
-        c.server_metrics.unwrap().interval,
+        c.validity.server_metrics.unwrap().interval,
         std::time::Duration::from_millis(250)
     );
     assert!(argv(&["--no-server-metrics"])
         .unwrap()
+        .validity
         .server_metrics
         .is_none());
     let e = argv(&["--server-metrics", "ftp://x/metrics"]).unwrap_err();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use request_sim::cli::{Cli, Command};
-use request_sim::config::{Flavor, ReplayConfig};
+use request_sim::config::ReplayConfig;
 use request_sim::prompt::{verify_trace, Corpus, CorpusReport, CorpusSpec, PromptBuilder};
 use request_sim::record::{Record, Status};
 
@@ -151,8 +151,7 @@ fn corpus_replay_is_exact_on_chat_and_completions_and_hits_like_the_trace() {
         let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
             unreachable!()
         };
-        let outcome =
-            request_sim::run::replay(ReplayConfig::from_args(*a, Flavor::Replay).unwrap()).unwrap();
+        let outcome = request_sim::run::replay(ReplayConfig::from_args(*a).unwrap()).unwrap();
         let recs: Vec<Record> = std::fs::read_to_string(&out)
             .unwrap()
             .lines()

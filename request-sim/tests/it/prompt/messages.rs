@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use request_sim::cli::{Cli, Command};
-use request_sim::config::{Flavor, ReplayConfig};
+use request_sim::config::ReplayConfig;
 use request_sim::record::{Record, Status};
 
 use super::qwen3::qwen3;
@@ -24,7 +24,7 @@ fn replay(argv: &[&str]) -> request_sim::run::RunOutcome {
         Command::Replay(a) => *a,
         _ => unreachable!(),
     };
-    request_sim::run::replay(ReplayConfig::from_args(args, Flavor::Replay).unwrap()).unwrap()
+    request_sim::run::replay(ReplayConfig::from_args(args).unwrap()).unwrap()
 }
 
 fn records(path: &std::path::Path) -> Vec<Record> {

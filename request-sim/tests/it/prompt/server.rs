@@ -9,7 +9,7 @@ use clap::Parser;
 use request_sim::backend::tokenize::ServerTokenizer;
 use request_sim::backend::{self, ApiFlavor, Endpoint};
 use request_sim::cli::{Cli, Command};
-use request_sim::config::{Flavor, ReplayConfig};
+use request_sim::config::ReplayConfig;
 use request_sim::prompt::{verify_sample, PromptBuilder, Vocab};
 use request_sim::record::{Record, Status};
 use request_sim::trace::TraceRequest;
@@ -124,8 +124,7 @@ fn endpoint_only_replay_is_exact_on_chat_and_completions() {
         let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
             unreachable!()
         };
-        let outcome =
-            request_sim::run::replay(ReplayConfig::from_args(*a, Flavor::Replay).unwrap()).unwrap();
+        let outcome = request_sim::run::replay(ReplayConfig::from_args(*a).unwrap()).unwrap();
         let recs: Vec<Record> = std::fs::read_to_string(&out)
             .unwrap()
             .lines()
@@ -171,10 +170,10 @@ fn tokenizer_accepts_a_model_directory() {
     let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
         unreachable!()
     };
-    let cfg = ReplayConfig::from_args(*a, Flavor::Replay).unwrap();
-    assert_eq!(cfg.tokenizer, Some(q.dir.join("tokenizer.json")));
+    let cfg = ReplayConfig::from_args(*a).unwrap();
+    assert_eq!(cfg.prompts.tokenizer, Some(q.dir.join("tokenizer.json")));
     assert_eq!(
-        cfg.tokenizer_config,
+        cfg.prompts.tokenizer_config,
         Some(q.dir.join("tokenizer_config.json"))
     );
     let outcome = request_sim::run::replay(cfg).unwrap();
@@ -236,8 +235,7 @@ fn endpoint_only_replay_is_exact_with_a_trimming_template() {
     let Command::Replay(a) = Cli::try_parse_from(argv).unwrap().command else {
         unreachable!()
     };
-    let outcome =
-        request_sim::run::replay(ReplayConfig::from_args(*a, Flavor::Replay).unwrap()).unwrap();
+    let outcome = request_sim::run::replay(ReplayConfig::from_args(*a).unwrap()).unwrap();
     // The lead's tokens are counted in the overhead (8 for the template itself).
     let overhead = outcome.summary.run.chat_overhead.unwrap();
     assert!(overhead > 8, "{overhead}");

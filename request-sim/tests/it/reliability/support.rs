@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use request_sim::cli::{Cli, Command as CliCommand};
-use request_sim::config::{Flavor, ReplayConfig};
+use request_sim::config::ReplayConfig;
 use request_sim::record::Record;
 use request_sim::report::Summary;
 use request_sim::run::RunOutcome;
@@ -53,9 +53,7 @@ pub fn config(args: &[&str]) -> Result<ReplayConfig, String> {
     argv.extend_from_slice(args);
     let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
     match cli.command {
-        CliCommand::Replay(a) => {
-            ReplayConfig::from_args(*a, Flavor::Replay).map_err(|e| e.to_string())
-        }
+        CliCommand::Replay(a) => ReplayConfig::from_args(*a).map_err(|e| e.to_string()),
         _ => unreachable!("replay parses as replay"),
     }
 }

@@ -7,8 +7,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use request_sim::cli::{Cli, ClientCli, Command};
-use request_sim::config::{Flavor, ReplayConfig, Target, TimeoutRule};
+use request_sim::cli::{Cli, Command};
+use request_sim::compat::blitz::{self, ClientCli};
+use request_sim::config::{ReplayConfig, Target, TimeoutRule};
 use request_sim::record::{Record, Status};
 
 /// A mooncake-style trace: `n` requests 10 ms apart, half continuing an earlier request's
@@ -83,7 +84,7 @@ fn replay_sim(
         out.to_str().unwrap(),
     ];
     argv.extend_from_slice(extra);
-    let cfg = ReplayConfig::from_args(replay_args(&argv), Flavor::Replay).unwrap();
+    let cfg = ReplayConfig::from_args(replay_args(&argv)).unwrap();
     request_sim::run::replay(cfg).unwrap()
 }
 
@@ -192,8 +193,7 @@ fn dry_run_writes_records_without_a_server() {
         "-o",
         out.to_str().unwrap(),
     ]);
-    let outcome =
-        request_sim::run::replay(ReplayConfig::from_args(args, Flavor::Replay).unwrap()).unwrap();
+    let outcome = request_sim::run::replay(ReplayConfig::from_args(args).unwrap()).unwrap();
     assert_eq!(outcome.exit_code, 0);
     let recs = read_records(&out);
     assert_eq!(recs.len(), 30);
@@ -251,28 +251,36 @@ fn client_accepts_the_anchor_command_line_with_its_defaults() {
         "/tmp/trace.log",
     ];
     let cli = ClientCli::try_parse_from(argv).unwrap();
-    let cfg = ReplayConfig::from_args(cli.args, Flavor::Client).unwrap();
-    assert!(matches!(cfg.target, Target::Remote(ref e) if e.url.path() == "/v1/chat/completions"));
-    assert_eq!(cfg.scale_factor, 1.5);
-    assert_eq!(cfg.producers, 4);
-    assert_eq!(cfg.channel_capacity, 256);
-    assert_eq!(cfg.threads, 8);
-    assert_eq!(cfg.load.block_size, Some(512));
-    assert_eq!(cfg.model_name.as_deref(), Some("qwen"));
-    assert!(cfg.stream);
-    assert_eq!(&*cfg.report.percentiles, &[90.0, 99.0]);
-    assert_eq!(cfg.summary_path, PathBuf::from("/tmp/x.jsonl.summary.json"));
-    // The anchor's defaults: 60 s run, SLO-derived timeout, SLOs in seconds.
-    assert_eq!(cfg.time_limit, Some(std::time::Duration::from_secs(60)));
+    let cfg = blitz::config(cli.args).unwrap();
+    assert!(
+        matches!(cfg.target.server, Target::Remote(ref e) if e.url.path() == "/v1/chat/completions")
+    );
+    assert_eq!(cfg.schedule.scale_factor, 1.5);
+    assert_eq!(cfg.schedule.producers, 4);
+    assert_eq!(cfg.schedule.channel_capacity, 256);
+    assert_eq!(cfg.schedule.threads, 8);
+    assert_eq!(cfg.trace.load.block_size, Some(512));
+    assert_eq!(cfg.target.model_name.as_deref(), Some("qwen"));
+    assert!(cfg.requests.stream);
+    assert_eq!(&*cfg.output.report.percentiles, &[90.0, 99.0]);
     assert_eq!(
-        cfg.timeout,
+        cfg.output.summary_path,
+        PathBuf::from("/tmp/x.jsonl.summary.json")
+    );
+    // The anchor's defaults: 60 s run, SLO-derived timeout, SLOs in seconds.
+    assert_eq!(
+        cfg.schedule.time_limit,
+        Some(std::time::Duration::from_secs(60))
+    );
+    assert_eq!(
+        cfg.requests.timeout,
         TimeoutRule::FromSlo {
             ttft_s: 2.0,
             tpot_s: 0.05
         }
     );
-    assert_eq!(cfg.report.slo.ttft_ms, Some(2000.0));
-    assert_eq!(cfg.report.slo.tpot_ms, Some(50.0));
+    assert_eq!(cfg.output.report.slo.ttft_ms, Some(2000.0));
+    assert_eq!(cfg.output.report.slo.tpot_ms, Some(50.0));
     assert!(!cfg.notes.is_empty(), "ignored anchor flags are reported");
 
     // Without --stream the anchor does not stream, and short flags work.
@@ -292,11 +300,14 @@ fn client_accepts_the_anchor_command_line_with_its_defaults() {
         "/tmp/y.jsonl",
     ])
     .unwrap();
-    let cfg = ReplayConfig::from_args(cli.args, Flavor::Client).unwrap();
-    assert!(!cfg.stream);
-    assert_eq!(cfg.time_limit, Some(std::time::Duration::from_secs(5)));
+    let cfg = blitz::config(cli.args).unwrap();
+    assert!(!cfg.requests.stream);
     assert_eq!(
-        cfg.timeout,
+        cfg.schedule.time_limit,
+        Some(std::time::Duration::from_secs(5))
+    );
+    assert_eq!(
+        cfg.requests.timeout,
         TimeoutRule::FromSlo {
             ttft_s: 5.0,
             tpot_s: 0.06
@@ -400,7 +411,7 @@ fn replay_with_qwen3_gives_server_prompt_tokens_equal_to_input_length() {
             argv.push(tokc.to_str().unwrap().into());
         }
         let refs: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let cfg = ReplayConfig::from_args(replay_args(&refs), Flavor::Replay).unwrap();
+        let cfg = ReplayConfig::from_args(replay_args(&refs)).unwrap();
         let outcome = request_sim::run::replay(cfg).unwrap();
         let recs = read_records(&out);
         assert_eq!(recs.len(), 24);

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use clap::Parser;
 use request_sim::cli::{Cli, Command};
-use request_sim::config::{Flavor, ReplayConfig};
+use request_sim::config::ReplayConfig;
 use request_sim::record::{Record, Status};
 
 fn read_records(path: &Path) -> Vec<Record> {
@@ -29,7 +29,7 @@ fn replay(argv: &[&str]) -> request_sim::run::RunOutcome {
         Command::Replay(a) => *a,
         _ => unreachable!(),
     };
-    request_sim::run::replay(ReplayConfig::from_args(args, Flavor::Replay).unwrap()).unwrap()
+    request_sim::run::replay(ReplayConfig::from_args(args).unwrap()).unwrap()
 }
 
 /// A Bailian trace of `sessions` chains of 1..=max_turns turns; each turn resends its parent's
@@ -575,7 +575,7 @@ fn live_history_refused_in_open_mode_and_without_messages() {
         let mut full = vec!["request-sim", "replay", "--quiet"];
         full.extend_from_slice(argv);
         match Cli::try_parse_from(full).unwrap().command {
-            Command::Replay(a) => ReplayConfig::from_args(*a, Flavor::Replay),
+            Command::Replay(a) => ReplayConfig::from_args(*a),
             _ => unreachable!(),
         }
     };
@@ -823,7 +823,7 @@ fn messages_trace_refused_on_a_completions_endpoint() {
         Command::Replay(a) => *a,
         _ => unreachable!(),
     };
-    let cfg = ReplayConfig::from_args(args, Flavor::Replay).unwrap();
+    let cfg = ReplayConfig::from_args(args).unwrap();
     let e = request_sim::run::replay(cfg).unwrap_err().to_string();
     assert!(
         e.contains("m.jsonl:1: field `messages`: a messages row is sent as a chat request: it needs a chat endpoint (…/v1/chat/completions), not http://127.0.0.1:9/v1/completions"),
