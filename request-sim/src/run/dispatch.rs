@@ -11,7 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use super::pipeline::Pipeline;
 use super::server::Server;
-use super::task::{closed_turn, ms_between, run_one, TaskCtx};
+use super::task::{closed_turn, ms_between, run_one, TaskCtx, TaskSettings};
 use super::{ms_since, note};
 use crate::config::ReplayConfig;
 use crate::report::{self, StartupTimes};
@@ -133,7 +133,7 @@ fn task_context(
         client: server.client.clone(),
         ep: server.ep.clone(),
         control: pipeline.control.clone(),
-        cfg: cfg.clone(),
+        settings: TaskSettings::new(cfg),
         start,
         progress: pipeline.progress.clone(),
         realtime: server.realtime.clone(),

@@ -3,17 +3,17 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::FutureExt;
 
 use super::control::Control;
 use crate::backend::{self, Endpoint};
-use crate::config::ReplayConfig;
+use crate::config::{EarlyStop, ReplayConfig, TimeoutRule};
 use crate::record::{Finished, Record, Status, TokenSource};
 use crate::report;
-use crate::schedule::sessions::{sleep_until_precise, Done, LiveAnswer, SessionGate};
+use crate::schedule::sessions::{sleep_until_precise, Done, LiveAnswer, SessionGate, ThinkTime};
 use crate::schedule::{Prepared, Realtime, StopReason};
 use crate::trace::{Planned, TraceRequest};
 
@@ -22,7 +22,7 @@ pub(super) struct TaskCtx {
     pub(super) client: backend::HttpClient,
     pub(super) ep: Endpoint,
     pub(super) control: Arc<Control>,
-    pub(super) cfg: ReplayConfig,
+    pub(super) settings: TaskSettings,
     pub(super) start: Instant,
     pub(super) progress: Arc<report::Progress>,
     pub(super) realtime: Realtime,
@@ -32,6 +32,49 @@ pub(super) struct TaskCtx {
     pub(super) warmth: Option<Arc<backend::warm::Warmth>>,
     /// Earliest send of the run, µs after `start` (u64::MAX until the first send).
     pub(super) first_sent_us: AtomicU64,
+}
+
+/// The settings a request task reads, copied from the run's [`ReplayConfig`] once.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TaskSettings {
+    /// `--time-in-secs`: a closed-loop turn due after it is not sent.
+    pub(super) time_limit: Option<Duration>,
+    /// `--scale-factor` (a trace think time is divided by it).
+    pub(super) scale_factor: f64,
+    /// `--think-time`.
+    pub(super) think: ThinkTime,
+    /// `--skip-after-failed-parent`.
+    pub(super) skip_after_failed_parent: bool,
+    /// `--live-history`: a turn some later turn waits for keeps its answer.
+    pub(super) live_history: bool,
+    /// `--dry-run`: nothing is sent.
+    pub(super) dry_run: bool,
+    /// `--request-timeout` (or the SLO rule).
+    pub(super) timeout: TimeoutRule,
+    /// `--allow-missing-usage`.
+    pub(super) allow_missing_usage: bool,
+    /// `--early-stop-error-threshold`.
+    pub(super) early_stop: Option<EarlyStop>,
+    /// `--grace-secs` (only said in the early-stop line; the drain applies it).
+    pub(super) grace: Duration,
+}
+
+impl TaskSettings {
+    pub(super) fn new(cfg: &ReplayConfig) -> TaskSettings {
+        let requests = &cfg.requests;
+        TaskSettings {
+            time_limit: cfg.schedule.time_limit,
+            scale_factor: cfg.schedule.scale_factor,
+            think: requests.sessions.think,
+            skip_after_failed_parent: requests.sessions.skip_after_failed_parent,
+            live_history: requests.sessions.live_history,
+            dry_run: requests.dry_run,
+            timeout: requests.timeout,
+            allow_missing_usage: requests.allow_missing_usage,
+            early_stop: requests.early_stop,
+            grace: requests.grace,
+        }
+    }
 }
 
 /// Milliseconds from `a` to `b` (negative if `b` is earlier), rounded to 1 µs: records carry
@@ -90,7 +133,7 @@ async fn wait_for_release(
     trace_time: Instant,
     parent: usize,
 ) -> Result<Release, String> {
-    let limit = ctx.cfg.schedule.time_limit.map(|l| ctx.start + l);
+    let limit = ctx.settings.time_limit.map(|l| ctx.start + l);
     let after_limit = async {
         match limit {
             Some(l) => tokio::time::sleep_until(l.into()).await,
@@ -108,7 +151,7 @@ async fn wait_for_release(
         d = gate.wait(parent) => d,
     };
     if let Some(d) = &done {
-        if !d.ok && ctx.cfg.requests.sessions.skip_after_failed_parent {
+        if !d.ok && ctx.settings.skip_after_failed_parent {
             return Err(format!(
                 "skipped: parent request {parent} did not succeed (--skip-after-failed-parent)"
             ));
@@ -118,13 +161,7 @@ async fn wait_for_release(
         .planned
         .turn
         .as_ref()
-        .map(|t| {
-            ctx.cfg
-                .requests
-                .sessions
-                .think
-                .before(t, ctx.cfg.schedule.scale_factor)
-        })
+        .map(|t| ctx.settings.think.before(t, ctx.settings.scale_factor))
         .unwrap_or_default();
     let has_parent_done = done.is_some();
     let release = match &done {
@@ -223,7 +260,7 @@ async fn exchange(
     body: Bytes,
     opts: backend::RequestOpts<'_>,
 ) -> backend::Outcome {
-    if ctx.cfg.requests.dry_run {
+    if ctx.settings.dry_run {
         return backend::Outcome {
             status: Status::DryRun,
             http_status: None,
@@ -232,14 +269,14 @@ async fn exchange(
             retries: 0,
         };
     }
-    let timeout = ctx.cfg.requests.timeout.for_output(req.output_length);
+    let timeout = ctx.settings.timeout.for_output(req.output_length);
     let exec = backend::execute(
         &ctx.client,
         &ctx.ep,
         body,
         Some(timeout),
         &ctx.control.cancel,
-        ctx.cfg.requests.allow_missing_usage,
+        ctx.settings.allow_missing_usage,
         opts,
     );
     // The panic message itself still goes to stderr.
@@ -308,8 +345,8 @@ pub(super) async fn run_one(
         n => n,
     };
     // `--live-history`: only a turn some later turn waits for keeps its answer.
-    let keep_answer = ctx.cfg.requests.sessions.live_history
-        && ctx.gate.as_ref().is_some_and(|g| g.is_parent(req.index));
+    let keep_answer =
+        ctx.settings.live_history && ctx.gate.as_ref().is_some_and(|g| g.is_parent(req.index));
     // `--session-header`: the session id, only when asked for (no allocation otherwise).
     let session_key = ctx
         .ep
@@ -387,13 +424,13 @@ pub(super) async fn run_one(
         ctx.control.failed.load(Ordering::Relaxed)
     };
     if failed {
-        if let Some(es) = ctx.cfg.requests.early_stop {
+        if let Some(es) = ctx.settings.early_stop {
             if es.triggered(nfailed, finished) && ctx.control.request_stop(StopReason::EarlyStop) {
                 eprintln!(
                     "request-sim: early stop: {nfailed} of {finished} finished requests failed (threshold {:?}); \
                      in-flight requests get {:.1} s",
                     es,
-                    ctx.cfg.requests.grace.as_secs_f64()
+                    ctx.settings.grace.as_secs_f64()
                 );
             }
         }
