@@ -203,21 +203,44 @@ pub(super) struct Released {
     think_ms: Option<f64>,
 }
 
-/// The session fields of a request's record.
-pub(super) fn session_fields(p: &Planned) -> (Option<u32>, Option<String>, Option<usize>) {
-    match &p.turn {
-        Some(t) => (Some(t.turn), Some(t.id.to_string()), t.parent_index),
-        None => (None, None, None),
-    }
+/// How a request ended, for its record. Built and consumed at once by [`record`], so the size
+/// of `Sent` costs nothing (boxing it would allocate per request).
+#[allow(clippy::large_enum_variant)]
+enum Ending {
+    /// Never sent (a closed-loop turn cut or skipped): its status and why.
+    Unsent(Status, String),
+    /// Sent, with what came back.
+    Sent(Sent),
 }
 
-/// The record of a request with what the trace says of it: times and results to be filled in.
-fn base_record(p: &Planned, status: Status) -> Record {
-    let req = &p.req;
+/// A sent request and what came back, for its record.
+struct Sent {
+    /// When it was sent.
+    at: Instant,
+    /// Its outcome (the answer text already taken).
+    outcome: backend::Outcome,
+    /// Its intended prompt tokens (a messages row's are known only from its build).
+    input_length: u32,
+    /// A closed-loop turn: how it was released.
+    released: Option<Released>,
+}
+
+/// A request's one record, with its inter-token latencies: what the trace says of it, when it
+/// was due (`scheduled`, on the clock started at `start`), and how it ended.
+fn record(start: Instant, planned: &Planned, scheduled: Instant, ending: Ending) -> Finished {
+    let req = &planned.req;
     let session = req.session.as_ref();
-    let (turn, session_id, parent_index) = session_fields(p);
-    Record {
+    let (turn, session_id, parent_index) = match &planned.turn {
+        Some(t) => (Some(t.turn), Some(t.id.to_string()), t.parent_index),
+        None => (None, None, None),
+    };
+    let status = match &ending {
+        Ending::Unsent(status, _) => *status,
+        Ending::Sent(sent) => sent.outcome.status,
+    };
+    let base = Record {
         timestamp: req.timestamp_ms,
+        scheduled_ms: ms_between(start, scheduled),
         input_length: req.input_length,
         output_length: req.output_length,
         chat_id: session.map(|s| s.chat_id),
@@ -226,6 +249,72 @@ fn base_record(p: &Planned, status: Status) -> Record {
         session_id,
         parent_index,
         ..Record::new(req.index, req.line, status)
+    };
+    match ending {
+        Ending::Unsent(_, why) => Finished {
+            record: Record {
+                error: Some(why),
+                ..base
+            },
+            itl_ms: Vec::new(),
+        },
+        Ending::Sent(sent) => sent.complete(start, base),
+    }
+}
+
+impl Sent {
+    /// `base` (the request's record as the trace and the schedule give it) completed with the
+    /// send time and what came back; the inter-token latencies beside it.
+    fn complete(self, start: Instant, base: Record) -> Finished {
+        let Sent {
+            at,
+            outcome,
+            input_length,
+            released,
+        } = self;
+        let st = outcome.state;
+        let rel = |t: Option<Instant>| t.map(|t| ms_between(at, t));
+        let ttft = rel(st.first_token);
+        let e2e = rel(st.last_token);
+        let usage = st.usage.unwrap_or_default();
+        let (output_tokens, source) = match (usage.completion_tokens, st.chunks) {
+            (Some(n), _) => (Some(n), Some(TokenSource::Usage)),
+            (None, 0) => (None, None),
+            (None, _) => (Some(st.content_chunks), Some(TokenSource::Chunks)),
+        };
+        let tpot = match (ttft, e2e, output_tokens) {
+            (Some(a), Some(b), Some(n)) if n > 1 => {
+                Some(((b - a) / (n as f64 - 1.0) * 1e3).round() / 1e3)
+            }
+            _ => None,
+        };
+        let sent_ms = ms_between(start, at);
+        let record = Record {
+            sent_ms: Some(sent_ms),
+            drift_ms: Some(((sent_ms - base.scheduled_ms) * 1e3).round() / 1e3),
+            http_status: outcome.http_status,
+            error: outcome.error,
+            ttft_ms: ttft,
+            ttfc_ms: rel(st.first_content),
+            e2e_ms: e2e,
+            done_ms: rel(st.done),
+            tpot_ms: tpot,
+            input_length,
+            prompt_tokens: usage.prompt_tokens,
+            cached_tokens: usage.cached_tokens,
+            output_tokens,
+            output_tokens_source: source,
+            chunks: st.chunks,
+            session_wait_ms: released.map(|r| r.wait_ms),
+            think_ms: released.and_then(|r| r.think_ms),
+            served_by: st.served_by,
+            retries: outcome.retries,
+            ..base
+        };
+        Finished {
+            record,
+            itl_ms: st.itl_ms,
+        }
     }
 }
 
@@ -239,17 +328,10 @@ pub(super) fn unsent(
     why: String,
     tx: &crossbeam_channel::Sender<Finished>,
 ) {
-    let record = Record {
-        scheduled_ms: ms_between(ctx.start, scheduled),
-        error: Some(why),
-        ..base_record(planned, status)
-    };
+    let done = record(ctx.start, planned, scheduled, Ending::Unsent(status, why));
     ctx.control.finished.fetch_add(1, Ordering::Relaxed);
     signal_done(ctx, planned.req.index, false, None);
-    let _ = tx.send(Finished {
-        record,
-        itl_ms: Vec::new(),
-    });
+    let _ = tx.send(done);
 }
 
 /// The request's exchange with the server (or its dry run). A panic while reading the response
@@ -365,58 +447,32 @@ pub(super) async fn run_one(
     drop(in_use);
     let mut outcome = outcome;
     let answer = outcome.state.answer.take();
-    let st = &outcome.state;
-    let rel = |t: Option<Instant>| t.map(|t| ms_between(sent, t));
-    let ttft = rel(st.first_token);
-    let e2e = rel(st.last_token);
-    let usage = st.usage.unwrap_or_default();
-    let (output_tokens, source) = match (usage.completion_tokens, st.chunks) {
-        (Some(n), _) => (Some(n), Some(TokenSource::Usage)),
-        (None, 0) => (None, None),
-        (None, _) => (Some(st.content_chunks), Some(TokenSource::Chunks)),
-    };
-    let tpot = match (ttft, e2e, output_tokens) {
-        (Some(a), Some(b), Some(n)) if n > 1 => {
-            Some(((b - a) / (n as f64 - 1.0) * 1e3).round() / 1e3)
-        }
-        _ => None,
-    };
     if ctx.gate.is_some() {
         let ok = matches!(outcome.status, Status::Ok | Status::DryRun);
         let answer = keep_answer.then(|| (answer.filter(|_| ok), earlier_answers));
         signal_done(&ctx, req.index, ok, answer);
     }
-    let sched_ms = ms_between(ctx.start, scheduled);
-    let sent_ms = ms_between(ctx.start, sent);
-    ctx.first_sent_us
-        .fetch_min((sent_ms.max(0.0) * 1e3) as u64, Ordering::Relaxed);
-    let record = Record {
-        scheduled_ms: sched_ms,
-        sent_ms: Some(sent_ms),
-        drift_ms: Some(((sent_ms - sched_ms) * 1e3).round() / 1e3),
-        http_status: outcome.http_status,
-        error: outcome.error,
-        ttft_ms: ttft,
-        ttfc_ms: rel(st.first_content),
-        e2e_ms: e2e,
-        done_ms: rel(st.done),
-        tpot_ms: tpot,
+    let status = outcome.status;
+    let sent = Sent {
+        at: sent,
+        outcome,
         input_length,
-        prompt_tokens: usage.prompt_tokens,
-        cached_tokens: usage.cached_tokens,
-        output_tokens,
-        output_tokens_source: source,
-        chunks: st.chunks,
-        session_wait_ms: released.map(|r| r.wait_ms),
-        think_ms: released.and_then(|r| r.think_ms),
-        served_by: st.served_by.clone(),
-        retries: outcome.retries,
-        ..base_record(&planned, outcome.status)
+        released,
     };
-    let failed = !matches!(
-        record.status,
-        Status::Ok | Status::DryRun | Status::Cancelled
-    );
+    let done = record(ctx.start, &planned, scheduled, Ending::Sent(sent));
+    if let Some(sent_ms) = done.record.sent_ms {
+        ctx.first_sent_us
+            .fetch_min((sent_ms.max(0.0) * 1e3) as u64, Ordering::Relaxed);
+    }
+    count_finished(&ctx, status);
+    // The writer outlives every task (it exits when all senders are gone).
+    let _ = tx.send(done);
+}
+
+/// Counts a finished request (and a failed one); a failure may stop the run early
+/// (`--early-stop-error-threshold`).
+fn count_finished(ctx: &TaskCtx, status: Status) {
+    let failed = !matches!(status, Status::Ok | Status::DryRun | Status::Cancelled);
     let finished = ctx.control.finished.fetch_add(1, Ordering::Relaxed) + 1;
     let nfailed = if failed {
         ctx.control.failed.fetch_add(1, Ordering::Relaxed) + 1
@@ -435,10 +491,4 @@ pub(super) async fn run_one(
             }
         }
     }
-    let itl = std::mem::take(&mut { outcome.state }.itl_ms);
-    // The writer outlives every task (it exits when all senders are gone).
-    let _ = tx.send(Finished {
-        record,
-        itl_ms: itl,
-    });
 }
