@@ -72,3 +72,44 @@ pub fn config(mut a: ReplayArgs) -> Result<ReplayConfig> {
 pub fn run(cli: ClientCli) -> Result<u8> {
     crate::commands::run_replay(config(cli.args)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(args: &[&str]) -> ReplayConfig {
+        let argv = std::iter::once("client").chain(args.iter().copied());
+        config(ClientCli::try_parse_from(argv).unwrap().args).unwrap()
+    }
+
+    #[test]
+    fn the_anchor_defaults_apply_only_when_not_given() {
+        let c = client(&[]);
+        assert!(!c.requests.stream);
+        assert_eq!(
+            c.schedule.time_limit,
+            Some(std::time::Duration::from_secs(60))
+        );
+        assert_eq!(c.output.records_path, PathBuf::from(OUTPUT_PATH));
+        assert_eq!(&*c.output.report.percentiles, &PERCENTILES);
+        assert_eq!(
+            c.requests.timeout,
+            TimeoutRule::FromSlo {
+                ttft_s: 5.0,
+                tpot_s: 0.06
+            }
+        );
+        // The defaulted SLOs set the timeout only, not the report's goodput.
+        assert_eq!(c.output.report.slo.ttft_ms, None);
+        let c = client(&["--stream", "--request-timeout", "30", "-t", "5"]);
+        assert!(c.requests.stream);
+        assert_eq!(
+            c.requests.timeout,
+            TimeoutRule::Fixed(std::time::Duration::from_secs(30))
+        );
+        assert_eq!(
+            c.schedule.time_limit,
+            Some(std::time::Duration::from_secs(5))
+        );
+    }
+}
