@@ -1,7 +1,8 @@
 //! Command-line parsing (clap only; validation happens in [`crate::config`]).
 //!
-//! `request-sim replay` and the anchor-compatible `client` binary share [`ReplayArgs`]: every
-//! flag of the blitz-serving trace-replayer is accepted with its meaning, plus ours.
+//! `request-sim replay` and the anchor-compatible `client` binary
+//! ([`crate::compat::blitz`]) share [`ReplayArgs`]: every flag of the blitz-serving
+//! trace-replayer is accepted with its meaning, plus ours.
 
 use std::path::PathBuf;
 
@@ -74,15 +75,37 @@ pub struct SweepArgs {
     pub replay: ReplayArgs,
 }
 
-/// Flags of `replay` (and of the `client` binary).
+/// Flags of `replay` (and of the `client` binary), in groups that follow the run's phases
+/// (the groups of [`crate::config::ReplayConfig`]); `--help` lists them under these headings.
 #[derive(Debug, Clone, Args)]
 pub struct ReplayArgs {
-    // ---- inputs ----
+    #[command(flatten)]
+    pub trace: ReplayTraceArgs,
+    #[command(flatten)]
+    pub prompts: PromptArgs,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub schedule: ScheduleArgs,
+    #[command(flatten)]
+    pub requests: RequestArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub validity: ValidityArgs,
+    #[command(flatten)]
+    pub ignored: IgnoredArgs,
+}
+
+/// The trace, the part of it replayed, and this shard's share.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Trace")]
+pub struct ReplayTraceArgs {
     /// Trace file (JSONL, CSV for azure, optionally .gz). Default: the built-in demo trace.
     #[arg(long)]
     pub dataset_path: Option<PathBuf>,
     #[command(flatten)]
-    pub trace: TraceArgs,
+    pub format: TraceArgs,
     /// Replay only requests with trace time >= this (ms, after rebasing to the first request).
     #[arg(long)]
     pub start_ms: Option<f64>,
@@ -100,12 +123,18 @@ pub struct ReplayArgs {
     /// The reorder window holds at most this many rows (its memory bound).
     #[arg(long, value_name = "ROWS", default_value_t = 65_536)]
     pub reorder_window_rows: usize,
-    /// Cap every request's output_length at N tokens (requested and recorded): short outputs
-    /// for load tests where the server must keep up with high request rates.
-    #[arg(long, value_name = "N")]
-    pub max_output_tokens: Option<u32>,
+    /// Send only shard K of N (0 <= K < N) of the trace: sessions stay whole on one shard,
+    /// other requests are dealt round-robin; record indexes stay those of the whole trace, so
+    /// `request-sim report DIR` merges the shards (docs/scale-out.md). Needs --seed when N > 1.
+    /// Default: JOB_COMPLETION_INDEX and REQUEST_SIM_SHARD_COUNT when both are set.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
+}
 
-    // ---- prompts ----
+/// How prompts are made.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Prompts")]
+pub struct PromptArgs {
     /// HF tokenizer.json of the served model, or its model directory (tokenizer.json and
     /// tokenizer_config.json inside): prompts get exactly the trace's token counts.
     /// Without it the server's POST /tokenize is used when it has one (vLLM, SGLang,
@@ -121,17 +150,6 @@ pub struct ReplayArgs {
     /// Seed of the synthetic prompts (default: fresh per run, recorded in the summary).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Send only shard K of N (0 <= K < N) of the trace: sessions stay whole on one shard,
-    /// other requests are dealt round-robin; record indexes stay those of the whole trace, so
-    /// `request-sim report DIR` merges the shards (docs/scale-out.md). Needs --seed when N > 1.
-    /// Default: JOB_COMPLETION_INDEX and REQUEST_SIM_SHARD_COUNT when both are set.
-    #[arg(long, value_name = "K/N")]
-    pub shard: Option<String>,
-    /// Start the trace clock at this wall-clock instant (RFC 3339 such as 2026-11-22T18:00:00Z,
-    /// or Unix seconds), after start-up: the common start of several shards. A start already
-    /// past, or reached before start-up ends, is an error. Hosts' clocks must be synchronised.
-    #[arg(long, value_name = "TIME", env = "REQUEST_SIM_START_AT")]
-    pub start_at: Option<String>,
     /// Tokens the chat template adds around the content (default: measured at start-up).
     #[arg(long)]
     pub chat_overhead: Option<u32>,
@@ -150,8 +168,12 @@ pub struct ReplayArgs {
     /// The text field of the rows of a JSONL --prompt-corpus (a string or an array of strings).
     #[arg(long, value_name = "NAME", default_value = "text")]
     pub prompt_corpus_field: String,
+}
 
-    // ---- server ----
+/// The server requests go to and how to reach it.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Target")]
+pub struct TargetArgs {
     /// Full URL (http://h:p/v1/chat/completions, .../v1/completions, .../generate,
     /// .../generate_stream) or base URL (http://h:p = chat completions). Default: start the
     /// built-in simulator on 127.0.0.1.
@@ -172,20 +194,6 @@ pub struct ReplayArgs {
     /// Read the API key from this file.
     #[arg(long, conflicts_with = "api_key")]
     pub api_key_file: Option<PathBuf>,
-    /// Stream responses (SSE). `replay` streams by default; the `client` binary, like the
-    /// anchor, only with --stream.
-    #[arg(long, overrides_with = "no_stream")]
-    pub stream: bool,
-    /// Do not stream.
-    #[arg(long, overrides_with = "stream")]
-    pub no_stream: bool,
-    /// Do not ask for exactly output_length tokens with min_tokens/ignore_eos (for servers
-    /// that reject those vLLM extensions).
-    #[arg(long)]
-    pub no_exact_output: bool,
-    /// Accept streams without usage (output tokens are then counted from chunks).
-    #[arg(long)]
-    pub allow_missing_usage: bool,
     /// Accept invalid TLS certificates.
     #[arg(long)]
     pub insecure: bool,
@@ -199,24 +207,23 @@ pub struct ReplayArgs {
     /// send time (counted in the summary: `run.dispatch.warm_gets`).
     #[arg(long)]
     pub no_warm_connections: bool,
+}
 
-    // ---- timing ----
+/// When requests are sent, and the threads that build and send them.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Schedule")]
+pub struct ScheduleArgs {
     /// Replay speed: 2 sends requests at twice the trace's rate.
     #[arg(long, default_value_t = 1.0)]
     pub scale_factor: f64,
     /// Stop sending after this many seconds (then in-flight requests get --grace-secs).
     #[arg(long, short = 't')]
     pub time_in_secs: Option<f64>,
-    /// Per-request timeout in seconds (default: max(15, ttft_slo + tpot_slo * output_length)
-    /// with SLOs given, else 600).
-    #[arg(long)]
-    pub request_timeout: Option<f64>,
-    /// Seconds in-flight requests get to finish after a stop (Ctrl-C, time limit, early stop).
-    #[arg(long, default_value_t = 5.0)]
-    pub grace_secs: f64,
-    /// Stop early after this many failed requests ("50") or this failure rate ("5%", "0.05").
-    #[arg(long)]
-    pub early_stop_error_threshold: Option<String>,
+    /// Start the trace clock at this wall-clock instant (RFC 3339 such as 2026-11-22T18:00:00Z,
+    /// or Unix seconds), after start-up: the common start of several shards. A start already
+    /// past, or reached before start-up ends, is an error. Hosts' clocks must be synchronised.
+    #[arg(long, value_name = "TIME", env = "REQUEST_SIM_START_AT")]
+    pub start_at: Option<String>,
     /// Producer threads that build request bodies ahead of schedule.
     #[arg(long, default_value_t = 1)]
     pub num_producer: usize,
@@ -254,13 +261,51 @@ pub struct ReplayArgs {
     /// burst wakes the I/O threads (`run.realtime.keep_awake_threads`).
     #[arg(long)]
     pub no_keep_awake: bool,
+}
+
+/// What each request asks for, how long it may take, and the sessions' rules.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Requests")]
+pub struct RequestArgs {
+    /// Stream responses (SSE). `replay` streams by default; the `client` binary, like the
+    /// anchor, only with --stream.
+    #[arg(long, overrides_with = "no_stream")]
+    pub stream: bool,
+    /// Do not stream.
+    #[arg(long, overrides_with = "stream")]
+    pub no_stream: bool,
+    /// Do not ask for exactly output_length tokens with min_tokens/ignore_eos (for servers
+    /// that reject those vLLM extensions).
+    #[arg(long)]
+    pub no_exact_output: bool,
+    /// Accept streams without usage (output tokens are then counted from chunks).
+    #[arg(long)]
+    pub allow_missing_usage: bool,
+    /// Cap every request's output_length at N tokens (requested and recorded): short outputs
+    /// for load tests where the server must keep up with high request rates.
+    #[arg(long, value_name = "N")]
+    pub max_output_tokens: Option<u32>,
+    /// Per-request timeout in seconds (default: max(15, ttft_slo + tpot_slo * output_length)
+    /// with SLOs given, else 600).
+    #[arg(long)]
+    pub request_timeout: Option<f64>,
+    /// Seconds in-flight requests get to finish after a stop (Ctrl-C, time limit, early stop).
+    #[arg(long, default_value_t = 5.0)]
+    pub grace_secs: f64,
+    /// Stop early after this many failed requests ("50") or this failure rate ("5%", "0.05").
+    #[arg(long)]
+    pub early_stop_error_threshold: Option<String>,
     #[command(flatten)]
     pub sessions: SessionArgs,
     /// Build and schedule everything but send nothing (records get status dry_run).
     #[arg(long)]
     pub dry_run: bool,
+}
 
-    // ---- outputs ----
+/// The records, the summary, the result files and the console.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Output")]
+pub struct OutputArgs {
     /// Per-request JSONL records (default: results/replay-<UTC time>.jsonl).
     #[arg(long, short = 'o')]
     pub output_path: Option<PathBuf>,
@@ -287,8 +332,12 @@ pub struct ReplayArgs {
     /// No progress line.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+}
 
-    // ---- server metrics ----
+/// Server metrics and what makes a run invalid.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Server metrics and run validity")]
+pub struct ValidityArgs {
     /// Scrape these Prometheus /metrics URLs during the run (comma-separated; a bare
     /// http://host:port gets /metrics): every instance behind a router. Without it, the
     /// endpoint's origin /metrics is scraped when it answers at start-up.
@@ -301,8 +350,6 @@ pub struct ReplayArgs {
     /// Do not scrape any server metrics.
     #[arg(long, conflicts_with = "server_metrics")]
     pub no_server_metrics: bool,
-
-    // ---- run validity ----
     /// The run is flagged INVALID when the send drift p99 exceeds this many ms (the client fell
     /// behind the schedule).
     #[arg(long, value_name = "MS", default_value_t = 5.0)]
@@ -310,8 +357,11 @@ pub struct ReplayArgs {
     /// Exit with status 4 when the run is flagged invalid (drift, incomplete server metrics).
     #[arg(long)]
     pub strict: bool,
+}
 
-    // ---- accepted for compatibility with the anchor, no effect ----
+/// Flags of the anchor (blitz-serving's trace-replayer) accepted for compatibility; no effect.
+#[derive(Debug, Clone, Args)]
+pub struct IgnoredArgs {
     #[arg(long, hide = true)]
     pub tracing_path: Option<PathBuf>,
     #[arg(long, hide = true)]
@@ -453,18 +503,6 @@ pub struct VerifyArgs {
     /// The text field of a JSONL --prompt-corpus.
     #[arg(long, value_name = "NAME", default_value = "text")]
     pub prompt_corpus_field: String,
-}
-
-/// The `client` binary: the anchor's command line, with the anchor's defaults.
-#[derive(Debug, Parser)]
-#[command(
-    name = "client",
-    version,
-    about = "request-sim with the blitz-serving trace-replayer command line"
-)]
-pub struct ClientCli {
-    #[command(flatten)]
-    pub args: ReplayArgs,
 }
 
 /// Parse a `--dataset` value.

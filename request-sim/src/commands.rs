@@ -3,16 +3,20 @@
 use std::path::Path;
 
 use crate::cli::{AnalyzeArgs, CompareArgs, ReplayArgs, ReportArgs, VerifyArgs};
-use crate::config::{Flavor, ReplayConfig};
+use crate::config::ReplayConfig;
 use crate::prompt;
 use crate::report;
 use crate::stats::{self, ReportConfig, Summary, DEFAULT_PERCENTILES};
 use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions, RoutingOptions};
 use crate::{Error, Result};
 
-/// `replay` (and the `client` binary).
-pub fn replay(args: ReplayArgs, flavor: Flavor) -> Result<u8> {
-    let cfg = ReplayConfig::from_args(args, flavor)?;
+/// `replay`.
+pub fn replay(args: ReplayArgs) -> Result<u8> {
+    run_replay(ReplayConfig::from_args(args)?)
+}
+
+/// Run a replay with validated settings (`replay` and the `compat` front ends): its exit code.
+pub fn run_replay(cfg: ReplayConfig) -> Result<u8> {
     let out = crate::run::replay(cfg)?;
     Ok(out.exit_code as u8)
 }

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::backend::{ApiFlavor, ApiKind, Endpoint};
-use crate::cli::ReplayArgs;
+use crate::cli::{
+    IgnoredArgs, OutputArgs, PromptArgs, ReplayArgs, ReplayTraceArgs, ScheduleArgs, SessionArgs,
+    TargetArgs, ValidityArgs,
+};
 use crate::report::ReportConfig;
 use crate::schedule::StartAt;
 use crate::trace::shard::Shard;
@@ -97,44 +100,78 @@ impl TimeoutRule {
     }
 }
 
-/// Everything a replay needs, validated.
+/// Everything a replay needs, validated, in groups that follow the run's phases (each group is
+/// a flag group of [`ReplayArgs`] and a heading of `--help`).
 #[derive(Debug, Clone)]
 pub struct ReplayConfig {
-    pub trace: TraceSource,
-    pub load: LoadOptions,
-    /// `--reorder-window-ms/-rows`: how far out of time order a streamed trace may be.
-    pub reorder: ReorderWindow,
-    pub tokenizer: Option<PathBuf>,
-    pub tokenizer_config: Option<PathBuf>,
-    pub seed: u64,
-    /// `--shard K/N` (or from the environment): replay only this share of the trace.
-    pub shard: Option<Shard>,
-    /// `--start-at`: the wall-clock start of the trace clock.
-    pub start_at: Option<StartAt>,
-    pub chat_overhead: Option<u32>,
-    pub token_ids: bool,
-    /// `--prompt-corpus` (with `--prompt-source`, `--prompt-corpus-field`): real-text prompts.
-    pub prompt_corpus: Option<crate::prompt::CorpusSpec>,
-    pub target: Target,
+    /// Which server, how to reach it.
+    pub target: TargetConfig,
+    /// Which trace, which part of it, this shard's share.
+    pub trace: TraceConfig,
+    /// How prompts are made.
+    pub prompts: PromptConfig,
+    /// When requests are sent, and the threads that build and send them.
+    pub schedule: ScheduleConfig,
+    /// What each request asks for, how long it may take, the sessions' rules.
+    pub requests: RequestPolicy,
+    /// Records, summary, result files, console.
+    pub output: OutputConfig,
+    /// Server metrics and what makes a run invalid.
+    pub validity: ValidityConfig,
+    /// Notes about accepted-but-ignored flags, printed at start-up.
+    pub notes: Vec<String>,
+}
+
+/// The server requests go to (`--endpoint`, `--api`, ...).
+#[derive(Debug, Clone)]
+pub struct TargetConfig {
+    pub server: Target,
     /// `--api` (the resolved endpoint has it too; kept for the built-in simulator's).
     pub api: ApiFlavor,
     pub model_name: Option<String>,
     pub route: Option<String>,
     pub api_key: Option<String>,
-    pub stream: bool,
-    pub exact_output: bool,
-    pub allow_missing_usage: bool,
     pub insecure: bool,
     /// `--pool-idle-timeout`.
     pub pool_idle_timeout: Duration,
     /// Open connections before bursts the pool is too small for (`--no-warm-connections`
     /// turns it off).
     pub warm_connections: bool,
+}
+
+/// The trace and the part of it this run replays.
+#[derive(Debug, Clone)]
+pub struct TraceConfig {
+    pub source: TraceSource,
+    /// Format, block size, `--start-ms`/`--end-ms`/`--max-requests`.
+    pub load: LoadOptions,
+    /// `--reorder-window-ms/-rows`: how far out of time order a streamed trace may be.
+    pub reorder: ReorderWindow,
+    /// `--shard K/N` (or from the environment): replay only this share of the trace.
+    pub shard: Option<Shard>,
+}
+
+/// How prompts are made.
+#[derive(Debug, Clone)]
+pub struct PromptConfig {
+    pub tokenizer: Option<PathBuf>,
+    pub tokenizer_config: Option<PathBuf>,
+    pub seed: u64,
+    pub chat_overhead: Option<u32>,
+    pub token_ids: bool,
+    /// `--prompt-corpus` (with `--prompt-source`, `--prompt-corpus-field`): real-text prompts.
+    pub corpus: Option<crate::prompt::CorpusSpec>,
+    /// `--no-server-tokenize`: never use the server's `/tokenize`.
+    pub no_server_tokenize: bool,
+}
+
+/// When requests are sent, and the threads that build and send them.
+#[derive(Debug, Clone)]
+pub struct ScheduleConfig {
     pub scale_factor: f64,
     pub time_limit: Option<Duration>,
-    pub timeout: TimeoutRule,
-    pub grace: Duration,
-    pub early_stop: Option<EarlyStop>,
+    /// `--start-at`: the wall-clock start of the trace clock.
+    pub start_at: Option<StartAt>,
     pub producers: usize,
     pub channel_capacity: usize,
     /// `--lookahead-mb`, in bytes.
@@ -150,12 +187,30 @@ pub struct ReplayConfig {
     /// Spin a SCHED_IDLE thread per core while the I/O threads are raised (`--no-keep-awake`
     /// turns it off).
     pub keep_awake: bool,
-    pub dry_run: bool,
-    /// `--no-server-tokenize`: never use the server's `/tokenize`.
-    pub no_server_tokenize: bool,
+}
+
+/// What each request asks for and how long it may take.
+#[derive(Debug, Clone)]
+pub struct RequestPolicy {
+    pub stream: bool,
+    pub exact_output: bool,
     /// `--max-output-tokens`: cap on every request's output_length.
     pub max_output_tokens: Option<u32>,
-    pub output_path: PathBuf,
+    pub timeout: TimeoutRule,
+    pub grace: Duration,
+    pub early_stop: Option<EarlyStop>,
+    pub allow_missing_usage: bool,
+    /// `--timing`, `--think-time`, `--skip-after-failed-parent`, `--session-user`.
+    pub sessions: crate::schedule::SessionOptions,
+    /// `--dry-run`: build and schedule everything, send nothing.
+    pub dry_run: bool,
+}
+
+/// Where the run's records, summary and files go, and what the console shows.
+#[derive(Debug, Clone)]
+pub struct OutputConfig {
+    /// `--output-path`: the records JSONL.
+    pub records_path: PathBuf,
     pub summary_path: PathBuf,
     pub result_dir: Option<PathBuf>,
     /// `--save-prompts`: where the built prompts are saved as a `messages` trace.
@@ -164,10 +219,11 @@ pub struct ReplayConfig {
     /// Percentiles and goodput SLOs of the summary.
     pub report: ReportConfig,
     pub quiet: bool,
-    /// `--timing`, `--think-time`, `--skip-after-failed-parent`, `--session-user`.
-    pub sessions: crate::schedule::SessionOptions,
-    /// Notes about accepted-but-ignored flags, printed at start-up.
-    pub notes: Vec<String>,
+}
+
+/// Server metrics and what makes a run invalid.
+#[derive(Debug, Clone)]
+pub struct ValidityConfig {
     /// Server-metrics scraping (`None`: `--no-server-metrics`).
     pub server_metrics: Option<ServerMetrics>,
     /// `--max-drift-ms`: drift p99 above it makes the run invalid.
@@ -212,13 +268,6 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Defaults that differ between `request-sim replay` and the anchor-compatible `client`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flavor {
-    Replay,
-    Client,
-}
-
 /// A fresh seed: wall-clock nanoseconds mixed with the process id.
 pub fn fresh_seed() -> u64 {
     let nanos = std::time::SystemTime::now()
@@ -254,111 +303,133 @@ fn must_exist(flag: &str, p: &std::path::Path) -> Result<()> {
 
 impl ReplayConfig {
     /// Validate the flags once; every contradiction is an [`Error::Config`] naming the flag.
-    pub fn from_args(a: ReplayArgs, flavor: Flavor) -> Result<ReplayConfig> {
-        let client = flavor == Flavor::Client;
-        let (trace, load) = trace_settings(&a)?;
+    /// (The `client` binary's defaults are set by [`crate::compat::blitz`] before this.)
+    pub fn from_args(a: ReplayArgs) -> Result<ReplayConfig> {
+        let (source, load) = trace_settings(&a)?;
         let (shard, start_at) = scale_out(&a)?;
-        let (tokenizer, tokenizer_config) = tokenizer_files(&a)?;
-        let api_key = api_key(&a)?;
-        let stream = !a.no_stream && (a.stream || !client);
-        let target = target(&a, stream, &api_key)?;
-        let timing = timing(&a, client)?;
-        let (lookahead_bytes, lookahead, threads) = pipeline_settings(&a)?;
-        let (output_path, summary_path) = output_paths(&a, client)?;
-        let report = report_settings(&a, client)?;
-        let server_metrics = server_metrics(&a)?;
-        let sessions = session_options(&a)?;
-        let prompt_corpus = crate::prompt::corpus_spec(
-            a.prompt_source,
-            a.prompt_corpus.as_deref(),
-            &a.prompt_corpus_field,
+        let (tokenizer, tokenizer_config) = tokenizer_files(&a.prompts)?;
+        let api_key = api_key(&a.target)?;
+        let stream = !a.requests.no_stream;
+        let server = target(&a, stream, &api_key)?;
+        let timing = timing(&a)?;
+        let (lookahead_bytes, lookahead, threads) = pipeline_settings(&a.schedule)?;
+        let (records_path, summary_path) = output_paths(&a.output)?;
+        let report = report_settings(&a.output)?;
+        let server_metrics = server_metrics(&a.validity)?;
+        let sessions = session_options(&a.requests.sessions)?;
+        let p = a.prompts;
+        let corpus = crate::prompt::corpus_spec(
+            p.prompt_source,
+            p.prompt_corpus.as_deref(),
+            &p.prompt_corpus_field,
         )
         .map_err(Error::config)?;
-        let mut notes = Vec::new();
-        if a.tracing_path.is_some() || a.cache.is_some() || a.cache_path.is_some() {
-            notes.push("--tracing-path/--cache/--cache-path are accepted for compatibility and have no effect: prompts are built on the fly by producer threads".into());
-        }
-        let reorder = reorder_window(&a)?;
+        let reorder = reorder_window(&a.trace)?;
+        let (t, s, r, o, v) = (a.target, a.schedule, a.requests, a.output, a.validity);
         Ok(ReplayConfig {
-            prompt_corpus,
-            trace,
-            load,
-            reorder,
-            tokenizer,
-            tokenizer_config,
-            shard,
-            start_at,
-            seed: a.seed.unwrap_or_else(fresh_seed),
-            chat_overhead: a.chat_overhead,
-            token_ids: a.token_ids,
-            target,
-            api: a.api,
-            model_name: a.model_name,
-            route: a.aibrix_route,
-            api_key,
-            stream,
-            exact_output: !a.no_exact_output,
-            allow_missing_usage: a.allow_missing_usage,
-            insecure: a.insecure,
-            pool_idle_timeout: Duration::from_secs_f64(a.pool_idle_timeout),
-            warm_connections: !a.no_warm_connections,
-            scale_factor: timing.scale_factor,
-            time_limit: timing.time_limit,
-            timeout: timing.timeout,
-            grace: Duration::from_secs_f64(a.grace_secs),
-            early_stop: timing.early_stop,
-            producers: a.num_producer,
-            channel_capacity: a.channel_capacity,
-            lookahead_bytes,
-            lookahead,
-            threads,
-            spin: Duration::from_micros(a.spin_us),
-            pin: !a.no_pin,
-            realtime: a.realtime,
-            rt_priority: a.rt_priority,
-            keep_awake: !a.no_keep_awake,
-            dry_run: a.dry_run,
-            no_server_tokenize: a.no_server_tokenize,
-            max_output_tokens: a.max_output_tokens,
-            output_path,
-            summary_path,
-            result_dir: a.report.result_dir,
-            save_prompts: a.save_prompts,
-            sessions,
-            record_itl: a.record_itl,
-            report,
-            quiet: a.quiet,
-            notes,
-            server_metrics,
-            max_drift_ms: a.max_drift_ms,
-            strict: a.strict,
+            target: TargetConfig {
+                server,
+                api: t.api,
+                model_name: t.model_name,
+                route: t.aibrix_route,
+                api_key,
+                insecure: t.insecure,
+                pool_idle_timeout: Duration::from_secs_f64(t.pool_idle_timeout),
+                warm_connections: !t.no_warm_connections,
+            },
+            trace: TraceConfig {
+                source,
+                load,
+                reorder,
+                shard,
+            },
+            prompts: PromptConfig {
+                tokenizer,
+                tokenizer_config,
+                seed: p.seed.unwrap_or_else(fresh_seed),
+                chat_overhead: p.chat_overhead,
+                token_ids: p.token_ids,
+                corpus,
+                no_server_tokenize: p.no_server_tokenize,
+            },
+            schedule: ScheduleConfig {
+                scale_factor: timing.scale_factor,
+                time_limit: timing.time_limit,
+                start_at,
+                producers: s.num_producer,
+                channel_capacity: s.channel_capacity,
+                lookahead_bytes,
+                lookahead,
+                threads,
+                spin: Duration::from_micros(s.spin_us),
+                pin: !s.no_pin,
+                realtime: s.realtime,
+                rt_priority: s.rt_priority,
+                keep_awake: !s.no_keep_awake,
+            },
+            requests: RequestPolicy {
+                stream,
+                exact_output: !r.no_exact_output,
+                max_output_tokens: r.max_output_tokens,
+                timeout: timing.timeout,
+                grace: Duration::from_secs_f64(r.grace_secs),
+                early_stop: timing.early_stop,
+                allow_missing_usage: r.allow_missing_usage,
+                sessions,
+                dry_run: r.dry_run,
+            },
+            output: OutputConfig {
+                records_path,
+                summary_path,
+                result_dir: o.report.result_dir,
+                save_prompts: o.save_prompts,
+                record_itl: o.record_itl,
+                report,
+                quiet: o.quiet,
+            },
+            validity: ValidityConfig {
+                server_metrics,
+                max_drift_ms: v.max_drift_ms,
+                strict: v.strict,
+            },
+            notes: ignored_flags(&a.ignored),
         })
     }
 
     /// The endpoint of the built-in simulator listening at `base_url` (its chat completions,
     /// or completions with `--token-ids`), with this run's API settings.
     pub fn simulator_endpoint(&self, base_url: &str) -> Result<Endpoint> {
-        let url = if self.token_ids {
+        let url = if self.prompts.token_ids {
             format!("{base_url}/v1/completions")
         } else {
             base_url.to_string()
         };
         let mut ep = Endpoint::resolve(
             &url,
-            self.api,
-            self.stream,
-            self.route.clone(),
-            self.api_key.clone(),
+            self.target.api,
+            self.requests.stream,
+            self.target.route.clone(),
+            self.target.api_key.clone(),
         )
         .map_err(Error::config)?;
-        ep.session_header = self.sessions.session_header.clone();
+        ep.session_header = self.requests.sessions.session_header.clone();
         Ok(ep)
     }
 }
 
+/// Notes about the anchor's flags that are accepted and have no effect.
+fn ignored_flags(a: &IgnoredArgs) -> Vec<String> {
+    let mut notes = Vec::new();
+    if a.tracing_path.is_some() || a.cache.is_some() || a.cache_path.is_some() {
+        notes.push("--tracing-path/--cache/--cache-path are accepted for compatibility and have no effect: prompts are built on the fly by producer threads".into());
+    }
+    notes
+}
+
 /// The trace file and how to read it.
 fn trace_settings(a: &ReplayArgs) -> Result<(TraceSource, LoadOptions)> {
-    let trace = match &a.dataset_path {
+    let t = &a.trace;
+    let trace = match &t.dataset_path {
         Some(p) => {
             must_exist("--dataset-path", p)?;
             TraceSource::File(p.clone())
@@ -366,20 +437,20 @@ fn trace_settings(a: &ReplayArgs) -> Result<(TraceSource, LoadOptions)> {
         None => TraceSource::BuiltinDemo,
     };
     if matches!(trace, TraceSource::BuiltinDemo)
-        && a.trace.dataset.is_some_and(|d| d != TraceFormat::Mooncake)
+        && t.format.dataset.is_some_and(|d| d != TraceFormat::Mooncake)
     {
         return Err(Error::config(
             "--dataset given without --dataset-path (the built-in demo trace is mooncake)",
         ));
     }
-    if let (Some(s), Some(e)) = (a.start_ms, a.end_ms) {
+    if let (Some(s), Some(e)) = (t.start_ms, t.end_ms) {
         if e <= s {
             return Err(Error::config(format!(
                 "--end-ms ({e}) must be greater than --start-ms ({s})"
             )));
         }
     }
-    for (n, v) in [("--start-ms", a.start_ms), ("--end-ms", a.end_ms)] {
+    for (n, v) in [("--start-ms", t.start_ms), ("--end-ms", t.end_ms)] {
         if let Some(v) = v {
             if !v.is_finite() || v < 0.0 {
                 return Err(Error::config(format!(
@@ -388,23 +459,23 @@ fn trace_settings(a: &ReplayArgs) -> Result<(TraceSource, LoadOptions)> {
             }
         }
     }
-    if a.max_requests == Some(0) {
+    if t.max_requests == Some(0) {
         return Err(Error::config("--max-requests must be at least 1"));
     }
-    if a.max_output_tokens == Some(0) {
+    if a.requests.max_output_tokens == Some(0) {
         return Err(Error::config("--max-output-tokens must be at least 1"));
     }
     let load = LoadOptions {
-        start_ms: a.start_ms,
-        end_ms: a.end_ms,
-        max_requests: a.max_requests,
-        ..a.trace.load_options()
+        start_ms: t.start_ms,
+        end_ms: t.end_ms,
+        max_requests: t.max_requests,
+        ..t.format.load_options()
     };
     Ok((trace, load))
 }
 
 /// `--reorder-window-ms` and `--reorder-window-rows`.
-fn reorder_window(a: &ReplayArgs) -> Result<ReorderWindow> {
+fn reorder_window(a: &ReplayTraceArgs) -> Result<ReorderWindow> {
     let ms = a.reorder_window_ms;
     if !ms.is_finite() || ms < 0.0 {
         return Err(Error::config(format!(
@@ -422,7 +493,7 @@ fn reorder_window(a: &ReplayArgs) -> Result<ReorderWindow> {
 
 /// `--shard` (or the environment) and `--start-at`.
 fn scale_out(a: &ReplayArgs) -> Result<(Option<Shard>, Option<StartAt>)> {
-    let start_at = match &a.start_at {
+    let start_at = match &a.schedule.start_at {
         Some(s) => {
             let at = StartAt::parse(s).map_err(Error::config)?;
             if let Err(late) = at.remaining() {
@@ -437,11 +508,11 @@ fn scale_out(a: &ReplayArgs) -> Result<(Option<Shard>, Option<StartAt>)> {
         }
         None => None,
     };
-    let shard = match &a.shard {
+    let shard = match &a.trace.shard {
         Some(spec) => Some(Shard::parse(spec).map_err(Error::config)?),
         None => Shard::from_env(|k| std::env::var(k).ok()).map_err(Error::config)?,
     };
-    if shard.is_some_and(|s| s.count > 1) && a.seed.is_none() {
+    if shard.is_some_and(|s| s.count > 1) && a.prompts.seed.is_none() {
         return Err(Error::config(
             "--shard with more than one shard needs --seed: every shard must build the same prompts",
         ));
@@ -450,7 +521,7 @@ fn scale_out(a: &ReplayArgs) -> Result<(Option<Shard>, Option<StartAt>)> {
 }
 
 /// `--tokenizer` (a file or a model directory) and `--tokenizer-config`.
-fn tokenizer_files(a: &ReplayArgs) -> Result<(Option<PathBuf>, Option<PathBuf>)> {
+fn tokenizer_files(a: &PromptArgs) -> Result<(Option<PathBuf>, Option<PathBuf>)> {
     // A model directory stands for its tokenizer.json and, unless --tokenizer-config is
     // given, its tokenizer_config.json.
     let (tokenizer, dir_config) = match &a.tokenizer {
@@ -471,7 +542,7 @@ fn tokenizer_files(a: &ReplayArgs) -> Result<(Option<PathBuf>, Option<PathBuf>)>
 }
 
 /// `--api-key-file` or `--api-key` (`$OPENAI_API_KEY`).
-fn api_key(a: &ReplayArgs) -> Result<Option<String>> {
+fn api_key(a: &TargetArgs) -> Result<Option<String>> {
     Ok(match (&a.api_key, &a.api_key_file) {
         (_, Some(f)) => {
             let k = std::fs::read_to_string(f)
@@ -492,37 +563,38 @@ fn api_key(a: &ReplayArgs) -> Result<Option<String>> {
 
 /// `--endpoint` resolved (once) for `--api`, or the built-in simulator.
 fn target(a: &ReplayArgs, stream: bool, api_key: &Option<String>) -> Result<Target> {
-    if a.api == ApiFlavor::Aibrix && a.endpoint.is_none() {
+    let (t, token_ids) = (&a.target, a.prompts.token_ids);
+    if t.api == ApiFlavor::Aibrix && t.endpoint.is_none() {
         return Err(Error::config("--api aibrix needs --endpoint"));
     }
-    if a.api == ApiFlavor::Aibrix && a.aibrix_route.is_none() {
+    if t.api == ApiFlavor::Aibrix && t.aibrix_route.is_none() {
         return Err(Error::config(
             "--api aibrix needs --aibrix-route (e.g. prefix-cache, throughput)",
         ));
     }
-    if a.token_ids && a.api == ApiFlavor::Tgi {
+    if token_ids && t.api == ApiFlavor::Tgi {
         return Err(Error::config(
             "--token-ids works only with OpenAI completions endpoints",
         ));
     }
-    let Some(e) = &a.endpoint else {
+    let Some(e) = &t.endpoint else {
         return Ok(Target::BuiltinSimulator);
     };
-    let mut ep = Endpoint::resolve(e, a.api, stream, a.aibrix_route.clone(), api_key.clone())
+    let mut ep = Endpoint::resolve(e, t.api, stream, t.aibrix_route.clone(), api_key.clone())
         .map_err(Error::config)?;
-    if a.token_ids && ep.kind != ApiKind::Completions {
+    if token_ids && ep.kind != ApiKind::Completions {
         return Err(Error::config(format!(
             "--token-ids needs a completions endpoint (…/v1/completions), not {}",
             ep.display_url()
         )));
     }
-    ep.session_header = session_header(a)?;
+    ep.session_header = session_header(&a.requests.sessions)?;
     Ok(Target::Remote(ep))
 }
 
 /// `--session-header NAME`, checked as an HTTP header name.
-fn session_header(a: &ReplayArgs) -> Result<Option<reqwest::header::HeaderName>> {
-    match &a.sessions.session_header {
+fn session_header(a: &SessionArgs) -> Result<Option<reqwest::header::HeaderName>> {
+    match &a.session_header {
         Some(name) => reqwest::header::HeaderName::from_bytes(name.trim().as_bytes())
             .map(Some)
             .map_err(|_| {
@@ -535,19 +607,19 @@ fn session_header(a: &ReplayArgs) -> Result<Option<reqwest::header::HeaderName>>
 }
 
 /// The session flags.
-fn session_options(a: &ReplayArgs) -> Result<crate::schedule::SessionOptions> {
-    if a.sessions.live_history && a.sessions.timing != crate::schedule::Timing::Closed {
+fn session_options(a: &SessionArgs) -> Result<crate::schedule::SessionOptions> {
+    if a.live_history && a.timing != crate::schedule::Timing::Closed {
         return Err(Error::config(
             "--live-history needs --timing closed: a turn can carry the server's earlier answers only when it is sent after them",
         ));
     }
     Ok(crate::schedule::SessionOptions {
-        timing: a.sessions.timing,
-        think: a.sessions.think_time,
-        skip_after_failed_parent: a.sessions.skip_after_failed_parent,
-        session_user: a.sessions.session_user,
+        timing: a.timing,
+        think: a.think_time,
+        skip_after_failed_parent: a.skip_after_failed_parent,
+        session_user: a.session_user,
         session_header: session_header(a)?,
-        live_history: a.sessions.live_history,
+        live_history: a.live_history,
     })
 }
 
@@ -559,20 +631,20 @@ struct Timing {
     early_stop: Option<EarlyStop>,
 }
 
-fn timing(a: &ReplayArgs, client: bool) -> Result<Timing> {
-    let scale_factor = positive("--scale-factor", a.scale_factor)?;
-    let time_in_secs = match (a.time_in_secs, client) {
-        (Some(t), _) => Some(positive("--time-in-secs", t)?),
-        (None, true) => Some(60.0),
-        (None, false) => None,
-    };
-    let (ttft_slo, tpot_slo) = slo_seconds(a, client);
+fn timing(a: &ReplayArgs) -> Result<Timing> {
+    let (s, r, o) = (&a.schedule, &a.requests, &a.output);
+    let scale_factor = positive("--scale-factor", s.scale_factor)?;
+    let time_in_secs = s
+        .time_in_secs
+        .map(|t| positive("--time-in-secs", t))
+        .transpose()?;
+    let (ttft_slo, tpot_slo) = (o.ttft_slo, o.tpot_slo);
     for (name, v) in [("--ttft-slo", ttft_slo), ("--tpot-slo", tpot_slo)] {
         if let Some(v) = v {
             positive(name, v)?;
         }
     }
-    let timeout = match (a.request_timeout, ttft_slo, tpot_slo) {
+    let timeout = match (r.request_timeout, ttft_slo, tpot_slo) {
         (Some(t), _, _) => {
             TimeoutRule::Fixed(Duration::from_secs_f64(positive("--request-timeout", t)?))
         }
@@ -582,34 +654,34 @@ fn timing(a: &ReplayArgs, client: bool) -> Result<Timing> {
             tpot_s: p.unwrap_or(0.0),
         },
     };
-    if !a.pool_idle_timeout.is_finite() || a.pool_idle_timeout <= 0.0 {
+    let pool_idle = a.target.pool_idle_timeout;
+    if !pool_idle.is_finite() || pool_idle <= 0.0 {
         return Err(Error::config(format!(
-            "--pool-idle-timeout must be > 0 seconds, got {}",
-            a.pool_idle_timeout
+            "--pool-idle-timeout must be > 0 seconds, got {pool_idle}"
         )));
     }
-    if !a.grace_secs.is_finite() || a.grace_secs < 0.0 {
+    if !r.grace_secs.is_finite() || r.grace_secs < 0.0 {
         return Err(Error::config(format!(
             "--grace-secs must be >= 0, got {}",
-            a.grace_secs
+            r.grace_secs
         )));
     }
-    let early_stop = a
+    let early_stop = r
         .early_stop_error_threshold
         .as_deref()
         .map(EarlyStop::parse)
         .transpose()
         .map_err(Error::config)?;
-    if !(1..=48).contains(&a.rt_priority) {
+    if !(1..=48).contains(&s.rt_priority) {
         return Err(Error::config(format!(
             "--rt-priority must be between 1 and 48, got {}",
-            a.rt_priority
+            s.rt_priority
         )));
     }
-    if a.spin_us > 100_000 {
+    if s.spin_us > 100_000 {
         return Err(Error::config(format!(
             "--spin-us must be at most 100000, got {}",
-            a.spin_us
+            s.spin_us
         )));
     }
     Ok(Timing {
@@ -620,19 +692,8 @@ fn timing(a: &ReplayArgs, client: bool) -> Result<Timing> {
     })
 }
 
-/// `--ttft-slo`/`--tpot-slo` in seconds (the `client` binary defaults them as the anchor does).
-fn slo_seconds(a: &ReplayArgs, client: bool) -> (Option<f64>, Option<f64>) {
-    match client {
-        true => (
-            Some(a.ttft_slo.unwrap_or(5.0)),
-            Some(a.tpot_slo.unwrap_or(0.06)),
-        ),
-        false => (a.ttft_slo, a.tpot_slo),
-    }
-}
-
 /// Producers, lookahead and I/O threads: (lookahead bytes, lookahead time, threads).
-fn pipeline_settings(a: &ReplayArgs) -> Result<(u64, Duration, usize)> {
+fn pipeline_settings(a: &ScheduleArgs) -> Result<(u64, Duration, usize)> {
     if a.num_producer == 0 || a.num_producer > 256 {
         return Err(Error::config(format!(
             "--num-producer must be between 1 and 256, got {}",
@@ -672,11 +733,10 @@ fn pipeline_settings(a: &ReplayArgs) -> Result<(u64, Duration, usize)> {
 }
 
 /// The records file and the summary beside it.
-fn output_paths(a: &ReplayArgs, client: bool) -> Result<(PathBuf, PathBuf)> {
-    let output_path = match (&a.output_path, client) {
-        (Some(p), _) => p.clone(),
-        (None, true) => PathBuf::from("./log/output.jsonl"),
-        (None, false) => {
+fn output_paths(a: &OutputArgs) -> Result<(PathBuf, PathBuf)> {
+    let output_path = match &a.output_path {
+        Some(p) => p.clone(),
+        None => {
             let ts: String = crate::report::now_rfc3339()
                 .chars()
                 .take(19)
@@ -699,13 +759,10 @@ fn output_paths(a: &ReplayArgs, client: bool) -> Result<(PathBuf, PathBuf)> {
 }
 
 /// Percentiles and goodput SLOs (`--goodput`, or the anchor's `--ttft-slo`/`--tpot-slo`).
-fn report_settings(a: &ReplayArgs, client: bool) -> Result<ReportConfig> {
-    let defaults: &[f64] = if client {
-        &[90.0, 95.0, 99.0]
-    } else {
-        &crate::report::DEFAULT_PERCENTILES
-    };
-    let mut report = a.report.report_config(defaults)?;
+fn report_settings(a: &OutputArgs) -> Result<ReportConfig> {
+    let mut report = a
+        .report
+        .report_config(&crate::report::DEFAULT_PERCENTILES)?;
     if report.slo.ttft_ms.is_none() {
         report.slo.ttft_ms = a.ttft_slo.map(|s| s * 1e3);
     }
@@ -716,7 +773,7 @@ fn report_settings(a: &ReplayArgs, client: bool) -> Result<ReportConfig> {
 }
 
 /// `--server-metrics`, `--metrics-interval`, `--max-drift-ms`.
-fn server_metrics(a: &ReplayArgs) -> Result<Option<ServerMetrics>> {
+fn server_metrics(a: &ValidityArgs) -> Result<Option<ServerMetrics>> {
     if !a.max_drift_ms.is_finite() || a.max_drift_ms < 0.0 {
         return Err(Error::config(format!(
             "--max-drift-ms must be a number >= 0, got {}",

@@ -12,7 +12,8 @@
 //! `util` holds the few helpers below every stage (percentiles).
 //!
 //! `cli` parses the command line, `config` validates it once, and `run` orchestrates a replay;
-//! `ucm` maps the command line of UCM's `trace_replay.py` onto `replay`.
+//! `compat` maps other tools' command lines (blitz-serving's trace-replayer, UCM's
+//! `trace_replay.py`) onto the same settings.
 
 pub mod error;
 pub use error::{Error, Result};
@@ -29,7 +30,7 @@ pub mod util;
 
 pub mod cli;
 pub mod commands;
+pub mod compat;
 pub mod config;
 pub mod run;
 pub mod sweep;
-pub mod ucm;

@@ -3,7 +3,6 @@ use std::process::ExitCode;
 use clap::Parser;
 use mimalloc::MiMalloc;
 use request_sim::cli::{Cli, Command};
-use request_sim::config::Flavor;
 
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
@@ -11,7 +10,7 @@ static GLOBAL: MiMalloc = MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Replay(args) => request_sim::commands::replay(*args, Flavor::Replay),
+        Command::Replay(args) => request_sim::commands::replay(*args),
         Command::Analyze(args) => request_sim::commands::analyze(args),
         Command::Report(args) => request_sim::commands::report(args),
         Command::Compare(args) => request_sim::commands::compare(args),

@@ -1,18 +1,16 @@
 //! `client`: request-sim with the blitz-serving trace-replayer command line and defaults, so
-//! existing scripts run unchanged.
+//! existing scripts run unchanged (`request_sim::compat::blitz`).
 use std::process::ExitCode;
 
 use clap::Parser;
 use mimalloc::MiMalloc;
-use request_sim::cli::ClientCli;
-use request_sim::config::Flavor;
+use request_sim::compat::blitz::{self, ClientCli};
 
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = ClientCli::parse();
-    match request_sim::commands::replay(cli.args, Flavor::Client) {
+    match blitz::run(ClientCli::parse()) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("client: error: {e}");

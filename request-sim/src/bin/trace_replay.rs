@@ -1,16 +1,16 @@
 //! `trace_replay`: request-sim with the command line of UCM's `benchmarks/trace_replay.py`
-//! (see `request_sim::ucm` and the README section "Coming from UCM trace_replay.py").
+//! (see `request_sim::compat::ucm` and the README section "Coming from UCM trace_replay.py").
 use std::process::ExitCode;
 
 use clap::Parser;
 use mimalloc::MiMalloc;
-use request_sim::ucm::UcmArgs;
+use request_sim::compat::ucm::{self, UcmArgs};
 
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
 
 fn main() -> ExitCode {
-    match request_sim::ucm::run(UcmArgs::parse()) {
+    match ucm::run(UcmArgs::parse()) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("trace_replay: error: {e}");

@@ -89,14 +89,16 @@ pub(super) fn determine_overhead(
     (tokenizer, server): (Option<&tokenizers::Tokenizer>, Option<&ServerTokenizer>),
 ) -> Result<Option<Overhead>> {
     let ep = &srv.ep;
-    if let Some(n) = cfg.chat_overhead {
+    if let Some(n) = cfg.prompts.chat_overhead {
         return Ok(Overhead::new(n, "--chat-overhead", ""));
     }
-    if cfg.token_ids {
+    if cfg.prompts.token_ids {
         return Ok(Overhead::new(0, "token-id prompts are used as given", ""));
     }
     let strip = builder.vocab().strips_first_space();
-    if let (true, Some(tok), Some(tc)) = (ep.kind.is_chat(), tokenizer, &cfg.tokenizer_config) {
+    if let (true, Some(tok), Some(tc)) =
+        (ep.kind.is_chat(), tokenizer, &cfg.prompts.tokenizer_config)
+    {
         match prompt::ChatTemplate::from_config_file(tc)
             .and_then(|t| t.overhead_with_lead(tok, strip))
         {
@@ -146,7 +148,7 @@ pub(super) fn determine_overhead(
             )),
         }
     }
-    if cfg.dry_run {
+    if cfg.requests.dry_run {
         return Ok(Overhead::new(0, "dry run: not calibrated", ""));
     }
     calibrate(srv, params, builder)

@@ -11,7 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use super::pipeline::Pipeline;
 use super::server::Server;
-use super::task::{closed_turn, ms_between, run_one, TaskCtx};
+use super::task::{closed_turn, ms_between, run_one, TaskCtx, TaskSettings};
 use super::{ms_since, note};
 use crate::config::ReplayConfig;
 use crate::report::{self, StartupTimes};
@@ -46,7 +46,7 @@ pub(super) fn run(
     let waited_ms =
         deadline.map(|d| d.saturating_duration_since(Instant::now()).as_secs_f64() * 1e3);
     let tracker = TaskTracker::new();
-    let pin = pipeline.ncores >= 2 && cfg.pin;
+    let pin = pipeline.ncores >= 2 && cfg.schedule.pin;
     let (result, start, started_at, start_offset_ms, ctx) = std::thread::scope(|scope| {
         std::thread::Builder::new()
             .name("dispatcher".into())
@@ -64,7 +64,11 @@ pub(super) fn run(
                 let boost = server.realtime.io_boost();
                 // A common start (`--start-at`): wait for it on this thread, precisely.
                 if let Some(at) = deadline {
-                    schedule::clock::wait_until(at, cfg.spin, pipeline.control.stop.flag());
+                    schedule::clock::wait_until(
+                        at,
+                        cfg.schedule.spin,
+                        pipeline.control.stop.flag(),
+                    );
                 }
                 // The clock starts on this thread once it is set up, so its own start-up
                 // never makes the first requests late.
@@ -73,7 +77,7 @@ pub(super) fn run(
                 if let Some(s) = &pipeline.scraper {
                     s.set_clock_start(start);
                 }
-                let start_offset_ms = cfg.start_at.map(|a| a.offset_now_ms());
+                let start_offset_ms = cfg.schedule.start_at.map(|a| a.offset_now_ms());
                 pipeline.producers.start_clock(start);
                 startup.total_ms = ms_between(t_start, start);
                 let ctx = task_context(cfg, server, pipeline, start);
@@ -97,7 +101,7 @@ pub(super) fn run(
 
 /// `--start-at`: start-up must be over before the common start.
 fn start_deadline(cfg: &ReplayConfig, t_start: Instant) -> Result<Option<Instant>> {
-    let Some(at) = cfg.start_at else {
+    let Some(at) = cfg.schedule.start_at else {
         return Ok(None);
     };
     match at.instant() {
@@ -129,7 +133,7 @@ fn task_context(
         client: server.client.clone(),
         ep: server.ep.clone(),
         control: pipeline.control.clone(),
-        cfg: cfg.clone(),
+        settings: TaskSettings::new(cfg),
         start,
         progress: pipeline.progress.clone(),
         realtime: server.realtime.clone(),
@@ -150,9 +154,9 @@ fn send_all(
     boost: Option<schedule::priority::IoBoost>,
 ) -> DispatchResult {
     let plan = DispatchPlan {
-        scale_factor: cfg.scale_factor,
-        spin: cfg.spin,
-        time_limit: cfg.time_limit,
+        scale_factor: cfg.schedule.scale_factor,
+        spin: cfg.schedule.spin,
+        time_limit: cfg.schedule.time_limit,
         burst_lead: ctx.warmth.as_ref().map(|_| WARM_LEAD),
     };
     let handle = server.rt.handle();

@@ -65,7 +65,7 @@ pub(super) fn run(
     if reason == StopReason::TimeLimit {
         note(format!(
             "time limit reached: stopped sending; in-flight requests get {:.1} s",
-            cfg.grace.as_secs_f64()
+            cfg.requests.grace.as_secs_f64()
         ));
     }
     let stopped_early = reason != StopReason::Completed;
@@ -74,15 +74,18 @@ pub(super) fn run(
         dispatched.tracker.clone(),
         &control,
         stopped_early,
-        cfg.grace,
+        cfg.requests.grace,
     );
     let wall = dispatched.start.elapsed();
     let feed = producers.finish();
     // The scraper's last round comes after the last request, before the simulator stops.
     let scraped = scraper.map(|s| s.finish());
-    let (written, accumulator) = writer
-        .finish()
-        .map_err(|e| Error::io(format!("writing {} failed", cfg.output_path.display()), e))?;
+    let (written, accumulator) = writer.finish().map_err(|e| {
+        Error::io(
+            format!("writing {} failed", cfg.output.records_path.display()),
+            e,
+        )
+    })?;
     progress.finish();
     server.sim.take();
     if written.written != result.dispatched {

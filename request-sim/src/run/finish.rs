@@ -43,7 +43,7 @@ pub(super) fn run(
         None => {}
     }
     validity(cfg, &mut summary);
-    report::write_summary_json(&cfg.summary_path, &summary)?;
+    report::write_summary_json(&cfg.output.summary_path, &summary)?;
     report::print_stdout(&format!("{}\n", report::render_console(&summary)))?;
     end_notes(
         &summary,
@@ -51,9 +51,9 @@ pub(super) fn run(
         &dispatched.result.stats,
         &startup,
     );
-    note(format!("summary: {}", cfg.summary_path.display()));
-    if let Some(dir) = &cfg.result_dir {
-        let files = report::write_result_dir(dir, &summary, &cfg.output_path)?;
+    note(format!("summary: {}", cfg.output.summary_path.display()));
+    if let Some(dir) = &cfg.output.result_dir {
+        let files = report::write_result_dir(dir, &summary, &cfg.output.records_path)?;
         note(format!(
             "result files: {} files in {}",
             files.len(),
@@ -72,7 +72,7 @@ pub(super) fn run(
         }
         StopReason::Interrupted => 130,
         StopReason::EarlyStop => 3,
-        _ if cfg.strict && !summary.invalid.is_empty() => {
+        _ if cfg.validity.strict && !summary.invalid.is_empty() => {
             note("--strict: exit status 4 (run invalid)");
             4
         }
@@ -107,17 +107,17 @@ fn run_info(
         format: Some(trace.format),
         block_size: Some(trace.block_size),
         trace_stats: Some(trace.trace_stats()),
-        seed: Some(cfg.seed),
-        scale_factor: Some(cfg.scale_factor),
-        endpoint: Some(match &cfg.target {
+        seed: Some(cfg.prompts.seed),
+        scale_factor: Some(cfg.schedule.scale_factor),
+        endpoint: Some(match &cfg.target.server {
             Target::Remote(ep) => crate::backend::sanitize_url(ep.url.as_str()),
             Target::BuiltinSimulator => "built-in simulator (llm-sim)".to_string(),
         }),
         api: Some(server.ep.api()),
         model: Some(prompts.model.clone()),
-        stream: Some(cfg.stream),
-        num_producer: Some(cfg.producers),
-        threads: Some(cfg.threads),
+        stream: Some(cfg.requests.stream),
+        num_producer: Some(cfg.schedule.producers),
+        threads: Some(cfg.schedule.threads),
         chat_overhead: prompts.overhead.as_ref().map(|o| o.tokens),
         prompt_token_source: Some(prompts.source.clone()),
         prompt_verification: prompts.verification.as_ref().map(|v| PromptVerification {
@@ -129,12 +129,12 @@ fn run_info(
         scheduled: d.result.dispatched,
         never_sent,
         never_sent_reason: (never_sent > 0).then_some(drained.reason),
-        dry_run: cfg.dry_run,
+        dry_run: cfg.requests.dry_run,
         planned,
         stop_reason: Some(drained.reason),
         wall_time_s: Some(drained.wall.as_secs_f64()),
-        records_path: Some(cfg.output_path.display().to_string()),
-        max_output_tokens: cfg.max_output_tokens,
+        records_path: Some(cfg.output.records_path.display().to_string()),
+        max_output_tokens: cfg.requests.max_output_tokens,
         producer: Some(drained.producer_stats),
         dispatch: Some(d.result.stats),
         startup: Some(startup),
@@ -142,9 +142,9 @@ fn run_info(
         realtime: Some(drained.realtime.clone()),
         sessions: (trace.sessions.any() || trace.head.iter().any(|p| p.turn.is_some())).then_some(
             report::sessions::SessionRun {
-                timing: cfg.sessions.timing,
-                think_time: Some(cfg.sessions.think),
-                live_history: cfg.sessions.live_history,
+                timing: cfg.requests.sessions.timing,
+                think_time: Some(cfg.requests.sessions.think),
+                live_history: cfg.requests.sessions.live_history,
                 cut_turns: trace.cut.0,
                 cut_sessions: trace.cut.1,
             },
@@ -173,7 +173,7 @@ fn feed_warnings(summary: &mut Summary, feed: &FeedEnd, reason: StopReason) {
 
 /// `--start-at`: the common start and how close to it this run started.
 fn start_at_report(cfg: &ReplayConfig, d: &Dispatched) -> Option<schedule::StartAtReport> {
-    cfg.start_at.map(|at| {
+    cfg.schedule.start_at.map(|at| {
         let offset = d.start_offset_ms.unwrap_or(0.0);
         let first = d.first_sent_us;
         schedule::StartAtReport {
@@ -229,10 +229,10 @@ fn server_section(summary: &mut Summary, scraped: &ScrapeResult) {
 /// A run is invalid when the client fell behind the schedule or the server metrics it was to
 /// report are missing.
 fn validity(cfg: &ReplayConfig, summary: &mut Summary) {
-    if summary.drift.count > 0 && summary.drift.p99_ms > cfg.max_drift_ms {
+    if summary.drift.count > 0 && summary.drift.p99_ms > cfg.validity.max_drift_ms {
         summary.invalid.push(format!(
             "send drift p99 {:.3} ms is above --max-drift-ms {}: the client fell behind the schedule, so the server did not get the trace's timing (see docs/performance.md)",
-            summary.drift.p99_ms, cfg.max_drift_ms
+            summary.drift.p99_ms, cfg.validity.max_drift_ms
         ));
     }
     if let Some(srv) = &summary.server {

@@ -69,23 +69,25 @@ impl Loaded {
 
 /// Load the whole trace the config names (for what needs it all, e.g. `sweep`'s rate).
 pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace> {
-    Ok(match &cfg.trace {
-        TraceSource::File(p) => trace::load(p, &cfg.load)?,
-        TraceSource::BuiltinDemo => {
-            trace::parse_reader("<built-in demo trace>", DEMO_TRACE.as_bytes(), &cfg.load)?
-        }
+    Ok(match &cfg.trace.source {
+        TraceSource::File(p) => trace::load(p, &cfg.trace.load)?,
+        TraceSource::BuiltinDemo => trace::parse_reader(
+            "<built-in demo trace>",
+            DEMO_TRACE.as_bytes(),
+            &cfg.trace.load,
+        )?,
     })
 }
 
 /// Open the trace, choose how it is read, and read this run's first requests.
 pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
-    let stream = match &cfg.trace {
-        TraceSource::File(p) => TraceStream::open(p, &cfg.load, cfg.reorder)?,
+    let stream = match &cfg.trace.source {
+        TraceSource::File(p) => TraceStream::open(p, &cfg.trace.load, cfg.trace.reorder)?,
         TraceSource::BuiltinDemo => TraceStream::from_reader(
             "<built-in demo trace>",
             DEMO_TRACE.as_bytes(),
-            &cfg.load,
-            cfg.reorder,
+            &cfg.trace.load,
+            cfg.trace.reorder,
         )?,
     };
     let (format, block_size, name) = (
@@ -95,9 +97,9 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
     );
     let why_whole = if stream.needs_whole() {
         Some("bailian parent chains")
-    } else if cfg.save_prompts.is_some() {
+    } else if cfg.output.save_prompts.is_some() {
         Some("--save-prompts")
-    } else if cfg.sessions.timing == Timing::Closed
+    } else if cfg.requests.sessions.timing == Timing::Closed
         && matches!(format, TraceFormat::Messages | TraceFormat::Generic)
     {
         Some("--timing closed sessions")
@@ -129,8 +131,8 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
     let mut feed = RunFeed {
         inner,
         ideal: IdealCache::new(block_size, IdealCache::MAX_BLOCKS),
-        shard: cfg.shard,
-        max_output: cfg.max_output_tokens,
+        shard: cfg.trace.shard,
+        max_output: cfg.requests.max_output_tokens,
         not_chat: endpoint_limits(cfg).0,
         not_completions: endpoint_limits(cfg).1,
         name,
@@ -140,7 +142,7 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
     // records file still merges.
     loaded.answer_spans = match &loaded.whole {
         Some(w) => live_history(cfg, w, &loaded.name)?,
-        None if cfg.sessions.live_history => {
+        None if cfg.requests.sessions.live_history => {
             return Err(Error::config(format!(
                 "--live-history needs a messages trace (rows with `messages` whose assistant turns it replaces); {} is a {} trace",
                 loaded.name,
@@ -157,7 +159,7 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
 
 /// A trace loaded whole: its sessions, and how many requests this run (shard) has.
 fn whole_loaded(cfg: &ReplayConfig, whole: Arc<Trace>, name: String, why: &str) -> Loaded {
-    let planned = match cfg.shard {
+    let planned = match cfg.trace.shard {
         Some(s) => (0..whole.requests.len())
             .filter(|&i| shard::owner(whole.sessions.key(i), i, s.count) == s.index)
             .count(),
@@ -169,8 +171,8 @@ fn whole_loaded(cfg: &ReplayConfig, whole: Arc<Trace>, name: String, why: &str) 
         whole.requests.len(),
         whole.format,
         whole.block_size,
-        span_s / cfg.scale_factor,
-        cfg.scale_factor
+        span_s / cfg.schedule.scale_factor,
+        cfg.schedule.scale_factor
     ));
     Loaded {
         format: whole.format,
@@ -194,13 +196,13 @@ fn describe(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned], head_ms: f64)
             loaded.name,
             loaded.format,
             loaded.block_size,
-            cfg.reorder.ms,
-            cfg.reorder.rows,
-            cfg.scale_factor,
+            cfg.trace.reorder.ms,
+            cfg.trace.reorder.rows,
+            cfg.schedule.scale_factor,
             head.len()
         ));
     }
-    if let Some(s) = cfg.shard {
+    if let Some(s) = cfg.trace.shard {
         let share = match loaded.planned {
             Some(n) => format!("{n} of the trace's requests"),
             None => "sessions whole by session id, other requests round-robin by index".into(),
@@ -215,12 +217,12 @@ fn describe(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned], head_ms: f64)
 /// The endpoint, when it is not a chat endpoint (a `messages` row cannot be sent there), and
 /// when it is not a completions endpoint (nor can a `prompt_token_ids` row).
 fn endpoint_limits(cfg: &ReplayConfig) -> (Option<String>, Option<String>) {
-    match &cfg.target {
+    match &cfg.target.server {
         Target::Remote(ep) => (
             (ep.kind != ApiKind::Chat).then(|| ep.display_url()),
             (ep.kind != ApiKind::Completions).then(|| ep.display_url()),
         ),
-        Target::BuiltinSimulator if cfg.token_ids => (
+        Target::BuiltinSimulator if cfg.prompts.token_ids => (
             Some("the built-in simulator's /v1/completions (--token-ids)".into()),
             None,
         ),
@@ -300,7 +302,7 @@ impl Iterator for RunFeed {
 /// Turns of this run's sessions (this shard's with `--shard`) that `--start-ms/--end-ms/
 /// --max-requests` left out, said at start-up when there are any.
 fn cut_turns(cfg: &ReplayConfig, trace: &Trace) -> (usize, usize) {
-    let cut = trace.sessions.cut_in(|id| match cfg.shard {
+    let cut = trace.sessions.cut_in(|id| match cfg.trace.shard {
         Some(s) => trace::shard::owner(Some(id), 0, s.count) == s.index,
         None => true,
     });
@@ -309,7 +311,7 @@ fn cut_turns(cfg: &ReplayConfig, trace: &Trace) -> (usize, usize) {
             "sessions: the slice (--start-ms/--end-ms/--max-requests) cut {} turns of {} sessions{}; a turn whose parent was cut starts its part of the session",
             cut.0,
             cut.1,
-            if cfg.shard.is_some() { " on this shard" } else { "" }
+            if cfg.trace.shard.is_some() { " on this shard" } else { "" }
         ));
     }
     cut
@@ -321,7 +323,7 @@ fn live_history(
     trace: &Trace,
     name: &str,
 ) -> Result<Option<Arc<Vec<Vec<AnswerSpan>>>>> {
-    if !cfg.sessions.live_history {
+    if !cfg.requests.sessions.live_history {
         return Ok(None);
     }
     let has_messages = trace.chats.iter().flatten().any(|c| !c.is_literal());

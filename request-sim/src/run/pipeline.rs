@@ -48,10 +48,13 @@ pub(super) fn run(
     let ncores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
     let sessions = trace.sessions.clone();
     // A streamed trace's length is known when it ends.
-    let progress = Arc::new(Progress::new(trace.planned.unwrap_or(0) as u64, !cfg.quiet));
+    let progress = Arc::new(Progress::new(
+        trace.planned.unwrap_or(0) as u64,
+        !cfg.output.quiet,
+    ));
     let feed = total_at_end(feed, progress.clone());
     let producers = start_producers(cfg, trace, feed, server, prompts, ncores)?;
-    let gate = (cfg.sessions.timing == Timing::Closed && sessions.any())
+    let gate = (cfg.requests.sessions.timing == Timing::Closed && sessions.any())
         .then(|| Arc::new(SessionGate::new(&sessions, sessions.turns.len())));
     let scraper = start_scraper(cfg, server)?;
     let (writer, tx) = start_writer(cfg, scraper.as_ref(), progress.clone())?;
@@ -111,7 +114,7 @@ fn start_producers(
     prompts: &Prompts,
     ncores: usize,
 ) -> Result<Producers> {
-    let cores: Vec<usize> = if ncores >= 2 && cfg.producers < ncores {
+    let cores: Vec<usize> = if ncores >= 2 && cfg.schedule.producers < ncores {
         (0..ncores - 1).collect()
     } else if ncores >= 2 {
         (0..ncores).collect()
@@ -123,9 +126,9 @@ fn start_producers(
         server.ep.kind,
         prompts.params.clone(),
         prompts.shortening(),
-        cfg.token_ids,
+        cfg.prompts.token_ids,
         ChatRows {
-            session_user: cfg.sessions.session_user,
+            session_user: cfg.requests.sessions.session_user,
             answer_spans: trace.answer_spans.clone(),
             counter: prompts.chat_counter.clone(),
         },
@@ -133,19 +136,19 @@ fn start_producers(
     let producers = Producers::spawn(
         feed,
         &ProducerConfig {
-            threads: cfg.producers,
-            capacity: cfg.channel_capacity,
-            pin: cfg.pin && ncores >= 2,
+            threads: cfg.schedule.producers,
+            capacity: cfg.schedule.channel_capacity,
+            pin: cfg.schedule.pin && ncores >= 2,
             cores,
-            budget_bytes: cfg.lookahead_bytes,
-            horizon: cfg.lookahead,
-            scale_factor: cfg.scale_factor,
+            budget_bytes: cfg.schedule.lookahead_bytes,
+            horizon: cfg.schedule.lookahead,
+            scale_factor: cfg.schedule.scale_factor,
             nice: crate::schedule::priority::PRODUCER_NICE,
         },
         build,
     )?;
     note(producer_placement(
-        cfg.producers,
+        cfg.schedule.producers,
         ncores,
         &producers.stats(),
     ));
@@ -156,7 +159,12 @@ fn start_producers(
 /// start-up's own requests (model lookup, calibration), so the run's deltas count only the
 /// replay.
 fn start_scraper(cfg: &ReplayConfig, server: &Server) -> Result<Option<Scraper>> {
-    let Some(sm) = cfg.server_metrics.as_ref().filter(|_| !cfg.dry_run) else {
+    let Some(sm) = cfg
+        .validity
+        .server_metrics
+        .as_ref()
+        .filter(|_| !cfg.requests.dry_run)
+    else {
         return Ok(None);
     };
     // Behind a router the listed instances are the servers; the router's origin (which may
@@ -166,10 +174,10 @@ fn start_scraper(cfg: &ReplayConfig, server: &Server) -> Result<Option<Scraper>>
         .is_empty()
         .then(|| server.ep.url.join("/metrics").ok())
         .flatten();
-    let out = match &cfg.result_dir {
+    let out = match &cfg.output.result_dir {
         Some(dir) => dir.join("server_metrics.jsonl"),
         None => {
-            let mut p = cfg.output_path.as_os_str().to_owned();
+            let mut p = cfg.output.records_path.as_os_str().to_owned();
             p.push(".server_metrics.jsonl");
             p.into()
         }
@@ -177,10 +185,10 @@ fn start_scraper(cfg: &ReplayConfig, server: &Server) -> Result<Option<Scraper>>
     let started = Scraper::start(ScrapeConfig {
         urls: sm.urls.clone(),
         origin,
-        origin_api_key: cfg.api_key.clone(),
+        origin_api_key: cfg.target.api_key.clone(),
         interval: sm.interval,
         out: Some(out),
-        insecure: cfg.insecure,
+        insecure: cfg.target.insecure,
     })?;
     for n in &started.notes {
         note(n);
@@ -206,17 +214,17 @@ fn start_writer(
         }) as Annotate
     });
     let writer = RecordWriter::spawn_annotated(
-        Some(&cfg.output_path),
-        cfg.record_itl,
+        Some(&cfg.output.records_path),
+        cfg.output.record_itl,
         annotate,
-        Accumulator::new(&cfg.report),
+        Accumulator::new(&cfg.output.report),
         move |acc: &mut Accumulator, rec: &Record, itl: &[f64]| {
             progress.on_done(rec.status);
             acc.add(rec, itl);
         },
     )
-    .map_err(|e| Error::write(&cfg.output_path, e))?;
-    note(format!("records: {}", cfg.output_path.display()));
+    .map_err(|e| Error::write(&cfg.output.records_path, e))?;
+    note(format!("records: {}", cfg.output.records_path.display()));
     Ok(writer)
 }
 

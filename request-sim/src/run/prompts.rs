@@ -27,7 +27,7 @@ pub(super) struct TokenizerJob(Option<JoinHandle<(Result<tokenizers::Tokenizer>,
 
 impl TokenizerJob {
     pub(super) fn start(cfg: &ReplayConfig) -> TokenizerJob {
-        TokenizerJob(cfg.tokenizer.clone().map(|p| {
+        TokenizerJob(cfg.prompts.tokenizer.clone().map(|p| {
             std::thread::spawn(move || {
                 let t = Instant::now();
                 let r = prompt::load_tokenizer(&p).map_err(Error::from);
@@ -109,15 +109,15 @@ pub(super) fn run(
         (None, None) => None,
     };
     // `--prompt-corpus`: real text, tokenized and checked by the same source of truth.
-    let corpus = prompt::load_corpus(cfg.prompt_corpus.as_ref(), encoder, &vocab)?;
+    let corpus = prompt::load_corpus(cfg.prompts.corpus.as_ref(), encoder, &vocab)?;
     let builder = Arc::new(PromptBuilder::with_corpus(
         Arc::new(vocab),
         corpus,
-        cfg.seed,
+        cfg.prompts.seed,
         trace.block_size,
     ));
     let t = Instant::now();
-    let source = match (&cfg.tokenizer, &server_tok) {
+    let source = match (&cfg.prompts.tokenizer, &server_tok) {
         (Some(p), _) => format!("local tokenizer {}", p.display()),
         (None, Some(s)) => s.describe(),
         (None, None) => "none (built-in word list)".to_string(),
@@ -135,7 +135,7 @@ pub(super) fn run(
     let params = BodyParams {
         model: model.clone(),
         stream: server.ep.stream,
-        exact_output: cfg.exact_output,
+        exact_output: cfg.requests.exact_output,
         extra: None,
     };
     let overhead = determine_overhead(
@@ -166,7 +166,7 @@ pub(super) fn run(
         corpus,
         chat_counter: chat_counter(cfg, trace, tokenizer)?,
     };
-    if let Some(path) = &cfg.save_prompts {
+    if let Some(path) = &cfg.output.save_prompts {
         save_prompts(cfg, trace, server, &prompts, path)?;
     }
     startup.calibration_ms = ms_since(t) + model_ms;
@@ -182,7 +182,11 @@ pub(super) fn run(
 /// server), else `default`.
 fn model_name(cfg: &ReplayConfig, server: &Server) -> Result<String> {
     Ok(
-        match (&cfg.model_name, cfg.dry_run, server.ep.kind.is_openai()) {
+        match (
+            &cfg.target.model_name,
+            cfg.requests.dry_run,
+            server.ep.kind.is_openai(),
+        ) {
             (Some(m), _, _) => m.clone(),
             (None, true, _) | (None, _, false) => "default".to_string(),
             (None, false, true) => server
@@ -201,9 +205,9 @@ fn server_tokenizer(
     model: &str,
 ) -> Option<ServerTokenizer> {
     (no_local
-        && matches!(cfg.target, Target::Remote(_))
-        && !cfg.dry_run
-        && !cfg.no_server_tokenize
+        && matches!(cfg.target.server, Target::Remote(_))
+        && !cfg.requests.dry_run
+        && !cfg.prompts.no_server_tokenize
         && server.ep.kind.is_openai())
     .then(|| {
         ServerTokenizer::probe(
@@ -256,7 +260,7 @@ fn chat_counter(
     if !messages {
         return Ok(None);
     }
-    let (Some(tok), Some(tc)) = (tokenizer, &cfg.tokenizer_config) else {
+    let (Some(tok), Some(tc)) = (tokenizer, &cfg.prompts.tokenizer_config) else {
         note(
             "messages rows: their prompt tokens are the server's count, not checked (give --tokenizer and --tokenizer-config to check them)",
         );
@@ -266,7 +270,7 @@ fn chat_counter(
     note(format!(
         "messages rows: intended prompt tokens from the chat template of {} rendered with each row's messages and tools{}",
         tc.display(),
-        if cfg.sessions.live_history {
+        if cfg.requests.sessions.live_history {
             " (not for turns whose history --live-history rewrites)"
         } else {
             ""
@@ -294,7 +298,7 @@ fn vocabulary(
             }
         },
         (None, None) => {
-            if !matches!(cfg.target, Target::BuiltinSimulator) {
+            if !matches!(cfg.target.server, Target::BuiltinSimulator) {
                 note("WARNING: no --tokenizer and the server has no POST /tokenize: prompts use the built-in \
                      word list, so prompt token counts are APPROXIMATE for a real model (exact only against \
                      the built-in simulator). Pass the model's tokenizer.json for exact counts.",
@@ -361,12 +365,13 @@ fn save_prompts(
         .requests
         .iter()
         .filter(|r| {
-            cfg.shard.is_none_or(|s| {
+            cfg.trace.shard.is_none_or(|s| {
                 crate::trace::shard::owner(whole.sessions.key(r.index), r.index, s.count) == s.index
             })
         })
         .map(|r| TraceRequest {
             output_length: cfg
+                .requests
                 .max_output_tokens
                 .map_or(r.output_length, |c| r.output_length.min(c)),
             ..r.clone()
@@ -378,7 +383,7 @@ fn save_prompts(
         &mine,
         &prompts.builder,
         prompts.shortening(),
-        save::SaveAs::of(ep.kind, cfg.token_ids),
+        save::SaveAs::of(ep.kind, cfg.prompts.token_ids),
         &whole.chats,
         &whole.sessions,
     )?;

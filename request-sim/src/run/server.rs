@@ -30,8 +30,9 @@ pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Serv
     let t = Instant::now();
     // The I/O threads write requests when their time comes: real-time scheduling when the
     // mode allows it (see schedule::priority). `on` fails here, before anything is sent.
-    let realtime = Realtime::new(cfg.realtime, cfg.rt_priority).keep_awake(cfg.keep_awake);
-    match (cfg.realtime, realtime.probe()) {
+    let realtime = Realtime::new(cfg.schedule.realtime, cfg.schedule.rt_priority)
+        .keep_awake(cfg.schedule.keep_awake);
+    match (cfg.schedule.realtime, realtime.probe()) {
         (RealtimeMode::On, Err(e)) => return Err(Error::config(format!("--realtime on: {e}"))),
         (RealtimeMode::Auto, Err(e)) => note(format!(
             "normal scheduling ({e}); other work on this machine can delay sends (see --realtime)"
@@ -40,15 +41,15 @@ pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Serv
     }
     let rt_io = realtime.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cfg.threads)
+        .worker_threads(cfg.schedule.threads)
         .thread_name("request-io")
         .on_thread_start(move || rt_io.register_io_thread())
         .enable_all()
         .build()
         .map_err(|e| Error::io("cannot start the async runtime", e))?;
-    let (sim, ep) = match &cfg.target {
+    let (sim, ep) = match &cfg.target.server {
         Target::Remote(ep) => (None, ep.clone()),
-        Target::BuiltinSimulator if cfg.dry_run => {
+        Target::BuiltinSimulator if cfg.requests.dry_run => {
             (None, cfg.simulator_endpoint("http://127.0.0.1:9")?)
         }
         Target::BuiltinSimulator => {
@@ -57,9 +58,9 @@ pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Serv
         }
     };
     let client_options = backend::ClientOptions {
-        insecure: cfg.insecure,
+        insecure: cfg.target.insecure,
         tls_roots: ep.url.scheme() == "https",
-        pool_idle_timeout: cfg.pool_idle_timeout,
+        pool_idle_timeout: cfg.target.pool_idle_timeout,
         ..Default::default()
     };
     let client = backend::build_client(&client_options)?;
@@ -85,8 +86,8 @@ pub(super) type BuiltinSim = std::convert::Infallible;
 #[cfg(feature = "builtin-sim")]
 fn start_simulator(cfg: &ReplayConfig) -> Result<(BuiltinSim, Endpoint)> {
     let sc = llm_sim::SimConfig {
-        tokenizer: cfg.tokenizer.clone(),
-        tokenizer_config: cfg.tokenizer_config.clone(),
+        tokenizer: cfg.prompts.tokenizer.clone(),
+        tokenizer_config: cfg.prompts.tokenizer_config.clone(),
         ..Default::default()
     };
     let s = llm_sim::spawn_in_thread(sc)

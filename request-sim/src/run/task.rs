@@ -3,17 +3,17 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::FutureExt;
 
 use super::control::Control;
 use crate::backend::{self, Endpoint};
-use crate::config::ReplayConfig;
+use crate::config::{EarlyStop, ReplayConfig, TimeoutRule};
 use crate::record::{Finished, Record, Status, TokenSource};
 use crate::report;
-use crate::schedule::sessions::{sleep_until_precise, Done, LiveAnswer, SessionGate};
+use crate::schedule::sessions::{sleep_until_precise, Done, LiveAnswer, SessionGate, ThinkTime};
 use crate::schedule::{Prepared, Realtime, StopReason};
 use crate::trace::{Planned, TraceRequest};
 
@@ -22,7 +22,7 @@ pub(super) struct TaskCtx {
     pub(super) client: backend::HttpClient,
     pub(super) ep: Endpoint,
     pub(super) control: Arc<Control>,
-    pub(super) cfg: ReplayConfig,
+    pub(super) settings: TaskSettings,
     pub(super) start: Instant,
     pub(super) progress: Arc<report::Progress>,
     pub(super) realtime: Realtime,
@@ -32,6 +32,49 @@ pub(super) struct TaskCtx {
     pub(super) warmth: Option<Arc<backend::warm::Warmth>>,
     /// Earliest send of the run, µs after `start` (u64::MAX until the first send).
     pub(super) first_sent_us: AtomicU64,
+}
+
+/// The settings a request task reads, copied from the run's [`ReplayConfig`] once.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TaskSettings {
+    /// `--time-in-secs`: a closed-loop turn due after it is not sent.
+    pub(super) time_limit: Option<Duration>,
+    /// `--scale-factor` (a trace think time is divided by it).
+    pub(super) scale_factor: f64,
+    /// `--think-time`.
+    pub(super) think: ThinkTime,
+    /// `--skip-after-failed-parent`.
+    pub(super) skip_after_failed_parent: bool,
+    /// `--live-history`: a turn some later turn waits for keeps its answer.
+    pub(super) live_history: bool,
+    /// `--dry-run`: nothing is sent.
+    pub(super) dry_run: bool,
+    /// `--request-timeout` (or the SLO rule).
+    pub(super) timeout: TimeoutRule,
+    /// `--allow-missing-usage`.
+    pub(super) allow_missing_usage: bool,
+    /// `--early-stop-error-threshold`.
+    pub(super) early_stop: Option<EarlyStop>,
+    /// `--grace-secs` (only said in the early-stop line; the drain applies it).
+    pub(super) grace: Duration,
+}
+
+impl TaskSettings {
+    pub(super) fn new(cfg: &ReplayConfig) -> TaskSettings {
+        let requests = &cfg.requests;
+        TaskSettings {
+            time_limit: cfg.schedule.time_limit,
+            scale_factor: cfg.schedule.scale_factor,
+            think: requests.sessions.think,
+            skip_after_failed_parent: requests.sessions.skip_after_failed_parent,
+            live_history: requests.sessions.live_history,
+            dry_run: requests.dry_run,
+            timeout: requests.timeout,
+            allow_missing_usage: requests.allow_missing_usage,
+            early_stop: requests.early_stop,
+            grace: requests.grace,
+        }
+    }
 }
 
 /// Milliseconds from `a` to `b` (negative if `b` is earlier), rounded to 1 µs: records carry
@@ -90,7 +133,7 @@ async fn wait_for_release(
     trace_time: Instant,
     parent: usize,
 ) -> Result<Release, String> {
-    let limit = ctx.cfg.time_limit.map(|l| ctx.start + l);
+    let limit = ctx.settings.time_limit.map(|l| ctx.start + l);
     let after_limit = async {
         match limit {
             Some(l) => tokio::time::sleep_until(l.into()).await,
@@ -108,7 +151,7 @@ async fn wait_for_release(
         d = gate.wait(parent) => d,
     };
     if let Some(d) = &done {
-        if !d.ok && ctx.cfg.sessions.skip_after_failed_parent {
+        if !d.ok && ctx.settings.skip_after_failed_parent {
             return Err(format!(
                 "skipped: parent request {parent} did not succeed (--skip-after-failed-parent)"
             ));
@@ -118,7 +161,7 @@ async fn wait_for_release(
         .planned
         .turn
         .as_ref()
-        .map(|t| ctx.cfg.sessions.think.before(t, ctx.cfg.scale_factor))
+        .map(|t| ctx.settings.think.before(t, ctx.settings.scale_factor))
         .unwrap_or_default();
     let has_parent_done = done.is_some();
     let release = match &done {
@@ -160,21 +203,44 @@ pub(super) struct Released {
     think_ms: Option<f64>,
 }
 
-/// The session fields of a request's record.
-pub(super) fn session_fields(p: &Planned) -> (Option<u32>, Option<String>, Option<usize>) {
-    match &p.turn {
-        Some(t) => (Some(t.turn), Some(t.id.to_string()), t.parent_index),
-        None => (None, None, None),
-    }
+/// How a request ended, for its record. Built and consumed at once by [`record`], so the size
+/// of `Sent` costs nothing (boxing it would allocate per request).
+#[allow(clippy::large_enum_variant)]
+enum Ending {
+    /// Never sent (a closed-loop turn cut or skipped): its status and why.
+    Unsent(Status, String),
+    /// Sent, with what came back.
+    Sent(Sent),
 }
 
-/// The record of a request with what the trace says of it: times and results to be filled in.
-fn base_record(p: &Planned, status: Status) -> Record {
-    let req = &p.req;
+/// A sent request and what came back, for its record.
+struct Sent {
+    /// When it was sent.
+    at: Instant,
+    /// Its outcome (the answer text already taken).
+    outcome: backend::Outcome,
+    /// Its intended prompt tokens (a messages row's are known only from its build).
+    input_length: u32,
+    /// A closed-loop turn: how it was released.
+    released: Option<Released>,
+}
+
+/// A request's one record, with its inter-token latencies: what the trace says of it, when it
+/// was due (`scheduled`, on the clock started at `start`), and how it ended.
+fn record(start: Instant, planned: &Planned, scheduled: Instant, ending: Ending) -> Finished {
+    let req = &planned.req;
     let session = req.session.as_ref();
-    let (turn, session_id, parent_index) = session_fields(p);
-    Record {
+    let (turn, session_id, parent_index) = match &planned.turn {
+        Some(t) => (Some(t.turn), Some(t.id.to_string()), t.parent_index),
+        None => (None, None, None),
+    };
+    let status = match &ending {
+        Ending::Unsent(status, _) => *status,
+        Ending::Sent(sent) => sent.outcome.status,
+    };
+    let base = Record {
         timestamp: req.timestamp_ms,
+        scheduled_ms: ms_between(start, scheduled),
         input_length: req.input_length,
         output_length: req.output_length,
         chat_id: session.map(|s| s.chat_id),
@@ -183,6 +249,72 @@ fn base_record(p: &Planned, status: Status) -> Record {
         session_id,
         parent_index,
         ..Record::new(req.index, req.line, status)
+    };
+    match ending {
+        Ending::Unsent(_, why) => Finished {
+            record: Record {
+                error: Some(why),
+                ..base
+            },
+            itl_ms: Vec::new(),
+        },
+        Ending::Sent(sent) => sent.complete(start, base),
+    }
+}
+
+impl Sent {
+    /// `base` (the request's record as the trace and the schedule give it) completed with the
+    /// send time and what came back; the inter-token latencies beside it.
+    fn complete(self, start: Instant, base: Record) -> Finished {
+        let Sent {
+            at,
+            outcome,
+            input_length,
+            released,
+        } = self;
+        let st = outcome.state;
+        let rel = |t: Option<Instant>| t.map(|t| ms_between(at, t));
+        let ttft = rel(st.first_token);
+        let e2e = rel(st.last_token);
+        let usage = st.usage.unwrap_or_default();
+        let (output_tokens, source) = match (usage.completion_tokens, st.chunks) {
+            (Some(n), _) => (Some(n), Some(TokenSource::Usage)),
+            (None, 0) => (None, None),
+            (None, _) => (Some(st.content_chunks), Some(TokenSource::Chunks)),
+        };
+        let tpot = match (ttft, e2e, output_tokens) {
+            (Some(a), Some(b), Some(n)) if n > 1 => {
+                Some(((b - a) / (n as f64 - 1.0) * 1e3).round() / 1e3)
+            }
+            _ => None,
+        };
+        let sent_ms = ms_between(start, at);
+        let record = Record {
+            sent_ms: Some(sent_ms),
+            drift_ms: Some(((sent_ms - base.scheduled_ms) * 1e3).round() / 1e3),
+            http_status: outcome.http_status,
+            error: outcome.error,
+            ttft_ms: ttft,
+            ttfc_ms: rel(st.first_content),
+            e2e_ms: e2e,
+            done_ms: rel(st.done),
+            tpot_ms: tpot,
+            input_length,
+            prompt_tokens: usage.prompt_tokens,
+            cached_tokens: usage.cached_tokens,
+            output_tokens,
+            output_tokens_source: source,
+            chunks: st.chunks,
+            session_wait_ms: released.map(|r| r.wait_ms),
+            think_ms: released.and_then(|r| r.think_ms),
+            served_by: st.served_by,
+            retries: outcome.retries,
+            ..base
+        };
+        Finished {
+            record,
+            itl_ms: st.itl_ms,
+        }
     }
 }
 
@@ -196,17 +328,10 @@ pub(super) fn unsent(
     why: String,
     tx: &crossbeam_channel::Sender<Finished>,
 ) {
-    let record = Record {
-        scheduled_ms: ms_between(ctx.start, scheduled),
-        error: Some(why),
-        ..base_record(planned, status)
-    };
+    let done = record(ctx.start, planned, scheduled, Ending::Unsent(status, why));
     ctx.control.finished.fetch_add(1, Ordering::Relaxed);
     signal_done(ctx, planned.req.index, false, None);
-    let _ = tx.send(Finished {
-        record,
-        itl_ms: Vec::new(),
-    });
+    let _ = tx.send(done);
 }
 
 /// The request's exchange with the server (or its dry run). A panic while reading the response
@@ -217,7 +342,7 @@ async fn exchange(
     body: Bytes,
     opts: backend::RequestOpts<'_>,
 ) -> backend::Outcome {
-    if ctx.cfg.dry_run {
+    if ctx.settings.dry_run {
         return backend::Outcome {
             status: Status::DryRun,
             http_status: None,
@@ -226,14 +351,14 @@ async fn exchange(
             retries: 0,
         };
     }
-    let timeout = ctx.cfg.timeout.for_output(req.output_length);
+    let timeout = ctx.settings.timeout.for_output(req.output_length);
     let exec = backend::execute(
         &ctx.client,
         &ctx.ep,
         body,
         Some(timeout),
         &ctx.control.cancel,
-        ctx.cfg.allow_missing_usage,
+        ctx.settings.allow_missing_usage,
         opts,
     );
     // The panic message itself still goes to stderr.
@@ -303,7 +428,7 @@ pub(super) async fn run_one(
     };
     // `--live-history`: only a turn some later turn waits for keeps its answer.
     let keep_answer =
-        ctx.cfg.sessions.live_history && ctx.gate.as_ref().is_some_and(|g| g.is_parent(req.index));
+        ctx.settings.live_history && ctx.gate.as_ref().is_some_and(|g| g.is_parent(req.index));
     // `--session-header`: the session id, only when asked for (no allocation otherwise).
     let session_key = ctx
         .ep
@@ -322,58 +447,32 @@ pub(super) async fn run_one(
     drop(in_use);
     let mut outcome = outcome;
     let answer = outcome.state.answer.take();
-    let st = &outcome.state;
-    let rel = |t: Option<Instant>| t.map(|t| ms_between(sent, t));
-    let ttft = rel(st.first_token);
-    let e2e = rel(st.last_token);
-    let usage = st.usage.unwrap_or_default();
-    let (output_tokens, source) = match (usage.completion_tokens, st.chunks) {
-        (Some(n), _) => (Some(n), Some(TokenSource::Usage)),
-        (None, 0) => (None, None),
-        (None, _) => (Some(st.content_chunks), Some(TokenSource::Chunks)),
-    };
-    let tpot = match (ttft, e2e, output_tokens) {
-        (Some(a), Some(b), Some(n)) if n > 1 => {
-            Some(((b - a) / (n as f64 - 1.0) * 1e3).round() / 1e3)
-        }
-        _ => None,
-    };
     if ctx.gate.is_some() {
         let ok = matches!(outcome.status, Status::Ok | Status::DryRun);
         let answer = keep_answer.then(|| (answer.filter(|_| ok), earlier_answers));
         signal_done(&ctx, req.index, ok, answer);
     }
-    let sched_ms = ms_between(ctx.start, scheduled);
-    let sent_ms = ms_between(ctx.start, sent);
-    ctx.first_sent_us
-        .fetch_min((sent_ms.max(0.0) * 1e3) as u64, Ordering::Relaxed);
-    let record = Record {
-        scheduled_ms: sched_ms,
-        sent_ms: Some(sent_ms),
-        drift_ms: Some(((sent_ms - sched_ms) * 1e3).round() / 1e3),
-        http_status: outcome.http_status,
-        error: outcome.error,
-        ttft_ms: ttft,
-        ttfc_ms: rel(st.first_content),
-        e2e_ms: e2e,
-        done_ms: rel(st.done),
-        tpot_ms: tpot,
+    let status = outcome.status;
+    let sent = Sent {
+        at: sent,
+        outcome,
         input_length,
-        prompt_tokens: usage.prompt_tokens,
-        cached_tokens: usage.cached_tokens,
-        output_tokens,
-        output_tokens_source: source,
-        chunks: st.chunks,
-        session_wait_ms: released.map(|r| r.wait_ms),
-        think_ms: released.and_then(|r| r.think_ms),
-        served_by: st.served_by.clone(),
-        retries: outcome.retries,
-        ..base_record(&planned, outcome.status)
+        released,
     };
-    let failed = !matches!(
-        record.status,
-        Status::Ok | Status::DryRun | Status::Cancelled
-    );
+    let done = record(ctx.start, &planned, scheduled, Ending::Sent(sent));
+    if let Some(sent_ms) = done.record.sent_ms {
+        ctx.first_sent_us
+            .fetch_min((sent_ms.max(0.0) * 1e3) as u64, Ordering::Relaxed);
+    }
+    count_finished(&ctx, status);
+    // The writer outlives every task (it exits when all senders are gone).
+    let _ = tx.send(done);
+}
+
+/// Counts a finished request (and a failed one); a failure may stop the run early
+/// (`--early-stop-error-threshold`).
+fn count_finished(ctx: &TaskCtx, status: Status) {
+    let failed = !matches!(status, Status::Ok | Status::DryRun | Status::Cancelled);
     let finished = ctx.control.finished.fetch_add(1, Ordering::Relaxed) + 1;
     let nfailed = if failed {
         ctx.control.failed.fetch_add(1, Ordering::Relaxed) + 1
@@ -381,21 +480,15 @@ pub(super) async fn run_one(
         ctx.control.failed.load(Ordering::Relaxed)
     };
     if failed {
-        if let Some(es) = ctx.cfg.early_stop {
+        if let Some(es) = ctx.settings.early_stop {
             if es.triggered(nfailed, finished) && ctx.control.request_stop(StopReason::EarlyStop) {
                 eprintln!(
                     "request-sim: early stop: {nfailed} of {finished} finished requests failed (threshold {:?}); \
                      in-flight requests get {:.1} s",
                     es,
-                    ctx.cfg.grace.as_secs_f64()
+                    ctx.settings.grace.as_secs_f64()
                 );
             }
         }
     }
-    let itl = std::mem::take(&mut { outcome.state }.itl_ms);
-    // The writer outlives every task (it exits when all senders are gone).
-    let _ = tx.send(Finished {
-        record,
-        itl_ms: itl,
-    });
 }

@@ -32,7 +32,7 @@ pub(super) fn run(
     startup: &mut StartupTimes,
 ) -> Result<()> {
     let t = Instant::now();
-    if !cfg.dry_run {
+    if !cfg.requests.dry_run {
         connect(cfg, trace, server, startup)?;
     }
     prefill(cfg, trace, pipeline, startup);
@@ -57,7 +57,7 @@ fn connect(
     let first_second = trace
         .head
         .iter()
-        .take_while(|p| p.req.timestamp_ms / cfg.scale_factor < 1000.0)
+        .take_while(|p| p.req.timestamp_ms / cfg.schedule.scale_factor < 1000.0)
         .count();
     let n = first_second.clamp(1, WARMUP_CONNECTIONS);
     let (mut answered, announced) = server.rt.block_on(warm::open_connections(
@@ -90,7 +90,7 @@ fn connect(
         }
     }
     startup.connections = answered;
-    if cfg.warm_connections {
+    if cfg.target.warm_connections {
         let warmth = warm::Warmth::new(server.client_options.pool_idle_timeout);
         warmth.opened(answered);
         server.warmth = Some(warmth);
@@ -105,10 +105,10 @@ fn prefill(cfg: &ReplayConfig, trace: &Loaded, pipeline: &Pipeline, startup: &mu
     let early = trace
         .head
         .iter()
-        .take_while(|p| p.req.timestamp_ms / cfg.scale_factor < WARMUP_SCHEDULE_MS)
+        .take_while(|p| p.req.timestamp_ms / cfg.schedule.scale_factor < WARMUP_SCHEDULE_MS)
         .count();
     let want = early
-        .clamp(1, cfg.channel_capacity.min(WARMUP_MAX_BODIES))
+        .clamp(1, cfg.schedule.channel_capacity.min(WARMUP_MAX_BODIES))
         .min(trace.head.len());
     let t = Instant::now();
     let until = t + WARMUP_MAX;
@@ -128,8 +128,8 @@ fn prefill(cfg: &ReplayConfig, trace: &Loaded, pipeline: &Pipeline, startup: &mu
         "pre-fill: the first {want} request bodies (due in the first {WARMUP_SCHEDULE_MS:.0} ms) {} in {:.1} ms; lookahead: {} bodies, {:.0} MB, {:.1} s",
         if prefilled { "built" } else { "NOT all built" },
         ms_since(t),
-        cfg.channel_capacity,
-        cfg.lookahead_bytes as f64 / 1e6,
-        cfg.lookahead.as_secs_f64(),
+        cfg.schedule.channel_capacity,
+        cfg.schedule.lookahead_bytes as f64 / 1e6,
+        cfg.schedule.lookahead.as_secs_f64(),
     ));
 }

@@ -19,7 +19,7 @@ pub use table::render_table;
 use table::write_html;
 
 use crate::cli::{ReplayArgs, SweepArgs};
-use crate::config::{Flavor, ReplayConfig, Target};
+use crate::config::{ReplayConfig, Target};
 use crate::report::Summary;
 use crate::{Error, Result};
 
@@ -193,10 +193,10 @@ pub fn answer(points: &[SweepPoint], slo: Option<&str>, target: f64) -> (Option<
 /// `POST /reset_prefix_cache` on every origin the point talks to; true when all answered 2xx.
 fn reset_prefix_caches(cfg: &ReplayConfig) -> bool {
     let mut origins: Vec<reqwest::Url> = Vec::new();
-    if let Target::Remote(ep) = &cfg.target {
+    if let Target::Remote(ep) = &cfg.target.server {
         origins.push(ep.url.clone());
     }
-    if let Some(sm) = &cfg.server_metrics {
+    if let Some(sm) = &cfg.validity.server_metrics {
         origins.extend(sm.urls.iter().cloned());
     }
     let urls: Vec<reqwest::Url> = origins
@@ -215,7 +215,7 @@ fn reset_prefix_caches(cfg: &ReplayConfig) -> bool {
     rt.block_on(async {
         let Ok(client) = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
-            .danger_accept_invalid_certs(cfg.insecure)
+            .danger_accept_invalid_certs(cfg.target.insecure)
             .no_proxy()
             .build()
         else {
@@ -224,7 +224,7 @@ fn reset_prefix_caches(cfg: &ReplayConfig) -> bool {
         let mut all = true;
         for u in urls {
             let mut req = client.post(u);
-            if let Some(k) = &cfg.api_key {
+            if let Some(k) = &cfg.target.api_key {
                 req = req.bearer_auth(k);
             }
             all &= req.send().await.is_ok_and(|r| r.status().is_success());
@@ -325,14 +325,19 @@ impl Sweep {
     fn point(&self, k: usize, f: f64, of: &str) -> Result<(SweepPoint, bool)> {
         let pdir = point_dir(&self.dir, f);
         let mut a = self.base.clone();
-        a.scale_factor = f;
-        a.seed = Some(point_seed(self.base.seed, k));
-        a.time_in_secs = Some(self.base.time_in_secs.unwrap_or(DEFAULT_POINT_SECS));
-        a.output_path = Some(pdir.join("records.jsonl"));
-        a.summary_path = None;
-        a.report.result_dir = Some(pdir.clone());
-        let cfg = ReplayConfig::from_args(a, Flavor::Replay)?;
-        let seed = cfg.seed;
+        a.schedule.scale_factor = f;
+        a.prompts.seed = Some(point_seed(self.base.prompts.seed, k));
+        a.schedule.time_in_secs = Some(
+            self.base
+                .schedule
+                .time_in_secs
+                .unwrap_or(DEFAULT_POINT_SECS),
+        );
+        a.output.output_path = Some(pdir.join("records.jsonl"));
+        a.output.summary_path = None;
+        a.output.report.result_dir = Some(pdir.clone());
+        let cfg = ReplayConfig::from_args(a)?;
+        let seed = cfg.prompts.seed;
         let reset = reset_prefix_caches(&cfg);
         eprintln!(
             "request-sim: sweep point {}{of}: scale {f}, seed {seed}{} -> {}",
@@ -411,19 +416,20 @@ pub fn sweep(args: SweepArgs) -> Result<u8> {
     let mut base = args.replay.clone();
     // Every point is bounded in requests and in time; the request limit is part of the slice
     // (the offered rate is measured on it), the time limit is set per point.
-    if base.max_requests.is_none() {
-        base.max_requests = Some(DEFAULT_POINT_REQUESTS);
+    if base.trace.max_requests.is_none() {
+        base.trace.max_requests = Some(DEFAULT_POINT_REQUESTS);
         eprintln!(
             "request-sim: sweep: every point replays at most {DEFAULT_POINT_REQUESTS} requests (--max-requests to change)"
         );
     }
-    if base.time_in_secs.is_none() {
+    if base.schedule.time_in_secs.is_none() {
         eprintln!(
             "request-sim: sweep: every point stops sending after {DEFAULT_POINT_SECS:.0} s (--time-in-secs to change)"
         );
     }
-    let probe = ReplayConfig::from_args(base.clone(), Flavor::Replay)?;
-    let slo_words = (!probe.report.slo.is_empty()).then(|| probe.report.slo.describe());
+    let probe = ReplayConfig::from_args(base.clone())?;
+    let slo_words =
+        (!probe.output.report.slo.is_empty()).then(|| probe.output.report.slo.describe());
     let sw = Sweep {
         rate: trace_rate(&probe)?,
         dir: dir.clone(),
@@ -550,7 +556,7 @@ fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8> 
         dir,
         &plot_points,
         &result.answer,
-        probe.max_drift_ms,
+        probe.validity.max_drift_ms,
     );
     let charts = match drawn {
         Ok(files) => files,

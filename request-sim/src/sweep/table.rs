@@ -69,10 +69,10 @@ pub fn render_table(r: &SweepResult) -> String {
 pub(super) fn write_html(dir: &Path, r: &SweepResult, cfg: &ReplayConfig, charts: &[PathBuf]) {
     use crate::report::html::{write_sweep_html, SweepPage, SweepPagePoint, REPORT_HTML};
     let mut meta = vec![("points".to_string(), r.points.len().to_string())];
-    if let crate::config::TraceSource::File(t) = &cfg.trace {
+    if let crate::config::TraceSource::File(t) = &cfg.trace.source {
         meta.push(("trace".into(), t.display().to_string()));
     }
-    if let Target::Remote(e) = &cfg.target {
+    if let Target::Remote(e) = &cfg.target.server {
         meta.push((
             "endpoint".into(),
             crate::backend::sanitize_url(e.url.as_str()),

@@ -386,7 +386,7 @@ pub fn run(args: UcmArgs) -> crate::Result<u8> {
             )))
         }
     };
-    let code = crate::commands::replay(replay, crate::config::Flavor::Replay)?;
+    let code = crate::commands::replay(replay)?;
     if let Some(x) = &plan.metrics_xlsx {
         let from = x.with_file_name("results.xlsx");
         std::fs::copy(&from, x).map_err(|e| {
