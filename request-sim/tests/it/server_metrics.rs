@@ -352,11 +352,12 @@ fn interval_below_100ms_is_refused_and_the_origin_is_scraped_by_default() {
     assert!(argv(&["--metrics-interval", "soon"]).is_err());
     let c = argv(&["--metrics-interval", "250ms"]).unwrap();
     assert_eq!(
-        c.server_metrics.unwrap().interval,
+        c.validity.server_metrics.unwrap().interval,
         std::time::Duration::from_millis(250)
     );
     assert!(argv(&["--no-server-metrics"])
         .unwrap()
+        .validity
         .server_metrics
         .is_none());
     let e = argv(&["--server-metrics", "ftp://x/metrics"]).unwrap_err();

@@ -154,9 +154,9 @@ fn tokenizer_accepts_a_model_directory() {
         out.to_str().unwrap(),
     ];
     let cfg = config(&argv).unwrap();
-    assert_eq!(cfg.tokenizer, Some(q.dir.join("tokenizer.json")));
+    assert_eq!(cfg.prompts.tokenizer, Some(q.dir.join("tokenizer.json")));
     assert_eq!(
-        cfg.tokenizer_config,
+        cfg.prompts.tokenizer_config,
         Some(q.dir.join("tokenizer_config.json"))
     );
     let outcome = request_sim::run::replay(cfg).unwrap();

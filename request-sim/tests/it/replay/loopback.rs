@@ -231,27 +231,35 @@ fn client_accepts_the_anchor_command_line_with_its_defaults() {
         "/tmp/trace.log",
     ];
     let cfg = client_config(&argv);
-    assert!(matches!(cfg.target, Target::Remote(ref e) if e.url.path() == "/v1/chat/completions"));
-    assert_eq!(cfg.scale_factor, 1.5);
-    assert_eq!(cfg.producers, 4);
-    assert_eq!(cfg.channel_capacity, 256);
-    assert_eq!(cfg.threads, 8);
-    assert_eq!(cfg.load.block_size, Some(512));
-    assert_eq!(cfg.model_name.as_deref(), Some("qwen"));
-    assert!(cfg.stream);
-    assert_eq!(&*cfg.report.percentiles, &[90.0, 99.0]);
-    assert_eq!(cfg.summary_path, PathBuf::from("/tmp/x.jsonl.summary.json"));
-    // The anchor's defaults: 60 s run, SLO-derived timeout, SLOs in seconds.
-    assert_eq!(cfg.time_limit, Some(std::time::Duration::from_secs(60)));
+    assert!(
+        matches!(cfg.target.server, Target::Remote(ref e) if e.url.path() == "/v1/chat/completions")
+    );
+    assert_eq!(cfg.schedule.scale_factor, 1.5);
+    assert_eq!(cfg.schedule.producers, 4);
+    assert_eq!(cfg.schedule.channel_capacity, 256);
+    assert_eq!(cfg.schedule.threads, 8);
+    assert_eq!(cfg.trace.load.block_size, Some(512));
+    assert_eq!(cfg.target.model_name.as_deref(), Some("qwen"));
+    assert!(cfg.requests.stream);
+    assert_eq!(&*cfg.output.report.percentiles, &[90.0, 99.0]);
     assert_eq!(
-        cfg.timeout,
+        cfg.output.summary_path,
+        PathBuf::from("/tmp/x.jsonl.summary.json")
+    );
+    // The anchor's defaults: 60 s run, SLO-derived timeout, SLOs in seconds.
+    assert_eq!(
+        cfg.schedule.time_limit,
+        Some(std::time::Duration::from_secs(60))
+    );
+    assert_eq!(
+        cfg.requests.timeout,
         TimeoutRule::FromSlo {
             ttft_s: 2.0,
             tpot_s: 0.05
         }
     );
-    assert_eq!(cfg.report.slo.ttft_ms, Some(2000.0));
-    assert_eq!(cfg.report.slo.tpot_ms, Some(50.0));
+    assert_eq!(cfg.output.report.slo.ttft_ms, Some(2000.0));
+    assert_eq!(cfg.output.report.slo.tpot_ms, Some(50.0));
     assert!(!cfg.notes.is_empty(), "ignored anchor flags are reported");
 
     // Without --stream the anchor does not stream, and short flags work.
@@ -269,10 +277,13 @@ fn client_accepts_the_anchor_command_line_with_its_defaults() {
         "-o",
         "/tmp/y.jsonl",
     ]);
-    assert!(!cfg.stream);
-    assert_eq!(cfg.time_limit, Some(std::time::Duration::from_secs(5)));
+    assert!(!cfg.requests.stream);
     assert_eq!(
-        cfg.timeout,
+        cfg.schedule.time_limit,
+        Some(std::time::Duration::from_secs(5))
+    );
+    assert_eq!(
+        cfg.requests.timeout,
         TimeoutRule::FromSlo {
             ttft_s: 5.0,
             tpot_s: 0.06

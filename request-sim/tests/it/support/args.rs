@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use clap::Parser;
-use request_sim::cli::{Cli, ClientCli, Command, ReplayArgs, SweepArgs};
-use request_sim::config::{Flavor, ReplayConfig};
+use request_sim::cli::{Cli, Command, ReplayArgs, SweepArgs};
+use request_sim::compat::blitz::{self, ClientCli};
+use request_sim::config::ReplayConfig;
 
 /// `request-sim ARGS...` (the subcommand first) through the real command line.
 fn parse(args: &[&str]) -> Result<Command, clap::Error> {
@@ -26,7 +27,7 @@ pub fn replay_args(args: &[&str]) -> ReplayArgs {
 /// The validated settings of `request-sim replay ARGS...` (the command line must parse; the
 /// validation's refusal is returned).
 pub fn config(args: &[&str]) -> request_sim::Result<ReplayConfig> {
-    ReplayConfig::from_args(replay_args(args), Flavor::Replay)
+    ReplayConfig::from_args(replay_args(args))
 }
 
 /// The validated settings of the `client` binary's command line `client ARGS...` (the
@@ -34,8 +35,7 @@ pub fn config(args: &[&str]) -> request_sim::Result<ReplayConfig> {
 pub fn client_config(args: &[&str]) -> ReplayConfig {
     let argv = std::iter::once("client").chain(args.iter().copied());
     let cli = ClientCli::try_parse_from(argv).unwrap_or_else(|e| panic!("client {args:?}: {e}"));
-    ReplayConfig::from_args(cli.args, Flavor::Client)
-        .unwrap_or_else(|e| panic!("client {args:?}: {e}"))
+    blitz::config(cli.args).unwrap_or_else(|e| panic!("client {args:?}: {e}"))
 }
 
 /// The flags of `request-sim sweep ARGS...`, or the parser's refusal.
