@@ -1,4 +1,4 @@
-//! The server's own tokenizer as the source of truth for prompts (DESIGN §11): vLLM's (and
+//! The server's own tokenizer as the source of truth for prompts (`docs/prompts.md`, "Exact with only an endpoint"): vLLM's (and
 //! SGLang's) `POST /tokenize` `{"model","prompt"}` → `{"tokens","count"}` and `POST /detokenize`
 //! `{"model","tokens"}` → `{"prompt"}`, or llama.cpp's server's `{"content"}` → `{"tokens"}` and
 //! `{"tokens"}` → `{"content"}`. With it, prompts are exact with nothing but `--endpoint`:

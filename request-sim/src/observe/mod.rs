@@ -1,4 +1,4 @@
-//! Server-side observation (DESIGN.md §13): the Prometheus `/metrics` pages of the servers under
+//! Server-side observation (`docs/server-metrics.md`): the Prometheus `/metrics` pages of the servers under
 //! test, parsed ([`prom`]) and read through the metric names of vLLM (V1 and older aliases),
 //! SGLang, llama.cpp and TGI ([`names`]). It sits beside `backend`: it reads the same servers but
 //! never shares the sending path.

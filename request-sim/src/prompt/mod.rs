@@ -1,4 +1,4 @@
-//! Prompt synthesis (DESIGN §3): prompts with exactly the trace's token counts and exactly the
+//! Prompt synthesis (`docs/prompts.md`): prompts with exactly the trace's token counts and exactly the
 //! trace's prefix-block sharing, built without any cache.
 //!
 //! * [`Vocab`] — the word list prompts are made of: single-token words of the form `" word"`

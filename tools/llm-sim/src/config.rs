@@ -252,8 +252,8 @@ pub const PRESETS: &[&str] = &[
 
 impl SimConfig {
     /// A named preset. `fast` is [`SimConfig::default`]. The one-H100 presets are fitted to
-    /// published figures (DESIGN §14; sources, fits and the resulting TTFT/TPOT next to the
-    /// published ones in docs/llm-sim.md). The multi-GPU ones are roofline estimates: fixed step
+    /// published figures (the §14 figures of docs/llm-sim.md, Presets: sources, fits and the
+    /// resulting TTFT/TPOT next to the published ones). The multi-GPU ones are roofline estimates: fixed step
     /// = weight bytes / HBM bandwidth (+ ~20%, + all-reduce), prefill = 2 × parameters FLOPs
     /// per token at ~50% of the BF16 peak, attention scaled from the 8B figure by FLOPs per
     /// token pair, decode = ~10 µs per sequence + KV bytes per token / bandwidth, KV blocks =
@@ -262,7 +262,7 @@ impl SimConfig {
         let base = SimConfig::default();
         match name {
             "fast" => Some(base),
-            // Qwen3-8B BF16, one H100 SXM. DESIGN §14: fixed 6.5 ms (vLLM TPOT p50 at
+            // Qwen3-8B BF16, one H100 SXM. §14 figures (docs/llm-sim.md): fixed 6.5 ms (vLLM TPOT p50 at
             // concurrency 1-4), attention 0.0012 us per pair, decode 5 us per sequence +
             // 0.08 us per context token; prefill 20.4 us per token fitted to its step times
             // (512 tokens -> 12 ms, 4,096 -> 84 ms: the model gives 10.6 and 93.7 ms).
@@ -283,7 +283,7 @@ impl SimConfig {
             }),
             // Llama-3.1-8B-Instruct BF16, one H100. BLIS (inference-sim defaults.yaml, vLLM
             // 0.8.4, TP 1): step 5,753 us, 6.0 us per decode token, 29,205 KV blocks; prefill,
-            // attention and context terms as Qwen3-8B (DESIGN §14 gives them for both models;
+            // attention and context terms as Qwen3-8B (the §14 figures of docs/llm-sim.md give them for both models;
             // BLIS's 17.3 us per prefill token belongs to its additive model and cannot move
             // into a max(fixed, prefill) one).
             "llama-3.1-8b-h100" => Some(SimConfig {
@@ -299,7 +299,7 @@ impl SimConfig {
                 decode_ctx_token_us: 0.08,
                 ..base
             }),
-            // Qwen3-0.6B BF16, one H100. DESIGN §14: fixed 2.3 ms (vLLM TPOT 2.39 ms at
+            // Qwen3-0.6B BF16, one H100. §14 figures (docs/llm-sim.md): fixed 2.3 ms (vLLM TPOT 2.39 ms at
             // 16 req/s of 512/128, kvcached's H100 bench). Decode 12 us per sequence +
             // 0.062 us per context token: TPOT 2.39 -> 5.45 ms as the batch grows from ~5 to
             // ~66 sequences (the same bench at rate inf), 0.062 = 0.08 x its KV bytes per token

@@ -1,8 +1,8 @@
 //! The step-cost model: how long one engine step takes on the simulated GPU.
 //!
 //! A step reads the weights once and computes its new tokens; on a GPU the two overlap, so the
-//! linear part costs `max(fixed, prefill_token × new prefill tokens)`, not their sum (DESIGN
-//! §14: Vidur's H100 operator profiles, BLIS fits of vLLM on H100, measured vLLM TPOT). On top
+//! linear part costs `max(fixed, prefill_token × new prefill tokens)`, not their sum (the
+//! §14 figures of docs/llm-sim.md: Vidur's H100 operator profiles, BLIS fits of vLLM on H100, measured vLLM TPOT). On top
 //! of it come attention over the context of the prefill tokens (quadratic in the prompt) and the
 //! decoding sequences (a per-sequence cost and the read of each one's KV cache):
 //!

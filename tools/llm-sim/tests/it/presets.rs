@@ -7,12 +7,12 @@ use crate::support::*;
 use llm_sim::SimConfig;
 use serde_json::json;
 
-/// DESIGN §14, Llama-3.1-8B/Qwen3-8B on one H100 (BF16): prefill step of 512 new tokens.
-const DESIGN_STEP_512_MS: f64 = 12.0;
-/// DESIGN §14: prefill step of 4,096 new tokens.
-const DESIGN_STEP_4096_MS: f64 = 84.0;
-/// DESIGN §14: measured vLLM TPOT p50 at concurrency 1-4.
-const DESIGN_TPOT_MS: f64 = 6.5;
+/// §14 figures (docs/llm-sim.md, Presets), Llama-3.1-8B/Qwen3-8B on one H100 (BF16): prefill step of 512 new tokens.
+const H100_STEP_512_MS: f64 = 12.0;
+/// §14 figures (docs/llm-sim.md, Presets): prefill step of 4,096 new tokens.
+const H100_STEP_4096_MS: f64 = 84.0;
+/// §14 figures (docs/llm-sim.md, Presets): measured vLLM TPOT p50 at concurrency 1-4.
+const H100_TPOT_MS: f64 = 6.5;
 /// GPUStack performance lab, Qwen3-8B on one H100 SXM, vLLM v0.11.0, ShareGPT, concurrency 1:
 /// mean TPOT (docs/performance-lab/qwen3-8b/h100-latency.md of gpustack/gpustack).
 const GPUSTACK_QWEN3_8B_TPOT_MS: f64 = 7.28;
@@ -20,7 +20,7 @@ const GPUSTACK_QWEN3_8B_TPOT_MS: f64 = 7.28;
 /// defaults.yaml): beta0 + beta2 = 5,752.7 + 6.0 us, its step time for one decoding sequence.
 const BLIS_LLAMA_8B_TPOT_MS: f64 = 5.759;
 /// kvcached's H100 bench (ovg-project/kvcached PR 331, benchmarks/bench_layout/H100_results.md),
-/// Qwen3-0.6B, vLLM 0.19.0, 512 in / 128 out at 16 req/s: TPOT (DESIGN §14 rounds it to 2.4).
+/// Qwen3-0.6B, vLLM 0.19.0, 512 in / 128 out at 16 req/s: TPOT (the §14 figures of docs/llm-sim.md round it to 2.4).
 const KVCACHED_QWEN3_06B_TPOT_MS: f64 = 2.39;
 
 /// One completion of `input` distinct token ids and exactly 128 output tokens; returns the
@@ -68,20 +68,20 @@ async fn run(preset: &str) -> [(f64, f64); 2] {
 #[tokio::test]
 async fn qwen3_8b_h100_matches_its_sources() {
     let [(ttft512, tpot512), (ttft4k, tpot4k)] = run("qwen3-8b-h100").await;
-    within_15_percent("TTFT 512", ttft512, DESIGN_STEP_512_MS);
-    within_15_percent("TTFT 4096", ttft4k, DESIGN_STEP_4096_MS);
-    within_15_percent("TPOT 512/128", tpot512, DESIGN_TPOT_MS);
-    within_15_percent("TPOT 4096/128", tpot4k, DESIGN_TPOT_MS);
+    within_15_percent("TTFT 512", ttft512, H100_STEP_512_MS);
+    within_15_percent("TTFT 4096", ttft4k, H100_STEP_4096_MS);
+    within_15_percent("TPOT 512/128", tpot512, H100_TPOT_MS);
+    within_15_percent("TPOT 4096/128", tpot4k, H100_TPOT_MS);
     within_15_percent("TPOT vs GPUStack", tpot512, GPUSTACK_QWEN3_8B_TPOT_MS);
 }
 
 #[tokio::test]
 async fn llama_3_1_8b_h100_matches_its_sources() {
     let [(ttft512, tpot512), (ttft4k, tpot4k)] = run("llama-3.1-8b-h100").await;
-    within_15_percent("TTFT 512", ttft512, DESIGN_STEP_512_MS);
-    within_15_percent("TTFT 4096", ttft4k, DESIGN_STEP_4096_MS);
-    within_15_percent("TPOT 512/128", tpot512, DESIGN_TPOT_MS);
-    within_15_percent("TPOT 4096/128", tpot4k, DESIGN_TPOT_MS);
+    within_15_percent("TTFT 512", ttft512, H100_STEP_512_MS);
+    within_15_percent("TTFT 4096", ttft4k, H100_STEP_4096_MS);
+    within_15_percent("TPOT 512/128", tpot512, H100_TPOT_MS);
+    within_15_percent("TPOT 4096/128", tpot4k, H100_TPOT_MS);
     within_15_percent("TPOT vs BLIS", tpot512, BLIS_LLAMA_8B_TPOT_MS);
 }
 
