@@ -271,9 +271,7 @@ fn sigint_during_a_sweep_keeps_the_points_done() {
         "the second point never started"
     );
     // sweep.json is saved after every point: a sweep killed now would keep the first one.
-    let so_far: request_sim::sweep::SweepResult =
-        serde_json::from_str(&std::fs::read_to_string(sweep_dir.join("sweep.json")).unwrap())
-            .unwrap();
+    let so_far = read_sweep(&sweep_dir);
     assert_eq!(so_far.points.len(), 1);
     assert!(!so_far.interrupted);
     assert!(so_far.answer.contains("scale 8"), "{}", so_far.answer);
@@ -289,9 +287,7 @@ fn sigint_during_a_sweep_keeps_the_points_done() {
         stderr.contains("sweep interrupted: keeping the 2 point(s) done"),
         "{stderr}"
     );
-    let r: request_sim::sweep::SweepResult =
-        serde_json::from_str(&std::fs::read_to_string(sweep_dir.join("sweep.json")).unwrap())
-            .unwrap();
+    let r = read_sweep(&sweep_dir);
     assert!(r.interrupted);
     assert_eq!(r.points.len(), 2, "the third point never ran");
     let (first, cut) = (&r.points[0], &r.points[1]);

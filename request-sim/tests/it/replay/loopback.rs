@@ -119,10 +119,7 @@ fn replay_against_simulator_gives_one_exact_record_per_request() {
         "shared prefixes must hit the simulator's cache ({cached_any})"
     );
 
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("out.jsonl.summary.json")).unwrap(),
-    )
-    .unwrap();
+    let summary = read_json(&dir.path().join("out.jsonl.summary.json"));
     assert_eq!(summary["completed"], 80);
     assert_eq!(summary["failed"], 0);
     assert_eq!(summary["run"]["seed"], 42);

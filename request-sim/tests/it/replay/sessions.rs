@@ -118,10 +118,7 @@ fn closed_loop_follow_ups_wait_for_parent_and_think_time() {
         waited > 0,
         "some follow-ups must have waited for their parent"
     );
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("closed.jsonl.summary.json")).unwrap(),
-    )
-    .unwrap();
+    let summary = read_json(&dir.path().join("closed.jsonl.summary.json"));
     let ss = &summary["sessions"];
     assert_eq!(ss["sessions"], 40);
     assert_eq!(ss["max_turns"], 6);

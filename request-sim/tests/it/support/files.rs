@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use request_sim::record::Record;
 use request_sim::report::Summary;
+use request_sim::sweep::SweepResult;
 use serde_json::Value;
 
 /// Every line of a records file, in file order: each must be complete (newline-terminated) and
@@ -63,6 +64,13 @@ pub fn read_json(path: &Path) -> Value {
 /// A summary file (`summary.json`, `OUT.summary.json`).
 pub fn read_summary_file(path: &Path) -> Summary {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The `sweep.json` of a sweep directory.
+pub fn read_sweep(sweep_dir: &Path) -> SweepResult {
+    let path = sweep_dir.join("sweep.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

@@ -10,6 +10,7 @@ use request_sim::run::RunOutcome;
 use request_sim::sweep::SweepResult;
 
 use super::args::{config, sweep_args};
+use super::files::read_sweep;
 
 /// The `request-sim` binary.
 pub const BIN: &str = env!("CARGO_BIN_EXE_request-sim");
@@ -35,8 +36,7 @@ pub fn sweep(args: &[&str]) -> (u8, SweepResult) {
     let a = sweep_args(args);
     let dir = a.sweep_dir.clone().expect("sweep tests give --sweep-dir");
     let code = request_sim::sweep::sweep(a).unwrap();
-    let text = std::fs::read_to_string(dir.join("sweep.json")).unwrap();
-    (code, serde_json::from_str(&text).unwrap())
+    (code, read_sweep(&dir))
 }
 
 /// The environment variables the binaries read: removed, so the test's own environment does
