@@ -5,8 +5,8 @@
 //!   imports only `row.rs` (the leaf: the row, the load options, the per-row rules),
 //!   `fields.rs` (shared field checks) and `error.rs`. `detect.rs` picks a format from the
 //!   first data line; `rows.rs` reads capped lines (plain or gzip) and calls the format's
-//!   parser. A new format is a new file like these plus its arm in `rows.rs::parse` and in
-//!   [`TraceFormat`].
+//!   parser. A new format is a new file like these plus its arm in `rows.rs::parse`, in
+//!   [`TraceFormat`] and (to be detected) in `detect.rs`.
 //! - `pipeline.rs` is the one implementation of the trace rules of `docs/traces.md`, as
 //!   stages a row goes through: in file order (`delay`s resolved, timestamps flagged, hash ids
 //!   normalised), then a reorder window into time order, then in time order (rebase, Bailian
