@@ -153,6 +153,8 @@ pub struct ReplayConfig {
     pub dry_run: bool,
     /// `--no-server-tokenize`: never use the server's `/tokenize`.
     pub no_server_tokenize: bool,
+    /// `--allow-inexact-prompts`: run with the built-in word list against a real model.
+    pub allow_inexact_prompts: bool,
     /// `--max-output-tokens`: cap on every request's output_length.
     pub max_output_tokens: Option<u32>,
     pub output_path: PathBuf,
@@ -319,6 +321,7 @@ impl ReplayConfig {
             keep_awake: !a.no_keep_awake,
             dry_run: a.dry_run,
             no_server_tokenize: a.no_server_tokenize,
+            allow_inexact_prompts: a.allow_inexact_prompts,
             max_output_tokens: a.max_output_tokens,
             output_path,
             summary_path,
