@@ -12,4 +12,5 @@ mod reliability;
 mod replay;
 mod report;
 mod server_metrics;
+mod server_percentiles;
 mod trace;
