@@ -356,10 +356,10 @@ fn builtin_words_against_a_real_model_are_refused_unless_allowed() {
     let trace = write_trace(dir.path(), 6);
     let out = dir.path().join("out.jsonl");
     let endpoint = format!("{}/v1/completions", fake.base_url());
-    let e = run(&replay_args(&endpoint, &trace, &out, &[]))
-        .err()
-        .expect("refused")
-        .to_string();
+    let Err(e) = run(&replay_args(&endpoint, &trace, &out, &[])) else {
+        panic!("built-in words against a real model must be refused");
+    };
+    let e = e.to_string();
     assert!(
         e.contains("--allow-inexact-prompts") && !e.contains('\n'),
         "{e}"
