@@ -144,6 +144,11 @@ pub struct PromptArgs {
     /// Never ask the server's /tokenize: without --tokenizer, use the built-in word list.
     #[arg(long)]
     pub no_server_tokenize: bool,
+    /// Run even when prompt token counts cannot be exact: without --tokenizer, against a server
+    /// that neither lists its vocabulary through /tokenize nor is llm-sim, prompts are the
+    /// built-in word list (several tokens a word with a real model). Refused without this flag.
+    #[arg(long)]
+    pub allow_inexact_prompts: bool,
     /// tokenizer_config.json: its chat template gives the chat overhead without a server call.
     #[arg(long)]
     pub tokenizer_config: Option<PathBuf>,

@@ -163,6 +163,8 @@ pub struct PromptConfig {
     pub corpus: Option<crate::prompt::CorpusSpec>,
     /// `--no-server-tokenize`: never use the server's `/tokenize`.
     pub no_server_tokenize: bool,
+    /// `--allow-inexact-prompts`: run with the built-in word list against a real model.
+    pub allow_inexact_prompts: bool,
 }
 
 /// When requests are sent, and the threads that build and send them.
@@ -351,6 +353,7 @@ impl ReplayConfig {
                 token_ids: p.token_ids,
                 corpus,
                 no_server_tokenize: p.no_server_tokenize,
+                allow_inexact_prompts: p.allow_inexact_prompts,
             },
             schedule: ScheduleConfig {
                 scale_factor: timing.scale_factor,

@@ -5,6 +5,12 @@
 //! the prompt words are picked from the server's vocabulary ([`ServerTokenizer::candidates`],
 //! then [`Vocab::from_candidates`](crate::prompt::Vocab::from_candidates)), the start-up sample
 //! is re-tokenized by the server, and the chat overhead is counted by it.
+//!
+//! The vocabulary is listed up to its size when the server tells it (llama.cpp's
+//! `GET /v1/models` → `data[0].meta.n_vocab`); otherwise until the server refuses ids. vLLM
+//! refuses an id beyond its vocabulary with a 4xx; llama.cpp's server with a 500 (an
+//! out-of-range exception), so a 500 counts as a refusal too (a 502/503/504 does not: the
+//! server or a proxy is unwell).
 
 use std::time::Duration;
 
@@ -43,6 +49,8 @@ pub struct ServerTokenizer {
     handle: tokio::runtime::Handle,
     /// Tokens the server adds to every prompt even when asked not to (e.g. a BOS), stripped.
     added: Vec<u32>,
+    /// The vocabulary's size when the server tells it (llama.cpp's `/v1/models`).
+    vocab_size: Option<u32>,
 }
 
 impl std::fmt::Debug for ServerTokenizer {
@@ -72,6 +80,7 @@ impl ServerTokenizer {
                 shape,
                 handle: handle.clone(),
                 added: Vec::new(),
+                vocab_size: None,
             };
             let probe = handle.block_on(async {
                 let empty = st.tokenize_raw("", false).await.ok()?;
@@ -81,6 +90,9 @@ impl ServerTokenizer {
             if let Some((empty, hello)) = probe {
                 if hello.len() > empty.len() && hello.starts_with(&empty) {
                     st.added = empty;
+                    if shape == Shape::LlamaCpp {
+                        st.vocab_size = handle.block_on(st.fetch_vocab_size());
+                    }
                     return Some(st);
                 }
             }
@@ -100,6 +112,35 @@ impl ServerTokenizer {
             Shape::LlamaCpp => "llama.cpp shape",
         };
         format!("server /tokenize ({shape}) at {}", self.tokenize_url())
+    }
+
+    /// The vocabulary's size as the server tells it, if it does.
+    pub fn vocab_size(&self) -> Option<u32> {
+        self.vocab_size
+    }
+
+    /// `GET {base}/v1/models` → `data[0].meta.n_vocab` (llama.cpp's server); `None` when the
+    /// answer has no such field or the request fails.
+    async fn fetch_vocab_size(&self) -> Option<u32> {
+        let url = format!("{}/v1/models", self.ep.base_url());
+        let resp = self
+            .ep
+            .authorize(self.client.get(&url))
+            .timeout(TIMEOUT)
+            .send()
+            .await
+            .ok()?;
+        if !resp.status().is_success() {
+            return None;
+        }
+        let v: Value = serde_json::from_slice(&resp.bytes().await.ok()?).ok()?;
+        let n = v
+            .get("data")?
+            .get(0)?
+            .get("meta")?
+            .get("n_vocab")?
+            .as_u64()?;
+        u32::try_from(n).ok().filter(|&n| n > 0)
     }
 
     async fn post(&self, path: &str, body: &Value) -> Result<Value, (Option<u16>, String)> {
@@ -158,8 +199,9 @@ impl ServerTokenizer {
         Ok(ids)
     }
 
-    /// Text of `ids`; `Ok(None)` when the server refuses them with a 4xx (an id beyond its
-    /// vocabulary).
+    /// Text of `ids`; `Ok(None)` when the server refuses them (an id beyond its vocabulary): a
+    /// 4xx other than 401/403 (vLLM, SGLang, llm-sim) or a 500 (llama.cpp's server throws an
+    /// out-of-range exception and answers 500).
     async fn detokenize(&self, ids: &[u32]) -> Result<Option<String>, String> {
         let body = self.with_model(json!({ "tokens": ids }));
         match self.post("detokenize", &body).await {
@@ -169,7 +211,7 @@ impl ServerTokenizer {
                 .and_then(Value::as_str)
                 .map(|s| Some(s.to_string()))
                 .ok_or_else(|| "/detokenize answer has no prompt or content".to_string()),
-            Err((Some(s), _)) if (400..500).contains(&s) && s != 401 && s != 403 => Ok(None),
+            Err((Some(s), _)) if refusal(s) => Ok(None),
             Err((_, e)) => Err(e),
         }
     }
@@ -178,7 +220,8 @@ impl ServerTokenizer {
     /// with its id, in id order: the vocabulary is listed with `/detokenize` in batches of
     /// [`DECODE_BATCH`] ids (a control-character separator between ids, so the batch's text
     /// splits back into tokens; a batch that does not split cleanly, or that the server
-    /// refuses, is halved) until ids run out.
+    /// refuses, is halved) until ids run out: up to the vocabulary's size when the server
+    /// tells it, else until the server refuses ids.
     pub fn candidates(&self) -> Result<Vec<(u32, String)>, PromptError> {
         let err = |e: String| PromptError::Tokenizer(e);
         self.handle.block_on(async {
@@ -203,10 +246,12 @@ impl ServerTokenizer {
             let mid = parts[1].to_string();
             let mut out = Vec::new();
             let mut start = 0u32;
-            while start < MAX_IDS {
+            let limit = self.vocab_size.unwrap_or(MAX_IDS).min(MAX_IDS);
+            while start < limit {
                 let ranges: Vec<(u32, u32)> = (0..CONCURRENCY as u32)
                     .map(|k| start + k * DECODE_BATCH)
-                    .map(|a| (a, a + DECODE_BATCH))
+                    .filter(|&a| a < limit)
+                    .map(|a| (a, (a + DECODE_BATCH).min(limit)))
                     .collect();
                 start += CONCURRENCY as u32 * DECODE_BATCH;
                 let waves: Vec<Decoded> = futures_util::stream::iter(ranges)
@@ -369,11 +414,39 @@ impl Encoder for ServerTokenizer {
     }
 }
 
+/// Whether the endpoint's server is llm-sim (`GET {base}/version` answers
+/// `{"version": "llm-sim …"}`): its built-in tokenizer counts the built-in prompt words one
+/// token each. `false` when the request fails or the answer says otherwise.
+pub fn is_llm_sim(handle: &tokio::runtime::Handle, client: &HttpClient, ep: &Endpoint) -> bool {
+    let url = format!("{}/version", ep.base_url());
+    handle.block_on(async {
+        let Ok(resp) = ep.authorize(client.get(&url)).timeout(TIMEOUT).send().await else {
+            return false;
+        };
+        if !resp.status().is_success() {
+            return false;
+        }
+        let Ok(bytes) = resp.bytes().await else {
+            return false;
+        };
+        serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|v| v.get("version")?.as_str().map(|s| s.starts_with("llm-sim")))
+            .unwrap_or(false)
+    })
+}
+
 /// What [`ServerTokenizer::decode_range`] found.
 struct Decoded {
     words: Vec<(u32, String)>,
     any_text: bool,
     refused: bool,
+}
+
+/// An answer status that means "an id beyond the vocabulary": a 4xx other than 401/403, or
+/// llama.cpp's 500. Not 502/503/504 (a proxy or an unwell server: an error).
+fn refusal(status: u16) -> bool {
+    ((400..500).contains(&status) && status != 401 && status != 403) || status == 500
 }
 
 /// The `tokens` array of a `/tokenize` answer (ids; llama.cpp's `with_pieces` objects too).

@@ -234,6 +234,27 @@ impl HistTotals {
         }
         Some(last.0 * 1000.0)
     }
+
+    /// The bucket that holds the `q`-quantile (the same bucket [`quantile_ms`] interpolates
+    /// in): its lower and upper bounds in ms, the upper `None` for the `+Inf` bucket. `None`
+    /// without observations or buckets. All the buckets can say about the quantile.
+    ///
+    /// [`quantile_ms`]: HistTotals::quantile_ms
+    pub fn quantile_bucket_ms(&self, q: f64) -> Option<(f64, Option<f64>)> {
+        let last = self.buckets.last()?;
+        if self.count <= 0.0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * self.count;
+        let mut prev = (0.0f64, 0.0f64);
+        for &(le, cum) in &self.buckets {
+            if cum >= rank && cum > prev.1 {
+                return Some((prev.0 * 1000.0, Some(le * 1000.0)));
+            }
+            prev = (le, cum);
+        }
+        Some((last.0 * 1000.0, None))
+    }
 }
 
 /// One scrape of one instance, in engine-neutral terms. `None`: the page does not say.

@@ -9,27 +9,100 @@ use serde::{Deserialize, Serialize};
 use super::names::{Engine, HistTotals, ServerView};
 use super::scrape::{Point, ScrapeResult};
 
-/// A server-side latency histogram over the run (deltas), ms. Percentiles are interpolated
-/// inside the histogram's buckets (Prometheus `histogram_quantile`), so they are as coarse as
-/// the server's bucket bounds.
+/// A bucket narrower than this share of its upper bound supports an interpolated value; a
+/// wider one only its bounds.
+const NARROW: f64 = 0.2;
+
+/// A server-side latency histogram over the run (deltas), ms. A percentile is only as fine as
+/// the server's bucket bounds: `p50_ms` (and p90, p99) is the value interpolated inside its
+/// bucket (Prometheus' `histogram_quantile`) only when the bucket is narrow (width at most
+/// [`NARROW`] of its upper bound); otherwise `None`, and `p50_bounds_ms` says what the data do
+/// support: the bucket's bounds, the upper one tightened by the mean (a latency's
+/// `q`-quantile is at most `mean / (1 - q)`), `None` above the last finite bound.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct HistSummary {
     pub count: f64,
     pub mean_ms: Option<f64>,
     pub p50_ms: Option<f64>,
     pub p90_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    /// `[lower, upper]` ms that hold the percentile (`upper` null: above the last bound).
+    pub p50_bounds_ms: Option<(f64, Option<f64>)>,
+    pub p90_bounds_ms: Option<(f64, Option<f64>)>,
+    pub p99_bounds_ms: Option<(f64, Option<f64>)>,
+    /// Some percentile lies in a bucket too wide for a value: only its bounds are known.
+    pub coarse: bool,
+}
+
+/// What the buckets and the mean support about one quantile: the interpolated value when its
+/// bucket is narrow, and the bounds.
+fn supported(h: &HistTotals, q: f64) -> (Option<f64>, Option<(f64, Option<f64>)>) {
+    let Some((lo, hi)) = h.quantile_bucket_ms(q) else {
+        return (None, None);
+    };
+    // Markov: at most a share 1 - q of non-negative values exceed mean / (1 - q).
+    let markov = h.mean_ms().filter(|_| q < 1.0).map(|m| m / (1.0 - q));
+    let hi = match (hi, markov) {
+        (Some(h), Some(m)) if m >= lo => Some(h.min(m)),
+        (None, Some(m)) if m >= lo => Some(m),
+        (h, _) => h,
+    };
+    let value = match hi {
+        Some(hi) if hi - lo <= NARROW * hi => h.quantile_ms(q).map(|v| v.clamp(lo, hi)),
+        _ => None,
+    };
+    (value, Some((lo, hi)))
 }
 
 impl HistSummary {
-    fn of(h: &HistTotals) -> HistSummary {
+    /// The summary of one histogram (deltas over the run).
+    pub fn of(h: &HistTotals) -> HistSummary {
+        let (p50_ms, p50_bounds_ms) = supported(h, 0.5);
+        let (p90_ms, p90_bounds_ms) = supported(h, 0.9);
+        let (p99_ms, p99_bounds_ms) = supported(h, 0.99);
+        let coarse = [
+            (p50_ms, p50_bounds_ms),
+            (p90_ms, p90_bounds_ms),
+            (p99_ms, p99_bounds_ms),
+        ]
+        .iter()
+        .any(|(v, b)| v.is_none() && b.is_some());
         HistSummary {
             count: h.count,
             mean_ms: h.mean_ms(),
-            p50_ms: h.quantile_ms(0.5),
-            p90_ms: h.quantile_ms(0.9),
-            p99_ms: h.quantile_ms(0.99),
+            p50_ms,
+            p90_ms,
+            p99_ms,
+            p50_bounds_ms,
+            p90_bounds_ms,
+            p99_bounds_ms,
+            coarse,
         }
+    }
+
+    /// `mean / p50 / p99` for the console, each percentile as the buckets support it: a value,
+    /// `≤ X` (its bucket starts at 0), `X–Y` (a wide bucket) or `> X` (above the last bound);
+    /// `(coarse buckets)` after it when any percentile is only bounded.
+    pub fn display(&self) -> String {
+        let mean = self
+            .mean_ms
+            .map_or("n/a".to_string(), |m| format!("{m:.1}"));
+        let p50 = percentile_cell(self.p50_ms, self.p50_bounds_ms);
+        let p99 = percentile_cell(self.p99_ms, self.p99_bounds_ms);
+        let flag = if self.coarse { " (coarse buckets)" } else { "" };
+        format!("{mean} / {p50} / {p99}{flag}")
+    }
+}
+
+/// One percentile as the buckets support it (see [`HistSummary::display`]).
+fn percentile_cell(value: Option<f64>, bounds: Option<(f64, Option<f64>)>) -> String {
+    match (value, bounds) {
+        (Some(v), _) => format!("{v:.1}"),
+        (None, Some((lo, Some(hi)))) if lo <= 0.0 => format!("≤ {hi:.1}"),
+        (None, Some((lo, Some(hi)))) => format!("{lo:.1}–{hi:.1}"),
+        (None, Some((lo, None))) => format!("> {lo:.1}"),
+        (None, None) => "n/a".to_string(),
     }
 }
 

@@ -17,6 +17,8 @@
 //!   server's `POST /tokenize` (`backend::tokenize`), so prompts are exact with only an endpoint.
 //! * [`verify_sample`] / [`verify_trace`] — re-tokenize built prompts with the real tokenizer
 //!   (a quick start-up sample, or a whole trace slice with the block-sharing check).
+//! * [`judge_fallback`] — whether the built-in word list can be exact against the server, and
+//!   the one line that refuses a run when it cannot (unless `--allow-inexact-prompts`).
 //! * [`chat_overhead_from_template`] — how many tokens the model's chat template adds around the
 //!   user content (8 for Qwen3), so chat requests can shorten their content by it.
 //!
@@ -25,6 +27,7 @@
 mod builder;
 mod corpus;
 mod encoder;
+mod exactness;
 mod template;
 mod tokenizer_json;
 mod verify;
@@ -36,6 +39,7 @@ pub use corpus::{
     CorpusStats, PromptSource, ReadText, DEFAULT_MAX_BYTES, MAX_UNIT_BYTES, MAX_UNIT_TOKENS,
 };
 pub use encoder::Encoder;
+pub use exactness::{judge_fallback, Fallback};
 pub use template::{
     chat_messages, chat_overhead_from_template, completion_overhead, ChatCounter, ChatTemplate,
     LEAD,
@@ -88,4 +92,8 @@ pub enum PromptError {
     /// JSONL).
     #[error("--prompt-corpus {path}: {message}")]
     Corpus { path: PathBuf, message: String },
+    /// The prompts would be the built-in word list against a server that does not count those
+    /// words one token each (see [`judge_fallback`]); the message is one line.
+    #[error("{0}")]
+    Inexact(String),
 }

@@ -430,7 +430,7 @@ fn server_section(t: &mut Table, srv: &crate::observe::ServerSummary) {
     );
     t.row("Preemptions:", num(c.preemptions, 0));
     let h = |x: &Option<crate::observe::summary::HistSummary>| match x {
-        Some(h) => three(h.mean_ms, h.p50_ms, h.p99_ms),
+        Some(h) => h.display(),
         None => "n/a".to_string(),
     };
     let cl = &srv.client;

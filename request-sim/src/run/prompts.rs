@@ -101,7 +101,7 @@ pub(super) fn run(
     let model_ms = ms_since(t);
     let t = Instant::now();
     let server_tok = server_tokenizer(cfg, server, tokenizer.is_none(), &model);
-    let (vocab, truth) = vocabulary(cfg, tokenizer.as_ref(), server_tok.as_ref())?;
+    let (vocab, truth, fallback) = vocabulary(cfg, tokenizer.as_ref(), server_tok.as_ref())?;
     startup.vocab_ms = ms_since(t);
     let encoder: Option<&dyn prompt::Encoder> = match (&tokenizer, &server_tok) {
         (Some(t), _) => Some(t),
@@ -130,6 +130,9 @@ pub(super) fn run(
     let verification =
         encoder.map(|enc| startup_check(&builder, enc, &head, &source, &loaded, startup.vocab_ms));
     startup.prompt_check_ms = ms_since(t);
+    if let Some(reason) = fallback.filter(|_| trace.format != TraceFormat::Messages) {
+        judge_fallback(cfg, server, &reason, truth, verification.as_ref())?;
+    }
 
     let t = Instant::now();
     let params = BodyParams {
@@ -279,34 +282,62 @@ fn chat_counter(
     Ok(Some(Arc::new(ChatCounter::new(template, tok))))
 }
 
-/// The prompt words: from the tokenizer, the server's `/tokenize`, or the built-in list.
+/// The prompt words: from the tokenizer, the server's `/tokenize`, or the built-in list (then
+/// why, unless the target is the built-in simulator).
 fn vocabulary(
     cfg: &ReplayConfig,
     tokenizer: Option<&tokenizers::Tokenizer>,
     server_tok: Option<&ServerTokenizer>,
-) -> Result<(Vocab, Truth)> {
+) -> Result<(Vocab, Truth, Option<String>)> {
     Ok(match (tokenizer, server_tok) {
-        (Some(t), _) => (Vocab::from_tokenizer(t)?, Truth::Local),
+        (Some(t), _) => (Vocab::from_tokenizer(t)?, Truth::Local, None),
         (None, Some(s)) => match s.candidates().and_then(|c| Vocab::from_candidates(s, c)) {
-            Ok(v) => (v, Truth::Server),
+            Ok(v) => (v, Truth::Server, None),
             Err(e) => {
-                note(format!(
-                    "WARNING: no prompt words from {} ({e}): prompts use the built-in word list, checked by the server",
-                    s.describe()
-                ));
-                (Vocab::builtin(), Truth::Server)
+                let why = format!("no prompt words from {}: {e}", s.describe());
+                (Vocab::builtin(), Truth::Server, Some(why))
             }
         },
         (None, None) => {
-            if !matches!(cfg.target.server, Target::BuiltinSimulator) {
-                note("WARNING: no --tokenizer and the server has no POST /tokenize: prompts use the built-in \
-                     word list, so prompt token counts are APPROXIMATE for a real model (exact only against \
-                     the built-in simulator). Pass the model's tokenizer.json for exact counts.",
-                );
-            }
-            (Vocab::builtin(), Truth::None)
+            let why = match cfg.target.server {
+                Target::BuiltinSimulator => None,
+                _ if cfg.prompts.no_server_tokenize => {
+                    Some("no --tokenizer, --no-server-tokenize".into())
+                }
+                _ => Some("no --tokenizer and the server has no POST /tokenize".into()),
+            };
+            (Vocab::builtin(), Truth::None, why)
         }
     })
+}
+
+/// Prompts of the built-in word list against a server: one line that says whether they are
+/// exact (the server's `/tokenize` counts the start-up sample exactly, or the server is
+/// llm-sim), else a refusal unless `--allow-inexact-prompts` (a dry run only says so).
+fn judge_fallback(
+    cfg: &ReplayConfig,
+    server: &Server,
+    reason: &str,
+    truth: Truth,
+    checked: Option<&VerifyReport>,
+) -> Result<()> {
+    if cfg.requests.dry_run {
+        note(format!(
+            "WARNING: prompt words: the built-in word list ({reason}); token counts are approximate for a real model (dry run: nothing is sent)"
+        ));
+        return Ok(());
+    }
+    let llm_sim = truth == Truth::None
+        && !cfg.prompts.allow_inexact_prompts
+        && crate::backend::tokenize::is_llm_sim(server.rt.handle(), &server.client, &server.ep);
+    let line = prompt::judge_fallback(&prompt::Fallback {
+        reason,
+        checked,
+        llm_sim,
+        allow: cfg.prompts.allow_inexact_prompts,
+    })?;
+    note(line);
+    Ok(())
 }
 
 /// Re-tokenize the head of a few prompts among the first requests (a prompt's first n tokens

@@ -12,6 +12,7 @@ mod reliability;
 mod replay;
 mod report;
 mod server_metrics;
+mod server_percentiles;
 // Helpers shared by the modules; not every module uses every helper.
 #[allow(dead_code)]
 mod support;

@@ -1,5 +1,6 @@
 mod builtin;
 mod corpus;
+mod llamacpp;
 mod messages;
 mod qwen3;
 mod save;

@@ -430,6 +430,7 @@ fn start_up_ending_after_the_common_start_is_an_error_and_sends_nothing() {
             "--endpoint".as_ref(),
             base.as_ref(),
             "--no-server-tokenize".as_ref(),
+            "--allow-inexact-prompts".as_ref(),
             "--chat-overhead".as_ref(),
             "0".as_ref(),
             "--dataset-path".as_ref(),

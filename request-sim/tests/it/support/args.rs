@@ -65,6 +65,8 @@ pub fn base_args(endpoint: &str, trace: &Path, dir: &Path) -> Vec<String> {
         "0".into(),
         // Only generation requests reach the server (the tests count them).
         "--no-server-tokenize".into(),
+        // ... and no `GET /version` to learn whether the built-in words are exact.
+        "--allow-inexact-prompts".into(),
         "--dataset-path".into(),
         trace.display().to_string(),
         "--output-path".into(),
