@@ -219,6 +219,28 @@ impl HistTotals {
     /// `histogram_quantile` does (so no finer than the server's bucket bounds); `None` without
     /// observations or buckets. An answer in the `+Inf` bucket is the largest finite bound.
     pub fn quantile_ms(&self, q: f64) -> Option<f64> {
+        Some(match self.quantile_in(q)? {
+            Located::Inside { lower, upper, frac } => (lower + (upper - lower) * frac) * 1000.0,
+            Located::Beyond { last } => last * 1000.0,
+        })
+    }
+
+    /// The bucket that holds the `q`-quantile (the same bucket [`quantile_ms`] interpolates
+    /// in): its lower and upper bounds in ms, the upper `None` for the `+Inf` bucket. `None`
+    /// without observations or buckets. All the buckets can say about the quantile.
+    ///
+    /// [`quantile_ms`]: HistTotals::quantile_ms
+    pub fn quantile_bucket_ms(&self, q: f64) -> Option<(f64, Option<f64>)> {
+        Some(match self.quantile_in(q)? {
+            Located::Inside { lower, upper, .. } => (lower * 1000.0, Some(upper * 1000.0)),
+            Located::Beyond { last } => (last * 1000.0, None),
+        })
+    }
+
+    /// Where the `q`-quantile's rank falls among the cumulative buckets (seconds): the one
+    /// search [`quantile_ms`](HistTotals::quantile_ms) and
+    /// [`quantile_bucket_ms`](HistTotals::quantile_bucket_ms) share.
+    fn quantile_in(&self, q: f64) -> Option<Located> {
         let last = self.buckets.last()?;
         if self.count <= 0.0 {
             return None;
@@ -228,33 +250,24 @@ impl HistTotals {
         for &(le, cum) in &self.buckets {
             if cum >= rank && cum > prev.1 {
                 let frac = (rank - prev.1) / (cum - prev.1);
-                return Some((prev.0 + (le - prev.0) * frac) * 1000.0);
+                return Some(Located::Inside {
+                    lower: prev.0,
+                    upper: le,
+                    frac,
+                });
             }
             prev = (le, cum);
         }
-        Some(last.0 * 1000.0)
+        Some(Located::Beyond { last: last.0 })
     }
+}
 
-    /// The bucket that holds the `q`-quantile (the same bucket [`quantile_ms`] interpolates
-    /// in): its lower and upper bounds in ms, the upper `None` for the `+Inf` bucket. `None`
-    /// without observations or buckets. All the buckets can say about the quantile.
-    ///
-    /// [`quantile_ms`]: HistTotals::quantile_ms
-    pub fn quantile_bucket_ms(&self, q: f64) -> Option<(f64, Option<f64>)> {
-        let last = self.buckets.last()?;
-        if self.count <= 0.0 {
-            return None;
-        }
-        let rank = q.clamp(0.0, 1.0) * self.count;
-        let mut prev = (0.0f64, 0.0f64);
-        for &(le, cum) in &self.buckets {
-            if cum >= rank && cum > prev.1 {
-                return Some((prev.0 * 1000.0, Some(le * 1000.0)));
-            }
-            prev = (le, cum);
-        }
-        Some((last.0 * 1000.0, None))
-    }
+/// Where a quantile's rank falls in a histogram (bounds in seconds).
+enum Located {
+    /// In the bucket `(lower, upper]`, `frac` of the way through its count.
+    Inside { lower: f64, upper: f64, frac: f64 },
+    /// Above every finite bound: the `+Inf` bucket, after the largest finite bound `last`.
+    Beyond { last: f64 },
 }
 
 /// One scrape of one instance, in engine-neutral terms. `None`: the page does not say.

@@ -4,7 +4,7 @@
 //! `guest_halt_poll_ns` = 0, as the development VM) wakes them through the hypervisor, which
 //! sometimes takes a few hundred microseconds: a burst's first I/O thread then starts late and
 //! the whole burst runs slow (docs/performance.md, blitz table). While the dispatcher holds the
-//! I/O threads raised (a fraction of a millisecond around each send time, [`super::priority`]),
+//! I/O threads raised (a fraction of a millisecond around each send time, the real-time module),
 //! one `SCHED_IDLE` thread per core spins, so the cores are running when the burst wakes its
 //! threads; `SCHED_IDLE` yields the core to any other thread at once. Between send times the
 //! threads sleep on a condition variable.
@@ -32,8 +32,10 @@ pub struct KeepAwake {
 
 impl KeepAwake {
     /// One thread pinned to each of `cores`; `None` for no cores or when a thread cannot be
-    /// started (the run goes on without).
-    pub fn start(cores: &[core_affinity::CoreId]) -> Option<KeepAwake> {
+    /// started (the run goes on without). Each thread, once pinned, calls `setup`, which lowers
+    /// its scheduling policy (to `SCHED_IDLE`: the caller owns the thread-priority calls) and
+    /// returns its kernel thread id.
+    pub fn start(cores: &[core_affinity::CoreId], setup: fn() -> i32) -> Option<KeepAwake> {
         if cores.is_empty() {
             return None;
         }
@@ -50,8 +52,7 @@ impl KeepAwake {
                 .name("keep-awake".into())
                 .spawn(move || {
                     core_affinity::set_for_current(core);
-                    super::priority::set_idle_policy();
-                    let _ = tx.send(super::priority::current_tid().unwrap_or(0));
+                    let _ = tx.send(setup());
                     drop(tx);
                     spin_while_active(&s);
                 })
@@ -116,56 +117,5 @@ fn spin_while_active(s: &Shared) {
         while s.active.load(Ordering::Relaxed) {
             std::hint::spin_loop();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-    use crate::schedule::eventually;
-
-    /// CPU time of thread `tid` of this process, ns (`/proc/self/task/<tid>/schedstat`).
-    fn cpu_ns(tid: i32) -> u64 {
-        std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
-            .ok()
-            .and_then(|s| s.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
-    }
-
-    #[test]
-    fn threads_idle_at_lowest_priority_spin_only_while_on() {
-        let cores = core_affinity::get_core_ids().unwrap_or_default();
-        assert!(KeepAwake::start(&[]).is_none());
-        let Some(k) = KeepAwake::start(&cores) else {
-            panic!("no keep-awake threads on {} cores", cores.len());
-        };
-        assert_eq!(k.threads(), cores.len());
-        assert_eq!(k.tids().len(), cores.len());
-        for &tid in k.tids() {
-            assert_eq!(super::super::priority::policy_of(tid), "idle");
-        }
-        let total = || k.tids().iter().map(|&t| cpu_ns(t)).sum::<u64>();
-        // Asleep: no CPU time accrues (two reads 50 ms apart agree).
-        let mut last = total();
-        assert!(eventually(|| {
-            std::thread::sleep(Duration::from_millis(50));
-            let now = total();
-            std::mem::replace(&mut last, now) == now
-        }));
-        // On: they spin (SCHED_IDLE still gets idle cores, or a share of busy ones).
-        k.on();
-        let before = total();
-        assert!(eventually(|| total() > before + 5_000_000));
-        // Off: they stop again.
-        k.off();
-        let mut last = total();
-        assert!(eventually(|| {
-            std::thread::sleep(Duration::from_millis(50));
-            let now = total();
-            std::mem::replace(&mut last, now) == now
-        }));
-        drop(k); // joins the threads: must not hang
     }
 }

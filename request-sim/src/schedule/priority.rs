@@ -199,7 +199,7 @@ impl Realtime {
     pub fn io_boost(&self) -> Option<IoBoost> {
         let have_io = !lock(&self.shared.io).is_empty();
         (self.shared.dispatcher_fifo.load(Ordering::Relaxed) && have_io).then(|| {
-            let awake = super::awake::KeepAwake::start(&self.awake_cores);
+            let awake = super::awake::KeepAwake::start(&self.awake_cores, idle_thread_setup);
             if let Some(a) = &awake {
                 self.shared
                     .awake_threads
@@ -458,6 +458,12 @@ pub(crate) fn set_idle_policy() {
     }
 }
 
+/// What a keep-awake thread does once pinned: `SCHED_IDLE`, then its kernel thread id.
+fn idle_thread_setup() -> i32 {
+    set_idle_policy();
+    current_tid().unwrap_or(0)
+}
+
 /// Set thread `tid` (0 = the calling thread) to SCHED_FIFO at `priority`, or back to
 /// SCHED_OTHER (its nice level is kept) with `None`.
 fn set_policy(tid: i32, priority: Option<u8>) -> Result<(), String> {
@@ -570,5 +576,53 @@ mod tests {
             assert_eq!(r.policy, SchedPolicy::Normal);
             assert!(r.reason.unwrap().contains("SCHED_FIFO"));
         }
+    }
+
+    // The keep-awake threads (schedule::awake) as this module sets them up.
+    use super::super::awake::KeepAwake;
+    use crate::schedule::eventually;
+    use std::time::Duration;
+
+    /// CPU time of thread `tid` of this process, ns (`/proc/self/task/<tid>/schedstat`).
+    fn cpu_ns(tid: i32) -> u64 {
+        std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn threads_idle_at_lowest_priority_spin_only_while_on() {
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        assert!(KeepAwake::start(&[], idle_thread_setup).is_none());
+        let Some(k) = KeepAwake::start(&cores, idle_thread_setup) else {
+            panic!("no keep-awake threads on {} cores", cores.len());
+        };
+        assert_eq!(k.threads(), cores.len());
+        assert_eq!(k.tids().len(), cores.len());
+        for &tid in k.tids() {
+            assert_eq!(policy_of(tid), "idle");
+        }
+        let total = || k.tids().iter().map(|&t| cpu_ns(t)).sum::<u64>();
+        // Asleep: no CPU time accrues (two reads 50 ms apart agree).
+        let mut last = total();
+        assert!(eventually(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = total();
+            std::mem::replace(&mut last, now) == now
+        }));
+        // On: they spin (SCHED_IDLE still gets idle cores, or a share of busy ones).
+        k.on();
+        let before = total();
+        assert!(eventually(|| total() > before + 5_000_000));
+        // Off: they stop again.
+        k.off();
+        let mut last = total();
+        assert!(eventually(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = total();
+            std::mem::replace(&mut last, now) == now
+        }));
+        drop(k); // joins the threads: must not hang
     }
 }

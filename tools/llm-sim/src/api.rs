@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::engine::{output_token, CancelOnDrop, NewRequest, Progress, ReqShared};
 use crate::faults::FaultPlan;
 use crate::metrics::FaultKind;
-use crate::server::AppState;
+use crate::state::AppState;
 use crate::tokenize::ChatMessage;
 use crate::util::{hash3, mix64};
 use crate::vocab::builtin_words;

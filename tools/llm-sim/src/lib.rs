@@ -22,6 +22,7 @@ pub mod kv_events;
 pub mod metrics;
 pub mod router;
 pub mod server;
+pub mod state;
 pub mod timing;
 pub mod tokenize;
 

@@ -32,7 +32,8 @@ use crate::api::{self, error_response, full, Api, Body};
 use crate::cache::extend_block_hashes;
 use crate::error::{Error, Result};
 use crate::routing::{Policy, RouteRequest, Router};
-use crate::server::{self, AppState, SimServer};
+use crate::server::{self, SimServer};
+use crate::state::AppState;
 
 /// Settings of the built-in router.
 #[derive(Clone, Debug, PartialEq)]

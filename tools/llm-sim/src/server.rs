@@ -21,48 +21,16 @@ use tokio::sync::watch;
 
 use crate::api::{self, error_response, full, json_response, Api, Body};
 use crate::config::{FaultConfig, SimConfig};
-use crate::engine::{spawn_engine, EngineHandle};
+use crate::engine::spawn_engine;
 use crate::error::{Error, Result};
 use crate::faults::FaultHandle;
 use crate::metrics::{FaultKind, Metrics};
+pub use crate::state::AppState;
 use crate::tokenize::Tokenizer;
 use crate::util::mix64;
 
 /// Largest request body accepted.
 const MAX_BODY: usize = 64 << 20;
-
-/// State shared by all connections of one server.
-pub struct AppState {
-    pub cfg: SimConfig,
-    /// The model name as a JSON string literal (quoted, escaped).
-    pub model_json: String,
-    pub tokenizer: Tokenizer,
-    pub engine: EngineHandle,
-    pub metrics: Arc<Metrics>,
-    pub faults: FaultHandle,
-    pub req_counter: AtomicU64,
-    pub conn_counter: AtomicU64,
-    pub id_seed: u64,
-    pub started: u64,
-    /// `x-inference-pod` value: `llm-sim-INDEX` (the engine's index in a cluster).
-    pub pod: HeaderValue,
-    /// `x-inference-port` value: the bound port.
-    pub port_header: HeaderValue,
-    /// When the simulated readiness delay ends.
-    pub ready_at: std::time::Instant,
-}
-
-impl AppState {
-    /// False during the simulated readiness delay (`SimConfig::ready_delay_ms`).
-    pub fn is_ready(&self) -> bool {
-        std::time::Instant::now() >= self.ready_at
-    }
-
-    /// Wall-clock length of a simulated timer of `ms` milliseconds (divided by the speedup).
-    pub fn wall(&self, ms: u64) -> Duration {
-        Duration::from_millis(ms).div_f64(self.cfg.speedup)
-    }
-}
 
 /// A running server on the caller's tokio runtime.
 pub struct SimServer {

@@ -206,22 +206,32 @@ fn completion(body: &Value, prompt: usize, choice: Value) -> (u16, Value) {
     )
 }
 
+/// A fake llama.cpp server (with `/tokenize`) and the server tokenizer probed from it; the
+/// server and the runtime stay alive as long as the caller keeps them.
+fn probe_fake(
+    q: &super::qwen3::Qwen3,
+    n_vocab_meta: bool,
+) -> (FakeLlamaCpp, tokio::runtime::Runtime, ServerTokenizer) {
+    let fake = FakeLlamaCpp::start(
+        q.tok.clone(),
+        Mode {
+            n_vocab_meta,
+            tokenize: true,
+        },
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = backend::build_client(&backend::ClientOptions::default()).unwrap();
+    let ep = Endpoint::resolve(&fake.base_url(), ApiFlavor::Openai, true, None, None).unwrap();
+    let st = ServerTokenizer::probe(rt.handle().clone(), &client, &ep, None)
+        .expect("the fake answers /tokenize");
+    (fake, rt, st)
+}
+
 #[test]
 fn llama_cpp_server_lists_its_vocabulary_despite_500_beyond_it() {
     let Some(q) = qwen3() else { return };
     for n_vocab_meta in [true, false] {
-        let fake = FakeLlamaCpp::start(
-            q.tok.clone(),
-            Mode {
-                n_vocab_meta,
-                tokenize: true,
-            },
-        );
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        let client = backend::build_client(&backend::ClientOptions::default()).unwrap();
-        let ep = Endpoint::resolve(&fake.base_url(), ApiFlavor::Openai, true, None, None).unwrap();
-        let st = ServerTokenizer::probe(rt.handle().clone(), &client, &ep, None)
-            .expect("the fake answers /tokenize");
+        let (_fake, _rt, st) = probe_fake(&q, n_vocab_meta);
         assert!(
             st.describe().contains("llama.cpp shape"),
             "{}",
@@ -250,17 +260,7 @@ fn llama_cpp_server_lists_its_vocabulary_despite_500_beyond_it() {
 fn llama_cpp_vocabulary_size_is_read_from_v1_models() {
     let Some(q) = qwen3() else { return };
     for n_vocab_meta in [true, false] {
-        let fake = FakeLlamaCpp::start(
-            q.tok.clone(),
-            Mode {
-                n_vocab_meta,
-                tokenize: true,
-            },
-        );
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        let client = backend::build_client(&backend::ClientOptions::default()).unwrap();
-        let ep = Endpoint::resolve(&fake.base_url(), ApiFlavor::Openai, true, None, None).unwrap();
-        let st = ServerTokenizer::probe(rt.handle().clone(), &client, &ep, None).unwrap();
+        let (_fake, _rt, st) = probe_fake(&q, n_vocab_meta);
         let want = n_vocab_meta.then(|| q.tok.get_vocab_size(true) as u32);
         assert_eq!(st.vocab_size(), want);
     }
