@@ -231,7 +231,7 @@ fn probe_fake(
 fn llama_cpp_server_lists_its_vocabulary_despite_500_beyond_it() {
     let Some(q) = qwen3() else { return };
     for n_vocab_meta in [true, false] {
-        let (_fake, _rt, st) = probe_fake(&q, n_vocab_meta);
+        let (_fake, _rt, st) = probe_fake(q, n_vocab_meta);
         assert!(
             st.describe().contains("llama.cpp shape"),
             "{}",
@@ -260,7 +260,7 @@ fn llama_cpp_server_lists_its_vocabulary_despite_500_beyond_it() {
 fn llama_cpp_vocabulary_size_is_read_from_v1_models() {
     let Some(q) = qwen3() else { return };
     for n_vocab_meta in [true, false] {
-        let (_fake, _rt, st) = probe_fake(&q, n_vocab_meta);
+        let (_fake, _rt, st) = probe_fake(q, n_vocab_meta);
         let want = n_vocab_meta.then(|| q.tok.get_vocab_size(true) as u32);
         assert_eq!(st.vocab_size(), want);
     }
