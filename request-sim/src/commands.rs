@@ -109,13 +109,13 @@ fn merged_summary(
     let files = crate::record::merge::expand_inputs(paths)?;
     let merged = stats::merge::merge_files(&files, expected, cfg)?;
     let mut info = stats::RunInfo::new();
-    info.scheduled = merged.union.expected.max(merged.records.len());
-    info.never_sent = merged
+    info.outcome.scheduled = merged.union.expected.max(merged.records.len());
+    info.outcome.never_sent = merged
         .records
         .iter()
         .filter(|r| r.sent_ms.is_none())
         .count();
-    info.dry_run = !merged.records.is_empty()
+    info.outcome.dry_run = !merged.records.is_empty()
         && merged
             .records
             .iter()

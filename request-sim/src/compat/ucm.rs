@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::Parser;
+use clap::{Args, Parser};
 
 use crate::cli::{Cli, Command, ReplayArgs};
 
@@ -23,6 +23,22 @@ use crate::cli::{Cli, Command, ReplayArgs};
     about = "request-sim with the command line of UCM's benchmarks/trace_replay.py"
 )]
 pub struct UcmArgs {
+    // The server and model.
+    #[command(flatten)]
+    pub server: ServerFlags,
+    // The trace, how it is replayed, and the results.
+    #[command(flatten)]
+    pub replay: ReplayFlags,
+    // Accepted for compatibility; no effect (a note says so at start-up).
+    #[command(flatten)]
+    pub ignored_requests: IgnoredRequestFlags,
+    #[command(flatten)]
+    pub ignored_data: IgnoredDataFlags,
+}
+
+/// UCM's flags naming the server and the model.
+#[derive(Debug, Clone, Args)]
+pub struct ServerFlags {
     /// Backend: vllm, openai, sglang, lmdeploy, scalellm, llama.cpp, tensorrt-llm (OpenAI
     /// completions at --endpoint), openai-chat (chat completions), tgi.
     #[arg(long, default_value = "vllm")]
@@ -47,6 +63,11 @@ pub struct UcmArgs {
     /// Tokenizer directory or tokenizer.json (default: --model when it is a local directory).
     #[arg(long)]
     pub tokenizer: Option<PathBuf>,
+}
+
+/// UCM's flags for the trace, its prompts, the replay and the results.
+#[derive(Debug, Clone, Args)]
+pub struct ReplayFlags {
     /// The Mooncake-style trace (JSONL with timestamp, input_length, output_length, hash_ids).
     #[arg(long)]
     pub trace_path: PathBuf,
@@ -82,8 +103,12 @@ pub struct UcmArgs {
     /// request-sim extension: replay speed (2 = twice the trace's rate; UCM has none).
     #[arg(long, default_value_t = 1.0)]
     pub scale_factor: f64,
+}
 
-    // ---- accepted for compatibility; no effect (a note says so at start-up) ----
+/// Accepted for compatibility, no effect: how vLLM's benchmark paces, samples and sends
+/// requests (the trace's own timing is replayed, open loop).
+#[derive(Debug, Clone, Args)]
+pub struct IgnoredRequestFlags {
     /// The trace's own timing is replayed (open loop): no concurrency cap.
     #[arg(long, hide = true)]
     pub max_concurrency: Option<String>,
@@ -115,6 +140,17 @@ pub struct UcmArgs {
     pub use_beam_search: bool,
     #[arg(long, hide = true)]
     pub profile: bool,
+    #[arg(long, hide = true, num_args = 0..)]
+    pub header: Vec<String>,
+    #[arg(long, hide = true)]
+    pub request_id_prefix: Option<String>,
+    #[arg(long, hide = true)]
+    pub ready_check_timeout_sec: Option<String>,
+}
+
+/// Accepted for compatibility, no effect: vLLM's benchmark result files and dataset shapes.
+#[derive(Debug, Clone, Args)]
+pub struct IgnoredDataFlags {
     #[arg(long, hide = true)]
     pub save_detailed: bool,
     #[arg(long, hide = true)]
@@ -125,12 +161,6 @@ pub struct UcmArgs {
     pub label: Option<String>,
     #[arg(long, hide = true, num_args = 0..)]
     pub metadata: Vec<String>,
-    #[arg(long, hide = true, num_args = 0..)]
-    pub header: Vec<String>,
-    #[arg(long, hide = true)]
-    pub request_id_prefix: Option<String>,
-    #[arg(long, hide = true)]
-    pub ready_check_timeout_sec: Option<String>,
     #[arg(long, hide = true)]
     pub sharegpt_output_len: Option<String>,
     #[arg(long, hide = true)]
@@ -181,16 +211,61 @@ const COMPLETIONS_BACKENDS: &[&str] = &[
     "tensorrt-llm",
 ];
 
+/// Append `flag value` to a command line.
+fn push(a: &mut Vec<String>, flag: &str, value: String) {
+    a.push(flag.to_string());
+    a.push(value);
+}
+
 impl UcmArgs {
     /// Translate into a `request-sim replay` command line.
     pub fn replay_argv(&self) -> crate::Result<UcmPlan> {
         let mut a: Vec<String> = Vec::new();
         let mut notes = Vec::new();
-        let mut push = |k: &str, v: String| {
-            a.push(k.to_string());
-            a.push(v);
-        };
-        // ---- server ----
+        self.server.push_args(&mut a, &mut notes)?;
+        self.replay.push_trace_args(&mut a, &mut notes)?;
+        let metrics_xlsx = self.replay.push_output_args(&mut a);
+        notes.extend(self.ignored_flags());
+        Ok(UcmPlan {
+            argv: a,
+            notes,
+            metrics_xlsx,
+        })
+    }
+
+    /// Notes for the accepted flags that change nothing here.
+    fn ignored_flags(&self) -> Vec<String> {
+        let (r, d) = (&self.ignored_requests, &self.ignored_data);
+        let mut n = Vec::new();
+        if r.max_concurrency.is_some() {
+            n.push("--max-concurrency has no effect: requests are sent at the trace's times (open loop), whatever is in flight".to_string());
+        }
+        let set = [
+            ("--request-rate", r.request_rate.is_some()),
+            ("--burstiness", r.burstiness.is_some()),
+            ("--num-prompts", r.num_prompts.is_some()),
+            ("--temperature", r.temperature.is_some()),
+            ("--top-p", r.top_p.is_some()),
+            ("--top-k", r.top_k.is_some()),
+            ("--min-p", r.min_p.is_some()),
+            ("--result-filename", d.result_filename.is_some()),
+            ("--header", !r.header.is_empty()),
+            ("--percentile-metrics", r.percentile_metrics.is_some()),
+        ];
+        let names: Vec<&str> = set.iter().filter(|s| s.1).map(|s| s.0).collect();
+        if !names.is_empty() {
+            n.push(format!(
+                "{} accepted for compatibility, no effect (timing comes from the trace; every metric is reported)",
+                names.join(", ")
+            ));
+        }
+        n
+    }
+}
+
+impl ServerFlags {
+    /// The replay's server, API, model name and tokenizer.
+    fn push_args(&self, a: &mut Vec<String>, notes: &mut Vec<String>) -> crate::Result<()> {
         let (api, default_path) = match self.backend.as_str() {
             b if COMPLETIONS_BACKENDS.contains(&b) => ("openai", "/v1/completions"),
             "openai-chat" => ("openai", "/v1/chat/completions"),
@@ -207,9 +282,10 @@ impl UcmArgs {
             None => format!("http://{}:{}", self.host, self.port),
         };
         let path = self.endpoint.as_deref().unwrap_or(default_path);
-        push("--endpoint", format!("{base}{path}"));
-        push("--api", api.to_string());
+        push(a, "--endpoint", format!("{base}{path}"));
+        push(a, "--api", api.to_string());
         push(
+            a,
             "--model-name",
             self.served_model_name
                 .clone()
@@ -218,28 +294,39 @@ impl UcmArgs {
         // ---- tokenizer: --tokenizer, else --model when it is a local model directory ----
         let model_dir = Path::new(&self.model);
         match (&self.tokenizer, model_dir.join("tokenizer.json").is_file()) {
-            (Some(t), _) => push("--tokenizer", t.display().to_string()),
-            (None, true) => push("--tokenizer", self.model.clone()),
+            (Some(t), _) => push(a, "--tokenizer", t.display().to_string()),
+            (None, true) => push(a, "--tokenizer", self.model.clone()),
             (None, false) => notes.push(format!(
                 "--model {} is not a local directory with tokenizer.json: prompt lengths are \
                  checked with the server's /tokenize when it has one",
                 self.model
             )),
         }
-        // ---- trace and prompts ----
+        Ok(())
+    }
+}
+
+impl ReplayFlags {
+    /// The trace, its timing and its prompts.
+    fn push_trace_args(&self, a: &mut Vec<String>, notes: &mut Vec<String>) -> crate::Result<()> {
         if !self.trace_path.is_file() {
             return Err(crate::Error::config(format!(
                 "--trace-path {}: no such file",
                 self.trace_path.display()
             )));
         }
-        push("--dataset-path", self.trace_path.display().to_string());
-        push("--seed", self.seed.to_string());
-        push("--scale-factor", self.scale_factor.to_string());
+        push(a, "--dataset-path", self.trace_path.display().to_string());
+        push(a, "--seed", self.seed.to_string());
+        push(a, "--scale-factor", self.scale_factor.to_string());
         if self.trace_mode == "benchmark" {
-            self.benchmark_prompts(&mut push, &mut notes)?;
+            self.benchmark_prompts(a, notes)?;
         }
-        // ---- outputs ----
+        Ok(())
+    }
+
+    /// The result files, percentiles, goodput and progress; returns where `metrics.xlsx` goes
+    /// (with `--save-result`).
+    fn push_output_args(&self, a: &mut Vec<String>) -> Option<PathBuf> {
         let dir = self
             .result_dir
             .clone()
@@ -255,6 +342,7 @@ impl UcmArgs {
                 .unwrap_or("trace")
                 .to_string();
             push(
+                a,
                 "--save-prompts",
                 dir.join(format!("{stem}_dataset.jsonl"))
                     .display()
@@ -263,14 +351,15 @@ impl UcmArgs {
         }
         let metrics_xlsx = self.save_result.then(|| dir.join("metrics.xlsx"));
         if self.save_result {
-            push("--result-dir", dir.display().to_string());
+            push(a, "--result-dir", dir.display().to_string());
             push(
+                a,
                 "--output-path",
                 dir.join("trace_replay_records.jsonl").display().to_string(),
             );
         }
         if let Some(p) = &self.metric_percentiles {
-            push("--metric-percentile", p.clone());
+            push(a, "--metric-percentile", p.clone());
         }
         if !self.goodput.is_empty() {
             a.push("--goodput".into());
@@ -279,20 +368,11 @@ impl UcmArgs {
         if self.disable_tqdm {
             a.push("-q".into());
         }
-        notes.extend(self.ignored_flags());
-        Ok(UcmPlan {
-            argv: a,
-            notes,
-            metrics_xlsx,
-        })
+        metrics_xlsx
     }
 
     /// `--trace-mode benchmark`: real text from the dataset, at the trace's lengths.
-    fn benchmark_prompts(
-        &self,
-        push: &mut impl FnMut(&str, String),
-        notes: &mut Vec<String>,
-    ) -> crate::Result<()> {
+    fn benchmark_prompts(&self, a: &mut Vec<String>, notes: &mut Vec<String>) -> crate::Result<()> {
         let field = match self.dataset_name.as_str() {
             "sharegpt" | "sonnet" => None,
             "custom" => Some("prompt"),
@@ -318,9 +398,9 @@ impl UcmArgs {
                 self.dataset_name
             )));
         };
-        push("--prompt-corpus", path.display().to_string());
+        push(a, "--prompt-corpus", path.display().to_string());
         if let Some(f) = field {
-            push("--prompt-corpus-field", f.to_string());
+            push(a, "--prompt-corpus-field", f.to_string());
         }
         notes.push(format!(
             "benchmark mode: prompts are {} text at the trace's exact lengths, with the trace's \
@@ -328,34 +408,6 @@ impl UcmArgs {
             self.dataset_name
         ));
         Ok(())
-    }
-
-    /// Notes for the accepted flags that change nothing here.
-    fn ignored_flags(&self) -> Vec<String> {
-        let mut n = Vec::new();
-        if self.max_concurrency.is_some() {
-            n.push("--max-concurrency has no effect: requests are sent at the trace's times (open loop), whatever is in flight".to_string());
-        }
-        let set = [
-            ("--request-rate", self.request_rate.is_some()),
-            ("--burstiness", self.burstiness.is_some()),
-            ("--num-prompts", self.num_prompts.is_some()),
-            ("--temperature", self.temperature.is_some()),
-            ("--top-p", self.top_p.is_some()),
-            ("--top-k", self.top_k.is_some()),
-            ("--min-p", self.min_p.is_some()),
-            ("--result-filename", self.result_filename.is_some()),
-            ("--header", !self.header.is_empty()),
-            ("--percentile-metrics", self.percentile_metrics.is_some()),
-        ];
-        let names: Vec<&str> = set.iter().filter(|s| s.1).map(|s| s.0).collect();
-        if !names.is_empty() {
-            n.push(format!(
-                "{} accepted for compatibility, no effect (timing comes from the trace; every metric is reported)",
-                names.join(", ")
-            ));
-        }
-        n
     }
 }
 

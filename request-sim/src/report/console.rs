@@ -247,9 +247,12 @@ fn requests_section(t: &mut Table, s: &Summary) {
     if s.retried > 0 {
         t.row("Retried on a fresh connection:", s.retried);
     }
-    if s.run.never_sent > 0 {
-        let reason = s.run.never_sent_reason.map_or("", |r| r.as_str());
-        t.row("Never sent:", format!("{} {reason}", s.run.never_sent));
+    if s.run.outcome.never_sent > 0 {
+        let reason = s.run.outcome.never_sent_reason.map_or("", |r| r.as_str());
+        t.row(
+            "Never sent:",
+            format!("{} {reason}", s.run.outcome.never_sent),
+        );
     }
     t.row("Peak in-flight requests:", s.max_in_flight);
 }
@@ -342,22 +345,22 @@ fn exactness_section(t: &mut Table, s: &Summary) {
             e.unknown_intended,
         );
     }
-    if let Some(src) = &s.run.prompt_token_source {
+    if let Some(src) = &s.run.prompts.prompt_token_source {
         t.row("Prompt tokens counted by:", src);
     }
-    if let Some(c) = &s.run.prompt_corpus {
+    if let Some(c) = &s.run.prompts.prompt_corpus {
         t.row(
             "Prompt text (corpus share):",
             format!("{} ({:.1}%)", c.stats.path, 100.0 * c.corpus_token_share),
         );
     }
-    if let Some(pv) = s.run.prompt_verification {
+    if let Some(pv) = s.run.prompts.prompt_verification {
         t.row(
             "Prompts verified at start-up (exact):",
             format!("{} / {}", pv.exact, pv.checked),
         );
     }
-    if let Some(o) = s.run.chat_overhead {
+    if let Some(o) = s.run.prompts.chat_overhead {
         t.row("Chat template overhead (tokens):", o);
     }
     let src = &s.output_tokens_source;
@@ -368,7 +371,7 @@ fn exactness_section(t: &mut Table, s: &Summary) {
             src.chunks + src.unknown,
         );
     }
-    if s.run.dry_run {
+    if s.run.outcome.dry_run {
         t.row("Dry run:", "yes (nothing was sent)");
     }
     if let Some(seed) = s.run.seed {

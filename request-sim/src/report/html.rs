@@ -155,9 +155,9 @@ fn meta(s: &Summary) -> Vec<(String, String)> {
         }
     };
     add("started", r.started_at.clone());
-    add("endpoint", r.endpoint.clone());
-    add("model", r.model.clone());
-    add("API", r.api.map(|a| a.to_string()));
+    add("endpoint", r.server.endpoint.clone());
+    add("model", r.server.model.clone());
+    add("API", r.server.api.map(|a| a.to_string()));
     add("trace", r.trace_path.clone());
     add("scale factor", r.scale_factor.map(|f| f.to_string()));
     add("seed", r.seed.map(|x| x.to_string()));

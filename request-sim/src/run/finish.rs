@@ -13,6 +13,7 @@ use crate::config::{ReplayConfig, Target};
 use crate::observe::{ClientSide, ScrapeResult};
 use crate::report::{self, PromptVerification, RunInfo, StartupTimes, Summary};
 use crate::schedule::{self, DispatchStats, FeedEnd, ProducerStats, StopReason};
+use crate::stats::{RunEnd, RunInternals, RunPrompts, RunServer};
 use crate::Result;
 
 pub(super) fn run(
@@ -109,37 +110,45 @@ fn run_info(
         trace_stats: Some(trace.trace_stats()),
         seed: Some(cfg.prompts.seed),
         scale_factor: Some(cfg.schedule.scale_factor),
-        endpoint: Some(match &cfg.target.server {
-            Target::Remote(ep) => crate::backend::sanitize_url(ep.url.as_str()),
-            Target::BuiltinSimulator => "built-in simulator (llm-sim)".to_string(),
-        }),
-        api: Some(server.ep.api()),
-        model: Some(prompts.model.clone()),
-        stream: Some(cfg.requests.stream),
+        server: RunServer {
+            endpoint: Some(match &cfg.target.server {
+                Target::Remote(ep) => crate::backend::sanitize_url(ep.url.as_str()),
+                Target::BuiltinSimulator => "built-in simulator (llm-sim)".to_string(),
+            }),
+            api: Some(server.ep.api()),
+            model: Some(prompts.model.clone()),
+            stream: Some(cfg.requests.stream),
+        },
         num_producer: Some(cfg.schedule.producers),
         threads: Some(cfg.schedule.threads),
-        chat_overhead: prompts.overhead.as_ref().map(|o| o.tokens),
-        prompt_token_source: Some(prompts.source.clone()),
-        prompt_verification: prompts.verification.as_ref().map(|v| PromptVerification {
-            checked: v.checked,
-            exact: v.exact,
-        }),
-        prompt_corpus: prompts.corpus.clone(),
-        ideal_cache_hit_ratio: ideal,
-        scheduled: d.result.dispatched,
-        never_sent,
-        never_sent_reason: (never_sent > 0).then_some(drained.reason),
-        dry_run: cfg.requests.dry_run,
-        planned,
-        stop_reason: Some(drained.reason),
-        wall_time_s: Some(drained.wall.as_secs_f64()),
+        prompts: RunPrompts {
+            chat_overhead: prompts.overhead.as_ref().map(|o| o.tokens),
+            prompt_token_source: Some(prompts.source.clone()),
+            prompt_verification: prompts.verification.as_ref().map(|v| PromptVerification {
+                checked: v.checked,
+                exact: v.exact,
+            }),
+            prompt_corpus: prompts.corpus.clone(),
+            ideal_cache_hit_ratio: ideal,
+        },
+        outcome: RunEnd {
+            scheduled: d.result.dispatched,
+            never_sent,
+            never_sent_reason: (never_sent > 0).then_some(drained.reason),
+            dry_run: cfg.requests.dry_run,
+            planned,
+            stop_reason: Some(drained.reason),
+            wall_time_s: Some(drained.wall.as_secs_f64()),
+        },
         records_path: Some(cfg.output.records_path.display().to_string()),
         max_output_tokens: cfg.requests.max_output_tokens,
-        producer: Some(drained.producer_stats),
-        dispatch: Some(d.result.stats),
-        startup: Some(startup),
-        start_at: start_at_report(cfg, d),
-        realtime: Some(drained.realtime.clone()),
+        internals: RunInternals {
+            producer: Some(drained.producer_stats),
+            dispatch: Some(d.result.stats),
+            startup: Some(startup),
+            start_at: start_at_report(cfg, d),
+            realtime: Some(drained.realtime.clone()),
+        },
         sessions: (trace.sessions.any() || trace.head.iter().any(|p| p.turn.is_some())).then_some(
             report::sessions::SessionRun {
                 timing: cfg.requests.sessions.timing,
@@ -166,7 +175,7 @@ fn feed_warnings(summary: &mut Summary, feed: &FeedEnd, reason: StopReason) {
     if !feed.ended {
         summary.warnings.push(format!(
             "the streamed trace was not read to the end of its slice after the stop: `planned` is unknown and `never_sent` counts the {} requests read but not sent",
-            summary.run.never_sent
+            summary.run.outcome.never_sent
         ));
     }
 }
@@ -286,7 +295,7 @@ fn end_notes(
             dispatch.warm_bursts,
         ),
     );
-    if let Some(sa) = &summary.run.start_at {
+    if let Some(sa) = &summary.run.internals.start_at {
         let clock = match sa.clock {
             Some(c) => format!(
                 "host clock estimated error {} µs (max {} µs){}",

@@ -91,97 +91,187 @@ pub fn dispatch(
     mut send: impl FnMut(Prepared, Instant),
     mut burst: impl FnMut(usize, Instant) -> usize,
 ) -> DispatchResult {
-    let mut last_send = None;
-    let mut waiter = Waiter::new(plan.spin);
-    let mut r = DispatchResult {
-        dispatched: 0,
-        reason: StopReason::Completed,
-        stats: DispatchStats::default(),
-        last_send: None,
-        ideal_hits: Some(0),
-        input_tokens: 0,
-        any_hash_ids: false,
-    };
-    let end = |mut r: DispatchResult, reason, last_send, w: &Waiter| {
-        r.stats.spin_s = w.spun().as_secs_f64();
-        r.reason = reason;
-        r.last_send = last_send;
-        r
-    };
-    // Requests taken early, in order (to know when the one after a send is due, and how many
-    // a burst holds).
-    let mut ahead: VecDeque<Prepared> = VecDeque::new();
-    // The end of the burst announced last.
-    let mut burst_end: Option<Instant> = None;
+    let mut d = Dispatcher::new(producers, start, plan, stop);
     for i in 0.. {
         // Take the body first (it is normally ready long before its time).
-        let (prepared, waited) = match ahead.pop_front().or_else(|| producers.try_take(i)) {
-            Some(p) => (p, false),
-            None => match producers.take(i) {
-                Some(p) => (p, true),
-                None => return end(r, producers.ending_at(i), last_send, &waiter),
-            },
+        let Some((prepared, waited)) = d.take(i) else {
+            return d.end(producers.ending_at(i));
         };
         let offset = plan.offset(prepared.planned.req.timestamp_ms);
         if waited && Instant::now() > start + offset {
-            r.stats.not_ready += 1;
+            d.r.stats.not_ready += 1;
         }
         if let Some(limit) = plan.time_limit {
             if offset >= limit {
                 // Wait out the time limit so in-flight requests get the full window.
-                let _ = waiter.wait_until(start + limit, stop.flag());
-                return end(r, StopReason::TimeLimit, last_send, &waiter);
+                let _ = d.waiter.wait_until(start + limit, stop.flag());
+                return d.end(StopReason::TimeLimit);
             }
         }
         let scheduled = start + offset;
-        let stopped =
-            |w: &Waiter, r, last| end(r, stop.reason().unwrap_or(StopReason::Interrupted), last, w);
         if let Some(lead) = plan.burst_lead {
-            if burst_end.is_none_or(|e| scheduled > e) {
-                // A new burst: wait for its lead time, count it (taking ahead what is built of
-                // it), and announce it. Counted only then: right after the previous burst the
-                // producers may not have built this one yet (with one producer, the burst after
-                // the first was counted as one request and got no connections).
-                let window = offset + BURST_WINDOW;
-                burst_end = Some(start + window);
-                if !waiter.sleep_until(scheduled.checked_sub(lead).unwrap_or(start), stop.flag()) {
-                    return stopped(&waiter, r, last_send);
-                }
-                let mut n = 1 + ahead
-                    .iter()
-                    .filter(|p| plan.offset(p.planned.req.timestamp_ms) <= window)
-                    .count();
-                while n == 1 + ahead.len() && ahead.len() < MAX_BURST_AHEAD {
-                    let Some(p) = producers.try_take(i + 1 + ahead.len()) else {
-                        break;
-                    };
-                    let within = plan.offset(p.planned.req.timestamp_ms) <= window;
-                    ahead.push_back(p);
-                    if !within {
-                        break;
-                    }
-                    n += 1;
-                }
-                let opened = burst(n, scheduled);
-                if opened > 0 {
-                    r.stats.warm_gets += opened as u64;
-                    r.stats.warm_bursts += 1;
-                }
+            if d.burst_end.is_none_or(|e| scheduled > e)
+                && !d.announce_burst(i, offset, lead, &mut burst)
+            {
+                return d.stopped();
             }
         }
         if let Some(b) = boost.as_mut() {
-            if !b.is_raised() {
-                let lead = scheduled.checked_sub(IoBoost::LEAD).unwrap_or(scheduled);
-                if !waiter.sleep_until(lead, stop.flag()) {
-                    return stopped(&waiter, r, last_send);
-                }
-                b.raise();
+            if !b.is_raised() && !d.raise(b, scheduled) {
+                return d.stopped();
             }
         }
-        if !waiter.wait_until(scheduled, stop.flag()) {
-            return stopped(&waiter, r, last_send);
+        if !d.waiter.wait_until(scheduled, stop.flag()) {
+            return d.stopped();
         }
         let now = Instant::now();
+        d.count_send(&prepared, scheduled, now);
+        send(prepared, scheduled);
+        d.r.dispatched = i + 1;
+        d.last_send = Some(now);
+        if let Some(b) = boost.as_mut() {
+            d.settle(b, i);
+        }
+    }
+    unreachable!("the loop ends by returning")
+}
+
+/// The state of one [`dispatch`] run.
+struct Dispatcher<'a> {
+    producers: &'a Producers,
+    start: Instant,
+    plan: &'a DispatchPlan,
+    stop: &'a Stop,
+    waiter: Waiter,
+    r: DispatchResult,
+    last_send: Option<Instant>,
+    /// Requests taken early, in order (to know when the one after a send is due, and how many
+    /// a burst holds).
+    ahead: VecDeque<Prepared>,
+    /// The end of the burst announced last.
+    burst_end: Option<Instant>,
+}
+
+impl<'a> Dispatcher<'a> {
+    fn new(
+        producers: &'a Producers,
+        start: Instant,
+        plan: &'a DispatchPlan,
+        stop: &'a Stop,
+    ) -> Self {
+        Dispatcher {
+            producers,
+            start,
+            plan,
+            stop,
+            waiter: Waiter::new(plan.spin),
+            r: DispatchResult {
+                dispatched: 0,
+                reason: StopReason::Completed,
+                stats: DispatchStats::default(),
+                last_send: None,
+                ideal_hits: Some(0),
+                input_tokens: 0,
+                any_hash_ids: false,
+            },
+            last_send: None,
+            ahead: VecDeque::new(),
+            burst_end: None,
+        }
+    }
+
+    /// Request `i` (taken ahead, ready, or waited for) and whether it had to be waited for;
+    /// `None` when the producers have ended.
+    fn take(&mut self, i: usize) -> Option<(Prepared, bool)> {
+        match self
+            .ahead
+            .pop_front()
+            .or_else(|| self.producers.try_take(i))
+        {
+            Some(p) => Some((p, false)),
+            None => self.producers.take(i).map(|p| (p, true)),
+        }
+    }
+
+    /// The result, ending for `reason`.
+    fn end(mut self, reason: StopReason) -> DispatchResult {
+        self.r.stats.spin_s = self.waiter.spun().as_secs_f64();
+        self.r.reason = reason;
+        self.r.last_send = self.last_send;
+        self.r
+    }
+
+    /// The result, ended by the stop signal.
+    fn stopped(self) -> DispatchResult {
+        let reason = self.stop.reason().unwrap_or(StopReason::Interrupted);
+        self.end(reason)
+    }
+
+    /// A new burst starting with request `i` (due at `offset`): wait for its lead time, count
+    /// it (taking ahead what is built of it), and announce it. Counted only then: right after
+    /// the previous burst the producers may not have built this one yet (with one producer,
+    /// the burst after the first was counted as one request and got no connections). False
+    /// when stopped while waiting.
+    fn announce_burst(
+        &mut self,
+        i: usize,
+        offset: Duration,
+        lead: Duration,
+        burst: &mut impl FnMut(usize, Instant) -> usize,
+    ) -> bool {
+        let scheduled = self.start + offset;
+        let window = offset + BURST_WINDOW;
+        self.burst_end = Some(self.start + window);
+        let lead_at = scheduled.checked_sub(lead).unwrap_or(self.start);
+        if !self.waiter.sleep_until(lead_at, self.stop.flag()) {
+            return false;
+        }
+        let n = self.count_burst(i, window);
+        let opened = burst(n, scheduled);
+        if opened > 0 {
+            self.r.stats.warm_gets += opened as u64;
+            self.r.stats.warm_bursts += 1;
+        }
+        true
+    }
+
+    /// Requests of the burst starting with request `i` (those due within `window` of the
+    /// start), taking ahead what is built of it.
+    fn count_burst(&mut self, i: usize, window: Duration) -> usize {
+        let plan = self.plan;
+        let mut n = 1 + self
+            .ahead
+            .iter()
+            .filter(|p| plan.offset(p.planned.req.timestamp_ms) <= window)
+            .count();
+        while n == 1 + self.ahead.len() && self.ahead.len() < MAX_BURST_AHEAD {
+            let Some(p) = self.producers.try_take(i + 1 + self.ahead.len()) else {
+                break;
+            };
+            let within = plan.offset(p.planned.req.timestamp_ms) <= window;
+            self.ahead.push_back(p);
+            if !within {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Raise the I/O threads [`IoBoost::LEAD`] before `scheduled`; false when stopped while
+    /// waiting for that.
+    fn raise(&mut self, b: &mut IoBoost, scheduled: Instant) -> bool {
+        let lead = scheduled.checked_sub(IoBoost::LEAD).unwrap_or(scheduled);
+        if !self.waiter.sleep_until(lead, self.stop.flag()) {
+            return false;
+        }
+        b.raise();
+        true
+    }
+
+    /// Account a request handed over at `now` for its `scheduled` time.
+    fn count_send(&mut self, prepared: &Prepared, scheduled: Instant, now: Instant) {
+        let r = &mut self.r;
         let late = now.saturating_duration_since(scheduled);
         if late > Duration::from_millis(1) {
             r.stats.late_over_1ms += 1;
@@ -197,27 +287,24 @@ pub fn dispatch(
             .ideal_hits
             .zip(prepared.planned.ideal_hit)
             .map(|(a, b)| a + u64::from(b));
-        send(prepared, scheduled);
-        r.dispatched = i + 1;
-        last_send = Some(now);
-        if let Some(b) = boost.as_mut() {
-            // Lower the I/O threads once the requests handed over have started (and been
-            // written), if that happens before the next send needs them raised again. The
-            // next request not built yet (its time unknown): lower them once these have
-            // started, as after the last request; the next send raises them again.
-            if ahead.is_empty() {
-                ahead.extend(producers.try_take(i + 1));
-            }
-            let until = match ahead.front() {
-                Some(p) => (start + plan.offset(p.planned.req.timestamp_ms))
-                    .checked_sub(IoBoost::LEAD)
-                    .unwrap_or(start),
-                None => Instant::now() + IoBoost::SETTLE_MAX,
-            };
-            b.settle(i + 1, until, stop.flag());
-        }
     }
-    unreachable!("the loop ends by returning")
+
+    /// After request `i` was handed over: lower the I/O threads once the requests handed over
+    /// have started (and been written), if that happens before the next send needs them
+    /// raised again. The next request not built yet (its time unknown): lower them once these
+    /// have started, as after the last request; the next send raises them again.
+    fn settle(&mut self, b: &mut IoBoost, i: usize) {
+        if self.ahead.is_empty() {
+            self.ahead.extend(self.producers.try_take(i + 1));
+        }
+        let until = match self.ahead.front() {
+            Some(p) => (self.start + self.plan.offset(p.planned.req.timestamp_ms))
+                .checked_sub(IoBoost::LEAD)
+                .unwrap_or(self.start),
+            None => Instant::now() + IoBoost::SETTLE_MAX,
+        };
+        b.settle(i + 1, until, self.stop.flag());
+    }
 }
 
 #[cfg(test)]

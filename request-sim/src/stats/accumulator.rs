@@ -322,10 +322,10 @@ impl Accumulator {
         let max_in_flight = peak_overlap(&self.all_spans);
         let drift = self.drift_stats();
         // scheduled = 0 means unknown (e.g. re-summarising a JSONL without run info).
-        let scheduled = if info.scheduled == 0 {
+        let scheduled = if info.outcome.scheduled == 0 {
             self.status.total
         } else {
-            info.scheduled
+            info.outcome.scheduled
         };
         let counts_add_up = self.status.total == scheduled;
         let warnings = self.warnings(info, scheduled, &drift);
@@ -334,7 +334,7 @@ impl Accumulator {
         let mut cache = self.cache;
         cache.hit_ratio = (cache.prompt_tokens > 0)
             .then(|| cache.cached_tokens as f64 / cache.prompt_tokens as f64);
-        cache.ideal_hit_ratio = info.ideal_cache_hit_ratio;
+        cache.ideal_hit_ratio = info.prompts.ideal_cache_hit_ratio;
         let mut exact = self.exact;
         exact.exact_ratio =
             (exact.with_usage > 0).then(|| exact.exact as f64 / exact.with_usage as f64);
@@ -465,6 +465,7 @@ impl Accumulator {
             ));
         }
         if let Some(rt) = info
+            .internals
             .realtime
             .as_ref()
             .filter(|rt| rt.policy != crate::schedule::SchedPolicy::Fifo)
@@ -478,7 +479,7 @@ impl Accumulator {
                 ));
             }
         }
-        if let Some(pv) = info.prompt_verification {
+        if let Some(pv) = info.prompts.prompt_verification {
             if pv.exact < pv.checked {
                 warnings.push(format!(
                     "prompt verification: only {} of {} sampled prompts had the exact length",

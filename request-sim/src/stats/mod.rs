@@ -26,7 +26,10 @@ use serde::{Deserialize, Serialize};
 
 pub use accumulator::Accumulator;
 pub use latency::{Latencies, Metric};
-pub use run_info::{now_rfc3339, PromptVerification, RunInfo, StartupTimes};
+pub use run_info::{
+    now_rfc3339, PromptVerification, RunEnd, RunInfo, RunInternals, RunPrompts, RunServer,
+    StartupTimes,
+};
 pub use samples::{parse_percentile, MetricStats, Percentiles, DEFAULT_PERCENTILES};
 pub use slo::Slo;
 pub use summary::Summary;
@@ -100,9 +103,9 @@ impl RecordsSummary {
     fn finish(self, st: &ReadStats, info: Option<RunInfo>) -> Summary {
         let info = info.unwrap_or_else(|| {
             let mut i = RunInfo::new();
-            i.scheduled = self.records;
-            i.never_sent = self.never_sent;
-            i.dry_run = self.records > 0 && self.dry_run == self.records;
+            i.outcome.scheduled = self.records;
+            i.outcome.never_sent = self.never_sent;
+            i.outcome.dry_run = self.records > 0 && self.dry_run == self.records;
             i
         });
         let mut s = self.acc.finish(&info);

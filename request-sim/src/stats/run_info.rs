@@ -63,14 +63,48 @@ pub struct RunInfo {
     pub trace_stats: Option<TraceStats>,
     pub seed: Option<u64>,
     pub scale_factor: Option<f64>,
+    /// The server the run targeted and how it was asked.
+    #[serde(flatten)]
+    pub server: RunServer,
+    pub num_producer: Option<usize>,
+    pub threads: Option<usize>,
+    /// How prompt token counts were made exact, and the trace-ideal cache hit ratio.
+    #[serde(flatten)]
+    pub prompts: RunPrompts,
+    /// What became of the scheduled requests and how the run ended.
+    #[serde(flatten)]
+    pub outcome: RunEnd,
+    /// The records JSONL the summary was computed from.
+    pub records_path: Option<String>,
+    /// `--max-output-tokens`: every request's output_length was capped at this.
+    pub max_output_tokens: Option<u32>,
+    /// How the replay machinery itself did: producers, dispatcher, start-up, real-time
+    /// scheduling, common start.
+    #[serde(flatten)]
+    pub internals: RunInternals,
+    /// Session settings (`--timing`, `--think-time`, `--live-history`) and the turns slicing
+    /// cut, when the trace has sessions.
+    pub sessions: Option<super::sessions::SessionRun>,
+}
+
+/// The server the run targeted and how it was asked. Part of [`RunInfo`] (its keys are
+/// `RunInfo`'s).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunServer {
     /// Target URL with any credentials removed (see [`crate::backend::sanitize_url`]).
     pub endpoint: Option<String>,
     /// `openai-chat`, `openai-completions`, `tgi` or `aibrix`.
     pub api: Option<crate::backend::Api>,
     pub model: Option<String>,
     pub stream: Option<bool>,
-    pub num_producer: Option<usize>,
-    pub threads: Option<usize>,
+}
+
+/// How prompt token counts were made exact, and the trace-ideal cache hit ratio. Part of
+/// [`RunInfo`] (its keys are `RunInfo`'s).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunPrompts {
     /// Tokens the chat template adds around the prompt (subtracted from the content).
     pub chat_overhead: Option<u32>,
     /// What prompt token counts were made exact against: `local tokenizer PATH`, `server
@@ -82,6 +116,13 @@ pub struct RunInfo {
     /// Prefix-cache hit ratio an infinite cache would reach on the replayed requests
     /// (from the trace's hash ids), to compare with the server-reported one.
     pub ideal_cache_hit_ratio: Option<f64>,
+}
+
+/// What became of the scheduled requests and how the run ended. Part of [`RunInfo`] (its keys
+/// are `RunInfo`'s).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunEnd {
     /// Requests scheduled (each must end as exactly one record).
     pub scheduled: usize,
     /// Scheduled requests that were never sent.
@@ -95,10 +136,13 @@ pub struct RunInfo {
     pub stop_reason: Option<crate::schedule::StopReason>,
     /// Wall time from the first send to the last record, seconds.
     pub wall_time_s: Option<f64>,
-    /// The records JSONL the summary was computed from.
-    pub records_path: Option<String>,
-    /// `--max-output-tokens`: every request's output_length was capped at this.
-    pub max_output_tokens: Option<u32>,
+}
+
+/// How the replay machinery itself did: producers, dispatcher, start-up, real-time scheduling,
+/// common start. Part of [`RunInfo`] (its keys are `RunInfo`'s).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunInternals {
     /// What the producers built and how fast (producer-side capacity; see `docs/performance.md`).
     pub producer: Option<crate::schedule::ProducerStats>,
     /// How precisely the dispatcher handed requests over (before the runtime started them).
@@ -109,9 +153,6 @@ pub struct RunInfo {
     pub realtime: Option<crate::schedule::RealtimeReport>,
     /// `--start-at`: the common start and how close to it this run started.
     pub start_at: Option<crate::schedule::StartAtReport>,
-    /// Session settings (`--timing`, `--think-time`, `--live-history`) and the turns slicing
-    /// cut, when the trace has sessions.
-    pub sessions: Option<super::sessions::SessionRun>,
 }
 
 impl RunInfo {

@@ -313,7 +313,7 @@ fn dead_and_hanging_metrics_endpoints_are_counted_not_waited_for() {
     // About 1.6 s of run; each hanging scrape times out after 1 s and missed ticks are
     // skipped, so at most one failure per second of the run (plus the start-up and final
     // rounds), however slow a loaded machine makes the run.
-    let wall = s.run.wall_time_s.unwrap();
+    let wall = s.run.outcome.wall_time_s.unwrap();
     assert!(
         hang_i.scrapes_failed >= 2 && hang_i.scrapes_failed as f64 <= wall.ceil() + 2.0,
         "{hang_i:?} over {wall:.1} s"

@@ -151,7 +151,7 @@ fn corpus_replay_is_exact_on_chat_and_completions_and_hits_like_the_trace() {
             assert_eq!(r.prompt_tokens, Some(r.input_length), "{path}: {}", r.index);
         }
         let s = &outcome.summary;
-        let pc = s.run.prompt_corpus.as_ref().unwrap();
+        let pc = s.run.prompts.prompt_corpus.as_ref().unwrap();
         assert!(pc.corpus_token_share > 0.9, "{pc:?}");
         let (hit, ideal) = (s.cache.hit_ratio.unwrap(), s.cache.ideal_hit_ratio.unwrap());
         assert!(ideal > 0.2, "{ideal}");

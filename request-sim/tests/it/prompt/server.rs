@@ -124,12 +124,12 @@ fn endpoint_only_replay_is_exact_on_chat_and_completions() {
             assert_eq!(r.prompt_tokens, Some(r.input_length), "{path}: {}", r.index);
         }
         let run = &outcome.summary.run;
-        let source = run.prompt_token_source.as_deref().unwrap();
+        let source = run.prompts.prompt_token_source.as_deref().unwrap();
         assert!(source.starts_with("server /tokenize"), "{source}");
-        let pv = run.prompt_verification.unwrap();
+        let pv = run.prompts.prompt_verification.unwrap();
         assert!(pv.checked > 0 && pv.exact == pv.checked, "{pv:?}");
         let want = if path.contains("chat") { 8 } else { 0 };
-        assert_eq!(run.chat_overhead, Some(want), "{path}");
+        assert_eq!(run.prompts.chat_overhead, Some(want), "{path}");
     }
 }
 
@@ -162,11 +162,12 @@ fn tokenizer_accepts_a_model_directory() {
     let outcome = request_sim::run::replay(cfg).unwrap();
     let run = &outcome.summary.run;
     assert!(run
+        .prompts
         .prompt_token_source
         .as_deref()
         .unwrap()
         .starts_with("local tokenizer"));
-    assert_eq!(run.chat_overhead, Some(8));
+    assert_eq!(run.prompts.chat_overhead, Some(8));
     let recs = read_records(&out);
     assert_eq!(recs.len(), 12);
     assert!(recs
@@ -210,7 +211,7 @@ fn endpoint_only_replay_is_exact_with_a_trimming_template() {
     ];
     let outcome = replay(&argv);
     // The lead's tokens are counted in the overhead (8 for the template itself).
-    let overhead = outcome.summary.run.chat_overhead.unwrap();
+    let overhead = outcome.summary.run.prompts.chat_overhead.unwrap();
     assert!(overhead > 8, "{overhead}");
     let recs = read_records(&out);
     assert_eq!(recs.len(), 12);

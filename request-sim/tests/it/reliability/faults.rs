@@ -58,11 +58,17 @@ fn run_with(
     // Before the clock starts, and before bursts the pool is too small for, the replayer opens
     // keep-alive connections with cheap `GET /v1/models` requests, which the simulator answers
     // (and counts) too.
-    let warmup_gets = summary.run.startup.as_ref().map_or(0, |s| s.connections);
+    let warmup_gets = summary
+        .run
+        .internals
+        .startup
+        .as_ref()
+        .map_or(0, |s| s.connections);
     assert!(warmup_gets >= 1, "connections are opened before the start");
     let warmup_gets = warmup_gets
         + summary
             .run
+            .internals
             .dispatch
             .as_ref()
             .map_or(0, |d| d.warm_gets as usize);
@@ -94,8 +100,11 @@ fn check_accounting(r: &Run, failed_status: Status) {
     assert_one_record_per_index(&r.records, N);
     let s = &r.summary;
     assert_eq!(s.scheduled, N);
-    assert_eq!(s.run.never_sent, 0);
-    assert_eq!(s.run.stop_reason.map(|r| r.as_str()), Some("completed"));
+    assert_eq!(s.run.outcome.never_sent, 0);
+    assert_eq!(
+        s.run.outcome.stop_reason.map(|r| r.as_str()),
+        Some("completed")
+    );
     assert_eq!(r.exit_code, 0);
     assert!(s.counts_add_up);
     assert_eq!(s.status.total, N);

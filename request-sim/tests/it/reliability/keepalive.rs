@@ -116,7 +116,7 @@ fn announced_keep_alive_timeout_is_honoured() {
     let records = read_records(&dir.path().join("records.jsonl"));
     assert_one_record_per_index(&records, 24);
     assert!(records.iter().all(|r| r.status == Status::Ok));
-    let startup = out.summary.run.startup.unwrap();
+    let startup = out.summary.run.internals.startup.unwrap();
     assert_eq!(startup.server_keep_alive_s, Some(1.0));
     assert_eq!(
         out.summary.retried, 0,

@@ -14,19 +14,22 @@ fn check(dir: &Path, s: &Summary, planned: usize, reason: &str) -> Vec<Status> {
     let records = read_records(&dir.join("records.jsonl"));
     let file = read_summary_file(&dir.join("records.jsonl.summary.json"));
     assert_eq!(
-        (&file.status, &file.errors, &file.run.stop_reason),
-        (&s.status, &s.errors, &s.run.stop_reason)
+        (&file.status, &file.errors, &file.run.outcome.stop_reason),
+        (&s.status, &s.errors, &s.run.outcome.stop_reason)
     );
-    assert_eq!(s.run.stop_reason.map(|r| r.as_str()), Some(reason));
-    assert_eq!(s.run.planned, Some(planned));
+    assert_eq!(s.run.outcome.stop_reason.map(|r| r.as_str()), Some(reason));
+    assert_eq!(s.run.outcome.planned, Some(planned));
     assert_eq!(s.scheduled, records.len());
     assert_one_record_per_index(&records, records.len());
-    assert_eq!(s.scheduled + s.run.never_sent, planned);
+    assert_eq!(s.scheduled + s.run.outcome.never_sent, planned);
     assert!(s.counts_add_up);
     assert_eq!(s.status.total, records.len());
     assert_eq!(s.completed, s.status.ok);
-    if s.run.never_sent > 0 {
-        assert_eq!(s.run.never_sent_reason.map(|r| r.as_str()), Some(reason));
+    if s.run.outcome.never_sent > 0 {
+        assert_eq!(
+            s.run.outcome.never_sent_reason.map(|r| r.as_str()),
+            Some(reason)
+        );
     }
     records.iter().map(|r| r.status).collect()
 }
@@ -44,7 +47,7 @@ fn time_limit_stops_sending_and_counts_the_rest() {
     // Requests at trace times [0, 1000) ms: 100 of 400 (one every ~10 ms).
     assert_eq!(st.len(), 100);
     assert!(st.iter().all(|&s| s == Status::Ok));
-    assert_eq!(out.summary.run.never_sent, 300);
+    assert_eq!(out.summary.run.outcome.never_sent, 300);
 }
 
 #[test]
@@ -76,7 +79,7 @@ fn max_requests_replays_exactly_that_many() {
     let st = check(dir.path(), &out.summary, 50, "completed");
     assert_eq!(st.len(), 50);
     assert_eq!(out.summary.completed, 50);
-    assert_eq!(out.summary.run.never_sent, 0);
+    assert_eq!(out.summary.run.outcome.never_sent, 0);
     assert_eq!(
         out.summary
             .run
@@ -106,7 +109,7 @@ fn early_stop_after_a_count_of_errors() {
     assert!(failed >= 10, "{failed}");
     // Stopped soon after the 10th failure (~50 requests at 20%), not at the end of the trace.
     assert!(st.len() < 200, "{}", st.len());
-    assert!(out.summary.run.never_sent > 800);
+    assert!(out.summary.run.outcome.never_sent > 800);
     assert_eq!(out.summary.errors.get("http_error:503"), Some(&failed));
 }
 
@@ -129,7 +132,7 @@ fn early_stop_on_an_error_rate() {
         "the rate needs at least 20 finished requests"
     );
     assert!(st.len() < 300, "{}", st.len());
-    assert!(out.summary.run.never_sent > 700);
+    assert!(out.summary.run.outcome.never_sent > 700);
 }
 
 #[test]

@@ -59,15 +59,15 @@ fn finish(
     let records = read_records(&dir.join("records.jsonl"));
     let summary = read_summary_file(&dir.join("records.jsonl.summary.json"));
     assert_eq!(
-        summary.run.stop_reason.map(|r| r.as_str()),
+        summary.run.outcome.stop_reason.map(|r| r.as_str()),
         Some("interrupted")
     );
     assert!(summary.counts_add_up);
     assert_eq!(summary.scheduled, records.len());
-    assert_eq!(summary.run.planned, Some(N));
-    assert_eq!(summary.run.never_sent, N - records.len());
+    assert_eq!(summary.run.outcome.planned, Some(N));
+    assert_eq!(summary.run.outcome.never_sent, N - records.len());
     assert_eq!(
-        summary.run.never_sent_reason.map(|r| r.as_str()),
+        summary.run.outcome.never_sent_reason.map(|r| r.as_str()),
         Some("interrupted")
     );
     assert_one_record_per_index(&records, records.len());

@@ -392,8 +392,8 @@ fn replay_with_qwen3_gives_server_prompt_tokens_equal_to_input_length() {
                 r.index
             );
         }
-        assert_eq!(outcome.summary.run.chat_overhead, Some(8), "{mode}");
-        let pv = outcome.summary.run.prompt_verification.unwrap();
+        assert_eq!(outcome.summary.run.prompts.chat_overhead, Some(8), "{mode}");
+        let pv = outcome.summary.run.prompts.prompt_verification.unwrap();
         assert!(pv.checked > 0 && pv.exact == pv.checked, "{mode}: {pv:?}");
     }
 }
@@ -514,9 +514,9 @@ fn realtime_scheduling_is_used_when_permitted_and_reported() {
         assert_eq!(recs.len(), 40, "{mode}");
         assert!(recs.iter().all(|r| r.status == Status::Ok), "{mode}");
         let run = &outcome.summary.run;
-        let rt = run.realtime.clone().unwrap();
+        let rt = run.internals.realtime.clone().unwrap();
         assert_eq!(serde_json::to_value(rt.mode).unwrap(), mode);
-        let startup = run.startup.unwrap();
+        let startup = run.internals.startup.unwrap();
         // 40 requests 2.5 ms apart: all in the first second, one connection each.
         assert_eq!(startup.connections, 40, "{mode}");
         if mode == "auto" && permitted {
@@ -544,7 +544,7 @@ fn realtime_scheduling_is_used_when_permitted_and_reported() {
         let outcome = replay_sim(&sim.base_url(), &trace, &out, "4", &extra);
         assert_eq!(outcome.exit_code, 0);
         assert_eq!(read_records(&out).len(), 10);
-        let rt = outcome.summary.run.realtime.clone().unwrap();
+        let rt = outcome.summary.run.internals.realtime.clone().unwrap();
         assert_eq!(rt.policy, SchedPolicy::Fifo);
         assert!(rt.io_raises >= 1, "{rt:?}");
         assert_eq!(rt.keep_awake_threads, 0, "{rt:?}");
@@ -576,7 +576,7 @@ fn waiting_for_a_body_beyond_the_lookahead_is_not_counted_as_late() {
     let recs = read_records(&out);
     assert_eq!(recs.len(), 3);
     assert!(recs.iter().all(|r| r.status == Status::Ok));
-    let dispatch = outcome.summary.run.dispatch.unwrap();
+    let dispatch = outcome.summary.run.internals.dispatch.unwrap();
     assert_eq!(dispatch.not_ready, 0, "{dispatch:?}");
     assert_eq!(dispatch.late_over_5ms, 0, "{dispatch:?}");
 }
@@ -613,10 +613,10 @@ fn blitz_settings_prefill_the_first_burst_and_build_only_what_is_due() {
     ];
     let outcome = replay_sim(&sim.base_url(), &trace, &out, "1", &extra);
     let run = &outcome.summary.run;
-    let startup = run.startup.unwrap();
+    let startup = run.internals.startup.unwrap();
     assert_eq!(startup.prefill_due, 30, "{startup:?}");
     assert_eq!(startup.prefill_built, 30, "{startup:?}");
-    let producer = run.producer.unwrap();
+    let producer = run.internals.producer.unwrap();
     assert_eq!(producer.threads, 32);
     if cfg!(target_os = "linux") {
         assert_eq!(
@@ -670,7 +670,7 @@ fn a_burst_bigger_than_the_pool_gets_its_connections_opened_ahead() {
         let recs = read_records(&out);
         assert_eq!(recs.len(), 9);
         assert!(recs.iter().all(|r| r.status == Status::Ok), "{recs:?}");
-        let d = outcome.summary.run.dispatch.unwrap();
+        let d = outcome.summary.run.internals.dispatch.unwrap();
         assert_eq!((d.warm_gets, d.warm_bursts), want, "warm {warm}: {d:?}");
     }
 }

@@ -688,11 +688,18 @@ fn time_limit_cuts_waiting_turns_one_record_each() {
     let run = &outcome.summary.run;
     assert_eq!(
         recs.len(),
-        run.scheduled,
+        run.outcome.scheduled,
         "one record per scheduled request"
     );
-    assert_eq!(run.scheduled + run.never_sent, rows, "{run:?}");
-    assert!(run.never_sent > 0, "rows after the limit are never sent");
+    assert_eq!(
+        run.outcome.scheduled + run.outcome.never_sent,
+        rows,
+        "{run:?}"
+    );
+    assert!(
+        run.outcome.never_sent > 0,
+        "rows after the limit are never sent"
+    );
     let mut indexes: Vec<usize> = recs.iter().map(|r| r.index).collect();
     indexes.dedup();
     assert_eq!(indexes.len(), recs.len(), "no request has two records");
@@ -745,7 +752,7 @@ fn max_requests_slice_says_how_many_turns_it_cut() {
     };
     let (recs, outcome) = run(&[], "all.jsonl");
     assert_eq!(recs.len(), 13);
-    assert_eq!(outcome.summary.run.scheduled, 13);
+    assert_eq!(outcome.summary.run.outcome.scheduled, 13);
     let ss = outcome.summary.sessions.as_ref().unwrap();
     // Every session has a turn among the first 13 rows: the other rows are its cut turns.
     assert_eq!(ss.sessions, 8);

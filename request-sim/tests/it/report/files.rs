@@ -162,7 +162,7 @@ fn plots_handle_no_completed_requests() {
     // Run information is found next to the records file.
     let mut info = request_sim::report::RunInfo::new();
     info.seed = Some(77);
-    info.scheduled = 5;
+    info.outcome.scheduled = 5;
     let mut with_info = s.clone();
     with_info.run = info;
     request_sim::report::write_summary_json(&tmp.path().join("run.jsonl.summary.json"), &with_info)

@@ -229,7 +229,7 @@ fn streaming_accumulator_equals_report_from_jsonl() {
     let path = dir.path().join("run.jsonl");
     write_jsonl(&path, &recs);
     let mut info = RunInfo::new();
-    info.scheduled = recs.len();
+    info.outcome.scheduled = recs.len();
     info.seed = Some(42);
     let mut acc = Accumulator::new(&cfg());
     // Completion order differs from send order.
@@ -405,7 +405,7 @@ fn zero_completed_gives_zeros_not_nan() {
         acc.add(r, &[]);
     }
     let mut info = RunInfo::new();
-    info.scheduled = 4;
+    info.outcome.scheduled = 4;
     let s = acc.finish(&info);
     assert_eq!(s.completed, 0);
     assert_eq!(s.failed, 3);
@@ -434,7 +434,7 @@ fn console_has_vllm_shape() {
         acc.add(r, r.itl_ms.as_deref().unwrap_or(&[]));
     }
     let mut info = RunInfo::new();
-    info.scheduled = recs.len();
+    info.outcome.scheduled = recs.len();
     info.seed = Some(1234);
     let s = acc.finish(&info);
     let text = render_console(&s);
@@ -487,9 +487,9 @@ fn print_console_example() {
         acc.add(r, r.itl_ms.as_deref().unwrap_or(&[]));
     }
     let mut info = RunInfo::new();
-    info.scheduled = recs.len();
+    info.outcome.scheduled = recs.len();
     info.seed = Some(7);
-    info.ideal_cache_hit_ratio = Some(0.5);
+    info.prompts.ideal_cache_hit_ratio = Some(0.5);
     let s = acc.finish(&info);
     println!("{}", render_console(&s));
     let mut b = s.clone();
@@ -508,7 +508,7 @@ fn drift_above_1ms_at_normal_priority_is_a_warning() {
     };
     let run = |policy: &str| {
         let mut info = RunInfo::new();
-        info.realtime = Some(request_sim::schedule::RealtimeReport {
+        info.internals.realtime = Some(request_sim::schedule::RealtimeReport {
             mode: request_sim::schedule::RealtimeMode::Auto,
             policy: serde_json::from_value(serde_json::json!(policy)).unwrap(),
             reason: (policy == "normal").then(|| "SCHED_FIFO not permitted".to_string()),
