@@ -313,7 +313,7 @@ fn endpoint_only_replay_against_llama_cpp_is_exact() {
         let endpoint = format!("{}{path}", fake.base_url());
         let outcome = run(&replay_args(&endpoint, &trace, &out, &[])).unwrap();
         let run = &outcome.summary.run;
-        let source = run.prompt_token_source.as_deref().unwrap();
+        let source = run.prompts.prompt_token_source.as_deref().unwrap();
         assert!(
             source.starts_with("server /tokenize (llama.cpp shape)"),
             "{source}"
@@ -326,7 +326,7 @@ fn endpoint_only_replay_against_llama_cpp_is_exact() {
             .count();
         assert_eq!(exact, 20, "{path}: {exact} of 20 exact");
         let want = if path.contains("chat") { 8 } else { 0 };
-        assert_eq!(run.chat_overhead, Some(want), "{path}");
+        assert_eq!(run.prompts.chat_overhead, Some(want), "{path}");
     }
 }
 
@@ -361,7 +361,7 @@ fn builtin_words_against_a_real_model_are_refused_unless_allowed() {
     ))
     .unwrap();
     assert_eq!(
-        ok.summary.run.prompt_token_source.as_deref(),
+        ok.summary.run.prompts.prompt_token_source.as_deref(),
         Some("none (built-in word list)")
     );
     assert_eq!(crate::support::read_records(&out).len(), 6);
