@@ -408,7 +408,7 @@ pub struct ReportFlags {
     #[arg(long, num_args = 1..)]
     pub goodput: Vec<String>,
     /// Percentiles to report, comma-separated (each in (0, 100]; sorted, repeats dropped).
-    #[arg(long, alias = "metric-percentiles", value_delimiter = ',', value_parser = crate::report::parse_percentile)]
+    #[arg(long, alias = "metric-percentiles", value_delimiter = ',', value_parser = crate::stats::parse_percentile)]
     pub metric_percentile: Option<Vec<f64>>,
     /// Also write summary.json, requests.csv, results.xlsx and plots into this directory.
     #[arg(long, alias = "save-result")]
@@ -420,18 +420,18 @@ impl ReportFlags {
     pub fn report_config(
         &self,
         default_percentiles: &[f64],
-    ) -> crate::Result<crate::report::ReportConfig> {
-        let percentiles = crate::report::Percentiles::or_default(
+    ) -> crate::Result<crate::stats::ReportConfig> {
+        let percentiles = crate::stats::Percentiles::or_default(
             self.metric_percentile.clone(),
             default_percentiles,
         )
         .map_err(crate::Error::config)?;
         let slo = if self.goodput.is_empty() {
-            crate::report::Slo::default()
+            crate::stats::Slo::default()
         } else {
-            crate::report::Slo::parse(&self.goodput).map_err(crate::Error::config)?
+            crate::stats::Slo::parse(&self.goodput).map_err(crate::Error::config)?
         };
-        Ok(crate::report::ReportConfig { percentiles, slo })
+        Ok(crate::stats::ReportConfig { percentiles, slo })
     }
 }
 

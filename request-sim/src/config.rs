@@ -9,8 +9,8 @@ use crate::cli::{
     IgnoredArgs, OutputArgs, PromptArgs, ReplayArgs, ReplayTraceArgs, ScheduleArgs, SessionArgs,
     TargetArgs, ValidityArgs,
 };
-use crate::report::ReportConfig;
 use crate::schedule::StartAt;
+use crate::stats::ReportConfig;
 use crate::trace::shard::Shard;
 use crate::trace::{LoadOptions, ReorderWindow, TraceFormat};
 use crate::{Error, Result};
@@ -504,7 +504,7 @@ fn scale_out(a: &ReplayArgs) -> Result<(Option<Shard>, Option<StartAt>)> {
                     "--start-at {}: that is {:.1} s in the past (now {})",
                     at.rfc3339(),
                     late.as_secs_f64(),
-                    crate::report::now_rfc3339()
+                    crate::stats::now_rfc3339()
                 )));
             }
             Some(at)
@@ -740,7 +740,7 @@ fn output_paths(a: &OutputArgs) -> Result<(PathBuf, PathBuf)> {
     let output_path = match &a.output_path {
         Some(p) => p.clone(),
         None => {
-            let ts: String = crate::report::now_rfc3339()
+            let ts: String = crate::stats::now_rfc3339()
                 .chars()
                 .take(19)
                 .filter(|c| c.is_ascii_digit() || *c == 'T')
@@ -763,9 +763,7 @@ fn output_paths(a: &OutputArgs) -> Result<(PathBuf, PathBuf)> {
 
 /// Percentiles and goodput SLOs (`--goodput`, or the anchor's `--ttft-slo`/`--tpot-slo`).
 fn report_settings(a: &OutputArgs) -> Result<ReportConfig> {
-    let mut report = a
-        .report
-        .report_config(&crate::report::DEFAULT_PERCENTILES)?;
+    let mut report = a.report.report_config(&crate::stats::DEFAULT_PERCENTILES)?;
     if report.slo.ttft_ms.is_none() {
         report.slo.ttft_ms = a.ttft_slo.map(|s| s * 1e3);
     }

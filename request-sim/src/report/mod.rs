@@ -29,12 +29,3 @@ pub use compare::render_compare;
 pub use console::render_console;
 pub use files::{find_run_info, read_summary, write_result_dir, write_summary_json};
 pub use progress::Progress;
-
-// The statistics and the records reader under the paths they had before they moved to
-// `crate::stats` and `crate::record`, for the callers that still name them here.
-pub use crate::record::{read_records, read_records_from, ReadStats};
-pub use crate::stats::{
-    now_rfc3339, parse_percentile, report_from_records, sessions, summarize_records, Accumulator,
-    MetricStats, Percentiles, PromptVerification, ReportConfig, RunInfo, Slo, StartupTimes,
-    Summary, DEFAULT_PERCENTILES,
-};

@@ -14,8 +14,8 @@ use super::server::Server;
 use super::task::{closed_turn, ms_between, run_one, TaskCtx, TaskSettings};
 use super::{ms_since, note};
 use crate::config::ReplayConfig;
-use crate::report::{self, StartupTimes};
 use crate::schedule::{self, DispatchPlan, DispatchResult};
+use crate::stats::{self, StartupTimes};
 use crate::{Error, Result};
 
 /// What dispatching did.
@@ -72,7 +72,7 @@ pub(super) fn run(
                 }
                 // The clock starts on this thread once it is set up, so its own start-up
                 // never makes the first requests late.
-                let started_at = report::now_rfc3339();
+                let started_at = stats::now_rfc3339();
                 let start = Instant::now();
                 if let Some(s) = &pipeline.scraper {
                     s.set_clock_start(start);

@@ -14,8 +14,8 @@ use super::pipeline::Pipeline;
 use super::server::Server;
 use crate::config::ReplayConfig;
 use crate::observe::ScrapeResult;
-use crate::report::Accumulator;
 use crate::schedule::{FeedEnd, ProducerStats, RealtimeReport, StopReason};
+use crate::stats::Accumulator;
 use crate::{Error, Result};
 
 /// Everything the run produced, ready for the summary.

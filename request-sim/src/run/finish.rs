@@ -11,8 +11,9 @@ use super::server::Server;
 use super::RunOutcome;
 use crate::config::{ReplayConfig, Target};
 use crate::observe::{ClientSide, ScrapeResult};
-use crate::report::{self, PromptVerification, RunInfo, StartupTimes, Summary};
+use crate::report;
 use crate::schedule::{self, DispatchStats, FeedEnd, ProducerStats, StopReason};
+use crate::stats::{PromptVerification, RunInfo, StartupTimes, Summary};
 use crate::stats::{RunEnd, RunInternals, RunPrompts, RunServer};
 use crate::Result;
 
@@ -150,7 +151,7 @@ fn run_info(
             realtime: Some(drained.realtime.clone()),
         },
         sessions: (trace.sessions.any() || trace.head.iter().any(|p| p.turn.is_some())).then_some(
-            report::sessions::SessionRun {
+            crate::stats::sessions::SessionRun {
                 timing: cfg.requests.sessions.timing,
                 think_time: Some(cfg.requests.sessions.think),
                 live_history: cfg.requests.sessions.live_history,

@@ -20,7 +20,7 @@
 use std::time::Instant;
 
 use crate::config::ReplayConfig;
-use crate::report::{StartupTimes, Summary};
+use crate::stats::{StartupTimes, Summary};
 use crate::Result;
 
 mod build;

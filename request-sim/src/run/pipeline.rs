@@ -18,9 +18,10 @@ use super::server::Server;
 use crate::config::ReplayConfig;
 use crate::observe::{ScrapeConfig, Scraper};
 use crate::record::{Annotate, Finished, Record, RecordWriter, ServerAtSend};
-use crate::report::{Accumulator, Progress};
+use crate::report::Progress;
 use crate::schedule::sessions::{SessionGate, Timing};
 use crate::schedule::{Feed, ProducerConfig, ProducerStats, Producers};
+use crate::stats::Accumulator;
 use crate::{Error, Result};
 
 /// The running machinery of a replay.

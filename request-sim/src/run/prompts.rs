@@ -14,7 +14,7 @@ use crate::backend::tokenize::ServerTokenizer;
 use crate::backend::BodyParams;
 use crate::config::{ReplayConfig, Target};
 use crate::prompt::{self, ChatCounter, CorpusReport, PromptBuilder, VerifyReport, Vocab};
-use crate::report::StartupTimes;
+use crate::stats::StartupTimes;
 use crate::trace::{TraceFormat, TraceRequest};
 use crate::{Error, Result};
 

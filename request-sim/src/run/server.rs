@@ -8,8 +8,8 @@ use std::time::Instant;
 use super::{ms_since, note};
 use crate::backend::{self, Endpoint};
 use crate::config::{ReplayConfig, Target};
-use crate::report::StartupTimes;
 use crate::schedule::{Realtime, RealtimeMode};
+use crate::stats::StartupTimes;
 use crate::{Error, Result};
 
 /// The server side of the run.

@@ -11,7 +11,7 @@ use super::server::Server;
 use super::{ms_since, note};
 use crate::backend::{self, warm};
 use crate::config::ReplayConfig;
-use crate::report::StartupTimes;
+use crate::stats::StartupTimes;
 use crate::Result;
 
 /// Before the clock starts, producers build the bodies scheduled in this first stretch…

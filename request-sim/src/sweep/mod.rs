@@ -20,7 +20,7 @@ use table::write_html;
 
 use crate::cli::{ReplayArgs, SweepArgs};
 use crate::config::{ReplayConfig, Target};
-use crate::report::Summary;
+use crate::stats::Summary;
 use crate::{Error, Result};
 
 /// Time limit of a point when `--time-in-secs` is not given.
@@ -362,7 +362,7 @@ impl Sweep {
 /// The sweep's directory: `--sweep-dir`, else `results/sweep-<UTC time>`.
 fn sweep_dir(args: &SweepArgs) -> PathBuf {
     args.sweep_dir.clone().unwrap_or_else(|| {
-        let ts: String = crate::report::now_rfc3339()
+        let ts: String = crate::stats::now_rfc3339()
             .chars()
             .take(19)
             .filter(|c| c.is_ascii_digit() || *c == 'T')

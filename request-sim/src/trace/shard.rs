@@ -8,7 +8,7 @@
 //!   the trace's shape.
 //!
 //! Replay indexes stay the indexes of the whole trace, so the shards' records merge into one
-//! run (`request-sim report DIR`, see [`crate::report::merge`]).
+//! run (`request-sim report DIR`, see [`crate::record::merge`]).
 
 use super::{Sessions, TraceRequest};
 

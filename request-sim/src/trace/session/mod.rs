@@ -20,7 +20,7 @@
 //! - [`history`]: `--live-history`, where each turn's messages hold its earlier turns' answers.
 //!
 //! Not here: the run-time gate that releases a turn after its parent's answer
-//! (`schedule/sessions.rs`) and the report of sessions (`report/sessions.rs`).
+//! (`schedule/sessions.rs`) and the summary of sessions (`stats/sessions.rs`).
 
 pub mod history;
 mod stages;

@@ -14,7 +14,7 @@ use crate::support::*;
 use llm_sim::faults::plan_for;
 use llm_sim::FaultConfig;
 use request_sim::record::{Record, Status, TokenSource};
-use request_sim::report::Summary;
+use request_sim::stats::Summary;
 
 const N: usize = 2_000;
 /// Trace span: 2,000 requests in 5 s (400 requests/s).

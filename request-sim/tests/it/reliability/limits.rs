@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::support::*;
 use llm_sim::FaultConfig;
 use request_sim::record::Status;
-use request_sim::report::Summary;
+use request_sim::stats::Summary;
 
 /// The invariants of a run that stopped early; returns the records' statuses.
 fn check(dir: &Path, s: &Summary, planned: usize, reason: &str) -> Vec<Status> {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 use request_sim::record::{Record, Status};
-use request_sim::report::Summary;
+use request_sim::stats::Summary;
 
 /// Requests of the 30 s trace.
 const N: usize = 300;

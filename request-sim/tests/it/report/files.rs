@@ -7,7 +7,8 @@ use std::path::Path;
 
 use crate::support::{png_size, synthetic, write_jsonl};
 use calamine::{open_workbook, Data, Reader, Xlsx};
-use request_sim::report::{read_summary, report_from_records, write_result_dir, ReportConfig, Slo};
+use request_sim::report::{read_summary, write_result_dir};
+use request_sim::stats::{report_from_records, ReportConfig, Slo};
 
 #[test]
 fn result_dir_has_all_files() {
@@ -114,7 +115,7 @@ fn result_dir_has_all_files() {
 
 /// `report.html` holds the summary's key numbers and `charts` embedded charts, and loads
 /// nothing from the network.
-fn check_report_html(dir: &Path, s: &request_sim::report::Summary, charts: usize) {
+fn check_report_html(dir: &Path, s: &request_sim::stats::Summary, charts: usize) {
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.starts_with("<!doctype html>"));
     let row = |label: &str, value: String| {
@@ -160,7 +161,7 @@ fn plots_handle_no_completed_requests() {
     let files = write_result_dir(&tmp.path().join("out"), &s, &jsonl).unwrap();
     assert_eq!(files.len(), 14);
     // Run information is found next to the records file.
-    let mut info = request_sim::report::RunInfo::new();
+    let mut info = request_sim::stats::RunInfo::new();
     info.seed = Some(77);
     info.outcome.scheduled = 5;
     let mut with_info = s.clone();

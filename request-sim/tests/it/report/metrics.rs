@@ -2,14 +2,12 @@
 
 use std::io::Write;
 
-use request_sim::report::Percentiles;
+use request_sim::stats::Percentiles;
 
 use crate::support::{base_record, mean, np_percentile, synthetic, write_jsonl};
-use request_sim::record::{Record, Status};
-use request_sim::report::{
-    read_records, render_compare, render_console, report_from_records, Accumulator, ReportConfig,
-    RunInfo, Slo, Summary,
-};
+use request_sim::record::{read_records, Record, Status};
+use request_sim::report::{render_compare, render_console};
+use request_sim::stats::{report_from_records, Accumulator, ReportConfig, RunInfo, Slo, Summary};
 
 fn std(v: &[f64]) -> f64 {
     let m = mean(v);
@@ -524,7 +522,7 @@ fn drift_above_1ms_at_normal_priority_is_a_warning() {
     );
     let normal = run("normal");
     let fifo = run("fifo");
-    let warned = |s: &request_sim::report::Summary| {
+    let warned = |s: &request_sim::stats::Summary| {
         s.warnings
             .iter()
             .any(|w| w.contains("send drift p99") && w.contains("SCHED_FIFO not permitted"))

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use request_sim::record::Record;
-use request_sim::report::Summary;
+use request_sim::stats::Summary;
 use request_sim::sweep::SweepResult;
 use serde_json::Value;
 
