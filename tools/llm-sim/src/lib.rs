@@ -25,6 +25,7 @@ pub mod server;
 pub mod state;
 pub mod timing;
 pub mod tokenize;
+pub mod word_cache;
 
 /// Shared with request-sim (the `llm-common` crate); re-exported under their old paths.
 pub use llm_common::{routing, util, vocab};

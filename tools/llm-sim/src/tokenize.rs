@@ -5,12 +5,14 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use minijinja::value::Value;
 use minijinja::{Environment, Error, ErrorKind, State};
 
 use crate::error::Error as SimError;
 use crate::vocab::{builtin_words, BUILTIN_VOCAB_SIZE};
+use crate::word_cache::WordCache;
 
 /// The chat template helpers live in `llm_common` (request-sim renders prompts with them).
 pub use llm_common::template::{python_tojson, template_messages, template_tools, ChatMessage};
@@ -47,6 +49,8 @@ pub struct HfTokenizer {
     vocab_size: u32,
     bos_token: String,
     eos_token: String,
+    /// The ids of the words seen so far (`None`: the tokenizer does not count word by word).
+    words: Option<Arc<WordCache>>,
 }
 
 const CHATML_TEMPLATE: &str = "{% for message in messages %}<|im_start|>{{ message.role }}\n\
@@ -107,6 +111,9 @@ impl Default for BuiltinTokenizer {
     }
 }
 
+/// Words whose tokens the BPE model keeps (about 100 bytes each when full).
+const WORD_CACHE_CAPACITY: usize = 1 << 18;
+
 impl Tokenizer {
     /// The built-in tokenizer.
     pub fn builtin() -> Self {
@@ -115,8 +122,31 @@ impl Tokenizer {
 
     /// Loads `tokenizer.json` and, if given, the chat template of `tokenizer_config.json`.
     pub fn load(tokenizer: &Path, config: Option<&Path>) -> crate::Result<Self> {
-        let tok = tokenizers::Tokenizer::from_file(tokenizer)
+        let mut tok = tokenizers::Tokenizer::from_file(tokenizer)
             .map_err(|e| SimError::tokenizer(tokenizer, e))?;
+        // The BPE model caches the tokens of each pre-tokenized word, but only its first 10,000
+        // distinct words: the cache stops filling, it does not evict. Synthetic prompts use
+        // every one-token word of the vocabulary (about 25,000 for Qwen3), so most words went
+        // through the merges again on every request, and a 12k-token prompt took 100+ ms to
+        // count, all of it inside the client's TTFT. A cache as big as any vocabulary keeps
+        // every word counted once.
+        let mut model = tok.get_model().clone();
+        model.resize_cache(WORD_CACHE_CAPACITY);
+        tok.with_model(model);
+        let words = match WordCache::for_tokenizer(&tok) {
+            Ok(w) => {
+                let w = Arc::new(w);
+                w.warm(tok.clone());
+                Some(w)
+            }
+            Err(why) => {
+                eprintln!(
+                    "llm-sim: {}: long prompts are counted whole on every request ({why})",
+                    tokenizer.display()
+                );
+                None
+            }
+        };
         let vocab_size = tok.get_vocab_size(true) as u32;
         let mut template = CHATML_TEMPLATE.to_string();
         let mut bos_token = String::new();
@@ -166,6 +196,7 @@ impl Tokenizer {
             vocab_size,
             bos_token,
             eos_token,
+            words,
         })))
     }
 
@@ -200,11 +231,7 @@ impl Tokenizer {
                 b.encode_into(text, &mut out);
                 Ok(out)
             }
-            Tokenizer::Hf(h) => h
-                .tok
-                .encode(text, add_special_tokens)
-                .map(|e| e.get_ids().to_vec())
-                .map_err(|e| format!("tokenization failed: {e}")),
+            Tokenizer::Hf(h) => h.encode(text, add_special_tokens),
         }
     }
 
@@ -251,10 +278,7 @@ impl Tokenizer {
             }
             Tokenizer::Hf(h) => {
                 let text = h.render_chat(messages, tools, add_generation_prompt)?;
-                h.tok
-                    .encode(text.as_str(), false)
-                    .map(|e| e.get_ids().to_vec())
-                    .map_err(|e| format!("tokenization failed: {e}"))
+                h.encode(&text, false)
             }
         }
     }
@@ -309,6 +333,18 @@ impl Tokenizer {
 }
 
 impl HfTokenizer {
+    /// The ids of `text`, word by word from the cache when the tokenizer allows it.
+    fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, String> {
+        match &self.words {
+            Some(words) => words.encode(&self.tok, text, add_special_tokens),
+            None => self
+                .tok
+                .encode(text, add_special_tokens)
+                .map(|e| e.get_ids().to_vec())
+                .map_err(|e| format!("tokenization failed: {e}")),
+        }
+    }
+
     fn render_chat(
         &self,
         messages: &[ChatMessage],

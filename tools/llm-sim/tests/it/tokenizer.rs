@@ -256,3 +256,47 @@ fn long_prompts_with_a_real_tokenizer_do_not_hold_up_streams() {
         "a stream's tokens came in a burst: TPOT {min:.2} ms, step {STEP_MS} ms; all: {tpots:.2?}"
     );
 }
+
+/// Issue #30: long prompts are counted word by word from a cache (`word_cache.rs`); the ids
+/// must be the tokenizer's own for every shape of text a prompt has: the vocabulary's words,
+/// punctuation, digits, newlines, runs of spaces, non-ASCII words, chat markers, a text
+/// without spaces, and the same text counted twice (cold and from the cache).
+#[test]
+fn word_by_word_counting_gives_the_tokenizers_own_ids() {
+    let Some(dir) = qwen3_dir() else { return };
+    let plain = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+    let sim = llm_sim::tokenize::Tokenizer::load(
+        &dir.join("tokenizer.json"),
+        Some(&dir.join("tokenizer_config.json")),
+    )
+    .unwrap();
+    let shapes = [
+        words(3000, 7),
+        format!("{} 12345, x.y z's {}", words(400, 3), words(400, 5)),
+        format!(
+            "Über größe naïve café {} 東京 に 行く {}",
+            words(300, 11),
+            words(200, 1)
+        ),
+        format!("{}\n\n  \t {}   end", words(300, 13), words(300, 17)),
+        format!(
+            "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n",
+            words(500, 19)
+        ),
+        "東京都".repeat(400),
+        format!("a{}", " b".repeat(700)),
+    ];
+    for (k, text) in shapes.iter().enumerate() {
+        for special in [false, true] {
+            let want = plain
+                .encode(text.as_str(), special)
+                .unwrap()
+                .get_ids()
+                .to_vec();
+            for round in 0..2 {
+                let got = sim.encode_text_with(text, special).unwrap();
+                assert_eq!(got, want, "shape {k}, special {special}, round {round}");
+            }
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! Counting long prompts fast with a real tokenizer: the token ids of each word, kept.
+//!
+//! `tokenizers` runs every request's whole text through its normalizer, pre-tokenizer regex,
+//! offset bookkeeping and BPE; for a 12k-token prompt that is tens to hundreds of milliseconds
+//! of CPU per request, all of it inside the client's TTFT, on the same cores as the client
+//! measuring it. A replayed trace sends the same words again and again (its prompts are made of
+//! the vocabulary's one-token words, and a session's turns repeat their prefix), so the ids of
+//! each word are worth keeping.
+//!
+//! The rule that makes this exact: a byte-level BPE pre-tokenizer of the GPT-2/GPT-4 family
+//! (Qwen, Llama 3, Mistral's newer tokenizers) never joins letters across a single space that
+//! sits between two letters: the text before the space ends a word, the space starts the next
+//! one (` word`). So the ids of a text are the ids of its pieces cut before such spaces, one
+//! after the other. Whether a tokenizer obeys the rule is checked when it is loaded, on a text of
+//! its own vocabulary with chat markers, newlines and punctuation; a tokenizer that does not
+//! (SentencePiece families, for one) keeps the plain path. No crate offers this: it is a
+//! property of replayed traffic, not of tokenizers.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::sync::{Arc, RwLock};
+
+/// Pieces longer than this are counted each time and never kept (a text without spaces
+/// between letters, such as Chinese, is one long piece).
+const MAX_PIECE_BYTES: usize = 64;
+/// Pieces kept at most (about 100 bytes each).
+const MAX_PIECES: usize = 1 << 20;
+/// Texts shorter than this take the plain path (nothing to win).
+const MIN_TEXT_BYTES: usize = 512;
+
+/// The ids of the words seen so far, and what the tokenizer adds around a text when asked for
+/// its special tokens.
+pub struct WordCache {
+    pieces: RwLock<HashMap<Box<str>, Box<[u32]>>>,
+    specials_before: Vec<u32>,
+    specials_after: Vec<u32>,
+}
+
+/// The text cut before every space that sits between two ASCII letters.
+fn pieces(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut i = 1;
+    std::iter::from_fn(move || {
+        if start >= bytes.len() {
+            return None;
+        }
+        while i + 1 < bytes.len() {
+            let cut = bytes[i] == b' '
+                && bytes[i - 1].is_ascii_alphabetic()
+                && bytes[i + 1].is_ascii_alphabetic();
+            i += 1;
+            if cut && i - 1 > start {
+                let piece = &text[start..i - 1];
+                start = i - 1;
+                return Some(piece);
+            }
+        }
+        let piece = &text[start..];
+        start = bytes.len();
+        Some(piece)
+    })
+}
+
+fn ids(tok: &tokenizers::Tokenizer, text: &str, special: bool) -> Result<Vec<u32>, String> {
+    tok.encode(text, special)
+        .map(|e| e.get_ids().to_vec())
+        .map_err(|e| format!("tokenization failed: {e}"))
+}
+
+impl WordCache {
+    /// A cache for `tok`, or why the tokenizer cannot have one (its ids of a sample text differ
+    /// from the ids of the text's pieces).
+    pub fn for_tokenizer(tok: &tokenizers::Tokenizer) -> Result<WordCache, String> {
+        let probe = "hello world";
+        let plain = ids(tok, probe, false)?;
+        let with = ids(tok, probe, true)?;
+        let at = (0..=with.len().saturating_sub(plain.len()))
+            .find(|&k| with[k..].starts_with(&plain))
+            .ok_or("its special tokens do not wrap the text")?;
+        let cache = WordCache {
+            pieces: RwLock::new(HashMap::default()),
+            specials_before: with[..at].to_vec(),
+            specials_after: with[at + plain.len()..].to_vec(),
+        };
+        let sample = sample_text(tok);
+        for special in [false, true] {
+            let whole = ids(tok, &sample, special)?;
+            let cut = cache.encode_pieces(tok, &sample, special, false)?;
+            if whole != cut {
+                return Err("its ids of a text are not the ids of the text's words".into());
+            }
+        }
+        Ok(cache)
+    }
+
+    /// Counts the vocabulary's own words (` word` and `word`, ASCII letters) on a background
+    /// thread, so that the first requests of a replay, whose words are all new, do not pay for
+    /// them one by one inside their TTFT. Requests served meanwhile count what is missing.
+    pub fn warm(self: &Arc<Self>, tok: tokenizers::Tokenizer) {
+        let cache = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("llm-sim-words".into())
+            .spawn(move || {
+                let vocab = tok.get_vocab_size(false) as u32;
+                let mut batch = Vec::with_capacity(1024);
+                for id in 0..vocab {
+                    let Ok(word) = tok.decode(&[id], false) else {
+                        continue;
+                    };
+                    let letters = word.strip_prefix(' ').unwrap_or(&word);
+                    if word.len() > MAX_PIECE_BYTES
+                        || letters.is_empty()
+                        || !letters.bytes().all(|b| b.is_ascii_alphabetic())
+                    {
+                        continue;
+                    }
+                    let Ok(counted) = ids(&tok, &word, false) else {
+                        continue;
+                    };
+                    batch.push((word, counted));
+                    if batch.len() == batch.capacity() && !cache.keep(&mut batch) {
+                        return;
+                    }
+                }
+                cache.keep(&mut batch);
+            });
+        if let Err(e) = spawned {
+            eprintln!("llm-sim: cannot start the word-counting thread: {e}");
+        }
+    }
+
+    /// Keeps the counted words of `batch` (emptied); false when the cache is full.
+    fn keep(&self, batch: &mut Vec<(String, Vec<u32>)>) -> bool {
+        let Ok(mut known) = self.pieces.write() else {
+            return false;
+        };
+        for (word, counted) in batch.drain(..) {
+            if known.len() >= MAX_PIECES {
+                return false;
+            }
+            known
+                .entry(word.into_boxed_str())
+                .or_insert_with(|| counted.into_boxed_slice());
+        }
+        true
+    }
+
+    /// The ids of `text` (with the tokenizer's special tokens when `special`), as
+    /// `tok.encode` gives them.
+    pub fn encode(
+        &self,
+        tok: &tokenizers::Tokenizer,
+        text: &str,
+        special: bool,
+    ) -> Result<Vec<u32>, String> {
+        if text.len() < MIN_TEXT_BYTES {
+            return ids(tok, text, special);
+        }
+        self.encode_pieces(tok, text, special, true)
+    }
+
+    fn encode_pieces(
+        &self,
+        tok: &tokenizers::Tokenizer,
+        text: &str,
+        special: bool,
+        keep: bool,
+    ) -> Result<Vec<u32>, String> {
+        let mut out = Vec::with_capacity(text.len() / 4 + 8);
+        if special {
+            out.extend_from_slice(&self.specials_before);
+        }
+        let mut new: Vec<(&str, Vec<u32>)> = Vec::new();
+        {
+            let known = self.pieces.read().map_err(|_| "word cache poisoned")?;
+            for piece in pieces(text) {
+                if let Some(found) = known.get(piece) {
+                    out.extend_from_slice(found);
+                    continue;
+                }
+                let counted = ids(tok, piece, false)?;
+                out.extend_from_slice(&counted);
+                if keep && piece.len() <= MAX_PIECE_BYTES {
+                    new.push((piece, counted));
+                }
+            }
+        }
+        if !new.is_empty() {
+            let mut known = self.pieces.write().map_err(|_| "word cache poisoned")?;
+            for (piece, counted) in new {
+                if known.len() >= MAX_PIECES {
+                    break;
+                }
+                known.insert(piece.into(), counted.into_boxed_slice());
+            }
+        }
+        if special {
+            out.extend_from_slice(&self.specials_after);
+        }
+        Ok(out)
+    }
+}
+
+/// A text of the tokenizer's own words, with the shapes a chat prompt has around them: chat
+/// markers, newlines, punctuation, digits, doubled spaces and a non-ASCII word.
+fn sample_text(tok: &tokenizers::Tokenizer) -> String {
+    let vocab = tok.get_vocab_size(false) as u32;
+    let mut words = Vec::new();
+    let mut id = 0u32;
+    while words.len() < 600 && id < vocab {
+        if let Ok(w) = tok.decode(&[id], true) {
+            let w = w.trim();
+            if w.len() > 1 && w.bytes().all(|b| b.is_ascii_alphabetic()) {
+                words.push(w.to_string());
+            }
+        }
+        id += 97;
+    }
+    let mut text = String::from("<|im_start|>system\nYou are a helper.<|im_end|>\n");
+    text.push_str("<|im_start|>user\n");
+    for (k, w) in words.iter().enumerate() {
+        text.push_str(w);
+        text.push_str(match k % 53 {
+            7 => ". ",
+            19 => "\n",
+            23 => "  ",
+            31 => " 42 ",
+            41 => ", café ",
+            47 => "'s ",
+            _ => " ",
+        });
+    }
+    text.push_str("end<|im_end|>\n<|im_start|>assistant\n");
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pieces;
+
+    #[test]
+    fn pieces_are_cut_before_spaces_between_letters_only() {
+        let cut: Vec<&str> = pieces("ab cd  ef. gh\nij k").collect();
+        assert_eq!(cut, vec!["ab", " cd  ef. gh\nij", " k"]);
+        assert_eq!(pieces("x").collect::<Vec<_>>(), vec!["x"]);
+        assert_eq!(pieces("").count(), 0);
+        assert_eq!(pieces("a b").collect::<Vec<_>>(), vec!["a", " b"]);
+        assert_eq!(pieces(" a").collect::<Vec<_>>(), vec![" a"]);
+    }
+}
