@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# Runs the commands that README.md and docs/ show, as a user would, against local stand-ins,
+# and checks that every --flag the pages name exists.
+#
+#   scripts/doc-commands.sh            # builds release binaries first
+#   NO_BUILD=1 scripts/doc-commands.sh # uses target/release as it is
+#   BIN=path/to/release scripts/doc-commands.sh
+#
+# Each command keeps the documented form; only what cannot be on this machine is replaced:
+# the server (`http://127.0.0.1:8000`, `HOST:PORT`) is an llm-sim this script starts on a free
+# loopback port (with the Qwen3 tokenizer of scripts/fetch-tokenizer.sh when a command names a
+# tokenizer), the trace is a 60-request conversation trace this script writes (same shape as
+# the Mooncake one), paths go to a temporary directory, and request counts are cut to tens so
+# the whole script takes a few minutes. A line per command: the page and line it comes from,
+# ok or FAIL with the exit status and the first error line. The exit status is the number of
+# failures (0: every documented command works).
+#
+# Not run: `scripts/test.sh` (that is CI), the benchmarks (scripts/bench*.sh, cargo bench),
+# scripts/fuzz.sh (needs cargo-fuzz) and scripts/llama-server.sh (a 10-minute build); their
+# pages say how to run them.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=${BIN:-$ROOT/target/release}
+if [[ -z "${NO_BUILD:-}" && "$BIN" == "$ROOT/target/release" ]]; then
+  cargo build --release -p request-sim -p llm-sim --bins --examples >/dev/null || exit 100
+fi
+RS=$BIN/request-sim
+for b in request-sim llm-sim client trace_replay; do
+  [[ -x $BIN/$b ]] || { echo "missing $BIN/$b (build first)"; exit 100; }
+done
+Q=${REQUEST_SIM_QWEN3_DIR:-$ROOT/.cache/tokenizers/qwen3}
+if [[ ! -f $Q/tokenizer.json ]]; then
+  scripts/fetch-tokenizer.sh >/dev/null 2>&1 || true
+fi
+HAVE_Q=0; [[ -f $Q/tokenizer.json ]] && HAVE_Q=1
+
+T=$(mktemp -d /tmp/doc-commands.XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+
+# --- the stand-ins ---------------------------------------------------------------------------
+# A conversation trace: 20 sessions of 3 turns, each turn's hash ids extending the last one.
+python3 - "$T/trace.jsonl" <<'EOF'
+import json, sys
+rows = []
+for s in range(20):
+    ids = [1000 * s + k for k in range(3)]
+    for turn in range(3):
+        rows.append({"timestamp": s * 300 + turn * 2000, "input_length": 512 * len(ids) - 100,
+                     "output_length": 24, "hash_ids": list(ids)})
+        ids += [1000 * s + 100 + 10 * turn + k for k in range(2)]
+rows.sort(key=lambda r: r["timestamp"])
+with open(sys.argv[1], "w") as f:
+    for r in rows:
+        f.write(json.dumps(r) + "\n")
+EOF
+TRACE=$T/trace.jsonl
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# start_sim VAR [llm-sim flags]: an llm-sim on a free port; its base URL in $VAR.
+start_sim() {
+  local var=$1; shift
+  local port; port=$(free_port)
+  "$BIN/llm-sim" --host 127.0.0.1 --port "$port" "$@" >"$T/sim-$port.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/v1/models" && break
+    sleep 0.1
+  done
+  printf -v "$var" 'http://127.0.0.1:%s' "$port"
+}
+start_sim SIM
+SIMQ=
+if (( HAVE_Q )); then
+  # Served under the model's path, as `vllm serve /path/to/model` names it (trace_replay's --model).
+  start_sim SIMQ --tokenizer "$Q/tokenizer.json" --tokenizer-config "$Q/tokenizer_config.json" \
+    --model-name "$Q"
+fi
+
+FAILS=0
+RUNS=0
+# run PAGE:LINE EXPECTED_STATUS command...: runs it (90 s at most) in the temporary directory.
+run() {
+  local where=$1 want=$2; shift 2
+  local log=$T/cmd-$RUNS.log
+  RUNS=$((RUNS + 1))
+  (cd "$T" && timeout 90 "$@") >"$log" 2>&1
+  local rc=$?
+  if [[ $rc == "$want" ]]; then
+    printf '%-28s ok    %s\n' "$where" "$*" | cut -c1-160
+  else
+    FAILS=$((FAILS + 1))
+    printf '%-28s FAIL  rc=%s (want %s)  %s\n' "$where" "$rc" "$want" "$*" | cut -c1-200
+    grep -m2 -iE 'error|refus|panic|cannot|unknown|unexpected' "$log" | sed 's/^/      /' | cut -c1-200
+  fi
+}
+# needs_q PAGE:LINE: false (and says so) when the Qwen3 tokenizer is not here.
+needs_q() {
+  (( HAVE_Q )) && return 0
+  printf '%-28s skip  (no Qwen3 tokenizer: scripts/fetch-tokenizer.sh)\n' "$1"
+  return 1
+}
+
+echo "== documented commands (binaries: $BIN, scratch: $T)"
+# README
+run README.md:10 0 "$RS" replay
+run README.md:87 0 "$RS" replay --help
+if needs_q README.md:27; then
+  run README.md:27 0 "$RS" replay --endpoint "$SIMQ/v1/chat/completions" \
+    --tokenizer "$Q/tokenizer.json" --tokenizer-config "$Q/tokenizer_config.json" \
+    --dataset-path "$TRACE" --scale-factor 2 --max-requests 30 \
+    --goodput ttft:2000 tpot:50 --output-path results/run1.jsonl --result-dir results/run1
+  run README.md:99 0 "$BIN/client" --tokenizer "$Q/tokenizer.json" \
+    --tokenizer-config "$Q/tokenizer_config.json" \
+    --endpoint "$SIMQ/v1/chat/completions" --api openai --dataset mooncake \
+    --dataset-path "$TRACE" --scale-factor 1.5 --num-producer 2 --stream --max-requests 30
+  run README.md:113 0 "$BIN/trace_replay" --model "$Q" --backend vllm \
+    --trace-path "$TRACE" --trace-mode trace --host 127.0.0.1 --port "${SIMQ##*:}" \
+    --save-result --save-prompts --result-dir ucm
+fi
+run README.md:142 0 "$RS" analyze "$TRACE" --json --plot-dir plots --instances 4 --routing prefix-aware
+run README.md:143 0 "$RS" report results/run1.jsonl --goodput ttft:2000 tpot:50 --result-dir rep
+run README.md:145 0 "$RS" sweep --scale-factors 0.5,1,2,4 --endpoint "$SIM" \
+  --dataset-path "$TRACE" --max-requests 20 --goodput ttft:2000 tpot:50 --target 0.95
+run README.md:146 0 "$RS" sweep --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+  --goodput ttft:2000 tpot:50 --target 0.95 --search 1,8 --max-points 3 --tolerance 0.05
+if needs_q README.md:147; then
+  run README.md:147 0 "$RS" verify-prompts "$TRACE" --tokenizer "$Q"
+fi
+run README.md:148 0 "$BIN/llm-sim" --help
+
+# docs/llm-sim.md
+run docs/llm-sim.md:12 0 curl -sfN "$SIM/v1/chat/completions" -H 'content-type: application/json' \
+  -d '{"messages":[{"role":"user","content":"bake tomo"}],"max_tokens":4,"stream":true,"stream_options":{"include_usage":true}}'
+start_sim PRESET --preset qwen3-8b-h100
+run docs/llm-sim.md:11 0 curl -sf "$PRESET/v1/models"
+if [[ -x $BIN/examples/trace_hit_ratio ]]; then
+  run docs/llm-sim.md:523 0 "$BIN/examples/trace_hit_ratio" --trace "$TRACE" --requests 60
+fi
+start_sim IDLE --idle-close-ms 5000
+run docs/reliability.md:80 0 "$RS" replay --endpoint "$IDLE" --dataset-path "$TRACE" --max-requests 10
+
+# docs/metrics.md, docs/scale-out.md, docs/server-metrics.md, docs/reliability.md: records
+run docs/metrics.md:115 0 "$RS" report results/run1.jsonl --goodput ttft:2000 --metric-percentiles 50,90,99 --result-dir rep2
+run docs/scale-out.md:12a 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --shard 0/2 --seed 1 --output-path shards/a.jsonl
+run docs/scale-out.md:12b 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --shard 1/2 --seed 1 --output-path shards/b.jsonl
+run README.md:144 0 "$RS" compare results/run1.jsonl shards/a.jsonl
+run docs/metrics.md:127 0 "$RS" report shards/a.jsonl shards/b.jsonl --expected-requests 60
+run docs/scale-out.md:125 0 "$RS" report shards --expected-requests 60
+run docs/server-metrics.md:78 0 "$RS" report results/run1.jsonl --result-dir rep3
+run docs/reliability.md:108 0 "$RS" report results/run1.jsonl
+
+# docs/traces.md
+run docs/traces.md:226 0 "$RS" analyze "$TRACE" --json
+run docs/traces.md:144 0 bash -c "head -30 '$TRACE' | '$RS' analyze -"
+run docs/traces.md:144b 0 bash -c "head -30 '$TRACE' | '$RS' replay --endpoint '$SIM' --dataset-path -"
+gzip -kf "$TRACE"
+run docs/traces.md:gz 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE.gz" --max-requests 10
+
+# docs/prompts.md: a messages trace, a dry run with saved prompts, the verifier
+printf '%s\n' '{"timestamp":0,"session_id":"s0","messages":[{"role":"user","content":" apple pie"}],"output_length":12}' \
+  '{"timestamp":500,"session_id":"s0","messages":[{"role":"user","content":" apple pie"},{"role":"assistant","content":" tomato"},{"role":"user","content":" bake it"}],"output_length":12}' \
+  >"$T/messages.jsonl"
+run docs/prompts.md:308 0 "$RS" replay --endpoint "$SIM" --dataset-path "$T/messages.jsonl"
+run docs/prompts.md:dry 0 "$RS" replay --dry-run --dataset-path "$TRACE" --max-requests 10 --save-prompts saved.jsonl
+if needs_q docs/prompts.md:376; then
+  run docs/prompts.md:376 0 "$RS" verify-prompts "$TRACE" --tokenizer "$Q" --max-requests 60
+  if [[ -x $BIN/examples/verify_prompts ]]; then
+    run docs/prompts.md:374 0 "$BIN/examples/verify_prompts" "$TRACE" "$Q" 60
+  fi
+fi
+
+# docs/apis.md: the conversation APIs against llm-sim (when this build has them)
+if "$RS" replay --api nonsense 2>&1 | grep -q 'responses'; then
+  for api in responses messages; do
+    run "docs/apis.md:$api" 0 "$RS" replay --endpoint "$SIM" --api "$api" --dataset-path "$TRACE" --max-requests 20
+    run "docs/apis.md:$api-ns" 0 "$RS" replay --endpoint "$SIM" --api "$api" --no-stream --dataset-path "$TRACE" --max-requests 20
+  done
+fi
+
+# The exit statuses docs/reliability.md documents: nothing succeeded.
+CLOSED=$(free_port)
+run docs/reliability.md:exit 5 "$RS" replay --endpoint "http://127.0.0.1:$CLOSED" --chat-overhead 0 --model-name m --allow-inexact-prompts --dataset-path "$TRACE" --max-requests 5
+
+echo
+echo "== flags named in README.md and docs/ that no command has"
+KNOWN=$T/known.txt
+{
+  for c in replay analyze report compare verify-prompts sweep; do "$RS" "$c" --help; done
+  "$BIN/client" --help; "$BIN/trace_replay" --help; "$BIN/llm-sim" --help
+} 2>/dev/null | grep -o -- '--[a-z0-9][a-z0-9-]*' | sort -u >"$KNOWN"
+# Other tools' flags the pages quote (cargo, vLLM, llama.cpp, AIPerf, UCM's accepted-and-ignored
+# flags), and anchors of headings.
+cat >>"$KNOWN" <<'EOF'
+--all
+--all-targets
+--bench
+--bin
+--build-only
+--burstiness
+--check
+--custom-dataset-type
+--enable-prompt-tokens-details
+--example
+--extra-body
+--gpu-memory-utilization
+--ignored
+--input-file
+--jinja
+--max-concurrency
+--metrics
+--no-default-features
+--nocapture
+--num-prompts
+--preset-simconfigpreset
+--release
+--request-rate
+--requests
+--test
+--trace
+--workspace
+EOF
+sort -u -o "$KNOWN" "$KNOWN"
+UNKNOWN=$(grep -on -- '--[a-z0-9][a-z0-9-]*' README.md docs/*.md \
+  | awk -F: '{print $3" "$1":"$2}' | sort -k1,1 | join -v1 - "$KNOWN")
+if [[ -n "$UNKNOWN" ]]; then
+  echo "$UNKNOWN"
+  FAILS=$((FAILS + $(echo "$UNKNOWN" | awk '{print $1}' | sort -u | wc -l)))
+else
+  echo "none"
+fi
+echo
+echo "$RUNS commands run; $FAILS failure(s)"
+exit $((FAILS > 100 ? 100 : FAILS))
