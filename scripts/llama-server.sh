@@ -12,7 +12,10 @@
 #      (scripts/fetch-tokenizer.sh, `pip install gguf numpy`) into .cache/llama.cpp/;
 #  (c) start llama-server on 127.0.0.1 with --metrics and replay 60 conversation-trace requests
 #      (shrunk to fit the model's context, 4 output tokens) on chat completions and completions,
-#      with only the endpoint and with --tokenizer, printing each run's exact-match share.
+#      with only the endpoint and with --tokenizer, streaming and not, then on OpenAI Responses
+#      (/v1/responses) and Anthropic Messages (/v1/messages) the same way, printing each run's
+#      exact-match share and its cached tokens as the responses reported them next to what the
+#      server's own counters imply.
 # Environment: JOBS (cmake build jobs, default 2), NICE (default 19), PORT (default 18431),
 # TRACE (default /work/shared/traces/mooncake_conversation_trace.jsonl or
 # request-sim/tests/data/*), REQUESTS (default 60), KEEP (1: leave the server running).
@@ -194,25 +197,44 @@ with open(src) as f, open(dst, "w") as o:
 PY
 }
 
+# llama.cpp's counter of computed prompt tokens (0 when the page has none).
+prompt_tokens_total() {
+    { curl -sf "http://127.0.0.1:$PORT/metrics" || true; } | awk '$1 == "llamacpp:prompt_tokens_total" {print $2; f=1} END {if (!f) print 0}'
+}
 # One replay; prints the exact-match share of server prompt_tokens against input_length.
 check() {
     local label="$1" path="$2"
     shift 2
     local out="$WORK/$label.jsonl"
+    local before
+    before="$(prompt_tokens_total)"
     if ! "$RS" replay --endpoint "http://127.0.0.1:$PORT$path" --dataset-path "$WORK/trace.jsonl" \
         --block-size 32 --max-output-tokens 4 --scale-factor 20 --no-pin -q -o "$out" "$@" \
         >"$WORK/$label.log" 2>&1; then
         printf '%-34s refused or failed: %s\n' "$label" "$(grep -v '^$' "$WORK/$label.log" | tail -1)"
         return
     fi
-    python3 - "$out.summary.json" "$label" <<'PY'
+    local after
+    after="$(prompt_tokens_total)"
+    python3 - "$out.summary.json" "$label" "$before" "$after" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
-e, run = s["token_exactness"], s["run"]
+e, run, c = s["token_exactness"], s["run"], s.get("cache", {})
 share = 100.0 * e["exact"] / e["with_usage"] if e["with_usage"] else float("nan")
 print(f"{sys.argv[2]:<34} exact {e['exact']}/{e['with_usage']} ({share:.1f}%), over {e['over']}, "
       f"under {e['under']}, max |diff| {e['max_abs_diff']}; overhead {run.get('chat_overhead')}; "
       f"source: {run.get('prompt_token_source')}")
+# llama.cpp's prompt_tokens_total counts the prompt tokens it computed, not those it took from
+# its cache: over the run, prompt tokens - computed = the server's cached tokens (the start-up
+# calibration requests, a few short prompts, are inside the server's count).
+before, after = float(sys.argv[3]), float(sys.argv[4])
+computed = after - before
+prompt, cached = c.get("prompt_tokens", 0), c.get("cached_tokens", 0)
+if c.get("requests_with_cached_tokens") and prompt:
+    print(f"{'':<34} cached tokens: client {cached}/{prompt} ({100.0 * cached / prompt:.2f}%), "
+          f"server counters {prompt - computed:.0f}/{prompt} ({100.0 * (prompt - computed) / prompt:.2f}%)")
+else:
+    print(f"{'':<34} cached tokens: the responses gave none")
 PY
 }
 
@@ -234,3 +256,12 @@ check completions-endpoint-only /v1/completions
 check chat-tokenizer /v1/chat/completions --tokenizer "$TOKDIR"
 check completions-tokenizer /v1/completions --tokenizer "$TOKDIR"
 check chat-endpoint-only-nostream /v1/chat/completions --no-stream
+check chat-tokenizer-nostream /v1/chat/completions --no-stream --tokenizer "$TOKDIR"
+check completions-tokenizer-nostream /v1/completions --no-stream --tokenizer "$TOKDIR"
+# The conversation APIs agents speak (llama-server serves both on its chat template).
+for api in responses messages; do
+    check "$api-endpoint-only" "/v1/$api" --api "$api"
+    check "$api-tokenizer" "/v1/$api" --api "$api" --tokenizer "$TOKDIR"
+    check "$api-endpoint-only-nostream" "/v1/$api" --api "$api" --no-stream
+    check "$api-tokenizer-nostream" "/v1/$api" --api "$api" --no-stream --tokenizer "$TOKDIR"
+done
