@@ -54,6 +54,31 @@ impl StatusCounts {
             Status::DryRun => self.dry_run += 1,
         }
     }
+    /// The requests that ended in error and the requests that finished: `(errored, ok +
+    /// errored)`. Errors are `http_error` (any status, 429 and 503 included), `timeout`,
+    /// `connect_error` and `protocol_error`; `cancelled` (the run stopped them) and `dry_run`
+    /// are neither (`--max-error-rate`, docs/reliability.md).
+    pub fn error_share(&self) -> (usize, usize) {
+        let errored = self.http_error + self.timeout + self.connect_error + self.protocol_error;
+        (errored, self.ok + errored)
+    }
+
+    /// The non-zero statuses in words: `30 connect_error`, `2 ok, 58 http_error`; `no
+    /// records` when there are none.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = self
+            .rows()
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| format!("{n} {name}"))
+            .collect();
+        if parts.is_empty() {
+            "no records".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+
     /// `(name, count)` for every status, in a fixed order.
     pub fn rows(&self) -> [(&'static str, usize); 7] {
         [
@@ -131,8 +156,10 @@ pub struct Summary {
     pub request_goodput: Option<f64>,
     pub output_throughput: f64,
     pub total_token_throughput: f64,
-    /// Peak output tokens in any 1-second bucket (vLLM definition: one token per chunk).
-    pub max_output_tokens_per_s: f64,
+    /// Peak output tokens in any 1-second bucket (vLLM definition: one token per chunk);
+    /// unknown (`null`) when some completed request's chunk times are missing (records
+    /// re-summarised without `--record-itl`).
+    pub max_output_tokens_per_s: Option<f64>,
     /// Peak number of completed requests active within one 1-second bucket (vLLM definition).
     pub max_concurrent_requests: u64,
     /// Peak number of requests in flight at any instant (all sent requests).
