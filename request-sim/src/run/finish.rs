@@ -65,7 +65,11 @@ pub(super) fn run(
     for w in &summary.invalid {
         note(format!("RUN INVALID: {w}"));
     }
-    if let Some(e) = feed.error.as_ref().filter(|_| reason == StopReason::TraceError) {
+    if let Some(e) = feed
+        .error
+        .as_ref()
+        .filter(|_| reason == StopReason::TraceError)
+    {
         note(format!("error: {e}"));
     }
     let exit_code = exit_code(cfg, &summary, reason);

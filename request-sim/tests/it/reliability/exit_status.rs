@@ -72,7 +72,12 @@ fn max_error_rate_is_a_ci_threshold() {
     // Without the flag, overload answers are results to record: exit 0.
     assert_eq!(code, 0, "{stderr}");
     // Above the limit: exit 6, every record written.
-    let (code, stderr, s) = run(dir.path(), &sim.base_url(), 100, &["--max-error-rate", "0.05"]);
+    let (code, stderr, s) = run(
+        dir.path(),
+        &sim.base_url(),
+        100,
+        &["--max-error-rate", "0.05"],
+    );
     assert_eq!(s["status"]["total"], 100);
     let errored = s["status"]["http_error"].as_u64().unwrap();
     assert!(errored > 5, "{errored}");
@@ -84,7 +89,12 @@ fn max_error_rate_is_a_ci_threshold() {
         "{stderr}"
     );
     // Within it: exit 0.
-    let (code, stderr, _) = run(dir.path(), &sim.base_url(), 100, &["--max-error-rate", "0.5"]);
+    let (code, stderr, _) = run(
+        dir.path(),
+        &sim.base_url(),
+        100,
+        &["--max-error-rate", "0.5"],
+    );
     assert_eq!(code, 0, "{stderr}");
     // Not a fraction: refused before anything is sent.
     for bad in ["1.5", "-0.1", "NaN"] {

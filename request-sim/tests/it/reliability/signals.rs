@@ -307,7 +307,10 @@ fn sigint_during_a_sweep_keeps_the_points_done() {
     assert_eq!(json["points"][0]["interrupted"], false);
     assert_eq!(json["points"][1]["interrupted"], true);
     let svg = std::fs::read_to_string(sweep_dir.join("sweep.svg")).unwrap();
-    assert!(svg.contains("scale 1 cut short by Ctrl-C: not drawn"), "{svg}");
+    assert!(
+        svg.contains("scale 1 cut short by Ctrl-C: not drawn"),
+        "{svg}"
+    );
     let html = std::fs::read_to_string(sweep_dir.join("report.html")).unwrap();
     assert!(html.contains("INTERRUPTED"), "{html}");
     let r = read_sweep(&sweep_dir);

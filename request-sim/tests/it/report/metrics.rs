@@ -165,7 +165,9 @@ fn summary_matches_independent_vllm_computation() {
     assert_eq!(s.max_concurrent_requests, *conc.iter().max().unwrap());
     let peak = *tok.iter().max().unwrap() as f64;
     // Buckets are aligned to the first successful send to 1 ms: allow a token or two.
-    let got = s.max_output_tokens_per_s.expect("every chunk time is in the records");
+    let got = s
+        .max_output_tokens_per_s
+        .expect("every chunk time is in the records");
     assert!((got - peak).abs() <= 2.0, "peak tok/s {got} vs {peak}");
 
     // Replayer extras.

@@ -54,9 +54,30 @@ fn unknown_is_na_in_every_rendering() {
     // (run, metric, known): a non-streaming answer has no time between tokens (TPOT and ITL
     // unknown); records streamed without --record-itl have TPOT, not ITL.
     let cases = [
-        ("nonstream", &nonstream, &nonstream_path, "TPOT", "tpot", false),
-        ("nonstream", &nonstream, &nonstream_path, "ITL", "itl", false),
-        ("nonstream", &nonstream, &nonstream_path, "TTFT", "ttft", true),
+        (
+            "nonstream",
+            &nonstream,
+            &nonstream_path,
+            "TPOT",
+            "tpot",
+            false,
+        ),
+        (
+            "nonstream",
+            &nonstream,
+            &nonstream_path,
+            "ITL",
+            "itl",
+            false,
+        ),
+        (
+            "nonstream",
+            &nonstream,
+            &nonstream_path,
+            "TTFT",
+            "ttft",
+            true,
+        ),
         ("streamed", &streamed, &streamed_path, "TPOT", "tpot", true),
         ("streamed", &streamed, &streamed_path, "ITL", "itl", false),
         ("streamed", &streamed, &streamed_path, "E2EL", "e2el", true),
@@ -97,7 +118,11 @@ fn unknown_is_na_in_every_rendering() {
         let row = format!("<th>Mean {label} (ms)</th><td>n&#x2f;a</td>");
         assert_eq!(html.contains(&row), !known, "{at}: {row}");
         // Compare: unknown is shown as such and never ranked.
-        let other = if run == "nonstream" { &streamed } else { &nonstream };
+        let other = if run == "nonstream" {
+            &streamed
+        } else {
+            &nonstream
+        };
         let cmp = render_compare(s, other);
         let line = cmp
             .lines()
@@ -118,8 +143,11 @@ fn unknown_is_na_in_every_rendering() {
     );
     // Peak output tokens/s needs every token's time: unknown without the ITL values.
     assert_eq!(
-        console_value(&render_console(&streamed), "Peak output token throughput (tok/s):")
-            .as_deref(),
+        console_value(
+            &render_console(&streamed),
+            "Peak output token throughput (tok/s):"
+        )
+        .as_deref(),
         Some("n/a")
     );
 }
@@ -180,9 +208,16 @@ fn itl_panel_shows_what_the_records_hold() {
     args.extend(["--result-dir".into(), results.display().to_string()]);
     let out = replay(&strs(&args));
     let itl = &out.summary.latency.itl;
-    assert_eq!(itl.count, 30 * 6, "the role chunk and 6 tokens: 6 gaps per request");
+    assert_eq!(
+        itl.count,
+        30 * 6,
+        "the role chunk and 6 tokens: 6 gaps per request"
+    );
     let svg = std::fs::read_to_string(results.join("latency_cdf.svg")).unwrap();
-    assert!(!svg.contains("no per-chunk values"), "the panel is not empty");
+    assert!(
+        !svg.contains("no per-chunk values"),
+        "the panel is not empty"
+    );
     // The panel draws each request's mean gap, and its caption gives the summary's own ITL
     // figures, which the console prints.
     let caption = format!(
@@ -208,10 +243,15 @@ fn itl_panel_shows_what_the_records_hold() {
         &[],
     );
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(console_value(&stdout, "Mean ITL (ms):").as_deref(), Some("n/a"));
+    assert_eq!(
+        console_value(&stdout, "Mean ITL (ms):").as_deref(),
+        Some("n/a")
+    );
     let svg = std::fs::read_to_string(again.join("latency_cdf.svg")).unwrap();
     assert!(
-        svg.contains("ITL: mean gap per request, n=30 (per-chunk values not recorded: --record-itl)"),
+        svg.contains(
+            "ITL: mean gap per request, n=30 (per-chunk values not recorded: --record-itl)"
+        ),
         "{svg}"
     );
     let _ = Status::Ok;
