@@ -12,8 +12,10 @@ use super::latency::Latencies;
 use super::{RunInfo, Slo};
 use crate::record::Status;
 
-/// Send drift (actual send time - scheduled time), ms.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Send drift (actual send time - scheduled time), ms. With no request sent (`count` 0) the
+/// statistics are unknown: held as zeros, `null` in JSON (read back as zeros).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(from = "DriftJson")]
 pub struct DriftStats {
     pub count: u64,
     pub mean_ms: f64,
@@ -23,6 +25,51 @@ pub struct DriftStats {
     /// Requests sent more than 1 ms / 5 ms late.
     pub over_1ms: u64,
     pub over_5ms: u64,
+}
+
+/// [`DriftStats`] as written: the statistics `null` when unknown.
+#[derive(Serialize, Deserialize)]
+struct DriftJson {
+    #[serde(default)]
+    count: u64,
+    mean_ms: Option<f64>,
+    p50_ms: Option<f64>,
+    p99_ms: Option<f64>,
+    max_ms: Option<f64>,
+    #[serde(default)]
+    over_1ms: u64,
+    #[serde(default)]
+    over_5ms: u64,
+}
+
+impl From<DriftJson> for DriftStats {
+    fn from(j: DriftJson) -> DriftStats {
+        DriftStats {
+            count: j.count,
+            mean_ms: j.mean_ms.unwrap_or(0.0),
+            p50_ms: j.p50_ms.unwrap_or(0.0),
+            p99_ms: j.p99_ms.unwrap_or(0.0),
+            max_ms: j.max_ms.unwrap_or(0.0),
+            over_1ms: j.over_1ms,
+            over_5ms: j.over_5ms,
+        }
+    }
+}
+
+impl Serialize for DriftStats {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let v = |x: f64| (self.count > 0).then_some(x);
+        DriftJson {
+            count: self.count,
+            mean_ms: v(self.mean_ms),
+            p50_ms: v(self.p50_ms),
+            p99_ms: v(self.p99_ms),
+            max_ms: v(self.max_ms),
+            over_1ms: self.over_1ms,
+            over_5ms: self.over_5ms,
+        }
+        .serialize(ser)
+    }
 }
 
 /// Records by final status. `total` equals the number of records and must equal the number of

@@ -152,6 +152,37 @@ fn unknown_is_na_in_every_rendering() {
     );
 }
 
+/// Nothing sent: the send drift is unknown too, in the console and in the JSON.
+#[test]
+fn drift_of_a_run_that_sent_nothing_is_na() {
+    let dir = tempfile::tempdir().unwrap();
+    let recs: Vec<Record> = (0..3)
+        .map(|i| {
+            let mut r = base_record(i);
+            r.status = Status::Cancelled;
+            r
+        })
+        .collect();
+    let (s, _) = summarize(dir.path(), "unsent", &recs);
+    let text = render_console(&s);
+    for label in ["Mean drift (ms):", "P99 drift (ms):", "Max drift (ms):"] {
+        assert_eq!(
+            console_value(&text, label).as_deref(),
+            Some("n/a"),
+            "{text}"
+        );
+    }
+    let json = serde_json::to_value(&s).unwrap();
+    assert!(json["drift"]["p99_ms"].is_null(), "{}", json["drift"]);
+    assert_eq!(json["drift"]["count"], 0);
+    let back: Summary = serde_json::from_value(json).unwrap();
+    assert_eq!(back.drift, s.drift);
+    // A run that sent: numbers.
+    let (sent, _) = summarize(dir.path(), "sent", &records(3, true));
+    let json = serde_json::to_value(&sent).unwrap();
+    assert_eq!(json["drift"]["p99_ms"], 0.01);
+}
+
 fn metric_of(key: &str) -> request_sim::stats::Metric {
     request_sim::stats::Metric::from_key(key).unwrap()
 }
@@ -254,5 +285,4 @@ fn itl_panel_shows_what_the_records_hold() {
         ),
         "{svg}"
     );
-    let _ = Status::Ok;
 }
