@@ -422,7 +422,7 @@ impl Accumulator {
             .unwrap_or(0.0);
         let max_output_tokens_per_s = if self.ok_spans.is_empty() {
             Some(0.0)
-        } else if self.itl_missing > 0 {
+        } else if self.itl_missing + self.one_piece > 0 {
             // Some tokens' times are not known.
             None
         } else {
@@ -479,6 +479,16 @@ impl Accumulator {
                 "TPOT and ITL are unknown for the {} completed requests whose output came in one piece (non-streaming answers, or a server that sent the whole output in one chunk): no time between their tokens was measured, and their TTFT is the whole response time",
                 self.one_piece
             ));
+        }
+        if self.itl_missing > 0 {
+            warnings.push(if !self.itl.is_empty() {
+                format!(
+                    "{} of the {} completed requests streamed in several chunks carry no per-chunk ITL (replay with --record-itl): ITL statistics cover the others only, peak output tokens/s is unknown (n/a)",
+                    self.itl_missing, self.completed
+                )
+            } else {
+                "records carry no per-chunk ITL (replay with --record-itl): ITL statistics and peak output tokens/s are unknown (n/a)".to_string()
+            });
         }
         let no_usage = self.sources.chunks + self.sources.unknown;
         if no_usage > 0 {

@@ -130,14 +130,7 @@ impl RecordsSummary {
                  ignored"
             ));
         }
-        let ok = s.completed;
-        if ok > 0 && st.with_itl == 0 {
-            s.warnings.push(
-                "records carry no per-chunk ITL (replay with --record-itl): ITL statistics and \
-                 peak output tokens/s are unknown (n/a)"
-                    .to_string(),
-            );
-        }
+        // Streamed records without their ITL values: the accumulator's warning says so.
         s
     }
 }
