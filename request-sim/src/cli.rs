@@ -362,6 +362,12 @@ pub struct ValidityArgs {
     /// Exit with status 4 when the run is flagged invalid (drift, incomplete server metrics).
     #[arg(long)]
     pub strict: bool,
+    /// Exit with status 6 when more than this fraction (0.05 = 5%) of the requests sent and
+    /// not cancelled ended in error (http_error, timeout, connect_error, protocol_error).
+    /// The run still goes to its end and records everything (unlike
+    /// --early-stop-error-threshold). A run with no successful request exits 5 regardless.
+    #[arg(long, value_name = "FRACTION")]
+    pub max_error_rate: Option<f64>,
 }
 
 /// Flags of the anchor (blitz-serving's trace-replayer) accepted for compatibility; no effect.

@@ -108,6 +108,10 @@ fn merged_summary(
 ) -> Result<(Summary, stats::merge::Merged)> {
     let files = crate::record::merge::expand_inputs(paths)?;
     let merged = stats::merge::merge_files(&files, expected, cfg)?;
+    if merged.records.is_empty() {
+        let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        return Err(stats::no_records(&names.join(", "), &merged.stats));
+    }
     let mut info = stats::RunInfo::new();
     info.outcome.scheduled = merged.union.expected.max(merged.records.len());
     info.outcome.never_sent = merged

@@ -232,6 +232,8 @@ pub struct ValidityConfig {
     pub max_drift_ms: f64,
     /// `--strict`: an invalid run exits with status 4.
     pub strict: bool,
+    /// `--max-error-rate`: a larger share of errored requests exits with status 6.
+    pub max_error_rate: Option<f64>,
 }
 
 /// `--server-metrics`, `--metrics-interval`.
@@ -394,6 +396,7 @@ impl ReplayConfig {
                 server_metrics,
                 max_drift_ms: v.max_drift_ms,
                 strict: v.strict,
+                max_error_rate: v.max_error_rate,
             },
             notes: ignored_flags(&a.ignored),
         })
@@ -773,13 +776,20 @@ fn report_settings(a: &OutputArgs) -> Result<ReportConfig> {
     Ok(report)
 }
 
-/// `--server-metrics`, `--metrics-interval`, `--max-drift-ms`.
+/// `--server-metrics`, `--metrics-interval`, `--max-drift-ms`, `--max-error-rate`.
 fn server_metrics(a: &ValidityArgs) -> Result<Option<ServerMetrics>> {
     if !a.max_drift_ms.is_finite() || a.max_drift_ms < 0.0 {
         return Err(Error::config(format!(
             "--max-drift-ms must be a number >= 0, got {}",
             a.max_drift_ms
         )));
+    }
+    if let Some(r) = a.max_error_rate {
+        if !(0.0..=1.0).contains(&r) {
+            return Err(Error::config(format!(
+                "--max-error-rate must be a fraction in [0, 1] (0.05 = 5%), got {r}"
+            )));
+        }
     }
     if a.no_server_metrics {
         return Ok(None);

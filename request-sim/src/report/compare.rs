@@ -13,7 +13,10 @@ enum Better {
     Neither,
 }
 
-fn rows(s: &Summary) -> Vec<(String, Option<f64>, Better)> {
+/// A row: its label, its value (`None`: unknown in this run) and its direction.
+type Row = (String, Option<f64>, Better);
+
+fn rows(s: &Summary) -> Vec<Row> {
     use Better::*;
     let mut v = vec![
         (
@@ -32,11 +35,11 @@ fn rows(s: &Summary) -> Vec<(String, Option<f64>, Better)> {
             Some(s.request_throughput),
             Higher,
         ),
-        (
-            "Request goodput (req/s)".to_string(),
-            s.request_goodput,
-            Higher,
-        ),
+    ];
+    if let Some(g) = s.request_goodput {
+        v.push(("Request goodput (req/s)".to_string(), Some(g), Higher));
+    }
+    v.extend([
         (
             "Output token throughput (tok/s)".to_string(),
             Some(s.output_throughput),
@@ -44,7 +47,7 @@ fn rows(s: &Summary) -> Vec<(String, Option<f64>, Better)> {
         ),
         (
             "Peak output token throughput (tok/s)".to_string(),
-            Some(s.max_output_tokens_per_s),
+            s.max_output_tokens_per_s,
             Higher,
         ),
         (
@@ -52,25 +55,28 @@ fn rows(s: &Summary) -> Vec<(String, Option<f64>, Better)> {
             Some(s.total_token_throughput),
             Higher,
         ),
-    ];
+    ]);
     for metric in Metric::VLLM {
         let (label, m) = (metric.label(), s.latency.get(metric));
-        v.push((format!("Mean {label} (ms)"), Some(m.mean), Lower));
-        v.push((format!("Median {label} (ms)"), Some(m.median), Lower));
+        // No values: unknown, not 0.
+        let known = |x: f64| (m.count > 0).then_some(x);
+        v.push((format!("Mean {label} (ms)"), known(m.mean), Lower));
+        v.push((format!("Median {label} (ms)"), known(m.median), Lower));
         for (p, val) in &m.percentiles {
             if *p >= 90.0 {
-                v.push((format!("P{} {label} (ms)", p_word(*p)), Some(*val), Lower));
+                v.push((format!("P{} {label} (ms)", p_word(*p)), known(*val), Lower));
             }
         }
     }
+    let drift = |x: f64| (s.drift.count > 0).then_some(x);
     v.push((
         "P99 send drift (ms)".to_string(),
-        Some(s.drift.p99_ms),
+        drift(s.drift.p99_ms),
         Lower,
     ));
     v.push((
         "Max send drift (ms)".to_string(),
-        Some(s.drift.max_ms),
+        drift(s.drift.max_ms),
         Lower,
     ));
     v.push((
@@ -81,29 +87,33 @@ fn rows(s: &Summary) -> Vec<(String, Option<f64>, Better)> {
     v
 }
 
-fn fmt(v: Option<f64>) -> String {
-    v.map_or("-".to_string(), |x| {
-        if x.fract() == 0.0 && x.abs() < 1e15 {
-            format!("{x:.0}")
-        } else {
-            format!("{x:.2}")
-        }
-    })
+/// A value: `-` when the run has no such row, `n/a` when the run's value is unknown.
+fn fmt(v: Option<Option<f64>>) -> String {
+    match v {
+        None => "-".to_string(),
+        Some(None) => "n/a".to_string(),
+        Some(Some(x)) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
+        Some(Some(x)) => format!("{x:.2}"),
+    }
 }
 
 /// Side-by-side table of the headline metrics of runs `a` and `b` with the relative change
 /// `(b - a) / a` of each, marked `+` (better) or `!` (worse) where the direction is clear.
 /// Metrics that only one run has (a percentile not configured in the other, goodput without
-/// SLO) show `-`.
+/// SLO) show `-`; a value the run could not measure (no values: TPOT of non-streaming
+/// answers, ITL without `--record-itl`) shows `n/a` and is not ranked.
 pub fn render_compare(a: &Summary, b: &Summary) -> String {
     let ra = rows(a);
     let rb = rows(b);
     let mut out = String::new();
     let _ = writeln!(out, "{:=^78}", " Run comparison ");
-    let _ = writeln!(out, "{:<40} {:>12} {:>12} {:>10}", "", "A", "B", "change");
-    if let (Some(x), Some(y)) = (&a.run.started_at, &b.run.started_at) {
-        let _ = writeln!(out, "{:<40} {:>12.12} {:>12.12}", "Started", x, y);
+    // A start time is wider than a column: one line each, whole.
+    for (name, s) in [("A", a), ("B", b)] {
+        if let Some(t) = &s.run.started_at {
+            let _ = writeln!(out, "{:<40} {t}", format!("Started ({name})"));
+        }
     }
+    let _ = writeln!(out, "{:<40} {:>12} {:>12} {:>10}", "", "A", "B", "change");
     // Union of row labels in A's order, then B-only rows.
     let mut labels: Vec<(String, Better)> = ra.iter().map(|r| (r.0.clone(), r.2)).collect();
     for r in &rb {
@@ -111,13 +121,12 @@ pub fn render_compare(a: &Summary, b: &Summary) -> String {
             labels.push((r.0.clone(), r.2));
         }
     }
-    let find = |rs: &[(String, Option<f64>, Better)], l: &str| {
-        rs.iter().find(|r| r.0 == l).and_then(|r| r.1)
-    };
+    let find = |rs: &[Row], l: &str| rs.iter().find(|r| r.0 == l).map(|r| r.1);
     for (label, better) in labels {
         let va = find(&ra, &label);
         let vb = find(&rb, &label);
-        let change = match (va, vb) {
+        // Only two known values are compared (and ranked).
+        let change = match (va.flatten(), vb.flatten()) {
             (Some(x), Some(y)) if x != 0.0 => {
                 let c = (y - x) / x.abs() * 100.0;
                 let mark = match better {

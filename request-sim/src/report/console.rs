@@ -69,6 +69,13 @@ impl Table {
     pub(super) fn float(&mut self, label: &str, v: f64) {
         self.row(label, format!("{v:.2}"));
     }
+    /// `label` and `v` with two decimals, or `n/a` when unknown.
+    pub(super) fn maybe(&mut self, label: &str, v: Option<f64>) {
+        match v {
+            Some(v) => self.float(label, v),
+            None => self.row(label, "n/a"),
+        }
+    }
     /// `label` and `v`.
     pub(super) fn row(&mut self, label: &str, v: impl std::fmt::Display) {
         let start = self.text.len();
@@ -110,11 +117,13 @@ impl Table {
     }
     fn metric(&mut self, metric: Metric, m: &MetricStats) {
         let label = metric.label();
+        // No values: every statistic is unknown, never 0.
+        let known = |v: f64| m.known().then_some(v);
         self.header(metric.title(), '-');
-        self.float(&format!("Mean {label} (ms):"), m.mean);
-        self.float(&format!("Median {label} (ms):"), m.median);
+        self.maybe(&format!("Mean {label} (ms):"), known(m.mean));
+        self.maybe(&format!("Median {label} (ms):"), known(m.median));
         for (p, v) in &m.percentiles {
-            self.float(&format!("P{} {label} (ms):", p_word(*p)), *v);
+            self.maybe(&format!("P{} {label} (ms):", p_word(*p)), known(*v));
         }
     }
 }
@@ -189,7 +198,7 @@ fn benchmark_section(t: &mut Table, s: &Summary) {
         t.float("Request goodput (req/s):", g);
     }
     t.float("Output token throughput (tok/s):", s.output_throughput);
-    t.float(
+    t.maybe(
         "Peak output token throughput (tok/s):",
         s.max_output_tokens_per_s,
     );
@@ -221,10 +230,12 @@ fn ttfc_section(t: &mut Table, s: &Summary) {
 /// How late requests were sent against their schedule.
 fn drift_section(t: &mut Table, s: &Summary) {
     t.header("Send drift", '-');
-    t.float("Mean drift (ms):", s.drift.mean_ms);
-    t.float("P50 drift (ms):", s.drift.p50_ms);
-    t.float("P99 drift (ms):", s.drift.p99_ms);
-    t.float("Max drift (ms):", s.drift.max_ms);
+    // Nothing sent: no drift to tell.
+    let known = |v: f64| (s.drift.count > 0).then_some(v);
+    t.maybe("Mean drift (ms):", known(s.drift.mean_ms));
+    t.maybe("P50 drift (ms):", known(s.drift.p50_ms));
+    t.maybe("P99 drift (ms):", known(s.drift.p99_ms));
+    t.maybe("Max drift (ms):", known(s.drift.max_ms));
     t.row("Sent > 5 ms late:", s.drift.over_5ms);
 }
 

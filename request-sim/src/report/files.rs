@@ -222,7 +222,10 @@ fn xlsx(
             serde_json::Value::Bool(b) => {
                 metrics.write_boolean(row, 1, *b)?;
             }
-            serde_json::Value::Null => {}
+            // Unknown (no values) or not applicable: said, never an empty cell read as 0.
+            serde_json::Value::Null => {
+                metrics.write_string(row, 1, "n/a")?;
+            }
             serde_json::Value::String(s) => {
                 metrics.write_string(row, 1, s)?;
             }

@@ -65,7 +65,7 @@ pub struct SweepPagePoint {
     pub cells: Vec<String>,
     /// The point's `report.html`, relative to the sweep's page.
     pub link: Option<String>,
-    /// Why the point's numbers are suspect (empty: they are not).
+    /// Why the point's row is marked (`INVALID: ...`, `INTERRUPTED: ...`; empty: it is not).
     pub invalid: String,
 }
 

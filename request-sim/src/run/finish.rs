@@ -65,22 +65,65 @@ pub(super) fn run(
     for w in &summary.invalid {
         note(format!("RUN INVALID: {w}"));
     }
-    let exit_code = match reason {
-        StopReason::TraceError => {
-            if let Some(e) = &feed.error {
-                note(format!("error: {e}"));
-            }
-            1
-        }
+    if let Some(e) = feed
+        .error
+        .as_ref()
+        .filter(|_| reason == StopReason::TraceError)
+    {
+        note(format!("error: {e}"));
+    }
+    let exit_code = exit_code(cfg, &summary, reason);
+    Ok(RunOutcome { summary, exit_code })
+}
+
+/// Exit status of a run whose requests failed (nothing succeeded).
+const EXIT_NO_SUCCESS: i32 = 5;
+/// Exit status of a run whose error share is above `--max-error-rate`.
+const EXIT_ERROR_RATE: i32 = 6;
+
+/// The exit status, first match wins: 1 a bad trace row stopped the run, 130 interrupted, 3
+/// early stop, 5 no request succeeded (not a dry run), 6 the error share is above
+/// `--max-error-rate`, 4 `--strict` and the run is invalid, else 0 (docs/reliability.md).
+fn exit_code(cfg: &ReplayConfig, summary: &Summary, reason: StopReason) -> i32 {
+    let (errored, finished) = summary.status.error_share();
+    match reason {
+        StopReason::TraceError => 1,
         StopReason::Interrupted => 130,
         StopReason::EarlyStop => 3,
+        _ if summary.completed == 0 && !summary.run.outcome.dry_run => {
+            let kinds: Vec<String> = summary
+                .errors
+                .iter()
+                .map(|(kind, n)| format!("{n} {kind}"))
+                .collect();
+            note(format!(
+                "exit status {EXIT_NO_SUCCESS}: no request succeeded ({})",
+                if kinds.is_empty() {
+                    summary.status.describe()
+                } else {
+                    kinds.join(", ")
+                }
+            ));
+            EXIT_NO_SUCCESS
+        }
+        _ if cfg
+            .validity
+            .max_error_rate
+            .is_some_and(|max| errored as f64 > max * finished as f64) =>
+        {
+            note(format!(
+                "exit status {EXIT_ERROR_RATE}: {errored} of {finished} requests ({:.2}%) ended in error, above --max-error-rate {}",
+                100.0 * errored as f64 / finished.max(1) as f64,
+                cfg.validity.max_error_rate.unwrap_or_default()
+            ));
+            EXIT_ERROR_RATE
+        }
         _ if cfg.validity.strict && !summary.invalid.is_empty() => {
             note("--strict: exit status 4 (run invalid)");
             4
         }
         _ => 0,
-    };
-    Ok(RunOutcome { summary, exit_code })
+    }
 }
 
 /// What was run: settings, trace facts, how it started and ended.

@@ -111,6 +111,10 @@ pub struct Accumulator {
     sources: OutputTokenSources,
     retried: usize,
     sessions: super::sessions::SessionAcc,
+    /// Completed requests of more than one output token that came in one piece.
+    one_piece: usize,
+    /// Completed requests streamed in several chunks whose ITL values were not given.
+    itl_missing: usize,
 }
 
 /// Error kind key of a failed record: `http_error:503`, `timeout`, ...
@@ -121,16 +125,33 @@ pub fn error_kind(rec: &Record) -> String {
     }
 }
 
-/// TPOT of a record per vLLM: (E2EL - TTFT) / (output tokens - 1), for > 1 output token.
+/// TPOT of a record per vLLM: (E2EL - TTFT) / (output tokens - 1), for > 1 output token
+/// that came in more than one chunk (an output in one piece, such as a non-streaming answer,
+/// has no time between its tokens: its TPOT is unknown, not 0).
 pub fn record_tpot(rec: &Record) -> Option<f64> {
     let out = output_tokens_of(rec);
-    if out <= 1 {
+    if out <= 1 || in_one_piece(rec) {
         return None;
     }
     match (rec.e2e_ms, rec.ttft_ms) {
         (Some(e), Some(t)) => Some((e - t) / (out as f64 - 1.0)),
         _ => rec.tpot_ms,
     }
+}
+
+/// Whether a record's output came in at most one chunk (a non-streaming answer, or a server
+/// that sent it whole): no time between tokens was measured.
+pub fn in_one_piece(rec: &Record) -> bool {
+    rec.chunks <= 1
+}
+
+/// Per-request mean ITL: (E2EL - TTFT) / (chunks - 1), the mean of the request's gaps between
+/// token-bearing chunks (E2EL - TTFT = Σ ITL); `None` for an output in one piece.
+pub fn record_mean_itl(rec: &Record) -> Option<f64> {
+    if in_one_piece(rec) {
+        return None;
+    }
+    Some((rec.e2e_ms? - rec.ttft_ms?) / f64::from(rec.chunks - 1))
 }
 
 /// Output tokens of a record: the server's count, else the chunk count.
@@ -175,6 +196,8 @@ impl Accumulator {
             sources: OutputTokenSources::default(),
             retried: 0,
             sessions: super::sessions::SessionAcc::default(),
+            one_piece: 0,
+            itl_missing: 0,
         }
     }
 
@@ -282,6 +305,12 @@ impl Accumulator {
         for v in itl_ms {
             self.itl.push(*v);
         }
+        if out > 1 && in_one_piece(rec) {
+            self.one_piece += 1;
+        }
+        if itl_ms.is_empty() && !in_one_piece(rec) {
+            self.itl_missing += 1;
+        }
         if !self.slo.is_empty()
             && self
                 .slo
@@ -384,7 +413,7 @@ impl Accumulator {
 
     /// vLLM's peaks over per-second buckets from the first successful start: output tokens
     /// per second and concurrent completed requests.
-    fn per_second_peaks(&self) -> (f64, u64) {
+    fn per_second_peaks(&self) -> (Option<f64>, u64) {
         let base = self
             .ok_spans
             .iter()
@@ -392,9 +421,12 @@ impl Accumulator {
             .min_by(f64::total_cmp)
             .unwrap_or(0.0);
         let max_output_tokens_per_s = if self.ok_spans.is_empty() {
-            0.0
+            Some(0.0)
+        } else if self.itl_missing + self.one_piece > 0 {
+            // Some tokens' times are not known.
+            None
         } else {
-            self.tokens.max_per_second(base)
+            Some(self.tokens.max_per_second(base))
         };
         (
             max_output_tokens_per_s,
@@ -441,6 +473,22 @@ impl Accumulator {
         }
         if self.completed == 0 && self.status.total > 0 && self.status.dry_run == 0 {
             warnings.push("no request completed successfully".to_string());
+        }
+        if self.one_piece > 0 {
+            warnings.push(format!(
+                "TPOT and ITL are unknown for the {} completed requests whose output came in one piece (non-streaming answers, or a server that sent the whole output in one chunk): no time between their tokens was measured, and their TTFT is the whole response time",
+                self.one_piece
+            ));
+        }
+        if self.itl_missing > 0 {
+            warnings.push(if !self.itl.is_empty() {
+                format!(
+                    "{} of the {} completed requests streamed in several chunks carry no per-chunk ITL (replay with --record-itl): ITL statistics cover the others only, peak output tokens/s is unknown (n/a)",
+                    self.itl_missing, self.completed
+                )
+            } else {
+                "records carry no per-chunk ITL (replay with --record-itl): ITL statistics and peak output tokens/s are unknown (n/a)".to_string()
+            });
         }
         let no_usage = self.sources.chunks + self.sources.unknown;
         if no_usage > 0 {

@@ -117,14 +117,16 @@ impl Serialize for Latencies {
         let mut map = ser.serialize_map(None)?;
         for metric in Metric::ALL {
             let (name, m) = (metric.key(), self.get(metric));
+            // Statistics of no values are unknown: null, never 0.
+            let v = |x: f64| (m.count > 0).then(|| finite(x));
             map.serialize_entry(&format!("count_{name}"), &m.count)?;
-            map.serialize_entry(&format!("mean_{name}_ms"), &finite(m.mean))?;
-            map.serialize_entry(&format!("median_{name}_ms"), &finite(m.median))?;
-            map.serialize_entry(&format!("std_{name}_ms"), &finite(m.std))?;
-            map.serialize_entry(&format!("min_{name}_ms"), &finite(m.min))?;
-            map.serialize_entry(&format!("max_{name}_ms"), &finite(m.max))?;
-            for (p, v) in &m.percentiles {
-                map.serialize_entry(&format!("p{}_{name}_ms", p_word(*p)), &finite(*v))?;
+            map.serialize_entry(&format!("mean_{name}_ms"), &v(m.mean))?;
+            map.serialize_entry(&format!("median_{name}_ms"), &v(m.median))?;
+            map.serialize_entry(&format!("std_{name}_ms"), &v(m.std))?;
+            map.serialize_entry(&format!("min_{name}_ms"), &v(m.min))?;
+            map.serialize_entry(&format!("max_{name}_ms"), &v(m.max))?;
+            for (p, x) in &m.percentiles {
+                map.serialize_entry(&format!("p{}_{name}_ms", p_word(*p)), &v(*x))?;
             }
         }
         map.end()
@@ -144,10 +146,25 @@ impl<'de> Deserialize<'de> for Latencies {
                 mut a: A,
             ) -> Result<Latencies, A::Error> {
                 let mut l = Latencies::default();
+                // Metrics with a `count_` key, and metrics with a value (vLLM's result JSON
+                // has values without counts).
+                let mut counted = Vec::new();
+                let mut valued = Vec::new();
                 while let Some(key) = a.next_key::<String>()? {
                     match parse_metric_key(&key) {
                         Some((stat, metric)) => {
-                            let v: f64 = a.next_value()?;
+                            // null: unknown (no values), kept as the zeros of no values.
+                            let Some(v) = a.next_value::<Option<f64>>()? else {
+                                if let Stat::P(p) = stat {
+                                    l.get_mut(metric).percentiles.push((p, 0.0));
+                                }
+                                continue;
+                            };
+                            if matches!(stat, Stat::Count) {
+                                counted.push(metric);
+                            } else {
+                                valued.push(metric);
+                            }
                             let m = l.get_mut(metric);
                             match stat {
                                 Stat::Count => m.count = v as u64,
@@ -165,9 +182,12 @@ impl<'de> Deserialize<'de> for Latencies {
                     }
                 }
                 for metric in Metric::ALL {
-                    l.get_mut(metric)
-                        .percentiles
-                        .sort_by(|x, y| x.0.total_cmp(&y.0));
+                    let m = l.get_mut(metric);
+                    m.percentiles.sort_by(|x, y| x.0.total_cmp(&y.0));
+                    // Values without a count (vLLM's JSON): known, the count not given.
+                    if m.count == 0 && !counted.contains(&metric) && valued.contains(&metric) {
+                        m.count = 1;
+                    }
                 }
                 Ok(l)
             }

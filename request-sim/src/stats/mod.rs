@@ -47,7 +47,8 @@ pub struct ReportConfig {
 
 /// Recompute a [`Summary`] from a saved records JSONL file, read as a stream (ITL from the
 /// records' `itl_ms` when present). Without `info`, the run information is reconstructed from
-/// the records as far as possible.
+/// the records as far as possible. A file without a single record is an error: there is
+/// nothing to summarise.
 pub fn report_from_records(
     path: &Path,
     cfg: &ReportConfig,
@@ -58,7 +59,21 @@ pub fn report_from_records(
     for r in reader.by_ref() {
         sum.add(&r?);
     }
+    if sum.records == 0 {
+        return Err(no_records(&path.display().to_string(), reader.stats()));
+    }
     Ok(sum.finish(reader.stats(), info))
+}
+
+/// The error for records files (`what`) that hold no record.
+pub fn no_records(what: &str, st: &ReadStats) -> crate::Error {
+    let why = match st.partial_last_line {
+        Some(line) => format!(
+            " (line {line} is incomplete: the run was killed before its first record was written?)"
+        ),
+        None => " (the file is empty: did the run start?)".to_string(),
+    };
+    crate::Error::report(format!("{what}: no records{why}; nothing to report"))
 }
 
 /// [`report_from_records`] over records already in memory.
@@ -115,14 +130,7 @@ impl RecordsSummary {
                  ignored"
             ));
         }
-        let ok = s.completed;
-        if ok > 0 && st.with_itl == 0 {
-            s.warnings.push(
-                "records carry no per-chunk ITL (replay with --record-itl): ITL statistics and \
-                 peak output tokens/s are incomplete"
-                    .to_string(),
-            );
-        }
+        // Streamed records without their ITL values: the accumulator's warning says so.
         s
     }
 }

@@ -37,7 +37,23 @@ impl MetricStats {
             .map(|(_, v)| *v)
     }
 
-    /// Statistics of no values: all zeros, as vLLM reports (`np.mean(x or 0)`).
+    /// Whether there were values: without, every statistic is unknown (shown as `n/a`,
+    /// `null` in JSON), though held as zeros.
+    pub fn known(&self) -> bool {
+        self.count > 0
+    }
+
+    /// The value at percentile `p` when known and configured.
+    pub fn known_percentile(&self, p: f64) -> Option<f64> {
+        self.percentile(p).filter(|_| self.known())
+    }
+
+    /// The median when known.
+    pub fn known_median(&self) -> Option<f64> {
+        self.known().then_some(self.median)
+    }
+
+    /// Statistics of no values: held as zeros (vLLM's `np.mean(x or 0)`), rendered unknown.
     pub fn empty(percentiles: &[f64]) -> MetricStats {
         MetricStats {
             percentiles: percentiles.iter().map(|p| (*p, 0.0)).collect(),

@@ -12,8 +12,10 @@ use super::latency::Latencies;
 use super::{RunInfo, Slo};
 use crate::record::Status;
 
-/// Send drift (actual send time - scheduled time), ms.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Send drift (actual send time - scheduled time), ms. With no request sent (`count` 0) the
+/// statistics are unknown: held as zeros, `null` in JSON (read back as zeros).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(from = "DriftJson")]
 pub struct DriftStats {
     pub count: u64,
     pub mean_ms: f64,
@@ -23,6 +25,51 @@ pub struct DriftStats {
     /// Requests sent more than 1 ms / 5 ms late.
     pub over_1ms: u64,
     pub over_5ms: u64,
+}
+
+/// [`DriftStats`] as written: the statistics `null` when unknown.
+#[derive(Serialize, Deserialize)]
+struct DriftJson {
+    #[serde(default)]
+    count: u64,
+    mean_ms: Option<f64>,
+    p50_ms: Option<f64>,
+    p99_ms: Option<f64>,
+    max_ms: Option<f64>,
+    #[serde(default)]
+    over_1ms: u64,
+    #[serde(default)]
+    over_5ms: u64,
+}
+
+impl From<DriftJson> for DriftStats {
+    fn from(j: DriftJson) -> DriftStats {
+        DriftStats {
+            count: j.count,
+            mean_ms: j.mean_ms.unwrap_or(0.0),
+            p50_ms: j.p50_ms.unwrap_or(0.0),
+            p99_ms: j.p99_ms.unwrap_or(0.0),
+            max_ms: j.max_ms.unwrap_or(0.0),
+            over_1ms: j.over_1ms,
+            over_5ms: j.over_5ms,
+        }
+    }
+}
+
+impl Serialize for DriftStats {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let v = |x: f64| (self.count > 0).then_some(x);
+        DriftJson {
+            count: self.count,
+            mean_ms: v(self.mean_ms),
+            p50_ms: v(self.p50_ms),
+            p99_ms: v(self.p99_ms),
+            max_ms: v(self.max_ms),
+            over_1ms: self.over_1ms,
+            over_5ms: self.over_5ms,
+        }
+        .serialize(ser)
+    }
 }
 
 /// Records by final status. `total` equals the number of records and must equal the number of
@@ -54,6 +101,31 @@ impl StatusCounts {
             Status::DryRun => self.dry_run += 1,
         }
     }
+    /// The requests that ended in error and the requests that finished: `(errored, ok +
+    /// errored)`. Errors are `http_error` (any status, 429 and 503 included), `timeout`,
+    /// `connect_error` and `protocol_error`; `cancelled` (the run stopped them) and `dry_run`
+    /// are neither (`--max-error-rate`, docs/reliability.md).
+    pub fn error_share(&self) -> (usize, usize) {
+        let errored = self.http_error + self.timeout + self.connect_error + self.protocol_error;
+        (errored, self.ok + errored)
+    }
+
+    /// The non-zero statuses in words: `30 connect_error`, `2 ok, 58 http_error`; `no
+    /// records` when there are none.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = self
+            .rows()
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| format!("{n} {name}"))
+            .collect();
+        if parts.is_empty() {
+            "no records".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+
     /// `(name, count)` for every status, in a fixed order.
     pub fn rows(&self) -> [(&'static str, usize); 7] {
         [
@@ -131,8 +203,10 @@ pub struct Summary {
     pub request_goodput: Option<f64>,
     pub output_throughput: f64,
     pub total_token_throughput: f64,
-    /// Peak output tokens in any 1-second bucket (vLLM definition: one token per chunk).
-    pub max_output_tokens_per_s: f64,
+    /// Peak output tokens in any 1-second bucket (vLLM definition: one token per chunk);
+    /// unknown (`null`) when some completed request's chunk times are missing (records
+    /// re-summarised without `--record-itl`).
+    pub max_output_tokens_per_s: Option<f64>,
     /// Peak number of completed requests active within one 1-second bucket (vLLM definition).
     pub max_concurrent_requests: u64,
     /// Peak number of requests in flight at any instant (all sent requests).

@@ -48,9 +48,10 @@ pub struct SweepPoint {
     pub request_goodput: Option<f64>,
     /// Requests meeting every SLO / scheduled requests (only with `--goodput`).
     pub good_fraction: Option<f64>,
-    pub ttft_p50_ms: f64,
+    /// Latency percentiles; `None` when unknown (no values: TPOT of non-streaming answers).
+    pub ttft_p50_ms: Option<f64>,
     pub ttft_p99_ms: Option<f64>,
-    pub tpot_p50_ms: f64,
+    pub tpot_p50_ms: Option<f64>,
     pub tpot_p99_ms: Option<f64>,
     pub drift_p99_ms: f64,
     /// Prefix-cache hit ratio from the server's counters, when scraped.
@@ -60,6 +61,9 @@ pub struct SweepPoint {
     /// Why the point's measurements are suspect (see the summary's `invalid`).
     pub invalid: Vec<String>,
     pub exit_code: i32,
+    /// Ctrl-C cut the point short: kept in `sweep.json`, marked in the table, but neither
+    /// judged nor plotted (its numbers cover part of the point).
+    pub interrupted: bool,
 }
 
 /// The whole sweep (`sweep.json`).
@@ -115,15 +119,16 @@ fn point_of(
         output_throughput: s.output_throughput,
         request_goodput: s.request_goodput,
         good_fraction: s.good_requests.map(|g| g as f64 / scheduled.max(1) as f64),
-        ttft_p50_ms: s.latency.ttft.median,
-        ttft_p99_ms: s.latency.ttft.percentile(99.0),
-        tpot_p50_ms: s.latency.tpot.median,
-        tpot_p99_ms: s.latency.tpot.percentile(99.0),
+        ttft_p50_ms: s.latency.ttft.known_median(),
+        ttft_p99_ms: s.latency.ttft.known_percentile(99.0),
+        tpot_p50_ms: s.latency.tpot.known_median(),
+        tpot_p99_ms: s.latency.tpot.known_percentile(99.0),
         drift_p99_ms: s.drift.p99_ms,
         server_hit_ratio: s.server.as_ref().and_then(|x| x.cluster.prefix_hit_ratio),
         cache_reset: reset,
         invalid: s.invalid.clone(),
         exit_code: code,
+        interrupted: s.run.outcome.stop_reason == Some(crate::schedule::StopReason::Interrupted),
     }
 }
 
@@ -140,7 +145,7 @@ fn carried(p: &SweepPoint, target: f64) -> bool {
 /// lower one carried too; a point cut short by Ctrl-C is not judged).
 pub fn answer(points: &[SweepPoint], slo: Option<&str>, target: f64) -> (Option<f64>, String) {
     // A point Ctrl-C cut short is kept in sweep.json but not judged.
-    let mut sorted: Vec<&SweepPoint> = points.iter().filter(|p| p.exit_code != 130).collect();
+    let mut sorted: Vec<&SweepPoint> = points.iter().filter(|p| !p.interrupted).collect();
     sorted.sort_by(|a, b| a.scale_factor.total_cmp(&b.scale_factor));
     let best = sorted
         .iter()
@@ -355,7 +360,8 @@ impl Sweep {
             reset,
             out.exit_code,
         );
-        Ok((p, out.exit_code == 130 || self.stopped()))
+        let stopped = p.interrupted || self.stopped();
+        Ok((p, stopped))
     }
 }
 
@@ -372,6 +378,34 @@ fn sweep_dir(args: &SweepArgs) -> PathBuf {
     })
 }
 
+/// The replay flags a sweep sets per point are refused: given, they would be ignored.
+fn check_point_flags(r: &ReplayArgs) -> Result<()> {
+    let per_point = |flag: &str, what: &str| {
+        Err(Error::config(format!(
+            "{flag} is set per point by the sweep ({what}): {}",
+            if flag == "--scale-factor" {
+                "give the points with --scale-factors, or let the sweep search"
+            } else {
+                "give the sweep's directory with --sweep-dir"
+            }
+        )))
+    };
+    // 1 is the default: the same as not given.
+    if r.schedule.scale_factor != 1.0 {
+        return per_point("--scale-factor", "each point's scale");
+    }
+    if r.output.report.result_dir.is_some() {
+        return per_point("--result-dir", "SWEEP_DIR/scale-F/");
+    }
+    if r.output.output_path.is_some() {
+        return per_point("--output-path", "SWEEP_DIR/scale-F/records.jsonl");
+    }
+    if r.output.summary_path.is_some() {
+        return per_point("--summary-path", "SWEEP_DIR/scale-F/summary.json");
+    }
+    Ok(())
+}
+
 /// `--search LO,HI` as a pair, and the other flags checked.
 fn check_args(args: &SweepArgs) -> Result<Option<(f64, f64)>> {
     let positive = |f: f64| f.is_finite() && f > 0.0;
@@ -382,6 +416,17 @@ fn check_args(args: &SweepArgs) -> Result<Option<(f64, f64)>> {
             )));
         }
     }
+    let mut seen: Vec<String> = Vec::new();
+    for &f in &args.scale_factors {
+        let name = f.to_string();
+        if seen.contains(&name) {
+            return Err(Error::config(format!(
+                "--scale-factors: scale {f} is given twice (its second point would overwrite the first's directory scale-{f})"
+            )));
+        }
+        seen.push(name);
+    }
+    check_point_flags(&args.replay)?;
     if !(args.target > 0.0 && args.target <= 1.0) {
         return Err(Error::config(format!(
             "--target must be in (0, 1], got {}",
@@ -462,13 +507,31 @@ pub fn sweep(args: SweepArgs) -> Result<u8> {
         }
     }
     if result.interrupted {
-        eprintln!(
-            "request-sim: sweep interrupted: keeping the {} point(s) done",
-            result.points.len()
-        );
+        eprintln!("request-sim: {}", interrupted_words(&result.points));
     }
     sw.save(&mut result)?;
     finish(&dir, &result, &probe)
+}
+
+/// What an interrupted sweep keeps: the whole points, and the point Ctrl-C cut short, apart.
+fn interrupted_words(points: &[SweepPoint]) -> String {
+    let cut: Vec<String> = points
+        .iter()
+        .filter(|p| p.interrupted)
+        .map(|p| format!("scale {}", p.scale_factor))
+        .collect();
+    let done = points.len() - cut.len();
+    let mut text = format!(
+        "sweep interrupted: keeping the {done} point{} done",
+        if done == 1 { "" } else { "s" }
+    );
+    if !cut.is_empty() {
+        text.push_str(&format!(
+            "; the point at {} was cut short (marked interrupted, left out of the answer and the plot)",
+            cut.join(", ")
+        ));
+    }
+    text
 }
 
 /// The capacity search: points until the bracket is within the tolerance, `--max-points`
@@ -499,7 +562,7 @@ fn run_search(
             break;
         }
         let (p, interrupted) = sw.point(result.points.len(), f, &of)?;
-        if !interrupted || p.exit_code != 130 {
+        if !p.interrupted {
             // A whole point (even if Ctrl-C came after it) counts; a cut one does not.
             s.record(f, carried(&p, args.target));
         }
@@ -537,9 +600,11 @@ fn search_words(s: &SearchInfo, points: usize) -> String {
 /// The combined chart, `report.html` and the table on stdout (`sweep.json` is saved).
 fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8> {
     let cap = result.capacity_scale_factor;
+    // A point cut short is not drawn: its numbers cover part of the point.
     let plot_points: Vec<crate::report::plots::SweepPlotPoint> = result
         .points
         .iter()
+        .filter(|p| !p.interrupted)
         .map(|p| crate::report::plots::SweepPlotPoint {
             offered_rps: p.offered_rps,
             served_rps: p.request_throughput,
@@ -552,10 +617,17 @@ fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8> 
             capacity: Some(p.scale_factor) == cap,
         })
         .collect();
+    let mut title = result.answer.clone();
+    for p in result.points.iter().filter(|p| p.interrupted) {
+        title.push_str(&format!(
+            " (scale {} cut short by Ctrl-C: not drawn)",
+            p.scale_factor
+        ));
+    }
     let drawn = crate::report::plots::write_sweep_plot(
         dir,
         &plot_points,
-        &result.answer,
+        &title,
         probe.validity.max_drift_ms,
     );
     let charts = match drawn {
@@ -568,5 +640,14 @@ fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8> 
     write_html(dir, result, probe, &charts);
     crate::report::print_stdout(&format!("\n{}", render_table(result)))?;
     eprintln!("request-sim: sweep: {}", dir.join("sweep.json").display());
-    Ok(if result.interrupted { 130 } else { 0 })
+    let nothing_succeeded =
+        !result.points.is_empty() && result.points.iter().all(|p| p.exit_code == 5);
+    Ok(if result.interrupted {
+        130
+    } else if nothing_succeeded {
+        eprintln!("request-sim: sweep: exit status 5: no request succeeded at any point");
+        5
+    } else {
+        0
+    })
 }

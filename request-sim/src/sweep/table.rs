@@ -32,13 +32,25 @@ fn cells(p: &SweepPoint) -> Vec<String> {
         format!("{:.1}", p.output_throughput),
         opt(p.good_fraction.map(|g| g * 100.0), 1),
         p.failed.to_string(),
-        format!("{:.1}", p.ttft_p50_ms),
+        opt(p.ttft_p50_ms, 1),
         opt(p.ttft_p99_ms, 1),
-        format!("{:.2}", p.tpot_p50_ms),
+        opt(p.tpot_p50_ms, 2),
         opt(p.tpot_p99_ms, 2),
         format!("{:.3}", p.drift_p99_ms),
         opt(p.server_hit_ratio.map(|h| h * 100.0), 1),
     ]
+}
+
+/// Why a point's row is marked: its invalid reasons, and a cut short by Ctrl-C.
+fn marks(p: &SweepPoint) -> String {
+    let mut m = Vec::new();
+    if !p.invalid.is_empty() {
+        m.push(format!("INVALID: {}", p.invalid.join("; ")));
+    }
+    if p.interrupted {
+        m.push("INTERRUPTED: Ctrl-C cut this point short (not judged, not plotted)".to_string());
+    }
+    m.join("; ")
 }
 
 /// The combined table.
@@ -57,6 +69,9 @@ pub fn render_table(r: &SweepResult) -> String {
         out.push_str(&line(cells(p)));
         if !p.invalid.is_empty() {
             out.push_str("  INVALID");
+        }
+        if p.interrupted {
+            out.push_str("  INTERRUPTED");
         }
         out.push('\n');
     }
@@ -99,7 +114,7 @@ pub(super) fn write_html(dir: &Path, r: &SweepResult, cfg: &ReplayConfig, charts
                         .display()
                         .to_string()
                 }),
-                invalid: p.invalid.join("; "),
+                invalid: marks(p),
             }
         })
         .collect();

@@ -709,6 +709,42 @@ fn sweep_search_flags_are_checked() {
     }
 }
 
+/// Flags a sweep would ignore or that would overwrite a point are refused before anything
+/// runs.
+#[test]
+fn sweep_refuses_flags_it_cannot_honour() {
+    let parse = |args: &[&str]| {
+        let mut argv = vec!["--sweep-dir", "/nonexistent/x"];
+        argv.extend_from_slice(args);
+        try_sweep_args(&argv).unwrap()
+    };
+    for (args, msg) in [
+        (
+            &["--scale-factors", "2,2"][..],
+            "--scale-factors: scale 2 is given twice",
+        ),
+        (
+            &["--scale-factors", "1,2", "--scale-factor", "3"][..],
+            "--scale-factor is set per point by the sweep",
+        ),
+        (
+            &["--scale-factors", "1,2", "--result-dir", "x"][..],
+            "--result-dir is set per point by the sweep",
+        ),
+        (
+            &["--scale-factors", "1,2", "--output-path", "x.jsonl"][..],
+            "--output-path is set per point by the sweep",
+        ),
+        (
+            &["--scale-factors", "1,2", "--summary-path", "x.json"][..],
+            "--summary-path is set per point by the sweep",
+        ),
+    ] {
+        let e = request_sim::sweep::sweep(parse(args)).unwrap_err();
+        assert!(e.to_string().contains(msg), "{args:?}: {e}");
+    }
+}
+
 #[test]
 fn sweep_answer_with_an_slo_target() {
     use request_sim::sweep::{answer, SweepPoint};

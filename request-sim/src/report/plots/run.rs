@@ -14,7 +14,7 @@ use super::{
 };
 use crate::observe::samples::{self, Sample};
 use crate::record::{Record, Status};
-use crate::stats::accumulator::{end_ms, output_tokens_of, record_tpot};
+use crate::stats::accumulator::{end_ms, output_tokens_of, record_mean_itl, record_tpot};
 use crate::stats::latency::Metric;
 use crate::stats::samples::percentile_sorted;
 use crate::stats::Summary;
@@ -113,8 +113,17 @@ impl Chart for OverTime {
 
 /// CDFs of the four latency metrics, one panel each.
 struct Cdfs {
-    /// (metric, sorted values ms)
-    panels: Vec<(Metric, Vec<f64>)>,
+    panels: Vec<CdfPanel>,
+}
+
+/// One panel of [`Cdfs`].
+struct CdfPanel {
+    metric: Metric,
+    /// Sorted values, ms.
+    sorted: Vec<f64>,
+    /// The caption when the values are not the metric's own (the ITL panel drawn from each
+    /// request's mean gap); else it is made from the values.
+    caption: Option<String>,
 }
 
 impl Chart for Cdfs {
@@ -124,12 +133,15 @@ impl Chart for Cdfs {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         let root = root.titled("Latency CDFs", (FAMILY, 24)).map_err(err)?;
         let areas = root.split_evenly((2, 2));
-        for (area, (metric, sorted)) in areas.iter().zip(&self.panels) {
+        for (area, panel) in areas.iter().zip(&self.panels) {
+            let (metric, sorted) = (panel.metric, &panel.sorted);
             let name = metric.label();
             let n = sorted.len();
             let x_max = upper(sorted.last().copied().unwrap_or(0.0));
-            let caption = if n == 0 && *metric == Metric::Itl {
-                "ITL: no per-chunk values in the records (replay with --record-itl)".to_string()
+            let caption = if let Some(c) = &panel.caption {
+                c.clone()
+            } else if n == 0 && matches!(metric, Metric::Tpot | Metric::Itl) {
+                format!("{name}: no values (outputs of one token, or in one piece)")
             } else if n == 0 {
                 format!("{name}: no values")
             } else {
@@ -450,30 +462,66 @@ fn write_over_time(dir: &Path, records: &[Record], x_max: f64) -> crate::Result<
     Ok(files)
 }
 
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
+    v
+}
+
 /// The latency CDFs of the successful requests.
-fn cdfs(records: &[Record]) -> Cdfs {
+fn cdfs(records: &[Record], s: &Summary) -> Cdfs {
     let ok: Vec<&Record> = records.iter().filter(|r| r.status == Status::Ok).collect();
-    let sorted = |mut v: Vec<f64>| {
-        v.retain(|x| x.is_finite());
-        v.sort_by(f64::total_cmp);
-        v
+    let panel = |metric, values| CdfPanel {
+        metric,
+        sorted: sorted(values),
+        caption: None,
     };
     Cdfs {
         panels: vec![
-            (
-                Metric::Ttft,
-                sorted(ok.iter().filter_map(|r| r.ttft_ms).collect()),
-            ),
-            (
+            panel(Metric::Ttft, ok.iter().filter_map(|r| r.ttft_ms).collect()),
+            panel(
                 Metric::Tpot,
-                sorted(ok.iter().filter_map(|r| record_tpot(r)).collect()),
+                ok.iter().filter_map(|r| record_tpot(r)).collect(),
             ),
-            (Metric::Itl, sorted(itl_sample(&ok))),
-            (
-                Metric::E2el,
-                sorted(ok.iter().filter_map(|r| r.e2e_ms).collect()),
-            ),
+            itl_panel(&ok, s),
+            panel(Metric::E2el, ok.iter().filter_map(|r| r.e2e_ms).collect()),
         ],
+    }
+}
+
+/// The ITL panel: every gap when the records keep them (`--record-itl`); else each request's
+/// mean gap, labelled so, with the summary's own ITL figures (all gaps, as the console prints
+/// them) or the word that they were not recorded.
+fn itl_panel(ok: &[&Record], s: &Summary) -> CdfPanel {
+    let every = itl_sample(ok);
+    if !every.is_empty() {
+        return CdfPanel {
+            metric: Metric::Itl,
+            sorted: sorted(every),
+            caption: None,
+        };
+    }
+    let means = sorted(ok.iter().filter_map(|r| record_mean_itl(r)).collect());
+    let itl = &s.latency.itl;
+    let caption = if means.is_empty() {
+        "ITL: no values (outputs of one token, or in one piece)".to_string()
+    } else if itl.known() {
+        format!(
+            "ITL: mean gap per request, n={} (all {} gaps: mean {:.2} ms, as the summary)",
+            means.len(),
+            itl.count,
+            itl.mean
+        )
+    } else {
+        format!(
+            "ITL: mean gap per request, n={} (per-chunk values not recorded: --record-itl)",
+            means.len()
+        )
+    };
+    CdfPanel {
+        metric: Metric::Itl,
+        sorted: means,
+        caption: Some(caption),
     }
 }
 
@@ -483,14 +531,14 @@ fn cdfs(records: &[Record]) -> Cdfs {
 pub fn write_plots(
     dir: &Path,
     records: &[Record],
-    _s: &Summary,
+    s: &Summary,
     samples: &[Sample],
 ) -> crate::Result<Vec<PathBuf>> {
     register_font()?;
     let last_sample_ms = samples.iter().map(|s| s.t_ms).fold(0.0, f64::max);
     let tput = throughput(records, last_sample_ms);
     let mut files = write_over_time(dir, records, tput.x_max())?;
-    files.extend(save(dir, "latency_cdf", &cdfs(records))?);
+    files.extend(save(dir, "latency_cdf", &cdfs(records, s))?);
     files.extend(save(dir, "throughput_inflight", &tput)?);
     // Gauges at up to ~MAX_INTERVALS points, rates over the throughput chart's buckets.
     let series = samples::series(samples, tput.x_max() / MAX_INTERVALS, tput.bucket_s);

@@ -36,9 +36,9 @@ pub struct SweepPlotPoint {
     pub offered_rps: f64,
     pub served_rps: f64,
     pub goodput_rps: Option<f64>,
-    pub ttft_p50_ms: f64,
+    pub ttft_p50_ms: Option<f64>,
     pub ttft_p99_ms: Option<f64>,
-    pub tpot_p50_ms: f64,
+    pub tpot_p50_ms: Option<f64>,
     pub tpot_p99_ms: Option<f64>,
     pub drift_p99_ms: f64,
     /// The capacity point.
@@ -194,7 +194,7 @@ impl Chart for SweepChart {
             &areas[1],
             ("TTFT vs offered", "ms"),
             &[
-                ("TTFT p50", |p| Some(p.ttft_p50_ms), BLUE_),
+                ("TTFT p50", |p| p.ttft_p50_ms, BLUE_),
                 ("TTFT p99", |p| p.ttft_p99_ms, RED_),
             ],
             None,
@@ -203,7 +203,7 @@ impl Chart for SweepChart {
             &areas[2],
             ("TPOT vs offered", "ms"),
             &[
-                ("TPOT p50", |p| Some(p.tpot_p50_ms), ORANGE),
+                ("TPOT p50", |p| p.tpot_p50_ms, ORANGE),
                 ("TPOT p99", |p| p.tpot_p99_ms, PURPLE),
             ],
             None,

@@ -1,3 +1,4 @@
+mod exit_status;
 mod faults;
 mod input;
 mod keepalive;

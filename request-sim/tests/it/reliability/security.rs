@@ -105,7 +105,8 @@ fn key_echoed_by_the_server_is_redacted() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(out.status.code(), Some(0), "{console}");
+    // Every request refused: no request succeeded (exit 5).
+    assert_eq!(out.status.code(), Some(5), "{console}");
     let records = read_records(&dir.path().join("records.jsonl"));
     assert_eq!(records.len(), 3);
     for r in &records {

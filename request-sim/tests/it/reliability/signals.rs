@@ -262,7 +262,10 @@ fn sigint_during_a_sweep_keeps_the_points_done() {
         "--grace-secs".into(),
         "1".into(),
     ];
-    args.extend(base_args(&sim.base_url(), &trace, dir.path()));
+    // Without --output-path: a sweep sets each point's records file and refuses one given.
+    let base = base_args(&sim.base_url(), &trace, dir.path());
+    let at = base.iter().position(|a| a == "--output-path").unwrap();
+    args.extend(base[..at].iter().chain(&base[at + 2..]).cloned());
     let mut child = spawn_bin(&strs(&args), &[]);
     // The second point is under way once its records file has a few lines.
     let second = sweep_dir.join("scale-1").join("records.jsonl");
@@ -282,11 +285,34 @@ fn sigint_during_a_sweep_keeps_the_points_done() {
     }
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(status.and_then(|s| s.code()), Some(130), "{stderr}");
+    // One point was done; the cut one is said apart.
     assert!(
-        stderr.contains("sweep interrupted: keeping the 2 point(s) done"),
+        stderr.contains("sweep interrupted: keeping the 1 point done; the point at scale 1 was cut short (marked interrupted, left out of the answer and the plot)"),
         "{stderr}"
     );
+    // The table marks the cut point.
+    let row = |f: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(f))
+            .unwrap_or_else(|| panic!("no row for scale {f}:\n{stdout}"))
+            .to_string()
+    };
+    assert!(!row("8").contains("INTERRUPTED"), "{stdout}");
+    assert!(row("1").ends_with("INTERRUPTED"), "{stdout}");
+    // sweep.json marks it, the chart leaves it out and says so.
+    let json = read_json(&sweep_dir.join("sweep.json"));
+    assert_eq!(json["points"][0]["interrupted"], false);
+    assert_eq!(json["points"][1]["interrupted"], true);
+    let svg = std::fs::read_to_string(sweep_dir.join("sweep.svg")).unwrap();
+    assert!(
+        svg.contains("scale 1 cut short by Ctrl-C: not drawn"),
+        "{svg}"
+    );
+    let html = std::fs::read_to_string(sweep_dir.join("report.html")).unwrap();
+    assert!(html.contains("INTERRUPTED"), "{html}");
     let r = read_sweep(&sweep_dir);
     assert!(r.interrupted);
     assert_eq!(r.points.len(), 2, "the third point never ran");

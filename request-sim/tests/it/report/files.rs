@@ -170,9 +170,11 @@ fn plots_handle_no_completed_requests() {
         .unwrap();
     let found = request_sim::report::find_run_info(&jsonl).unwrap();
     assert_eq!(found.seed, Some(77));
-    // Even an empty records file.
+    // Even an empty records file (whose summary `report` refuses: nothing to report).
     let empty = tmp.path().join("empty.jsonl");
     std::fs::write(&empty, "").unwrap();
-    let s = report_from_records(&empty, &ReportConfig::default(), None).unwrap();
+    assert!(report_from_records(&empty, &ReportConfig::default(), None).is_err());
+    let s = request_sim::stats::Accumulator::new(&ReportConfig::default())
+        .finish(&request_sim::stats::RunInfo::new());
     write_result_dir(&tmp.path().join("out2"), &s, &empty).unwrap();
 }

@@ -2,3 +2,4 @@ mod files;
 mod merge;
 mod metrics;
 mod progress;
+mod unknown;

@@ -1,0 +1,106 @@
+//! The exit status says whether the run did its job: a run in which no request succeeded exits
+//! 5 (a closed port, a wrong API key, a server not ready), whatever the reason; with
+//! `--max-error-rate`, a share of errored requests above it exits 6 after recording
+//! everything; a run with failures within the limit, or without the flag, exits 0.
+
+use std::path::Path;
+
+use crate::support::*;
+
+/// `request-sim replay` of `n` requests against `endpoint` as the built binary: exit code and
+/// stderr, and the summary it wrote.
+fn run(dir: &Path, endpoint: &str, n: usize, extra: &[&str]) -> (i32, String, serde_json::Value) {
+    let trace = write_trace(dir, "trace.jsonl", n, 200.0, 16, 4);
+    let mut args = vec!["replay".to_string()];
+    args.extend(base_args(endpoint, &trace, dir));
+    args.extend(["--request-timeout".to_string(), "5".to_string()]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let (code, _, stderr) = run_cli(&args, &[]);
+    let summary = read_json(&dir.join("records.jsonl.summary.json"));
+    (code, stderr, summary)
+}
+
+/// A port on 127.0.0.1 nothing listens on.
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn no_successful_request_exits_5() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens: every request is a connect_error.
+    let url = format!("http://127.0.0.1:{}/v1/chat/completions", closed_port());
+    let (code, stderr, s) = run(dir.path(), &url, 30, &[]);
+    assert_eq!(s["status"]["connect_error"], 30, "{stderr}");
+    assert_eq!(code, 5, "{stderr}");
+    assert!(
+        stderr.contains("exit status 5: no request succeeded (30 connect_error)"),
+        "{stderr}"
+    );
+    // A wrong key (401) and a server not ready (503): every request answered, none succeeded.
+    for (status, kind) in [
+        ("401 Unauthorized", "http_error:401"),
+        ("503 Service Unavailable", "http_error:503"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = RawServer::start(Script::whole(
+            status,
+            "application/json",
+            br#"{"error": {"message": "no"}}"#,
+        ));
+        let (code, stderr, s) = run(dir.path(), &server.url("/v1/chat/completions"), 20, &[]);
+        assert_eq!(s["errors"][kind], 20, "{stderr}");
+        assert_eq!(code, 5, "{status}: {stderr}");
+        assert!(stderr.contains(&format!("(20 {kind})")), "{stderr}");
+    }
+}
+
+#[test]
+fn max_error_rate_is_a_ci_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    // 20% of the requests answered 503, the rest fine.
+    let sim = faulty_sim(llm_sim::FaultConfig {
+        seed: 11,
+        error_503_rate: 0.2,
+        ..llm_sim::FaultConfig::default()
+    });
+    let (code, stderr, s) = run(dir.path(), &sim.base_url(), 100, &[]);
+    let errored = s["status"]["http_error"].as_u64().unwrap();
+    assert!((8..=35).contains(&errored), "{errored}");
+    assert_eq!(s["status"]["ok"].as_u64().unwrap() + errored, 100);
+    // Without the flag, overload answers are results to record: exit 0.
+    assert_eq!(code, 0, "{stderr}");
+    // Above the limit: exit 6, every record written.
+    let (code, stderr, s) = run(
+        dir.path(),
+        &sim.base_url(),
+        100,
+        &["--max-error-rate", "0.05"],
+    );
+    assert_eq!(s["status"]["total"], 100);
+    let errored = s["status"]["http_error"].as_u64().unwrap();
+    assert!(errored > 5, "{errored}");
+    assert_eq!(code, 6, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "exit status 6: {errored} of 100 requests ({errored}.00%) ended in error, above --max-error-rate 0.05"
+        )),
+        "{stderr}"
+    );
+    // Within it: exit 0.
+    let (code, stderr, _) = run(
+        dir.path(),
+        &sim.base_url(),
+        100,
+        &["--max-error-rate", "0.5"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    // Not a fraction: refused before anything is sent.
+    for bad in ["1.5", "-0.1", "NaN"] {
+        let e = config(&[&format!("--max-error-rate={bad}")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--max-error-rate must be a fraction"), "{e}");
+    }
+}
