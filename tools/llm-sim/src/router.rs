@@ -195,11 +195,7 @@ async fn handle(st: &Arc<RouterState>, req: Request<Incoming>) -> Response<Body>
     let first = &st.instances[0];
     if let Some(key) = &first.cfg.api_key {
         if path.starts_with("/v1/") && !server::authorized(&req, key) {
-            return full(
-                StatusCode::UNAUTHORIZED,
-                "application/json",
-                r#"{"error":"Unauthorized"}"#,
-            );
+            return server::unauthorized(&path);
         }
     }
     match (req.method(), path.as_str()) {
