@@ -6,6 +6,7 @@
 
 mod analyze;
 mod cli;
+mod cluster_router;
 mod observe;
 mod prompt;
 mod reliability;
