@@ -482,3 +482,25 @@ async fn with_a_tokenizer_each_api_renders_the_chat_template() {
     assert!(p["usage"]["prompt_tokens"].as_u64().unwrap() < want);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn count_tokens_tells_the_prompt_of_the_same_request() {
+    let server = default_server().await;
+    let b = server.base_url();
+    let mut body = messages_body(&words(30, 0), 2, false);
+    body["system"] = json!("bake tomo");
+    body.as_object_mut().unwrap().remove("max_tokens");
+    let (status, v) = post_json(&b, "/v1/messages/count_tokens", &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v, json!({"input_tokens": 2 + 5 + 30 + 5 + 3}));
+    body["max_tokens"] = json!(2);
+    let (_, m) = post_json(&b, "/v1/messages", &body).await;
+    assert_eq!(m["usage"]["input_tokens"], v["input_tokens"]);
+    body["model"] = json!("other");
+    let (status, v) = post_json(&b, "/v1/messages/count_tokens", &body).await;
+    assert_eq!(
+        (status, v["error"]["type"].as_str()),
+        (404, Some("not_found_error"))
+    );
+    server.shutdown().await;
+}
