@@ -336,7 +336,7 @@ async fn api_key_in_anthropic_header() {
 }
 
 #[tokio::test]
-async fn missing_usage_and_malformed_faults() {
+async fn missing_usage_malformed_and_reset_faults() {
     let server = default_server().await;
     let b = server.base_url();
     server
@@ -369,6 +369,20 @@ async fn missing_usage_and_malformed_faults() {
         let broken = s.events.iter().filter(|e| e.json().is_none()).count();
         assert_eq!(broken, 1, "{path}: {:?}", s.events);
     }
+    // A reset cuts the stream before its closing events.
+    server
+        .faults()
+        .update(|f| {
+            f.malformed_rate = 0.0;
+            f.reset_rate = 1.0;
+        })
+        .unwrap();
+    let s = stream(&b, "/v1/messages", &messages_body(&words(8, 0), 4, true)).await;
+    assert!(s.body_error.is_some(), "{:?}", s.events);
+    assert!(!names(&s).iter().any(|n| n == "message_stop"));
+    let s = stream(&b, "/v1/responses", &responses_body(&words(8, 0), 4, true)).await;
+    assert!(s.body_error.is_some(), "{:?}", s.events);
+    assert!(!names(&s).iter().any(|n| n == "response.completed"));
     server.shutdown().await;
 }
 
