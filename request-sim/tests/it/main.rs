@@ -6,6 +6,7 @@
 
 mod analyze;
 mod cli;
+mod cluster_router;
 mod observe;
 mod prompt;
 mod reliability;
@@ -13,6 +14,7 @@ mod replay;
 mod report;
 mod server_metrics;
 mod server_percentiles;
+mod server_sim_time;
 // Helpers shared by the modules; not every module uses every helper.
 #[allow(dead_code)]
 mod support;
