@@ -575,6 +575,11 @@ fn target(a: &ReplayArgs, stream: bool, api_key: &Option<String>) -> Result<Targ
             "--api aibrix needs --aibrix-route (e.g. prefix-cache, throughput)",
         ));
     }
+    if t.aibrix_route.is_some() && t.api != ApiFlavor::Aibrix {
+        return Err(Error::config(
+            "--aibrix-route sets AIBrix's routing-strategy header: it needs --api aibrix",
+        ));
+    }
     if token_ids && t.api == ApiFlavor::Tgi {
         return Err(Error::config(
             "--token-ids works only with OpenAI completions endpoints",
@@ -616,9 +621,20 @@ fn session_options(a: &SessionArgs) -> Result<crate::schedule::SessionOptions> {
             "--live-history needs --timing closed: a turn can carry the server's earlier answers only when it is sent after them",
         ));
     }
+    if a.timing != crate::schedule::Timing::Closed {
+        let inert = [
+            (a.think_time.is_some(), "--think-time"),
+            (a.skip_after_failed_parent, "--skip-after-failed-parent"),
+        ];
+        if let Some((_, flag)) = inert.iter().find(|(on, _)| *on) {
+            return Err(Error::config(format!(
+                "{flag} acts only with --timing closed (a turn waits for its parent's answer); with --timing open every request is sent at its trace time"
+            )));
+        }
+    }
     Ok(crate::schedule::SessionOptions {
         timing: a.timing,
-        think: a.think_time,
+        think: a.think_time.unwrap_or_default(),
         skip_after_failed_parent: a.skip_after_failed_parent,
         session_user: a.session_user,
         session_header: session_header(a)?,

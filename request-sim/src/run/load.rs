@@ -99,9 +99,10 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         Some("bailian parent chains")
     } else if cfg.output.save_prompts.is_some() {
         Some("--save-prompts")
-    } else if cfg.requests.sessions.timing == Timing::Closed
-        && matches!(format, TraceFormat::Messages | TraceFormat::Generic)
-    {
+    } else if cfg.requests.sessions.timing == Timing::Closed {
+        if format == TraceFormat::Azure {
+            return Err(no_sessions(&name, "an azure trace has no session ids"));
+        }
         Some("--timing closed sessions")
     } else {
         None
@@ -151,10 +152,61 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         }
         None => None,
     };
+    if let Some(w) = &loaded.whole {
+        if cfg.requests.sessions.timing == Timing::Closed && !w.sessions.any() {
+            return Err(no_sessions(
+                &loaded.name,
+                "no row has a session id or a parent (session_id, or chat_id/parent_chat_id)",
+            ));
+        }
+    }
     let head: Vec<Planned> = feed.by_ref().take(HEAD).collect::<Result<_>>()?;
     describe(cfg, &loaded, &head, t.elapsed().as_secs_f64() * 1e3);
+    session_label_warning(cfg, &loaded, &head);
     loaded.head = head.clone();
     Ok((loaded, Box::new(head.into_iter().map(Ok).chain(feed))))
+}
+
+/// `--timing closed` on a trace without sessions: it would run open-loop, so it is refused.
+fn no_sessions(name: &str, why: &str) -> Error {
+    Error::config(format!(
+        "--timing closed needs a trace with sessions, and {name} has none ({why}): every request would be sent at its trace time, as with --timing open; drop --timing closed (and --think-time, --skip-after-failed-parent), or give the rows a session_id"
+    ))
+}
+
+/// `--session-user`/`--session-header` on a trace whose requests carry no session: the flag
+/// cannot act, said loudly (not refused: a script may pass it to traces with and without
+/// sessions alike).
+fn session_label_warning(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned]) {
+    let s = &cfg.requests.sessions;
+    let flags: Vec<&str> = [
+        (s.session_user, "--session-user"),
+        (s.session_header.is_some(), "--session-header"),
+    ]
+    .into_iter()
+    .filter_map(|(on, f)| on.then_some(f))
+    .collect();
+    if flags.is_empty() {
+        return;
+    }
+    let (any, scope) = match &loaded.whole {
+        Some(w) => (w.sessions.any(), "no request of the trace has".to_string()),
+        None if head.len() < HEAD => (
+            head.iter().any(|p| p.turn.is_some()),
+            "no request of the trace has".to_string(),
+        ),
+        None => (
+            head.iter().any(|p| p.turn.is_some()),
+            format!("none of the first {} requests has", head.len()),
+        ),
+    };
+    if !any {
+        note(format!(
+            "WARNING: {} has no effect on {}: {scope} a session id (session_id, or a Bailian chat_id chain), so no request carries one",
+            flags.join(" and "),
+            loaded.name
+        ));
+    }
 }
 
 /// A trace loaded whole: its sessions, and how many requests this run (shard) has.

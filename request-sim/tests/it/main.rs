@@ -17,3 +17,4 @@ mod server_percentiles;
 #[allow(dead_code)]
 mod support;
 mod trace;
+mod truth;
