@@ -141,13 +141,17 @@ pub(super) fn run(
         exact_output: cfg.requests.exact_output,
         extra: None,
     };
-    let overhead = determine_overhead(
-        cfg,
-        server,
-        &params,
-        &builder,
-        (tokenizer.as_ref(), server_tok.as_ref()),
-    )?;
+    let overhead = match dry_run_overhead(cfg, tokenizer.as_ref())? {
+        Some(o) => Some(o),
+        None => determine_overhead(
+            cfg,
+            server,
+            &params,
+            &builder,
+            (tokenizer.as_ref(), server_tok.as_ref()),
+        )?,
+    };
+    refuse_uncalibrated_save(cfg, server, overhead.as_ref())?;
     if let Some(o) = &overhead {
         note(format!(
             "prompt overhead: {} tokens ({}); content is shortened by it",
@@ -179,6 +183,72 @@ pub(super) fn run(
     drop(server_tok);
     crate::util::release_freed_memory();
     Ok(prompts)
+}
+
+/// The overhead `determine_overhead` gives a dry run it could not measure (nothing is sent).
+const UNCALIBRATED: &str = "dry run: not calibrated";
+
+/// A dry run measures nothing on a server, but some overheads are known without asking: the
+/// built-in simulator's chat template (5 tokens around a message, 3 of generation prompt; none
+/// on completions), and for a completions endpoint with `--tokenizer`, the special tokens its
+/// post-processor adds (what vLLM adds to a completions prompt). `None`: not known here.
+fn dry_run_overhead(
+    cfg: &ReplayConfig,
+    tokenizer: Option<&tokenizers::Tokenizer>,
+) -> Result<Option<Overhead>> {
+    if !cfg.requests.dry_run || cfg.prompts.chat_overhead.is_some() || cfg.prompts.token_ids {
+        return Ok(None);
+    }
+    let overhead = |tokens: u32, how: &str| {
+        Some(Overhead {
+            tokens,
+            how: how.to_string(),
+            lead: "",
+        })
+    };
+    Ok(match (&cfg.target.server, tokenizer) {
+        #[cfg(feature = "builtin-sim")]
+        (Target::BuiltinSimulator, None) => overhead(
+            llm_sim::BUILTIN_TOKENS_PER_MESSAGE + llm_sim::BUILTIN_GENERATION_PROMPT_TOKENS,
+            "the built-in simulator's chat template",
+        ),
+        (Target::Remote(ep), Some(tok)) if ep.kind == crate::backend::ApiKind::Completions => {
+            overhead(
+                prompt::completion_overhead(tok)?,
+                "the special tokens --tokenizer adds to a completions prompt (dry run: the server is not asked)",
+            )
+        }
+        _ => None,
+    })
+}
+
+/// `--save-prompts` in a dry run whose overhead nobody knows: the saved prompts would be off by
+/// the tokens the server adds (8 for Qwen3's chat template) in every row, so it is refused with
+/// the ways to know it.
+fn refuse_uncalibrated_save(
+    cfg: &ReplayConfig,
+    server: &Server,
+    overhead: Option<&Overhead>,
+) -> Result<()> {
+    let uncalibrated = overhead.is_some_and(|o| o.how == UNCALIBRATED);
+    if !uncalibrated || cfg.output.save_prompts.is_none() {
+        return Ok(());
+    }
+    let (what, how) = if server.ep.kind.is_chat() {
+        (
+            "the tokens the server's chat template adds around each prompt",
+            "--chat-overhead N (8 for Qwen3's template), --tokenizer with the model's chat template (its directory, or --tokenizer-config)",
+        )
+    } else {
+        (
+            "the tokens the server adds to a completions prompt (a BOS token for some models)",
+            "--chat-overhead N (0 when it adds none), --tokenizer with the model's tokenizer",
+        )
+    };
+    Err(Error::config(format!(
+        "--save-prompts with --dry-run against {}: {what} cannot be known without asking the server, so every saved prompt would miss the trace's input_length by them; pass {how}, or run without --dry-run (one calibration request)",
+        server.ep.display_url()
+    )))
 }
 
 /// The model to name in requests: `--model-name`, else the server's first model (an OpenAI

@@ -3,4 +3,5 @@
 //! messages that used to mislead (each asserted with the wrong text absent).
 
 mod flags;
+mod saved_prompts;
 mod sessions;

@@ -54,7 +54,10 @@ fn detected_generic_sessions_run_closed_loop() {
     assert_eq!(sessions.sessions, 4);
     let recs = read_records_by_index(&out);
     assert_eq!(recs.len(), 12);
-    assert!(recs.iter().all(|r| r.session_id.is_some()), "session ids in the records");
+    assert!(
+        recs.iter().all(|r| r.session_id.is_some()),
+        "session ids in the records"
+    );
     // Closed loop: a later turn waited for its parent plus 500 ms of think time (its trace
     // gap at scale 10 is 10 ms).
     let followers: Vec<_> = recs.iter().filter(|r| r.parent_index.is_some()).collect();
