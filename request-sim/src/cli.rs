@@ -101,7 +101,8 @@ pub struct ReplayArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Trace")]
 pub struct ReplayTraceArgs {
-    /// Trace file (JSONL, CSV for azure, optionally .gz). Default: the built-in demo trace.
+    /// Trace file (JSONL, CSV for azure, optionally .gz; `-` = standard input). Default: the
+    /// built-in demo trace.
     #[arg(long)]
     pub dataset_path: Option<PathBuf>,
     #[command(flatten)]

@@ -42,6 +42,22 @@ pub enum EarlyStop {
     Rate(f64),
 }
 
+/// The threshold as a user reads it (`5 failed requests`, `more than 5% of the finished
+/// requests failed (after 20 finished)`), never the type's debug form.
+impl std::fmt::Display for EarlyStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            EarlyStop::Count(1) => write!(f, "1 failed request"),
+            EarlyStop::Count(n) => write!(f, "{n} failed requests"),
+            EarlyStop::Rate(r) => write!(
+                f,
+                "more than {}% of the finished requests failed (after 20 finished)",
+                (r * 1e4).round() / 1e2
+            ),
+        }
+    }
+}
+
 impl EarlyStop {
     pub fn parse(s: &str) -> Result<EarlyStop, String> {
         let t = s.trim();
@@ -434,7 +450,10 @@ fn trace_settings(a: &ReplayArgs) -> Result<(TraceSource, LoadOptions)> {
     let t = &a.trace;
     let trace = match &t.dataset_path {
         Some(p) => {
-            must_exist("--dataset-path", p)?;
+            // `-` is standard input (docs/traces.md).
+            if p.as_os_str() != "-" {
+                must_exist("--dataset-path", p)?;
+            }
             TraceSource::File(p.clone())
         }
         None => TraceSource::BuiltinDemo,
@@ -817,6 +836,11 @@ mod tests {
     #[test]
     fn early_stop_parsing() {
         assert_eq!(EarlyStop::parse("50"), Ok(EarlyStop::Count(50)));
+        assert_eq!(EarlyStop::Count(5).to_string(), "5 failed requests");
+        assert_eq!(
+            EarlyStop::parse("5%").unwrap().to_string(),
+            "more than 5% of the finished requests failed (after 20 finished)"
+        );
         assert_eq!(EarlyStop::parse("5%"), Ok(EarlyStop::Rate(0.05)));
         assert_eq!(EarlyStop::parse("0.1"), Ok(EarlyStop::Rate(0.1)));
         assert!(EarlyStop::parse("0").is_err());

@@ -129,7 +129,14 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
             (Box::new(stream), loaded)
         }
     };
+    if let Stats::Whole(st) = &loaded.stats {
+        skipped_note(&loaded.name, st);
+    }
     let mut feed = RunFeed {
+        skipped: match (&loaded.stats, cfg.trace.load.skip_invalid) {
+            (Stats::Stream(h), true) => Some(h.clone()),
+            _ => None,
+        },
         inner,
         ideal: IdealCache::new(block_size, IdealCache::MAX_BLOCKS),
         shard: cfg.trace.shard,
@@ -285,10 +292,31 @@ fn endpoint_limits(cfg: &ReplayConfig) -> (Option<String>, Option<String>) {
     }
 }
 
+/// `--skip-invalid`: how many rows were skipped and the first reason (`file:line: what`), in
+/// one console line; nothing when none was.
+fn skipped_note(name: &str, st: &TraceStats) {
+    if st.skipped_invalid == 0 {
+        return;
+    }
+    note(format!(
+        "WARNING: --skip-invalid: {} invalid row(s) of {name} skipped, not replayed{}; first: {}",
+        st.skipped_invalid,
+        if st.partial {
+            " (in the rows read)"
+        } else {
+            ""
+        },
+        st.invalid_examples.first().map_or("", String::as_str)
+    ));
+}
+
 /// The planned requests of this run: every request of the slice gets its trace-ideal hits
 /// (the cache sees all shards' requests, as the server does), then this shard's share is kept
 /// and outputs are capped.
 struct RunFeed {
+    /// `--skip-invalid` on a streamed trace: its counts, said once the stream has ended (or
+    /// is dropped); taken when said.
+    skipped: Option<Arc<Mutex<TraceStats>>>,
     inner: Box<dyn Iterator<Item = std::result::Result<Planned, TraceError>> + Send>,
     ideal: IdealCache,
     shard: Option<Shard>,
@@ -299,6 +327,14 @@ struct RunFeed {
 }
 
 impl RunFeed {
+    /// Say the skipped rows of a streamed trace (its counts are published when it ends).
+    fn say_skipped(&mut self) {
+        if let Some(h) = self.skipped.take() {
+            let st = h.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            skipped_note(&self.name, &st);
+        }
+    }
+
     /// A row the endpoint cannot take: a `messages` row needs a chat endpoint, a
     /// `prompt_token_ids` row a completions endpoint.
     fn unsendable(&self, p: &Planned) -> Option<crate::Error> {
@@ -329,7 +365,11 @@ impl Iterator for RunFeed {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let mut p = match self.inner.next()? {
+            let Some(next) = self.inner.next() else {
+                self.say_skipped();
+                return None;
+            };
+            let mut p = match next {
                 Ok(p) => p,
                 Err(e) => return Some(Err(e.into())),
             };
@@ -347,6 +387,16 @@ impl Iterator for RunFeed {
                 p.req.output_length = p.req.output_length.min(cap);
             }
             return Some(Ok(p));
+        }
+    }
+}
+
+impl Drop for RunFeed {
+    fn drop(&mut self) {
+        if self.skipped.is_some() {
+            // Dropping the stream publishes its counts.
+            self.inner = Box::new(std::iter::empty());
+            self.say_skipped();
         }
     }
 }

@@ -101,7 +101,8 @@ pub(super) fn run(
     let model_ms = ms_since(t);
     let t = Instant::now();
     let server_tok = server_tokenizer(cfg, server, tokenizer.is_none(), &model);
-    let (vocab, truth, fallback) = vocabulary(cfg, tokenizer.as_ref(), server_tok.as_ref())?;
+    let (vocab, truth, fallback) =
+        vocabulary(cfg, server, tokenizer.as_ref(), server_tok.as_ref())?;
     startup.vocab_ms = ms_since(t);
     let encoder: Option<&dyn prompt::Encoder> = match (&tokenizer, &server_tok) {
         (Some(t), _) => Some(t),
@@ -126,9 +127,20 @@ pub(super) fn run(
         Truth::Local => format!("loaded in {load_ms:.0} ms, "),
         _ => String::new(),
     };
-    let head: Vec<&TraceRequest> = trace.head.iter().map(|p| &p.req).collect();
-    let verification =
-        encoder.map(|enc| startup_check(&builder, enc, &head, &source, &loaded, startup.vocab_ms));
+    // Only prompts request-sim builds can be checked: rows sent as written (messages,
+    // text_input, prompt_token_ids) have none, so a messages trace has no check (n/a).
+    let head: Vec<&TraceRequest> = trace
+        .head
+        .iter()
+        .filter(|p| p.chat.is_none())
+        .map(|p| &p.req)
+        .collect();
+    let verification = encoder
+        .filter(|_| !head.is_empty())
+        .map(|enc| startup_check(&builder, enc, &head, &source, &loaded, startup.vocab_ms));
+    if head.is_empty() && !trace.head.is_empty() {
+        note("prompt check: n/a (the first requests are rows sent as written: messages, text_input or prompt_token_ids; no prompt is built for them)");
+    }
     startup.prompt_check_ms = ms_since(t);
     if let Some(reason) = fallback.filter(|_| trace.format != TraceFormat::Messages) {
         judge_fallback(cfg, server, &reason, truth, verification.as_ref())?;
@@ -356,6 +368,7 @@ fn chat_counter(
 /// why, unless the target is the built-in simulator).
 fn vocabulary(
     cfg: &ReplayConfig,
+    server: &Server,
     tokenizer: Option<&tokenizers::Tokenizer>,
     server_tok: Option<&ServerTokenizer>,
 ) -> Result<(Vocab, Truth, Option<String>)> {
@@ -368,17 +381,48 @@ fn vocabulary(
                 (Vocab::builtin(), Truth::Server, Some(why))
             }
         },
-        (None, None) => {
-            let why = match cfg.target.server {
-                Target::BuiltinSimulator => None,
-                _ if cfg.prompts.no_server_tokenize => {
-                    Some("no --tokenizer, --no-server-tokenize".into())
-                }
-                _ => Some("no --tokenizer and the server has no POST /tokenize".into()),
-            };
-            (Vocab::builtin(), Truth::None, why)
-        }
+        (None, None) => (
+            Vocab::builtin(),
+            Truth::None,
+            no_tokenizer_reason(cfg, server),
+        ),
     })
+}
+
+/// Why neither a local tokenizer nor the server's `/tokenize` counts the prompts (`None` for the
+/// built-in simulator, which needs neither): the true reason of each case, since the server
+/// was asked only when none of the others holds.
+fn no_tokenizer_reason(cfg: &ReplayConfig, server: &Server) -> Option<String> {
+    let url = server.ep.display_url();
+    Some(match cfg.target.server {
+        Target::BuiltinSimulator => return None,
+        _ if cfg.prompts.no_server_tokenize => "no --tokenizer, --no-server-tokenize".into(),
+        _ if cfg.requests.dry_run => {
+            "no --tokenizer; a dry run does not ask the server's /tokenize".into()
+        }
+        _ if !server.ep.kind.is_openai() => format!(
+            "no --tokenizer; {url} is not an OpenAI-style endpoint, so no /tokenize is asked"
+        ),
+        _ => match reach_error(server) {
+            Some(e) => format!(
+                "no --tokenizer, and {url} cannot be reached to ask for its /tokenize ({e})"
+            ),
+            None => "no --tokenizer and the server has no POST /tokenize".into(),
+        },
+    })
+}
+
+/// Why the server cannot be reached at all (`None` when it answers anything over HTTP).
+fn reach_error(server: &Server) -> Option<String> {
+    let req = server
+        .ep
+        .authorize(server.client.get(server.ep.base_url()))
+        .timeout(std::time::Duration::from_secs(5));
+    // `send` starts the timeout's timer: inside the runtime.
+    match server.rt.block_on(async { req.send().await }) {
+        Ok(_) => None,
+        Err(e) => Some(e.without_url().to_string()),
+    }
 }
 
 /// Prompts of the built-in word list against a server: one line that says whether they are

@@ -3,5 +3,6 @@
 //! messages that used to mislead (each asserted with the wrong text absent).
 
 mod flags;
+mod messages;
 mod saved_prompts;
 mod sessions;
