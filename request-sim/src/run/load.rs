@@ -226,10 +226,13 @@ fn whole_loaded(cfg: &ReplayConfig, whole: Arc<Trace>, name: String, why: &str) 
     };
     let span_s = whole.requests.last().map_or(0.0, |r| r.timestamp_ms / 1e3);
     note(format!(
-        "trace {name}: {} requests over {span_s:.1} s ({:?}, block {}; loaded whole for {why}), replayed in {:.1} s at scale {}",
+        "trace {name}: {} requests over {span_s:.1} s ({:?}, {}; loaded whole for {why}), replayed in {:.1} s at scale {}",
         whole.requests.len(),
         whole.format,
-        whole.block_size,
+        block_label(
+            whole.block_size,
+            whole.requests.iter().any(|r| !r.hash_ids.is_empty())
+        ),
         span_s / cfg.schedule.scale_factor,
         cfg.schedule.scale_factor
     ));
@@ -247,14 +250,27 @@ fn whole_loaded(cfg: &ReplayConfig, whole: Arc<Trace>, name: String, why: &str) 
     }
 }
 
+/// `block N`, or what a trace without hash ids has instead (an Azure trace: every prompt
+/// unique), for the start-up line.
+fn block_label(block_size: usize, hashed: bool) -> String {
+    if hashed {
+        format!("block {block_size}")
+    } else {
+        "no hash ids: every prompt is unique".to_string()
+    }
+}
+
 /// The start-up lines about the trace and the shard.
 fn describe(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned], head_ms: f64) {
     if loaded.whole.is_none() {
         note(format!(
-            "trace {}: streamed ({:?}, block {}; rows put in time order within {} ms / {} rows), replayed at scale {}; first {} requests read in {head_ms:.0} ms",
+            "trace {}: streamed ({:?}, {}; rows put in time order within {} ms / {} rows), replayed at scale {}; first {} requests read in {head_ms:.0} ms",
             loaded.name,
             loaded.format,
-            loaded.block_size,
+            block_label(
+                loaded.block_size,
+                head.iter().any(|p| !p.req.hash_ids.is_empty())
+            ),
             cfg.trace.reorder.ms,
             cfg.trace.reorder.rows,
             cfg.schedule.scale_factor,

@@ -187,6 +187,13 @@ fn misleading_messages_say_the_truth() {
             not: vec!["Block size (tokens per hash id):         512"],
         },
         Case {
+            name: "replay azure",
+            args: owned(&["replay", "--dataset-path", &azure, "--dry-run", "--scale-factor", "1000", "-o", &d("az.jsonl")]),
+            code: Some(0),
+            says: vec!["(Azure, no hash ids: every prompt is unique;"],
+            not: vec!["Azure, block 512"],
+        },
+        Case {
             name: "analyze --instances",
             args: owned(&["analyze", &mooncake, "--instances", "4"]),
             code: Some(0),
