@@ -153,7 +153,7 @@ pub(super) fn run(
         exact_output: cfg.requests.exact_output,
         extra: None,
     };
-    let overhead = match dry_run_overhead(cfg, tokenizer.as_ref())? {
+    let overhead = match dry_run_overhead(cfg, server, tokenizer.as_ref())? {
         Some(o) => Some(o),
         None => determine_overhead(
             cfg,
@@ -206,6 +206,7 @@ const UNCALIBRATED: &str = "dry run: not calibrated";
 /// post-processor adds (what vLLM adds to a completions prompt). `None`: not known here.
 fn dry_run_overhead(
     cfg: &ReplayConfig,
+    server: &Server,
     tokenizer: Option<&tokenizers::Tokenizer>,
 ) -> Result<Option<Overhead>> {
     if !cfg.requests.dry_run || cfg.prompts.chat_overhead.is_some() || cfg.prompts.token_ids {
@@ -220,11 +221,13 @@ fn dry_run_overhead(
     };
     Ok(match (&cfg.target.server, tokenizer) {
         #[cfg(feature = "builtin-sim")]
-        (Target::BuiltinSimulator, None) => overhead(
+        (Target::BuiltinSimulator, None) if server.ep.kind.is_chat() => overhead(
             llm_sim::BUILTIN_TOKENS_PER_MESSAGE + llm_sim::BUILTIN_GENERATION_PROMPT_TOKENS,
             "the built-in simulator's chat template",
         ),
-        (Target::Remote(ep), Some(tok)) if ep.kind == crate::backend::ApiKind::Completions => {
+        (Target::Remote(_), Some(tok))
+            if server.ep.kind == crate::backend::ApiKind::Completions =>
+        {
             overhead(
                 prompt::completion_overhead(tok)?,
                 "the special tokens --tokenizer adds to a completions prompt (dry run: the server is not asked)",
