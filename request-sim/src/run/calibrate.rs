@@ -197,8 +197,12 @@ fn calibrate(
         backend::RequestOpts::default(),
     ));
     if out.status != Status::Ok {
+        let hint = match out.http_status {
+            Some(401 | 403) => "the API key was refused: pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY",
+            _ => "check --endpoint/--model-name, or pass --chat-overhead N",
+        };
         return Err(Error::server(format!(
-            "calibration request to {} failed ({}): {} — check --endpoint/--model-name, or pass --chat-overhead N",
+            "calibration request to {} failed ({}): {} — {hint}",
             ep.display_url(),
             out.status.as_str(),
             out.error.unwrap_or_default()

@@ -407,15 +407,14 @@ fn no_tokenizer_reason(cfg: &ReplayConfig, server: &Server) -> Option<String> {
             "no --tokenizer; {url} is not an OpenAI-style endpoint, so no /tokenize is asked"
         ),
         _ => match reach_error(server) {
-            Some(e) => format!(
-                "no --tokenizer, and {url} cannot be reached to ask for its /tokenize ({e})"
-            ),
+            Some(e) => format!("no --tokenizer, and {url} cannot be asked for its /tokenize ({e})"),
             None => "no --tokenizer and the server has no POST /tokenize".into(),
         },
     })
 }
 
-/// Why the server cannot be reached at all (`None` when it answers anything over HTTP).
+/// Why the server cannot be asked at all: unreachable, or it refuses the API key (`None` when
+/// it answers anything else over HTTP).
 fn reach_error(server: &Server) -> Option<String> {
     let req = server
         .ep
@@ -423,6 +422,10 @@ fn reach_error(server: &Server) -> Option<String> {
         .timeout(std::time::Duration::from_secs(5));
     // `send` starts the timeout's timer: inside the runtime.
     match server.rt.block_on(async { req.send().await }) {
+        Ok(r) if matches!(r.status().as_u16(), 401 | 403) => Some(format!(
+            "it answered {}: the API key was refused; pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY",
+            r.status()
+        )),
         Ok(_) => None,
         Err(e) => Some(e.without_url().to_string()),
     }

@@ -155,7 +155,7 @@ fn misleading_messages_say_the_truth() {
             name: "unreachable server",
             args: replay(&["--endpoint", "http://127.0.0.1:9/v1/chat/completions", "--model-name", "m", "--chat-overhead", "0"]),
             code: Some(1),
-            says: vec!["cannot be reached to ask for its /tokenize"],
+            says: vec!["cannot be asked for its /tokenize (error sending request"],
             not: vec![wrong_tokenize],
         },
         Case {
@@ -171,6 +171,20 @@ fn misleading_messages_say_the_truth() {
             code: Some(1),
             says: vec!["401 Unauthorized (the API key was refused: pass the right one with --api-key KEY"],
             not: vec!["pass --model-name"],
+        },
+        Case {
+            name: "401 on the calibration request",
+            args: replay(&["--endpoint", &unauthorized, "--model-name", "m", "--no-server-tokenize", "--allow-inexact-prompts"]),
+            code: Some(1),
+            says: vec!["calibration request to", "— the API key was refused: pass the right one with --api-key KEY"],
+            not: vec!["--model-name", "--chat-overhead"],
+        },
+        Case {
+            name: "401 when asked for /tokenize",
+            args: replay(&["--endpoint", &unauthorized, "--model-name", "m", "--chat-overhead", "0"]),
+            code: Some(1),
+            says: vec!["cannot be asked for its /tokenize (it answered 401 Unauthorized: the API key was refused"],
+            not: vec![wrong_tokenize],
         },
         Case {
             name: "early stop threshold",
