@@ -118,7 +118,7 @@ if [[ "$MODE" == routing || "$MODE" == all ]]; then
         awk -v p="$policy" -v off="$off" -v on="$on" -v d="$drift" -v c0="$cpu0" -v c1="$cpu1" -v n="$n" -v per="$per" \
             'BEGIN { printf "%-14s %9.2f%% %9.2f%% %+8.2f %10.3f ms %11.0f us %16s\n", p, off * 100, on * 100, (on - off) * 100, d, (c1 - c0) / (n > 0 ? n : 1) * 1e6, per }'
     done
-    echo "one cache of $INSTANCES x that (offline ceiling): $(jq '.routing.single_cache_hit_ratio * 100 | . * 100 | round / 100' "$OUT/offline.json")%"
+    echo "one shared LRU cache of $INSTANCES x that (offline, a reference, not a bound): $(jq '.routing.single_cache_hit_ratio * 100 | . * 100 | round / 100' "$OUT/offline.json")%"
 fi
 
 if [[ "$MODE" == cost || "$MODE" == all ]]; then

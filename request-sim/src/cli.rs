@@ -101,7 +101,8 @@ pub struct ReplayArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Trace")]
 pub struct ReplayTraceArgs {
-    /// Trace file (JSONL, CSV for azure, optionally .gz). Default: the built-in demo trace.
+    /// Trace file (JSONL, CSV for azure, optionally .gz; `-` = standard input). Default: the
+    /// built-in demo trace.
     #[arg(long)]
     pub dataset_path: Option<PathBuf>,
     #[command(flatten)]
@@ -274,10 +275,10 @@ pub struct ScheduleArgs {
 pub struct RequestArgs {
     /// Stream responses (SSE). `replay` streams by default; the `client` binary, like the
     /// anchor, only with --stream.
-    #[arg(long, overrides_with = "no_stream")]
+    #[arg(long, conflicts_with = "no_stream")]
     pub stream: bool,
     /// Do not stream.
-    #[arg(long, overrides_with = "stream")]
+    #[arg(long)]
     pub no_stream: bool,
     /// Do not ask for exactly output_length tokens with min_tokens/ignore_eos (for servers
     /// that reject those vLLM extensions).
@@ -549,8 +550,9 @@ pub struct SessionArgs {
     pub timing: crate::schedule::Timing,
     /// Think time of --timing closed: milliseconds, or `trace` for the trace's own gap between
     /// the two turns (a messages row's `delay`), divided by --scale-factor.
-    #[arg(long, default_value = "0", value_parser = crate::schedule::ThinkTime::parse)]
-    pub think_time: crate::schedule::ThinkTime,
+    /// Default 0; only with --timing closed.
+    #[arg(long, value_parser = crate::schedule::ThinkTime::parse)]
+    pub think_time: Option<crate::schedule::ThinkTime>,
     /// --timing closed: do not send a turn whose parent failed (it is recorded as skipped);
     /// by default it is still sent.
     #[arg(long)]

@@ -224,13 +224,25 @@ pub fn verify_prompts(args: VerifyArgs) -> Result<u8> {
     if let Some(r) = prompt::CorpusReport::new(&builder, &trace.requests, 0) {
         eprintln!("request-sim: {}", r.line());
     }
-    let rep = prompt::verify_trace(&builder, &tok, &trace.requests);
+    // Rows sent as written (messages, text_input, prompt_token_ids) have no prompt to check.
+    let synthetic = trace.synthetic_requests();
+    let as_written = trace.requests.len() - synthetic.len();
+    if synthetic.is_empty() {
+        eprintln!("request-sim: nothing to verify (n/a): all {as_written} rows of {} are sent as written (messages, text_input or prompt_token_ids), none has a prompt request-sim builds", args.trace.display());
+        return Ok(0);
+    }
+    let rep = prompt::verify_trace(&builder, &tok, &synthetic);
     report::print_json(&rep)?;
     eprintln!(
-        "request-sim: {} of {} prompts ({:.2}%) re-tokenize to exactly their length; {} shared blocks compared, {} mismatches; {} branch points, {} with equal first tokens",
+        "request-sim: {} of {} built prompts ({:.2}%) re-tokenize to exactly their length{}; {} shared blocks compared, {} mismatches; {} branch points, {} with equal first tokens",
         rep.exact_length,
         rep.requests,
         rep.pct_exact,
+        if as_written > 0 {
+            format!(" ({as_written} rows sent as written not checked)")
+        } else {
+            String::new()
+        },
         rep.shared_blocks_compared,
         rep.shared_block_mismatches,
         rep.branch_points,

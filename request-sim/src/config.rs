@@ -42,6 +42,22 @@ pub enum EarlyStop {
     Rate(f64),
 }
 
+/// The threshold as a user reads it (`5 failed requests`, `more than 5% of the finished
+/// requests failed (after 20 finished)`), never the type's debug form.
+impl std::fmt::Display for EarlyStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            EarlyStop::Count(1) => write!(f, "1 failed request"),
+            EarlyStop::Count(n) => write!(f, "{n} failed requests"),
+            EarlyStop::Rate(r) => write!(
+                f,
+                "more than {}% of the finished requests failed (after 20 finished)",
+                (r * 1e4).round() / 1e2
+            ),
+        }
+    }
+}
+
 impl EarlyStop {
     pub fn parse(s: &str) -> Result<EarlyStop, String> {
         let t = s.trim();
@@ -437,7 +453,10 @@ fn trace_settings(a: &ReplayArgs) -> Result<(TraceSource, LoadOptions)> {
     let t = &a.trace;
     let trace = match &t.dataset_path {
         Some(p) => {
-            must_exist("--dataset-path", p)?;
+            // `-` is standard input (docs/traces.md).
+            if p.as_os_str() != "-" {
+                must_exist("--dataset-path", p)?;
+            }
             TraceSource::File(p.clone())
         }
         None => TraceSource::BuiltinDemo,
@@ -578,6 +597,11 @@ fn target(a: &ReplayArgs, stream: bool, api_key: &Option<String>) -> Result<Targ
             "--api aibrix needs --aibrix-route (e.g. prefix-cache, throughput)",
         ));
     }
+    if t.aibrix_route.is_some() && t.api != ApiFlavor::Aibrix {
+        return Err(Error::config(
+            "--aibrix-route sets AIBrix's routing-strategy header: it needs --api aibrix",
+        ));
+    }
     if token_ids && t.api == ApiFlavor::Tgi {
         return Err(Error::config(
             "--token-ids works only with OpenAI completions endpoints",
@@ -619,9 +643,20 @@ fn session_options(a: &SessionArgs) -> Result<crate::schedule::SessionOptions> {
             "--live-history needs --timing closed: a turn can carry the server's earlier answers only when it is sent after them",
         ));
     }
+    if a.timing != crate::schedule::Timing::Closed {
+        let inert = [
+            (a.think_time.is_some(), "--think-time"),
+            (a.skip_after_failed_parent, "--skip-after-failed-parent"),
+        ];
+        if let Some((_, flag)) = inert.iter().find(|(on, _)| *on) {
+            return Err(Error::config(format!(
+                "{flag} acts only with --timing closed (a turn waits for its parent's answer); with --timing open every request is sent at its trace time"
+            )));
+        }
+    }
     Ok(crate::schedule::SessionOptions {
         timing: a.timing,
-        think: a.think_time,
+        think: a.think_time.unwrap_or_default(),
         skip_after_failed_parent: a.skip_after_failed_parent,
         session_user: a.session_user,
         session_header: session_header(a)?,
@@ -811,6 +846,11 @@ mod tests {
     #[test]
     fn early_stop_parsing() {
         assert_eq!(EarlyStop::parse("50"), Ok(EarlyStop::Count(50)));
+        assert_eq!(EarlyStop::Count(5).to_string(), "5 failed requests");
+        assert_eq!(
+            EarlyStop::parse("5%").unwrap().to_string(),
+            "more than 5% of the finished requests failed (after 20 finished)"
+        );
         assert_eq!(EarlyStop::parse("5%"), Ok(EarlyStop::Rate(0.05)));
         assert_eq!(EarlyStop::parse("0.1"), Ok(EarlyStop::Rate(0.1)));
         assert!(EarlyStop::parse("0").is_err());

@@ -350,7 +350,9 @@ impl ReplayFlags {
             );
         }
         let metrics_xlsx = self.save_result.then(|| dir.join("metrics.xlsx"));
-        if self.save_result {
+        // An explicit --result-dir is where the results go, with or without --save-result
+        // (which adds UCM's metrics.xlsx): a directory given is never ignored.
+        if self.save_result || self.result_dir.is_some() {
             push(a, "--result-dir", dir.display().to_string());
             push(
                 a,
@@ -438,7 +440,7 @@ pub fn run(args: UcmArgs) -> crate::Result<u8> {
             )))
         }
     };
-    let code = crate::commands::replay(replay)?;
+    let code = crate::commands::replay(replay).map_err(in_ucm_terms)?;
     if let Some(x) = &plan.metrics_xlsx {
         let from = x.with_file_name("results.xlsx");
         std::fs::copy(&from, x).map_err(|e| {
@@ -450,6 +452,45 @@ pub fn run(args: UcmArgs) -> crate::Result<u8> {
         eprintln!("trace_replay: metrics saved to {}", x.display());
     }
     Ok(code)
+}
+
+/// `request-sim replay` flags that messages suggest, in the words of `trace_replay`'s own
+/// command line (it has no `--model-name`, `--chat-overhead`, `--api-key` or
+/// `--allow-inexact-prompts`): the longest phrases first.
+const UCM_TERMS: [(&str, &str); 6] = [
+    (
+        "check --endpoint/--model-name, or pass --chat-overhead N",
+        "check --host/--port (or --base-url), --endpoint and --served-model-name",
+    ),
+    (
+        "pass --tokenizer with the model's tokenizer.json or directory, or --allow-inexact-prompts to run with approximate counts",
+        "pass --tokenizer (or --model) with the model's local directory holding tokenizer.json",
+    ),
+    (
+        "pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY",
+        "set the right one in $OPENAI_API_KEY",
+    ),
+    ("pass --model-name", "pass --served-model-name"),
+    ("--model-name", "--served-model-name"),
+    (
+        "--chat-overhead N",
+        "--tokenizer (or --model) with the model's local directory",
+    ),
+];
+
+/// An error of the translated replay, its flag suggestions put in `trace_replay`'s terms.
+fn in_ucm_terms(e: crate::Error) -> crate::Error {
+    let translate = |msg: String| {
+        UCM_TERMS
+            .iter()
+            .fold(msg, |m, (from, to)| m.replace(from, to))
+    };
+    match e {
+        crate::Error::Server(m) => crate::Error::Server(translate(m)),
+        crate::Error::Config(m) => crate::Error::Config(translate(m)),
+        crate::Error::Prompt(p) => crate::Error::Config(translate(p.to_string())),
+        other => other,
+    }
 }
 
 #[cfg(test)]
@@ -464,6 +505,28 @@ mod tests {
         argv.iter()
             .position(|a| a == flag)
             .map(|i| argv[i + 1].as_str())
+    }
+
+    #[test]
+    fn suggestions_name_flags_trace_replay_accepts() {
+        for msg in [
+            "calibration request to http://h/v1/completions failed (http_error): 500 — check --endpoint/--model-name, or pass --chat-overhead N",
+            "GET http://h/v1/models answered 404 (pass --model-name)",
+            "GET http://h/v1/models answered 401 Unauthorized (the API key was refused: pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY)",
+        ] {
+            let t = in_ucm_terms(crate::Error::server(msg)).to_string();
+            for refused in ["--model-name", "--chat-overhead", "--api-key", "--allow-inexact"] {
+                assert!(!t.contains(refused), "{t}");
+            }
+        }
+        let t = in_ucm_terms(crate::Error::server(
+            "x failed — check --endpoint/--model-name, or pass --chat-overhead N",
+        ))
+        .to_string();
+        assert!(
+            t.ends_with("check --host/--port (or --base-url), --endpoint and --served-model-name"),
+            "{t}"
+        );
     }
 
     #[test]
@@ -518,7 +581,9 @@ mod tests {
         assert_eq!(v("--model-name"), Some("served"));
         assert_eq!(v("--tokenizer"), None);
         assert_eq!(v("--prompt-corpus"), Some("sg.json"));
-        assert_eq!(v("--result-dir"), None);
+        // A --result-dir given is used, also without --save-result.
+        assert_eq!(v("--result-dir"), Some("out"));
+        assert_eq!(p.metrics_xlsx, None);
         assert!(p.notes.iter().any(|n| n.contains("--max-concurrency")));
         assert!(p.notes.iter().any(|n| n.contains("--request-rate")));
         let custom = parse(

@@ -61,6 +61,11 @@ pub(super) async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Resu
             ))
         })?;
     if !resp.status().is_success() {
+        // A refused key is not fixed by naming the model.
+        let hint = match resp.status().as_u16() {
+            401 | 403 => "the API key was refused: pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY",
+            _ => hint,
+        };
         return Err(Error::server(format!(
             "GET {url} answered {} ({hint})",
             resp.status()
@@ -192,8 +197,12 @@ fn calibrate(
         backend::RequestOpts::default(),
     ));
     if out.status != Status::Ok {
+        let hint = match out.http_status {
+            Some(401 | 403) => "the API key was refused: pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY",
+            _ => "check --endpoint/--model-name, or pass --chat-overhead N",
+        };
         return Err(Error::server(format!(
-            "calibration request to {} failed ({}): {} — check --endpoint/--model-name, or pass --chat-overhead N",
+            "calibration request to {} failed ({}): {} — {hint}",
             ep.display_url(),
             out.status.as_str(),
             out.error.unwrap_or_default()

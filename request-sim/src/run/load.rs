@@ -99,9 +99,10 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         Some("bailian parent chains")
     } else if cfg.output.save_prompts.is_some() {
         Some("--save-prompts")
-    } else if cfg.requests.sessions.timing == Timing::Closed
-        && matches!(format, TraceFormat::Messages | TraceFormat::Generic)
-    {
+    } else if cfg.requests.sessions.timing == Timing::Closed {
+        if format == TraceFormat::Azure {
+            return Err(no_sessions(&name, "an azure trace has no session ids"));
+        }
         Some("--timing closed sessions")
     } else {
         None
@@ -128,7 +129,14 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
             (Box::new(stream), loaded)
         }
     };
+    if let Stats::Whole(st) = &loaded.stats {
+        skipped_note(&loaded.name, st);
+    }
     let mut feed = RunFeed {
+        skipped: match (&loaded.stats, cfg.trace.load.skip_invalid) {
+            (Stats::Stream(h), true) => Some(h.clone()),
+            _ => None,
+        },
         inner,
         ideal: IdealCache::new(block_size, IdealCache::MAX_BLOCKS),
         shard: cfg.trace.shard,
@@ -151,10 +159,61 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         }
         None => None,
     };
+    if let Some(w) = &loaded.whole {
+        if cfg.requests.sessions.timing == Timing::Closed && !w.sessions.any() {
+            return Err(no_sessions(
+                &loaded.name,
+                "no row has a session id or a parent (session_id, or chat_id/parent_chat_id)",
+            ));
+        }
+    }
     let head: Vec<Planned> = feed.by_ref().take(HEAD).collect::<Result<_>>()?;
     describe(cfg, &loaded, &head, t.elapsed().as_secs_f64() * 1e3);
+    session_label_warning(cfg, &loaded, &head);
     loaded.head = head.clone();
     Ok((loaded, Box::new(head.into_iter().map(Ok).chain(feed))))
+}
+
+/// `--timing closed` on a trace without sessions: it would run open-loop, so it is refused.
+fn no_sessions(name: &str, why: &str) -> Error {
+    Error::config(format!(
+        "--timing closed needs a trace with sessions, and {name} has none ({why}): every request would be sent at its trace time, as with --timing open; drop --timing closed (and --think-time, --skip-after-failed-parent), or give the rows a session_id"
+    ))
+}
+
+/// `--session-user`/`--session-header` on a trace whose requests carry no session: the flag
+/// cannot act, said loudly (not refused: a script may pass it to traces with and without
+/// sessions alike).
+fn session_label_warning(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned]) {
+    let s = &cfg.requests.sessions;
+    let flags: Vec<&str> = [
+        (s.session_user, "--session-user"),
+        (s.session_header.is_some(), "--session-header"),
+    ]
+    .into_iter()
+    .filter_map(|(on, f)| on.then_some(f))
+    .collect();
+    if flags.is_empty() {
+        return;
+    }
+    let (any, scope) = match &loaded.whole {
+        Some(w) => (w.sessions.any(), "no request of the trace has".to_string()),
+        None if head.len() < HEAD => (
+            head.iter().any(|p| p.turn.is_some()),
+            "no request of the trace has".to_string(),
+        ),
+        None => (
+            head.iter().any(|p| p.turn.is_some()),
+            format!("none of the first {} requests has", head.len()),
+        ),
+    };
+    if !any {
+        note(format!(
+            "WARNING: {} has no effect on {}: {scope} a session id (session_id, or a Bailian chat_id chain), so no request carries one",
+            flags.join(" and "),
+            loaded.name
+        ));
+    }
 }
 
 /// A trace loaded whole: its sessions, and how many requests this run (shard) has.
@@ -167,10 +226,13 @@ fn whole_loaded(cfg: &ReplayConfig, whole: Arc<Trace>, name: String, why: &str) 
     };
     let span_s = whole.requests.last().map_or(0.0, |r| r.timestamp_ms / 1e3);
     note(format!(
-        "trace {name}: {} requests over {span_s:.1} s ({:?}, block {}; loaded whole for {why}), replayed in {:.1} s at scale {}",
+        "trace {name}: {} requests over {span_s:.1} s ({:?}, {}; loaded whole for {why}), replayed in {:.1} s at scale {}",
         whole.requests.len(),
         whole.format,
-        whole.block_size,
+        block_label(
+            whole.block_size,
+            whole.requests.iter().any(|r| !r.hash_ids.is_empty())
+        ),
         span_s / cfg.schedule.scale_factor,
         cfg.schedule.scale_factor
     ));
@@ -188,14 +250,27 @@ fn whole_loaded(cfg: &ReplayConfig, whole: Arc<Trace>, name: String, why: &str) 
     }
 }
 
+/// `block N`, or what a trace without hash ids has instead (an Azure trace: every prompt
+/// unique), for the start-up line.
+fn block_label(block_size: usize, hashed: bool) -> String {
+    if hashed {
+        format!("block {block_size}")
+    } else {
+        "no hash ids: every prompt is unique".to_string()
+    }
+}
+
 /// The start-up lines about the trace and the shard.
 fn describe(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned], head_ms: f64) {
     if loaded.whole.is_none() {
         note(format!(
-            "trace {}: streamed ({:?}, block {}; rows put in time order within {} ms / {} rows), replayed at scale {}; first {} requests read in {head_ms:.0} ms",
+            "trace {}: streamed ({:?}, {}; rows put in time order within {} ms / {} rows), replayed at scale {}; first {} requests read in {head_ms:.0} ms",
             loaded.name,
             loaded.format,
-            loaded.block_size,
+            block_label(
+                loaded.block_size,
+                head.iter().any(|p| !p.req.hash_ids.is_empty())
+            ),
             cfg.trace.reorder.ms,
             cfg.trace.reorder.rows,
             cfg.schedule.scale_factor,
@@ -233,10 +308,31 @@ fn endpoint_limits(cfg: &ReplayConfig) -> (Option<String>, Option<String>) {
     }
 }
 
+/// `--skip-invalid`: how many rows were skipped and the first reason (`file:line: what`), in
+/// one console line; nothing when none was.
+fn skipped_note(name: &str, st: &TraceStats) {
+    if st.skipped_invalid == 0 {
+        return;
+    }
+    note(format!(
+        "WARNING: --skip-invalid: {} invalid row(s) of {name} skipped, not replayed{}; first: {}",
+        st.skipped_invalid,
+        if st.partial {
+            " (in the rows read)"
+        } else {
+            ""
+        },
+        st.invalid_examples.first().map_or("", String::as_str)
+    ));
+}
+
 /// The planned requests of this run: every request of the slice gets its trace-ideal hits
 /// (the cache sees all shards' requests, as the server does), then this shard's share is kept
 /// and outputs are capped.
 struct RunFeed {
+    /// `--skip-invalid` on a streamed trace: its counts, said once the stream has ended (or
+    /// is dropped); taken when said.
+    skipped: Option<Arc<Mutex<TraceStats>>>,
     inner: Box<dyn Iterator<Item = std::result::Result<Planned, TraceError>> + Send>,
     ideal: IdealCache,
     shard: Option<Shard>,
@@ -247,6 +343,14 @@ struct RunFeed {
 }
 
 impl RunFeed {
+    /// Say the skipped rows of a streamed trace (its counts are published when it ends).
+    fn say_skipped(&mut self) {
+        if let Some(h) = self.skipped.take() {
+            let st = h.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            skipped_note(&self.name, &st);
+        }
+    }
+
     /// A row the endpoint cannot take: a `messages` row needs a chat endpoint, a
     /// `prompt_token_ids` row a completions endpoint.
     fn unsendable(&self, p: &Planned) -> Option<crate::Error> {
@@ -277,7 +381,11 @@ impl Iterator for RunFeed {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let mut p = match self.inner.next()? {
+            let Some(next) = self.inner.next() else {
+                self.say_skipped();
+                return None;
+            };
+            let mut p = match next {
                 Ok(p) => p,
                 Err(e) => return Some(Err(e.into())),
             };
@@ -295,6 +403,16 @@ impl Iterator for RunFeed {
                 p.req.output_length = p.req.output_length.min(cap);
             }
             return Some(Ok(p));
+        }
+    }
+}
+
+impl Drop for RunFeed {
+    fn drop(&mut self) {
+        if self.skipped.is_some() {
+            // Dropping the stream publishes its counts.
+            self.inner = Box::new(std::iter::empty());
+            self.say_skipped();
         }
     }
 }

@@ -101,7 +101,8 @@ pub(super) fn run(
     let model_ms = ms_since(t);
     let t = Instant::now();
     let server_tok = server_tokenizer(cfg, server, tokenizer.is_none(), &model);
-    let (vocab, truth, fallback) = vocabulary(cfg, tokenizer.as_ref(), server_tok.as_ref())?;
+    let (vocab, truth, fallback) =
+        vocabulary(cfg, server, tokenizer.as_ref(), server_tok.as_ref())?;
     startup.vocab_ms = ms_since(t);
     let encoder: Option<&dyn prompt::Encoder> = match (&tokenizer, &server_tok) {
         (Some(t), _) => Some(t),
@@ -126,9 +127,20 @@ pub(super) fn run(
         Truth::Local => format!("loaded in {load_ms:.0} ms, "),
         _ => String::new(),
     };
-    let head: Vec<&TraceRequest> = trace.head.iter().map(|p| &p.req).collect();
-    let verification =
-        encoder.map(|enc| startup_check(&builder, enc, &head, &source, &loaded, startup.vocab_ms));
+    // Only prompts request-sim builds can be checked: rows sent as written (messages,
+    // text_input, prompt_token_ids) have none, so a messages trace has no check (n/a).
+    let head: Vec<&TraceRequest> = trace
+        .head
+        .iter()
+        .filter(|p| p.chat.is_none())
+        .map(|p| &p.req)
+        .collect();
+    let verification = encoder
+        .filter(|_| !head.is_empty())
+        .map(|enc| startup_check(&builder, enc, &head, &source, &loaded, startup.vocab_ms));
+    if head.is_empty() && !trace.head.is_empty() {
+        note("prompt check: n/a (the first requests are rows sent as written: messages, text_input or prompt_token_ids; no prompt is built for them)");
+    }
     startup.prompt_check_ms = ms_since(t);
     if let Some(reason) = fallback.filter(|_| trace.format != TraceFormat::Messages) {
         judge_fallback(cfg, server, &reason, truth, verification.as_ref())?;
@@ -141,13 +153,17 @@ pub(super) fn run(
         exact_output: cfg.requests.exact_output,
         extra: None,
     };
-    let overhead = determine_overhead(
-        cfg,
-        server,
-        &params,
-        &builder,
-        (tokenizer.as_ref(), server_tok.as_ref()),
-    )?;
+    let overhead = match dry_run_overhead(cfg, server, tokenizer.as_ref())? {
+        Some(o) => Some(o),
+        None => determine_overhead(
+            cfg,
+            server,
+            &params,
+            &builder,
+            (tokenizer.as_ref(), server_tok.as_ref()),
+        )?,
+    };
+    refuse_uncalibrated_save(cfg, server, overhead.as_ref())?;
     if let Some(o) = &overhead {
         note(format!(
             "prompt overhead: {} tokens ({}); content is shortened by it",
@@ -179,6 +195,75 @@ pub(super) fn run(
     drop(server_tok);
     crate::util::release_freed_memory();
     Ok(prompts)
+}
+
+/// The overhead `determine_overhead` gives a dry run it could not measure (nothing is sent).
+const UNCALIBRATED: &str = "dry run: not calibrated";
+
+/// A dry run measures nothing on a server, but some overheads are known without asking: the
+/// built-in simulator's chat template (5 tokens around a message, 3 of generation prompt; none
+/// on completions), and for a completions endpoint with `--tokenizer`, the special tokens its
+/// post-processor adds (what vLLM adds to a completions prompt). `None`: not known here.
+fn dry_run_overhead(
+    cfg: &ReplayConfig,
+    server: &Server,
+    tokenizer: Option<&tokenizers::Tokenizer>,
+) -> Result<Option<Overhead>> {
+    if !cfg.requests.dry_run || cfg.prompts.chat_overhead.is_some() || cfg.prompts.token_ids {
+        return Ok(None);
+    }
+    let overhead = |tokens: u32, how: &str| {
+        Some(Overhead {
+            tokens,
+            how: how.to_string(),
+            lead: "",
+        })
+    };
+    Ok(match (&cfg.target.server, tokenizer) {
+        #[cfg(feature = "builtin-sim")]
+        (Target::BuiltinSimulator, None) if server.ep.kind.is_chat() => overhead(
+            llm_sim::BUILTIN_TOKENS_PER_MESSAGE + llm_sim::BUILTIN_GENERATION_PROMPT_TOKENS,
+            "the built-in simulator's chat template",
+        ),
+        (Target::Remote(_), Some(tok))
+            if server.ep.kind == crate::backend::ApiKind::Completions =>
+        {
+            overhead(
+                prompt::completion_overhead(tok)?,
+                "the special tokens --tokenizer adds to a completions prompt (dry run: the server is not asked)",
+            )
+        }
+        _ => None,
+    })
+}
+
+/// `--save-prompts` in a dry run whose overhead nobody knows: the saved prompts would be off by
+/// the tokens the server adds (8 for Qwen3's chat template) in every row, so it is refused with
+/// the ways to know it.
+fn refuse_uncalibrated_save(
+    cfg: &ReplayConfig,
+    server: &Server,
+    overhead: Option<&Overhead>,
+) -> Result<()> {
+    let uncalibrated = overhead.is_some_and(|o| o.how == UNCALIBRATED);
+    if !uncalibrated || cfg.output.save_prompts.is_none() {
+        return Ok(());
+    }
+    let (what, how) = if server.ep.kind.is_chat() {
+        (
+            "the tokens the server's chat template adds around each prompt",
+            "--chat-overhead N (8 for Qwen3's template), --tokenizer with the model's chat template (its directory, or --tokenizer-config)",
+        )
+    } else {
+        (
+            "the tokens the server adds to a completions prompt (a BOS token for some models)",
+            "--chat-overhead N (0 when it adds none), --tokenizer with the model's tokenizer",
+        )
+    };
+    Err(Error::config(format!(
+        "--save-prompts with --dry-run against {}: {what} cannot be known without asking the server, so every saved prompt would miss the trace's input_length by them; pass {how}, or run without --dry-run (one calibration request)",
+        server.ep.display_url()
+    )))
 }
 
 /// The model to name in requests: `--model-name`, else the server's first model (an OpenAI
@@ -286,6 +371,7 @@ fn chat_counter(
 /// why, unless the target is the built-in simulator).
 fn vocabulary(
     cfg: &ReplayConfig,
+    server: &Server,
     tokenizer: Option<&tokenizers::Tokenizer>,
     server_tok: Option<&ServerTokenizer>,
 ) -> Result<(Vocab, Truth, Option<String>)> {
@@ -298,17 +384,51 @@ fn vocabulary(
                 (Vocab::builtin(), Truth::Server, Some(why))
             }
         },
-        (None, None) => {
-            let why = match cfg.target.server {
-                Target::BuiltinSimulator => None,
-                _ if cfg.prompts.no_server_tokenize => {
-                    Some("no --tokenizer, --no-server-tokenize".into())
-                }
-                _ => Some("no --tokenizer and the server has no POST /tokenize".into()),
-            };
-            (Vocab::builtin(), Truth::None, why)
-        }
+        (None, None) => (
+            Vocab::builtin(),
+            Truth::None,
+            no_tokenizer_reason(cfg, server),
+        ),
     })
+}
+
+/// Why neither a local tokenizer nor the server's `/tokenize` counts the prompts (`None` for the
+/// built-in simulator, which needs neither): the true reason of each case, since the server
+/// was asked only when none of the others holds.
+fn no_tokenizer_reason(cfg: &ReplayConfig, server: &Server) -> Option<String> {
+    let url = server.ep.display_url();
+    Some(match cfg.target.server {
+        Target::BuiltinSimulator => return None,
+        _ if cfg.prompts.no_server_tokenize => "no --tokenizer, --no-server-tokenize".into(),
+        _ if cfg.requests.dry_run => {
+            "no --tokenizer; a dry run does not ask the server's /tokenize".into()
+        }
+        _ if !server.ep.kind.is_openai() => format!(
+            "no --tokenizer; {url} is not an OpenAI-style endpoint, so no /tokenize is asked"
+        ),
+        _ => match reach_error(server) {
+            Some(e) => format!("no --tokenizer, and {url} cannot be asked for its /tokenize ({e})"),
+            None => "no --tokenizer and the server has no POST /tokenize".into(),
+        },
+    })
+}
+
+/// Why the server cannot be asked at all: unreachable, or it refuses the API key (`None` when
+/// it answers anything else over HTTP).
+fn reach_error(server: &Server) -> Option<String> {
+    let req = server
+        .ep
+        .authorize(server.client.get(server.ep.base_url()))
+        .timeout(std::time::Duration::from_secs(5));
+    // `send` starts the timeout's timer: inside the runtime.
+    match server.rt.block_on(async { req.send().await }) {
+        Ok(r) if matches!(r.status().as_u16(), 401 | 403) => Some(format!(
+            "it answered {}: the API key was refused; pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY",
+            r.status()
+        )),
+        Ok(_) => None,
+        Err(e) => Some(e.without_url().to_string()),
+    }
 }
 
 /// Prompts of the built-in word list against a server: one line that says whether they are

@@ -483,7 +483,7 @@ fn count_finished(ctx: &TaskCtx, status: Status) {
         if let Some(es) = ctx.settings.early_stop {
             if es.triggered(nfailed, finished) && ctx.control.request_stop(StopReason::EarlyStop) {
                 eprintln!(
-                    "request-sim: early stop: {nfailed} of {finished} finished requests failed (threshold {:?}); \
+                    "request-sim: early stop: {nfailed} of {finished} finished requests failed (threshold: {}); \
                      in-flight requests get {:.1} s",
                     es,
                     ctx.settings.grace.as_secs_f64()

@@ -233,7 +233,9 @@ pub struct RoutingAnalysis {
     /// Per instance, `capacity_tokens / block_size`.
     pub capacity_blocks: u64,
     pub policies: Vec<RoutingPoint>,
-    /// One cache of `instances × capacity` for all requests: the ceiling of any policy.
+    /// One shared LRU cache of `instances × capacity` for all requests: a reference, not a
+    /// bound (split caches can keep hits one LRU evicts); the bound of any policy is the
+    /// infinite cache, `prefix_cache.hit_ratio`.
     pub single_cache_hit_ratio: f64,
 }
 

@@ -18,12 +18,15 @@ struct Keys {
     text_input: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     prompt_token_ids: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    session_id: Option<serde::de::IgnoredAny>,
 }
 
 /// Detects the format from the first non-blank line of a file:
 /// a JSON object with `messages` (or `tools`, or a literal `text_input` prompt) is a messages trace, one with `chat_id` is Bailian,
-/// one with `hash_ids` is Mooncake, any other JSON
-/// object is Generic; a line that is not JSON but has a comma (a CSV header) is Azure.
+/// one with `hash_ids` (and no `session_id`) is Mooncake, any other JSON object is Generic (so
+/// a row with `hash_ids` and `session_id` keeps its sessions); a line that is not JSON but has
+/// a comma (a CSV header) is Azure.
 pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
     let t = first_line.trim_start_matches('\u{feff}').trim();
     if t.starts_with('{') {
@@ -41,7 +44,7 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
                 TraceFormat::Messages
             } else if keys.chat_id.is_some() {
                 TraceFormat::Bailian
-            } else if keys.hash_ids.is_some() {
+            } else if keys.hash_ids.is_some() && keys.session_id.is_none() {
                 TraceFormat::Mooncake
             } else {
                 TraceFormat::Generic
@@ -79,6 +82,11 @@ mod tests {
         );
         assert_eq!(
             d(r#"{"timestamp": 0, "input_length": 5}"#),
+            TraceFormat::Generic
+        );
+        // Session fields matter: such a row is not plain Mooncake.
+        assert_eq!(
+            d(r#"{"session_id": "s1", "timestamp": 0, "hash_ids": [1]}"#),
             TraceFormat::Generic
         );
         assert_eq!(

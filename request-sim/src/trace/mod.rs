@@ -240,4 +240,15 @@ impl Trace {
     pub fn chat(&self, index: usize) -> Option<&ChatPayload> {
         self.chats.get(index).and_then(|c| c.as_deref())
     }
+
+    /// The requests whose prompt request-sim builds from the trace's lengths and hash ids:
+    /// every row but `messages`, `text_input` and `prompt_token_ids` rows, which are sent as
+    /// written. Only these have prompts a check can verify.
+    pub fn synthetic_requests(&self) -> Vec<TraceRequest> {
+        self.requests
+            .iter()
+            .filter(|r| self.chat(r.index).is_none())
+            .cloned()
+            .collect()
+    }
 }

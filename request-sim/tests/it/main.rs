@@ -19,3 +19,4 @@ mod server_sim_time;
 #[allow(dead_code)]
 mod support;
 mod trace;
+mod truth;
