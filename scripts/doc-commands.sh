@@ -232,5 +232,10 @@ else
   echo "none"
 fi
 echo
-echo "$RUNS commands run; $FAILS failure(s)"
+echo "== the trace and prompt pages, with what each command must print (scripts/doc-commands-traces.sh)"
+if ! BIN_DIR="$BIN" scripts/doc-commands-traces.sh; then
+  FAILS=$((FAILS + 1))
+fi
+echo
+echo "$RUNS commands run here, plus those of scripts/doc-commands-traces.sh; $FAILS failure(s)"
 exit $((FAILS > 100 ? 100 : FAILS))
