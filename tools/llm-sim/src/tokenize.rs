@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use minijinja::value::Value;
 use minijinja::{Environment, Error, ErrorKind, State};
@@ -50,7 +49,7 @@ pub struct HfTokenizer {
     bos_token: String,
     eos_token: String,
     /// The ids of the words seen so far (`None`: the tokenizer does not count word by word).
-    words: Option<Arc<WordCache>>,
+    words: Option<WordCache>,
 }
 
 const CHATML_TEMPLATE: &str = "{% for message in messages %}<|im_start|>{{ message.role }}\n\
@@ -135,8 +134,7 @@ impl Tokenizer {
         tok.with_model(model);
         let words = match WordCache::for_tokenizer(&tok) {
             Ok(w) => {
-                let w = Arc::new(w);
-                w.warm(tok.clone());
+                w.warm(&tok);
                 Some(w)
             }
             Err(why) => {
