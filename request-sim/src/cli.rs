@@ -351,7 +351,12 @@ pub struct LiveMetricsFlags {
     #[arg(long, value_name = "PORT")]
     pub metrics_port: Option<u16>,
     /// Address the metrics page listens on (an IP address; 0.0.0.0 in a container).
-    #[arg(long, value_name = "IP", default_value = "127.0.0.1", requires = "metrics_port")]
+    #[arg(
+        long,
+        value_name = "IP",
+        default_value = "127.0.0.1",
+        requires = "metrics_port"
+    )]
     pub metrics_host: String,
     /// The `run_id` label of every series (default: --start-at when given, so all shards of
     /// a run share it; else the UTC start-up time).
@@ -359,7 +364,12 @@ pub struct LiveMetricsFlags {
     pub metrics_run_id: Option<String>,
     /// Seconds the page keeps the final values up after the run, for the last scrape (0: stop
     /// with the run).
-    #[arg(long, value_name = "SECS", default_value_t = 5.0, requires = "metrics_port")]
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 5.0,
+        requires = "metrics_port"
+    )]
     pub metrics_linger: f64,
 }
 

@@ -250,7 +250,10 @@ fn live_metrics(f: &crate::cli::LiveMetricsFlags) -> Result<Option<LiveMetricsCo
             f.metrics_linger
         )));
     }
-    if f.metrics_run_id.as_deref().is_some_and(|r| r.trim().is_empty()) {
+    if f.metrics_run_id
+        .as_deref()
+        .is_some_and(|r| r.trim().is_empty())
+    {
         return Err(Error::config("--metrics-run-id: empty"));
     }
     Ok(Some(LiveMetricsConfig {

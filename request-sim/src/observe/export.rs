@@ -137,12 +137,24 @@ impl LiveMetrics {
             "Client TTFT of requests that ended ok: first SSE message with a non-empty choices list, from the send", TTFT_BUCKETS);
         let tpot = hist(&mut reg, "request_time_per_output_token_seconds",
             "Client TPOT of requests that ended ok with more than one output token: (E2EL - TTFT) / (output tokens - 1)", ITL_BUCKETS);
-        let itl = hist(&mut reg, "inter_token_latency_seconds",
-            "Client ITL: gaps between consecutive token-bearing chunks of requests that ended ok", ITL_BUCKETS);
-        let e2e = hist(&mut reg, "e2e_request_latency_seconds",
-            "Client E2EL of requests that ended ok: last token-bearing chunk, from the send", E2E_BUCKETS);
-        let drift = hist(&mut reg, "send_drift_seconds",
-            "Send drift of every sent request: actual send time - scheduled send time", DRIFT_BUCKETS);
+        let itl = hist(
+            &mut reg,
+            "inter_token_latency_seconds",
+            "Client ITL: gaps between consecutive token-bearing chunks of requests that ended ok",
+            ITL_BUCKETS,
+        );
+        let e2e = hist(
+            &mut reg,
+            "e2e_request_latency_seconds",
+            "Client E2EL of requests that ended ok: last token-bearing chunk, from the send",
+            E2E_BUCKETS,
+        );
+        let drift = hist(
+            &mut reg,
+            "send_drift_seconds",
+            "Send drift of every sent request: actual send time - scheduled send time",
+            DRIFT_BUCKETS,
+        );
         let family = Family::<StatusLabel, Counter>::default();
         reg.register(
             "request_sim:requests",
@@ -158,8 +170,11 @@ impl LiveMetrics {
             reg.register(format!("request_sim:{name}"), help, c.clone());
             c
         };
-        let scheduled = counter(&mut reg, "requests_scheduled",
-            "Requests the dispatcher handed over at their scheduled time");
+        let scheduled = counter(
+            &mut reg,
+            "requests_scheduled",
+            "Requests the dispatcher handed over at their scheduled time",
+        );
         let sent = counter(&mut reg, "requests_sent", "Requests sent to the server");
         let in_flight = Gauge::default();
         reg.register(
@@ -167,10 +182,16 @@ impl LiveMetrics {
             "Requests sent and not yet recorded",
             in_flight.clone(),
         );
-        let prompt_tokens = counter(&mut reg, "prompt_tokens",
-            "Intended prompt tokens (trace input_length) of requests that ended ok");
-        let generation_tokens = counter(&mut reg, "generation_tokens",
-            "Output tokens (usage, else token-bearing chunks) of requests that ended ok");
+        let prompt_tokens = counter(
+            &mut reg,
+            "prompt_tokens",
+            "Intended prompt tokens (trace input_length) of requests that ended ok",
+        );
+        let generation_tokens = counter(
+            &mut reg,
+            "generation_tokens",
+            "Output tokens (usage, else token-bearing chunks) of requests that ended ok",
+        );
         let m = LiveMetrics {
             ttft,
             tpot,
@@ -363,10 +384,18 @@ fn respond(req: &Request<Incoming>, registry: &Registry) -> Response<Full<Bytes>
     };
     let text = "text/plain; charset=utf-8";
     if req.uri().path() != "/metrics" {
-        return reply(StatusCode::NOT_FOUND, text, "only /metrics is served\n".into());
+        return reply(
+            StatusCode::NOT_FOUND,
+            text,
+            "only /metrics is served\n".into(),
+        );
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return reply(StatusCode::METHOD_NOT_ALLOWED, text, "GET /metrics\n".into());
+        return reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            text,
+            "GET /metrics\n".into(),
+        );
     }
     let mut page = String::with_capacity(8 << 10);
     match encode(&mut page, registry) {
@@ -426,7 +455,6 @@ mod tests {
         let mut page = String::new();
         encode(&mut page, &reg).unwrap();
         let has = |line: &str| assert!(page.contains(line), "{line} not in\n{page}");
-
 
         has("request_sim:requests_total{run_id=\"r1\",shard=\"0/1\",api=\"openai-chat\",status=\"ok\"} 2");
         has("request_sim:requests_total{run_id=\"r1\",shard=\"0/1\",api=\"openai-chat\",status=\"http_error\"} 1");

@@ -95,10 +95,13 @@ fn start_exporter(cfg: &ReplayConfig, server: &Server, ncores: usize) -> Result<
     let Some(lm) = &cfg.output.live_metrics else {
         return Ok(None);
     };
-    let run_id = lm.run_id.clone().unwrap_or_else(|| match &cfg.schedule.start_at {
-        Some(at) => at.rfc3339(),
-        None => crate::stats::now_rfc3339(),
-    });
+    let run_id = lm
+        .run_id
+        .clone()
+        .unwrap_or_else(|| match &cfg.schedule.start_at {
+            Some(at) => at.rfc3339(),
+            None => crate::stats::now_rfc3339(),
+        });
     let shard = cfg.trace.shard.map_or((0, 1), |s| (s.index, s.count));
     let exporter = Exporter::start(ExportConfig {
         addr: lm.addr,

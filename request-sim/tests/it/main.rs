@@ -6,6 +6,7 @@
 
 mod analyze;
 mod cli;
+mod live_metrics;
 mod observe;
 mod prompt;
 mod reliability;
