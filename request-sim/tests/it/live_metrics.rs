@@ -237,6 +237,7 @@ fn the_page_scraped_during_and_after_a_replay_matches_its_records() {
         value(last, "request_sim:prompt_tokens_total"),
         in_tokens as f64
     );
+    check_dashboard(last, sim.addr);
     // Every series carries the run's labels.
     for f in &last.families {
         for s in &f.samples {
@@ -312,4 +313,43 @@ fn bad_metrics_flags_are_refused_with_the_flag_named() {
         .live_metrics
         .expect("client takes --metrics-port");
     assert_eq!(lm.addr.to_string(), "127.0.0.1:9401");
+}
+
+/// Every metric the Grafana board of `deploy/` queries is served: the `request_sim:*` names on
+/// the client's page, the `vllm:*` ones on llm-sim's (which serves vLLM's names).
+fn check_dashboard(client: &Page, sim: SocketAddr) {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana-dashboard.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let dash: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (_, body) = scrape(sim).expect("llm-sim's /metrics");
+    let server = parse(&body).unwrap();
+    let mut names = std::collections::BTreeSet::new();
+    for p in dash["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap();
+            for (i, _) in expr.match_indices(':') {
+                let start = expr[..i]
+                    .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .map_or(0, |j| j + 1);
+                let end = expr[i + 1..]
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .map_or(expr.len(), |j| i + 1 + j);
+                names.insert(expr[start..end].to_string());
+            }
+        }
+    }
+    let names: Vec<String> = names.into_iter().filter(|n| n.contains(':')).collect();
+    assert!(names.len() >= 15, "{names:?}");
+    for n in &names {
+        let page = if n.starts_with("request_sim:") {
+            client
+        } else {
+            &server
+        };
+        assert!(
+            page.samples(n).next().is_some(),
+            "the dashboard queries {n}, not served"
+        );
+    }
 }
