@@ -353,3 +353,65 @@ fn check_dashboard(client: &Page, sim: SocketAddr) {
         );
     }
 }
+
+#[test]
+fn each_sweep_point_serves_its_own_run_on_the_same_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = crate::support::default_sim();
+    let trace = write_trace(dir.path(), "t.jsonl", 20, 1_000.0, 16, 4);
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let done2 = done.clone();
+    // The last page seen of each run_id.
+    let scraper = std::thread::spawn(move || {
+        let mut last: BTreeMap<String, Page> = BTreeMap::new();
+        while !done2.load(Ordering::SeqCst) {
+            if let Some(page) = scrape(addr).and_then(|(_, body)| parse(&body).ok()) {
+                let run = page
+                    .samples("request_sim:requests_sent_total")
+                    .next()
+                    .and_then(|s| s.labels.get("run_id").cloned());
+                if let Some(run) = run {
+                    last.insert(run, page);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        last
+    });
+    let sweep_dir = dir.path().join("sweep");
+    let (code, r) = crate::support::sweep(&[
+        "--sweep-dir",
+        sweep_dir.to_str().unwrap(),
+        "--scale-factors",
+        "1,2",
+        "--endpoint",
+        &sim.base_url(),
+        "--model-name",
+        "llm-sim",
+        "--chat-overhead",
+        "0",
+        "--no-server-tokenize",
+        "--allow-inexact-prompts",
+        "--no-server-metrics",
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--no-pin",
+        "--quiet",
+        "--metrics-port",
+        &port.to_string(),
+        "--metrics-linger",
+        "0.5",
+    ]);
+    done.store(true, Ordering::SeqCst);
+    let last = scraper.join().unwrap();
+    assert_eq!(code, 0);
+    assert_eq!(r.points.len(), 2);
+    // Two runs on the one port, each ending with all 20 requests ok.
+    assert_eq!(last.len(), 2, "{:?}", last.keys().collect::<Vec<_>>());
+    for (run, page) in &last {
+        let ok = by_label(page, "request_sim:requests_total", "status")["ok"];
+        assert_eq!(ok, 20.0, "run {run}");
+    }
+}
