@@ -111,7 +111,10 @@ fn start_exporter(cfg: &ReplayConfig, server: &Server, ncores: usize) -> Result<
             api: server.ep.api().to_string(),
         },
         linger: lm.linger,
-        pin_core: (cfg.schedule.pin && ncores >= 2).then_some(0),
+        // The first core this process may run on (the dispatcher takes the last).
+        pin_core: (cfg.schedule.pin && ncores >= 2)
+            .then(|| core_affinity::get_core_ids()?.first().map(|c| c.id))
+            .flatten(),
     })?;
     note(format!(
         "live metrics: http://{}/metrics (served until {} s after the run, --metrics-linger)",
