@@ -1,4 +1,5 @@
 """Shard rules of an Indexed request-sim Job that the API schema cannot express."""
+import os
 import sys
 
 import yaml
@@ -37,6 +38,40 @@ def main(path):
     vols = {v["name"] for v in pod.get("volumes", [])}
     if not mounts <= vols:
         fail(path, f"volumeMounts {sorted(mounts - vols)} name no volume")
+    check_metrics(path, spec["template"], c)
+
+
+def check_metrics(path, template, c):
+    """--metrics-port: the port Prometheus is told about (container port, annotations, the
+    PodMonitor in monitoring/podmonitor.yaml) is the one request-sim listens on, on 0.0.0.0."""
+    args = c.get("args", [])
+    port = next((a.split("=", 1)[1] for a in args if a.startswith("--metrics-port=")), None)
+    if port is None:
+        return
+    if "--metrics-host=0.0.0.0" not in args:
+        fail(path, "--metrics-port without --metrics-host=0.0.0.0: Prometheus could not reach it")
+    named = {p.get("name"): p for p in c.get("ports", [])}
+    if str(named.get("metrics", {}).get("containerPort")) != port:
+        fail(path, f"no container port named metrics with containerPort {port}")
+    ann = template.get("metadata", {}).get("annotations", {})
+    if ann.get("prometheus.io/scrape") == "true" and ann.get("prometheus.io/port") != port:
+        fail(path, f"annotation prometheus.io/port {ann.get('prometheus.io/port')!r} != {port}")
+    pm_path = os.path.join(os.path.dirname(path), "monitoring", "podmonitor.yaml")
+    if not os.path.exists(pm_path):
+        return
+    with open(pm_path) as f:
+        pms = [d for d in yaml.safe_load_all(f) if d and d.get("kind") == "PodMonitor"]
+    labels = template.get("metadata", {}).get("labels", {})
+    mine = [
+        d
+        for d in pms
+        if d["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    ]
+    if len(mine) != 1:
+        fail(pm_path, f"expected one PodMonitor selecting the Job's pods {labels}, found {len(mine)}")
+    eps = mine[0]["spec"].get("podMetricsEndpoints", [])
+    if not eps or any(e.get("port") != "metrics" or e.get("path", "/metrics") != "/metrics" for e in eps):
+        fail(pm_path, "the request-sim PodMonitor must scrape port `metrics` at /metrics")
 
 
 if __name__ == "__main__":

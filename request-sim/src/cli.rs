@@ -338,6 +338,40 @@ pub struct OutputArgs {
     /// No progress line.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    #[command(flatten)]
+    pub live_metrics: LiveMetricsFlags,
+}
+
+/// `--metrics-port`: the client's own metrics as a Prometheus page while the run goes
+/// (docs/server-metrics.md, "Live client metrics").
+#[derive(Debug, Clone, Default, Args)]
+pub struct LiveMetricsFlags {
+    /// Serve the client's metrics (TTFT, TPOT, ITL, E2E histograms with vLLM's buckets, send
+    /// drift, requests by status, in flight) as Prometheus text on GET /metrics at this port
+    /// during the run (0: any free port, said at start-up).
+    #[arg(long, value_name = "PORT")]
+    pub metrics_port: Option<u16>,
+    /// Address the metrics page listens on (an IP address; 0.0.0.0 in a container).
+    #[arg(
+        long,
+        value_name = "IP",
+        default_value = "127.0.0.1",
+        requires = "metrics_port"
+    )]
+    pub metrics_host: String,
+    /// The `run_id` label of every series (default: --start-at when given, so all shards of
+    /// a run share it; else the UTC start-up time).
+    #[arg(long, value_name = "ID", requires = "metrics_port")]
+    pub metrics_run_id: Option<String>,
+    /// Seconds the page keeps the final values up after the run, for the last scrape (0: stop
+    /// with the run).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 5.0,
+        requires = "metrics_port"
+    )]
+    pub metrics_linger: f64,
 }
 
 /// Server metrics and what makes a run invalid.

@@ -237,6 +237,46 @@ pub struct OutputConfig {
     /// Percentiles and goodput SLOs of the summary.
     pub report: ReportConfig,
     pub quiet: bool,
+    /// `--metrics-port`: the live client metrics page (`None`: not served).
+    pub live_metrics: Option<LiveMetricsConfig>,
+}
+
+/// `--metrics-port`, `--metrics-host`, `--metrics-run-id`, `--metrics-linger`.
+#[derive(Debug, Clone)]
+pub struct LiveMetricsConfig {
+    pub addr: std::net::SocketAddr,
+    pub run_id: Option<String>,
+    pub linger: Duration,
+}
+
+/// The live metrics page's settings (`None` without `--metrics-port`).
+fn live_metrics(f: &crate::cli::LiveMetricsFlags) -> Result<Option<LiveMetricsConfig>> {
+    let Some(port) = f.metrics_port else {
+        return Ok(None);
+    };
+    let host: std::net::IpAddr = f.metrics_host.trim().parse().map_err(|_| {
+        Error::config(format!(
+            "--metrics-host {:?}: not an IP address (e.g. 127.0.0.1, or 0.0.0.0 for every interface)",
+            f.metrics_host
+        ))
+    })?;
+    if !(f.metrics_linger.is_finite() && (0.0..=3600.0).contains(&f.metrics_linger)) {
+        return Err(Error::config(format!(
+            "--metrics-linger {}: expected seconds from 0 to 3600",
+            f.metrics_linger
+        )));
+    }
+    if f.metrics_run_id
+        .as_deref()
+        .is_some_and(|r| r.trim().is_empty())
+    {
+        return Err(Error::config("--metrics-run-id: empty"));
+    }
+    Ok(Some(LiveMetricsConfig {
+        addr: std::net::SocketAddr::new(host, port),
+        run_id: f.metrics_run_id.clone(),
+        linger: Duration::from_secs_f64(f.metrics_linger),
+    }))
 }
 
 /// Server metrics and what makes a run invalid.
@@ -336,6 +376,7 @@ impl ReplayConfig {
         let (records_path, summary_path) = output_paths(&a.output)?;
         let report = report_settings(&a.output)?;
         let server_metrics = server_metrics(&a.validity)?;
+        let live_metrics = live_metrics(&a.output.live_metrics)?;
         let sessions = session_options(&a.requests.sessions)?;
         let p = a.prompts;
         let corpus = crate::prompt::corpus_spec(
@@ -407,6 +448,7 @@ impl ReplayConfig {
                 record_itl: o.record_itl,
                 report,
                 quiet: o.quiet,
+                live_metrics,
             },
             validity: ValidityConfig {
                 server_metrics,

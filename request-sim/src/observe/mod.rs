@@ -5,8 +5,10 @@
 //!
 //! [`scrape`] polls the pages during a replay on its own thread (`server_metrics.jsonl`);
 //! [`summary`] turns what it saw into the summary's server section (`docs/server-metrics.md`);
-//! [`samples`] reads the file back as time series for the charts.
+//! [`samples`] reads the file back as time series for the charts. [`export`] serves the
+//! client's own metrics the other way round (`--metrics-port`).
 
+pub mod export;
 pub mod names;
 pub mod prom;
 pub mod samples;

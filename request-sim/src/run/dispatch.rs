@@ -140,6 +140,7 @@ fn task_context(
         gate: pipeline.gate.clone(),
         warmth: server.warmth.clone(),
         first_sent_us: AtomicU64::new(u64::MAX),
+        live: pipeline.live.clone(),
     })
 }
 
@@ -168,6 +169,9 @@ fn send_all(
         boost,
         |prepared, scheduled| {
             ctx.progress.on_sent();
+            if let Some(l) = &ctx.live {
+                l.on_scheduled();
+            }
             let (ctx, tx) = (ctx.clone(), pipeline.tx.clone());
             let parent = ctx
                 .gate

@@ -60,11 +60,23 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome> {
     startup.trace_load_ms = ms_since(t_start);
     let mut server = server::run(&cfg, &mut startup)?;
     let prompts = prompts::run(&cfg, &trace, &server, tokenizer, &mut startup)?;
-    let pipeline = pipeline::run(&cfg, &trace, feed, &server, &prompts)?;
+    let mut pipeline = pipeline::run(&cfg, &trace, feed, &server, &prompts)?;
+    // `--metrics-port`: served until the run is over and the linger time has passed.
+    let exporter = pipeline.exporter.take();
     warmup::run(&cfg, &trace, &mut server, &pipeline, &mut startup)?;
     let dispatched = dispatch::run(&cfg, &server, &pipeline, t_start, &mut startup)?;
     let drained = drain::run(&cfg, &mut server, pipeline, dispatched)?;
-    finish::run(&cfg, &trace, &server, &prompts, drained, startup)
+    let outcome = finish::run(&cfg, &trace, &server, &prompts, drained, startup)?;
+    if let Some(e) = exporter {
+        if !e.linger().is_zero() {
+            note(format!(
+                "live metrics: the final values stay up for {:.1} s (--metrics-linger)",
+                e.linger().as_secs_f64()
+            ));
+        }
+        e.finish();
+    }
+    Ok(outcome)
 }
 
 /// A start-up or end-of-run line on stderr (`--quiet` only turns off the progress line).

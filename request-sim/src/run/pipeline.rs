@@ -1,6 +1,7 @@
 //! Phase 4: what runs while requests are sent, started before the clock: producer threads
 //! that build request bodies ahead of their time, the server-metrics scraper, the record
-//! writer (which owns the summary's accumulator), and the run control (Ctrl-C, early stop).
+//! writer (which owns the summary's accumulator), the live metrics page (`--metrics-port`)
+//! and the run control (Ctrl-C, early stop).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use super::note;
 use super::prompts::Prompts;
 use super::server::Server;
 use crate::config::ReplayConfig;
+use crate::observe::export::{ExportConfig, ExportLabels, Exporter, LiveMetrics};
 use crate::observe::{ScrapeConfig, Scraper};
 use crate::record::{Annotate, Finished, Record, RecordWriter, ServerAtSend};
 use crate::report::Progress;
@@ -37,6 +39,10 @@ pub(super) struct Pipeline {
     pub(super) control: Arc<Control>,
     /// Cores of this machine (the dispatcher takes the last one when there are two or more).
     pub(super) ncores: usize,
+    /// `--metrics-port`: the page's server (taken by `replay`, which stops it after the run)
+    /// and the metrics the run updates.
+    pub(super) exporter: Option<Exporter>,
+    pub(super) live: Option<Arc<LiveMetrics>>,
 }
 
 pub(super) fn run(
@@ -47,6 +53,8 @@ pub(super) fn run(
     prompts: &Prompts,
 ) -> Result<Pipeline> {
     let ncores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
+    let exporter = start_exporter(cfg, server, ncores)?;
+    let live = exporter.as_ref().map(Exporter::metrics);
     let sessions = trace.sessions.clone();
     // A streamed trace's length is known when it ends.
     let progress = Arc::new(Progress::new(
@@ -58,7 +66,7 @@ pub(super) fn run(
     let gate = (cfg.requests.sessions.timing == Timing::Closed && sessions.any())
         .then(|| Arc::new(SessionGate::new(&sessions, sessions.turns.len())));
     let scraper = start_scraper(cfg, server)?;
-    let (writer, tx) = start_writer(cfg, scraper.as_ref(), progress.clone())?;
+    let (writer, tx) = start_writer(cfg, scraper.as_ref(), progress.clone(), live.clone())?;
     let control = Arc::new(Control {
         stop: Default::default(),
         stopping: CancellationToken::new(),
@@ -76,7 +84,44 @@ pub(super) fn run(
         progress,
         control,
         ncores,
+        exporter,
+        live,
     })
+}
+
+/// `--metrics-port`: listen (a port in use stops the run here, before anything is sent) and
+/// serve the live metrics from a thread kept off the dispatcher's (last) core.
+fn start_exporter(cfg: &ReplayConfig, server: &Server, ncores: usize) -> Result<Option<Exporter>> {
+    let Some(lm) = &cfg.output.live_metrics else {
+        return Ok(None);
+    };
+    let run_id = lm
+        .run_id
+        .clone()
+        .unwrap_or_else(|| match &cfg.schedule.start_at {
+            Some(at) => at.rfc3339(),
+            None => crate::stats::now_rfc3339(),
+        });
+    let shard = cfg.trace.shard.map_or((0, 1), |s| (s.index, s.count));
+    let exporter = Exporter::start(ExportConfig {
+        addr: lm.addr,
+        labels: ExportLabels {
+            run_id,
+            shard: format!("{}/{}", shard.0, shard.1),
+            api: server.ep.api().to_string(),
+        },
+        linger: lm.linger,
+        // The first core this process may run on (the dispatcher takes the last).
+        pin_core: (cfg.schedule.pin && ncores >= 2)
+            .then(|| core_affinity::get_core_ids()?.first().map(|c| c.id))
+            .flatten(),
+    })?;
+    note(format!(
+        "live metrics: http://{}/metrics (served until {} s after the run, --metrics-linger)",
+        exporter.addr(),
+        lm.linger.as_secs_f64()
+    ));
+    Ok(Some(exporter))
 }
 
 /// The feed, telling the progress line its total when it ends.
@@ -203,6 +248,7 @@ fn start_writer(
     cfg: &ReplayConfig,
     scraper: Option<&Scraper>,
     progress: Arc<Progress>,
+    live: Option<Arc<LiveMetrics>>,
 ) -> Result<(RecordWriter<Accumulator>, Sender<Finished>)> {
     let annotate = scraper.map(|s| {
         let (series, clock) = (s.series(), s.clock());
@@ -221,6 +267,9 @@ fn start_writer(
         Accumulator::new(&cfg.output.report),
         move |acc: &mut Accumulator, rec: &Record, itl: &[f64]| {
             progress.on_done(rec.status);
+            if let Some(l) = &live {
+                l.on_record(rec, itl);
+            }
             acc.add(rec, itl);
         },
     )

@@ -32,6 +32,8 @@ pub(super) struct TaskCtx {
     pub(super) warmth: Option<Arc<backend::warm::Warmth>>,
     /// Earliest send of the run, µs after `start` (u64::MAX until the first send).
     pub(super) first_sent_us: AtomicU64,
+    /// `--metrics-port`: the live metrics (sent and scheduled counts).
+    pub(super) live: Option<Arc<crate::observe::export::LiveMetrics>>,
 }
 
 /// The settings a request task reads, copied from the run's [`ReplayConfig`] once.
@@ -441,6 +443,9 @@ pub(super) async fn run_one(
         collect_answer: keep_answer,
     };
     let sent = Instant::now();
+    if let Some(l) = ctx.live.as_ref().filter(|_| !ctx.settings.dry_run) {
+        l.on_sent();
+    }
     ctx.realtime.task_started();
     let in_use = ctx.warmth.as_ref().map(|w| w.begin());
     let outcome = exchange(&ctx, req, body, opts).await;

@@ -7,6 +7,7 @@
 mod analyze;
 mod cli;
 mod cluster_router;
+mod live_metrics;
 mod observe;
 mod prompt;
 mod reliability;

@@ -24,6 +24,14 @@ pub fn replay_args(args: &[&str]) -> ReplayArgs {
     }
 }
 
+/// The flags of `request-sim replay ARGS...`, or the parser's refusal.
+pub fn try_replay_args(args: &[&str]) -> Result<ReplayArgs, clap::Error> {
+    match parse(&[&["replay"], args].concat())? {
+        Command::Replay(a) => Ok(*a),
+        _ => unreachable!("replay parses as replay"),
+    }
+}
+
 /// The validated settings of `request-sim replay ARGS...` (the command line must parse; the
 /// validation's refusal is returned).
 pub fn config(args: &[&str]) -> request_sim::Result<ReplayConfig> {
