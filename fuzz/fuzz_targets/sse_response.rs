@@ -1,18 +1,24 @@
-//! The SSE parser and the per-API response interpretation, on arbitrary bytes split into
-//! arbitrary network chunks. Never a panic; events must not depend on where chunks are cut.
+//! The SSE parser and the per-API response interpretation (chat, completions, TGI, Responses,
+//! Messages), on arbitrary bytes split into arbitrary network chunks. Never a panic; events
+//! must not depend on where chunks are cut; the stream reader `execute` uses
+//! (`backend::read_stream`) either accepts a consistent finished answer or fails with a
+//! protocol error.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use request_sim::backend::sse::SseParser;
-use request_sim::backend::{ApiKind, ResponseState};
+use request_sim::backend::{read_stream, ApiKind, ResponseState};
+use request_sim::record::Status;
 
-const KINDS: [ApiKind; 4] = [
+const KINDS: [ApiKind; 6] = [
     ApiKind::Chat,
     ApiKind::Completions,
     ApiKind::TgiGenerate,
     ApiKind::TgiGenerateStream,
+    ApiKind::Responses,
+    ApiKind::Messages,
 ];
 const LIMIT: usize = 512;
 
@@ -41,7 +47,7 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
         return;
     }
-    let kind = KINDS[usize::from(data[0] % 4)];
+    let kind = KINDS[usize::from(data[0]) % KINDS.len()];
     let ncuts = usize::from(data[1] % 8).min(data.len() - 2);
     let (cuts, input) = data[2..].split_at(ncuts);
 
@@ -71,4 +77,25 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut st = ResponseState::default();
     let _ = st.on_body(kind, input, t0);
+
+    // The whole stream as `execute` reads it, cut at the same places.
+    let mut pieces = Vec::new();
+    let mut rest = input;
+    let mut i = 0;
+    while !rest.is_empty() {
+        let n = cuts
+            .get(i % cuts.len().max(1))
+            .map_or(rest.len(), |&c| usize::from(c).max(1).min(rest.len()));
+        i += 1;
+        let (piece, tail) = rest.split_at(n);
+        pieces.push(piece);
+        rest = tail;
+    }
+    match read_stream(kind, pieces, t0) {
+        Ok(st) => {
+            assert!(st.finished && st.chunks > 0);
+            assert!(st.content_chunks <= st.chunks);
+        }
+        Err((status, e)) => assert!(status == Status::ProtocolError && !e.is_empty(), "{e}"),
+    }
 });

@@ -2,3 +2,4 @@
 //! (timings, usage, error shapes, request bodies), and replays against llm-sim.
 
 mod fake;
+mod garbage;
