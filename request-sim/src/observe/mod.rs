@@ -13,7 +13,7 @@ pub mod samples;
 pub mod scrape;
 pub mod summary;
 
-pub use names::{Engine, HistTotals, ServerView, Window};
+pub use names::{Engine, HistTotals, PageKind, ServerView, Window};
 pub use prom::{parse, Family, Kind, Page, ParseError, Sample};
 pub use scrape::{ScrapeConfig, ScrapeResult, Scraper};
 pub use summary::{ClientSide, ServerSummary};

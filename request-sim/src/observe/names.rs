@@ -287,9 +287,93 @@ pub struct ServerView {
     pub ttft: Option<HistTotals>,
     pub e2e: Option<HistTotals>,
     pub queue: Option<HistTotals>,
+    /// Simulated seconds per wall second of a simulator whose times are simulated (llm-sim's
+    /// `--speedup`, `llm_sim:speedup`); absent for a real server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_scale: Option<f64>,
+}
+
+/// llm-sim's gauge of its `--speedup`.
+const TIME_SCALE: &str = "llm_sim:speedup";
+/// llm-sim's built-in router: one sample per instance, its base URL in the `url` label.
+const ROUTER_INSTANCE: &str = "llm_sim:router_instance_info";
+
+/// What a `/metrics` page is, for the scraper's start-up.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PageKind {
+    /// It has metrics of a known engine.
+    Engine,
+    /// llm-sim's built-in router: its instances' base URLs (instance order) and its policy.
+    LlmSimRouter { urls: Vec<String>, policy: String },
+    /// None of the names request-sim reads (a router's or a gateway's page, an exporter).
+    NoEngine,
+}
+
+impl PageKind {
+    pub fn of(page: &Page) -> PageKind {
+        let mut listed: Vec<(u64, String)> = page
+            .samples(ROUTER_INSTANCE)
+            .filter_map(|s| {
+                let i = s.labels.get("instance")?.parse().ok()?;
+                Some((i, s.labels.get("url")?.clone()))
+            })
+            .collect();
+        if !listed.is_empty() {
+            listed.sort();
+            let policy = page
+                .samples(ROUTER_INSTANCE)
+                .find_map(|s| s.labels.get("policy").cloned())
+                .unwrap_or_default();
+            return PageKind::LlmSimRouter {
+                urls: listed.into_iter().map(|(_, u)| u).collect(),
+                policy,
+            };
+        }
+        if ServerView::of(page).is_empty() {
+            PageKind::NoEngine
+        } else {
+            PageKind::Engine
+        }
+    }
 }
 
 impl ServerView {
+    /// The page had none of the engine metrics request-sim reads.
+    pub fn is_empty(&self) -> bool {
+        let ServerView {
+            engine: _,
+            running,
+            waiting,
+            kv_usage,
+            prefix_queries,
+            prefix_hits,
+            prompt_tokens,
+            generation_tokens,
+            preemptions,
+            requests_done,
+            ttft,
+            e2e,
+            queue,
+            time_scale: _,
+        } = self;
+        [
+            running,
+            waiting,
+            kv_usage,
+            prefix_queries,
+            prefix_hits,
+            prompt_tokens,
+            generation_tokens,
+            preemptions,
+            requests_done,
+        ]
+        .iter()
+        .all(|v| v.is_none())
+            && ttft.is_none()
+            && e2e.is_none()
+            && queue.is_none()
+    }
+
     pub fn of(page: &Page) -> ServerView {
         let engine = Engine::detect(page);
         let prompt_tokens = first_sum(page, PROMPT_TOKENS);
@@ -315,6 +399,7 @@ impl ServerView {
             ttft: first_hist(page, TTFT),
             e2e: first_hist(page, E2E),
             queue: first_hist(page, QUEUE),
+            time_scale: page.max(TIME_SCALE).filter(|x| *x > 0.0 && *x != 1.0),
         }
     }
 }

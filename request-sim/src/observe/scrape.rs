@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::names::ServerView;
+use super::names::{PageKind, ServerView};
 use super::prom;
 use crate::record::ServedBy;
 
@@ -686,16 +686,41 @@ async fn run(
     col.finish(&cfg)
 }
 
-/// The start-up round over every URL: the instances kept (the origin only when it answers
-/// with a Prometheus page), their first scrapes, and notes for the user.
+/// A URL to scrape and the key sent with it.
+type Target = (reqwest::Url, Option<String>);
+
+/// One start-up scrape of each target, at once.
+async fn probe(client: &reqwest::Client, targets: &[Target]) -> Vec<Scraped> {
+    let round = futures_util::future::join_all(targets.iter().map(|(u, key)| {
+        let client = client.clone();
+        async move {
+            let sent = Instant::now();
+            let body = get(&client, u, key.as_deref(), STARTUP_TIMEOUT).await;
+            (sent, Instant::now(), body)
+        }
+    }))
+    .await;
+    round
+        .into_iter()
+        .enumerate()
+        .map(|(instance, (sent, received, body))| Scraped {
+            instance,
+            sent,
+            received,
+            tick: 0,
+            body,
+        })
+        .collect()
+}
+
+/// The start-up round over every URL: the instances kept, their first scrapes, and notes for
+/// the user. The origin is kept only when it answers with a page of engine metrics; a page of
+/// llm-sim's built-in router (the origin or a listed URL) is replaced by its instances' own
+/// pages, found through it.
 async fn startup_round(
     cfg: &ScrapeConfig,
     client: &reqwest::Client,
-) -> (
-    Vec<(reqwest::Url, Option<String>)>,
-    Vec<Scraped>,
-    Vec<String>,
-) {
+) -> (Vec<Target>, Vec<Scraped>, Vec<String>) {
     let mut urls: Vec<(reqwest::Url, Option<String>)> =
         cfg.urls.iter().map(|u| (u.clone(), None)).collect();
     let mut origin_at = None;
@@ -705,45 +730,87 @@ async fn startup_round(
             urls.push((o.clone(), cfg.origin_api_key.clone()));
         }
     }
-    let round = futures_util::future::join_all(urls.iter().map(|(u, key)| {
-        let client = client.clone();
-        async move {
-            let sent = Instant::now();
-            let body = get(&client, u, key.as_deref(), STARTUP_TIMEOUT).await;
-            (sent, Instant::now(), body)
-        }
-    }))
-    .await;
+    let round = probe(client, &urls).await;
     let (mut kept, mut first, mut notes) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, ((u, key), (sent, received, body))) in urls.iter().zip(round).enumerate() {
-        if Some(i) == origin_at {
-            let page_ok = body
-                .as_ref()
-                .ok()
-                .and_then(|t| prom::parse(t).ok())
-                .is_some_and(|p| !p.families.is_empty());
-            if !page_ok {
-                let why = match &body {
+    let mut discovered: Vec<Target> = Vec::new();
+    for (i, ((u, key), mut s)) in urls.iter().zip(round).enumerate() {
+        let shown = crate::backend::sanitize_url(u.as_str());
+        let page = s
+            .body
+            .as_ref()
+            .ok()
+            .and_then(|t| prom::parse(t).ok())
+            .filter(|p| !p.families.is_empty());
+        let is_origin = Some(i) == origin_at;
+        match page.as_ref().map(PageKind::of) {
+            None if is_origin => {
+                let why = match &s.body {
                     Err(e) => e.clone(),
                     Ok(_) => "not a Prometheus page".to_string(),
                 };
                 notes.push(format!(
-                    "server metrics: the endpoint's {} did not answer ({why}); not scraped (give --server-metrics URL,... to scrape other URLs)",
-                    crate::backend::sanitize_url(u.as_str())
+                    "server metrics: the endpoint's {shown} did not answer ({why}); not scraped (give --server-metrics URL,... to scrape other URLs)"
                 ));
                 continue;
             }
+            Some(PageKind::LlmSimRouter { urls: found, policy }) => {
+                let listed = router_instances(&found, &urls, &mut discovered);
+                notes.push(format!(
+                    "server metrics: {shown} is llm-sim's built-in router ({policy}), whose page holds no engine metrics; scraping its {} instance(s) instead: {}",
+                    found.len(),
+                    listed.join(", ")
+                ));
+                continue;
+            }
+            Some(PageKind::NoEngine) if is_origin => {
+                notes.push(format!(
+                    "server metrics: the endpoint's {shown} holds no engine metrics (none of vLLM's, SGLang's, llama.cpp's or TGI's names: a router or gateway?); not scraped. List the engines' own pages with --server-metrics URL,URL,..."
+                ));
+                continue;
+            }
+            Some(PageKind::NoEngine) => notes.push(format!(
+                "server metrics: {shown} holds no engine metrics (none of vLLM's, SGLang's, llama.cpp's or TGI's names: a router or gateway?); its server figures will be n/a. List the engines' own pages with --server-metrics URL,URL,..."
+            )),
+            _ => {}
         }
-        first.push(Scraped {
-            instance: kept.len(),
-            sent,
-            received,
-            tick: 0,
-            body,
-        });
+        s.instance = kept.len();
+        first.push(s);
         kept.push((u.clone(), key.clone()));
     }
+    // The routers' instances: their first scrapes, the baseline of their counters.
+    for mut s in probe(client, &discovered).await {
+        let target = discovered[s.instance].clone();
+        s.instance = kept.len();
+        first.push(s);
+        kept.push(target);
+    }
     (kept, first, notes)
+}
+
+/// The `/metrics` URLs of a router's instances (`found`: their base URLs) not already
+/// scraped, added to `discovered`; returns every instance's page URL as shown to the user.
+fn router_instances(
+    found: &[String],
+    scraped: &[Target],
+    discovered: &mut Vec<Target>,
+) -> Vec<String> {
+    let mut shown = Vec::new();
+    for base in found {
+        let Ok(u) = metrics_url(base) else {
+            shown.push(format!("{base} (not a URL, skipped)"));
+            continue;
+        };
+        shown.push(crate::backend::sanitize_url(u.as_str()));
+        if !scraped
+            .iter()
+            .chain(discovered.iter())
+            .any(|(s, _)| *s == u)
+        {
+            // llm-sim's metrics pages need no key.
+            discovered.push((u, None));
+        }
+    }
+    shown
 }
 
 /// `server_metrics.jsonl`, created with its directory.

@@ -7,6 +7,7 @@
 mod analyze;
 mod apis;
 mod cli;
+mod cluster_router;
 mod observe;
 mod prompt;
 mod reliability;

@@ -1,5 +1,8 @@
 //! The HTTP API: request parsing and validation, and responses in the shapes vLLM (OpenAI
-//! chat/completions) and TGI (`/generate`, `/generate_stream`) emit, streaming or not.
+//! chat/completions) and TGI (`/generate`, `/generate_stream`) emit, streaming or not. The
+//! OpenAI Responses and Anthropic Messages APIs have their request conversion and their shapes
+//! in `responses_api.rs` and `messages_api.rs`; their requests run through the same job, engine
+//! and streaming loop as chat.
 
 use std::convert::Infallible;
 use std::io;
@@ -22,6 +25,7 @@ use crate::state::AppState;
 use crate::tokenize::ChatMessage;
 use crate::util::{hash3, mix64};
 use crate::vocab::builtin_words;
+use crate::{messages_api, responses_api};
 
 /// Response body type of every route.
 pub type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, io::Error>;
@@ -32,6 +36,10 @@ pub enum Api {
     Chat,
     Completion,
     Tgi,
+    /// OpenAI Responses (`POST /v1/responses`).
+    Responses,
+    /// Anthropic Messages (`POST /v1/messages`).
+    Messages,
 }
 
 pub fn full(
@@ -57,6 +65,13 @@ pub fn json_response(status: StatusCode, v: &serde_json::Value) -> Response<Body
 /// A vLLM-style error: `{"object":"error","message":..,"type":..,"param":null,"code":..}`
 /// (TGI routes: `{"error":..,"error_type":..}`).
 pub fn error_response(api: Api, status: StatusCode, message: &str) -> Response<Body> {
+    match api {
+        Api::Responses => {
+            return json_response(status, &responses_api::error_body(status, message))
+        }
+        Api::Messages => return json_response(status, &messages_api::error_body(status, message)),
+        _ => {}
+    }
     if api == Api::Tgi {
         let kind = match status.as_u16() {
             400 | 422 => "validation",
@@ -96,7 +111,7 @@ impl ApiError {
 }
 
 /// A validation error: 400 on OpenAI routes, 422 on TGI routes.
-fn bad(api: Api, msg: impl Into<String>) -> ApiError {
+pub(crate) fn bad(api: Api, msg: impl Into<String>) -> ApiError {
     let status = if api == Api::Tgi {
         StatusCode::UNPROCESSABLE_ENTITY
     } else {
@@ -222,7 +237,7 @@ struct TgiRequest {
 /// [`generate_job`]).
 pub struct Job {
     api: Api,
-    /// OpenAI's `user` field.
+    /// OpenAI's `user` field (Anthropic: `metadata.user_id`).
     user: Option<String>,
     prompt: Vec<u32>,
     max_tokens: u32,
@@ -233,6 +248,49 @@ pub struct Job {
     include_usage: bool,
     continuous_usage: bool,
     tgi_details: bool,
+}
+
+/// A request of an API whose input is rendered as chat messages (Responses, Messages): what
+/// [`chat_like_job`] needs to make it a [`Job`].
+pub(crate) struct ChatLike {
+    pub api: Api,
+    pub model: Option<String>,
+    pub user: Option<String>,
+    pub messages: Vec<ChatMessage>,
+    /// Tools in the chat completions shape (`{"type":"function","function":{..}}`).
+    pub tools: Option<serde_json::Value>,
+    pub max_tokens: Option<i64>,
+    pub min_tokens: Option<i64>,
+    pub ignore_eos: Option<bool>,
+    pub stream: bool,
+}
+
+/// Tokenizes a chat-like request's messages with the chat template the chat path uses (so a
+/// prompt has the same template overhead on every API) and checks its lengths.
+pub(crate) fn chat_like_job(state: &AppState, req: ChatLike) -> Result<Job, ApiError> {
+    let api = req.api;
+    check_model(state, &req.model)?;
+    if req.messages.is_empty() {
+        return Err(bad(api, "The input must contain at least one message."));
+    }
+    let prompt = state
+        .tokenizer
+        .encode_chat_tools(&req.messages, req.tools.as_ref(), true)
+        .map_err(|e| bad(api, e))?;
+    let max_tokens = resolve_lengths(state, api, prompt.len(), req.max_tokens, req.min_tokens)?;
+    let min_tokens = req.min_tokens.unwrap_or(0) as u32;
+    Ok(Job {
+        api,
+        user: req.user,
+        prompt,
+        max_tokens,
+        exact: req.ignore_eos == Some(true) || min_tokens >= max_tokens,
+        min_tokens,
+        stream: req.stream,
+        include_usage: true,
+        continuous_usage: false,
+        tgi_details: false,
+    })
 }
 
 impl Job {
@@ -277,10 +335,10 @@ fn resolve_lengths(
     if prompt_len == 0 {
         return Err(bad(api, "The prompt cannot be empty."));
     }
-    let name = if api == Api::Tgi {
-        "max_new_tokens"
-    } else {
-        "max_tokens"
+    let name = match api {
+        Api::Tgi => "max_new_tokens",
+        Api::Responses => "max_output_tokens",
+        _ => "max_tokens",
     };
     let max = match max_tokens {
         Some(v) if v < 1 => return Err(bad(api, format!("{name} must be at least 1, got {v}."))),
@@ -348,7 +406,7 @@ fn stream_flags(
     }
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(api: Api, body: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn parse<T: for<'de> Deserialize<'de>>(api: Api, body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| bad(api, format!("Invalid request body: {e}")))
 }
 
@@ -604,6 +662,8 @@ pub fn parse_job(
         Api::Chat => chat_job(state, body),
         Api::Completion => completion_job(state, body),
         Api::Tgi => tgi_job(state, body, tgi_stream),
+        Api::Responses => responses_api::job(state, body),
+        Api::Messages => messages_api::job(state, body),
     }
 }
 
@@ -762,6 +822,8 @@ fn request_id(api: Api, seed: u64, n: u64) -> String {
         Api::Chat => format!("chatcmpl-{a:016x}{b:016x}"),
         Api::Completion => format!("cmpl-{a:016x}{b:016x}"),
         Api::Tgi => format!("tgi-{a:016x}"),
+        Api::Responses => format!("resp_{a:016x}{b:016x}"),
+        Api::Messages => format!("msg_{a:016x}{b:016x}"),
     }
 }
 
@@ -778,20 +840,21 @@ pub fn eos_length(seed: u64, mean: f64) -> u32 {
     1 + extra.min(f64::from(u32::MAX - 1)) as u32
 }
 
-struct Meta {
-    api: Api,
-    id: String,
-    created: u64,
-    prompt_tokens: u32,
+/// What the response of one request is made of.
+pub(crate) struct Meta {
+    pub api: Api,
+    pub id: String,
+    pub created: u64,
+    pub prompt_tokens: u32,
     /// Tokens this request produces (its limit, or the EOS length when it stops earlier).
-    max_tokens: u32,
+    pub max_tokens: u32,
     /// `finish_reason` of its last token: `length`, `stop` (TGI: `eos_token`).
-    finish: &'static str,
+    pub finish: &'static str,
     output_seed: u64,
     include_usage: bool,
     continuous_usage: bool,
     tgi_details: bool,
-    plan: FaultPlan,
+    pub plan: FaultPlan,
     fault_at: u32,
 }
 
@@ -867,6 +930,8 @@ async fn whole_response(
             "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": meta.finish,
                 "stop_reason": null, "prompt_logprobs": null}],
             "usage": usage}),
+        Api::Responses => responses_api::response_object(&meta, model, &text, n, cached),
+        Api::Messages => messages_api::message_object(&meta, model, &text, n, cached),
         Api::Tgi => {
             if meta.tgi_details && !meta.plan.missing_usage {
                 let tokens: Vec<serde_json::Value> = (0..n)
@@ -927,7 +992,10 @@ struct SseState {
     sent: u32,
     stalled: bool,
     done: bool,
-    tgi_text: String,
+    /// The events announcing the response were written (Responses, Messages).
+    head_sent: bool,
+    /// The text so far (TGI's last event, the Responses and Messages closing events).
+    text: String,
     buf: BytesMut,
 }
 
@@ -942,9 +1010,11 @@ fn stream_response(state: Arc<AppState>, meta: Meta, shared: Arc<ReqShared>) -> 
             "data: {{\"id\":\"{}\",\"object\":\"text_completion\",\"created\":{},\"model\":{model_json},\"choices\":[{{\"index\":0,\"text\":\"",
             meta.id, meta.created
         ),
+        Api::Responses => responses_api::delta_prefix(&meta),
+        Api::Messages => messages_api::DELTA_PREFIX.to_string(),
         Api::Tgi => String::new(),
     };
-    let tgi_text = if meta.api == Api::Tgi {
+    let text = if matches!(meta.api, Api::Tgi | Api::Responses | Api::Messages) {
         String::with_capacity(meta.max_tokens as usize * 5)
     } else {
         String::new()
@@ -957,7 +1027,8 @@ fn stream_response(state: Arc<AppState>, meta: Meta, shared: Arc<ReqShared>) -> 
         sent: 0,
         stalled: false,
         done: false,
-        tgi_text,
+        head_sent: false,
+        text,
         buf: BytesMut::with_capacity(4096),
     };
     let stream = futures_util::stream::unfold(st, next_frame);
@@ -974,6 +1045,12 @@ fn stream_response(state: Arc<AppState>, meta: Meta, shared: Arc<ReqShared>) -> 
 async fn next_frame(mut st: SseState) -> Option<(Result<Frame<Bytes>, io::Error>, SseState)> {
     if st.done {
         return None;
+    }
+    if !st.head_sent {
+        st.head_sent = true;
+        if let Some(frame) = head_frame(&mut st).await {
+            return Some((Ok(frame), st));
+        }
     }
     let plan = st.meta.plan;
     if plan.stall && !st.stalled && st.sent >= st.meta.fault_at {
@@ -1020,9 +1097,33 @@ async fn next_frame(mut st: SseState) -> Option<(Result<Frame<Bytes>, io::Error>
     Some((Ok(Frame::data(frame)), st))
 }
 
+/// The events a response starts with before its first token, if its API has any: Responses'
+/// `response.created` and `response.in_progress` at once (as servers send them on accepting
+/// the request), Anthropic's `message_start` once the engine has scheduled the request (its
+/// usage tells the prefix-cache hit).
+async fn head_frame(st: &mut SseState) -> Option<Frame<Bytes>> {
+    let mut buf = BytesMut::with_capacity(1024);
+    match st.meta.api {
+        Api::Responses => {
+            responses_api::write_head(&st.meta, &st.state.cfg.model_name, &mut buf);
+        }
+        Api::Messages => {
+            st.guard.0.wait_admitted().await;
+            let cached = st.guard.0.cached_tokens();
+            messages_api::write_start(&st.meta, &st.state.cfg.model_name, cached, &mut buf);
+        }
+        _ => return None,
+    }
+    Some(Frame::data(buf.freeze()))
+}
+
 fn write_malformed(st: &SseState, buf: &mut BytesMut) {
     // A chunk cut off in the middle of its JSON, as a broken proxy might deliver it.
-    let cut = st.prefix.len().min(40);
+    let cut = match st.prefix.find("data: ") {
+        // Events with an `event:` line: cut inside the data line.
+        Some(at) if at > 0 => (at + 30).min(st.prefix.len()),
+        _ => st.prefix.len().min(40),
+    };
     match st.meta.api {
         Api::Tgi => buf.extend_from_slice(b"data:{\"index\":"),
         _ => buf.extend_from_slice(&st.prefix.as_bytes()[..cut]),
@@ -1090,9 +1191,28 @@ fn write_token(st: &mut SseState, i: u32, buf: &mut BytesMut) {
                 buf.extend_from_slice(b",\"usage\":null}\n\n");
             }
         }
+        Api::Responses | Api::Messages => {
+            st.text.push(' ');
+            st.text.push_str(w);
+            if i == 0 {
+                if meta.api == Api::Responses {
+                    responses_api::write_first(meta, buf);
+                } else {
+                    messages_api::write_first(buf);
+                }
+            }
+            buf.extend_from_slice(st.prefix.as_bytes());
+            buf.extend_from_slice(b" ");
+            buf.extend_from_slice(w.as_bytes());
+            if meta.api == Api::Responses {
+                responses_api::end_delta(i, buf);
+            } else {
+                buf.extend_from_slice(messages_api::DELTA_SUFFIX);
+            }
+        }
         Api::Tgi => {
-            st.tgi_text.push(' ');
-            st.tgi_text.push_str(w);
+            st.text.push(' ');
+            st.text.push_str(w);
             let index = i + 1;
             let details = if last && meta.tgi_details && !meta.plan.missing_usage {
                 format!(
@@ -1103,7 +1223,7 @@ fn write_token(st: &mut SseState, i: u32, buf: &mut BytesMut) {
                 "null".to_string()
             };
             let generated = if last {
-                serde_json::Value::String(st.tgi_text.clone()).to_string()
+                serde_json::Value::String(st.text.clone()).to_string()
             } else {
                 "null".to_string()
             };
@@ -1117,8 +1237,15 @@ fn write_token(st: &mut SseState, i: u32, buf: &mut BytesMut) {
 
 fn write_tail(st: &SseState, buf: &mut BytesMut) {
     let meta = &st.meta;
-    if meta.api == Api::Tgi {
-        return;
+    let cached = st.guard.0.cached_tokens();
+    let model = st.state.cfg.model_name.as_str();
+    match meta.api {
+        Api::Tgi => return,
+        Api::Responses => {
+            return responses_api::write_tail(meta, model, &st.text, st.sent, cached, buf)
+        }
+        Api::Messages => return messages_api::write_tail(meta, st.sent, cached, buf),
+        _ => {}
     }
     if meta.include_usage && !meta.plan.missing_usage {
         let object = if meta.api == Api::Chat {

@@ -97,6 +97,14 @@ impl ReqShared {
         }
     }
 
+    /// Waits until the engine first scheduled the request (its cached tokens are then known) or
+    /// the request ended. Only per-token readers are woken at admission.
+    pub async fn wait_admitted(&self) {
+        while self.state.load(Ordering::Acquire) == 0 {
+            self.notify.notified().await;
+        }
+    }
+
     /// Tells the engine the client is gone.
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::Release);
@@ -700,6 +708,10 @@ impl Engine {
         s.scheduled_at = Some(Instant::now());
         s.shared.cached.store(cached, Ordering::Release);
         s.shared.state.store(RUNNING, Ordering::Release);
+        if s.shared.per_token {
+            // A stream may be waiting to announce the request (Anthropic's `message_start`).
+            s.shared.notify.notify_one();
+        }
         self.metrics
             .prefix_queries
             .fetch_add(u64::from(total), Ordering::Relaxed);

@@ -1,4 +1,5 @@
-//! llm-sim: a simulated vLLM-like inference server (OpenAI and TGI compatible).
+//! llm-sim: a simulated vLLM-like inference server (OpenAI chat, completions and Responses,
+//! Anthropic Messages and TGI compatible).
 //!
 //! Start it in-process with [`start`] (on the current tokio runtime) or [`spawn_in_thread`] (its
 //! own thread and runtime), or run the `llm-sim` binary. See `docs/llm-sim.md`.
@@ -19,7 +20,9 @@ pub mod engine;
 pub mod error;
 pub mod faults;
 pub mod kv_events;
+mod messages_api;
 pub mod metrics;
+mod responses_api;
 pub mod router;
 pub mod server;
 pub mod state;

@@ -9,8 +9,10 @@
 //! nothing extra: the response body is the instance's own.
 //!
 //! The router's port also answers `GET /health` (200 once every instance is ready), `GET
-//! /metrics` (its own counters), `POST /reset_prefix_cache` (every instance, and the router's
-//! prefix index); everything else is served by instance 0.
+//! /metrics` (its own counters, and each instance's URL as `llm_sim:router_instance_info`),
+//! `GET /instances` (the instances' URLs as JSON, so a client finds their own metrics pages),
+//! `POST /reset_prefix_cache` (every instance, and the router's prefix index); everything else
+//! is served by instance 0.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -62,6 +64,8 @@ impl RouterConfig {
 /// State shared by the router's connections.
 struct RouterState {
     instances: Vec<Arc<AppState>>,
+    /// Each instance's bound address.
+    addrs: Vec<SocketAddr>,
     policy: Policy,
     router: Mutex<Router>,
     session_header: HeaderName,
@@ -117,6 +121,7 @@ impl SimRouter {
 /// [`crate::start_cluster`]) on the current runtime.
 pub async fn start_router(servers: &[SimServer], cfg: RouterConfig) -> Result<SimRouter> {
     let instances: Vec<Arc<AppState>> = servers.iter().map(SimServer::state).collect();
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
     let Some(first) = instances.first() else {
         return Err(Error::config("the router needs at least one instance"));
     };
@@ -147,6 +152,7 @@ pub async fn start_router(servers: &[SimServer], cfg: RouterConfig) -> Result<Si
         routed: (0..n).map(|_| AtomicU64::new(0)).collect(),
         rejected: AtomicU64::new(0),
         instances,
+        addrs,
     });
     let (shutdown, sd) = watch::channel(false);
     let task = tokio::spawn(accept_loop(listener, state.clone(), sd));
@@ -195,11 +201,7 @@ async fn handle(st: &Arc<RouterState>, req: Request<Incoming>) -> Response<Body>
     let first = &st.instances[0];
     if let Some(key) = &first.cfg.api_key {
         if path.starts_with("/v1/") && !server::authorized(&req, key) {
-            return full(
-                StatusCode::UNAUTHORIZED,
-                "application/json",
-                r#"{"error":"Unauthorized"}"#,
-            );
+            return server::unauthorized(&path);
         }
     }
     match (req.method(), path.as_str()) {
@@ -215,8 +217,9 @@ async fn handle(st: &Arc<RouterState>, req: Request<Incoming>) -> Response<Body>
         (&Method::GET, "/metrics") => full(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            render_metrics(st),
+            render_metrics(st, &instance_urls(st, &req)),
         ),
+        (&Method::GET, "/instances") => instances_json(st, &instance_urls(st, &req)),
         (&Method::POST, "/reset_prefix_cache") => reset_prefix_caches(st).await,
         _ => server::dispatch(first, req).await,
     }
@@ -326,11 +329,64 @@ async fn reset_prefix_caches(st: &RouterState) -> Response<Body> {
     }
 }
 
-/// The router's Prometheus page: requests routed to and in flight on each instance.
-fn render_metrics(st: &RouterState) -> String {
+/// Each instance's base URL as a client of the router reaches it: its bound address, or, when
+/// it listens on every interface, the host the client used for the router.
+fn instance_urls(st: &RouterState, req: &Request<Incoming>) -> Vec<String> {
+    let asked = req
+        .headers()
+        .get(hyper::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.parse::<hyper::http::uri::Authority>().ok())
+        .map(|a| a.host().to_string());
+    st.addrs
+        .iter()
+        .map(|a| {
+            if !a.ip().is_unspecified() {
+                return format!("http://{a}");
+            }
+            let host = asked.clone().unwrap_or_else(|| "127.0.0.1".into());
+            if host.contains(':') && !host.starts_with('[') {
+                format!("http://[{host}]:{}", a.port())
+            } else {
+                format!("http://{host}:{}", a.port())
+            }
+        })
+        .collect()
+}
+
+/// `GET /instances`: the instances behind the router, their URLs and metrics pages.
+fn instances_json(st: &RouterState, urls: &[String]) -> Response<Body> {
+    let list: Vec<serde_json::Value> = urls
+        .iter()
+        .enumerate()
+        .map(|(i, u)| {
+            serde_json::json!({"index": i, "pod": server::pod_name(i), "url": u,
+                               "metrics_url": format!("{u}/metrics")})
+        })
+        .collect();
+    api::json_response(
+        StatusCode::OK,
+        &serde_json::json!({"object": "list", "policy": st.policy.name(), "instances": list}),
+    )
+}
+
+/// The router's Prometheus page: each instance's URL, requests routed to and in flight on each
+/// instance.
+fn render_metrics(st: &RouterState, urls: &[String]) -> String {
     use std::fmt::Write;
     let policy = st.policy.name();
-    let mut out = String::with_capacity(256 + st.instances.len() * 160);
+    let mut out = String::with_capacity(256 + st.instances.len() * 240);
+    let _ = writeln!(
+        out,
+        "# HELP llm_sim:router_instance_info An instance behind the built-in router: its base URL (its engine metrics are on its own /metrics).\n# TYPE llm_sim:router_instance_info gauge"
+    );
+    for (i, u) in urls.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "llm_sim:router_instance_info{{policy=\"{policy}\",instance=\"{i}\",pod=\"{}\",url=\"{u}\"}} 1",
+            server::pod_name(i)
+        );
+    }
     let _ = writeln!(
         out,
         "# HELP llm_sim:router_requests_total Requests the built-in router handed to each instance.\n# TYPE llm_sim:router_requests_total counter"

@@ -366,12 +366,32 @@ pub(crate) fn finish_response(state: &AppState, resp: &mut Response<Body>) {
     }
 }
 
+/// The request carries the API key: `Authorization: Bearer KEY`, or Anthropic's `x-api-key:
+/// KEY` (on `/v1/messages`).
 pub(crate) fn authorized(req: &Request<Incoming>, key: &str) -> bool {
-    req.headers()
+    let h = req.headers();
+    let bearer = h
         .get(hyper::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|k| k == key)
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let anthropic = h.get("x-api-key").and_then(|v| v.to_str().ok());
+    bearer.is_some_and(|k| k == key)
+        || (req.uri().path() == "/v1/messages" && anthropic.is_some_and(|k| k == key))
+}
+
+/// 401 for a missing or wrong key: vLLM's `{"error":"Unauthorized"}`, in the API's own error
+/// shape on the Responses and Messages routes.
+pub(crate) fn unauthorized(path: &str) -> Response<Body> {
+    match generation_route(path) {
+        Some((api @ (Api::Responses | Api::Messages), _)) => {
+            error_response(api, StatusCode::UNAUTHORIZED, "Invalid or missing API key.")
+        }
+        _ => full(
+            StatusCode::UNAUTHORIZED,
+            "application/json",
+            r#"{"error":"Unauthorized"}"#,
+        ),
+    }
 }
 
 pub(crate) fn not_found() -> Response<Body> {
@@ -397,6 +417,8 @@ pub(crate) fn generation_route(path: &str) -> Option<(Api, bool)> {
         "/v1/completions" => Some((Api::Completion, false)),
         "/generate" => Some((Api::Tgi, false)),
         "/generate_stream" => Some((Api::Tgi, true)),
+        "/v1/responses" => Some((Api::Responses, false)),
+        "/v1/messages" => Some((Api::Messages, false)),
         _ => None,
     }
 }
@@ -406,11 +428,7 @@ pub(crate) async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> R
     let method = req.method().clone();
     if let Some(key) = &state.cfg.api_key {
         if path.starts_with("/v1/") && !authorized(&req, key) {
-            return full(
-                StatusCode::UNAUTHORIZED,
-                "application/json",
-                r#"{"error":"Unauthorized"}"#,
-            );
+            return unauthorized(&path);
         }
     }
     if let Some((api, tgi_stream)) = generation_route(&path) {

@@ -1,6 +1,7 @@
 //! The integration tests of llm-sim, one binary with a module per area (a single link of the
 //! dependency tree instead of one per test file). Every server listens on 127.0.0.1.
 
+mod apis;
 mod cluster;
 mod engine;
 mod extras;

@@ -232,6 +232,56 @@ async fn streams_and_other_routes_go_through_the_front_port() {
     router.shutdown().await;
 }
 
+/// Issue 30: a client pointed at the router finds the instances' own metrics pages, from
+/// `GET /instances` or from the router's `/metrics`.
+#[tokio::test]
+async fn the_router_lists_its_instances() {
+    let (servers, router) = cluster(3, Policy::LeastLoaded, SimConfig::default()).await;
+    let b = router.base_url();
+    let v: Value = client()
+        .get(format!("{b}/instances"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["policy"], "least-loaded");
+    let list = v["instances"].as_array().unwrap();
+    assert_eq!(list.len(), 3);
+    for (i, s) in servers.iter().enumerate() {
+        assert_eq!(list[i]["index"], i);
+        assert_eq!(list[i]["pod"], format!("llm-sim-{i}"));
+        assert_eq!(list[i]["url"], s.base_url());
+        assert_eq!(list[i]["metrics_url"], format!("{}/metrics", s.base_url()));
+        // Each URL serves that instance's own engine metrics.
+        let r = client()
+            .get(list[i]["metrics_url"].as_str().unwrap())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.headers()["x-inference-pod"],
+            format!("llm-sim-{i}").as_str()
+        );
+        assert!(r
+            .text()
+            .await
+            .unwrap()
+            .contains("vllm:num_requests_running"));
+    }
+    let page = metrics(&b).await;
+    for (i, s) in servers.iter().enumerate() {
+        let label = format!("url=\"{}\"", s.base_url());
+        assert_eq!(
+            metric_with(&page, "llm_sim:router_instance_info", &label),
+            1.0
+        );
+        assert!(page.contains(&format!("instance=\"{i}\",pod=\"llm-sim-{i}\",{label}")));
+    }
+    router.shutdown().await;
+}
+
 #[test]
 fn command_line_router() {
     let mut child = spawn_binary(&["--port", "0", "--instances", "2", "--router", "session"]);

@@ -72,6 +72,8 @@ pub async fn post(base: &str, path: &str, body: &Value) -> reqwest::Response {
 /// One SSE event: its `data` payload, and when it arrived (since the request was sent).
 #[derive(Debug, Clone)]
 pub struct Event {
+    /// The event's `event:` line (Responses, Messages), if it had one.
+    pub name: Option<String>,
     pub data: String,
     pub at: Duration,
 }
@@ -178,12 +180,17 @@ pub async fn stream(base: &str, path: &str, body: &Value) -> Stream {
                 buf.push_str(&String::from_utf8_lossy(&bytes));
                 while let Some(pos) = buf.find("\n\n") {
                     let raw: String = buf.drain(..pos + 2).collect();
+                    let mut name = None;
                     for line in raw.lines() {
+                        if let Some(n) = line.strip_prefix("event: ") {
+                            name = Some(n.to_string());
+                        }
                         let data = line
                             .strip_prefix("data: ")
                             .or_else(|| line.strip_prefix("data:"));
                         if let Some(d) = data {
                             events.push(Event {
+                                name: name.take(),
                                 data: d.to_string(),
                                 at,
                             });
@@ -264,6 +271,29 @@ pub fn chat_body(content: &str, max_tokens: u32, stream: bool) -> Value {
         v["stream_options"] = serde_json::json!({"include_usage": true});
     }
     v
+}
+
+/// A Responses request of one user message, exactly `max` output tokens.
+pub fn responses_body(content: &str, max: u32, stream: bool) -> Value {
+    serde_json::json!({
+        "model": "llm-sim",
+        "input": [{"type": "message", "role": "user",
+                   "content": [{"type": "input_text", "text": content}]}],
+        "max_output_tokens": max,
+        "ignore_eos": true,
+        "stream": stream,
+    })
+}
+
+/// A Messages request of one user message, exactly `max` output tokens.
+pub fn messages_body(content: &str, max: u32, stream: bool) -> Value {
+    serde_json::json!({
+        "model": "llm-sim",
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": max,
+        "ignore_eos": true,
+        "stream": stream,
+    })
 }
 
 pub fn completion_body(prompt: Value, max_tokens: u32, stream: bool) -> Value {

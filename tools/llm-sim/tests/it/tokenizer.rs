@@ -7,7 +7,7 @@ use crate::support::*;
 use llm_sim::SimConfig;
 use serde_json::{json, Value};
 
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("llm-sim-test-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -19,7 +19,7 @@ fn special(id: u32, content: &str) -> Value {
 }
 
 /// A word-level tokenizer: whitespace/punctuation pre-tokenizer, ChatML specials.
-fn write_tokenizer(dir: &std::path::Path) -> PathBuf {
+pub(crate) fn write_tokenizer(dir: &std::path::Path) -> PathBuf {
     let vocab = json!({"<|im_start|>": 0, "<|im_end|>": 1, "[UNK]": 2, "user": 3, "assistant": 4,
                        "hello": 5, "world": 6, "system": 7, "be": 8, "brief": 9});
     let tok = json!({

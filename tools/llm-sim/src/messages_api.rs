@@ -1,0 +1,288 @@
+//! The Anthropic Messages API (`POST /v1/messages`): `system` and `messages` (text,
+//! `tool_use` and `tool_result` blocks) rendered as chat messages, as vLLM's Anthropic
+//! endpoint converts them (so the prompt goes through the same chat template, engine and
+//! prefix cache as a chat completion), and the answer in Anthropic's shapes: the `message`
+//! object, or the event stream `message_start`, `content_block_start`, `ping`,
+//! `content_block_delta` (`text_delta`) per token, `content_block_stop`, `message_delta`,
+//! `message_stop`, each with its `event:` line. Usage splits the prompt as a server with
+//! automatic prefix caching reports it: `cache_read_input_tokens` the prefix-cache hit,
+//! `input_tokens` the rest, `cache_creation_input_tokens` 0.
+
+use bytes::BytesMut;
+use hyper::StatusCode;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::api::{bad, chat_like_job, parse, Api, ApiError, ChatLike, Job, Meta};
+use crate::state::AppState;
+use crate::tokenize::ChatMessage;
+
+#[derive(Deserialize)]
+struct MessagesRequest {
+    #[serde(default)]
+    model: Option<String>,
+    messages: Vec<InMessage>,
+    #[serde(default)]
+    system: Option<Content>,
+    #[serde(default)]
+    max_tokens: Option<i64>,
+    /// vLLM's extensions, as on the chat route.
+    #[serde(default)]
+    min_tokens: Option<i64>,
+    #[serde(default)]
+    ignore_eos: Option<bool>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    tools: Option<Vec<Value>>,
+    #[serde(default)]
+    metadata: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct InMessage {
+    role: String,
+    content: Content,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Blocks(Vec<Value>),
+}
+
+/// Parses and validates a Messages request into a job (`max_tokens` is required, as
+/// Anthropic's API has it).
+pub(crate) fn job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
+    let api = Api::Messages;
+    let req: MessagesRequest = parse(api, body)?;
+    if req.max_tokens.is_none() {
+        return Err(bad(api, "max_tokens: Field required"));
+    }
+    let mut messages = Vec::new();
+    if let Some(system) = req.system {
+        let text = match system {
+            Content::Text(t) => t,
+            Content::Blocks(blocks) => {
+                block_texts(&blocks).map_err(|e| bad(api, format!("system: {e}")))?
+            }
+        };
+        messages.push(ChatMessage {
+            role: "system".into(),
+            content: text,
+            ..ChatMessage::default()
+        });
+    }
+    for (i, m) in req.messages.into_iter().enumerate() {
+        add_message(&mut messages, m).map_err(|e| bad(api, format!("messages[{i}]: {e}")))?;
+    }
+    let tools = req
+        .tools
+        .map(|list| Value::Array(list.iter().map(chat_tool).collect()));
+    let user = req
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get("user_id"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    chat_like_job(
+        state,
+        ChatLike {
+            api,
+            model: req.model,
+            user,
+            messages,
+            tools,
+            max_tokens: req.max_tokens,
+            min_tokens: req.min_tokens,
+            ignore_eos: req.ignore_eos,
+            stream: req.stream.unwrap_or(false),
+        },
+    )
+}
+
+/// A tool in the chat completions shape (`input_schema` becomes `parameters`).
+fn chat_tool(t: &Value) -> Value {
+    json!({"type": "function", "function": {
+        "name": t.get("name").cloned().unwrap_or(Value::Null),
+        "description": t.get("description").cloned().unwrap_or(Value::Null),
+        "parameters": t.get("input_schema").cloned().unwrap_or(Value::Null)}})
+}
+
+fn str_field<'a>(block: &'a Value, key: &str) -> Result<&'a str, String> {
+    block
+        .get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("`{key}` must be a string"))
+}
+
+/// The texts of `text` blocks joined by newlines (other blocks refused).
+fn block_texts(blocks: &[Value]) -> Result<String, String> {
+    let mut texts = Vec::with_capacity(blocks.len());
+    for b in blocks {
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => texts.push(str_field(b, "text")?),
+            other => {
+                return Err(format!(
+                    "expected text blocks, got `{}`",
+                    other.unwrap_or("(no type)")
+                ))
+            }
+        }
+    }
+    Ok(texts.join("\n"))
+}
+
+/// Appends one Anthropic message as chat messages: its text blocks joined by newlines,
+/// `tool_use` blocks as the message's tool calls (arguments the input's JSON), each
+/// `tool_result` as a tool message placed before the rest of the message; `thinking` blocks
+/// are dropped.
+fn add_message(messages: &mut Vec<ChatMessage>, m: InMessage) -> Result<(), String> {
+    let blocks = match m.content {
+        Content::Text(t) => {
+            messages.push(ChatMessage {
+                role: m.role,
+                content: t,
+                ..ChatMessage::default()
+            });
+            return Ok(());
+        }
+        Content::Blocks(b) => b,
+    };
+    let mut texts = Vec::new();
+    let mut calls = Vec::new();
+    for b in &blocks {
+        match b.get("type").and_then(Value::as_str).unwrap_or("") {
+            "text" => texts.push(str_field(b, "text")?),
+            "tool_use" => calls.push(json!({"id": str_field(b, "id")?, "type": "function",
+                "function": {"name": str_field(b, "name")?,
+                             "arguments": b.get("input").unwrap_or(&json!({})).to_string()}})),
+            "tool_result" => {
+                let content = match b.get("content") {
+                    None | Some(Value::Null) => String::new(),
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Array(parts)) => block_texts(parts)?,
+                    Some(_) => {
+                        return Err("tool_result `content` must be a string or blocks".into())
+                    }
+                };
+                messages.push(ChatMessage {
+                    role: "tool".into(),
+                    content,
+                    tool_call_id: Some(str_field(b, "tool_use_id")?.to_string()),
+                    ..ChatMessage::default()
+                });
+            }
+            "thinking" | "redacted_thinking" => {}
+            other => return Err(format!("llm-sim does not accept `{other}` content blocks")),
+        }
+    }
+    if !texts.is_empty() || !calls.is_empty() {
+        messages.push(ChatMessage {
+            role: m.role,
+            content: texts.join("\n"),
+            tool_calls: (!calls.is_empty()).then_some(Value::Array(calls)),
+            ..ChatMessage::default()
+        });
+    }
+    Ok(())
+}
+
+/// Anthropic's error object: `{"type":"error","error":{"type","message"}}`.
+pub(crate) fn error_body(status: StatusCode, message: &str) -> Value {
+    let kind = match status.as_u16() {
+        400 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        503 | 529 => "overloaded_error",
+        _ => "api_error",
+    };
+    json!({"type": "error", "error": {"type": kind, "message": message}})
+}
+
+fn stop_reason(meta: &Meta) -> &'static str {
+    if meta.finish == "length" {
+        "max_tokens"
+    } else {
+        "end_turn"
+    }
+}
+
+/// The prompt split as Anthropic counts it: uncached input, cache reads, cache writes.
+fn usage(meta: &Meta, n: u32, cached: u32) -> Value {
+    json!({"input_tokens": meta.prompt_tokens.saturating_sub(cached),
+           "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached,
+           "output_tokens": n})
+}
+
+/// The non-streaming answer: the `message` object.
+pub(crate) fn message_object(meta: &Meta, model: &str, text: &str, n: u32, cached: u32) -> Value {
+    json!({"id": meta.id, "type": "message", "role": "assistant", "model": model,
+           "content": [{"type": "text", "text": text}], "stop_reason": stop_reason(meta),
+           "stop_sequence": null, "usage": usage(meta, n, cached)})
+}
+
+fn write_event(buf: &mut BytesMut, name: &str, data: &Value) {
+    buf.extend_from_slice(b"event: ");
+    buf.extend_from_slice(name.as_bytes());
+    buf.extend_from_slice(b"\ndata: ");
+    buf.extend_from_slice(data.to_string().as_bytes());
+    buf.extend_from_slice(b"\n\n");
+}
+
+/// `message_start`, once the request is scheduled (its usage tells the cache hit).
+pub(crate) fn write_start(meta: &Meta, model: &str, cached: u32, buf: &mut BytesMut) {
+    let mut message = json!({"id": meta.id, "type": "message", "role": "assistant",
+        "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
+        "usage": usage(meta, 0, cached)});
+    if meta.plan.missing_usage {
+        if let Some(o) = message.as_object_mut() {
+            o.remove("usage");
+        }
+    }
+    write_event(
+        buf,
+        "message_start",
+        &json!({"type": "message_start", "message": message}),
+    );
+}
+
+/// `content_block_start` and a `ping`, with the first token.
+pub(crate) fn write_first(buf: &mut BytesMut) {
+    write_event(
+        buf,
+        "content_block_start",
+        &json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "text", "text": ""}}),
+    );
+    write_event(buf, "ping", &json!({"type": "ping"}));
+}
+
+/// Everything of a `content_block_delta` event before the token's text.
+pub(crate) const DELTA_PREFIX: &str = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"";
+/// Everything of a `content_block_delta` event after the token's text.
+pub(crate) const DELTA_SUFFIX: &[u8] = b"\"}}\n\n";
+
+/// `content_block_stop`, `message_delta` (stop reason, usage with the output tokens) and
+/// `message_stop` after `n` tokens.
+pub(crate) fn write_tail(meta: &Meta, n: u32, cached: u32, buf: &mut BytesMut) {
+    write_event(
+        buf,
+        "content_block_stop",
+        &json!({"type": "content_block_stop", "index": 0}),
+    );
+    let mut delta = json!({"type": "message_delta",
+        "delta": {"stop_reason": stop_reason(meta), "stop_sequence": null},
+        "usage": usage(meta, n, cached)});
+    if meta.plan.missing_usage {
+        if let Some(o) = delta.as_object_mut() {
+            o.remove("usage");
+        }
+    }
+    write_event(buf, "message_delta", &delta);
+    write_event(buf, "message_stop", &json!({"type": "message_stop"}));
+}
