@@ -3,3 +3,4 @@
 
 mod fake;
 mod garbage;
+mod sim;
