@@ -251,7 +251,9 @@ impl ResponseState {
         }
         let ev: ResponsesEvent<'_> =
             serde_json::from_slice(data).map_err(|e| malformed_event(e, data))?;
-        let Some(kind) = ev.kind.as_deref() else {
+        // An error object without the `type: error` around it is an error all the same.
+        let kind = ev.kind.as_deref().or(ev.error.map(|_| "error"));
+        let Some(kind) = kind else {
             return Err(ProtocolError(format!(
                 "Responses event without a type: {}",
                 truncate(&String::from_utf8_lossy(data), 200)
@@ -350,7 +352,9 @@ impl ResponseState {
         }
         let ev: AnthropicEvent<'_> =
             serde_json::from_slice(data).map_err(|e| malformed_event(e, data))?;
-        let Some(kind) = ev.kind.as_deref() else {
+        // An error object without the `type: error` around it is an error all the same.
+        let kind = ev.kind.as_deref().or(ev.error.as_ref().map(|_| "error"));
+        let Some(kind) = kind else {
             return Err(ProtocolError(format!(
                 "Messages event without a type: {}",
                 truncate(&String::from_utf8_lossy(data), 200)
@@ -531,6 +535,11 @@ mod tests {
             "error in stream: overloaded_error: Overloaded"
         );
         assert_eq!(st.chunks, 1);
+        let bare = r#"{"error":{"type":"api_error","message":"boom"}}"#;
+        let (_, r) = feed(ApiKind::Messages, &[bare]);
+        assert_eq!(r.unwrap_err().0, "error in stream: api_error: boom");
+        let (_, r) = feed(ApiKind::Responses, &[r#"{"error":{"message":"boom"}}"#]);
+        assert_eq!(r.unwrap_err().0, "error in stream: boom");
         let (_, r) = feed(ApiKind::Messages, &[r#"{"index":0}"#]);
         assert!(r
             .unwrap_err()

@@ -166,3 +166,29 @@ fn qwen3_prompts_are_exact_with_an_endpoint_only_and_with_a_tokenizer() {
         }
     }
 }
+
+#[test]
+fn the_builtin_simulator_speaks_the_api_chosen() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "t.jsonl", 10, 100.0, 40, 3);
+    for (api, want) in [
+        ("responses", request_sim::backend::Api::OpenaiResponses),
+        ("messages", request_sim::backend::Api::AnthropicMessages),
+    ] {
+        let out = dir.path().join(format!("{api}.jsonl"));
+        let out_s = out.display().to_string();
+        let outcome = replay(&[
+            "--api",
+            api,
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "--quiet",
+            "--no-pin",
+            "-o",
+            &out_s,
+        ]);
+        let records = read_records(&out);
+        assert_exact(api, &outcome, &records, 10);
+        assert_eq!(outcome.summary.run.server.api, Some(want));
+    }
+}
