@@ -526,3 +526,21 @@ fn the_prompt_overhead_is_measured_in_the_api_in_use() {
         );
     }
 }
+
+#[test]
+fn live_history_is_refused_on_the_converted_apis() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = agent_trace(dir.path());
+    for path in [MESSAGES, RESPONSES] {
+        let mut args = base_args(&format!("http://127.0.0.1:9{path}"), &trace, dir.path());
+        args.extend(["--live-history", "--timing", "closed"].map(String::from));
+        let e = match try_replay(&strs(&args)) {
+            Ok(_) => panic!("{path}: --live-history accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.contains("--live-history works with chat completions only"),
+            "{path}: {e}"
+        );
+    }
+}
