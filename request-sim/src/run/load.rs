@@ -215,8 +215,8 @@ fn describe(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned], head_ms: f64)
 }
 
 /// The endpoint, when it is not a chat, Responses or Messages endpoint (a `messages` row cannot
-/// be sent there), and
-/// when it is not a completions endpoint (nor can a `prompt_token_ids` row).
+/// be sent there), and when it is not a completions endpoint (nor can a `prompt_token_ids`
+/// row).
 fn endpoint_limits(cfg: &ReplayConfig) -> (Option<String>, Option<String>) {
     match &cfg.target.server {
         Target::Remote(ep) => (
