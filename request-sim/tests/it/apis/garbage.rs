@@ -5,8 +5,9 @@
 //! panic; every failure a protocol error; a stream cut before its final event or made of
 //! random bytes always fails; a stream that passes has consistent timings.
 //!
-//! Bounded in time (a few seconds) so it runs in every test pass; the fuzz target
-//! `fuzz/fuzz_targets/sse_response.rs` runs the same readers for as long as it is given.
+//! Bounded in time (3 s; `REQUEST_SIM_GARBAGE_SECS` for longer) so it runs in every test pass;
+//! the fuzz target `fuzz/fuzz_targets/sse_response.rs` runs the same readers for as long as it
+//! is given.
 
 use std::time::{Duration, Instant};
 
@@ -162,7 +163,12 @@ fn garbage_streams_are_protocol_errors_never_panics() {
             read(&mut rng, kind, text.as_bytes()).unwrap();
         }
     }
-    let budget = Duration::from_secs(3);
+    // `REQUEST_SIM_GARBAGE_SECS=600` for a long run by hand.
+    let secs = std::env::var("REQUEST_SIM_GARBAGE_SECS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(3.0);
+    let budget = Duration::from_secs_f64(secs);
     let t = Instant::now();
     let (mut cases, mut failed) = (0u64, 0u64);
     while t.elapsed() < budget {
