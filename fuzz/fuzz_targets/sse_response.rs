@@ -5,6 +5,7 @@
 //! protocol error.
 #![no_main]
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
@@ -43,11 +44,23 @@ fn events(input: &[u8], cuts: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
+/// `FUZZ_API=responses|messages|chat|completions|tgi|tgi_stream`: fuzz that API only (the
+/// first input byte then picks nothing), so a run's whole time goes to one parser.
+fn forced_kind() -> Option<ApiKind> {
+    static KIND: OnceLock<Option<ApiKind>> = OnceLock::new();
+    *KIND.get_or_init(|| {
+        let name = std::env::var("FUZZ_API").ok()?;
+        let names = ["chat", "completions", "tgi", "tgi_stream", "responses", "messages"];
+        let i = names.iter().position(|n| *n == name)?;
+        Some(KINDS[i])
+    })
+}
+
 fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
         return;
     }
-    let kind = KINDS[usize::from(data[0]) % KINDS.len()];
+    let kind = forced_kind().unwrap_or(KINDS[usize::from(data[0]) % KINDS.len()]);
     let ncuts = usize::from(data[1] % 8).min(data.len() - 2);
     let (cuts, input) = data[2..].split_at(ncuts);
 
