@@ -50,7 +50,14 @@ fn forced_kind() -> Option<ApiKind> {
     static KIND: OnceLock<Option<ApiKind>> = OnceLock::new();
     *KIND.get_or_init(|| {
         let name = std::env::var("FUZZ_API").ok()?;
-        let names = ["chat", "completions", "tgi", "tgi_stream", "responses", "messages"];
+        let names = [
+            "chat",
+            "completions",
+            "tgi",
+            "tgi_stream",
+            "responses",
+            "messages",
+        ];
         let i = names.iter().position(|n| *n == name)?;
         Some(KINDS[i])
     })
@@ -72,7 +79,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(evs) = &whole {
         for e in evs {
             // push() rejects events over the limit; finish() may join the last (bounded) line.
-            assert!(e.len() <= 2 * LIMIT + 1, "event over the limit: {}", e.len());
+            assert!(
+                e.len() <= 2 * LIMIT + 1,
+                "event over the limit: {}",
+                e.len()
+            );
         }
     }
 
