@@ -192,3 +192,72 @@ fn the_builtin_simulator_speaks_the_api_chosen() {
         assert_eq!(outcome.summary.run.server.api, Some(want));
     }
 }
+
+/// Three turns of a coding agent's session: system prompt, tools, tool calls and results.
+fn agent_trace(dir: &Path) -> PathBuf {
+    let system =
+        serde_json::json!({"role": "system", "content": "You are a coding agent. Use the tools."});
+    let tools = serde_json::json!([{"type": "function", "function": {"name": "read_file",
+        "description": "Read a file", "parameters": {"type": "object",
+        "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]);
+    let mut messages = vec![
+        system,
+        serde_json::json!({"role": "user", "content": "The test in a.rs fails. Fix it."}),
+    ];
+    let mut rows = String::new();
+    for turn in 0..3 {
+        let row = serde_json::json!({"session_id": "s1", "timestamp": turn * 50,
+            "messages": messages, "tools": tools, "output_length": 4});
+        rows.push_str(&format!("{row}\n"));
+        let id = format!("call_{turn}");
+        messages.push(
+            serde_json::json!({"role": "assistant", "content": "Let me look.",
+            "tool_calls": [{"id": id, "type": "function",
+                "function": {"name": "read_file", "arguments": "{\"path\":\"a.rs\"}"}}]}),
+        );
+        messages.push(serde_json::json!({"role": "tool", "tool_call_id": id,
+            "content": format!("fn main() {{ assert_eq!({turn}, 1); }}")}));
+    }
+    let path = dir.join("agent.jsonl");
+    std::fs::write(&path, rows).unwrap();
+    path
+}
+
+#[test]
+fn agent_turns_converted_to_each_api_have_the_chat_template_count() {
+    let q = qwen3_dir();
+    if !q.join("tokenizer.json").is_file() {
+        eprintln!(
+            "SKIPPING: no Qwen3 tokenizer in {} (scripts/fetch-tokenizer.sh)",
+            q.display()
+        );
+        return;
+    }
+    let sim = start_sim(llm_sim::SimConfig {
+        tokenizer: Some(q.join("tokenizer.json")),
+        tokenizer_config: Some(q.join("tokenizer_config.json")),
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let trace = agent_trace(dir.path());
+    let tok = q.display().to_string();
+    for path in ["/v1/chat/completions", "/v1/responses", "/v1/messages"] {
+        let endpoint = format!("{}{path}", sim.base_url());
+        let out = dir.path().join(format!("{}.jsonl", path.replace('/', "_")));
+        let (outcome, records) = run(&endpoint, &trace, &out, &["--tokenizer", &tok]);
+        let s = &outcome.summary;
+        assert_eq!((s.scheduled, records.len()), (3, 3), "{path}");
+        assert!(
+            records.iter().all(|r| r.status == Status::Ok),
+            "{path}: {records:?}"
+        );
+        // The chat template rendered with the row's own chat messages and tools counts what
+        // the server counted from the converted request.
+        assert_eq!(
+            s.token_exactness.exact, 3,
+            "{path}: {:?}",
+            s.token_exactness
+        );
+        assert_eq!(s.token_exactness.unknown_intended, 0, "{path}");
+    }
+}
