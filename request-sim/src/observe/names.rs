@@ -450,3 +450,38 @@ impl Window {
         (q > 0.0).then(|| h / q)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(text: &str) -> PageKind {
+        PageKind::of(&super::super::prom::parse(text).unwrap())
+    }
+
+    #[test]
+    fn pages_are_told_apart() {
+        let router = "# TYPE llm_sim:router_instance_info gauge\n\
+            llm_sim:router_instance_info{policy=\"session\",instance=\"1\",pod=\"llm-sim-1\",url=\"http://h:8002\"} 1\n\
+            llm_sim:router_instance_info{policy=\"session\",instance=\"0\",pod=\"llm-sim-0\",url=\"http://h:8001\"} 1\n\
+            # TYPE llm_sim:router_requests_total counter\n\
+            llm_sim:router_requests_total{policy=\"session\",instance=\"0\",pod=\"llm-sim-0\"} 4\n";
+        assert_eq!(
+            kind(router),
+            PageKind::LlmSimRouter {
+                urls: vec!["http://h:8001".into(), "http://h:8002".into()],
+                policy: "session".into()
+            }
+        );
+        let gateway = "# TYPE envoy_requests_total counter\nenvoy_requests_total 3\n";
+        assert_eq!(kind(gateway), PageKind::NoEngine);
+        let vllm =
+            "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} 2\n";
+        assert_eq!(kind(vllm), PageKind::Engine);
+        let page = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n\
+                    # TYPE llm_sim:speedup gauge\nllm_sim:speedup 10\n";
+        let v = ServerView::of(&super::super::prom::parse(page).unwrap());
+        assert_eq!(v.time_scale, Some(10.0));
+        assert!(!v.is_empty());
+    }
+}

@@ -754,11 +754,15 @@ async fn startup_round(
                 continue;
             }
             Some(PageKind::LlmSimRouter { urls: found, policy }) => {
-                let listed = router_instances(&found, &urls, &mut discovered);
+                let skipped = router_instances(&found, &urls, &mut discovered);
                 notes.push(format!(
-                    "server metrics: {shown} is llm-sim's built-in router ({policy}), whose page holds no engine metrics; scraping its {} instance(s) instead: {}",
+                    "server metrics: {shown} is llm-sim's built-in router ({policy}), whose page holds no engine metrics; scraping its {} instance(s)' own pages instead{}",
                     found.len(),
-                    listed.join(", ")
+                    if skipped.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (not URLs, skipped: {})", skipped.join(", "))
+                    }
                 ));
                 continue;
             }
@@ -788,19 +792,18 @@ async fn startup_round(
 }
 
 /// The `/metrics` URLs of a router's instances (`found`: their base URLs) not already
-/// scraped, added to `discovered`; returns every instance's page URL as shown to the user.
+/// scraped, added to `discovered`; returns the listed values that are not URLs.
 fn router_instances(
     found: &[String],
     scraped: &[Target],
     discovered: &mut Vec<Target>,
 ) -> Vec<String> {
-    let mut shown = Vec::new();
+    let mut skipped = Vec::new();
     for base in found {
         let Ok(u) = metrics_url(base) else {
-            shown.push(format!("{base} (not a URL, skipped)"));
+            skipped.push(base.clone());
             continue;
         };
-        shown.push(crate::backend::sanitize_url(u.as_str()));
         if !scraped
             .iter()
             .chain(discovered.iter())
@@ -810,7 +813,7 @@ fn router_instances(
             discovered.push((u, None));
         }
     }
-    shown
+    skipped
 }
 
 /// `server_metrics.jsonl`, created with its directory.

@@ -33,6 +33,10 @@ pub struct HistSummary {
     pub p99_bounds_ms: Option<(f64, Option<f64>)>,
     /// Some percentile lies in a bucket too wide for a value: only its bounds are known.
     pub coarse: bool,
+    /// The times are a simulator's simulated time, this many times the wall clock (llm-sim's
+    /// `--speedup`); `None` for a real server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_scale: Option<f64>,
 }
 
 /// What the buckets and the mean support about one quantile: the interpolated value when its
@@ -78,7 +82,14 @@ impl HistSummary {
             p90_bounds_ms,
             p99_bounds_ms,
             coarse,
+            time_scale: None,
         }
+    }
+
+    /// The same, in a simulator's simulated time `scale` times the wall clock (`None`: real).
+    pub fn in_time_scale(mut self, scale: Option<f64>) -> HistSummary {
+        self.time_scale = scale;
+        self
     }
 
     /// `mean / p50 / p99` for the console, each percentile as the buckets support it: a value,
@@ -91,8 +102,22 @@ impl HistSummary {
         let p50 = percentile_cell(self.p50_ms, self.p50_bounds_ms);
         let p99 = percentile_cell(self.p99_ms, self.p99_bounds_ms);
         let flag = if self.coarse { " (coarse buckets)" } else { "" };
-        format!("{mean} / {p50} / {p99}{flag}")
+        let sim = match self.time_scale {
+            Some(x) => format!(
+                " (simulated time ×{}: ÷{} for the wall clock)",
+                trim_num(x),
+                trim_num(x)
+            ),
+            None => String::new(),
+        };
+        format!("{mean} / {p50} / {p99}{flag}{sim}")
     }
+}
+
+/// A number without trailing zeros (`10`, `2.5`).
+fn trim_num(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// One percentile as the buckets support it (see [`HistSummary::display`]).
@@ -141,6 +166,10 @@ pub struct InstanceSummary {
     pub ttft: Option<HistSummary>,
     pub e2e: Option<HistSummary>,
     pub queue: Option<HistSummary>,
+    /// The server's times are simulated, this many times the wall clock (llm-sim's
+    /// `--speedup`, from its `llm_sim:speedup`); `None` for a real server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_scale: Option<f64>,
 }
 
 /// The client-side numbers printed next to the server's.
@@ -246,6 +275,8 @@ fn instance(
             last.and_then(|v| v.queue.as_ref()),
         ),
     };
+    let scale = last.and_then(|v| v.time_scale);
+    let hist = |h: &Option<HistTotals>| h.as_ref().map(|h| HistSummary::of(h).in_time_scale(scale));
     let s = InstanceSummary {
         url: r.url.clone(),
         engine: last.map(|v| v.engine),
@@ -266,9 +297,10 @@ fn instance(
         waiting_peak,
         kv_usage_mean,
         kv_usage_peak,
-        ttft: deltas.ttft.as_ref().map(HistSummary::of),
-        e2e: deltas.e2e.as_ref().map(HistSummary::of),
-        queue: deltas.queue.as_ref().map(HistSummary::of),
+        ttft: hist(&deltas.ttft),
+        e2e: hist(&deltas.e2e),
+        queue: hist(&deltas.queue),
+        time_scale: scale,
     };
     (s, deltas)
 }
@@ -299,6 +331,7 @@ pub fn summarize(r: &ScrapeResult, client: ClientSide) -> ServerSummary {
         let points = r.series.get(i).map(Vec::as_slice).unwrap_or(&[]);
         let (s, d) = instance(inst, points, start);
         cluster.engine = cluster.engine.or(s.engine);
+        cluster.time_scale = cluster.time_scale.or(s.time_scale);
         cluster.scrapes_ok += s.scrapes_ok;
         cluster.scrapes_failed += s.scrapes_failed;
         sum_opt(&mut cluster.requests, s.requests);
@@ -353,9 +386,11 @@ pub fn summarize(r: &ScrapeResult, client: ClientSide) -> ServerSummary {
     };
     (cluster.running_mean, cluster.running_peak) = col(|e| e.0);
     (cluster.waiting_mean, cluster.waiting_peak) = col(|e| e.1);
-    cluster.ttft = ttft.as_ref().map(HistSummary::of);
-    cluster.e2e = e2e.as_ref().map(HistSummary::of);
-    cluster.queue = queue.as_ref().map(HistSummary::of);
+    let scale = cluster.time_scale;
+    let hist = |h: &Option<HistTotals>| h.as_ref().map(|h| HistSummary::of(h).in_time_scale(scale));
+    cluster.ttft = hist(&ttft);
+    cluster.e2e = hist(&e2e);
+    cluster.queue = hist(&queue);
     ServerSummary {
         interval_ms: r.interval.as_secs_f64() * 1e3,
         samples_path: r.path.as_ref().map(|p| p.display().to_string()),

@@ -183,11 +183,17 @@ fn the_router_page_leads_to_its_instances() {
         .find(|n| n.contains("llm-sim's built-in router (round-robin)"))
         .unwrap_or_else(|| panic!("{notes:?}"));
     assert!(
-        found.contains("scraping its 3 instance(s) instead"),
+        found.contains("scraping its 3 instance(s)' own pages instead"),
         "{found}"
     );
+    let scraping = notes
+        .iter()
+        .find(|n| n.contains("scraping 3 endpoints"))
+        .unwrap_or_else(|| panic!("{notes:?}"));
     for a in &cluster.instances {
-        assert!(found.contains(&format!("http://{a}/metrics")), "{found}");
+        assert!(
+            scraping.contains(&format!("http://{a}/metrics")),
+            "{scraping}"
+        );
     }
-    assert!(notes.iter().any(|n| n.contains("scraping 3 endpoints")));
 }

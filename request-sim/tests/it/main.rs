@@ -15,6 +15,7 @@ mod replay;
 mod report;
 mod server_metrics;
 mod server_percentiles;
+mod server_sim_time;
 // Helpers shared by the modules; not every module uses every helper.
 #[allow(dead_code)]
 mod support;

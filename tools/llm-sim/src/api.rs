@@ -305,7 +305,7 @@ impl Job {
     }
 }
 
-fn check_model(state: &AppState, model: &Option<String>) -> Result<(), ApiError> {
+pub(crate) fn check_model(state: &AppState, model: &Option<String>) -> Result<(), ApiError> {
     match model {
         Some(m) if *m != state.cfg.model_name => Err(ApiError {
             status: StatusCode::NOT_FOUND,
@@ -609,6 +609,15 @@ pub fn tokenize(state: &AppState, body: &[u8]) -> Response<Body> {
     match run() {
         Ok(v) => json_response(StatusCode::OK, &v),
         Err(e) => e.into_response(api),
+    }
+}
+
+/// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, the prompt tokens of the same
+/// Messages request (errors in Anthropic's shape).
+pub fn count_message_tokens(state: &AppState, body: &[u8]) -> Response<Body> {
+    match messages_api::count_tokens(state, body) {
+        Ok(v) => json_response(StatusCode::OK, &v),
+        Err(e) => e.into_response(Api::Messages),
     }
 }
 

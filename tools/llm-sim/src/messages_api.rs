@@ -13,7 +13,7 @@ use hyper::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::{bad, chat_like_job, parse, Api, ApiError, ChatLike, Job, Meta};
+use crate::api::{bad, chat_like_job, check_model, parse, Api, ApiError, ChatLike, Job, Meta};
 use crate::state::AppState;
 use crate::tokenize::ChatMessage;
 
@@ -55,11 +55,36 @@ enum Content {
 /// Parses and validates a Messages request into a job (`max_tokens` is required, as
 /// Anthropic's API has it).
 pub(crate) fn job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
-    let api = Api::Messages;
-    let req: MessagesRequest = parse(api, body)?;
+    let req: MessagesRequest = parse(Api::Messages, body)?;
     if req.max_tokens.is_none() {
-        return Err(bad(api, "max_tokens: Field required"));
+        return Err(bad(Api::Messages, "max_tokens: Field required"));
     }
+    chat_like_job(state, chat_like(req)?)
+}
+
+/// `POST /v1/messages/count_tokens` (Anthropic's, as vLLM and SGLang serve it): the prompt
+/// tokens the same request would have, `{"input_tokens": N}`.
+pub(crate) fn count_tokens(state: &AppState, body: &[u8]) -> Result<Value, ApiError> {
+    let req: MessagesRequest = parse(Api::Messages, body)?;
+    let c = chat_like(req)?;
+    check_model(state, &c.model)?;
+    if c.messages.is_empty() {
+        return Err(bad(
+            Api::Messages,
+            "messages: at least one message is required",
+        ));
+    }
+    let n = state
+        .tokenizer
+        .encode_chat_tools(&c.messages, c.tools.as_ref(), true)
+        .map_err(|e| bad(Api::Messages, e))?
+        .len();
+    Ok(json!({ "input_tokens": n }))
+}
+
+/// The request as chat messages and tools.
+fn chat_like(req: MessagesRequest) -> Result<ChatLike, ApiError> {
+    let api = Api::Messages;
     let mut messages = Vec::new();
     if let Some(system) = req.system {
         let text = match system {
@@ -86,20 +111,17 @@ pub(crate) fn job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
         .and_then(|m| m.get("user_id"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    chat_like_job(
-        state,
-        ChatLike {
-            api,
-            model: req.model,
-            user,
-            messages,
-            tools,
-            max_tokens: req.max_tokens,
-            min_tokens: req.min_tokens,
-            ignore_eos: req.ignore_eos,
-            stream: req.stream.unwrap_or(false),
-        },
-    )
+    Ok(ChatLike {
+        api,
+        model: req.model,
+        user,
+        messages,
+        tools,
+        max_tokens: req.max_tokens,
+        min_tokens: req.min_tokens,
+        ignore_eos: req.ignore_eos,
+        stream: req.stream.unwrap_or(false),
+    })
 }
 
 /// A tool in the chat completions shape (`input_schema` becomes `parameters`).

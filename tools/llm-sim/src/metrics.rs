@@ -260,6 +260,11 @@ impl Metrics {
             "GPU KV-cache usage. 1 means 100 percent usage (older name of kv_cache_usage_perc).",
             usage,
         );
+        gauge(
+            "llm_sim:speedup",
+            "Simulated seconds per wall-clock second (--speedup): every time on this page is simulated.",
+            cfg.speedup.to_string(),
+        );
         let _ = write!(
             out,
             "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig.\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{{lbl},block_size=\"{}\",enable_prefix_caching=\"{}\",num_gpu_blocks=\"{}\",num_cpu_blocks=\"0\",cache_dtype=\"auto\"}} 1.0\n",

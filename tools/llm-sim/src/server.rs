@@ -450,6 +450,13 @@ pub(crate) async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> R
             StatusCode::SERVICE_UNAVAILABLE,
             "The server is still starting (simulated readiness delay).",
         ),
+        (Method::POST, "/v1/messages/count_tokens") => {
+            let body = match read_body(req).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            api::count_message_tokens(state, &body)
+        }
         (Method::POST, "/tokenize" | "/detokenize") => {
             let body = match read_body(req).await {
                 Ok(b) => b,
@@ -512,6 +519,7 @@ pub(crate) async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> R
             | "/metrics"
             | "/admin/faults"
             | "/tokenize"
+            | "/v1/messages/count_tokens"
             | "/detokenize"
             | "/reset_prefix_cache",
         ) => method_not_allowed(),

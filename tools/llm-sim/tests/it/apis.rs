@@ -336,7 +336,7 @@ async fn api_key_in_anthropic_header() {
 }
 
 #[tokio::test]
-async fn missing_usage_and_malformed_faults() {
+async fn missing_usage_malformed_and_reset_faults() {
     let server = default_server().await;
     let b = server.base_url();
     server
@@ -369,6 +369,20 @@ async fn missing_usage_and_malformed_faults() {
         let broken = s.events.iter().filter(|e| e.json().is_none()).count();
         assert_eq!(broken, 1, "{path}: {:?}", s.events);
     }
+    // A reset cuts the stream before its closing events.
+    server
+        .faults()
+        .update(|f| {
+            f.malformed_rate = 0.0;
+            f.reset_rate = 1.0;
+        })
+        .unwrap();
+    let s = stream(&b, "/v1/messages", &messages_body(&words(8, 0), 4, true)).await;
+    assert!(s.body_error.is_some(), "{:?}", s.events);
+    assert!(!names(&s).iter().any(|n| n == "message_stop"));
+    let s = stream(&b, "/v1/responses", &responses_body(&words(8, 0), 4, true)).await;
+    assert!(s.body_error.is_some(), "{:?}", s.events);
+    assert!(!names(&s).iter().any(|n| n == "response.completed"));
     server.shutdown().await;
 }
 
@@ -480,5 +494,27 @@ async fn with_a_tokenizer_each_api_renders_the_chat_template() {
     plain.as_object_mut().unwrap().remove("tools");
     let (_, p) = post_json(&b, "/v1/chat/completions", &plain).await;
     assert!(p["usage"]["prompt_tokens"].as_u64().unwrap() < want);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn count_tokens_tells_the_prompt_of_the_same_request() {
+    let server = default_server().await;
+    let b = server.base_url();
+    let mut body = messages_body(&words(30, 0), 2, false);
+    body["system"] = json!("bake tomo");
+    body.as_object_mut().unwrap().remove("max_tokens");
+    let (status, v) = post_json(&b, "/v1/messages/count_tokens", &body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v, json!({"input_tokens": 2 + 5 + 30 + 5 + 3}));
+    body["max_tokens"] = json!(2);
+    let (_, m) = post_json(&b, "/v1/messages", &body).await;
+    assert_eq!(m["usage"]["input_tokens"], v["input_tokens"]);
+    body["model"] = json!("other");
+    let (status, v) = post_json(&b, "/v1/messages/count_tokens", &body).await;
+    assert_eq!(
+        (status, v["error"]["type"].as_str()),
+        (404, Some("not_found_error"))
+    );
     server.shutdown().await;
 }

@@ -132,6 +132,8 @@ async fn speedup_shortens_wall_time_not_simulated_time() {
     assert!((0.02..0.03).contains(&ttft), "TTFT {ttft} s simulated");
     let tpot = metric(&page, "vllm:request_time_per_output_token_seconds_sum");
     assert!((tpot - 0.02).abs() < 1e-3, "TPOT {tpot} s simulated");
+    // ... and the page says so, for a client that compares them with its wall clock.
+    assert_eq!(metric(&page, "llm_sim:speedup"), 10.0);
     s.shutdown().await;
 
     let bad = SimConfig {
