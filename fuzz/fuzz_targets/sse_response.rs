@@ -1,18 +1,25 @@
-//! The SSE parser and the per-API response interpretation, on arbitrary bytes split into
-//! arbitrary network chunks. Never a panic; events must not depend on where chunks are cut.
+//! The SSE parser and the per-API response interpretation (chat, completions, TGI, Responses,
+//! Messages), on arbitrary bytes split into arbitrary network chunks. Never a panic; events
+//! must not depend on where chunks are cut; the stream reader `execute` uses
+//! (`backend::read_stream`) either accepts a consistent finished answer or fails with a
+//! protocol error.
 #![no_main]
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use request_sim::backend::sse::SseParser;
-use request_sim::backend::{ApiKind, ResponseState};
+use request_sim::backend::{read_stream, ApiKind, ResponseState};
+use request_sim::record::Status;
 
-const KINDS: [ApiKind; 4] = [
+const KINDS: [ApiKind; 6] = [
     ApiKind::Chat,
     ApiKind::Completions,
     ApiKind::TgiGenerate,
     ApiKind::TgiGenerateStream,
+    ApiKind::Responses,
+    ApiKind::Messages,
 ];
 const LIMIT: usize = 512;
 
@@ -37,11 +44,30 @@ fn events(input: &[u8], cuts: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
+/// `FUZZ_API=responses|messages|chat|completions|tgi|tgi_stream`: fuzz that API only (the
+/// first input byte then picks nothing), so a run's whole time goes to one parser.
+fn forced_kind() -> Option<ApiKind> {
+    static KIND: OnceLock<Option<ApiKind>> = OnceLock::new();
+    *KIND.get_or_init(|| {
+        let name = std::env::var("FUZZ_API").ok()?;
+        let names = [
+            "chat",
+            "completions",
+            "tgi",
+            "tgi_stream",
+            "responses",
+            "messages",
+        ];
+        let i = names.iter().position(|n| *n == name)?;
+        Some(KINDS[i])
+    })
+}
+
 fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
         return;
     }
-    let kind = KINDS[usize::from(data[0] % 4)];
+    let kind = forced_kind().unwrap_or(KINDS[usize::from(data[0]) % KINDS.len()]);
     let ncuts = usize::from(data[1] % 8).min(data.len() - 2);
     let (cuts, input) = data[2..].split_at(ncuts);
 
@@ -53,7 +79,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(evs) = &whole {
         for e in evs {
             // push() rejects events over the limit; finish() may join the last (bounded) line.
-            assert!(e.len() <= 2 * LIMIT + 1, "event over the limit: {}", e.len());
+            assert!(
+                e.len() <= 2 * LIMIT + 1,
+                "event over the limit: {}",
+                e.len()
+            );
         }
     }
 
@@ -71,4 +101,25 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut st = ResponseState::default();
     let _ = st.on_body(kind, input, t0);
+
+    // The whole stream as `execute` reads it, cut at the same places.
+    let mut pieces = Vec::new();
+    let mut rest = input;
+    let mut i = 0;
+    while !rest.is_empty() {
+        let n = cuts
+            .get(i % cuts.len().max(1))
+            .map_or(rest.len(), |&c| usize::from(c).max(1).min(rest.len()));
+        i += 1;
+        let (piece, tail) = rest.split_at(n);
+        pieces.push(piece);
+        rest = tail;
+    }
+    match read_stream(kind, pieces, t0) {
+        Ok(st) => {
+            assert!(st.finished && st.chunks > 0);
+            assert!(st.content_chunks <= st.chunks);
+        }
+        Err((status, e)) => assert!(status == Status::ProtocolError && !e.is_empty(), "{e}"),
+    }
 });

@@ -180,12 +180,13 @@ pub struct PromptArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Target")]
 pub struct TargetArgs {
-    /// Full URL (http://h:p/v1/chat/completions, .../v1/completions, .../generate,
-    /// .../generate_stream) or base URL (http://h:p = chat completions). Default: start the
-    /// built-in simulator on 127.0.0.1.
+    /// Full URL (http://h:p/v1/chat/completions, .../v1/completions, .../v1/responses,
+    /// .../v1/messages, .../generate, .../generate_stream) or base URL (http://h:p = chat
+    /// completions, or the path of --api). Default: start the built-in simulator on 127.0.0.1.
     #[arg(long)]
     pub endpoint: Option<String>,
-    /// API family.
+    /// API family (openai: the endpoint's path picks chat, completions, Responses or
+    /// Messages; responses: OpenAI Responses; messages: Anthropic Messages).
     #[arg(long, short = 'a', value_enum, default_value = "openai")]
     pub api: ApiFlavor,
     /// Model name sent in requests (default: the first of GET /v1/models).

@@ -1,4 +1,10 @@
 //! Request bodies for each API, serialised from typed structs into a reusable buffer.
+//!
+//! The output length each API can enforce (`docs/backends.md`): chat and completions send
+//! `max_tokens`, Responses `max_output_tokens`, Messages `max_tokens` (required by Anthropic:
+//! a `messages` row without `output_length` asks for [`MESSAGES_DEFAULT_MAX_TOKENS`]); all of
+//! them add vLLM's `min_tokens` and `ignore_eos` with `exact_output`, which vLLM-style servers
+//! honour on every API and strict servers ignore or refuse (TGI: `ignore_eos_token`).
 
 use serde::Serialize;
 
@@ -65,6 +71,42 @@ struct OpenAiBody<'a> {
     extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
+/// A Responses body with a synthetic prompt. `store: false`: a load generator's answers are
+/// not kept by the server.
+#[derive(Serialize)]
+struct ResponsesBody<'a> {
+    model: &'a str,
+    input: [Message<'a>; 1],
+    max_output_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ignore_eos: Option<bool>,
+    stream: bool,
+    store: bool,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
+}
+
+/// An Anthropic Messages body with a synthetic prompt.
+#[derive(Serialize)]
+struct MessagesBody<'a> {
+    model: &'a str,
+    messages: [Message<'a>; 1],
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ignore_eos: Option<bool>,
+    stream: bool,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
+}
+
+/// `max_tokens` of a Messages request from a `messages` row without `output_length` (the
+/// field is required by Anthropic's API).
+pub const MESSAGES_DEFAULT_MAX_TOKENS: u32 = 4096;
+
 #[derive(Serialize)]
 struct TgiParameters {
     max_new_tokens: u32,
@@ -114,18 +156,12 @@ pub fn encode_chat_row_body_marked(
     chat: &crate::trace::ChatPayload,
     session_user: Option<&str>,
     out: &mut Vec<u8>,
-    mut marks: Option<&mut Vec<std::ops::Range<usize>>>,
+    marks: Option<&mut Vec<std::ops::Range<usize>>>,
 ) {
     use serde_json::Value;
     out.clear();
     let mut body: Vec<(&str, Field<'_>)> = Vec::with_capacity(12);
-    fn set<'k>(body: &mut Vec<(&'k str, Field<'k>)>, key: &'k str, v: Field<'k>) {
-        match body.iter_mut().find(|(k, _)| *k == key) {
-            Some(slot) => slot.1 = v,
-            None => body.push((key, v)),
-        }
-    }
-    set(
+    set_field(
         &mut body,
         "model",
         Field::Owned(Value::from(params.model.as_str())),
@@ -134,39 +170,168 @@ pub fn encode_chat_row_body_marked(
         Value::Array(items) => Field::Messages(items),
         other => Field::Borrowed(other),
     };
-    set(&mut body, "messages", messages);
+    set_field(&mut body, "messages", messages);
     if let Some(t) = &chat.tools {
-        set(&mut body, "tools", Field::Borrowed(t));
+        set_field(&mut body, "tools", Field::Borrowed(t));
     }
     // Servers reject max_tokens 0: a row with output_length 0 asks for one token.
     if let Some(n) = chat.max_tokens.map(|n| n.max(1)) {
-        set(&mut body, "max_tokens", Field::Owned(Value::from(n)));
+        set_field(&mut body, "max_tokens", Field::Owned(Value::from(n)));
         if params.exact_output {
-            set(&mut body, "min_tokens", Field::Owned(Value::from(n)));
-            set(&mut body, "ignore_eos", Field::Owned(Value::from(true)));
+            set_field(&mut body, "min_tokens", Field::Owned(Value::from(n)));
+            set_field(&mut body, "ignore_eos", Field::Owned(Value::from(true)));
         }
     }
-    set(
+    set_field(
         &mut body,
         "stream",
         Field::Owned(Value::from(params.stream)),
     );
     if params.stream {
-        set(
+        set_field(
             &mut body,
             "stream_options",
             Field::Owned(serde_json::json!({"include_usage": true})),
         );
     }
     for (k, v) in params.extra.iter().flatten() {
-        set(&mut body, k, Field::Borrowed(v));
+        set_field(&mut body, k, Field::Borrowed(v));
     }
     if let Some(u) = session_user {
-        set(&mut body, "user", Field::Owned(Value::from(u)));
+        set_field(&mut body, "user", Field::Owned(Value::from(u)));
     }
     for (k, v) in chat.extra.iter().flatten() {
-        set(&mut body, k, Field::Borrowed(v));
+        set_field(&mut body, k, Field::Borrowed(v));
     }
+    write_fields(&body, out, marks);
+}
+
+/// Serialise the body of a `messages` trace row for `kind` into `out` (cleared first): chat
+/// completions as [`encode_chat_row_body`]; Responses and Messages with the row converted to
+/// their shapes ([`super::convert`]), the token budget as `max_output_tokens` / `max_tokens`
+/// (Messages always has one: [`MESSAGES_DEFAULT_MAX_TOKENS`] when the row gives none), the
+/// session id as Responses' `user` or Anthropic's `metadata.user_id`, then `--extra-body` and
+/// the row's `extra` as for chat.
+pub fn encode_row_body(
+    kind: ApiKind,
+    params: &BodyParams,
+    chat: &crate::trace::ChatPayload,
+    session_user: Option<&str>,
+    out: &mut Vec<u8>,
+) {
+    use serde_json::Value;
+    let anthropic = match kind {
+        ApiKind::Messages => true,
+        ApiKind::Responses => false,
+        _ => return encode_chat_row_body(params, chat, session_user, out),
+    };
+    out.clear();
+    let mut body: Vec<(&str, Field<'_>)> = Vec::with_capacity(12);
+    set_field(
+        &mut body,
+        "model",
+        Field::Owned(Value::from(params.model.as_str())),
+    );
+    if anthropic {
+        let (system, messages) = super::convert::to_anthropic(&chat.messages);
+        if let Some(sys) = system {
+            set_field(&mut body, "system", Field::Owned(sys));
+        }
+        set_field(&mut body, "messages", Field::Owned(messages));
+        if let Some(t) = &chat.tools {
+            let tools = super::convert::anthropic_tools(t);
+            set_field(&mut body, "tools", Field::Owned(tools));
+        }
+    } else {
+        let input = super::convert::to_responses(&chat.messages);
+        set_field(&mut body, "input", Field::Owned(input));
+        if let Some(t) = &chat.tools {
+            let tools = super::convert::responses_tools(t);
+            set_field(&mut body, "tools", Field::Owned(tools));
+        }
+    }
+    let budget_key = if anthropic {
+        "max_tokens"
+    } else {
+        "max_output_tokens"
+    };
+    // Servers reject a budget of 0: a row with output_length 0 asks for one token.
+    match (chat.max_tokens.map(|n| n.max(1)), anthropic) {
+        (Some(n), _) => {
+            set_field(&mut body, budget_key, Field::Owned(Value::from(n)));
+            if params.exact_output {
+                set_field(&mut body, "min_tokens", Field::Owned(Value::from(n)));
+                set_field(&mut body, "ignore_eos", Field::Owned(Value::from(true)));
+            }
+        }
+        (None, true) => set_field(
+            &mut body,
+            budget_key,
+            Field::Owned(Value::from(MESSAGES_DEFAULT_MAX_TOKENS)),
+        ),
+        (None, false) => {}
+    }
+    set_field(
+        &mut body,
+        "stream",
+        Field::Owned(Value::from(params.stream)),
+    );
+    if !anthropic {
+        set_field(&mut body, "store", Field::Owned(Value::from(false)));
+    }
+    for (k, v) in params.extra.iter().flatten() {
+        set_field(&mut body, k, Field::Borrowed(v));
+    }
+    if let Some(u) = session_user {
+        let (key, v) = session_user_field(kind, u);
+        set_field(&mut body, key, Field::Owned(v));
+    }
+    for (k, v) in chat.extra.iter().flatten() {
+        set_field(&mut body, k, Field::Borrowed(v));
+    }
+    write_fields(&body, out, None);
+}
+
+/// The top-level field that carries a session id for `kind`: OpenAI's `user`, Anthropic's
+/// `metadata.user_id`.
+fn session_user_field(kind: ApiKind, user: &str) -> (&'static str, serde_json::Value) {
+    match kind {
+        ApiKind::Messages => ("metadata", serde_json::json!({ "user_id": user })),
+        _ => ("user", serde_json::Value::from(user)),
+    }
+}
+
+/// `--session-user` on a synthetic body: the session id appended inside the body's top-level
+/// object as the API carries it (OpenAI chat, completions and Responses: `user`; Messages:
+/// `metadata.user_id`; TGI has no such field: nothing).
+pub fn append_session_user(kind: ApiKind, body: &mut Vec<u8>, user: &str) {
+    if !kind.openai_style_server() || body.last() != Some(&b'}') {
+        return;
+    }
+    let (key, v) = session_user_field(kind, user);
+    body.pop();
+    body.push(b',');
+    let _ = serde_json::to_writer(&mut *body, key);
+    body.push(b':');
+    let _ = serde_json::to_writer(&mut *body, &v);
+    body.push(b'}');
+}
+
+/// Sets `key` to `v`, in place when the key is already there (no duplicate keys).
+fn set_field<'k>(body: &mut Vec<(&'k str, Field<'k>)>, key: &'k str, v: Field<'k>) {
+    match body.iter_mut().find(|(k, _)| *k == key) {
+        Some(slot) => slot.1 = v,
+        None => body.push((key, v)),
+    }
+}
+
+/// Writes the fields as one JSON object into `out`; with `marks`, the byte range of every
+/// message of a [`Field::Messages`] too.
+fn write_fields(
+    body: &[(&str, Field<'_>)],
+    out: &mut Vec<u8>,
+    mut marks: Option<&mut Vec<std::ops::Range<usize>>>,
+) {
     if let Some(m) = marks.as_deref_mut() {
         m.clear();
     }
@@ -307,6 +472,37 @@ pub fn encode_body(
                 stream_options: params.stream.then_some(StreamOptions {
                     include_usage: true,
                 }),
+                extra: params.extra.as_ref(),
+            };
+            serde_json::to_writer(&mut *out, &body)
+        }
+        ApiKind::Responses => {
+            let body = ResponsesBody {
+                model: &params.model,
+                input: [Message {
+                    role: "user",
+                    content: text,
+                }],
+                max_output_tokens: max_tokens,
+                min_tokens: exact.then_some(max_tokens),
+                ignore_eos: exact.then_some(true),
+                stream: params.stream,
+                store: false,
+                extra: params.extra.as_ref(),
+            };
+            serde_json::to_writer(&mut *out, &body)
+        }
+        ApiKind::Messages => {
+            let body = MessagesBody {
+                model: &params.model,
+                messages: [Message {
+                    role: "user",
+                    content: text,
+                }],
+                max_tokens,
+                min_tokens: exact.then_some(max_tokens),
+                ignore_eos: exact.then_some(true),
+                stream: params.stream,
                 extra: params.extra.as_ref(),
             };
             serde_json::to_writer(&mut *out, &body)
@@ -461,6 +657,134 @@ mod tests {
         assert_eq!(v["messages"].as_array().unwrap().len(), 7);
         assert_eq!(v["messages"][1]["content"], "y");
         assert_eq!(v["messages"][2]["content"], "recorded one");
+    }
+
+    #[test]
+    fn responses_and_messages_bodies() {
+        let mut out = Vec::new();
+        encode_body(
+            ApiKind::Responses,
+            &params(true),
+            PromptPayload::Text(" a b"),
+            7,
+            &mut out,
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"model": "m", "input": [{"role": "user", "content": " a b"}],
+                "max_output_tokens": 7, "min_tokens": 7, "ignore_eos": true, "stream": true,
+                "store": false})
+        );
+        append_session_user(ApiKind::Responses, &mut out, "s1");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["user"], "s1");
+        let mut p = params(false);
+        p.exact_output = false;
+        encode_body(
+            ApiKind::Messages,
+            &p,
+            PromptPayload::Text(" a b"),
+            5,
+            &mut out,
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"model": "m", "messages": [{"role": "user", "content": " a b"}],
+                "max_tokens": 5, "stream": false})
+        );
+        append_session_user(ApiKind::Messages, &mut out, "s\"2");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["metadata"], serde_json::json!({"user_id": "s\"2"}));
+        let mut tgi = b"{}".to_vec();
+        append_session_user(ApiKind::TgiGenerate, &mut tgi, "s");
+        assert_eq!(tgi, b"{}");
+    }
+
+    #[test]
+    fn messages_rows_in_each_api() {
+        let mut chat = crate::trace::ChatPayload {
+            messages: serde_json::json!([
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "r"}
+            ]),
+            tools: Some(
+                serde_json::json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]),
+            ),
+            extra: Some(serde_json::Map::from_iter([(
+                "temperature".to_string(),
+                serde_json::json!(0),
+            )])),
+            max_tokens: Some(9),
+            prompt_token_ids: None,
+            text_input: None,
+        };
+        let mut out = Vec::new();
+        encode_row_body(ApiKind::Messages, &params(true), &chat, Some("s"), &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["system"], "Be brief.");
+        assert_eq!(v["messages"].as_array().unwrap().len(), 3);
+        assert_eq!(v["messages"][1]["content"][0]["type"], "tool_use");
+        assert_eq!(
+            v["messages"][1]["content"][0]["input"],
+            serde_json::json!({"x": 1})
+        );
+        assert_eq!(v["messages"][2]["content"][0]["type"], "tool_result");
+        assert_eq!(
+            v["tools"],
+            serde_json::json!([{"name": "f", "input_schema": {"type": "object"}}])
+        );
+        assert_eq!(
+            (v["max_tokens"].as_u64(), v["min_tokens"].as_u64()),
+            (Some(9), Some(9))
+        );
+        assert_eq!(v["ignore_eos"], true);
+        assert_eq!(v["stream"], true);
+        assert!(v.get("stream_options").is_none());
+        assert_eq!(v["metadata"]["user_id"], "s");
+        assert_eq!(v["temperature"], 0);
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys.len(), 10, "{keys:?}");
+        assert!(out.starts_with(br#"{"model":"m","system":"Be brief.","messages":["#));
+
+        encode_row_body(
+            ApiKind::Responses,
+            &params(false),
+            &chat,
+            Some("s"),
+            &mut out,
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let items = v["input"].as_array().unwrap();
+        assert_eq!(items.len(), 4);
+        assert_eq!(items[0]["role"], "system");
+        assert_eq!(items[2]["type"], "function_call");
+        assert_eq!(items[3]["type"], "function_call_output");
+        assert_eq!(v["tools"][0]["name"], "f");
+        assert_eq!(v["max_output_tokens"], 9);
+        assert_eq!(
+            (v["store"].as_bool(), v["user"].as_str()),
+            (Some(false), Some("s"))
+        );
+        assert!(v.get("messages").is_none() && v.get("max_tokens").is_none());
+
+        // No output_length: Anthropic's required max_tokens gets the default; Responses none.
+        chat.max_tokens = None;
+        encode_row_body(ApiKind::Messages, &params(false), &chat, None, &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["max_tokens"], MESSAGES_DEFAULT_MAX_TOKENS);
+        assert!(v.get("min_tokens").is_none() && v.get("metadata").is_none());
+        encode_row_body(ApiKind::Responses, &params(false), &chat, None, &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert!(v.get("max_output_tokens").is_none());
+        // Chat: the chat encoder's bytes.
+        let mut plain = Vec::new();
+        encode_chat_row_body(&params(true), &chat, None, &mut plain);
+        encode_row_body(ApiKind::Chat, &params(true), &chat, None, &mut out);
+        assert_eq!(out, plain);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Backends: which API a request goes to, its body, and how its response is read.
 //!
 //! - [`body`]: typed request bodies per API;
+//! - [`convert`]: a `messages` row in the shapes of the Responses and Messages APIs;
+//! - [`events`]: the typed event streams (and bodies) of the Responses and Messages APIs;
 //! - [`sse`]: the incremental SSE parser shared by all streaming APIs;
 //! - [`response`]: per-API interpretation of messages into timings and token counts;
 //! - [`warm`]: keep-alive connections opened before they are needed;
@@ -8,6 +10,8 @@
 //!   request and classifies how it ended.
 
 pub mod body;
+pub mod convert;
+pub mod events;
 pub mod response;
 pub mod sse;
 pub mod tokenize;
@@ -20,8 +24,8 @@ use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 pub use body::{
-    encode_body, encode_chat_row_body, encode_chat_row_body_marked, BodyParams, LiveBody, LiveSlot,
-    PromptPayload,
+    append_session_user, encode_body, encode_chat_row_body, encode_chat_row_body_marked,
+    encode_row_body, BodyParams, LiveBody, LiveSlot, PromptPayload,
 };
 pub use response::{ProtocolError, ResponseState, Usage};
 
@@ -63,6 +67,12 @@ pub enum ApiFlavor {
     Tgi,
     /// AIBrix gateway: OpenAI plus a `routing-strategy` header (`--aibrix-route`).
     Aibrix,
+    /// OpenAI Responses API: `/v1/responses` (vLLM, SGLang, llama.cpp's server, OpenAI).
+    #[value(alias = "openai-responses")]
+    Responses,
+    /// Anthropic Messages API: `/v1/messages` (vLLM, SGLang, llama.cpp's server, Anthropic).
+    #[value(alias = "anthropic", alias = "anthropic-messages")]
+    Messages,
 }
 
 /// The concrete endpoint kind requests are sent to.
@@ -73,14 +83,40 @@ pub enum ApiKind {
     Completions,
     TgiGenerate,
     TgiGenerateStream,
+    /// OpenAI Responses (`/v1/responses`).
+    Responses,
+    /// Anthropic Messages (`/v1/messages`).
+    Messages,
 }
 
 impl ApiKind {
     pub fn is_chat(self) -> bool {
         self == ApiKind::Chat
     }
+    /// OpenAI chat or completions: the `choices` wire shape, `[DONE]`, `stream_options`.
     pub fn is_openai(self) -> bool {
         matches!(self, ApiKind::Chat | ApiKind::Completions)
+    }
+    /// An API whose requests carry a conversation (a `messages` row can be sent to it): chat
+    /// completions, Responses, Messages.
+    pub fn takes_messages(self) -> bool {
+        matches!(self, ApiKind::Chat | ApiKind::Responses | ApiKind::Messages)
+    }
+    /// Served by the OpenAI-style servers (vLLM, SGLang, llama.cpp's server, llm-sim), which
+    /// also answer `GET /v1/models` and may answer `POST /tokenize`: every API but TGI's.
+    pub fn openai_style_server(self) -> bool {
+        !matches!(self, ApiKind::TgiGenerate | ApiKind::TgiGenerateStream)
+    }
+    /// The path of this API's endpoint on a server (TGI: by streaming).
+    pub fn path(self) -> &'static str {
+        match self {
+            ApiKind::Chat => "/v1/chat/completions",
+            ApiKind::Completions => "/v1/completions",
+            ApiKind::TgiGenerate => "/generate",
+            ApiKind::TgiGenerateStream => "/generate_stream",
+            ApiKind::Responses => "/v1/responses",
+            ApiKind::Messages => "/v1/messages",
+        }
     }
 }
 
@@ -96,6 +132,10 @@ pub enum Api {
     Tgi,
     /// AIBrix gateway (OpenAI plus a routing header).
     Aibrix,
+    /// OpenAI Responses.
+    OpenaiResponses,
+    /// Anthropic Messages.
+    AnthropicMessages,
 }
 
 impl std::fmt::Display for Api {
@@ -105,6 +145,8 @@ impl std::fmt::Display for Api {
             Api::OpenaiCompletions => "openai-completions",
             Api::Tgi => "tgi",
             Api::Aibrix => "aibrix",
+            Api::OpenaiResponses => "openai-responses",
+            Api::AnthropicMessages => "anthropic-messages",
         })
     }
 }
@@ -141,6 +183,8 @@ impl Endpoint {
     /// The API requests to this endpoint speak.
     pub fn api(&self) -> Api {
         match (self.flavor, self.kind) {
+            (_, ApiKind::Responses) => Api::OpenaiResponses,
+            (_, ApiKind::Messages) => Api::AnthropicMessages,
             (ApiFlavor::Aibrix, _) => Api::Aibrix,
             (_, ApiKind::Chat) => Api::OpenaiChat,
             (_, ApiKind::Completions) => Api::OpenaiCompletions,
@@ -150,8 +194,10 @@ impl Endpoint {
 
     /// Resolve `--endpoint` (full URL or base URL) for `--api`.
     ///
-    /// A base URL (no path, or `/`) means chat completions for OpenAI/AIBrix and `/generate`
-    /// or `/generate_stream` (by `stream`) for TGI. A `/v1` base gets `/chat/completions`.
+    /// A base URL (no path, or `/`) means chat completions for OpenAI/AIBrix, `/v1/responses`
+    /// for Responses, `/v1/messages` for Messages and `/generate` or `/generate_stream` (by
+    /// `stream`) for TGI. A `/v1` base gets the API's path below it. With OpenAI/AIBrix, a
+    /// path ending in `/responses` or `/messages` is that API (detected from the path).
     pub fn resolve(
         endpoint: &str,
         flavor: ApiFlavor,
@@ -180,12 +226,30 @@ impl Endpoint {
                     ApiKind::Chat
                 } else if path.ends_with("/completions") {
                     ApiKind::Completions
+                } else if path.ends_with("/responses") {
+                    ApiKind::Responses
+                } else if path.ends_with("/messages") {
+                    ApiKind::Messages
                 } else {
                     return Err(format!(
                         "--endpoint path {path:?} is not an OpenAI path: use .../v1/chat/completions, \
-                         .../v1/completions or a base URL like http://host:port"
+                         .../v1/completions, .../v1/responses, .../v1/messages or a base URL like http://host:port"
                     ));
                 }
+            }
+            ApiFlavor::Responses | ApiFlavor::Messages => {
+                let (kind, name, title) = match flavor {
+                    ApiFlavor::Responses => (ApiKind::Responses, "responses", "Responses"),
+                    _ => (ApiKind::Messages, "messages", "Messages"),
+                };
+                if path.is_empty() || path == "/v1" {
+                    url.set_path(kind.path());
+                } else if !path.ends_with(&format!("/{name}")) {
+                    return Err(format!(
+                        "--endpoint path {path:?} is not a {title} path with --api {name}: use .../v1/{name} or a base URL like http://host:port"
+                    ));
+                }
+                kind
             }
             ApiFlavor::Tgi => {
                 if path.is_empty() {
@@ -251,8 +315,16 @@ impl Endpoint {
         u.to_string().trim_end_matches('/').to_string()
     }
 
-    /// Add the API key (if any) to a request.
-    pub fn authorize(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    /// Add the API key (if any) to a request: `Authorization: Bearer` (OpenAI-style
+    /// servers); for the Messages API also Anthropic's `x-api-key` and `anthropic-version`
+    /// (the self-hosted servers read the first, Anthropic's API the others).
+    pub fn authorize(&self, mut req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        if self.kind == ApiKind::Messages {
+            req = req.header("anthropic-version", ANTHROPIC_VERSION);
+            if let Some(k) = &self.api_key {
+                req = req.header("x-api-key", k);
+            }
+        }
         match &self.api_key {
             Some(k) => req.bearer_auth(k),
             None => req,
@@ -273,6 +345,9 @@ impl Endpoint {
         }
     }
 }
+
+/// The `anthropic-version` header sent to the Messages API.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// HTTP client settings.
 #[derive(Debug, Clone)]
@@ -473,16 +548,16 @@ pub async fn execute(
     };
     let (status, error) = match result {
         Ok(()) => {
-            let usage_missing = ep.kind.is_openai()
+            let usage_missing = ep.kind.openai_style_server()
                 && ep.stream
                 && state.usage.and_then(|u| u.completion_tokens).is_none();
             if usage_missing && !allow_missing_usage {
-                (
-                    Status::ProtocolError,
-                    Some(
-                        "server sent no usage (stream_options.include_usage ignored?)".to_string(),
-                    ),
-                )
+                let why = if ep.kind.is_openai() {
+                    "server sent no usage (stream_options.include_usage ignored?)"
+                } else {
+                    "server sent no usage (no output_tokens in the stream)"
+                };
+                (Status::ProtocolError, Some(why.to_string()))
             } else {
                 (Status::Ok, None)
             }
@@ -655,44 +730,12 @@ async fn exchange(
         )));
     }
     if ep.stream {
-        let mut parser = sse::SseParser::new(MAX_EVENT_BYTES);
-        let mut proto: Result<(), ProtocolError> = Ok(());
+        let mut reader = StreamReader::new(ep.kind);
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| classify(&e.without_url(), true))?;
-            let now = Instant::now();
-            let kind = ep.kind;
-            parser
-                .push(&chunk, |data| {
-                    if proto.is_ok() {
-                        proto = state.on_event(kind, data, now);
-                    }
-                })
-                .map_err(|e| (Status::ProtocolError, e.to_string()))?;
-            proto.clone().map_err(|e| (Status::ProtocolError, e.0))?;
+            reader.push(&chunk, state, Instant::now())?;
         }
-        let now = Instant::now();
-        let kind = ep.kind;
-        parser.finish(|data| {
-            if proto.is_ok() {
-                proto = state.on_event(kind, data, now);
-            }
-        });
-        proto.map_err(|e| (Status::ProtocolError, e.0))?;
-        if !state.finished {
-            let what = if ep.kind.is_openai() {
-                "stream ended without [DONE]"
-            } else {
-                "stream ended without a final event"
-            };
-            return Err((Status::ProtocolError, what.to_string()).into());
-        }
-        if state.chunks == 0 {
-            return Err((
-                Status::ProtocolError,
-                "stream carried no tokens".to_string(),
-            )
-                .into());
-        }
+        reader.finish(state, Instant::now())?;
     } else {
         let mut buf = Vec::new();
         while let Some(chunk) = stream.next().await {
@@ -713,6 +756,90 @@ async fn exchange(
     Ok(())
 }
 
+/// Reads a streamed answer as its bytes arrive: the SSE events into the [`ResponseState`], then
+/// the end-of-stream checks (the API's final event seen, some token carried). Every way it
+/// fails is a [`Status::ProtocolError`].
+pub struct StreamReader {
+    kind: ApiKind,
+    parser: sse::SseParser,
+    proto: Result<(), ProtocolError>,
+}
+
+impl StreamReader {
+    pub fn new(kind: ApiKind) -> StreamReader {
+        StreamReader {
+            kind,
+            parser: sse::SseParser::new(MAX_EVENT_BYTES),
+            proto: Ok(()),
+        }
+    }
+
+    /// The bytes of one network chunk, received at `now`.
+    pub fn push(
+        &mut self,
+        chunk: &[u8],
+        state: &mut ResponseState,
+        now: Instant,
+    ) -> Result<(), (Status, String)> {
+        let (kind, proto) = (self.kind, &mut self.proto);
+        self.parser
+            .push(chunk, |data| {
+                if proto.is_ok() {
+                    *proto = state.on_event(kind, data, now);
+                }
+            })
+            .map_err(|e| (Status::ProtocolError, e.to_string()))?;
+        self.proto.clone().map_err(|e| (Status::ProtocolError, e.0))
+    }
+
+    /// The end of the stream, at `now`.
+    pub fn finish(
+        mut self,
+        state: &mut ResponseState,
+        now: Instant,
+    ) -> Result<(), (Status, String)> {
+        let (kind, proto) = (self.kind, &mut self.proto);
+        self.parser.finish(|data| {
+            if proto.is_ok() {
+                *proto = state.on_event(kind, data, now);
+            }
+        });
+        self.proto.map_err(|e| (Status::ProtocolError, e.0))?;
+        if !state.finished {
+            let what = match self.kind {
+                ApiKind::Chat | ApiKind::Completions => "stream ended without [DONE]",
+                ApiKind::Responses => "stream ended without response.completed",
+                ApiKind::Messages => "stream ended without message_stop",
+                _ => "stream ended without a final event",
+            };
+            return Err((Status::ProtocolError, what.to_string()));
+        }
+        if state.chunks == 0 {
+            return Err((
+                Status::ProtocolError,
+                "stream carried no tokens".to_string(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A whole streamed answer read from `chunks` (as they came off the network, all at `now`)
+/// the way [`execute`] reads one, without the network: for tests and fuzzing.
+pub fn read_stream<'a>(
+    kind: ApiKind,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+    now: Instant,
+) -> Result<ResponseState, (Status, String)> {
+    let mut state = ResponseState::default();
+    let mut reader = StreamReader::new(kind);
+    for c in chunks {
+        reader.push(c, &mut state, now)?;
+    }
+    reader.finish(&mut state, now)?;
+    Ok(state)
+}
+
 /// Longest `x-inference-pod` value kept in a record.
 const MAX_POD_LEN: usize = 253;
 
@@ -728,13 +855,16 @@ pub fn served_by(headers: &reqwest::header::HeaderMap) -> Option<crate::record::
     (pod.is_some() || port.is_some()).then_some(crate::record::ServedBy { pod, port })
 }
 
-/// The server's error message: `message` / `error.message` / `error` of a JSON body, or the
+/// The server's error message: `message` / `error.message` / `error` of a JSON body (an
+/// Anthropic error, `{"type":"error","error":{"type","message"}}`, as `type: message`), or the
 /// text itself, truncated to 512 bytes.
 fn error_message(body: &[u8]) -> String {
     #[derive(serde::Deserialize)]
     struct E {
         message: Option<String>,
         error: Option<serde_json::Value>,
+        #[serde(rename = "type")]
+        kind: Option<String>,
     }
     let text = String::from_utf8_lossy(body);
     let msg = match serde_json::from_slice::<E>(body) {
@@ -747,12 +877,16 @@ fn error_message(body: &[u8]) -> String {
         }) => s,
         Ok(E {
             error: Some(serde_json::Value::Object(o)),
+            kind,
             ..
-        }) => o
-            .get("message")
-            .and_then(|m| m.as_str())
-            .map(str::to_string)
-            .unwrap_or_else(|| text.to_string()),
+        }) => match (
+            o.get("message").and_then(|m| m.as_str()),
+            o.get("type").and_then(|t| t.as_str()),
+        ) {
+            (Some(m), Some(t)) if kind.as_deref() == Some("error") => format!("{t}: {m}"),
+            (Some(m), _) => m.to_string(),
+            (None, _) => text.to_string(),
+        },
         _ => text.trim().to_string(),
     };
     let mut end = msg.len().min(512);
@@ -773,6 +907,8 @@ mod tests {
             Api::OpenaiCompletions,
             Api::Tgi,
             Api::Aibrix,
+            Api::OpenaiResponses,
+            Api::AnthropicMessages,
         ] {
             let json = serde_json::to_string(&api).unwrap();
             assert_eq!(json, format!("\"{api}\""));
@@ -853,6 +989,43 @@ mod tests {
             Endpoint::resolve("http://h:1/generate", ApiFlavor::Tgi, true, None, None).is_err()
         );
         assert!(Endpoint::resolve("http://h:1/foo", ApiFlavor::Openai, true, None, None).is_err());
+        // Responses and Messages: by --api (a base URL gets the API's path) or by the path.
+        for (flavor, path, kind) in [
+            (ApiFlavor::Responses, "/v1/responses", ApiKind::Responses),
+            (ApiFlavor::Messages, "/v1/messages", ApiKind::Messages),
+        ] {
+            for base in ["http://h:1", "http://h:1/", "http://h:1/v1"] {
+                let e = Endpoint::resolve(base, flavor, true, None, None).unwrap();
+                assert_eq!((e.url.path(), e.kind, e.stream), (path, kind, true));
+            }
+            let e = Endpoint::resolve(
+                &format!("http://h:1{path}"),
+                ApiFlavor::Openai,
+                false,
+                None,
+                None,
+            )
+            .unwrap();
+            assert_eq!((e.kind, e.stream), (kind, false));
+            let e =
+                Endpoint::resolve(&format!("http://h:1{path}"), flavor, false, None, None).unwrap();
+            assert_eq!(e.kind, kind);
+            let err = Endpoint::resolve("http://h:1/v1/chat/completions", flavor, true, None, None)
+                .unwrap_err();
+            assert!(err.contains(&format!("use .../v1/{}", &path[4..])), "{err}");
+        }
+        assert_eq!(
+            Endpoint::resolve(
+                "http://h:1/v1/messages",
+                ApiFlavor::Openai,
+                true,
+                None,
+                None
+            )
+            .unwrap()
+            .api(),
+            Api::AnthropicMessages
+        );
         assert!(Endpoint::resolve("h:1", ApiFlavor::Openai, true, None, None).is_err());
         assert!(Endpoint::resolve("http://h:1", ApiFlavor::Aibrix, true, None, None).is_err());
     }
@@ -893,6 +1066,12 @@ mod tests {
         );
         assert_eq!(error_message(br#"{"error":{"message":"nope"}}"#), "nope");
         assert_eq!(error_message(br#"{"error":"tgi says"}"#), "tgi says");
+        assert_eq!(
+            error_message(
+                br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ),
+            "overloaded_error: Overloaded"
+        );
         assert_eq!(error_message(b"plain text\n"), "plain text");
         let long = "\u{e9}".repeat(400);
         assert!(error_message(long.as_bytes()).len() <= 512);

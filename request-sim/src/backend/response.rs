@@ -1,8 +1,10 @@
 //! Turning response bytes into timings and token counts, per API, following the
 //! `vllm bench serve` definitions (see `docs/metrics.md`):
 //!
-//! - a *token-bearing* message is an SSE message with a non-empty `choices` list (OpenAI) or a
-//!   `token` (TGI); TTFT is the first, E2EL the last, ITL the gaps between consecutive ones;
+//! - a *token-bearing* message is an SSE message with a non-empty `choices` list (OpenAI), a
+//!   `token` (TGI), or a content delta of the typed event streams (Responses' `*.delta`
+//!   events, Anthropic's `content_block_delta`; see [`super::events`]); TTFT is the first,
+//!   E2EL the last, ITL the gaps between consecutive ones;
 //! - the first *content* message (non-empty text) is kept separately (`ttfc`), since chat
 //!   servers often send a role-only first chunk;
 //! - output tokens come from `usage.completion_tokens` (TGI: `details.generated_tokens`).
@@ -48,6 +50,8 @@ pub struct ResponseState {
     /// `generated_text`), kept only when the state was made with [`ResponseState::collecting`]
     /// (`--live-history`); `None` otherwise, so reading a response costs nothing extra.
     pub answer: Option<String>,
+    /// Anthropic's usage fields seen so far (`message_start`, then `message_delta`).
+    pub(super) anthropic: super::events::AnthropicUsage,
 }
 
 #[derive(Deserialize)]
@@ -123,11 +127,11 @@ struct TgiEvent {
 }
 
 /// A JSON string value that is non-empty (`null` and `""` are empty).
-fn non_empty(v: Option<&RawValue>) -> bool {
+pub(super) fn non_empty(v: Option<&RawValue>) -> bool {
     matches!(v, Some(r) if { let s = r.get(); s != "\"\"" && s != "null" })
 }
 
-fn truncate(s: &str, max: usize) -> String {
+pub(super) fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
@@ -138,7 +142,7 @@ fn truncate(s: &str, max: usize) -> String {
     format!("{}…", &s[..end])
 }
 
-fn error_text(raw: &RawValue) -> String {
+pub(super) fn error_text(raw: &RawValue) -> String {
     #[derive(Deserialize)]
     struct Obj {
         message: Option<String>,
@@ -154,8 +158,24 @@ fn error_text(raw: &RawValue) -> String {
     truncate(raw.get(), 512)
 }
 
+/// A response body that is not the JSON expected.
+pub(super) fn malformed_body(e: serde_json::Error, body: &[u8]) -> ProtocolError {
+    ProtocolError(format!(
+        "malformed JSON response ({e}): {}",
+        truncate(&String::from_utf8_lossy(body), 200)
+    ))
+}
+
+/// An SSE payload that is not the JSON expected.
+pub(super) fn malformed_event(e: serde_json::Error, data: &[u8]) -> ProtocolError {
+    ProtocolError(format!(
+        "malformed SSE JSON ({e}): {}",
+        truncate(&String::from_utf8_lossy(data), 200)
+    ))
+}
+
 /// Appends the JSON string `raw` (a content value; `null` adds nothing) to `out`.
-fn append_text(out: &mut String, raw: Option<&RawValue>) {
+pub(super) fn append_text(out: &mut String, raw: Option<&RawValue>) {
     if let Some(r) = raw {
         if let Ok(t) = serde_json::from_str::<std::borrow::Cow<'_, str>>(r.get()) {
             out.push_str(&t);
@@ -172,7 +192,7 @@ impl ResponseState {
         }
     }
 
-    fn token_at(&mut self, now: Instant, has_content: bool) {
+    pub(super) fn token_at(&mut self, now: Instant, has_content: bool) {
         if self.first_token.is_none() {
             self.first_token = Some(now);
         } else if let Some(prev) = self.last_token {
@@ -199,6 +219,8 @@ impl ResponseState {
         match kind {
             ApiKind::Chat | ApiKind::Completions => self.on_openai_event(data, now),
             ApiKind::TgiGenerate | ApiKind::TgiGenerateStream => self.on_tgi_event(data, now),
+            ApiKind::Responses => self.on_responses_event(data, now),
+            ApiKind::Messages => self.on_messages_event(data, now),
         }
     }
 
@@ -292,13 +314,10 @@ impl ResponseState {
         body: &[u8],
         now: Instant,
     ) -> Result<(), ProtocolError> {
-        let bad = |e: serde_json::Error| {
-            ProtocolError(format!(
-                "malformed JSON response ({e}): {}",
-                truncate(&String::from_utf8_lossy(body), 200)
-            ))
-        };
+        let bad = |e: serde_json::Error| malformed_body(e, body);
         match kind {
+            ApiKind::Responses => self.on_responses_body(body, now)?,
+            ApiKind::Messages => self.on_messages_body(body, now)?,
             ApiKind::Chat | ApiKind::Completions => {
                 let chunk: WireChunk<'_> = serde_json::from_slice(body).map_err(bad)?;
                 if let Some(err) = chunk.error {

@@ -165,10 +165,10 @@ impl Warmth {
 }
 
 /// The cheap request that opens a keep-alive connection: `GET /v1/models` for OpenAI-style
-/// servers, `GET /health` for TGI (any answer, even an error status, leaves the connection
-/// open).
+/// servers (every API but TGI's), `GET /health` for TGI (any answer, even an error status,
+/// leaves the connection open).
 pub fn warmup_url(ep: &Endpoint) -> String {
-    if ep.kind.is_openai() {
+    if ep.kind.openai_style_server() {
         format!("{}/v1/models", ep.base_url())
     } else {
         format!("{}/health", ep.base_url())

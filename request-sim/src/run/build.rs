@@ -47,10 +47,10 @@ pub(super) fn make_build_fn(
                 .answer_spans
                 .as_ref()
                 .and_then(|a| a.get(req.index))
-                .filter(|s| !s.is_empty());
+                .filter(|s| !s.is_empty() && kind.is_chat());
             let live = match spans {
                 None => {
-                    backend::encode_chat_row_body(&params, chat, user, &mut body);
+                    backend::encode_row_body(kind, &params, chat, user, &mut body);
                     None
                 }
                 Some(spans) => {
@@ -107,14 +107,9 @@ pub(super) fn make_build_fn(
         let mut body = Vec::with_capacity(hint);
         // Servers reject max_tokens 0: rows with output_length 0 ask for one token.
         backend::encode_body(kind, &params, payload, req.output_length.max(1), &mut body);
-        if let (Some(u), true) = (user, kind.is_openai()) {
-            // The session id as OpenAI `user`: appended inside the body's top-level object.
-            if body.last() == Some(&b'}') {
-                body.pop();
-                body.extend_from_slice(b",\"user\":");
-                let _ = serde_json::to_writer(&mut body, u);
-                body.push(b'}');
-            }
+        if let Some(u) = user {
+            // The session id as the API carries it (OpenAI `user`, Anthropic `metadata`).
+            backend::append_session_user(kind, &mut body, u);
         }
         Built {
             body: Bytes::from(body),

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::note;
 use super::server::Server;
 use crate::backend::tokenize::ServerTokenizer;
-use crate::backend::{self, BodyParams, Endpoint, PromptPayload};
+use crate::backend::{self, ApiKind, BodyParams, Endpoint, PromptPayload};
 use crate::config::ReplayConfig;
 use crate::prompt::{self, PromptBuilder};
 use crate::record::Status;
@@ -85,7 +85,8 @@ pub(super) async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Resu
 }
 
 /// Tokens the server adds around the prompt content: flag, chat template, or a calibration
-/// request whose `usage.prompt_tokens` is read. `None` when it cannot be known (TGI).
+/// request whose `usage.prompt_tokens` is read; for Responses and Messages always a
+/// calibration request to that API ([`api_overhead`]). `None` when it cannot be known (TGI).
 pub(super) fn determine_overhead(
     cfg: &ReplayConfig,
     srv: &Server,
@@ -99,6 +100,9 @@ pub(super) fn determine_overhead(
     }
     if cfg.prompts.token_ids {
         return Ok(Overhead::new(0, "token-id prompts are used as given", ""));
+    }
+    if matches!(ep.kind, ApiKind::Responses | ApiKind::Messages) {
+        return api_overhead(cfg, srv, params, builder, (tokenizer, server));
     }
     let strip = builder.vocab().strips_first_space();
     if let (true, Some(tok), Some(tc)) =
@@ -131,7 +135,7 @@ pub(super) fn determine_overhead(
             )),
         }
     }
-    if !ep.kind.is_openai() {
+    if !ep.kind.openai_style_server() {
         return Ok(None);
     }
     if let Some(s) = server {
@@ -156,15 +160,70 @@ pub(super) fn determine_overhead(
     if cfg.requests.dry_run {
         return Ok(Overhead::new(0, "dry run: not calibrated", ""));
     }
-    calibrate(srv, params, builder)
+    calibrate(srv, params, builder, "")
 }
 
-/// A calibration request: a prompt of K content tokens, one output token, non-streaming; the
-/// overhead is the server's `usage.prompt_tokens` minus K.
+/// The chat template's overhead and lead, from `--tokenizer` with `--tokenizer-config` or from
+/// the server's `/tokenize` with `messages`, when either can say.
+fn chat_measure(
+    cfg: &ReplayConfig,
+    strip: bool,
+    (tokenizer, server): (Option<&tokenizers::Tokenizer>, Option<&ServerTokenizer>),
+) -> Option<(u32, &'static str)> {
+    if let (Some(tok), Some(tc)) = (tokenizer, &cfg.prompts.tokenizer_config) {
+        if let Ok(m) = prompt::ChatTemplate::from_config_file(tc)
+            .and_then(|t| t.overhead_with_lead(tok, strip))
+        {
+            return Some(m);
+        }
+    }
+    server.and_then(|s| s.overhead(ApiKind::Chat, strip).ok().flatten())
+}
+
+/// The prompt overhead of the Responses and Messages APIs: what the server adds around the
+/// content in the API in use, measured by a calibration request to that API (the servers
+/// render these requests through the chat template, but each API may add its own: a
+/// default system prompt, instructions). The content's lead (a template that trims the
+/// content) comes from the chat template when it can be measured. A dry run takes the chat
+/// template's count, or 0.
+fn api_overhead(
+    cfg: &ReplayConfig,
+    srv: &Server,
+    params: &BodyParams,
+    builder: &PromptBuilder,
+    tokenizers: (Option<&tokenizers::Tokenizer>, Option<&ServerTokenizer>),
+) -> Result<Option<Overhead>> {
+    let strip = builder.vocab().strips_first_space();
+    let chat = chat_measure(cfg, strip, tokenizers);
+    if cfg.requests.dry_run {
+        return Ok(match chat {
+            Some((n, lead)) => Overhead::new(n, "dry run: the chat template's count", lead),
+            None => Overhead::new(0, "dry run: not calibrated", ""),
+        });
+    }
+    let lead = chat.map_or("", |c| c.1);
+    let mut o = calibrate(srv, params, builder, lead)?;
+    if let (Some(o), Some((n, _))) = (&mut o, chat) {
+        if o.tokens != n {
+            o.how
+                .push_str(&format!("; the chat template alone adds {n}"));
+        }
+        if !lead.is_empty() {
+            o.how.push_str(&format!(
+                "; the chat template trims the content: every content starts with {lead:?}, counted in the overhead"
+            ));
+        }
+    }
+    Ok(o)
+}
+
+/// A calibration request to the endpoint's API: a prompt of K content tokens (after `lead`),
+/// one output token, non-streaming; the overhead is the server's prompt tokens minus K.
 fn calibrate(
     srv: &Server,
     params: &BodyParams,
     builder: &PromptBuilder,
+    lead: &'static str,
 ) -> Result<Option<Overhead>> {
     let ep = &srv.ep;
     const K: usize = 64;
@@ -177,7 +236,7 @@ fn calibrate(
         hash_ids: Vec::new(),
         session: None,
     };
-    let mut text = String::new();
+    let mut text = lead.to_string();
     builder.write_text(&probe, K, &mut text);
     let mut body = Vec::new();
     let p = BodyParams {
@@ -213,8 +272,11 @@ fn calibrate(
             let n = (pt as i64 - K as i64).max(0) as u32;
             Ok(Overhead::new(
                 n,
-                format!("calibration request: {pt} prompt tokens for {K} content tokens"),
-                "",
+                format!(
+                    "calibration request to {}: {pt} prompt tokens for {K} content tokens",
+                    ep.url.path()
+                ),
+                lead,
             ))
         }
         None => {

@@ -289,12 +289,13 @@ fn describe(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned], head_ms: f64)
     }
 }
 
-/// The endpoint, when it is not a chat endpoint (a `messages` row cannot be sent there), and
-/// when it is not a completions endpoint (nor can a `prompt_token_ids` row).
+/// The endpoint, when it is not a chat, Responses or Messages endpoint (a `messages` row cannot
+/// be sent there), and when it is not a completions endpoint (nor can a `prompt_token_ids`
+/// row).
 fn endpoint_limits(cfg: &ReplayConfig) -> (Option<String>, Option<String>) {
     match &cfg.target.server {
         Target::Remote(ep) => (
-            (ep.kind != ApiKind::Chat).then(|| ep.display_url()),
+            (!ep.kind.takes_messages()).then(|| ep.display_url()),
             (ep.kind != ApiKind::Completions).then(|| ep.display_url()),
         ),
         Target::BuiltinSimulator if cfg.prompts.token_ids => (
@@ -356,7 +357,7 @@ impl RunFeed {
     fn unsendable(&self, p: &Planned) -> Option<crate::Error> {
         let chat = p.chat.as_ref()?;
         let (field, url, need) = if !chat.is_literal() {
-            ("messages", self.not_chat.as_ref()?, "a messages row is sent as a chat request: it needs a chat endpoint (…/v1/chat/completions)")
+            ("messages", self.not_chat.as_ref()?, "a messages row is sent as a conversation: it needs a chat, Responses or Messages endpoint (…/v1/chat/completions, …/v1/responses, …/v1/messages)")
         } else if chat.prompt_token_ids.is_some() {
             ("prompt_token_ids", self.not_completions.as_ref()?, "a prompt_token_ids row is sent as a completions request: it needs a completions endpoint (…/v1/completions)")
         } else {
@@ -450,6 +451,18 @@ fn live_history(
             "--live-history needs a messages trace (rows with `messages` whose assistant turns it replaces); {name} is a {} trace without any",
             trace.format.name()
         )));
+    }
+    let chat = match &cfg.target.server {
+        Target::Remote(ep) => ep.kind.is_chat(),
+        Target::BuiltinSimulator => !matches!(
+            cfg.target.api,
+            crate::backend::ApiFlavor::Responses | crate::backend::ApiFlavor::Messages
+        ),
+    };
+    if !chat {
+        return Err(Error::config(
+            "--live-history works with chat completions only: the Responses and Messages bodies are converted from the trace's messages, where recorded answers cannot be swapped in place",
+        ));
     }
     let spans = history::answer_spans(trace, name)?;
     let turns = spans.iter().filter(|s| !s.is_empty()).count();

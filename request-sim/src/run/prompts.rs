@@ -273,7 +273,7 @@ fn model_name(cfg: &ReplayConfig, server: &Server) -> Result<String> {
         match (
             &cfg.target.model_name,
             cfg.requests.dry_run,
-            server.ep.kind.is_openai(),
+            server.ep.kind.openai_style_server(),
         ) {
             (Some(m), _, _) => m.clone(),
             (None, true, _) | (None, _, false) => "default".to_string(),
@@ -296,7 +296,7 @@ fn server_tokenizer(
         && matches!(cfg.target.server, Target::Remote(_))
         && !cfg.requests.dry_run
         && !cfg.prompts.no_server_tokenize
-        && server.ep.kind.is_openai())
+        && server.ep.kind.openai_style_server())
     .then(|| {
         ServerTokenizer::probe(
             server.rt.handle().clone(),
@@ -502,9 +502,9 @@ fn save_prompts(
     path: &std::path::Path,
 ) -> Result<()> {
     let ep = &server.ep;
-    if !ep.kind.is_openai() {
+    if !ep.kind.openai_style_server() {
         return Err(Error::config(format!(
-            "--save-prompts writes a messages (chat) or text_input / prompt_token_ids (completions) trace: it needs an OpenAI endpoint, not {}",
+            "--save-prompts writes a messages (chat, Responses, Messages) or text_input / prompt_token_ids (completions) trace: it needs an OpenAI-style endpoint, not {}",
             ep.display_url(),
         )));
     }

@@ -43,7 +43,7 @@ impl Ms {
 /// What a synthetic prompt is saved as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum SaveAs {
-    /// Chat endpoints: one user message.
+    /// Chat, Responses and Messages endpoints: one user message.
     Messages,
     /// Completions endpoints: `text_input`.
     Text,
@@ -54,7 +54,7 @@ pub(super) enum SaveAs {
 impl SaveAs {
     pub(super) fn of(kind: ApiKind, token_ids: bool) -> SaveAs {
         match (kind, token_ids) {
-            (ApiKind::Chat, _) => SaveAs::Messages,
+            (k, _) if k.takes_messages() => SaveAs::Messages,
             (_, true) => SaveAs::TokenIds,
             _ => SaveAs::Text,
         }

@@ -94,7 +94,8 @@ pub struct RunInfo {
 pub struct RunServer {
     /// Target URL with any credentials removed (see [`crate::backend::sanitize_url`]).
     pub endpoint: Option<String>,
-    /// `openai-chat`, `openai-completions`, `tgi` or `aibrix`.
+    /// `openai-chat`, `openai-completions`, `openai-responses`, `anthropic-messages`, `tgi` or
+    /// `aibrix`.
     pub api: Option<crate::backend::Api>,
     pub model: Option<String>,
     pub stream: Option<bool>,

@@ -5,6 +5,7 @@
 //! simulator or small stubs on 127.0.0.1.
 
 mod analyze;
+mod apis;
 mod cli;
 mod cluster_router;
 mod live_metrics;

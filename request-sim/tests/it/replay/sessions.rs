@@ -803,7 +803,7 @@ fn messages_trace_refused_on_a_completions_endpoint() {
     .unwrap();
     let e = request_sim::run::replay(cfg).unwrap_err().to_string();
     assert!(
-        e.contains("m.jsonl:1: field `messages`: a messages row is sent as a chat request: it needs a chat endpoint (…/v1/chat/completions), not http://127.0.0.1:9/v1/completions"),
+        e.contains("m.jsonl:1: field `messages`: a messages row is sent as a conversation: it needs a chat, Responses or Messages endpoint (…/v1/chat/completions, …/v1/responses, …/v1/messages), not http://127.0.0.1:9/v1/completions"),
         "{e}"
     );
 }

@@ -35,6 +35,9 @@ pub struct Script {
     pub pause: Duration,
     /// Keep the connection open without writing more after the pieces.
     pub hang: Option<Duration>,
+    /// An extra wait before piece `i` (`waits[i]`; none past its end): a script with a long
+    /// silence at one place (see [`Script::wait_before`]).
+    pub waits: Vec<Duration>,
 }
 
 impl Script {
@@ -49,6 +52,7 @@ impl Script {
             pieces: all,
             pause: Duration::from_millis(5),
             hang: None,
+            waits: Vec::new(),
         }
     }
     /// A complete response with this status line, content type and body.
@@ -63,7 +67,17 @@ impl Script {
             pieces: vec![r],
             pause: Duration::ZERO,
             hang: None,
+            waits: Vec::new(),
         }
+    }
+    /// This script with an extra wait of `d` before its piece `i` (piece 0 is the response
+    /// head of [`Script::sse`]).
+    pub fn wait_before(mut self, i: usize, d: Duration) -> Script {
+        if self.waits.len() <= i {
+            self.waits.resize(i + 1, Duration::ZERO);
+        }
+        self.waits[i] = d;
+        self
     }
     /// Raw bytes, whatever they are.
     pub fn raw(bytes: &[u8]) -> Script {
@@ -71,6 +85,7 @@ impl Script {
             pieces: vec![bytes.to_vec()],
             pause: Duration::ZERO,
             hang: None,
+            waits: Vec::new(),
         }
     }
 }
@@ -170,7 +185,10 @@ fn serve(stream: TcpStream, script: &Script, seen: &Mutex<Vec<SeenRequest>>) {
             }
             continue;
         }
-        for p in &script.pieces {
+        for (i, p) in script.pieces.iter().enumerate() {
+            if let Some(w) = script.waits.get(i) {
+                std::thread::sleep(*w);
+            }
             if out.write_all(p).and_then(|_| out.flush()).is_err() {
                 return;
             }

@@ -1,0 +1,705 @@
+//! The typed event streams of the OpenAI Responses and Anthropic Messages APIs, and their
+//! non-streaming bodies, read into the same [`ResponseState`] as chat completions.
+//!
+//! - **Responses**: every `response.*.delta` event (`response.output_text.delta`, reasoning,
+//!   refusal, function-call arguments, …) is token-bearing; content when its `delta` is not
+//!   empty. `response.created` / `response.in_progress` / `*.added` / `*.done` carry no token.
+//!   The stream ends with `response.completed` or `response.incomplete` (the output budget ran
+//!   out: a normal end for a replay), whose `response.usage` gives `input_tokens`,
+//!   `output_tokens` and `input_tokens_details.cached_tokens`. `response.failed` and `error`
+//!   events are errors in the stream.
+//! - **Messages**: every `content_block_delta` is token-bearing (content when its `text`,
+//!   `thinking` or `partial_json` is not empty); `message_start`, `content_block_start`, `ping`
+//!   carry no token. Usage comes from `message_start.message.usage` and then
+//!   `message_delta.usage` (each field it carries replaces the earlier one): the prompt is
+//!   `input_tokens + cache_read_input_tokens + cache_creation_input_tokens`, the cached tokens
+//!   `cache_read_input_tokens`. The stream ends with `message_stop`; an `error` event (also sent
+//!   as `event: error`) is an error in the stream.
+//!
+//! A `data: [DONE]` is ignored (some servers add it); an event without a `type`, or anything
+//! after the final event, is a protocol error.
+
+use std::borrow::Cow;
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::response::{
+    append_text, error_text, malformed_body, malformed_event, non_empty, truncate, ProtocolError,
+    ResponseState, Usage,
+};
+
+/// Anthropic's usage fields, as far as they are known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub struct AnthropicUsage {
+    pub input_tokens: Option<u32>,
+    pub output_tokens: Option<u32>,
+    pub cache_read_input_tokens: Option<u32>,
+    pub cache_creation_input_tokens: Option<u32>,
+}
+
+impl AnthropicUsage {
+    /// Each field `later` carries replaces this one's.
+    fn merge(&mut self, later: AnthropicUsage) {
+        let pick = |a: &mut Option<u32>, b: Option<u32>| {
+            if b.is_some() {
+                *a = b;
+            }
+        };
+        pick(&mut self.input_tokens, later.input_tokens);
+        pick(&mut self.output_tokens, later.output_tokens);
+        pick(
+            &mut self.cache_read_input_tokens,
+            later.cache_read_input_tokens,
+        );
+        pick(
+            &mut self.cache_creation_input_tokens,
+            later.cache_creation_input_tokens,
+        );
+    }
+
+    /// The usage in the records' terms: prompt = uncached + cache read + cache written.
+    fn usage(&self) -> Usage {
+        let parts = [
+            self.input_tokens,
+            self.cache_read_input_tokens,
+            self.cache_creation_input_tokens,
+        ];
+        let prompt = parts.iter().any(Option::is_some).then(|| {
+            parts
+                .iter()
+                .flatten()
+                .fold(0u32, |a, &b| a.saturating_add(b))
+        });
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: self.output_tokens,
+            cached_tokens: self.cache_read_input_tokens,
+        }
+    }
+}
+
+/// `{"type": .., "message": ..}` of an Anthropic error.
+#[derive(Deserialize)]
+struct AnthropicError {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    message: Option<String>,
+}
+
+impl AnthropicError {
+    fn text(&self) -> String {
+        let msg = truncate(self.message.as_deref().unwrap_or(""), 512);
+        match &self.kind {
+            Some(k) => format!("{}: {msg}", truncate(k, 64)),
+            None => msg,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct AnthropicDelta<'a> {
+    #[serde(borrow)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow)]
+    thinking: Option<&'a RawValue>,
+    #[serde(borrow)]
+    partial_json: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct AnthropicBlock<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow)]
+    thinking: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct AnthropicMessage {
+    usage: Option<AnthropicUsage>,
+}
+
+/// One Anthropic event, or a whole non-streaming answer (`type: message`).
+#[derive(Deserialize)]
+struct AnthropicEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    message: Option<AnthropicMessage>,
+    #[serde(borrow)]
+    delta: Option<AnthropicDelta<'a>>,
+    #[serde(borrow)]
+    content_block: Option<AnthropicBlock<'a>>,
+    usage: Option<AnthropicUsage>,
+    error: Option<AnthropicError>,
+    // A non-streaming answer's blocks.
+    #[serde(borrow, default)]
+    content: Option<Vec<AnthropicBlock<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ResponsesDetails {
+    cached_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct ResponsesUsage {
+    input_tokens: Option<u32>,
+    output_tokens: Option<u32>,
+    input_tokens_details: Option<ResponsesDetails>,
+}
+
+impl From<ResponsesUsage> for Usage {
+    fn from(u: ResponsesUsage) -> Usage {
+        Usage {
+            prompt_tokens: u.input_tokens,
+            completion_tokens: u.output_tokens,
+            cached_tokens: u.input_tokens_details.and_then(|d| d.cached_tokens),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ResponsesPart<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    text: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ResponsesItem<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    content: Option<Vec<ResponsesPart<'a>>>,
+}
+
+/// The `response` object (of the final events, or a whole non-streaming answer).
+#[derive(Deserialize)]
+struct ResponsesObject<'a> {
+    #[serde(borrow)]
+    status: Option<Cow<'a, str>>,
+    usage: Option<ResponsesUsage>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    output: Option<Vec<ResponsesItem<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ResponsesEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    delta: Option<&'a RawValue>,
+    #[serde(borrow)]
+    response: Option<ResponsesObject<'a>>,
+    message: Option<String>,
+    #[serde(borrow)]
+    code: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+/// `code: message` of an error event or object; either may be missing.
+fn code_message(code: Option<&RawValue>, message: Option<&str>) -> String {
+    let code = code
+        .filter(|c| c.get() != "null")
+        .map(|c| truncate(c.get().trim_matches('"'), 64));
+    let message = message.map(|m| truncate(m, 512));
+    match (code, message) {
+        (Some(c), Some(m)) => format!("{c}: {m}"),
+        (Some(c), None) => c,
+        (None, Some(m)) => m,
+        (None, None) => "no message".into(),
+    }
+}
+
+/// The text of a `response.error` object (`{code, message}`), or of any other error value.
+fn responses_error(raw: &RawValue) -> String {
+    #[derive(Deserialize)]
+    struct E<'a> {
+        #[serde(borrow)]
+        code: Option<&'a RawValue>,
+        message: Option<String>,
+    }
+    match serde_json::from_str::<E<'_>>(raw.get()) {
+        Ok(e) => code_message(e.code, e.message.as_deref()),
+        Err(_) => error_text(raw),
+    }
+}
+
+impl ResponseState {
+    fn end(&mut self, now: Instant) {
+        self.finished = true;
+        self.done = Some(now);
+    }
+
+    /// One SSE payload of a streaming Responses answer.
+    pub(super) fn on_responses_event(
+        &mut self,
+        data: &[u8],
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        let data = data.trim_ascii();
+        if data == b"[DONE]" {
+            return Ok(());
+        }
+        let ev: ResponsesEvent<'_> =
+            serde_json::from_slice(data).map_err(|e| malformed_event(e, data))?;
+        // An error object without the `type: error` around it is an error all the same.
+        let kind = ev.kind.as_deref().or(ev.error.map(|_| "error"));
+        let Some(kind) = kind else {
+            return Err(ProtocolError(format!(
+                "Responses event without a type: {}",
+                truncate(&String::from_utf8_lossy(data), 200)
+            )));
+        };
+        if self.finished {
+            return Err(ProtocolError(format!(
+                "{} after the final event",
+                truncate(kind, 64)
+            )));
+        }
+        match kind {
+            "error" => {
+                let text = match (ev.error, ev.message.as_deref()) {
+                    (Some(e), None) => responses_error(e),
+                    (_, m) => code_message(ev.code, m),
+                };
+                return Err(ProtocolError(format!("error in stream: {text}")));
+            }
+            "response.failed" => {
+                let text = ev
+                    .response
+                    .and_then(|r| r.error)
+                    .map_or_else(|| "response.failed".to_string(), responses_error);
+                return Err(ProtocolError(format!("error in stream: {text}")));
+            }
+            "response.completed" | "response.incomplete" => {
+                let usage = ev.response.and_then(|r| r.usage);
+                if let Some(u) = usage {
+                    self.usage = Some(u.into());
+                }
+                self.end(now);
+            }
+            k if k.ends_with(".delta") => {
+                self.token_at(now, non_empty(ev.delta));
+                if k == "response.output_text.delta" {
+                    if let Some(a) = &mut self.answer {
+                        append_text(a, ev.delta);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A whole non-streaming Responses answer.
+    pub(super) fn on_responses_body(
+        &mut self,
+        body: &[u8],
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        let r: ResponsesObject<'_> =
+            serde_json::from_slice(body).map_err(|e| malformed_body(e, body))?;
+        if let Some(e) = r.error.filter(|e| e.get() != "null") {
+            return Err(ProtocolError(format!(
+                "error in response: {}",
+                responses_error(e)
+            )));
+        }
+        if r.status.as_deref() == Some("failed") {
+            return Err(ProtocolError("error in response: status failed".into()));
+        }
+        let Some(output) = r.output else {
+            return Err(ProtocolError("response has no output".into()));
+        };
+        let mut content = false;
+        for item in &output {
+            if item.kind.as_deref() == Some("function_call") {
+                content = true;
+            }
+            for part in item.content.iter().flatten() {
+                if part.kind.as_deref() == Some("output_text") {
+                    content |= non_empty(part.text);
+                    if let Some(a) = &mut self.answer {
+                        append_text(a, part.text);
+                    }
+                }
+            }
+        }
+        self.token_at(now, content);
+        self.usage = r.usage.map(Into::into);
+        self.end(now);
+        Ok(())
+    }
+
+    /// One SSE payload of a streaming Messages answer.
+    pub(super) fn on_messages_event(
+        &mut self,
+        data: &[u8],
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        let data = data.trim_ascii();
+        if data == b"[DONE]" {
+            return Ok(());
+        }
+        let ev: AnthropicEvent<'_> =
+            serde_json::from_slice(data).map_err(|e| malformed_event(e, data))?;
+        // An error object without the `type: error` around it is an error all the same.
+        let kind = ev.kind.as_deref().or(ev.error.as_ref().map(|_| "error"));
+        let Some(kind) = kind else {
+            return Err(ProtocolError(format!(
+                "Messages event without a type: {}",
+                truncate(&String::from_utf8_lossy(data), 200)
+            )));
+        };
+        if self.finished {
+            return Err(ProtocolError(format!(
+                "{} after message_stop",
+                truncate(kind, 64)
+            )));
+        }
+        match kind {
+            "error" => {
+                let text = ev
+                    .error
+                    .map_or_else(|| "no message".to_string(), |e| e.text());
+                return Err(ProtocolError(format!("error in stream: {text}")));
+            }
+            "message_start" => {
+                if let Some(u) = ev.message.and_then(|m| m.usage) {
+                    self.add_anthropic_usage(u);
+                }
+            }
+            "content_block_start" => {
+                // The opening block is normally empty; text in it is the first content.
+                if let Some(b) = ev.content_block {
+                    if non_empty(b.text) || non_empty(b.thinking) {
+                        self.token_at(now, true);
+                        self.append_answer(b.text);
+                    }
+                }
+            }
+            "content_block_delta" => {
+                let d = ev.delta;
+                let content = d.as_ref().is_some_and(|d| {
+                    non_empty(d.text) || non_empty(d.thinking) || non_empty(d.partial_json)
+                });
+                self.token_at(now, content);
+                self.append_answer(d.and_then(|d| d.text));
+            }
+            "message_delta" => {
+                if let Some(u) = ev.usage {
+                    self.add_anthropic_usage(u);
+                }
+            }
+            "message_stop" => self.end(now),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A whole non-streaming Messages answer.
+    pub(super) fn on_messages_body(
+        &mut self,
+        body: &[u8],
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        let m: AnthropicEvent<'_> =
+            serde_json::from_slice(body).map_err(|e| malformed_body(e, body))?;
+        if m.kind.as_deref() == Some("error") || m.error.is_some() {
+            let text = m
+                .error
+                .map_or_else(|| "no message".to_string(), |e| e.text());
+            return Err(ProtocolError(format!("error in response: {text}")));
+        }
+        let Some(blocks) = m.content else {
+            return Err(ProtocolError("response has no content".into()));
+        };
+        let mut content = false;
+        for b in &blocks {
+            match b.kind.as_deref() {
+                Some("text") => {
+                    content |= non_empty(b.text);
+                    self.append_answer(b.text);
+                }
+                Some("thinking") => content |= non_empty(b.thinking),
+                Some("tool_use") => content = true,
+                _ => {}
+            }
+        }
+        self.token_at(now, content);
+        if let Some(u) = m.usage {
+            self.add_anthropic_usage(u);
+        }
+        self.end(now);
+        Ok(())
+    }
+
+    fn add_anthropic_usage(&mut self, u: AnthropicUsage) {
+        self.anthropic.merge(u);
+        self.usage = Some(self.anthropic.usage());
+    }
+
+    fn append_answer(&mut self, text: Option<&RawValue>) {
+        if let Some(a) = &mut self.answer {
+            append_text(a, text);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::ApiKind;
+    use std::time::Duration;
+
+    fn feed(kind: ApiKind, events: &[&str]) -> (ResponseState, Result<(), ProtocolError>) {
+        let t0 = Instant::now();
+        let mut st = ResponseState::collecting();
+        for (i, e) in events.iter().enumerate() {
+            let r = st.on_event(
+                kind,
+                e.as_bytes(),
+                t0 + Duration::from_millis(10 * (i as u64 + 1)),
+            );
+            if r.is_err() {
+                return (st, r);
+            }
+        }
+        (st, Ok(()))
+    }
+
+    /// As Anthropic documents a streamed answer (with a cache hit).
+    pub(crate) const MESSAGES: &[&str] = &[
+        r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"cache_creation_input_tokens":2,"cache_read_input_tokens":20,"output_tokens":1}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"ping"}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" there"}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}"#,
+        r#"{"type":"content_block_stop","index":1}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":3}}"#,
+        r#"{"type":"message_stop"}"#,
+    ];
+
+    #[test]
+    fn messages_stream_ttft_from_the_first_delta_and_usage_summed() {
+        let (st, r) = feed(ApiKind::Messages, MESSAGES);
+        r.unwrap();
+        let t0 = st.first_token.unwrap();
+        // message_start, content_block_start and ping (events 1..3) carry no token.
+        assert_eq!(st.first_token, st.first_content);
+        assert_eq!(st.chunks, 3);
+        assert_eq!(st.content_chunks, 3);
+        assert_eq!(st.itl_ms, vec![10.0, 30.0]);
+        assert_eq!(st.last_token.unwrap() - t0, Duration::from_millis(40));
+        assert!(st.finished);
+        assert_eq!(st.done.unwrap() - t0, Duration::from_millis(70));
+        assert_eq!(
+            st.usage,
+            Some(Usage {
+                prompt_tokens: Some(25),
+                completion_tokens: Some(3),
+                cached_tokens: Some(20),
+            })
+        );
+        assert_eq!(st.answer.as_deref(), Some("Hello there"));
+        // message_delta carrying cumulative input usage replaces message_start's.
+        let delta =
+            r#"{"type":"message_delta","delta":{},"usage":{"input_tokens":4,"output_tokens":2}}"#;
+        let (st, r) = feed(
+            ApiKind::Messages,
+            &[MESSAGES[0], MESSAGES[3], delta, MESSAGES[10]],
+        );
+        r.unwrap();
+        assert_eq!(st.usage.unwrap().prompt_tokens, Some(26));
+        assert_eq!(st.usage.unwrap().completion_tokens, Some(2));
+    }
+
+    #[test]
+    fn messages_errors_and_garbage() {
+        let err = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        let (st, r) = feed(ApiKind::Messages, &[MESSAGES[0], MESSAGES[3], err]);
+        assert_eq!(
+            r.unwrap_err().0,
+            "error in stream: overloaded_error: Overloaded"
+        );
+        assert_eq!(st.chunks, 1);
+        let bare = r#"{"error":{"type":"api_error","message":"boom"}}"#;
+        let (_, r) = feed(ApiKind::Messages, &[bare]);
+        assert_eq!(r.unwrap_err().0, "error in stream: api_error: boom");
+        let (_, r) = feed(ApiKind::Responses, &[r#"{"error":{"message":"boom"}}"#]);
+        assert_eq!(r.unwrap_err().0, "error in stream: boom");
+        let (_, r) = feed(ApiKind::Messages, &[r#"{"index":0}"#]);
+        assert!(r
+            .unwrap_err()
+            .0
+            .starts_with("Messages event without a type"));
+        let (_, r) = feed(ApiKind::Messages, &["{\"type\":"]);
+        assert!(r.unwrap_err().0.starts_with("malformed SSE JSON"));
+        let (_, r) = feed(ApiKind::Messages, &[MESSAGES[10], MESSAGES[3]]);
+        assert_eq!(r.unwrap_err().0, "content_block_delta after message_stop");
+        let (_, r) = feed(
+            ApiKind::Messages,
+            &[r#"{"type":"message_start","message":{"usage":{"input_tokens":-1}}}"#],
+        );
+        assert!(r.unwrap_err().0.starts_with("malformed SSE JSON"));
+        // [DONE] after message_stop is tolerated.
+        let mut evs = MESSAGES.to_vec();
+        evs.push("[DONE]");
+        feed(ApiKind::Messages, &evs).1.unwrap();
+    }
+
+    #[test]
+    fn messages_body() {
+        let now = Instant::now();
+        let mut st = ResponseState::collecting();
+        st.on_body(
+            ApiKind::Messages,
+            br#"{"id":"msg","type":"message","role":"assistant","content":[{"type":"text","text":"Hi"},{"type":"tool_use","id":"t","name":"f","input":{}}],"stop_reason":"max_tokens","usage":{"input_tokens":5,"cache_read_input_tokens":64,"cache_creation_input_tokens":0,"output_tokens":7}}"#,
+            now,
+        )
+        .unwrap();
+        assert_eq!((st.chunks, st.content_chunks), (1, 1));
+        assert_eq!(
+            st.usage,
+            Some(Usage {
+                prompt_tokens: Some(69),
+                completion_tokens: Some(7),
+                cached_tokens: Some(64),
+            })
+        );
+        assert_eq!(st.answer.as_deref(), Some("Hi"));
+        let mut st = ResponseState::default();
+        let e = st
+            .on_body(
+                ApiKind::Messages,
+                br#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"}}"#,
+                now,
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.0,
+            "error in response: invalid_request_error: max_tokens: Field required"
+        );
+        let e = st
+            .on_body(ApiKind::Messages, br#"{"type":"message"}"#, now)
+            .unwrap_err();
+        assert_eq!(e.0, "response has no content");
+    }
+
+    /// As OpenAI documents a streamed Responses answer (abridged).
+    pub(crate) const RESPONSES: &[&str] = &[
+        r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","output":[],"usage":null}}"#,
+        r#"{"type":"response.in_progress","sequence_number":1,"response":{"id":"resp_1","status":"in_progress"}}"#,
+        r#"{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}}"#,
+        r#"{"type":"response.content_part.added","sequence_number":3,"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}"#,
+        r#"{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi"}"#,
+        r#"{"type":"response.output_text.delta","sequence_number":5,"item_id":"msg_1","output_index":0,"content_index":0,"delta":" you"}"#,
+        r#"{"type":"response.output_text.done","sequence_number":6,"item_id":"msg_1","output_index":0,"content_index":0,"text":"Hi you"}"#,
+        r#"{"type":"response.output_item.done","sequence_number":7,"output_index":0,"item":{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hi you","annotations":[]}]}}"#,
+        r#"{"type":"response.completed","sequence_number":8,"response":{"id":"resp_1","object":"response","status":"completed","output":[],"usage":{"input_tokens":40,"input_tokens_details":{"cached_tokens":32},"output_tokens":2,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":42}}}"#,
+    ];
+
+    #[test]
+    fn responses_stream_ttft_from_the_first_delta_and_usage() {
+        let (st, r) = feed(ApiKind::Responses, RESPONSES);
+        r.unwrap();
+        assert_eq!(st.chunks, 2);
+        assert_eq!(st.content_chunks, 2);
+        assert_eq!(st.itl_ms, vec![10.0]);
+        assert_eq!(
+            st.done.unwrap() - st.first_token.unwrap(),
+            Duration::from_millis(40)
+        );
+        assert_eq!(
+            st.usage,
+            Some(Usage {
+                prompt_tokens: Some(40),
+                completion_tokens: Some(2),
+                cached_tokens: Some(32),
+            })
+        );
+        assert_eq!(st.answer.as_deref(), Some("Hi you"));
+        // The output budget ran out: response.incomplete ends the stream normally.
+        let inc = r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":4,"output_tokens":2}}}"#;
+        let (st, r) = feed(ApiKind::Responses, &[RESPONSES[4], RESPONSES[5], inc]);
+        r.unwrap();
+        assert!(st.finished);
+        assert_eq!(st.usage.unwrap().completion_tokens, Some(2));
+        assert_eq!(st.usage.unwrap().cached_tokens, None);
+    }
+
+    #[test]
+    fn responses_errors_and_garbage() {
+        let failed = r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"KV cache exhausted"}}}"#;
+        let (_, r) = feed(ApiKind::Responses, &[RESPONSES[0], RESPONSES[4], failed]);
+        assert_eq!(
+            r.unwrap_err().0,
+            "error in stream: server_error: KV cache exhausted"
+        );
+        let err =
+            r#"{"type":"error","code":"rate_limit_exceeded","message":"slow down","param":null}"#;
+        let (_, r) = feed(ApiKind::Responses, &[err]);
+        assert_eq!(
+            r.unwrap_err().0,
+            "error in stream: rate_limit_exceeded: slow down"
+        );
+        let err = r#"{"type":"error","error":{"code":null,"message":"boom"}}"#;
+        let (_, r) = feed(ApiKind::Responses, &[err]);
+        assert_eq!(r.unwrap_err().0, "error in stream: boom");
+        let (_, r) = feed(ApiKind::Responses, &[RESPONSES[8], RESPONSES[4]]);
+        assert_eq!(
+            r.unwrap_err().0,
+            "response.output_text.delta after the final event"
+        );
+        let (_, r) = feed(ApiKind::Responses, &["[1,2]"]);
+        assert!(r.unwrap_err().0.starts_with("malformed SSE JSON"));
+        let (_, r) = feed(ApiKind::Responses, &[r#"{"delta":"x"}"#]);
+        assert!(r
+            .unwrap_err()
+            .0
+            .starts_with("Responses event without a type"));
+    }
+
+    #[test]
+    fn responses_body() {
+        let now = Instant::now();
+        let mut st = ResponseState::collecting();
+        st.on_body(
+            ApiKind::Responses,
+            br#"{"id":"resp","object":"response","status":"incomplete","error":null,"output":[{"type":"reasoning","summary":[]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a b","annotations":[]}]}],"usage":{"input_tokens":9,"input_tokens_details":{"cached_tokens":0},"output_tokens":2}}"#,
+            now,
+        )
+        .unwrap();
+        assert_eq!((st.chunks, st.content_chunks), (1, 1));
+        assert_eq!(st.usage.unwrap().prompt_tokens, Some(9));
+        assert_eq!(st.usage.unwrap().cached_tokens, Some(0));
+        assert_eq!(st.answer.as_deref(), Some("a b"));
+        let mut st = ResponseState::default();
+        let e = st
+            .on_body(
+                ApiKind::Responses,
+                br#"{"status":"failed","error":{"code":"server_error","message":"oops"},"output":[]}"#,
+                now,
+            )
+            .unwrap_err();
+        assert_eq!(e.0, "error in response: server_error: oops");
+        let e = st
+            .on_body(ApiKind::Responses, br#"{"object":"response"}"#, now)
+            .unwrap_err();
+        assert_eq!(e.0, "response has no output");
+        let e = st.on_body(ApiKind::Responses, b"<html>", now).unwrap_err();
+        assert!(e.0.starts_with("malformed JSON response"), "{}", e.0);
+    }
+}

@@ -1,0 +1,6 @@
+//! The OpenAI Responses and Anthropic Messages APIs: against scripted servers on 127.0.0.1
+//! (timings, usage, error shapes, request bodies), and replays against llm-sim.
+
+mod fake;
+mod garbage;
+mod sim;
