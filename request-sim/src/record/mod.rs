@@ -90,7 +90,8 @@ pub struct Record {
     pub e2e_ms: Option<f64>,
     /// End of stream ([DONE] / body end) - sent.
     pub done_ms: Option<f64>,
-    /// (e2e - ttft) / (output_tokens - 1), only when output_tokens > 1.
+    /// (e2e - ttft) / (output_tokens - 1), only when output_tokens > 1 and the output came in
+    /// more than one chunk (an output in one piece has no TPOT: `None`, never 0).
     pub tpot_ms: Option<f64>,
     /// Gaps between consecutive token-bearing chunks (only with `--record-itl`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -284,8 +284,9 @@ impl Sent {
             (None, 0) => (None, None),
             (None, _) => (Some(st.content_chunks), Some(TokenSource::Chunks)),
         };
+        // An output in one piece has no time between its tokens: its TPOT is unknown, not 0.
         let tpot = match (ttft, e2e, output_tokens) {
-            (Some(a), Some(b), Some(n)) if n > 1 => {
+            (Some(a), Some(b), Some(n)) if n > 1 && st.chunks > 1 => {
                 Some(((b - a) / (n as f64 - 1.0) * 1e3).round() / 1e3)
             }
             _ => None,

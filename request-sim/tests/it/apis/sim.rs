@@ -126,6 +126,13 @@ fn responses_and_messages_replay_exactly_against_llm_sim() {
                     records.iter().all(|r| r.chunks == r.output_length),
                     "{what}"
                 );
+            } else {
+                // An answer in one piece has no TPOT: null in the record, never 0 (issue 30).
+                assert!(
+                    records.iter().all(|r| r.chunks <= 1 && r.tpot_ms.is_none()),
+                    "{what}: {:?}",
+                    records.iter().map(|r| r.tpot_ms).collect::<Vec<_>>()
+                );
             }
         }
     }
