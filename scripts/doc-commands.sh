@@ -196,6 +196,7 @@ KNOWN=$T/known.txt
 cat >>"$KNOWN" <<'EOF'
 --all
 --all-targets
+--cfg
 --bench
 --bin
 --build-only
