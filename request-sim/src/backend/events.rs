@@ -253,18 +253,7 @@ impl ResponseState {
             serde_json::from_slice(data).map_err(|e| malformed_event(e, data))?;
         // An error object without the `type: error` around it is an error all the same.
         let kind = ev.kind.as_deref().or(ev.error.map(|_| "error"));
-        let Some(kind) = kind else {
-            return Err(ProtocolError(format!(
-                "Responses event without a type: {}",
-                truncate(&String::from_utf8_lossy(data), 200)
-            )));
-        };
-        if self.finished {
-            return Err(ProtocolError(format!(
-                "{} after the final event",
-                truncate(kind, 64)
-            )));
-        }
+        let kind = self.event_kind("Responses", kind, data, "the final event")?;
         match kind {
             "error" => {
                 let text = match (ev.error, ev.message.as_deref()) {
@@ -340,6 +329,30 @@ impl ResponseState {
         Ok(())
     }
 
+    /// The type of a typed event of `api`; a protocol error for an event without one, or for
+    /// any event after the stream's `last` event.
+    fn event_kind<'k>(
+        &self,
+        api: &str,
+        kind: Option<&'k str>,
+        data: &[u8],
+        last: &str,
+    ) -> Result<&'k str, ProtocolError> {
+        let Some(kind) = kind else {
+            return Err(ProtocolError(format!(
+                "{api} event without a type: {}",
+                truncate(&String::from_utf8_lossy(data), 200)
+            )));
+        };
+        if self.finished {
+            return Err(ProtocolError(format!(
+                "{} after {last}",
+                truncate(kind, 64)
+            )));
+        }
+        Ok(kind)
+    }
+
     /// One SSE payload of a streaming Messages answer.
     pub(super) fn on_messages_event(
         &mut self,
@@ -354,18 +367,7 @@ impl ResponseState {
             serde_json::from_slice(data).map_err(|e| malformed_event(e, data))?;
         // An error object without the `type: error` around it is an error all the same.
         let kind = ev.kind.as_deref().or(ev.error.as_ref().map(|_| "error"));
-        let Some(kind) = kind else {
-            return Err(ProtocolError(format!(
-                "Messages event without a type: {}",
-                truncate(&String::from_utf8_lossy(data), 200)
-            )));
-        };
-        if self.finished {
-            return Err(ProtocolError(format!(
-                "{} after message_stop",
-                truncate(kind, 64)
-            )));
-        }
+        let kind = self.event_kind("Messages", kind, data, "message_stop")?;
         match kind {
             "error" => {
                 let text = ev
@@ -462,19 +464,7 @@ mod tests {
     use std::time::Duration;
 
     fn feed(kind: ApiKind, events: &[&str]) -> (ResponseState, Result<(), ProtocolError>) {
-        let t0 = Instant::now();
-        let mut st = ResponseState::collecting();
-        for (i, e) in events.iter().enumerate() {
-            let r = st.on_event(
-                kind,
-                e.as_bytes(),
-                t0 + Duration::from_millis(10 * (i as u64 + 1)),
-            );
-            if r.is_err() {
-                return (st, r);
-            }
-        }
-        (st, Ok(()))
+        crate::backend::response::feed_events(ResponseState::collecting(), kind, events)
     }
 
     /// As Anthropic documents a streamed answer (with a cache hit).

@@ -372,25 +372,31 @@ impl ResponseState {
     }
 }
 
+/// Test helper: feeds `events` to `st` 10 ms apart (from now), stopping at the first error.
+#[cfg(test)]
+pub(super) fn feed_events(
+    mut st: ResponseState,
+    kind: ApiKind,
+    events: &[&str],
+) -> (ResponseState, Result<(), ProtocolError>) {
+    let t0 = Instant::now();
+    for (i, e) in events.iter().enumerate() {
+        let at = t0 + std::time::Duration::from_millis(10 * (i as u64 + 1));
+        let r = st.on_event(kind, e.as_bytes(), at);
+        if r.is_err() {
+            return (st, r);
+        }
+    }
+    (st, Ok(()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
 
     fn feed(kind: ApiKind, events: &[&str]) -> (ResponseState, Result<(), ProtocolError>) {
-        let t0 = Instant::now();
-        let mut st = ResponseState::default();
-        for (i, e) in events.iter().enumerate() {
-            let r = st.on_event(
-                kind,
-                e.as_bytes(),
-                t0 + Duration::from_millis(10 * (i as u64 + 1)),
-            );
-            if r.is_err() {
-                return (st, r);
-            }
-        }
-        (st, Ok(()))
+        feed_events(ResponseState::default(), kind, events)
     }
 
     // Shapes as vLLM's OpenAI server emits them for chat with include_usage.
