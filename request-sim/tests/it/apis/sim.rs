@@ -140,14 +140,9 @@ fn responses_and_messages_replay_exactly_against_llm_sim() {
 
 #[test]
 fn qwen3_prompts_are_exact_with_an_endpoint_only_and_with_a_tokenizer() {
-    let q = qwen3_dir();
-    if !q.join("tokenizer.json").is_file() {
-        eprintln!(
-            "SKIPPING: no Qwen3 tokenizer in {} (scripts/fetch-tokenizer.sh)",
-            q.display()
-        );
+    let Some(q) = qwen3_or_skip("API") else {
         return;
-    }
+    };
     let sim = start_sim(llm_sim::SimConfig {
         tokenizer: Some(q.join("tokenizer.json")),
         tokenizer_config: Some(q.join("tokenizer_config.json")),
@@ -232,14 +227,9 @@ fn agent_trace(dir: &Path) -> PathBuf {
 
 #[test]
 fn agent_turns_converted_to_each_api_have_the_chat_template_count() {
-    let q = qwen3_dir();
-    if !q.join("tokenizer.json").is_file() {
-        eprintln!(
-            "SKIPPING: no Qwen3 tokenizer in {} (scripts/fetch-tokenizer.sh)",
-            q.display()
-        );
+    let Some(q) = qwen3_or_skip("API") else {
         return;
-    }
+    };
     let sim = start_sim(llm_sim::SimConfig {
         tokenizer: Some(q.join("tokenizer.json")),
         tokenizer_config: Some(q.join("tokenizer_config.json")),

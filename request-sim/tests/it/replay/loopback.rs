@@ -331,25 +331,11 @@ fn client_binary_replays_against_the_simulator() {
     assert!(out.with_file_name("output.jsonl.summary.json").exists());
 }
 
-fn qwen3_dir() -> Option<PathBuf> {
-    let dir = crate::support::qwen3_dir();
-    if dir.join("tokenizer.json").is_file() && dir.join("tokenizer_config.json").is_file() {
-        return Some(dir);
-    }
-    let msg = format!(
-        "Qwen3 tokenizer not found in {} — run scripts/fetch-tokenizer.sh",
-        dir.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("\n!!!!!!!! SKIPPING Qwen3 replay test: {msg} !!!!!!!!\n");
-    None
-}
-
 #[test]
 fn replay_with_qwen3_gives_server_prompt_tokens_equal_to_input_length() {
-    let Some(q) = qwen3_dir() else { return };
+    let Some(q) = crate::support::qwen3_or_skip("replay") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path(), 24, 512);
     let tok = q.join("tokenizer.json");

@@ -55,3 +55,19 @@ pub fn qwen3_dir() -> PathBuf {
         None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/tokenizers/qwen3"),
     }
 }
+
+/// [`qwen3_dir`] when its files are there; otherwise a loud skip note for `what`, or a
+/// failure when `CI` is set (CI fetches the tokenizer, so a missing one is a broken setup).
+pub fn qwen3_or_skip(what: &str) -> Option<PathBuf> {
+    let dir = qwen3_dir();
+    if dir.join("tokenizer.json").is_file() && dir.join("tokenizer_config.json").is_file() {
+        return Some(dir);
+    }
+    let msg = format!(
+        "Qwen3 tokenizer not found in {} — run scripts/fetch-tokenizer.sh",
+        dir.display()
+    );
+    assert!(std::env::var_os("CI").is_none(), "{msg}");
+    eprintln!("\n!!!!!!!! SKIPPING Qwen3 {what} test: {msg} !!!!!!!!\n");
+    None
+}
