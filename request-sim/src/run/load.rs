@@ -95,8 +95,10 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         stream.block_size(),
         stream.name().to_owned(),
     );
-    let why_whole = if stream.needs_whole() {
+    let why_whole = if stream.needs_whole() && format == TraceFormat::Bailian {
         Some("bailian parent chains")
+    } else if stream.needs_whole() {
+        Some("--retime, --max-idle-gap, --prefix-scale or --prompt-scale")
     } else if cfg.output.save_prompts.is_some() {
         Some("--save-prompts")
     } else if cfg.requests.sessions.timing == Timing::Closed {

@@ -5,3 +5,4 @@ mod pipeline;
 mod real;
 mod routing;
 mod sessions;
+mod transform;
