@@ -309,10 +309,28 @@ impl Generator {
     /// near `at`; and how many blocks to copy.
     fn source(&self, at: f64, blocks: usize, partial: bool) -> Option<(usize, usize)> {
         let i = self.recent.partition_point(|r| r.at_ms < at);
-        let near = (0..NEIGHBOURS)
-            .flat_map(|d| [i.checked_sub(1 + d), Some(i + d)])
-            .flatten()
-            .filter(|&j| j < self.recent.len());
+        // Outwards from `at`, the nearer in time first.
+        let (mut older, mut newer) = (i, i);
+        let near = std::iter::from_fn(|| {
+            let o = older.checked_sub(1).map(|j| (j, at - self.recent[j].at_ms));
+            let n = (newer < self.recent.len()).then(|| (newer, self.recent[newer].at_ms - at));
+            match (o, n) {
+                (Some((j, a)), Some((_, b))) if a <= b => {
+                    older = j;
+                    Some(j)
+                }
+                (_, Some((j, _))) => {
+                    newer += 1;
+                    Some(j)
+                }
+                (Some((j, _)), None) => {
+                    older = j;
+                    Some(j)
+                }
+                (None, None) => None,
+            }
+        })
+        .take(2 * NEIGHBOURS);
         let (mut enough, mut longest): (Option<usize>, Option<usize>) = (None, None);
         for j in near {
             let r = &self.recent[j];
