@@ -35,6 +35,19 @@ pub const MAX_COPIES: f64 = 1024.0;
 /// or recorded id below 2^62 has.
 const FRESH_BIT: u64 = 1 << 63;
 
+/// What a seeded hash is about (so that two decisions about the same key differ).
+#[derive(Clone, Copy)]
+enum Tag {
+    Round = 1,
+    Row,
+    Amplify,
+    Phase,
+    Sample,
+    Bailian,
+    Line,
+    Retime,
+}
+
 /// How arrivals are re-timed (`--retime`, `--rate`, `--burstiness`, `--rate-series`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Arrivals {
@@ -260,8 +273,30 @@ impl Reshape {
         if self.retime.is_some() || self.max_idle_gap_ms.is_some() {
             self.retime_sessions(rows, stats);
         }
-        if self.prefix_scale.is_some() || self.prompt_scale.is_some() {
+        if self.scales() {
             self.scale_prompts(rows, block.max(1));
+            // The cap is on the final prompt: after the scales (the `Copies` stage leaves it).
+            for raw in rows.iter_mut() {
+                self.cap_input(raw, block, stats);
+            }
+        }
+    }
+
+    /// True when `--prefix-scale` or `--prompt-scale` is given.
+    fn scales(&self) -> bool {
+        self.prefix_scale.is_some() || self.prompt_scale.is_some()
+    }
+
+    /// `--max-input-length`: a longer prompt is cut, its hash ids with it (counted).
+    fn cap_input(&self, raw: &mut RawRow, block: usize, stats: &mut TraceStats) {
+        if let Some(max) = self.max_input_length {
+            if raw.input_length > max {
+                raw.input_length = max;
+                if let Some(ids) = raw.hash_ids.as_mut() {
+                    ids.truncate((max as usize).div_ceil(block.max(1)));
+                }
+                stats.capped_inputs += 1;
+            }
         }
     }
 
@@ -300,7 +335,7 @@ impl Reshape {
     /// `sessions` new start times (ms, increasing) for a trace of `requests` requests: the
     /// session rate is the request rate times sessions per request.
     fn arrivals(&self, sessions: usize, requests: usize) -> Vec<f64> {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(mix64(self.seed ^ 0x7265_7469_6d65));
+        let mut rng = rand::rngs::StdRng::seed_from_u64(mix64(self.seed ^ Tag::Retime as u64));
         let per_request = sessions as f64 / requests.max(1) as f64;
         let mut out = Vec::with_capacity(sessions);
         let mut t = 0.0f64;
@@ -396,7 +431,7 @@ impl Reshape {
 /// `scale` rounded down or up for `what` by a seeded coin (P(up) = the fraction).
 fn rounded(scale: f64, seed: u64, what: u64) -> u64 {
     let base = scale.floor();
-    let up = unit(hash3(seed, what, 0x726f_756e_64)) < scale - base;
+    let up = unit(hash3(seed, what, Tag::Round as u64)) < scale - base;
     base as u64 + u64::from(up)
 }
 
@@ -454,9 +489,9 @@ fn session_keys(rows: &[&mut RawRow]) -> Vec<RowKey> {
             let id = if let Some(s) = &r.session_id {
                 str_hash(s)
             } else if let Some(s) = &r.session {
-                mix64(root(s.chat_id) as u64 ^ 0x6261_696c)
+                mix64(root(s.chat_id) as u64 ^ Tag::Bailian as u64)
             } else {
-                hash3(i as u64, 0x726f_77, 0)
+                hash3(i as u64, Tag::Row as u64, 0)
             };
             RowKey {
                 id,
@@ -497,17 +532,11 @@ impl Copies {
     ) -> Result<Vec<RawRow>, RowError> {
         let key = self.key(line, &raw);
         let r = &self.reshape;
-        if let Some(max) = r.max_input_length {
-            if raw.input_length > max {
-                raw.input_length = max;
-                if let Some(ids) = raw.hash_ids.as_mut() {
-                    ids.truncate((max as usize).div_ceil(block.max(1)));
-                }
-                stats.capped_inputs += 1;
-            }
+        if !r.scales() {
+            r.cap_input(&mut raw, block, stats);
         }
         if let Some(p) = r.sample_sessions {
-            if unit(hash3(r.seed, key, 0x7361_6d70)) >= p {
+            if unit(hash3(r.seed, key, Tag::Sample as u64)) >= p {
                 stats.sampled_out += 1;
                 return Ok(Vec::new());
             }
@@ -516,7 +545,7 @@ impl Copies {
             return Ok(vec![raw]);
         };
         let full = a.floor() as u64;
-        let extra = unit(hash3(r.seed, key, 0x616d_70)) < a - a.floor();
+        let extra = unit(hash3(r.seed, key, Tag::Amplify as u64)) < a - a.floor();
         let copies = full + u64::from(extra);
         if copies > 1 {
             check_ids(&raw)?;
@@ -562,7 +591,8 @@ impl Copies {
             return 0.0;
         }
         // Whole milliseconds: a trace with times in whole ms keeps its gaps exactly.
-        (unit(hash3(self.reshape.seed, k, 0x7068_6173_65)) * self.reshape.amplify_phase_ms).floor()
+        (unit(hash3(self.reshape.seed, k, Tag::Phase as u64)) * self.reshape.amplify_phase_ms)
+            .floor()
     }
 
     /// The session key of a row in file order: its `session_id`, its Bailian chain's root as
@@ -577,9 +607,9 @@ impl Copies {
                 _ => s.chat_id,
             };
             self.roots.insert(s.chat_id, root);
-            return mix64(root as u64 ^ 0x6261_696c);
+            return mix64(root as u64 ^ Tag::Bailian as u64);
         }
-        hash3(line as u64, 0x6c69_6e65, 0)
+        hash3(line as u64, Tag::Line as u64, 0)
     }
 }
 

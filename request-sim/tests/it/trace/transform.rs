@@ -377,17 +377,27 @@ fn prefix_and_prompt_scales_grow_blocks_and_keep_sharing() {
     );
     assert_ne!(r[0].hash_ids[4..], r[1].hash_ids[4..]);
     assert_eq!(r[2].input_length, 2 * 512 + 300);
-    // Half the size: every other shared block (seeded), still shared.
+    // Half the size: about every other shared block (a seeded coin per block), still shared
+    // by both requests.
+    let shared: Vec<String> = (1..=40).map(|i| i.to_string()).collect();
+    let two = format!(
+        "{{\"timestamp\": 0, \"input_length\": 20900, \"output_length\": 5, \"hash_ids\": [{s}, 100]}}\n\
+         {{\"timestamp\": 10, \"input_length\": 20900, \"output_length\": 5, \"hash_ids\": [{s}, 101]}}\n",
+        s = shared.join(", ")
+    );
     let half = load(
-        text,
+        &two,
         Reshape {
             prefix_scale: Some(0.5),
             ..Reshape::default()
         },
     );
     let (a, b) = (&half.requests[0].hash_ids, &half.requests[1].hash_ids);
-    assert!(a.len() < 3 || b.len() < 3);
-    assert_eq!(a[..a.len() - 1], b[..b.len() - 1]);
+    assert_eq!(a.len(), b.len());
+    let kept = a.len() - 1;
+    assert!((12..=28).contains(&kept), "{kept} of 40 shared blocks");
+    assert_eq!(a[..kept], b[..kept], "still shared");
+    assert_eq!(half.requests[0].input_length, kept as u32 * 512 + 420);
 }
 
 #[test]
