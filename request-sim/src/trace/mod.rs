@@ -29,6 +29,7 @@
 //! - [`Planned`] is one request as the replay pipeline takes it, from either form.
 //! - [`analyze()`](analyze::analyze) summarises a loaded trace (rates, lengths, prefix-cache hit ratios).
 
+pub mod agent;
 pub mod analyze;
 mod azure;
 mod bailian;
