@@ -27,6 +27,10 @@
 //!   them in time order; one that drops rows (sample sessions) counts them in [`TraceStats`].
 //!   Both forms then have it, and the whole trace stays the collected stream.
 //! - [`Planned`] is one request as the replay pipeline takes it, from either form.
+//! - `agent/` holds agentic corpora: the session tree ([`agent::Conversation`]: a main agent
+//!   and its subagents) every agentic format is read into, its readers (Weka), and
+//!   [`agent::plan`], which lays a corpus out as the whole trace a replay takes (a population
+//!   of users, the session links and joins the release gate waits on).
 //! - [`analyze()`](analyze::analyze) summarises a loaded trace (rates, lengths, prefix-cache hit ratios).
 
 pub mod agent;
@@ -75,19 +79,23 @@ pub enum TraceFormat {
     Generic,
     /// AIPerf-style JSONL: a whole OpenAI chat request per row (`messages`, `tools`, ...).
     Messages,
+    /// Weka / kv-cache-tester agentic JSON: one conversation (with subagents) per file, a
+    /// directory of files is a corpus; read whole by [`agent::weka`], never row by row.
+    Weka,
 }
 
 impl TraceFormat {
     /// Every format, in `--dataset` order.
-    pub const ALL: [TraceFormat; 5] = [
+    pub const ALL: [TraceFormat; 6] = [
         TraceFormat::Mooncake,
         TraceFormat::Bailian,
         TraceFormat::Azure,
         TraceFormat::Generic,
         TraceFormat::Messages,
+        TraceFormat::Weka,
     ];
 
-    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`).
+    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`, `weka`).
     pub fn name(self) -> &'static str {
         match self {
             TraceFormat::Mooncake => "mooncake",
@@ -95,6 +103,7 @@ impl TraceFormat {
             TraceFormat::Azure => "azure",
             TraceFormat::Generic => "generic",
             TraceFormat::Messages => "messages",
+            TraceFormat::Weka => "weka",
         }
     }
 
@@ -113,6 +122,8 @@ impl TraceFormat {
             TraceFormat::Azure | TraceFormat::Generic | TraceFormat::Messages => {
                 generic::DEFAULT_BLOCK_SIZE
             }
+            // The block size of each conversation is in its file; 64 when it is not.
+            TraceFormat::Weka => 64,
         }
     }
 }

@@ -19,10 +19,35 @@
 //! the request it follows and its own start, with the rule that produced it ([`GapRule`]):
 //! the replay releases request k+1 of an agent at completion of k plus this gap.
 
+pub mod plan;
+pub mod weka;
+
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 
-use super::ChatPayload;
+use super::{ChatPayload, TraceError, TraceFormat};
+
+/// True when `path` is an agent corpus: `forced` (`--dataset`) names an agentic format, or,
+/// without it, the content is recognised as one.
+pub fn is_agent_corpus(path: &Path, forced: Option<TraceFormat>) -> bool {
+    match forced {
+        Some(f) => f == TraceFormat::Weka,
+        None => weka::is_corpus(path),
+    }
+}
+
+/// Loads the agent corpus at `path` (a file or a directory) in `forced` format or the one
+/// recognised; `None` when it is not an agent corpus.
+pub fn load(
+    path: &Path,
+    forced: Option<TraceFormat>,
+) -> Result<Option<(Corpus, TraceFormat)>, TraceError> {
+    if !is_agent_corpus(path, forced) {
+        return Ok(None);
+    }
+    Ok(Some((weka::load(path)?, TraceFormat::Weka)))
+}
 
 /// A corpus: the conversations of one or more files, in the order they were read (files
 /// sorted by name for a directory).
