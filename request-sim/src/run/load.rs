@@ -108,11 +108,17 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
             reason: e,
         })
     })?;
+    let joined = corpus
+        .conversations
+        .iter()
+        .flat_map(|c| &c.agents)
+        .filter(|a| a.parent.as_ref().is_some_and(|l| l.join.is_some()))
+        .count();
     note(format!(
-        "agent corpus {name}: {} conversations ({} subagents, {} joined); {} laid out as {} with {} requests{}",
+        "agent corpus {name}: {} conversations, {} requests ({} subagents, {joined} joined); {} laid out as {} with {} requests{}",
         facts.corpus_conversations,
+        corpus.requests(),
         corpus.subagents(),
-        facts.joined_subagents,
         facts.conversations,
         match (facts.users, facts.session_rate) {
             (Some(u), _) => format!("{u} users"),
