@@ -423,7 +423,8 @@ pub struct TraceArgs {
     /// Trace format; detected from the content when not given.
     #[arg(long, short = 'd', value_parser = parse_format)]
     pub dataset: Option<TraceFormat>,
-    /// Tokens per hash id (default: 512 mooncake, 16 bailian, 512 generic).
+    /// Tokens per hash id (default: 512 mooncake, 16 bailian, 512 generic, 64 tracelab; a
+    /// Dynamo trace's is in the file).
     #[arg(long, alias = "hash-block-size", value_parser = parse_block_size)]
     pub block_size: Option<usize>,
     /// Skip malformed trace lines (counted in the summary) instead of stopping.
@@ -560,8 +561,11 @@ pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
         "azure" => Ok(TraceFormat::Azure),
         "generic" => Ok(TraceFormat::Generic),
         "messages" => Ok(TraceFormat::Messages),
+        "tracelab" => Ok(TraceFormat::Tracelab),
+        "dynamo" => Ok(TraceFormat::Dynamo),
+        "dag_jsonl" | "dag" => Ok(TraceFormat::Dag),
         other => Err(format!(
-            "unknown dataset {other:?}: use mooncake, bailian, azure, generic or messages"
+            "unknown dataset {other:?}: use mooncake, bailian, azure, generic, messages, tracelab, dynamo or dag_jsonl"
         )),
     }
 }

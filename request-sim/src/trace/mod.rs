@@ -29,6 +29,7 @@
 //! - [`Planned`] is one request as the replay pipeline takes it, from either form.
 //! - [`analyze()`](analyze::analyze) summarises a loaded trace (rates, lengths, prefix-cache hit ratios).
 
+pub mod agentic;
 pub mod analyze;
 mod azure;
 mod bailian;
@@ -74,19 +75,33 @@ pub enum TraceFormat {
     Generic,
     /// AIPerf-style JSONL: a whole OpenAI chat request per row (`messages`, `tools`, ...).
     Messages,
+    /// TraceLab round JSONL: coding-agent sessions of rounds; hash ids minted from
+    /// `prefix_tokens` (an agentic corpus, `agentic/tracelab.rs`).
+    Tracelab,
+    /// Dynamo request trace (`dynamo.request.trace.v1`): `request_end` events, subagents through
+    /// `parent_trajectory_id` (an agentic corpus, `agentic/dynamo.rs`).
+    Dynamo,
+    /// AIPerf `dag_jsonl`: conversations with `forks`/`spawns`/`join_at` and real messages (an
+    /// agentic corpus, `agentic/dag.rs`).
+    #[serde(rename = "dag_jsonl")]
+    Dag,
 }
 
 impl TraceFormat {
     /// Every format, in `--dataset` order.
-    pub const ALL: [TraceFormat; 5] = [
+    pub const ALL: [TraceFormat; 8] = [
         TraceFormat::Mooncake,
         TraceFormat::Bailian,
         TraceFormat::Azure,
         TraceFormat::Generic,
         TraceFormat::Messages,
+        TraceFormat::Tracelab,
+        TraceFormat::Dynamo,
+        TraceFormat::Dag,
     ];
 
-    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`).
+    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`, `tracelab`,
+    /// `dynamo`, `dag_jsonl`).
     pub fn name(self) -> &'static str {
         match self {
             TraceFormat::Mooncake => "mooncake",
@@ -94,14 +109,26 @@ impl TraceFormat {
             TraceFormat::Azure => "azure",
             TraceFormat::Generic => "generic",
             TraceFormat::Messages => "messages",
+            TraceFormat::Tracelab => "tracelab",
+            TraceFormat::Dynamo => "dynamo",
+            TraceFormat::Dag => "dag_jsonl",
         }
     }
 
     /// Parses a `--dataset` name (case-insensitive).
     pub fn from_name(name: &str) -> Option<TraceFormat> {
+        let name = name.trim();
+        if name.eq_ignore_ascii_case("dag") {
+            return Some(TraceFormat::Dag);
+        }
         TraceFormat::ALL
             .into_iter()
-            .find(|f| f.name().eq_ignore_ascii_case(name.trim()))
+            .find(|f| f.name().eq_ignore_ascii_case(name))
+    }
+
+    /// A whole-file corpus of agent conversations (read by [`agentic::read`], not row by row).
+    pub fn is_agentic(self) -> bool {
+        agentic::is_agentic(self)
     }
 
     /// Default hash block size (tokens per hash id) of the format.
@@ -112,6 +139,11 @@ impl TraceFormat {
             TraceFormat::Azure | TraceFormat::Generic | TraceFormat::Messages => {
                 generic::DEFAULT_BLOCK_SIZE
             }
+            TraceFormat::Tracelab => agentic::tracelab::BLOCK_SIZE,
+            // The file says (`trace_block_size`); 64 is what Dynamo writes by default.
+            TraceFormat::Dynamo => 64,
+            TraceFormat::Dag => 1,
+        }
         }
     }
 }

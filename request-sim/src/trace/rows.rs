@@ -227,6 +227,12 @@ fn parse(
         TraceFormat::Bailian => bailian::parse_line(text),
         TraceFormat::Generic => generic::parse_line(text),
         TraceFormat::Messages => messages::parse_line(text),
+        TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag => {
+            return Err(Bad {
+                error: RowError::Agentic(f.name()),
+                fatal: true,
+            })
+        }
         TraceFormat::Azure => match azure_header {
             Some(h) => azure::parse_row(h, text),
             None => {
