@@ -29,7 +29,7 @@
 //! - [`Planned`] is one request as the replay pipeline takes it, from either form.
 //! - [`analyze()`](analyze::analyze) summarises a loaded trace (rates, lengths, prefix-cache hit ratios).
 
-pub mod agentic;
+pub mod agent;
 pub mod analyze;
 mod azure;
 mod bailian;
@@ -76,13 +76,13 @@ pub enum TraceFormat {
     /// AIPerf-style JSONL: a whole OpenAI chat request per row (`messages`, `tools`, ...).
     Messages,
     /// TraceLab round JSONL: coding-agent sessions of rounds; hash ids minted from
-    /// `prefix_tokens` (an agentic corpus, `agentic/tracelab.rs`).
+    /// `prefix_tokens` (an agentic corpus, `agent/tracelab.rs`).
     Tracelab,
     /// Dynamo request trace (`dynamo.request.trace.v1`): `request_end` events, subagents through
-    /// `parent_trajectory_id` (an agentic corpus, `agentic/dynamo.rs`).
+    /// `parent_trajectory_id` (an agentic corpus, `agent/dynamo.rs`).
     Dynamo,
     /// AIPerf `dag_jsonl`: conversations with `forks`/`spawns`/`join_at` and real messages (an
-    /// agentic corpus, `agentic/dag.rs`).
+    /// agentic corpus, `agent/dag.rs`).
     #[serde(rename = "dag_jsonl")]
     Dag,
 }
@@ -126,9 +126,12 @@ impl TraceFormat {
             .find(|f| f.name().eq_ignore_ascii_case(name))
     }
 
-    /// A whole-file corpus of agent conversations (read by [`agentic::read`], not row by row).
+    /// A corpus of agent conversations, read whole by `trace::agent` (never row by row).
     pub fn is_agentic(self) -> bool {
-        agentic::is_agentic(self)
+        matches!(
+            self,
+            TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag
+        )
     }
 
     /// Default hash block size (tokens per hash id) of the format.
@@ -139,7 +142,7 @@ impl TraceFormat {
             TraceFormat::Azure | TraceFormat::Generic | TraceFormat::Messages => {
                 generic::DEFAULT_BLOCK_SIZE
             }
-            TraceFormat::Tracelab => agentic::tracelab::BLOCK_SIZE,
+            TraceFormat::Tracelab => agent::tracelab::BLOCK_SIZE,
             // The file says (`trace_block_size`); 64 is what Dynamo writes by default.
             TraceFormat::Dynamo => 64,
             TraceFormat::Dag => 1,

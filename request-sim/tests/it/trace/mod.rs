@@ -1,3 +1,4 @@
+mod agent_formats;
 mod analyze;
 mod bad;
 mod load;

@@ -27,18 +27,18 @@
 //!   completion of the subagents it joins when that is later; at least 0.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::jsonl::{blocks, field_error, parse_object, row_error};
 use super::{
-    blocks, field_error, parse_object, row_error, Agent, AgentRequest, Conversation, Corpus,
-    GapRule, IdScope, Spawn,
+    Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
 };
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::fields;
 use crate::trace::row::LoadOptions;
-use crate::trace::TraceFormat;
 
 /// The one schema version read.
 pub const SCHEMA: &str = "dynamo.request.trace.v1";
@@ -74,6 +74,8 @@ struct Context {
 struct Request {
     #[serde(default)]
     request_id: Option<Value>,
+    #[serde(default)]
+    model: Option<String>,
     #[serde(deserialize_with = "fields::output_length")]
     output_tokens: u32,
     #[serde(deserialize_with = "fields::timestamp_ms")]
@@ -102,6 +104,7 @@ struct Row {
     start_ms: f64,
     end_ms: Option<f64>,
     request_id: Option<String>,
+    model: Option<Arc<str>>,
 }
 
 /// What one line is.
@@ -281,6 +284,7 @@ fn check_line(
         start_ms: req.request_received_ms,
         end_ms,
         request_id,
+        model: req.model.map(Arc::from),
     }))
 }
 
@@ -302,6 +306,7 @@ pub(crate) fn build(
     let mut ids = Ids {
         map: HashMap::new(),
     };
+    // tool and payload events: counted for the message of a file without requests
     let mut ignored = 0usize;
     // Conversations in order of first appearance: trajectories and context-free requests.
     let mut trajectories: Vec<Trajectory> = Vec::new();
@@ -407,44 +412,35 @@ pub(crate) fn build(
             children[*p].push(i);
         }
     }
+    let source: Arc<str> = Arc::from(name);
+    let block = block as usize;
     let mut slots: Vec<Option<Trajectory>> = trajectories.into_iter().map(Some).collect();
     let mut singles: Vec<Option<(usize, Row)>> = singles.into_iter().map(Some).collect();
     let mut conversations = Vec::new();
     for first in firsts {
         match first {
             Err(k) => {
-                let (line, row) = singles[k].take().expect("each single once");
+                let Some((line, row)) = singles[k].take() else {
+                    continue;
+                };
                 let id = row
                     .request_id
                     .clone()
                     .unwrap_or_else(|| format!("line-{line}"));
-                let origin = row.start_ms;
-                conversations.push(Conversation {
-                    id: id.clone(),
-                    line,
-                    agents: vec![Agent {
-                        id,
-                        line,
-                        spawn: None,
-                        requests: vec![request(&row, origin, 0.0, GapRule::First)],
-                    }],
-                    system_tokens: None,
-                });
+                let first = ClientGap {
+                    ms: 0.0,
+                    rule: GapRule::First,
+                };
+                let requests = vec![request(&row, row.start_ms, first)];
+                conversations.push(conversation(id, &source, block, vec![main(requests)]));
             }
             Ok(i) if parent_of[i].is_none() => {
-                conversations.push(tree(i, &mut slots, &children));
+                conversations.push(tree(i, &mut slots, &children, &source, block));
             }
             Ok(_) => {}
         }
     }
-    Ok(Corpus {
-        format: TraceFormat::Dynamo,
-        block_size: block as usize,
-        scope: IdScope::File,
-        conversations,
-        threads_history: false,
-        ignored_lines: ignored,
-    })
+    Ok(Corpus { conversations })
 }
 
 fn show(p: &Option<String>) -> String {
@@ -453,39 +449,77 @@ fn show(p: &Option<String>) -> String {
         .unwrap_or_else(|| "none".into())
 }
 
-fn request(row: &Row, origin: f64, gap_ms: f64, gap_rule: GapRule) -> AgentRequest {
+fn main(requests: Vec<AgentRequest>) -> Agent {
+    Agent {
+        id: Arc::from(Agent::MAIN),
+        kind: None,
+        parent: None,
+        system_tokens: None,
+        tool_tokens: None,
+        start_ms: 0.0,
+        requests,
+    }
+}
+
+fn conversation(id: String, source: &Arc<str>, block: usize, agents: Vec<Agent>) -> Conversation {
+    Conversation {
+        id: Arc::from(id),
+        source: source.clone(),
+        block_size: block,
+        hash_scope: HashScope::Global,
+        system_tokens: None,
+        tool_tokens: None,
+        agents,
+    }
+}
+
+fn request(row: &Row, origin: f64, gap: ClientGap) -> AgentRequest {
+    let start = row.start_ms - origin;
     AgentRequest {
-        line: row.line,
+        trace_ms: start,
         input_length: row.input_length,
         output_length: row.output_length,
         hash_ids: row.hash_ids.clone(),
-        gap_ms,
-        gap_rule,
-        trace_start_ms: row.start_ms - origin,
-        trace_end_ms: row.end_ms.map(|e| e - origin),
-        chat: None,
+        stream: None,
+        gap,
+        server_ms: row.end_ms.map(|e| (e - row.start_ms).max(0.0)),
+        model: row.model.clone(),
+        origin: Origin {
+            line: row.line,
+            pointer: None,
+        },
+        messages: None,
     }
 }
 
 /// The conversation rooted at trajectory `root`: agents parents first (breadth first, children
 /// by their first start).
-fn tree(root: usize, slots: &mut [Option<Trajectory>], children: &[Vec<usize>]) -> Conversation {
+fn tree(
+    root: usize,
+    slots: &mut [Option<Trajectory>],
+    children: &[Vec<usize>],
+    source: &Arc<str>,
+    block: usize,
+) -> Conversation {
+    let first_start = |slots: &[Option<Trajectory>], t: usize| {
+        slots[t].as_ref().map_or(0.0, |x| x.rows[0].start_ms)
+    };
     let mut order = vec![(root, None::<usize>)];
     let mut k = 0;
     while k < order.len() {
         let (t, _) = order[k];
         let mut kids = children[t].clone();
         kids.sort_by(|&a, &b| {
-            let sa = slots[a].as_ref().map_or(0.0, |x| x.rows[0].start_ms);
-            let sb = slots[b].as_ref().map_or(0.0, |x| x.rows[0].start_ms);
-            sa.total_cmp(&sb).then(a.cmp(&b))
+            first_start(slots, a)
+                .total_cmp(&first_start(slots, b))
+                .then(a.cmp(&b))
         });
         order.extend(kids.into_iter().map(|c| (c, Some(k))));
         k += 1;
     }
     let trajs: Vec<Trajectory> = order
         .iter()
-        .map(|(t, _)| slots[*t].take().expect("each trajectory in one tree"))
+        .filter_map(|(t, _)| slots[*t].take())
         .collect();
     let origin = trajs
         .iter()
@@ -493,7 +527,7 @@ fn tree(root: usize, slots: &mut [Option<Trajectory>], children: &[Vec<usize>]) 
         .fold(f64::INFINITY, f64::min);
     let end_of = |r: &Row| r.end_ms.unwrap_or(r.start_ms);
     // Spawn and join points of every subagent.
-    let mut spawns: Vec<Option<Spawn>> = vec![None; trajs.len()];
+    let mut links: Vec<Option<ParentLink>> = vec![None; trajs.len()];
     let mut joined_end: Vec<HashMap<usize, f64>> = vec![HashMap::new(); trajs.len()];
     for (a, (_, parent)) in order.iter().enumerate() {
         let Some(p) = *parent else { continue };
@@ -501,61 +535,75 @@ fn tree(root: usize, slots: &mut [Option<Trajectory>], children: &[Vec<usize>]) 
         let pr = &trajs[p].rows;
         let c_start = child.rows[0].start_ms;
         let c_end = child.rows.iter().map(end_of).fold(c_start, f64::max);
-        let after = pr.iter().rposition(|r| r.start_ms <= c_start);
-        let offset_ms = match after {
-            Some(i) => (c_start - end_of(&pr[i])).max(0.0),
-            None => (c_start - pr[0].start_ms).max(0.0),
-        };
-        let from = after.map_or(0, |i| i + 1);
-        let busy = pr[from..]
+        // A child that started before its parent's first request follows that request.
+        let after = pr.iter().rposition(|r| r.start_ms <= c_start).unwrap_or(0);
+        let spawn_offset_ms = (c_start - end_of(&pr[after])).max(0.0);
+        let busy = pr[after + 1..]
             .iter()
             .any(|r| r.start_ms > c_start && r.start_ms < c_end);
         let join = if busy {
             None
         } else {
-            pr.iter()
-                .enumerate()
-                .skip(from)
-                .find(|(_, r)| r.start_ms >= c_end)
-                .map(|(j, _)| j)
+            (after + 1..pr.len()).find(|&j| pr[j].start_ms >= c_end)
         };
         if let Some(j) = join {
             let e = joined_end[p].entry(j).or_insert(c_end);
             *e = e.max(c_end);
         }
-        spawns[a] = Some(Spawn {
-            parent: p,
+        links[a] = Some(ParentLink {
+            agent: p,
             after,
-            offset_ms,
+            spawn_offset_ms,
             join,
+            inherits_history: false,
         });
     }
     let mut agents = Vec::with_capacity(trajs.len());
     for (a, t) in trajs.iter().enumerate() {
+        let link = links[a].take();
         let mut requests = Vec::with_capacity(t.rows.len());
         for (j, row) in t.rows.iter().enumerate() {
-            let (gap, rule) = if j == 0 {
-                (0.0, GapRule::First)
-            } else {
-                let mut since = end_of(&t.rows[j - 1]);
-                if let Some(e) = joined_end[a].get(&j) {
-                    since = since.max(*e);
+            let gap = match (j, &link) {
+                (0, None) => ClientGap {
+                    ms: 0.0,
+                    rule: GapRule::First,
+                },
+                (0, Some(l)) => ClientGap {
+                    ms: l.spawn_offset_ms,
+                    rule: GapRule::Spawn,
+                },
+                _ => {
+                    let prev = end_of(&t.rows[j - 1]);
+                    match joined_end[a].get(&j) {
+                        Some(&e) if e > prev => ClientGap {
+                            ms: (row.start_ms - e).max(0.0),
+                            rule: GapRule::AfterJoin,
+                        },
+                        _ => ClientGap {
+                            ms: (row.start_ms - prev).max(0.0),
+                            rule: GapRule::StartMinusServer,
+                        },
+                    }
                 }
-                ((row.start_ms - since).max(0.0), GapRule::StartMinusServer)
             };
-            requests.push(request(row, origin, gap, rule));
+            requests.push(request(row, origin, gap));
         }
+        let id = if a == 0 {
+            Agent::MAIN.to_owned()
+        } else if t.id == Agent::MAIN {
+            format!("{}#{a}", t.id)
+        } else {
+            t.id.clone()
+        };
         agents.push(Agent {
-            id: t.id.clone(),
-            line: t.line,
-            spawn: spawns[a].take(),
+            id: Arc::from(id),
+            kind: None,
+            parent: link,
+            system_tokens: None,
+            tool_tokens: None,
+            start_ms: t.rows[0].start_ms - origin,
             requests,
         });
     }
-    Conversation {
-        id: trajs[0].id.clone(),
-        line: trajs[0].line,
-        agents,
-        system_tokens: None,
-    }
+    conversation(trajs[0].id.clone(), source, block, agents)
 }

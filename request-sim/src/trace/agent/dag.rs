@@ -12,7 +12,8 @@
 //!   joined); `{"children": [...], "join_at": K}` joins at turn K (the parent runs the turns
 //!   between concurrently). `forks` never join: a bare fork ends its parent (only allowed on the
 //!   last turn), `{"child": "x", "background": true}` runs beside it. `pre_session_spawns`
-//!   start with their parent, in the background.
+//!   run in the background from the completion of the parent's first turn (AIPerf sends them
+//!   before it; a request-sim subagent follows one of its parent's requests).
 //! - **Messages** carry real text and are sent as written. By default (`context_mode`
 //!   `deltas_without_responses`) a conversation accumulates: turn k sends every earlier turn's
 //!   messages then its own, and a fork child starts from its parent's history; AIPerf threads
@@ -28,15 +29,22 @@
 //!   conversation, and a cycle of sessions.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{field_error, row_error, Agent, AgentRequest, Conversation, Corpus, GapRule, IdScope, Spawn};
+use super::jsonl::{field_error, row_error};
+use super::{
+    Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
+};
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::fields;
 use crate::trace::messages::{check_messages, take_extra, take_tools};
 use crate::trace::row::LoadOptions;
-use crate::trace::{ChatPayload, TraceFormat};
+use crate::trace::ChatPayload;
+
+/// The block size the conversations declare (they have no hash ids: prompts are messages).
+const BLOCK_SIZE: usize = 64;
 
 /// Most agents one conversation may expand to (spawn templates nest multiplicatively).
 pub const MAX_AGENTS: usize = 10_000;
@@ -74,6 +82,7 @@ struct ChildRef {
 }
 
 struct Turn {
+    model: Option<Arc<str>>,
     messages: Vec<Value>,
     tools: Option<Value>,
     extra: Option<Map<String, Value>>,
@@ -210,14 +219,16 @@ fn parse_turn(v: Value, k: usize, n: usize) -> Result<Turn, RowError> {
             ))
         }
     };
-    if let Some(m) = t.remove("model") {
-        if !m.is_string() && !m.is_null() {
+    let model = match t.remove("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) => Some(Arc::from(m)),
+        Some(m) => {
             return Err(bad(
                 format!("{path}.model"),
                 format!("expected a string, found {}", fields::describe_value(&m)),
-            ));
+            ))
         }
-    }
+    };
     let mut children = Vec::new();
     if let Some(forks) = t.remove("forks") {
         let items = forks.as_array().ok_or_else(|| {
@@ -318,6 +329,7 @@ fn parse_turn(v: Value, k: usize, n: usize) -> Result<Turn, RowError> {
         }
     }
     Ok(Turn {
+        model,
         messages,
         tools,
         extra,
@@ -479,23 +491,14 @@ pub(crate) fn build(
             format!("sessions form a cycle: {}", names.join(" -> ")),
         ));
     }
+    let source: Arc<str> = Arc::from(name);
     let mut conversations = Vec::new();
     for (i, s) in sessions.iter().enumerate() {
         if !referenced[i] {
-            conversations.push(expand(name, &sessions, &by_id, i)?);
+            conversations.push(expand(name, &source, &sessions, &by_id, i)?);
         }
     }
-    let threads_history = sessions
-        .iter()
-        .any(|s| s.accumulate && (s.turns.len() > 1 || s.turns.iter().any(|t| t.children.iter().any(|c| c.fork))));
-    Ok(Corpus {
-        format: TraceFormat::Dag,
-        block_size: 1,
-        scope: IdScope::Conversation,
-        conversations,
-        threads_history,
-        ignored_lines: 0,
-    })
+    Ok(Corpus { conversations })
 }
 
 /// A cycle of the reference graph (its nodes, the first repeated at the end), if any.
@@ -535,10 +538,10 @@ fn find_cycle(edges: &[Vec<usize>]) -> Option<Vec<usize>> {
     None
 }
 
-/// One agent to build: its session, its spawn, the history it inherits, its trace start.
+/// One agent to build: its session, its link, the history it inherits, its trace start.
 struct Pending {
     session: usize,
-    spawn: Option<Spawn>,
+    link: Option<ParentLink>,
     history: Vec<Value>,
     start_ms: f64,
 }
@@ -546,13 +549,14 @@ struct Pending {
 /// The conversation rooted at session `root`, every reachable child copied under its parent.
 fn expand(
     name: &str,
+    source: &Arc<str>,
     sessions: &[Session],
     by_id: &HashMap<String, usize>,
     root: usize,
 ) -> Result<Conversation, TraceError> {
     let mut queue = VecDeque::from([Pending {
         session: root,
-        spawn: None,
+        link: None,
         history: Vec::new(),
         start_ms: 0.0,
     }]);
@@ -572,24 +576,38 @@ fn expand(
         }
         let s = &sessions[p.session];
         let me = agents.len();
-        let seen = names.entry(s.id.clone()).or_insert(0);
-        *seen += 1;
-        let id = if *seen == 1 {
-            s.id.clone()
+        let id = if me == 0 {
+            Agent::MAIN.to_owned()
         } else {
-            format!("{}#{}", s.id, seen)
+            let seen = names.entry(s.id.clone()).or_insert(0);
+            *seen += 1;
+            if *seen == 1 && s.id != Agent::MAIN {
+                s.id.clone()
+            } else {
+                format!("{}#{}", s.id, seen)
+            }
         };
         let mut history = p.history;
         let mut requests = Vec::with_capacity(s.turns.len());
         let mut clock = p.start_ms;
-        let mut spawn = p.spawn;
+        let mut link = p.link;
         for (k, t) in s.turns.iter().enumerate() {
-            let (gap_ms, gap_rule) = match (k, &mut spawn) {
-                (0, Some(sp)) => {
-                    sp.offset_ms = t.delay_ms;
-                    (0.0, GapRule::First)
+            let gap = match (k, &mut link) {
+                (0, Some(l)) => {
+                    l.spawn_offset_ms = t.delay_ms;
+                    ClientGap {
+                        ms: t.delay_ms,
+                        rule: GapRule::Spawn,
+                    }
                 }
-                _ => (t.delay_ms, GapRule::Delay),
+                (0, None) if t.delay_ms == 0.0 => ClientGap {
+                    ms: 0.0,
+                    rule: GapRule::First,
+                },
+                _ => ClientGap {
+                    ms: t.delay_ms,
+                    rule: GapRule::Delay,
+                },
             };
             clock += t.delay_ms;
             let messages = if s.accumulate {
@@ -599,62 +617,74 @@ fn expand(
                 t.messages.clone()
             };
             for c in &t.children {
-                let child = by_id[&c.session];
                 queue.push_back(Pending {
-                    session: child,
-                    spawn: Some(Spawn {
-                        parent: me,
-                        after: Some(k),
-                        offset_ms: 0.0,
+                    session: by_id[&c.session],
+                    link: Some(ParentLink {
+                        agent: me,
+                        after: k,
+                        spawn_offset_ms: 0.0,
                         join: c.join,
+                        inherits_history: c.fork,
                     }),
                     history: if c.fork { messages.clone() } else { Vec::new() },
                     start_ms: clock,
                 });
             }
             requests.push(AgentRequest {
-                line: s.line,
+                trace_ms: clock,
                 input_length: 0,
                 output_length: t.max_tokens.unwrap_or(0),
                 hash_ids: Vec::new(),
-                gap_ms,
-                gap_rule,
-                trace_start_ms: clock,
-                trace_end_ms: None,
-                chat: Some(ChatPayload {
+                stream: None,
+                gap,
+                server_ms: None,
+                model: t.model.clone(),
+                origin: Origin {
+                    line: s.line,
+                    pointer: Some(format!("turns[{k}]").into_boxed_str()),
+                },
+                messages: Some(Arc::new(ChatPayload {
                     messages: Value::Array(messages),
                     tools: t.tools.clone(),
                     extra: t.extra.clone(),
                     max_tokens: t.max_tokens,
                     text_input: None,
                     prompt_token_ids: None,
-                }),
+                })),
             });
         }
+        // Released when the parent's first turn completes: a subagent follows a request.
         for c in &s.pre {
             queue.push_back(Pending {
                 session: by_id[&c.session],
-                spawn: Some(Spawn {
-                    parent: me,
-                    after: None,
-                    offset_ms: 0.0,
+                link: Some(ParentLink {
+                    agent: me,
+                    after: 0,
+                    spawn_offset_ms: 0.0,
                     join: None,
+                    inherits_history: false,
                 }),
                 history: Vec::new(),
                 start_ms: p.start_ms,
             });
         }
         agents.push(Agent {
-            id,
-            line: s.line,
-            spawn,
+            id: Arc::from(id),
+            kind: None,
+            parent: link,
+            system_tokens: None,
+            tool_tokens: None,
+            start_ms: p.start_ms,
             requests,
         });
     }
     Ok(Conversation {
-        id: sessions[root].id.clone(),
-        line: sessions[root].line,
-        agents,
+        id: Arc::from(sessions[root].id.as_str()),
+        source: source.clone(),
+        block_size: BLOCK_SIZE,
+        hash_scope: HashScope::Local,
         system_tokens: None,
+        tool_tokens: None,
+        agents,
     })
 }

@@ -15,26 +15,24 @@
 //!   are round k-1's ids, the rest fresh ids. A partial last block is never shared. Round 0's
 //!   prefix (reused from earlier sessions: the client's system prompt and tools) is fresh, and
 //!   kept as the conversation's `system_tokens` (whole blocks).
-//! - **Client gap** of round k >= 1 (rule `round_events`): its submission time (its latest
-//!   `user_message`/`tool_result` event; without one, its earliest model event) minus the end
-//!   of round k-1 (its latest `reasoning`/`text`/`tool_call` event), at least 0. When either
-//!   is missing (rule `tool_latency`): the longest `tool_wall_latency_ms` of round k-1 (0 when
-//!   it ran no tool). The recorded start of a round is its submission time; its end, its
-//!   latest model event.
+//! - **Client gap** of round k >= 1 (rule `start_minus_server`): its submission time (its
+//!   latest `user_message`/`tool_result` event; without one, its earliest model event) minus
+//!   the end of round k-1 (its latest `reasoning`/`text`/`tool_call` event), at least 0: the
+//!   tools' time, or the person's. When either is missing (rule `tool_time`): the longest
+//!   `tool_wall_latency_ms` of round k-1 (0 when it ran no tool). A round's recorded start is
+//!   its submission time, its server time from there to its latest model event.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{
-    blocks, field_error, parse_object, row_error, Agent, AgentRequest, Conversation, Corpus,
-    GapRule, IdScope,
-};
+use super::jsonl::{blocks, field_error, parse_object, row_error};
+use super::{Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin};
 use crate::trace::error::TraceError;
 use crate::trace::fields;
 use crate::trace::row::LoadOptions;
-use crate::trace::TraceFormat;
 
 /// Default tokens per minted hash id.
 pub const BLOCK_SIZE: usize = 64;
@@ -44,6 +42,8 @@ struct Round {
     session_id: Value,
     #[serde(default)]
     round_index: Option<u64>,
+    #[serde(default)]
+    model: Option<String>,
     #[serde(deserialize_with = "fields::input_length")]
     input_tokens_total: u32,
     #[serde(default)]
@@ -76,6 +76,7 @@ struct Checked {
     input: u32,
     prefix: u64,
     output: u32,
+    model: Option<Arc<str>>,
     /// Submission and end, ms since the Unix epoch.
     submitted_ms: Option<f64>,
     end_ms: Option<f64>,
@@ -131,6 +132,7 @@ fn check(line: usize, text: &str, name: &str) -> Result<(String, Checked), Trace
             input: r.input_tokens_total,
             prefix: r.prefix_tokens.unwrap_or(0),
             output: r.output_tokens,
+            model: r.model.map(Arc::from),
             submitted_ms: inputs.or(first_out),
             end_ms: last_out,
             longest_tool_ms,
@@ -145,6 +147,7 @@ pub(crate) fn build(
     opts: &LoadOptions,
 ) -> Result<Corpus, TraceError> {
     let block = opts.block_size.unwrap_or(BLOCK_SIZE);
+    let source: Arc<str> = Arc::from(name);
     let mut order: Vec<String> = Vec::new();
     let mut sessions: HashMap<String, Vec<Checked>> = HashMap::new();
     for (line, text) in rows {
@@ -161,40 +164,39 @@ pub(crate) fn build(
     for sid in order {
         let mut rounds = sessions.remove(&sid).unwrap_or_default();
         rounds.sort_by_key(|r| (r.round_index, r.line));
-        conversations.push(conversation(sid, &rounds, block));
+        conversations.push(conversation(&sid, &rounds, block, &source));
     }
-    Ok(Corpus {
-        format: TraceFormat::Tracelab,
-        block_size: block,
-        scope: IdScope::Conversation,
-        conversations,
-        threads_history: false,
-        ignored_lines: 0,
-    })
+    Ok(Corpus { conversations })
 }
 
-fn conversation(id: String, rounds: &[Checked], block: usize) -> Conversation {
+fn conversation(id: &str, rounds: &[Checked], block: usize, source: &Arc<str>) -> Conversation {
     let mut next_id = 0u64;
-    let mut fresh = |n: usize, out: &mut Vec<u64>| {
-        out.extend(next_id..next_id + n as u64);
-        next_id += n as u64;
-    };
     let origin = rounds
         .iter()
         .find_map(|r| r.submitted_ms.or(r.end_ms))
         .unwrap_or(0.0);
     let mut requests: Vec<AgentRequest> = Vec::with_capacity(rounds.len());
     let mut prev: Option<&Checked> = None;
-    // The recorded timeline: rounds without timestamps sit at the previous round's end.
+    // The recorded timeline: a round without timestamps sits at the previous round's end.
     let mut clock = 0f64;
     for r in rounds {
         let n = blocks(r.input, block);
         let mut ids = Vec::with_capacity(n);
-        let (gap_ms, gap_rule) = match prev {
-            None => (0.0, GapRule::First),
+        let gap = match prev {
+            None => ClientGap {
+                ms: 0.0,
+                rule: GapRule::First,
+            },
             Some(p) => match (r.submitted_ms, p.end_ms) {
-                (Some(s), Some(e)) => ((s - e).max(0.0), GapRule::RoundEvents),
-                _ => (p.longest_tool_ms, GapRule::ToolLatency),
+                // submission minus (previous submission + its server time)
+                (Some(s), Some(e)) => ClientGap {
+                    ms: (s - e).max(0.0),
+                    rule: GapRule::StartMinusServer,
+                },
+                _ => ClientGap {
+                    ms: p.longest_tool_ms,
+                    rule: GapRule::ToolTime,
+                },
             },
         };
         if let (Some(p), Some(last)) = (prev, requests.last()) {
@@ -203,21 +205,26 @@ fn conversation(id: String, rounds: &[Checked], block: usize) -> Conversation {
                 .min(n);
             ids.extend_from_slice(&last.hash_ids[..reuse]);
         }
-        let missing = n - ids.len();
-        fresh(missing, &mut ids);
+        let fresh = (n - ids.len()) as u64;
+        ids.extend(next_id..next_id + fresh);
+        next_id += fresh;
         let start = r.submitted_ms.map(|s| s - origin).unwrap_or(clock).max(0.0);
         let end = r.end_ms.map(|e| (e - origin).max(start));
         clock = end.unwrap_or(start);
         requests.push(AgentRequest {
-            line: r.line,
+            trace_ms: start,
             input_length: r.input,
             output_length: r.output,
             hash_ids: ids,
-            gap_ms,
-            gap_rule,
-            trace_start_ms: start,
-            trace_end_ms: end,
-            chat: None,
+            stream: None,
+            gap,
+            server_ms: end.map(|e| e - start),
+            model: r.model.clone(),
+            origin: Origin {
+                line: r.line,
+                pointer: None,
+            },
+            messages: None,
         });
         prev = Some(r);
     }
@@ -225,14 +232,20 @@ fn conversation(id: String, rounds: &[Checked], block: usize) -> Conversation {
     let system_blocks = (first.prefix.min(u64::from(first.input)) as usize) / block;
     let system_tokens = (system_blocks > 0).then(|| (system_blocks * block) as u32);
     Conversation {
-        id: id.clone(),
-        line: first.line,
+        id: Arc::from(id),
+        source: source.clone(),
+        block_size: block,
+        hash_scope: HashScope::Local,
+        system_tokens,
+        tool_tokens: None,
         agents: vec![Agent {
-            id,
-            line: first.line,
-            spawn: None,
+            id: Arc::from(Agent::MAIN),
+            kind: None,
+            parent: None,
+            system_tokens,
+            tool_tokens: None,
+            start_ms: 0.0,
             requests,
         }],
-        system_tokens,
     }
 }
