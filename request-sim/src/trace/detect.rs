@@ -58,27 +58,25 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
                 "the first data line looks like JSON but does not parse ({e})"
             ))
         })?;
-        return Ok(
-            if keys.is_dynamo() {
-                TraceFormat::Dynamo
-            } else if keys.prefix_tokens.is_some() && keys.round_index.is_some() {
-                TraceFormat::Tracelab
-            } else if keys.turns.is_some() {
-                TraceFormat::Dag
-            } else if keys.messages.is_some()
-                || keys.tools.is_some()
-                || keys.text_input.is_some()
-                || keys.prompt_token_ids.is_some()
-            {
-                TraceFormat::Messages
-            } else if keys.chat_id.is_some() {
-                TraceFormat::Bailian
-            } else if keys.hash_ids.is_some() && keys.session_id.is_none() {
-                TraceFormat::Mooncake
-            } else {
-                TraceFormat::Generic
-            },
-        );
+        return Ok(if keys.is_dynamo() {
+            TraceFormat::Dynamo
+        } else if keys.prefix_tokens.is_some() && keys.round_index.is_some() {
+            TraceFormat::Tracelab
+        } else if keys.turns.is_some() {
+            TraceFormat::Dag
+        } else if keys.messages.is_some()
+            || keys.tools.is_some()
+            || keys.text_input.is_some()
+            || keys.prompt_token_ids.is_some()
+        {
+            TraceFormat::Messages
+        } else if keys.chat_id.is_some() {
+            TraceFormat::Bailian
+        } else if keys.hash_ids.is_some() && keys.session_id.is_none() {
+            TraceFormat::Mooncake
+        } else {
+            TraceFormat::Generic
+        });
     }
     if t.starts_with('[') {
         return Err(RowError::Undetectable(
@@ -124,7 +122,9 @@ mod tests {
         );
         assert_eq!(d(r#"{"tools": []}"#), TraceFormat::Messages);
         assert_eq!(
-            d(r#"{"session_id": "s", "round_index": 0, "prefix_tokens": 5, "input_tokens_total": 9}"#),
+            d(
+                r#"{"session_id": "s", "round_index": 0, "prefix_tokens": 5, "input_tokens_total": 9}"#
+            ),
             TraceFormat::Tracelab
         );
         assert_eq!(

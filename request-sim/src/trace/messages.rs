@@ -337,7 +337,9 @@ pub(crate) fn take_tools(row: &mut Map<String, Value>) -> Result<Option<Value>, 
 }
 
 /// Takes `extra` out of `row`: an object merged into the request body.
-pub(crate) fn take_extra(row: &mut Map<String, Value>) -> Result<Option<Map<String, Value>>, RowError> {
+pub(crate) fn take_extra(
+    row: &mut Map<String, Value>,
+) -> Result<Option<Map<String, Value>>, RowError> {
     match row.remove("extra") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Object(e)) => Ok(Some(e)),

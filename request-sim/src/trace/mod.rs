@@ -145,8 +145,7 @@ impl TraceFormat {
             TraceFormat::Tracelab => agent::tracelab::BLOCK_SIZE,
             // The file says (`trace_block_size`); 64 is what Dynamo writes by default.
             TraceFormat::Dynamo => 64,
-            TraceFormat::Dag => 1,
-        }
+            TraceFormat::Dag => 64,
         }
     }
 }

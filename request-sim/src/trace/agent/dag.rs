@@ -154,10 +154,7 @@ fn only_keys(obj: &Map<String, Value>, keys: &[&str], path: &str) -> Result<(), 
             } else {
                 format!("{path}.{k}")
             };
-            return Err(bad(
-                at,
-                format!("unknown key (known: {})", keys.join(", ")),
-            ));
+            return Err(bad(at, format!("unknown key (known: {})", keys.join(", "))));
         }
     }
     Ok(())
@@ -168,13 +165,19 @@ fn parse_turn(v: Value, k: usize, n: usize) -> Result<Turn, RowError> {
     let Value::Object(mut t) = v else {
         return Err(bad(
             &path,
-            format!("expected a turn object, found {}", fields::describe_value(&v)),
+            format!(
+                "expected a turn object, found {}",
+                fields::describe_value(&v)
+            ),
         ));
     };
     only_keys(&t, &TURN_KEYS, &path)?;
-    let messages = t
-        .remove("messages")
-        .ok_or_else(|| bad(format!("{path}.messages"), "missing (every turn sends messages)"))?;
+    let messages = t.remove("messages").ok_or_else(|| {
+        bad(
+            format!("{path}.messages"),
+            "missing (every turn sends messages)",
+        )
+    })?;
     check_messages(&messages).map_err(|e| prefixed(&path, e))?;
     let Value::Array(messages) = messages else {
         unreachable!("check_messages accepts arrays only")
@@ -234,7 +237,10 @@ fn parse_turn(v: Value, k: usize, n: usize) -> Result<Turn, RowError> {
         let items = forks.as_array().ok_or_else(|| {
             bad(
                 format!("{path}.forks"),
-                format!("expected an array, found {}", fields::describe_value(&forks)),
+                format!(
+                    "expected an array, found {}",
+                    fields::describe_value(&forks)
+                ),
             )
         })?;
         for (i, f) in items.iter().enumerate() {
@@ -251,7 +257,10 @@ fn parse_turn(v: Value, k: usize, n: usize) -> Result<Turn, RowError> {
                         Some(other) => {
                             return Err(bad(
                                 format!("{fp}.background"),
-                                format!("expected a boolean, found {}", fields::describe_value(other)),
+                                format!(
+                                    "expected a boolean, found {}",
+                                    fields::describe_value(other)
+                                ),
                             ))
                         }
                     };
@@ -277,7 +286,10 @@ fn parse_turn(v: Value, k: usize, n: usize) -> Result<Turn, RowError> {
         let items = spawns.as_array().ok_or_else(|| {
             bad(
                 format!("{path}.spawns"),
-                format!("expected an array, found {}", fields::describe_value(&spawns)),
+                format!(
+                    "expected an array, found {}",
+                    fields::describe_value(&spawns)
+                ),
             )
         })?;
         for (i, s) in items.iter().enumerate() {
@@ -290,7 +302,10 @@ fn parse_turn(v: Value, k: usize, n: usize) -> Result<Turn, RowError> {
                         .ok_or_else(|| bad(format!("{sp}.children"), "missing"))?;
                     let kids = id_list(kids, &format!("{sp}.children"))?;
                     if kids.is_empty() {
-                        return Err(bad(format!("{sp}.children"), "must name at least one session"));
+                        return Err(bad(
+                            format!("{sp}.children"),
+                            "must name at least one session",
+                        ));
                     }
                     let join = match o.get("join_at") {
                         None | Some(Value::Null) => (k + 1 < n).then_some(k + 1),
@@ -383,7 +398,10 @@ fn parse_session(line: usize, text: &str) -> Result<Session, RowError> {
         Some(other) => {
             return Err(bad(
                 "turns",
-                format!("expected an array of turns, found {}", fields::describe_value(&other)),
+                format!(
+                    "expected an array of turns, found {}",
+                    fields::describe_value(&other)
+                ),
             ))
         }
         None => return Err(bad("turns", "missing")),
@@ -493,7 +511,7 @@ pub(crate) fn build(
     }
     let source: Arc<str> = Arc::from(name);
     let mut conversations = Vec::new();
-    for (i, s) in sessions.iter().enumerate() {
+    for i in 0..sessions.len() {
         if !referenced[i] {
             conversations.push(expand(name, &source, &sessions, &by_id, i)?);
         }

@@ -176,12 +176,22 @@ fn check_line(
                 ),
             ))
         }
-        Some(v) => return Err(bad("schema", format!("expected a string, found {}", fields::describe_value(v)))),
+        Some(v) => {
+            return Err(bad(
+                "schema",
+                format!("expected a string, found {}", fields::describe_value(v)),
+            ))
+        }
         None => return Err(bad("schema", format!("missing (expected {SCHEMA:?})"))),
     }
     let event_type = match &rec.event_type {
         Some(Value::String(s)) => s.as_str(),
-        Some(v) => return Err(bad("event_type", format!("expected a string, found {}", fields::describe_value(v)))),
+        Some(v) => {
+            return Err(bad(
+                "event_type",
+                format!("expected a string, found {}", fields::describe_value(v)),
+            ))
+        }
         None => return Err(bad("event_type", "missing".into())),
     };
     match event_type {
@@ -203,21 +213,33 @@ fn check_line(
     };
     if let Some(c) = &ctx {
         if c.trajectory_id.is_empty() {
-            return Err(bad("agent_context.trajectory_id", "must not be empty".into()));
+            return Err(bad(
+                "agent_context.trajectory_id",
+                "must not be empty".into(),
+            ));
         }
         if c.parent_trajectory_id.as_deref() == Some("") {
-            return Err(bad("agent_context.parent_trajectory_id", "must not be empty (omit it or use null for a main agent)".into()));
+            return Err(bad(
+                "agent_context.parent_trajectory_id",
+                "must not be empty (omit it or use null for a main agent)".into(),
+            ));
         }
     }
     let Some(req) = rec.request else {
-        return Err(bad("request", "missing (a request_end record carries its request)".into()));
+        return Err(bad(
+            "request",
+            "missing (a request_end record carries its request)".into(),
+        ));
     };
     let req: Request = sub(req, &format!("{prefix}request")).map_err(err)?;
     let r = &req.replay;
     if r.trace_block_size == 0 || r.trace_block_size > MAX_BLOCK {
         return Err(bad(
             "request.replay.trace_block_size",
-            format!("must be between 1 and {MAX_BLOCK}, found {}", r.trace_block_size),
+            format!(
+                "must be between 1 and {MAX_BLOCK}, found {}",
+                r.trace_block_size
+            ),
         ));
     }
     match *block {
@@ -257,7 +279,10 @@ fn check_line(
         Some(t) if !t.is_finite() || !(0.0..=fields::MAX_ABS_TIMESTAMP_MS).contains(&t) => {
             return Err(bad(
                 "request.total_time_ms",
-                format!("must be a number of ms >= 0, found {}", fields::short_num(t)),
+                format!(
+                    "must be a number of ms >= 0, found {}",
+                    fields::short_num(t)
+                ),
             ))
         }
         Some(t) => Some(req.request_received_ms + t),
@@ -517,10 +542,7 @@ fn tree(
         order.extend(kids.into_iter().map(|c| (c, Some(k))));
         k += 1;
     }
-    let trajs: Vec<Trajectory> = order
-        .iter()
-        .filter_map(|(t, _)| slots[*t].take())
-        .collect();
+    let trajs: Vec<Trajectory> = order.iter().filter_map(|(t, _)| slots[*t].take()).collect();
     let origin = trajs
         .iter()
         .flat_map(|t| t.rows.iter().map(|r| r.start_ms))

