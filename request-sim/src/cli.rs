@@ -505,6 +505,23 @@ pub struct AnalyzeArgs {
     /// blocks of 16 = 376,000 tokens).
     #[arg(long, requires = "instances")]
     pub cache_tokens: Option<u64>,
+    /// Agent corpora: count the client gaps longer than this many seconds (what a replay with
+    /// the same --max-idle-gap would cut).
+    #[arg(long, value_name = "SECS", value_parser = parse_idle_gap)]
+    pub max_idle_gap: Option<f64>,
+    /// Agent corpora: the load N concurrent users imply (requests in flight, request rate).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub users: Option<u32>,
+}
+
+/// Parse a `--max-idle-gap` value (seconds, finite, >= 0).
+fn parse_idle_gap(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "--max-idle-gap must be a number of seconds >= 0, got {s:?}"
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Args)]

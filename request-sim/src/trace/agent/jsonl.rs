@@ -19,6 +19,58 @@ use crate::trace::lines::{read_line_capped, LineRead};
 use crate::trace::row::{LoadOptions, DEFAULT_MAX_LINE_BYTES};
 use crate::trace::TraceFormat;
 
+/// The JSONL agentic format of the file at `path`: `forced` when it is one of them, else the
+/// format detected from its first non-blank line when that is TraceLab, Dynamo or `dag_jsonl`;
+/// `None` for any other trace (read row by row).
+pub fn detect_file(
+    path: &Path,
+    forced: Option<TraceFormat>,
+) -> Result<Option<TraceFormat>, TraceError> {
+    let jsonl = |f: TraceFormat| {
+        matches!(
+            f,
+            TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag
+        )
+    };
+    if let Some(f) = forced {
+        return Ok(jsonl(f).then_some(f));
+    }
+    if path.is_dir() {
+        return Ok(None);
+    }
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|error| TraceError::Open {
+        path: name.clone(),
+        error,
+    })?;
+    let (mut input, gzip) = crate::trace::rows::buffered(&name, file)?;
+    let mut buf = Vec::new();
+    let mut line = 0;
+    loop {
+        let kind =
+            read_line_capped(&mut input, &mut buf, DEFAULT_MAX_LINE_BYTES).map_err(|error| {
+                TraceError::Read {
+                    path: name.clone(),
+                    line,
+                    gzip,
+                    error,
+                }
+            })?;
+        line += 1;
+        match kind {
+            LineRead::Eof | LineRead::TooLong => return Ok(None),
+            LineRead::Line => {}
+        }
+        let Ok(text) = std::str::from_utf8(&buf) else {
+            return Ok(None);
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        return Ok(crate::trace::detect_format(text).ok().filter(|f| jsonl(*f)));
+    }
+}
+
 /// Opens `path` and reads it with [`read`]; errors are named after the path.
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Corpus, TraceError> {
     let name = path.display().to_string();

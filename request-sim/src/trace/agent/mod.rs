@@ -19,6 +19,7 @@
 //! the request it follows and its own start, with the rule that produced it ([`GapRule`]):
 //! the replay releases request k+1 of an agent at completion of k plus this gap.
 
+pub mod analyze;
 pub(crate) mod dag;
 pub(crate) mod dynamo;
 pub mod jsonl;

@@ -379,3 +379,99 @@ fn bad_input_is_one_error_with_file_and_line() {
         }
     }
 }
+
+mod analyze {
+    use request_sim::report::analysis::render_agent_analysis;
+    use request_sim::trace::agent::analyze::{analyze_agents, AgentAnalyzeOptions};
+    use request_sim::trace::agent::jsonl::read;
+    use request_sim::trace::{LoadOptions, TraceFormat};
+
+    use super::fixture;
+
+    fn opts(cap_s: f64, users: usize) -> AgentAnalyzeOptions {
+        AgentAnalyzeOptions {
+            max_idle_gap_ms: Some(cap_s * 1e3),
+            users: Some(users),
+            ..AgentAnalyzeOptions::default()
+        }
+    }
+
+    #[test]
+    fn dynamo_corpus_shape_gaps_hits_and_users() {
+        let a = analyze_agents(&fixture("dynamo.jsonl"), &opts(0.55, 8));
+        assert_eq!((a.conversations, a.requests), (2, 9));
+        assert_eq!(
+            (a.subagents, a.joined_subagents, a.background_subagents),
+            (3, 2, 1)
+        );
+        assert_eq!(a.conversations_with_subagents, 1);
+        assert_eq!(a.max_depth, 2);
+        assert_eq!(a.agents_per_depth, [2, 2, 1]);
+        // gaps between consecutive requests: main 500, 500 (after join), 600; researcher 200
+        assert_eq!(a.gaps.ms.count, 4);
+        assert_eq!(a.gaps.ms.max_ms, 600.0);
+        assert_eq!(a.gaps.ms.p50_ms, 500.0);
+        assert_eq!(a.gaps.over_cap, 1);
+        assert_eq!(a.gaps.rules["after_join"], 1);
+        assert_eq!(a.gaps.rules["start_minus_server"], 3);
+        // hits of an infinite cache in trace order (ids shared by the whole file):
+        // 8 + 4 + 12 + 4 + 16 (planner tree) + 4 (solo) = 48 of 80 tokens
+        assert!(
+            (a.ideal_hit_ratio - 0.6).abs() < 1e-12,
+            "{}",
+            a.ideal_hit_ratio
+        );
+        assert_eq!(a.ideal_hit_ratio_shared_prefix, a.ideal_hit_ratio);
+        // walls 7200 + 50 ms, server time 6250 ms, at most 2 requests at once
+        let u = a.users.as_ref().unwrap();
+        assert!((u.mean_in_flight - 8.0 * 6250.0 / 7250.0).abs() < 1e-9);
+        assert_eq!(u.peak_in_flight_bound, 16);
+        assert!((u.request_rate_per_s - 8.0 * 9.0 / 7.25).abs() < 1e-9);
+        let text = render_agent_analysis(&a, TraceFormat::Dynamo);
+        for line in [
+            "Subagents:                               3",
+            "Max depth:                               2",
+            "Gaps over 0.55 s (capped):               1",
+            "Hit ratio (infinite cache):              60.00%",
+            "Requests in flight (mean):               6.90",
+        ] {
+            assert!(text.contains(line), "{line}\n{text}");
+        }
+    }
+
+    #[test]
+    fn tracelab_hits_with_and_without_a_shared_system_prefix() {
+        let a = analyze_agents(&fixture("tracelab.jsonl"), &opts(10.0, 1));
+        // 15 + 10 + 20 blocks of s1 and 4 of s2 reused, 64 tokens each, of 5,600 tokens
+        assert!((a.ideal_hit_ratio - 3136.0 / 5600.0).abs() < 1e-12);
+        assert_eq!(a.gaps.over_cap, 1); // the 30 s away
+        assert_eq!(a.max_depth, 0);
+        // two sessions whose first round reuses the same 640-token client prefix: shared,
+        // the second session's 10 prefix blocks hit
+        let two = (0..2)
+            .map(|i| {
+                format!(
+                    "{{\"session_id\":\"s{i}\",\"round_index\":0,\"input_tokens_total\":704,\"prefix_tokens\":640,\"output_tokens\":1}}\n"
+                )
+            })
+            .collect::<String>();
+        let c = read("two.jsonl", two.as_bytes(), &LoadOptions::default()).unwrap();
+        let a = analyze_agents(&c, &AgentAnalyzeOptions::default());
+        assert_eq!(a.ideal_hit_ratio, 0.0);
+        assert!((a.ideal_hit_ratio_shared_prefix - 640.0 / 1408.0).abs() < 1e-12);
+        assert!(a.users.is_none());
+    }
+
+    #[test]
+    fn dag_corpus_counts_messages_apart() {
+        let a = analyze_agents(&fixture("dag.jsonl"), &opts(0.2, 4));
+        assert_eq!((a.conversations, a.requests, a.subagents), (2, 13, 6));
+        assert_eq!((a.joined_subagents, a.background_subagents), (4, 2));
+        assert_eq!(a.agents_per_depth, [2, 4, 2]);
+        assert_eq!(a.message_requests, 13);
+        assert_eq!(a.gaps.rules["delay"], 5);
+        assert_eq!(a.gaps.over_cap, 1); // solo's 500 ms
+                                        // no server times: no load estimate
+        assert!(a.users.is_none());
+    }
+}
