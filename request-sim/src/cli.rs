@@ -130,6 +130,21 @@ pub struct ReplayTraceArgs {
     /// Default: JOB_COMPLETION_INDEX and REQUEST_SIM_SHARD_COUNT when both are set.
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
+    /// Cap every client gap (think/tool time between a request and the one before it in its
+    /// session) at this many seconds; the number of gaps cut is in the summary.
+    #[arg(long, value_name = "SECS")]
+    pub max_idle_gap: Option<f64>,
+    /// Agent corpora: replay as N concurrent users, each taking the next conversation (seeded
+    /// order) when its previous one ended. Default: every conversation once, all at the start.
+    #[arg(long, value_name = "N", conflicts_with = "session_rate")]
+    pub users: Option<usize>,
+    /// Agent corpora: conversations start at this rate (per second, Poisson, seeded).
+    #[arg(long, value_name = "R")]
+    pub session_rate: Option<f64>,
+    /// Agent corpora: conversations share the blocks of their tools + system prompt (keyed by
+    /// those token counts), as agents of one client version do.
+    #[arg(long)]
+    pub share_system_prefix: bool,
 }
 
 /// How prompts are made.
@@ -581,8 +596,9 @@ pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
         "tracelab" => Ok(TraceFormat::Tracelab),
         "dynamo" => Ok(TraceFormat::Dynamo),
         "dag_jsonl" | "dag" => Ok(TraceFormat::Dag),
+        "weka" => Ok(TraceFormat::Weka),
         other => Err(format!(
-            "unknown dataset {other:?}: use mooncake, bailian, azure, generic, messages, tracelab, dynamo or dag_jsonl"
+            "unknown dataset {other:?}: use mooncake, bailian, azure, generic, messages, tracelab, dynamo, dag_jsonl or weka"
         )),
     }
 }

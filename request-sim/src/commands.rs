@@ -24,8 +24,8 @@ pub fn run_replay(cfg: ReplayConfig) -> Result<u8> {
 /// `analyze TRACE`.
 pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
     let t = std::time::Instant::now();
-    if trace::agent::jsonl::detect_file(&args.trace, args.format.dataset)?.is_some() {
-        return analyze_agents(&args, t);
+    if let Some((corpus, format)) = trace::agent::load(&args.trace, &args.format.load_options())? {
+        return analyze_agents(&args, &corpus, format, t);
     }
     let trace = trace::load(&args.trace, &args.format.load_options())?;
     let aopts = AnalyzeOptions {
@@ -61,15 +61,16 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
     Ok(0)
 }
 
-/// `analyze` of an agent corpus (TraceLab, Dynamo, `dag_jsonl`).
-fn analyze_agents(args: &AnalyzeArgs, t: std::time::Instant) -> Result<u8> {
+/// `analyze` of an agent corpus (Weka, TraceLab, Dynamo, `dag_jsonl`).
+fn analyze_agents(
+    args: &AnalyzeArgs,
+    corpus: &trace::agent::Corpus,
+    format: trace::TraceFormat,
+    t: std::time::Instant,
+) -> Result<u8> {
     use trace::agent::analyze::{analyze_agents, AgentAnalyzeOptions};
-    let opts = args.format.load_options();
-    let corpus = trace::agent::jsonl::load(&args.trace, &opts)?;
-    let format = trace::agent::jsonl::detect_file(&args.trace, args.format.dataset)?
-        .unwrap_or(trace::TraceFormat::Dag);
     let analysis = analyze_agents(
-        &corpus,
+        corpus,
         &AgentAnalyzeOptions {
             max_idle_gap_ms: args.max_idle_gap.map(|s| s * 1e3),
             users: args.users.map(|u| u as usize),

@@ -27,6 +27,10 @@
 //!   them in time order; one that drops rows (sample sessions) counts them in [`TraceStats`].
 //!   Both forms then have it, and the whole trace stays the collected stream.
 //! - [`Planned`] is one request as the replay pipeline takes it, from either form.
+//! - `agent/` holds agentic corpora: the session tree ([`agent::Conversation`]: a main agent
+//!   and its subagents) every agentic format is read into, its readers (Weka), and
+//!   [`agent::plan`], which lays a corpus out as the whole trace a replay takes (a population
+//!   of users, the session links and joins the release gate waits on).
 //! - [`analyze()`](analyze::analyze) summarises a loaded trace (rates, lengths, prefix-cache hit ratios).
 
 pub mod agent;
@@ -85,11 +89,14 @@ pub enum TraceFormat {
     /// agentic corpus, `agent/dag.rs`).
     #[serde(rename = "dag_jsonl")]
     Dag,
+    /// Weka / kv-cache-tester agentic JSON: one conversation (with subagents) per file, a
+    /// directory of files is a corpus; read whole by [`agent::weka`], never row by row.
+    Weka,
 }
 
 impl TraceFormat {
     /// Every format, in `--dataset` order.
-    pub const ALL: [TraceFormat; 8] = [
+    pub const ALL: [TraceFormat; 9] = [
         TraceFormat::Mooncake,
         TraceFormat::Bailian,
         TraceFormat::Azure,
@@ -98,10 +105,11 @@ impl TraceFormat {
         TraceFormat::Tracelab,
         TraceFormat::Dynamo,
         TraceFormat::Dag,
+        TraceFormat::Weka,
     ];
 
     /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`, `tracelab`,
-    /// `dynamo`, `dag_jsonl`).
+    /// `dynamo`, `dag_jsonl`, `weka`).
     pub fn name(self) -> &'static str {
         match self {
             TraceFormat::Mooncake => "mooncake",
@@ -112,6 +120,7 @@ impl TraceFormat {
             TraceFormat::Tracelab => "tracelab",
             TraceFormat::Dynamo => "dynamo",
             TraceFormat::Dag => "dag_jsonl",
+            TraceFormat::Weka => "weka",
         }
     }
 
@@ -130,7 +139,7 @@ impl TraceFormat {
     pub fn is_agentic(self) -> bool {
         matches!(
             self,
-            TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag
+            TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag | TraceFormat::Weka
         )
     }
 
@@ -146,6 +155,8 @@ impl TraceFormat {
             // The file says (`trace_block_size`); 64 is what Dynamo writes by default.
             TraceFormat::Dynamo => 64,
             TraceFormat::Dag => 64,
+            // The block size of each conversation is in its file; 64 when it is not.
+            TraceFormat::Weka => 64,
         }
     }
 }

@@ -233,6 +233,10 @@ fn parse(
                 fatal: true,
             })
         }
+        // An agentic corpus is read whole (`trace::agent`), never line by line.
+        TraceFormat::Weka => Err(RowError::Undetectable(
+            "a weka trace is a corpus of whole JSON files (give the file or its directory as --dataset-path)".into(),
+        )),
         TraceFormat::Azure => match azure_header {
             Some(h) => azure::parse_row(h, text),
             None => {

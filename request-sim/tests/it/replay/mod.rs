@@ -1,3 +1,4 @@
+mod agents;
 mod loopback;
 mod sessions;
 mod stream;
