@@ -511,8 +511,8 @@ pub(crate) fn build(
     }
     let source: Arc<str> = Arc::from(name);
     let mut conversations = Vec::new();
-    for i in 0..sessions.len() {
-        if !referenced[i] {
+    for (i, named) in referenced.iter().enumerate() {
+        if !named {
             conversations.push(expand(name, &source, &sessions, &by_id, i)?);
         }
     }
