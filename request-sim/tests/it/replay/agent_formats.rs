@@ -121,3 +121,103 @@ fn dag_fixture_replays_messages_with_spawns_and_joins() {
     // critic joined by root turn 1, both workers by turn 3, leaf by worker-a's turn 1
     assert_eq!((recs.len(), joins), (13, 4));
 }
+
+#[test]
+fn dag_live_history_threads_answers_into_turns_and_forks_not_spawns() {
+    let server = RawServer::start(Script::sse(&[
+        chat_chunk("ANSWER").as_bytes(),
+        chat_usage_done(5, 1).as_bytes(),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let path = trace_fixture("agent/dag.jsonl");
+    let mut args = base_args(&server.url("/v1/chat/completions"), &path, dir.path());
+    args.extend(
+        [
+            "--live-history",
+            "--timing",
+            "closed",
+            "--max-idle-gap",
+            "0.05",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let outcome = replay(&strs(&args));
+    assert_eq!(outcome.exit_code, 0);
+    let bodies: Vec<Vec<serde_json::Value>> = server
+        .generation_requests()
+        .iter()
+        .map(|r| {
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            v["messages"].as_array().unwrap().clone()
+        })
+        .collect();
+    assert_eq!(bodies.len(), 13);
+    // the body whose last message is `last`, as (role, content) pairs
+    let body = |last: &str| -> Vec<(String, String)> {
+        let b = bodies
+            .iter()
+            .find(|m| m.last().unwrap()["content"] == last)
+            .unwrap_or_else(|| panic!("no body ends with {last:?}"));
+        b.iter()
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap().to_owned(),
+                    m["content"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    };
+    let pair = |r: &str, c: &str| (r.to_owned(), c.to_owned());
+    // root's turn 1: its history with turn 0's live answer in place
+    assert_eq!(
+        body("Now split the work."),
+        [
+            pair("system", "You are a planner."),
+            pair("user", "Plan the refactor."),
+            pair("assistant", "ANSWER"),
+            pair("user", "Now split the work."),
+        ]
+    );
+    // the fork child inherits root's history through turn 1, both answers threaded in
+    assert_eq!(
+        body("Take notes of the plan."),
+        [
+            pair("system", "You are a planner."),
+            pair("user", "Plan the refactor."),
+            pair("assistant", "ANSWER"),
+            pair("user", "Now split the work."),
+            pair("assistant", "ANSWER"),
+            pair("user", "Take notes of the plan."),
+        ]
+    );
+    // a spawned subagent starts empty; its own later turn gets its own answer
+    assert_eq!(
+        body("Find flaws."),
+        [
+            pair("system", "You are a critic."),
+            pair("user", "Find flaws.")
+        ]
+    );
+    assert_eq!(
+        body("Finish part A."),
+        [
+            pair("system", "You are worker A."),
+            pair("user", "Do part A."),
+            pair("assistant", "ANSWER"),
+            pair("user", "Finish part A."),
+        ]
+    );
+    // message_array_with_responses: sent as written, except that --live-history puts the live
+    // answer in place of the recorded one where a turn repeats its previous turn (as for a
+    // `messages` trace)
+    assert_eq!(
+        body("Bye."),
+        [
+            pair("system", "Be brief."),
+            pair("user", "Hello."),
+            pair("assistant", "ANSWER"),
+            pair("user", "Bye."),
+        ]
+    );
+}
