@@ -438,7 +438,8 @@ pub struct TraceArgs {
     /// Trace format; detected from the content when not given.
     #[arg(long, short = 'd', value_parser = parse_format)]
     pub dataset: Option<TraceFormat>,
-    /// Tokens per hash id (default: 512 mooncake, 16 bailian, 512 generic).
+    /// Tokens per hash id (default: 512 mooncake, 16 bailian, 512 generic, 64 tracelab; a
+    /// Dynamo trace's is in the file).
     #[arg(long, alias = "hash-block-size", value_parser = parse_block_size)]
     pub block_size: Option<usize>,
     /// Skip malformed trace lines (counted in the summary) instead of stopping.
@@ -519,6 +520,23 @@ pub struct AnalyzeArgs {
     /// blocks of 16 = 376,000 tokens).
     #[arg(long, requires = "instances")]
     pub cache_tokens: Option<u64>,
+    /// Agent corpora: count the client gaps longer than this many seconds (what a replay with
+    /// the same --max-idle-gap would cut).
+    #[arg(long, value_name = "SECS", value_parser = parse_idle_gap)]
+    pub max_idle_gap: Option<f64>,
+    /// Agent corpora: the load N concurrent users imply (requests in flight, request rate).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub users: Option<u32>,
+}
+
+/// Parse a `--max-idle-gap` value (seconds, finite, >= 0).
+fn parse_idle_gap(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "--max-idle-gap must be a number of seconds >= 0, got {s:?}"
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -575,9 +593,12 @@ pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
         "azure" => Ok(TraceFormat::Azure),
         "generic" => Ok(TraceFormat::Generic),
         "messages" => Ok(TraceFormat::Messages),
+        "tracelab" => Ok(TraceFormat::Tracelab),
+        "dynamo" => Ok(TraceFormat::Dynamo),
+        "dag_jsonl" | "dag" => Ok(TraceFormat::Dag),
         "weka" => Ok(TraceFormat::Weka),
         other => Err(format!(
-            "unknown dataset {other:?}: use mooncake, bailian, azure, generic, messages or weka"
+            "unknown dataset {other:?}: use mooncake, bailian, azure, generic, messages, tracelab, dynamo, dag_jsonl or weka"
         )),
     }
 }

@@ -87,7 +87,7 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
     let TraceSource::File(path) = &cfg.trace.source else {
         return Ok(None);
     };
-    let Some((corpus, format)) = trace::agent::load(path, cfg.trace.load.format)? else {
+    let Some((corpus, format)) = trace::agent::load(path, &cfg.trace.load)? else {
         return Ok(None);
     };
     let name = path.display().to_string();

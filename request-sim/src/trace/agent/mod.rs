@@ -19,34 +19,55 @@
 //! the request it follows and its own start, with the rule that produced it ([`GapRule`]):
 //! the replay releases request k+1 of an agent at completion of k plus this gap.
 
+pub mod analyze;
+pub(crate) mod dag;
+pub(crate) mod dynamo;
+pub mod jsonl;
 pub mod plan;
+pub(crate) mod tracelab;
 pub mod weka;
 
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{ChatPayload, TraceError, TraceFormat};
+use super::{ChatPayload, LoadOptions, TraceError, TraceFormat};
 
-/// True when `path` is an agent corpus: `forced` (`--dataset`) names an agentic format, or,
-/// without it, the content is recognised as one.
-pub fn is_agent_corpus(path: &Path, forced: Option<TraceFormat>) -> bool {
+/// The agentic format of `path`: `forced` (`--dataset`) when it names one, or, without it, the
+/// one its content is recognised as (a Weka file or directory, or a TraceLab, Dynamo or
+/// `dag_jsonl` first line); `None` for a trace read row by row (or a file that cannot be
+/// opened: the row reader reports that).
+pub fn agent_format(path: &Path, forced: Option<TraceFormat>) -> Option<TraceFormat> {
     match forced {
-        Some(f) => f == TraceFormat::Weka,
-        None => weka::is_corpus(path),
+        Some(f) => f.is_agentic().then_some(f),
+        None if weka::is_corpus(path) => Some(TraceFormat::Weka),
+        None => jsonl::detect_file(path, None).ok().flatten(),
     }
 }
 
-/// Loads the agent corpus at `path` (a file or a directory) in `forced` format or the one
-/// recognised; `None` when it is not an agent corpus.
-pub fn load(
-    path: &Path,
-    forced: Option<TraceFormat>,
-) -> Result<Option<(Corpus, TraceFormat)>, TraceError> {
-    if !is_agent_corpus(path, forced) {
+/// True when `path` is an agent corpus (see [`agent_format`]).
+pub fn is_agent_corpus(path: &Path, forced: Option<TraceFormat>) -> bool {
+    agent_format(path, forced).is_some()
+}
+
+/// Loads the agent corpus at `path` (a file or a directory) in `opts.format` or the format
+/// recognised; `None` when it is not an agent corpus. `opts.block_size` is TraceLab's minting
+/// block size; `opts.max_line_bytes` caps the JSONL formats' lines.
+pub fn load(path: &Path, opts: &LoadOptions) -> Result<Option<(Corpus, TraceFormat)>, TraceError> {
+    let Some(format) = agent_format(path, opts.format) else {
         return Ok(None);
-    }
-    Ok(Some((weka::load(path)?, TraceFormat::Weka)))
+    };
+    let corpus = match format {
+        TraceFormat::Weka => weka::load(path)?,
+        f => jsonl::load(
+            path,
+            &LoadOptions {
+                format: Some(f),
+                ..opts.clone()
+            },
+        )?,
+    };
+    Ok(Some((corpus, format)))
 }
 
 /// A corpus: the conversations of one or more files, in the order they were read (files

@@ -1,3 +1,4 @@
+mod agent_formats;
 mod agents;
 mod loopback;
 mod sessions;
