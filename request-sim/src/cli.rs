@@ -129,10 +129,6 @@ pub struct ReplayTraceArgs {
     /// The reorder window holds at most this many rows (its memory bound).
     #[arg(long, value_name = "ROWS", default_value_t = 65_536)]
     pub reorder_window_rows: usize,
-    /// Cap every session's think time (the gap between its turns) at this many seconds; later
-    /// turns move earlier (the trace is loaded whole).
-    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
-    pub max_idle_gap: Option<f64>,
     #[command(flatten)]
     pub reshape: ReshapeArgs,
     /// Send only shard K of N (0 <= K < N) of the trace: sessions stay whole on one shard,
@@ -141,6 +137,23 @@ pub struct ReplayTraceArgs {
     /// Default: JOB_COMPLETION_INDEX and REQUEST_SIM_SHARD_COUNT when both are set.
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
+    /// Cap every client gap (think/tool time between a request and the one before it in its
+    /// session) at this many seconds; the number of gaps cut is in the summary. On a trace
+    /// (not an agent corpus) the later turns move earlier and the trace is loaded whole
+    /// (docs/transform.md).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub max_idle_gap: Option<f64>,
+    /// Agent corpora: replay as N concurrent users, each taking the next conversation (seeded
+    /// order) when its previous one ended. Default: every conversation once, all at the start.
+    #[arg(long, value_name = "N", conflicts_with = "session_rate")]
+    pub users: Option<usize>,
+    /// Agent corpora: conversations start at this rate (per second, Poisson, seeded).
+    #[arg(long, value_name = "R")]
+    pub session_rate: Option<f64>,
+    /// Agent corpora: conversations share the blocks of their tools + system prompt (keyed by
+    /// those token counts), as agents of one client version do.
+    #[arg(long)]
+    pub share_system_prefix: bool,
 }
 
 /// How prompts are made.
@@ -524,7 +537,8 @@ pub struct TraceArgs {
     /// Trace format; detected from the content when not given.
     #[arg(long, short = 'd', value_parser = parse_format)]
     pub dataset: Option<TraceFormat>,
-    /// Tokens per hash id (default: 512 mooncake, 16 bailian, 512 generic).
+    /// Tokens per hash id (default: 512 mooncake, 16 bailian, 512 generic, 64 tracelab; a
+    /// Dynamo trace's is in the file).
     #[arg(long, alias = "hash-block-size", value_parser = parse_block_size)]
     pub block_size: Option<usize>,
     /// Skip malformed trace lines (counted in the summary) instead of stopping.
@@ -609,6 +623,23 @@ pub struct AnalyzeArgs {
     /// rates, burstiness, length percentiles, ideal and LRU hit ratios, sessions, think times.
     #[arg(long, value_name = "TRACE")]
     pub against: Option<PathBuf>,
+    /// Agent corpora: count the client gaps longer than this many seconds (what a replay with
+    /// the same --max-idle-gap would cut).
+    #[arg(long, value_name = "SECS", value_parser = parse_idle_gap)]
+    pub max_idle_gap: Option<f64>,
+    /// Agent corpora: the load N concurrent users imply (requests in flight, request rate).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub users: Option<u32>,
+}
+
+/// Parse a `--max-idle-gap` value (seconds, finite, >= 0).
+fn parse_idle_gap(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "--max-idle-gap must be a number of seconds >= 0, got {s:?}"
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -665,8 +696,12 @@ pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
         "azure" => Ok(TraceFormat::Azure),
         "generic" => Ok(TraceFormat::Generic),
         "messages" => Ok(TraceFormat::Messages),
+        "tracelab" => Ok(TraceFormat::Tracelab),
+        "dynamo" => Ok(TraceFormat::Dynamo),
+        "dag_jsonl" | "dag" => Ok(TraceFormat::Dag),
+        "weka" => Ok(TraceFormat::Weka),
         other => Err(format!(
-            "unknown dataset {other:?}: use mooncake, bailian, azure, generic or messages"
+            "unknown dataset {other:?}: use mooncake, bailian, azure, generic, messages, tracelab, dynamo, dag_jsonl or weka"
         )),
     }
 }

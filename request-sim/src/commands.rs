@@ -27,6 +27,9 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         return analyze_against(&args, b);
     }
     let t = std::time::Instant::now();
+    if let Some((corpus, format)) = trace::agent::load(&args.trace, &args.format.load_options())? {
+        return analyze_agents(&args, &corpus, format, t);
+    }
     let trace = trace::load(&args.trace, &args.format.load_options())?;
     let aopts = AnalyzeOptions {
         cache_sizes_tokens: args.cache_sizes.clone(),
@@ -56,6 +59,35 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
             "request-sim: wrote {} plot files to {}",
             files.len(),
             dir.display()
+        );
+    }
+    Ok(0)
+}
+
+/// `analyze` of an agent corpus (Weka, TraceLab, Dynamo, `dag_jsonl`).
+fn analyze_agents(
+    args: &AnalyzeArgs,
+    corpus: &trace::agent::Corpus,
+    format: trace::TraceFormat,
+    t: std::time::Instant,
+) -> Result<u8> {
+    use trace::agent::analyze::{analyze_agents, AgentAnalyzeOptions};
+    let analysis = analyze_agents(
+        corpus,
+        &AgentAnalyzeOptions {
+            max_idle_gap_ms: args.max_idle_gap.map(|s| s * 1e3),
+            users: args.users.map(|u| u as usize),
+            ..AgentAnalyzeOptions::default()
+        },
+    );
+    if args.json {
+        report::print_json(&analysis)?;
+    } else {
+        report::print_stdout(&report::analysis::render_agent_analysis(&analysis, format))?;
+        eprintln!(
+            "request-sim: analyzed {} in {:.2} s",
+            args.trace.display(),
+            t.elapsed().as_secs_f64()
         );
     }
     Ok(0)

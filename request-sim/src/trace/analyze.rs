@@ -270,7 +270,7 @@ pub struct RoutingPoint {
 
 // ---------------------------------------------------------------------------------------------
 
-fn length_stats(values: impl Iterator<Item = u32>, percentiles: &[f64]) -> LengthStats {
+pub(crate) fn length_stats(values: impl Iterator<Item = u32>, percentiles: &[f64]) -> LengthStats {
     let mut v: Vec<f64> = values.map(f64::from).collect();
     if v.is_empty() {
         return LengthStats::default();

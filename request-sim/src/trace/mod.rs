@@ -32,8 +32,13 @@
 //!   file; `synth.rs` fits a trace and generates a new one from the fit; `write.rs` writes a
 //!   trace as JSONL.
 //! - [`Planned`] is one request as the replay pipeline takes it, from either form.
+//! - `agent/` holds agentic corpora: the session tree ([`agent::Conversation`]: a main agent
+//!   and its subagents) every agentic format is read into, its readers (Weka), and
+//!   [`agent::plan`], which lays a corpus out as the whole trace a replay takes (a population
+//!   of users, the session links and joins the release gate waits on).
 //! - [`analyze()`](analyze::analyze) summarises a loaded trace (rates, lengths, prefix-cache hit ratios).
 
+pub mod agent;
 pub mod analyze;
 mod azure;
 mod bailian;
@@ -83,19 +88,37 @@ pub enum TraceFormat {
     Generic,
     /// AIPerf-style JSONL: a whole OpenAI chat request per row (`messages`, `tools`, ...).
     Messages,
+    /// TraceLab round JSONL: coding-agent sessions of rounds; hash ids minted from
+    /// `prefix_tokens` (an agentic corpus, `agent/tracelab.rs`).
+    Tracelab,
+    /// Dynamo request trace (`dynamo.request.trace.v1`): `request_end` events, subagents through
+    /// `parent_trajectory_id` (an agentic corpus, `agent/dynamo.rs`).
+    Dynamo,
+    /// AIPerf `dag_jsonl`: conversations with `forks`/`spawns`/`join_at` and real messages (an
+    /// agentic corpus, `agent/dag.rs`).
+    #[serde(rename = "dag_jsonl")]
+    Dag,
+    /// Weka / kv-cache-tester agentic JSON: one conversation (with subagents) per file, a
+    /// directory of files is a corpus; read whole by [`agent::weka`], never row by row.
+    Weka,
 }
 
 impl TraceFormat {
     /// Every format, in `--dataset` order.
-    pub const ALL: [TraceFormat; 5] = [
+    pub const ALL: [TraceFormat; 9] = [
         TraceFormat::Mooncake,
         TraceFormat::Bailian,
         TraceFormat::Azure,
         TraceFormat::Generic,
         TraceFormat::Messages,
+        TraceFormat::Tracelab,
+        TraceFormat::Dynamo,
+        TraceFormat::Dag,
+        TraceFormat::Weka,
     ];
 
-    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`).
+    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`, `tracelab`,
+    /// `dynamo`, `dag_jsonl`, `weka`).
     pub fn name(self) -> &'static str {
         match self {
             TraceFormat::Mooncake => "mooncake",
@@ -103,14 +126,30 @@ impl TraceFormat {
             TraceFormat::Azure => "azure",
             TraceFormat::Generic => "generic",
             TraceFormat::Messages => "messages",
+            TraceFormat::Tracelab => "tracelab",
+            TraceFormat::Dynamo => "dynamo",
+            TraceFormat::Dag => "dag_jsonl",
+            TraceFormat::Weka => "weka",
         }
     }
 
     /// Parses a `--dataset` name (case-insensitive).
     pub fn from_name(name: &str) -> Option<TraceFormat> {
+        let name = name.trim();
+        if name.eq_ignore_ascii_case("dag") {
+            return Some(TraceFormat::Dag);
+        }
         TraceFormat::ALL
             .into_iter()
-            .find(|f| f.name().eq_ignore_ascii_case(name.trim()))
+            .find(|f| f.name().eq_ignore_ascii_case(name))
+    }
+
+    /// A corpus of agent conversations, read whole by `trace::agent` (never row by row).
+    pub fn is_agentic(self) -> bool {
+        matches!(
+            self,
+            TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag | TraceFormat::Weka
+        )
     }
 
     /// Default hash block size (tokens per hash id) of the format.
@@ -121,6 +160,12 @@ impl TraceFormat {
             TraceFormat::Azure | TraceFormat::Generic | TraceFormat::Messages => {
                 generic::DEFAULT_BLOCK_SIZE
             }
+            TraceFormat::Tracelab => agent::tracelab::BLOCK_SIZE,
+            // The file says (`trace_block_size`); 64 is what Dynamo writes by default.
+            TraceFormat::Dynamo => 64,
+            TraceFormat::Dag => 64,
+            // The block size of each conversation is in its file; 64 when it is not.
+            TraceFormat::Weka => 64,
         }
     }
 }

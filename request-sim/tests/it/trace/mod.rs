@@ -1,3 +1,5 @@
+mod agent_formats;
+mod agent_garbage;
 mod analyze;
 mod bad;
 mod load;
