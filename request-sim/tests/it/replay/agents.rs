@@ -128,6 +128,16 @@ fn subagents_fan_out_join_and_run_in_the_background() {
     assert_eq!((a.conversations, a.conversations_completed), (3, 3));
     assert_eq!((a.subagents_spawned, a.subagents_joined), (4, 3));
     assert!(a.wall_time_p50_s.is_some() && a.trace_wall_time_p50_s.is_some());
+    // One instance: the routed ideal is the run's own trace-ideal over the requests sent.
+    assert_eq!(a.instances_served, Some(1));
+    let (routed, ideal) = (
+        a.routed_ideal_hit_ratio.unwrap(),
+        a.ideal_hit_ratio.unwrap(),
+    );
+    assert!(
+        routed > 0.3 && (routed - ideal).abs() < 0.02,
+        "{routed} vs {ideal}"
+    );
 }
 
 #[test]
