@@ -169,9 +169,11 @@ pub fn compare(a: &Side, b: &Side) -> Result<Comparison, String> {
             keys.push((h.key.clone(), h.label.clone(), h.better, h.source));
         }
     }
-    let boot = (!welch_ok)
-        .then(|| bootstrap_all(a, b, &keys))
-        .unwrap_or_default();
+    let boot = if welch_ok {
+        BTreeMap::new()
+    } else {
+        bootstrap_all(a, b, &keys)
+    };
     let verdicts = keys
         .iter()
         .map(|(key, label, better, source)| {
