@@ -146,29 +146,90 @@ pub enum Statistic {
 /// request is resampled with all of its gaps).
 pub type Cluster = Vec<f64>;
 
-/// The statistic of `sorted` (ascending, not empty).
-fn statistic(sorted: &[f64], stat: Statistic) -> f64 {
-    match stat {
-        Statistic::Mean => sorted.iter().sum::<f64>() / sorted.len() as f64,
-        Statistic::Percentile(p) => super::samples::percentile_sorted(sorted, p),
+/// The values of every cluster sorted once, with each cluster's sum and size: a resample is
+/// then a weight per cluster (how many times it was drawn), and its statistics one pass over
+/// the sorted values (no copy, no sort per resample).
+struct Pooled {
+    /// `(value, cluster)`, ascending by value.
+    sorted: Vec<(f64, usize)>,
+    sums: Vec<f64>,
+    lens: Vec<u64>,
+}
+
+impl Pooled {
+    fn new(clusters: &[Cluster]) -> Pooled {
+        let mut sorted: Vec<(f64, usize)> = clusters
+            .iter()
+            .enumerate()
+            .flat_map(|(i, c)| c.iter().map(move |v| (*v, i)))
+            .collect();
+        sorted.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        Pooled {
+            sorted,
+            sums: clusters.iter().map(|c| c.iter().sum()).collect(),
+            lens: clusters.iter().map(|c| c.len() as u64).collect(),
+        }
+    }
+
+    /// The statistics of the values with cluster `i` counted `w[i]` times, as if they were
+    /// written out and sorted (numpy's linear interpolation for percentiles); `None` when no
+    /// value has weight.
+    fn stats(&self, w: &[u64], stats: &[Statistic]) -> Option<Vec<f64>> {
+        let n: u64 = w.iter().zip(&self.lens).map(|(w, l)| w * l).sum();
+        if n == 0 {
+            return None;
+        }
+        let total: f64 = w.iter().zip(&self.sums).map(|(w, s)| *w as f64 * s).sum();
+        // The ranks each percentile reads (floor and floor + 1 of p/100 · (n - 1)), ascending.
+        let mut ranks: Vec<u64> = Vec::new();
+        for st in stats {
+            if let Statistic::Percentile(p) = st {
+                let h = p / 100.0 * (n - 1) as f64;
+                let lo = h.floor() as u64;
+                ranks.push(lo.min(n - 1));
+                ranks.push((lo + 1).min(n - 1));
+            }
+        }
+        ranks.sort_unstable();
+        ranks.dedup();
+        let mut at: Vec<f64> = vec![0.0; ranks.len()];
+        let (mut next, mut seen) = (0usize, 0u64);
+        for &(v, c) in &self.sorted {
+            if next == ranks.len() {
+                break;
+            }
+            seen += w[c];
+            while next < ranks.len() && ranks[next] < seen {
+                at[next] = v;
+                next += 1;
+            }
+        }
+        let value_at = |r: u64| at[ranks.binary_search(&r).unwrap_or(0)];
+        Some(
+            stats
+                .iter()
+                .map(|st| match st {
+                    Statistic::Mean => total / n as f64,
+                    Statistic::Percentile(p) => {
+                        let h = p / 100.0 * (n - 1) as f64;
+                        let lo = h.floor() as u64;
+                        let (a, b) = (value_at(lo.min(n - 1)), value_at((lo + 1).min(n - 1)));
+                        a + (h - lo as f64) * (b - a)
+                    }
+                })
+                .collect(),
+        )
     }
 }
 
-/// Every value of `clusters`, sorted (`None` when there is none).
-fn pooled(clusters: &[Cluster]) -> Option<Vec<f64>> {
-    let mut all: Vec<f64> = clusters.iter().flatten().copied().collect();
-    all.sort_unstable_by(f64::total_cmp);
-    (!all.is_empty()).then_some(all)
-}
-
-/// One bootstrap resample of `clusters` (drawn with replacement, as many as there are),
-/// sorted.
-fn resample(clusters: &[Cluster], rng: &mut ChaCha8Rng, buf: &mut Vec<f64>) {
-    buf.clear();
-    for _ in 0..clusters.len() {
-        buf.extend_from_slice(&clusters[rng.random_range(0..clusters.len())]);
+/// One bootstrap resample of `k` clusters: how many times each was drawn (k draws with
+/// replacement).
+fn resample_weights(k: usize, rng: &mut ChaCha8Rng, w: &mut Vec<u64>) {
+    w.clear();
+    w.resize(k, 0);
+    for _ in 0..k {
+        w[rng.random_range(0..k)] += 1;
     }
-    buf.sort_unstable_by(f64::total_cmp);
 }
 
 /// The percentile bootstrap of `stat(B) - stat(A)` over requests, for each of `stats`: each
@@ -183,26 +244,30 @@ pub fn bootstrap(
     resamples: usize,
     seed: u64,
 ) -> Vec<Option<Diff>> {
-    let (Some(pa), Some(pb)) = (pooled(a), pooled(b)) else {
+    let (pa, pb) = (Pooled::new(a), Pooled::new(b));
+    let (Some(sa), Some(sb)) = (
+        pa.stats(&vec![1; a.len()], stats),
+        pb.stats(&vec![1; b.len()], stats),
+    ) else {
         return vec![None; stats.len()];
     };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (mut ba, mut bb) = (Vec::new(), Vec::new());
+    let (mut wa, mut wb) = (Vec::new(), Vec::new());
     let mut diffs = vec![Vec::with_capacity(resamples); stats.len()];
     for _ in 0..resamples {
-        resample(a, &mut rng, &mut ba);
-        resample(b, &mut rng, &mut bb);
-        if ba.is_empty() || bb.is_empty() {
-            continue;
-        }
-        for (d, st) in diffs.iter_mut().zip(stats) {
-            d.push(statistic(&bb, *st) - statistic(&ba, *st));
+        resample_weights(a.len(), &mut rng, &mut wa);
+        resample_weights(b.len(), &mut rng, &mut wb);
+        if let (Some(x), Some(y)) = (pa.stats(&wa, stats), pb.stats(&wb, stats)) {
+            for (d, (x, y)) in diffs.iter_mut().zip(x.into_iter().zip(y)) {
+                d.push(y - x);
+            }
         }
     }
     stats
         .iter()
+        .enumerate()
         .zip(diffs)
-        .map(|(st, d)| ci_of(statistic(&pa, *st), statistic(&pb, *st), d))
+        .map(|((i, _), d)| ci_of(sa[i], sb[i], d))
         .collect()
 }
 
@@ -265,5 +330,39 @@ mod tests {
             assert!((t - want).abs() < 1e-3, "df {df}: {t} vs {want}");
         }
         assert_eq!(t_quantile(0.0), None);
+    }
+
+    #[test]
+    fn weighted_statistics_equal_the_written_out_values() {
+        let clusters: Vec<Cluster> = vec![vec![5.0, 1.0], vec![3.0], vec![10.0, 2.0, 7.0], vec![]];
+        let pooled = Pooled::new(&clusters);
+        let stats = [
+            Statistic::Mean,
+            Statistic::Percentile(50.0),
+            Statistic::Percentile(90.0),
+            Statistic::Percentile(99.0),
+            Statistic::Percentile(100.0),
+        ];
+        for w in [[1, 1, 1, 1], [2, 0, 1, 3], [0, 3, 0, 0], [1, 0, 2, 0]] {
+            let mut all: Vec<f64> = Vec::new();
+            for (c, k) in clusters.iter().zip(w) {
+                for _ in 0..k {
+                    all.extend(c);
+                }
+            }
+            all.sort_by(f64::total_cmp);
+            let got = pooled.stats(&w, &stats).unwrap();
+            let want = [
+                all.iter().sum::<f64>() / all.len() as f64,
+                super::super::samples::percentile_sorted(&all, 50.0),
+                super::super::samples::percentile_sorted(&all, 90.0),
+                super::super::samples::percentile_sorted(&all, 99.0),
+                super::super::samples::percentile_sorted(&all, 100.0),
+            ];
+            for (g, x) in got.iter().zip(want) {
+                assert!((g - x).abs() < 1e-12, "{w:?}: {got:?} vs {want:?}");
+            }
+        }
+        assert!(pooled.stats(&[0, 0, 0, 5], &stats).is_none());
     }
 }
