@@ -29,7 +29,11 @@
 #   OUT [bench-results/<UTC time>]  records, summaries and logs of every run
 #   NO_BUILD [0]           1: do not run `cargo build --release`
 #   NICE [0]               nice level of client and server (e.g. -10 on a shared machine; root)
-# Needs: jq, /usr/bin/time (GNU time), awk.
+#   SCRAPE [0]             1: every client run serves its live metrics (`--metrics-port 0
+#                          --metrics-linger 0`) and a loop GETs its /metrics every second while it
+#                          runs (the cost of being watched; scripts/bench-metrics-overhead.sh
+#                          compares with and without)
+# Needs: jq, /usr/bin/time (GNU time), awk; curl with SCRAPE=1.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -48,8 +52,11 @@ FULL_TRACE_SCALE="${FULL_TRACE_SCALE:-100}"
 BIN_DIR="${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}"
 OUT="${OUT:-bench-results/$(date -u +%Y%m%d-%H%M%S)}"
 NICE="${NICE:-0}"
+SCRAPE="${SCRAPE:-0}"
 
-for tool in jq awk /usr/bin/time; do
+tools=(jq awk /usr/bin/time)
+[[ "$SCRAPE" == 1 ]] && tools+=(curl)
+for tool in "${tools[@]}"; do
     command -v "$tool" >/dev/null || { echo "bench.sh: $tool not found" >&2; exit 1; }
 done
 [[ -f "$TRACE" ]] || { echo "bench.sh: trace $TRACE not found" >&2; exit 1; }
@@ -86,16 +93,43 @@ median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else if
 ms_epoch() { date +%s%3N; }
 iso_to_ms() { date -d "$1" +%s%3N; }
 
+# scrape_loop ERRFILE PID COUNTFILE: GET the run's /metrics (its URL from the start-up line in
+# ERRFILE) every second while PID runs; the number of answered scrapes goes to COUNTFILE.
+scrape_loop() {
+    local err="$1" pid="$2" n=0 url=""
+    while kill -0 "$pid" 2>/dev/null; do
+        if [[ -z "$url" ]]; then
+            url="$(grep -o 'live metrics: http://[0-9.:]*/metrics' "$err" 2>/dev/null | awk '{print $3}' | head -1 || true)"
+            [[ -z "$url" ]] && { sleep 0.05; continue; }
+        fi
+        if curl -s -o /dev/null --max-time 1 "$url"; then n=$((n + 1)); fi
+        sleep 1
+    done
+    echo "$n" >"$3"
+}
+
 # run NAME ARGS... : one client run under /usr/bin/time; prints a TSV line of its metrics.
 run_client() {
     local name="$1"; shift
     local rec="$OUT/$name.jsonl" sum="$OUT/$name.jsonl.summary.json" tim="$OUT/$name.time"
+    local live=() scraper="" pid
+    [[ "$SCRAPE" == 1 ]] && live=(--metrics-port 0 --metrics-linger 0)
     local t0; t0=$(ms_epoch)
     # shellcheck disable=SC2086
     timeout 120 nice -n "$NICE" /usr/bin/time -o "$tim" -f '%e %U %S %M' \
         "$RS" replay --dataset-path "$TRACE" --quiet -o "$rec" ${THREADS:+--threads "$THREADS"} \
-        "$@" $EXTRA_ARGS >"$OUT/$name.out" 2>"$OUT/$name.err" || {
-        echo "bench.sh: run $name failed (see $OUT/$name.err)" >&2; tail -3 "$OUT/$name.err" >&2; return 1; }
+        "${live[@]}" "$@" $EXTRA_ARGS >"$OUT/$name.out" 2>"$OUT/$name.err" &
+    pid=$!
+    if [[ "$SCRAPE" == 1 ]]; then
+        scrape_loop "$OUT/$name.err" "$pid" "$OUT/$name.scrapes" &
+        scraper=$!
+    fi
+    local status=0
+    wait "$pid" || status=$?
+    [[ -n "$scraper" ]] && wait "$scraper"
+    if (( status != 0 )); then
+        echo "bench.sh: run $name failed (see $OUT/$name.err)" >&2; tail -3 "$OUT/$name.err" >&2; return 1
+    fi
     local first; first=$(iso_to_ms "$(jq -r .run.started_at "$sum")")
     read -r wall user sys rss_kb < <(tail -1 "$tim")
     jq -r --arg wall "$wall" --arg cpu "$(awk -v u="$user" -v s="$sys" 'BEGIN{print u+s}')" \
@@ -141,6 +175,9 @@ for rate in $RATES; do
     printf '%-6s %6.0f %6s %8.1f %9.1f %10.2f %7.2f %7.1f %8.1f %8.3f %8.3f %8.3f %7.0f %6.0f\n' \
         "$rate" "$reqs" "$out_label" "$sent" "$done_" "$(awk -v t="$tps" 'BEGIN{print t/1e6}')" \
         "$cpu1k" "$cpup" "$rss" "$d50" "$d99" "$dmax" "$start" "$errs"
+    if [[ "$SCRAPE" == 1 ]]; then
+        echo "bench.sh: rate $rate: /metrics answered $(cat "$OUT"/r"$rate"-*.scrapes 2>/dev/null | awk '{ s += $1 } END { print s + 0 }') scrapes (one a second) over $REPEATS runs" >&2
+    fi
 done
 # How the client was scheduled (run.realtime of the first summary): the drift numbers depend on it.
 first_sum=$(ls "$OUT"/r*-1.jsonl.summary.json 2>/dev/null | head -1 || true)

@@ -298,6 +298,13 @@ pub struct ScheduleArgs {
     /// burst wakes the I/O threads (`run.realtime.keep_awake_threads`).
     #[arg(long)]
     pub no_keep_awake: bool,
+    /// Replay the same slice N times, each with a fresh seed (new prompt texts, same lengths
+    /// and sharing) and the server's prefix cache reset before it; each repeat's records,
+    /// summary and result files go to DIR/repeat-K/ (DIR: --result-dir, default
+    /// results/repeat-<UTC time>), and DIR/repeats.json gives every headline metric's mean and
+    /// 95% confidence interval over the repeats (docs/metrics.md).
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<u32>,
 }
 
 /// What each request asks for, how long it may take, and the sessions' rules.
@@ -576,6 +583,12 @@ pub struct ReportFlags {
     /// Also write summary.json, requests.csv, results.xlsx and plots into this directory.
     #[arg(long, alias = "save-result")]
     pub result_dir: Option<PathBuf>,
+    /// Compute every statistic over the requests sent in this span of the run: START..END in
+    /// seconds since the run's start (30..270; 30.. to the end), or auto: the steady span of
+    /// the in-flight count (docs/metrics.md, "Steady-state window"). The records keep every
+    /// request.
+    #[arg(long, value_name = "START..END|auto", value_parser = crate::stats::MeasureWindow::parse)]
+    pub measure_window: Option<crate::stats::MeasureWindow>,
 }
 
 impl ReportFlags {
@@ -594,7 +607,11 @@ impl ReportFlags {
         } else {
             crate::stats::Slo::parse(&self.goodput).map_err(crate::Error::config)?
         };
-        Ok(crate::stats::ReportConfig { percentiles, slo })
+        Ok(crate::stats::ReportConfig {
+            percentiles,
+            slo,
+            window: self.measure_window,
+        })
     }
 }
 
@@ -667,10 +684,23 @@ pub struct ReportArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
-    /// First run: a summary JSON, a records JSONL or a directory of shard records (merged).
+    /// First run: a summary JSON (its records are read when found beside it), a records
+    /// JSONL, a directory of shard records (merged), or a repeat set (`--repeat` directory or
+    /// its repeats.json).
     pub a: PathBuf,
     /// Second run.
     pub b: PathBuf,
+    /// Exit with status 7 when METRIC (a summary key: p99_ttft_ms, mean_e2el_ms,
+    /// request_throughput, cache_hit_ratio, ...) is significantly worse in B than in A by more
+    /// than PCT percent. Repeatable. A metric that could not be tested exits 1.
+    #[arg(long, value_name = "METRIC:PCT", value_parser = crate::stats::compare::FailIfWorse::parse)]
+    pub fail_if_worse: Vec<crate::stats::compare::FailIfWorse>,
+    /// Print the comparison (verdicts, method, differing settings) as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the comparison as a self-contained HTML page.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

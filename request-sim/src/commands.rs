@@ -10,8 +10,11 @@ use crate::stats::{self, ReportConfig, Summary, DEFAULT_PERCENTILES};
 use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions, RoutingOptions};
 use crate::{Error, Result};
 
-/// `replay`.
+/// `replay` (`--repeat N`: a repeat set, [`crate::repeat`]).
 pub fn replay(args: ReplayArgs) -> Result<u8> {
+    if let Some(n) = crate::repeat::count(&args)? {
+        return crate::repeat::replay(args, n);
+    }
     run_replay(ReplayConfig::from_args(args)?)
 }
 
@@ -355,7 +358,7 @@ fn merged_summary(
             .records
             .iter()
             .all(|r| r.status == crate::record::Status::DryRun);
-    let mut summary = stats::summarize_records(&merged.records, &merged.stats, cfg, Some(info));
+    let mut summary = stats::summarize_records(&merged.records, &merged.stats, cfg, Some(info))?;
     if !merged.union.complete() {
         summary.warnings.push(format!(
             "the merged records are not every index 0..{} exactly once: {} missing, {} duplicated",
@@ -392,35 +395,139 @@ fn report_merged(args: &ReportArgs, cfg: &ReportConfig) -> Result<u8> {
     Ok(if merged.union.complete() { 0 } else { 1 })
 }
 
-/// A run given as a summary JSON, a records JSONL or a directory of shard records.
-fn load_run(path: &Path) -> Result<Summary> {
-    if path.is_dir() {
-        let cfg = ReportConfig::default();
-        return merged_summary(&[path.to_path_buf()], None, &cfg).map(|(s, _)| s);
-    }
-    let as_records = || {
-        let info = report::find_run_info(path);
-        stats::report_from_records(path, &ReportConfig::default(), info)
+/// Exit status of `compare` when a `--fail-if-worse` gate trips.
+const EXIT_WORSE: u8 = 7;
+
+/// A side of `compare`: a repeat set (a directory with `repeats.json`, or that file), a
+/// directory of shard records, a records JSONL, or a summary JSON (with its records when they
+/// are found at its `records_path`). Records are kept for the bootstrap, restricted to the
+/// summary's measure window when it had one.
+fn load_side(path: &Path) -> Result<stats::compare::Side> {
+    use stats::repeats::{RepeatSet, REPEATS_JSON};
+    let name = path.display().to_string();
+    let set_file = if path.is_dir() {
+        Some(path.join(REPEATS_JSON)).filter(|p| p.is_file())
+    } else {
+        path.file_name()
+            .is_some_and(|f| f == REPEATS_JSON)
+            .then(|| path.to_path_buf())
     };
-    if path.extension().is_some_and(|e| e == "jsonl") {
-        return as_records();
+    if let Some(f) = set_file {
+        let set = RepeatSet::read(&f)?;
+        let first = set
+            .repeats
+            .first()
+            .ok_or_else(|| Error::report(format!("{}: a repeat set of no repeats", f.display())))?;
+        let summary = report::read_summary(Path::new(&first.summary))?;
+        let mut records = Some(Vec::new());
+        for r in &set.repeats {
+            match crate::record::read_records(Path::new(&r.records)) {
+                Ok((rs, _)) => {
+                    if let Some(v) = records.as_mut() {
+                        v.extend(rs);
+                    }
+                }
+                Err(_) => records = None,
+            }
+        }
+        return Ok(stats::compare::Side {
+            name,
+            summary,
+            repeats: Some(set),
+            records,
+        });
     }
-    report::read_summary(path).or_else(|e| {
-        as_records().map_err(|e2| {
-            Error::report(format!(
-                "{}: neither a summary ({e:#}) nor records ({e2})",
-                path.display()
-            ))
-        })
+    let (summary, records) = if path.is_dir() {
+        let cfg = ReportConfig::default();
+        let (s, m) = merged_summary(&[path.to_path_buf()], None, &cfg)?;
+        (s, Some(m.records))
+    } else {
+        let as_records = || -> Result<(Summary, Option<Vec<crate::record::Record>>)> {
+            let info = report::find_run_info(path);
+            let s = stats::report_from_records(path, &ReportConfig::default(), info)?;
+            let (rs, _) = crate::record::read_records(path)?;
+            Ok((s, Some(rs)))
+        };
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            as_records()?
+        } else {
+            match report::read_summary(path) {
+                Ok(s) => {
+                    let rs = s
+                        .run
+                        .records_path
+                        .as_deref()
+                        .map(Path::new)
+                        .filter(|p| p.is_file())
+                        .and_then(|p| crate::record::read_records(p).ok())
+                        .map(|(rs, _)| rs);
+                    (s, rs)
+                }
+                Err(e) => as_records().map_err(|e2| {
+                    Error::report(format!(
+                        "{}: neither a summary ({e:#}) nor records ({e2})",
+                        path.display()
+                    ))
+                })?,
+            }
+        }
+    };
+    // The records the summary's statistics cover.
+    let records = match (&summary.measure_window, records) {
+        (Some(w), Some(rs)) => {
+            let end = w.end_s.map_or(f64::INFINITY, |e| e * 1e3);
+            Some(
+                rs.into_iter()
+                    .filter(|r| stats::window::inside(r, w.start_s * 1e3, end))
+                    .collect(),
+            )
+        }
+        (_, rs) => rs,
+    };
+    Ok(stats::compare::Side {
+        name,
+        summary,
+        repeats: None,
+        records,
     })
 }
 
-/// `compare A B`.
+/// `compare A B`: the values side by side (single runs), the verdicts, and the exit status of
+/// `--fail-if-worse` (7 when a gate trips, 1 when one cannot be decided).
 pub fn compare(args: CompareArgs) -> Result<u8> {
-    let a = load_run(&args.a)?;
-    let b = load_run(&args.b)?;
-    report::print_stdout(&format!("{}\n", report::render_compare(&a, &b)))?;
-    Ok(0)
+    let a = load_side(&args.a)?;
+    let b = load_side(&args.b)?;
+    let c = stats::compare::compare(&a, &b).map_err(Error::report)?;
+    if args.json {
+        report::print_json(&c)?;
+    } else {
+        let mut text = String::new();
+        if a.repeats.is_none() && b.repeats.is_none() {
+            text.push_str(&report::render_compare(&a.summary, &b.summary));
+            text.push('\n');
+        }
+        text.push_str(&report::compare::render_verdicts(&c));
+        report::print_stdout(&format!("{text}\n"))?;
+    }
+    if let Some(path) = &args.html {
+        report::html::write_compare_html(path, &a.name, &b.name, &c)?;
+        eprintln!("request-sim: wrote {}", path.display());
+    }
+    let mut code = 0;
+    for gate in &args.fail_if_worse {
+        match gate.check(&c) {
+            Ok(Some(why)) => {
+                eprintln!(
+                    "request-sim: exit status {EXIT_WORSE}: {why} (--fail-if-worse {}:{})",
+                    gate.key, gate.pct
+                );
+                code = EXIT_WORSE;
+            }
+            Ok(None) => {}
+            Err(e) => return Err(Error::report(e)),
+        }
+    }
+    Ok(code)
 }
 
 /// `verify-prompts TRACE --tokenizer T`: the full exactness and sharing check.

@@ -377,6 +377,7 @@ impl ReplayConfig {
     /// Validate the flags once; every contradiction is an [`Error::Config`] naming the flag.
     /// (The `client` binary's defaults are set by [`crate::compat::blitz`] before this.)
     pub fn from_args(a: ReplayArgs) -> Result<ReplayConfig> {
+        single_run(&a)?;
         let (source, load) = trace_settings(&a)?;
         let (shard, start_at) = scale_out(&a)?;
         let (tokenizer, tokenizer_config) = tokenizer_files(&a.prompts)?;
@@ -1009,6 +1010,20 @@ fn output_paths(a: &OutputArgs) -> Result<(PathBuf, PathBuf)> {
         ));
     }
     Ok((output_path, summary_path))
+}
+
+/// One replay: `--repeat N` is run by `replay` and `sweep` ([`crate::repeat`]), which clear it
+/// for each run; another front end (the `client`, `trace_replay` binaries) refuses it.
+fn single_run(a: &ReplayArgs) -> Result<()> {
+    match a.schedule.repeat {
+        None | Some(1) => Ok(()),
+        Some(0) => Err(Error::config(
+            "--repeat 0: a repeat set needs at least one run (give N >= 2 for intervals, or leave --repeat out)",
+        )),
+        Some(n) => Err(Error::config(format!(
+            "--repeat {n}: repeat sets are run by `request-sim replay` and `request-sim sweep`"
+        ))),
+    }
 }
 
 /// Percentiles and goodput SLOs (`--goodput`, or the anchor's `--ttft-slo`/`--tpot-slo`).

@@ -32,5 +32,6 @@ pub mod cli;
 pub mod commands;
 pub mod compat;
 pub mod config;
+pub mod repeat;
 pub mod run;
 pub mod sweep;

@@ -1,7 +1,9 @@
-//! Two runs side by side (`request-sim compare A B`).
+//! Two runs side by side (`request-sim compare A B`): the values, then the verdicts of
+//! [`crate::stats::compare`].
 
 use std::fmt::Write;
 
+use crate::stats::compare::{Comparison, Method};
 use crate::stats::latency::{p_word, Metric};
 use crate::stats::Summary;
 
@@ -153,4 +155,76 @@ pub fn render_compare(a: &Summary, b: &Summary) -> String {
     let _ = writeln!(out, "{}", "=".repeat(78));
     let _ = writeln!(out, "change = (B - A) / A;  + better, ! worse");
     out
+}
+
+/// A value of the verdict table (`-`: unknown).
+fn cell(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.abs() >= 1e5 => format!("{x:.0}"),
+        Some(x) => format!("{x:.2}"),
+        None => "-".to_string(),
+    }
+}
+
+/// The verdicts of a comparison: for each headline metric A and B (repeat means with Welch),
+/// the change `(B - A) / A`, its 95% interval, and `significantly worse`, `significantly
+/// better`, `no significant difference` or `not tested` with the reason; then the method, the
+/// settings that differ and the notes.
+pub fn render_verdicts(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{:=^104}", " Significance at 95% ");
+    let _ = writeln!(
+        out,
+        "{:<34} {:>11} {:>11} {:>8}  {:<19} verdict",
+        "", "A", "B", "change", "95% CI of change"
+    );
+    for v in &c.verdicts {
+        let change = v
+            .change_pct()
+            .map_or("-".to_string(), |x| format!("{x:+.1}%"));
+        let ci = v
+            .ci_pct()
+            .map_or("-".to_string(), |(l, h)| format!("[{l:+.1}%, {h:+.1}%]"));
+        let verdict = match (&v.note, v.method) {
+            (Some(n), Method::None) => format!("not tested: {n}"),
+            _ => v.word().to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<34} {:>11} {:>11} {:>8}  {:<19} {verdict}",
+            v.label,
+            cell(v.a),
+            cell(v.b),
+            change,
+            ci
+        );
+    }
+    let _ = writeln!(out, "{}", "=".repeat(104));
+    let _ = writeln!(out, "method: {}", method_words(c));
+    if c.differences.is_empty() {
+        let _ = writeln!(out, "settings: the same (as far as both runs record them)");
+    } else {
+        let d: Vec<String> = c
+            .differences
+            .iter()
+            .map(|(k, a, b)| format!("{k} {a} (A) vs {b} (B)"))
+            .collect();
+        let _ = writeln!(out, "configurations differ: {}", d.join("; "));
+    }
+    for n in &c.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+/// The method of a comparison in words.
+pub fn method_words(c: &Comparison) -> String {
+    match c.method {
+        Method::Welch => "Welch's t over the repeats' values (each metric's mean over repeats; interval of the difference of means)".to_string(),
+        Method::Bootstrap => format!(
+            "percentile bootstrap over per-request records ({} resamples, seed {}; requests taken as independent); throughput and goodput have one value per run and are tested only between repeat sets",
+            c.bootstrap_resamples, c.bootstrap_seed
+        ),
+        Method::None => "none: a side has neither repeats nor per-request records".to_string(),
+    }
 }

@@ -192,6 +192,20 @@ fn table(s: &Summary) -> Table {
 /// vLLM's own rows: counts, throughput and the latency metrics.
 fn benchmark_section(t: &mut Table, s: &Summary) {
     t.header(" Serving Benchmark Result ", '=');
+    if let Some(w) = &s.measure_window {
+        // Every row below covers only the requests sent inside the window.
+        t.row(
+            "Measured window (s):",
+            format!(
+                "{:.1}..{} {} ({} of {} records)",
+                w.start_s,
+                w.end_s.map_or(String::new(), |e| format!("{e:.1}")),
+                w.mode,
+                w.inside,
+                w.inside + w.outside
+            ),
+        );
+    }
     t.row("Successful requests:", s.completed);
     t.row("Failed requests:", s.failed);
     t.float("Benchmark duration (s):", s.duration_s);

@@ -14,6 +14,8 @@ use serde::Serialize;
 
 use super::console::{console_items, Item};
 use crate::error::{Error, Result};
+use crate::stats::compare::{Comparison, Method};
+use crate::stats::repeats::RepeatSet;
 use crate::stats::{now_rfc3339, Summary};
 
 /// The page's file name, in a result directory and in a sweep directory.
@@ -75,6 +77,7 @@ fn environment() -> Result<Environment<'static>> {
         ("base.html", include_str!("html/base.html")),
         ("run.html", include_str!("html/run.html")),
         ("sweep.html", include_str!("html/sweep.html")),
+        ("stats.html", include_str!("html/stats.html")),
     ] {
         env.add_template(name, text)
             .map_err(|e| Error::internal(format!("report template {name}: {e}")))?;
@@ -198,6 +201,164 @@ pub fn write_sweep_html(dir: &Path, page: &SweepPage, files: &[PathBuf]) -> Resu
         plots => images(files)?,
     };
     render("sweep.html", ctx, &dir.join(REPORT_HTML))
+}
+
+/// A table of a statistics page (a repeat set, a comparison).
+#[derive(Debug, Serialize)]
+struct StatsTable {
+    title: String,
+    text: String,
+    head: Vec<String>,
+    rows: Vec<StatsRow>,
+}
+
+#[derive(Debug, Serialize)]
+struct StatsRow {
+    cells: Vec<String>,
+    /// `worse` (shown red), `better`, or empty.
+    mark: &'static str,
+    /// A link on the last cell.
+    link: Option<String>,
+}
+
+/// A number of a statistics page.
+fn num(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.abs() >= 1e5 => format!("{x:.0}"),
+        Some(x) => format!("{x:.3}"),
+        None => "n/a".to_string(),
+    }
+}
+
+/// Write a repeat set's `report.html` into `dir`: every headline metric's mean, 95% interval
+/// and spread over the repeats, each repeat's value, and a link to each repeat's own page.
+pub fn write_repeats_html(dir: &Path, set: &RepeatSet) -> Result<PathBuf> {
+    let mut head: Vec<String> = [
+        "metric",
+        "mean",
+        "95% CI low",
+        "95% CI high",
+        "std",
+        "min",
+        "max",
+    ]
+    .map(String::from)
+    .to_vec();
+    head.extend(set.repeats.iter().map(|r| format!("#{}", r.repeat)));
+    let rows = set
+        .metrics
+        .iter()
+        .map(|m| {
+            let c = m.ci.as_ref();
+            let mut cells = vec![
+                m.label.clone(),
+                num(c.map(|c| c.mean)),
+                num(c.and_then(|c| c.ci_low)),
+                num(c.and_then(|c| c.ci_high)),
+                num(c.map(|c| c.std)),
+                num(c.map(|c| c.min)),
+                num(c.map(|c| c.max)),
+            ];
+            cells.extend(m.values.iter().map(|v| num(*v)));
+            StatsRow {
+                cells,
+                mark: "",
+                link: None,
+            }
+        })
+        .collect();
+    let runs = set
+        .repeats
+        .iter()
+        .map(|r| {
+            let page = Path::new(&r.dir).join(REPORT_HTML);
+            let rel = Path::new(&r.dir)
+                .file_name()
+                .map(|d| Path::new(d).join(REPORT_HTML).display().to_string());
+            StatsRow {
+                cells: vec![
+                    r.repeat.to_string(),
+                    r.seed.to_string(),
+                    r.cache.clone(),
+                    r.exit_code.to_string(),
+                    r.dir.clone(),
+                ],
+                mark: if r.exit_code == 0 { "" } else { "worse" },
+                link: rel.filter(|_| page.is_file()),
+            }
+        })
+        .collect();
+    let ctx = minijinja::context! {
+        version => env!("CARGO_PKG_VERSION"),
+        generated => now_rfc3339(),
+        title => format!("request-sim: {} repeats", set.repeats.len()),
+        meta => vec![("confidence".to_string(), format!("{:.0}%, Student t over the repeats' values", set.level * 100.0))],
+        notes => Vec::<String>::new(),
+        tables => vec![
+            StatsTable {
+                title: "Headline metrics over the repeats".into(),
+                text: "mean ± t·s/√n over the repeats (s: sample standard deviation); min and max are the spread".into(),
+                head,
+                rows,
+            },
+            StatsTable {
+                title: "Repeats".into(),
+                text: String::new(),
+                head: ["repeat", "seed", "prefix cache before it", "exit status", "directory"].map(String::from).to_vec(),
+                rows: runs,
+            },
+        ],
+    };
+    render("stats.html", ctx, &dir.join(REPORT_HTML))
+}
+
+/// Write a comparison's page to `path`: each headline metric's A, B, change, 95% interval of
+/// the change and verdict (worse rows red), the method, the settings that differ.
+pub fn write_compare_html(path: &Path, a: &str, b: &str, c: &Comparison) -> Result<PathBuf> {
+    let rows = c
+        .verdicts
+        .iter()
+        .map(|v| StatsRow {
+            cells: vec![
+                v.label.clone(),
+                num(v.a),
+                num(v.b),
+                v.change_pct().map_or("-".into(), |x| format!("{x:+.1}%")),
+                v.ci_pct()
+                    .map_or("-".into(), |(l, h)| format!("[{l:+.1}%, {h:+.1}%]")),
+                match (&v.note, v.method) {
+                    (Some(n), Method::None) => format!("not tested: {n}"),
+                    _ => v.word().to_string(),
+                },
+            ],
+            mark: match (v.worse(), v.significant()) {
+                (Some(true), _) => "worse",
+                (_, Some(true)) => "better",
+                _ => "",
+            },
+            link: None,
+        })
+        .collect();
+    let mut notes: Vec<String> = c
+        .differences
+        .iter()
+        .map(|(k, x, y)| format!("configurations differ: {k} {x} (A) vs {y} (B)"))
+        .collect();
+    notes.extend(c.notes.iter().cloned());
+    let ctx = minijinja::context! {
+        version => env!("CARGO_PKG_VERSION"),
+        generated => now_rfc3339(),
+        title => "request-sim: run comparison",
+        meta => vec![("A".to_string(), a.to_string()), ("B".to_string(), b.to_string())],
+        notes => notes,
+        tables => vec![StatsTable {
+            title: "Significance at 95%".into(),
+            text: format!("method: {}", super::compare::method_words(c)),
+            head: ["metric", "A", "B", "change", "95% CI of change", "verdict"].map(String::from).to_vec(),
+            rows,
+        }],
+    };
+    render("stats.html", ctx, path)
 }
 
 #[cfg(test)]

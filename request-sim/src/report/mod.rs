@@ -10,6 +10,8 @@
 //! - [`plots`]: PNG and SVG charts; [`html`]: the self-contained `report.html` of a run or a
 //!   sweep.
 //! - [`progress`]: the live progress line on stderr.
+//! - [`repeats`]: a repeat set's intervals ([`repeats::render_repeats`]); the verdicts of a
+//!   comparison are [`compare::render_verdicts`].
 //!
 //! Metric definitions: `docs/metrics.md`.
 
@@ -23,10 +25,11 @@ pub mod html;
 pub mod merge;
 pub mod plots;
 pub mod progress;
+pub mod repeats;
 
 pub use crate::util::{print_json, print_stdout};
 pub use analysis::render_analysis;
-pub use compare::render_compare;
+pub use compare::{render_compare, render_verdicts};
 pub use console::render_console;
 pub use files::{find_run_info, read_summary, write_result_dir, write_summary_json};
 pub use progress::Progress;

@@ -35,7 +35,7 @@ pub(super) fn run(
         feed,
         ..
     } = drained;
-    let mut summary = accumulator.finish(&info);
+    let mut summary = windowed_summary(cfg, accumulator, &info)?;
     routed_ideal(cfg, trace, &mut summary);
     feed_warnings(&mut summary, &feed, reason);
     match scraped {
@@ -75,6 +75,32 @@ pub(super) fn run(
     }
     let exit_code = exit_code(cfg, &summary, reason);
     Ok(RunOutcome { summary, exit_code })
+}
+
+/// The summary of the run from the writer's accumulator; with `--measure-window auto`,
+/// recomputed from the records file (the steady span is known only at the end; ITL then needs
+/// `--record-itl`). A window no request was sent in is an error that names the records file.
+fn windowed_summary(
+    cfg: &ReplayConfig,
+    accumulator: crate::stats::Accumulator,
+    info: &RunInfo,
+) -> Result<Summary> {
+    let records = &cfg.output.records_path;
+    let again = || {
+        format!(
+            "; every request is in {}: summarise it again with `request-sim report {} --measure-window ...`",
+            records.display(),
+            records.display()
+        )
+    };
+    if cfg.output.report.window == Some(crate::stats::MeasureWindow::Auto) {
+        return crate::stats::report_from_records(records, &cfg.output.report, Some(info.clone()))
+            .map_err(|e| crate::Error::report(format!("{e:#}{}", again())));
+    }
+    if let Some(e) = accumulator.window_error() {
+        return Err(crate::Error::report(format!("{e}{}", again())));
+    }
+    Ok(accumulator.finish(info))
 }
 
 /// Exit status of a run whose requests failed (nothing succeeded).

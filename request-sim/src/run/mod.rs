@@ -32,12 +32,14 @@ mod finish;
 mod load;
 mod pipeline;
 mod prompts;
+mod reset;
 mod save;
 mod server;
 mod task;
 mod warmup;
 
 pub use load::{load_trace, DEMO_TRACE};
+pub use reset::reset_prefix_caches;
 
 /// How a replay ended.
 #[derive(Debug)]

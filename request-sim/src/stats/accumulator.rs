@@ -116,6 +116,20 @@ pub struct Accumulator {
     one_piece: usize,
     /// Completed requests streamed in several chunks whose ITL values were not given.
     itl_missing: usize,
+    /// `--measure-window`: only requests sent inside it are counted.
+    window: Option<Window>,
+}
+
+/// The measurement window of an [`Accumulator`]: its span (ms of the run), what was asked,
+/// and the records it left out.
+#[derive(Debug, Clone)]
+struct Window {
+    start_ms: f64,
+    end_ms: f64,
+    auto: Option<super::window::WindowAuto>,
+    outside: usize,
+    /// First and last send of every record, inside or not (for the "outside the run" message).
+    sends: Option<(f64, f64)>,
 }
 
 /// Error kind key of a failed record: `http_error:503`, `timeout`, ...
@@ -200,13 +214,72 @@ impl Accumulator {
             agents: super::agents::AgentAcc::default(),
             one_piece: 0,
             itl_missing: 0,
+            window: match cfg.window {
+                Some(super::MeasureWindow::Fixed { start_s, end_s }) => Some(Window {
+                    start_ms: start_s * 1e3,
+                    end_ms: end_s * 1e3,
+                    auto: None,
+                    outside: 0,
+                    sends: None,
+                }),
+                _ => None,
+            },
         }
+    }
+
+    /// Count only the requests sent in `[start_ms, end_ms)`: the span `--measure-window auto`
+    /// found (see [`super::window::steady_window`]).
+    pub fn set_auto_window(&mut self, start_ms: f64, end_ms: f64, auto: super::window::WindowAuto) {
+        self.window = Some(Window {
+            start_ms,
+            end_ms,
+            auto: Some(auto),
+            outside: 0,
+            sends: None,
+        });
+    }
+
+    /// With a measurement window that no sent request fell into: why, in one sentence (the
+    /// window asked and the span of the run's sends).
+    pub fn window_error(&self) -> Option<String> {
+        let w = self.window.as_ref()?;
+        if self.status.total > 0 {
+            return None;
+        }
+        let end = if w.end_ms.is_finite() {
+            format!("{:.3}", w.end_ms / 1e3)
+        } else {
+            String::new()
+        };
+        Some(match w.sends {
+            Some((a, b)) => format!(
+                "--measure-window {:.3}..{end} s is outside the run: its {} requests were sent from {:.3} s to {:.3} s",
+                w.start_ms / 1e3,
+                w.outside,
+                a / 1e3,
+                b / 1e3
+            ),
+            None => format!(
+                "--measure-window {:.3}..{end} s: the run sent no request ({} records, none sent)",
+                w.start_ms / 1e3,
+                w.outside
+            ),
+        })
     }
 
     /// Add one record. `itl_ms` are its inter-token latencies (the engine passes them even
     /// when the record does not keep them; when empty, the record's own `itl_ms` is used);
     /// only used for successful requests, as vLLM does.
     pub fn add(&mut self, rec: &Record, itl_ms: &[f64]) {
+        if let Some(w) = &mut self.window {
+            if let Some(t) = rec.sent_ms {
+                w.sends = Some(w.sends.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
+            }
+            if !super::window::inside(rec, w.start_ms, w.end_ms) {
+                w.outside += 1;
+                return;
+            }
+        }
         self.sessions.add(rec);
         self.agents.add(rec);
         let itl_ms = if itl_ms.is_empty() {
@@ -359,7 +432,8 @@ impl Accumulator {
         } else {
             info.outcome.scheduled
         };
-        let counts_add_up = self.status.total == scheduled;
+        let outside = self.window.as_ref().map_or(0, |w| w.outside);
+        let counts_add_up = self.status.total + outside == scheduled;
         let warnings = self.warnings(info, scheduled, &drift);
         let latency = self.latencies();
 
@@ -371,6 +445,15 @@ impl Accumulator {
         exact.exact_ratio =
             (exact.with_usage > 0).then(|| exact.exact as f64 / exact.with_usage as f64);
         let good = (!self.slo.is_empty()).then_some(self.good);
+        let measure_window = self.window.as_ref().map(|w| super::window::WindowReport {
+            mode: if w.auto.is_some() { "auto" } else { "fixed" }.to_string(),
+            start_s: w.start_ms / 1e3,
+            end_s: w.end_ms.is_finite().then_some(w.end_ms / 1e3),
+            inside: self.status.total,
+            outside: w.outside,
+            band: w.auto.map(|a| a.band),
+            median_in_flight: w.auto.map(|a| a.median),
+        });
         Summary {
             completed: self.completed,
             failed: self.failed,
@@ -406,6 +489,7 @@ impl Accumulator {
             server: None,
             invalid: Vec::new(),
             run: info.clone(),
+            measure_window,
         }
     }
 

@@ -46,10 +46,19 @@ pub fn merge_files(
 
 /// [`merge_files`] over records already read.
 pub fn merge_shards(shards: Vec<Shard>, expected: Option<usize>, cfg: &ReportConfig) -> Merged {
-    // Per-shard drift from the same accumulator as the whole run.
+    // Per-shard drift from the same accumulator as the whole run, over each shard's whole run
+    // (a measurement window is for the merged statistics).
+    let whole = ReportConfig {
+        window: None,
+        ..cfg.clone()
+    };
     let drift: Vec<DriftStats> = shards
         .iter()
-        .map(|s| summarize_records(&s.records, &s.read, cfg, None).drift)
+        .map(|s| {
+            summarize_records(&s.records, &s.read, &whole, None)
+                .map(|s| s.drift)
+                .unwrap_or_default()
+        })
         .collect();
     let m = merge_records(shards, expected);
     Merged {
@@ -86,8 +95,8 @@ mod tests {
             records: 103,
             ..ReadStats::default()
         };
-        let a = summarize_records(&m.records, &m.stats, &cfg, None);
-        let b = summarize_records(&concat, &st, &cfg, None);
+        let a = summarize_records(&m.records, &m.stats, &cfg, None).unwrap();
+        let b = summarize_records(&concat, &st, &cfg, None).unwrap();
         assert_eq!(a.latency, b.latency);
         assert_eq!(a.drift, b.drift);
         assert_eq!(a.status, b.status);

@@ -9,18 +9,26 @@
 //! - [`slo`]: goodput SLO parsing; [`sessions`]: the sessions section; [`agents`]: the agent
 //!   section (agent corpora).
 //! - [`merge`]: several shards' records as one run, with each shard's send drift.
+//! - [`window`]: `--measure-window` (a span of the run, or the steady span found).
+//! - [`headline`]: the headline metrics; [`inference`]: intervals, Welch's t, the bootstrap;
+//!   [`repeats`]: a repeat set's intervals; [`compare`]: two runs' verdicts.
 //!
 //! Metric definitions: `docs/metrics.md`.
 
 pub mod accumulator;
 pub mod agents;
+pub mod compare;
+pub mod headline;
+pub mod inference;
 pub mod latency;
 pub mod merge;
+pub mod repeats;
 pub mod run_info;
 pub mod samples;
 pub mod sessions;
 pub mod slo;
 pub mod summary;
+pub mod window;
 
 use std::path::Path;
 
@@ -35,6 +43,7 @@ pub use run_info::{
 pub use samples::{parse_percentile, MetricStats, Percentiles, DEFAULT_PERCENTILES};
 pub use slo::Slo;
 pub use summary::Summary;
+pub use window::MeasureWindow;
 
 use crate::record::{ReadStats, Record, RecordReader, Status};
 
@@ -45,26 +54,38 @@ pub struct ReportConfig {
     pub percentiles: Percentiles,
     /// Goodput SLO; empty = no goodput.
     pub slo: Slo,
+    /// `--measure-window`: statistics over the requests sent inside it (None: all).
+    pub window: Option<MeasureWindow>,
 }
 
 /// Recompute a [`Summary`] from a saved records JSONL file, read as a stream (ITL from the
 /// records' `itl_ms` when present). Without `info`, the run information is reconstructed from
 /// the records as far as possible. A file without a single record is an error: there is
-/// nothing to summarise.
+/// nothing to summarise; so is a `--measure-window` no request was sent in. `auto` reads the
+/// file twice (the first pass finds the steady span).
 pub fn report_from_records(
     path: &Path,
     cfg: &ReportConfig,
     info: Option<RunInfo>,
 ) -> crate::Result<Summary> {
-    let mut reader = RecordReader::open(path)?;
+    let what = path.display().to_string();
     let mut sum = RecordsSummary::new(cfg);
+    if cfg.window == Some(MeasureWindow::Auto) {
+        let mut spans = Vec::new();
+        for r in RecordReader::open(path)? {
+            let r = r?;
+            spans.extend(window::spans(std::slice::from_ref(&r)));
+        }
+        sum.auto_window(&what, &spans)?;
+    }
+    let mut reader = RecordReader::open(path)?;
     for r in reader.by_ref() {
         sum.add(&r?);
     }
     if sum.records == 0 {
-        return Err(no_records(&path.display().to_string(), reader.stats()));
+        return Err(no_records(&what, reader.stats()));
     }
-    Ok(sum.finish(reader.stats(), info))
+    sum.finish(&what, reader.stats(), info)
 }
 
 /// The error for records files (`what`) that hold no record.
@@ -78,18 +99,22 @@ pub fn no_records(what: &str, st: &ReadStats) -> crate::Error {
     crate::Error::report(format!("{what}: no records{why}; nothing to report"))
 }
 
-/// [`report_from_records`] over records already in memory.
+/// [`report_from_records`] over records already in memory (`what` names them in errors).
 pub fn summarize_records(
     records: &[Record],
     st: &ReadStats,
     cfg: &ReportConfig,
     info: Option<RunInfo>,
-) -> Summary {
+) -> crate::Result<Summary> {
+    let what = "the records";
     let mut sum = RecordsSummary::new(cfg);
+    if cfg.window == Some(MeasureWindow::Auto) {
+        sum.auto_window(what, &window::spans(records))?;
+    }
     for r in records {
         sum.add(r);
     }
-    sum.finish(st, info)
+    sum.finish(what, st, info)
 }
 
 /// The summary of saved records: the accumulator plus what [`RunInfo`] can be rebuilt from.
@@ -117,7 +142,18 @@ impl RecordsSummary {
         self.dry_run += usize::from(r.status == Status::DryRun);
     }
 
-    fn finish(self, st: &ReadStats, info: Option<RunInfo>) -> Summary {
+    /// `--measure-window auto`: find the steady span of `spans` and count only inside it.
+    fn auto_window(&mut self, what: &str, spans: &[(f64, f64)]) -> crate::Result<()> {
+        let (a, b, auto) = window::steady_window(spans)
+            .map_err(|e| crate::Error::report(format!("{what}: {e}")))?;
+        self.acc.set_auto_window(a, b, auto);
+        Ok(())
+    }
+
+    fn finish(self, what: &str, st: &ReadStats, info: Option<RunInfo>) -> crate::Result<Summary> {
+        if let Some(e) = self.acc.window_error() {
+            return Err(crate::Error::report(format!("{what}: {e}")));
+        }
         let info = info.unwrap_or_else(|| {
             let mut i = RunInfo::new();
             i.outcome.scheduled = self.records;
@@ -133,6 +169,6 @@ impl RecordsSummary {
             ));
         }
         // Streamed records without their ITL values: the accumulator's warning says so.
-        s
+        Ok(s)
     }
 }

@@ -252,4 +252,8 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<crate::observe::ServerSummary>,
     pub run: RunInfo,
+    /// `--measure-window`: the span the statistics cover and the records left out (every
+    /// other field is over the requests sent inside it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measure_window: Option<super::window::WindowReport>,
 }

@@ -19,7 +19,7 @@ pub use table::render_table;
 use table::write_html;
 
 use crate::cli::{ReplayArgs, SweepArgs};
-use crate::config::{ReplayConfig, Target};
+use crate::config::ReplayConfig;
 use crate::stats::Summary;
 use crate::{Error, Result};
 
@@ -67,6 +67,15 @@ pub struct SweepPoint {
     /// Ctrl-C cut the point short: kept in `sweep.json`, marked in the table, but neither
     /// judged nor plotted (its numbers cover part of the point).
     pub interrupted: bool,
+    /// `--repeat N`: the point is a repeat set (`scale-F/repeats.json`, each repeat in
+    /// `scale-F/repeat-K/`); its rates, latencies and good fraction are the means over the
+    /// repeats, its counts the sums, its drift the largest. 0: one run.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub repeats: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The whole sweep (`sweep.json`).
@@ -142,6 +151,7 @@ fn point_of(
         invalid: s.invalid.clone(),
         exit_code: code,
         interrupted: s.run.outcome.stop_reason == Some(crate::schedule::StopReason::Interrupted),
+        repeats: 0,
     }
 }
 
@@ -258,49 +268,6 @@ pub fn answer(points: &[SweepPoint], slo: Option<&str>, target: f64) -> (Option<
         (None, None) => "capacity: no point was run".to_string(),
     };
     (best.map(|p| p.scale_factor), text)
-}
-
-/// `POST /reset_prefix_cache` on every origin the point talks to; true when all answered 2xx.
-fn reset_prefix_caches(cfg: &ReplayConfig) -> bool {
-    let mut origins: Vec<reqwest::Url> = Vec::new();
-    if let Target::Remote(ep) = &cfg.target.server {
-        origins.push(ep.url.clone());
-    }
-    if let Some(sm) = &cfg.validity.server_metrics {
-        origins.extend(sm.urls.iter().cloned());
-    }
-    let urls: Vec<reqwest::Url> = origins
-        .iter()
-        .filter_map(|u| u.join("/reset_prefix_cache").ok())
-        .collect();
-    if urls.is_empty() {
-        return false;
-    }
-    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
-        return false;
-    };
-    rt.block_on(async {
-        let Ok(client) = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .danger_accept_invalid_certs(cfg.target.insecure)
-            .no_proxy()
-            .build()
-        else {
-            return false;
-        };
-        let mut all = true;
-        for u in urls {
-            let mut req = client.post(u);
-            if let Some(k) = &cfg.target.api_key {
-                req = req.bearer_auth(k);
-            }
-            all &= req.send().await.is_ok_and(|r| r.status().is_success());
-        }
-        all
-    })
 }
 
 /// A seed per point: the given seed's neighbours (so a sweep can be repeated), or fresh ones.
@@ -429,9 +396,12 @@ impl Sweep {
         a.output.output_path = Some(pdir.join("records.jsonl"));
         a.output.summary_path = None;
         a.output.report.result_dir = Some(pdir.clone());
+        if let Some(n) = crate::repeat::count(&self.base)? {
+            return self.repeated_point(a, n, k, f, of, &pdir);
+        }
         let cfg = ReplayConfig::from_args(a)?;
         let seed = cfg.prompts.seed;
-        let reset = reset_prefix_caches(&cfg);
+        let reset = crate::run::reset_prefix_caches(&cfg);
         let what = match users {
             Some(u) => format!("{u} users"),
             None => format!("scale {f}"),
@@ -462,6 +432,66 @@ impl Sweep {
                 0.0
             };
         }
+        let stopped = p.interrupted || self.stopped();
+        Ok((p, stopped))
+    }
+}
+
+impl Sweep {
+    /// Point `k` as a repeat set of `n` runs in `pdir` (`a`: the point's flags).
+    fn repeated_point(
+        &self,
+        mut a: ReplayArgs,
+        n: u32,
+        k: usize,
+        f: f64,
+        of: &str,
+        pdir: &Path,
+    ) -> Result<(SweepPoint, bool)> {
+        a.output.output_path = None;
+        a.output.summary_path = None;
+        eprintln!(
+            "request-sim: sweep point {}{of}: scale {f}, {n} repeats -> {}",
+            k + 1,
+            pdir.display()
+        );
+        let out = crate::repeat::run_set(&a, n, pdir)?;
+        crate::report::html::write_repeats_html(pdir, &out.set)?;
+        let first = out
+            .summaries
+            .first()
+            .ok_or_else(|| Error::internal("a repeat set without a run".to_string()))?;
+        let seed = out.set.repeats.first().map_or(0, |r| r.seed);
+        let reset = out.set.repeats.iter().all(|r| r.cache == "reset");
+        let mut p = point_of(first, f, self.rate, seed, pdir, reset, out.exit_code);
+        let mean = |key: &str| {
+            out.set
+                .metric(key)
+                .and_then(|m| m.ci.as_ref())
+                .map(|c| c.mean)
+        };
+        let ss = &out.summaries;
+        p.repeats = ss.len();
+        p.scheduled = ss.iter().map(|s| s.scheduled).sum();
+        p.completed = ss.iter().map(|s| s.completed).sum();
+        p.failed = ss.iter().map(|s| s.failed).sum();
+        p.request_throughput = mean("request_throughput").unwrap_or(0.0);
+        p.output_throughput = mean("output_throughput").unwrap_or(0.0);
+        p.request_goodput = mean("request_goodput");
+        p.good_fraction = first.good_requests.map(|_| {
+            let fr: Vec<f64> = ss
+                .iter()
+                .map(|s| s.good_requests.unwrap_or(0) as f64 / s.scheduled.max(1) as f64)
+                .collect();
+            fr.iter().sum::<f64>() / fr.len() as f64
+        });
+        p.ttft_p50_ms = mean("median_ttft_ms");
+        p.ttft_p99_ms = mean("p99_ttft_ms");
+        p.tpot_p50_ms = mean("median_tpot_ms");
+        p.tpot_p99_ms = mean("p99_tpot_ms");
+        p.drift_p99_ms = ss.iter().map(|s| s.drift.p99_ms).fold(0.0, f64::max);
+        p.invalid = ss.iter().flat_map(|s| s.invalid.clone()).collect();
+        p.interrupted = out.exit_code == 130;
         let stopped = p.interrupted || self.stopped();
         Ok((p, stopped))
     }

@@ -302,10 +302,17 @@ fn compare_row(table: &str, label: &str) -> (Option<f64>, Option<f64>) {
 #[test]
 fn compare_takes_a_directory_of_shards_as_one_merged_run() {
     let tmp = tempfile::tempdir().unwrap();
+    // Runs of one trace: every seed's timings, seed 7's requests (lengths and lines), since
+    // `compare` refuses runs of different traces.
+    let trace = synthetic(400, 7);
     let write_shards = |name: &str, seed: u64| {
         let dir = tmp.path().join(name);
         std::fs::create_dir(&dir).unwrap();
-        let all = synthetic(400, seed);
+        let mut all = synthetic(400, seed);
+        for (r, t) in all.iter_mut().zip(&trace) {
+            r.input_length = t.input_length;
+            r.line = t.line;
+        }
         for k in 0..4 {
             let part: Vec<_> = all.iter().filter(|r| r.index % 4 == k).cloned().collect();
             write_jsonl(&dir.join(format!("shard-{k}.jsonl")), &part);
@@ -355,7 +362,7 @@ fn compare_takes_a_directory_of_shards_as_one_merged_run() {
         );
     }
 
-    // Two different merged runs: their rows differ.
+    // Two different merged runs of the trace: their rows differ.
     let (code, table, err) = compare(&a, &b);
     assert_eq!(code, 0, "{err}");
     let (x, y) = compare_row(&table, "Mean TTFT (ms)");

@@ -30,6 +30,7 @@ fn cfg() -> ReportConfig {
     ReportConfig {
         percentiles: Percentiles::new(vec![25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9]).unwrap(),
         slo: slo(),
+        window: None,
     }
 }
 
@@ -331,7 +332,7 @@ fn percentile_interpolation_cases() {
     write_jsonl(&path, &recs);
     let cfg = ReportConfig {
         percentiles: Percentiles::new(vec![0.001, 25.0, 50.0, 99.0, 100.0]).unwrap(),
-        slo: Slo::default(),
+        ..ReportConfig::default()
     };
     let s = report_from_records(&path, &cfg, None).unwrap();
     let t = &s.latency.ttft;

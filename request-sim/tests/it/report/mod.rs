@@ -2,4 +2,5 @@ mod files;
 mod merge;
 mod metrics;
 mod progress;
+mod significance;
 mod unknown;

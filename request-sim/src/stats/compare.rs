@@ -1,0 +1,465 @@
+//! The statistics of `compare A B`: for each headline metric the change from A to B, its 95%
+//! interval and whether it is significant, with a method fit for the data (Welch's t over
+//! repeat-level values when both sides are repeat sets, else a seeded bootstrap over the
+//! per-request records); whether the two runs replayed the same trace, and which settings
+//! differ. Methods: `docs/metrics.md`, "Repeats, intervals and comparisons".
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::headline::{clusters, headlines, hit_pairs, Better, Source};
+use super::inference::{bootstrap, bootstrap_ratio, welch, Diff, Statistic, BOOTSTRAP_RESAMPLES};
+use super::latency::Metric;
+use super::repeats::RepeatSet;
+use super::Summary;
+use crate::record::Record;
+
+/// The bootstrap's seed (fixed, so a comparison prints the same verdicts every time).
+pub const BOOTSTRAP_SEED: u64 = 20_261_126;
+
+/// One side of a comparison.
+#[derive(Debug, Clone)]
+pub struct Side {
+    /// What was given (a path), for messages.
+    pub name: String,
+    /// The run's summary (a repeat set: its first repeat's, for settings and trace facts).
+    pub summary: Summary,
+    /// A repeat set: its repeat-level values.
+    pub repeats: Option<RepeatSet>,
+    /// Per-request records (a repeat set: every repeat's), when available; `None`: a summary
+    /// whose records were not found.
+    pub records: Option<Vec<Record>>,
+}
+
+impl Side {
+    fn is_repeat_set(&self) -> bool {
+        self.repeats.as_ref().is_some_and(|r| r.repeats.len() >= 2)
+    }
+}
+
+/// How a metric's difference was tested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Welch's t over the repeats' values.
+    Welch,
+    /// Seeded percentile bootstrap over per-request records.
+    Bootstrap,
+    /// Not tested (the reason is in [`Verdict::note`]).
+    None,
+}
+
+impl Method {
+    pub fn word(self) -> &'static str {
+        match self {
+            Method::Welch => "Welch t over repeats",
+            Method::Bootstrap => "bootstrap over requests",
+            Method::None => "not tested",
+        }
+    }
+}
+
+/// One headline metric compared.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub key: String,
+    pub label: String,
+    pub better: Better,
+    /// A's and B's values (repeat means with Welch; unknown: `None`).
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    pub method: Method,
+    /// `B - A` with its 95% interval (tested metrics only).
+    pub diff: Option<Diff>,
+    /// Why the metric was not tested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Verdict {
+    /// `(B - A) / |A|` in percent.
+    pub fn change_pct(&self) -> Option<f64> {
+        match (self.a, self.b) {
+            (Some(a), Some(b)) if a != 0.0 => Some((b - a) / a.abs() * 100.0),
+            _ => None,
+        }
+    }
+
+    /// The interval of the change, in percent of A.
+    pub fn ci_pct(&self) -> Option<(f64, f64)> {
+        let d = self.diff?;
+        let a = self.a.filter(|a| *a != 0.0)?;
+        Some((d.ci_low / a.abs() * 100.0, d.ci_high / a.abs() * 100.0))
+    }
+
+    /// Significant at 95% (`None`: not tested).
+    pub fn significant(&self) -> Option<bool> {
+        self.diff.map(|d| d.significant())
+    }
+
+    /// Significantly worse (`None`: not tested).
+    pub fn worse(&self) -> Option<bool> {
+        let d = self.diff?;
+        Some(
+            d.significant()
+                && match self.better {
+                    Better::Higher => d.diff < 0.0,
+                    Better::Lower => d.diff > 0.0,
+                },
+        )
+    }
+
+    /// `significantly worse`, `significantly better`, `no significant difference` or
+    /// `not tested`.
+    pub fn word(&self) -> &'static str {
+        match (self.significant(), self.worse()) {
+            (None, _) => "not tested",
+            (Some(false), _) => "no significant difference",
+            (Some(true), Some(true)) => "significantly worse",
+            (Some(true), _) => "significantly better",
+        }
+    }
+}
+
+/// A comparison: the verdicts and what differs between the runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// The method of the latency metrics (Welch when both sides are repeat sets).
+    pub method: Method,
+    pub verdicts: Vec<Verdict>,
+    /// Settings that differ: `(setting, A, B)`.
+    pub differences: Vec<(String, String, String)>,
+    /// Facts about the inputs (records not found, repeat set against a single run, ...).
+    pub notes: Vec<String>,
+    pub bootstrap_seed: u64,
+    pub bootstrap_resamples: usize,
+}
+
+/// Compare `a` and `b`. Runs of different traces are refused (the message says how they
+/// differ).
+pub fn compare(a: &Side, b: &Side) -> Result<Comparison, String> {
+    if let Some(why) = different_traces(a, b) {
+        return Err(format!(
+            "{} and {} replayed different traces ({why}): their numbers are not comparable",
+            a.name, b.name
+        ));
+    }
+    let mut notes = Vec::new();
+    let welch_ok = a.is_repeat_set() && b.is_repeat_set();
+    if !welch_ok && (a.is_repeat_set() || b.is_repeat_set()) {
+        notes.push(
+            "only one side is a repeat set: the bootstrap pools that side's repeats' records"
+                .to_string(),
+        );
+    }
+    for s in [a, b] {
+        if s.records.is_none() && !welch_ok {
+            notes.push(format!(
+                "{}: no per-request records found, so nothing is tested (give the records JSONL, or the summary beside its records)",
+                s.name
+            ));
+        }
+    }
+    let ha = side_headlines(a);
+    let hb = side_headlines(b);
+    let mut keys: Vec<(String, String, Better, Source)> = Vec::new();
+    for h in ha.iter().chain(&hb) {
+        if !keys.iter().any(|k| k.0 == h.key) {
+            keys.push((h.key.clone(), h.label.clone(), h.better, h.source));
+        }
+    }
+    let boot = if welch_ok {
+        BTreeMap::new()
+    } else {
+        bootstrap_all(a, b, &keys)
+    };
+    let verdicts = keys
+        .iter()
+        .map(|(key, label, better, source)| {
+            let va = ha.iter().find(|h| &h.key == key).and_then(|h| h.value);
+            let vb = hb.iter().find(|h| &h.key == key).and_then(|h| h.value);
+            let mut v = Verdict {
+                key: key.clone(),
+                label: label.clone(),
+                better: *better,
+                a: va,
+                b: vb,
+                method: Method::None,
+                diff: None,
+                note: None,
+            };
+            if va.is_none() || vb.is_none() {
+                v.note = Some("unknown in one run".to_string());
+            } else if welch_ok {
+                let vals = |s: &Side| {
+                    s.repeats
+                        .as_ref()
+                        .and_then(|r| r.metric(key))
+                        .and_then(|m| m.known_values())
+                };
+                match (vals(a), vals(b)) {
+                    (Some(x), Some(y)) => match welch(&x, &y) {
+                        Some(d) => {
+                            v.method = Method::Welch;
+                            v.a = Some(d.a);
+                            v.b = Some(d.b);
+                            v.diff = Some(d);
+                        }
+                        None => v.note = Some("fewer than 2 repeats".to_string()),
+                    },
+                    _ => v.note = Some("not measured in every repeat".to_string()),
+                }
+            } else if *source == Source::PerRun {
+                v.note =
+                    Some("one value per run: repeat the runs (--repeat) to test it".to_string());
+            } else if let Some(d) = boot.get(key).copied().flatten() {
+                v.method = Method::Bootstrap;
+                v.a = Some(d.a);
+                v.b = Some(d.b);
+                v.diff = Some(d);
+            } else if a.records.is_some() && b.records.is_some() {
+                v.note = Some(if key.contains("_itl_") {
+                    "the records keep no ITL values (--record-itl)".to_string()
+                } else {
+                    "no values in the records".to_string()
+                });
+            } else {
+                v.note = Some("no per-request records".to_string());
+            }
+            v
+        })
+        .collect();
+    Ok(Comparison {
+        method: if welch_ok {
+            Method::Welch
+        } else if a.records.is_some() && b.records.is_some() {
+            Method::Bootstrap
+        } else {
+            Method::None
+        },
+        verdicts,
+        differences: differences(&a.summary, &b.summary),
+        notes,
+        bootstrap_seed: BOOTSTRAP_SEED,
+        bootstrap_resamples: BOOTSTRAP_RESAMPLES,
+    })
+}
+
+/// A side's headline values: the repeat means of a repeat set, else the run's.
+fn side_headlines(s: &Side) -> Vec<super::headline::Headline> {
+    let mut h = headlines(&s.summary);
+    if let Some(r) = s.repeats.as_ref().filter(|_| s.is_repeat_set()) {
+        for x in &mut h {
+            x.value = r.metric(&x.key).and_then(|m| m.ci.as_ref()).map(|c| c.mean);
+        }
+    }
+    h
+}
+
+/// Every bootstrap verdict by key: one resampling per latency metric (all its statistics on
+/// the same resamples), one for the hit ratio.
+fn bootstrap_all(
+    a: &Side,
+    b: &Side,
+    keys: &[(String, String, Better, Source)],
+) -> BTreeMap<String, Option<Diff>> {
+    let mut out = BTreeMap::new();
+    let (Some(ra), Some(rb)) = (&a.records, &b.records) else {
+        return out;
+    };
+    for (i, metric) in Metric::VLLM.into_iter().enumerate() {
+        let mine: Vec<(&String, Statistic)> = keys
+            .iter()
+            .filter_map(|(k, _, _, s)| match s {
+                Source::Latency(m, st) if *m == metric => Some((k, *st)),
+                _ => None,
+            })
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let stats: Vec<Statistic> = mine.iter().map(|m| m.1).collect();
+        let diffs = bootstrap(
+            &clusters(ra, metric),
+            &clusters(rb, metric),
+            &stats,
+            BOOTSTRAP_RESAMPLES,
+            BOOTSTRAP_SEED.wrapping_add(i as u64),
+        );
+        for ((k, _), d) in mine.into_iter().zip(diffs) {
+            out.insert(k.clone(), d);
+        }
+    }
+    if keys.iter().any(|k| k.3 == Source::HitRatio) {
+        let d = bootstrap_ratio(
+            &hit_pairs(ra),
+            &hit_pairs(rb),
+            BOOTSTRAP_RESAMPLES,
+            BOOTSTRAP_SEED.wrapping_add(99),
+        );
+        out.insert("cache_hit_ratio".to_string(), d);
+    }
+    out
+}
+
+/// Why `a` and `b` are runs of different traces, if they are: with records on both sides, a
+/// request index whose trace line or input length differs; else the summaries' trace facts.
+pub fn different_traces(a: &Side, b: &Side) -> Option<String> {
+    if let (Some(ra), Some(rb)) = (&a.records, &b.records) {
+        let key = |rs: &[Record]| -> BTreeMap<usize, (usize, u32)> {
+            rs.iter()
+                .map(|r| (r.index, (r.line, r.input_length)))
+                .collect()
+        };
+        let (ka, kb) = (key(ra), key(rb));
+        for (i, x) in &ka {
+            if let Some(y) = kb.get(i) {
+                if x != y {
+                    return Some(format!(
+                        "request {i} is trace line {} of {} input tokens in A, line {} of {} in B",
+                        x.0, x.1, y.0, y.1
+                    ));
+                }
+            }
+        }
+        if !ka.is_empty() && !kb.is_empty() && !ka.keys().any(|i| kb.contains_key(i)) {
+            return Some("no request index in common".to_string());
+        }
+        return None;
+    }
+    let (ta, tb) = (&a.summary.run, &b.summary.run);
+    match (&ta.trace_stats, &tb.trace_stats) {
+        (Some(x), Some(y)) if x.rows != y.rows => {
+            Some(format!("{} trace rows in A, {} in B", x.rows, y.rows))
+        }
+        _ => None,
+    }
+}
+
+/// The settings that differ between two runs, `(setting, A, B)` (the seed is left out: every
+/// repeat has its own).
+pub fn differences(a: &Summary, b: &Summary) -> Vec<(String, String, String)> {
+    let show = |v: serde_json::Value| match v {
+        serde_json::Value::Null => "(unknown)".to_string(),
+        serde_json::Value::String(s) => s,
+        v => v.to_string(),
+    };
+    let j = |s: &Summary| -> Vec<(&'static str, serde_json::Value)> {
+        let r = &s.run;
+        let v = |x: serde_json::Result<serde_json::Value>| x.unwrap_or_default();
+        vec![
+            ("trace", v(serde_json::to_value(&r.trace_path))),
+            ("format", v(serde_json::to_value(r.format))),
+            ("block_size", v(serde_json::to_value(r.block_size))),
+            ("scale_factor", v(serde_json::to_value(r.scale_factor))),
+            ("endpoint", v(serde_json::to_value(&r.server.endpoint))),
+            ("api", v(serde_json::to_value(r.server.api))),
+            ("model", v(serde_json::to_value(&r.server.model))),
+            ("stream", v(serde_json::to_value(r.server.stream))),
+            (
+                "max_output_tokens",
+                v(serde_json::to_value(r.max_output_tokens)),
+            ),
+            (
+                "chat_overhead",
+                v(serde_json::to_value(r.prompts.chat_overhead)),
+            ),
+            (
+                "prompt_token_source",
+                v(serde_json::to_value(&r.prompts.prompt_token_source)),
+            ),
+            ("scheduled", v(serde_json::to_value(s.scheduled))),
+            ("num_producer", v(serde_json::to_value(r.num_producer))),
+            ("sessions", v(serde_json::to_value(&r.sessions))),
+            ("goodput_slo", v(serde_json::to_value(s.goodput_slo))),
+            ("measure_window", v(serde_json::to_value(&s.measure_window))),
+        ]
+    };
+    let (ja, jb) = (j(a), j(b));
+    ja.into_iter()
+        .zip(jb)
+        .filter(|(x, y)| {
+            if x.0 == "measure_window" {
+                // The asked span, not the counts of records inside it.
+                return window_span(&x.1) != window_span(&y.1);
+            }
+            // Unknown on one side is not a difference (re-summarised records have no settings).
+            x.1 != y.1 && !x.1.is_null() && !y.1.is_null()
+        })
+        .map(|(x, y)| (x.0.to_string(), show(x.1), show(y.1)))
+        .collect()
+}
+
+/// A measure window's asked span (mode, start, end), without its counts.
+fn window_span(v: &serde_json::Value) -> Option<(String, String, String)> {
+    let o = v.as_object()?;
+    let f = |k: &str| o.get(k).map(|x| x.to_string()).unwrap_or_default();
+    Some((f("mode"), f("start_s"), f("end_s")))
+}
+
+/// `--fail-if-worse METRIC:PCT`: the metric's summary key and the allowed worsening, percent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailIfWorse {
+    pub key: String,
+    pub pct: f64,
+}
+
+impl FailIfWorse {
+    /// Parse `p99_ttft_ms:5` (the key is checked against the comparison's metrics later).
+    pub fn parse(s: &str) -> Result<FailIfWorse, String> {
+        let (k, p) = s.rsplit_once(':').ok_or_else(|| {
+            format!("--fail-if-worse {s:?}: expected METRIC:PCT, e.g. p99_ttft_ms:5")
+        })?;
+        let pct: f64 = p
+            .trim()
+            .trim_end_matches('%')
+            .parse()
+            .map_err(|_| format!("--fail-if-worse {s:?}: {p:?} is not a percentage"))?;
+        if !(pct.is_finite() && pct >= 0.0) {
+            return Err(format!(
+                "--fail-if-worse {s:?}: the percentage must be >= 0"
+            ));
+        }
+        Ok(FailIfWorse {
+            key: k.trim().to_string(),
+            pct,
+        })
+    }
+
+    /// Whether the comparison trips this gate: `Ok(Some(reason))` when the metric is
+    /// significantly worse by more than the percentage, `Ok(None)` when not, `Err` when the
+    /// metric is unknown or was not tested (a gate must not pass by default).
+    pub fn check(&self, c: &Comparison) -> Result<Option<String>, String> {
+        let v = c
+            .verdicts
+            .iter()
+            .find(|v| v.key == self.key)
+            .ok_or_else(|| {
+                let keys: Vec<&str> = c.verdicts.iter().map(|v| v.key.as_str()).collect();
+                format!(
+                    "--fail-if-worse: no metric {:?} in this comparison; the metrics are {}",
+                    self.key,
+                    keys.join(", ")
+                )
+            })?;
+        if v.significant().is_none() {
+            return Err(format!(
+                "--fail-if-worse {}: cannot decide, the metric was not tested ({})",
+                self.key,
+                v.note.as_deref().unwrap_or("no test")
+            ));
+        }
+        let worse_by = v.change_pct().map(|c| match v.better {
+            Better::Higher => -c,
+            Better::Lower => c,
+        });
+        Ok(match (v.worse(), worse_by) {
+            (Some(true), Some(w)) if w > self.pct => Some(format!(
+                "{} is significantly worse by {w:.1}% (more than {}%)",
+                v.label, self.pct
+            )),
+            _ => None,
+        })
+    }
+}

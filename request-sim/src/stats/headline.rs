@@ -1,0 +1,149 @@
+//! The headline metrics that repeats give intervals for and `compare` tests: throughput,
+//! goodput, TTFT/TPOT/ITL/E2EL mean, median and the configured percentiles of 90 and above,
+//! and the server-reported cache hit ratio. Each has its summary JSON key (`p99_ttft_ms`,
+//! the name `--fail-if-worse` takes), its console label and which direction is better.
+
+use serde::{Deserialize, Serialize};
+
+use super::accumulator::record_tpot;
+use super::inference::{Cluster, Statistic};
+use super::latency::{p_word, Metric};
+use super::Summary;
+use crate::record::{Record, Status};
+
+/// Which direction of a metric is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Better {
+    Higher,
+    Lower,
+}
+
+/// What a headline metric is computed from, for the bootstrap over records.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Source {
+    /// Completed requests per second, output tokens per second, goodput: one value per run,
+    /// no per-request resampling.
+    PerRun,
+    /// A statistic of a latency metric's per-request values.
+    Latency(Metric, Statistic),
+    /// Σ cached tokens / Σ prompt tokens.
+    HitRatio,
+}
+
+/// One headline metric of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Headline {
+    /// The summary JSON key (`request_throughput`, `p99_ttft_ms`, `cache_hit_ratio`).
+    pub key: String,
+    /// The console label (`P99 TTFT (ms)`).
+    pub label: String,
+    pub better: Better,
+    pub source: Source,
+    /// The run's value; `None` when the run could not measure it.
+    pub value: Option<f64>,
+}
+
+/// The headline metrics of `s`, in the console table's order.
+pub fn headlines(s: &Summary) -> Vec<Headline> {
+    let mut v = Vec::new();
+    let mut push = |key: String, label: String, better, source, value| {
+        v.push(Headline {
+            key,
+            label,
+            better,
+            source,
+            value,
+        })
+    };
+    push(
+        "request_throughput".into(),
+        "Request throughput (req/s)".into(),
+        Better::Higher,
+        Source::PerRun,
+        Some(s.request_throughput),
+    );
+    push(
+        "output_throughput".into(),
+        "Output token throughput (tok/s)".into(),
+        Better::Higher,
+        Source::PerRun,
+        Some(s.output_throughput),
+    );
+    if let Some(g) = s.request_goodput {
+        push(
+            "request_goodput".into(),
+            "Request goodput (req/s)".into(),
+            Better::Higher,
+            Source::PerRun,
+            Some(g),
+        );
+    }
+    for metric in Metric::VLLM {
+        let (k, label, m) = (metric.key(), metric.label(), s.latency.get(metric));
+        let known = |x: f64| m.known().then_some(x);
+        push(
+            format!("mean_{k}_ms"),
+            format!("Mean {label} (ms)"),
+            Better::Lower,
+            Source::Latency(metric, Statistic::Mean),
+            known(m.mean),
+        );
+        push(
+            format!("median_{k}_ms"),
+            format!("Median {label} (ms)"),
+            Better::Lower,
+            Source::Latency(metric, Statistic::Percentile(50.0)),
+            known(m.median),
+        );
+        for (p, val) in &m.percentiles {
+            if *p >= 90.0 {
+                push(
+                    format!("p{}_{k}_ms", p_word(*p)),
+                    format!("P{} {label} (ms)", p_word(*p)),
+                    Better::Lower,
+                    Source::Latency(metric, Statistic::Percentile(*p)),
+                    known(*val),
+                );
+            }
+        }
+    }
+    push(
+        "cache_hit_ratio".into(),
+        "Server cache hit ratio (%)".into(),
+        Better::Higher,
+        Source::HitRatio,
+        s.cache.hit_ratio.map(|r| r * 100.0),
+    );
+    v
+}
+
+/// The per-request values of `metric` over the completed records, one cluster per request
+/// (ITL: all of a request's gaps, from its `itl_ms`; none when the records do not keep them).
+pub fn clusters(records: &[Record], metric: Metric) -> Vec<Cluster> {
+    records
+        .iter()
+        .filter(|r| r.status == Status::Ok)
+        .filter_map(|r| match metric {
+            Metric::Ttft => r.ttft_ms.map(|x| vec![x]),
+            Metric::Ttfc => r.ttfc_ms.map(|x| vec![x]),
+            Metric::E2el => r.e2e_ms.map(|x| vec![x]),
+            Metric::Tpot => record_tpot(r).map(|x| vec![x]),
+            Metric::Itl => r.itl_ms.clone().filter(|v| !v.is_empty()),
+        })
+        .collect()
+}
+
+/// `(cached, prompt)` tokens of every record whose usage reported both (the hit ratio's terms,
+/// in percent of prompt tokens like the headline).
+pub fn hit_pairs(records: &[Record]) -> Vec<(f64, f64)> {
+    records
+        .iter()
+        .filter_map(|r| {
+            Some((
+                f64::from(r.cached_tokens?) * 100.0,
+                f64::from(r.prompt_tokens?),
+            ))
+        })
+        .collect()
+}
