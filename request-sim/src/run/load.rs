@@ -91,6 +91,15 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
         return Ok(None);
     };
     let name = path.display().to_string();
+    let reshape = crate::trace::Reshape {
+        max_idle_gap_ms: None,
+        ..cfg.trace.load.reshape.clone()
+    };
+    if !reshape.is_identity() {
+        return Err(Error::config(format!(
+            "{name} is an agent corpus: --amplify, --retime, --rate-series, --sample-sessions, --prefix-scale, --prompt-scale and --max-input-length reshape traces, not agent corpora (--max-idle-gap, --users and --session-rate do)"
+        )));
+    }
     let opts = PlanOptions {
         population: cfg.trace.agents.population,
         seed: cfg.prompts.seed,
@@ -108,11 +117,17 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
             reason: e,
         })
     })?;
+    let joined = corpus
+        .conversations
+        .iter()
+        .flat_map(|c| &c.agents)
+        .filter(|a| a.parent.as_ref().is_some_and(|l| l.join.is_some()))
+        .count();
     note(format!(
-        "agent corpus {name}: {} conversations ({} subagents, {} joined); {} laid out as {} with {} requests{}",
+        "agent corpus {name}: {} conversations, {} requests ({} subagents, {joined} joined); {} laid out as {} with {} requests{}",
         facts.corpus_conversations,
+        corpus.requests(),
         corpus.subagents(),
-        facts.joined_subagents,
         facts.conversations,
         match (facts.users, facts.session_rate) {
             (Some(u), _) => format!("{u} users"),
@@ -151,8 +166,10 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         stream.block_size(),
         stream.name().to_owned(),
     );
-    let why_whole = if stream.needs_whole() {
+    let why_whole = if stream.needs_whole() && format == TraceFormat::Bailian {
         Some("bailian parent chains")
+    } else if stream.needs_whole() {
+        Some("--retime, --max-idle-gap, --prefix-scale or --prompt-scale")
     } else if cfg.output.save_prompts.is_some() {
         Some("--save-prompts")
     } else if cfg.requests.sessions.timing == Timing::Closed {

@@ -26,6 +26,11 @@
 //!   of one (amplify) pushes them into the window in `Pipeline::read`, and the window puts
 //!   them in time order; one that drops rows (sample sessions) counts them in [`TraceStats`].
 //!   Both forms then have it, and the whole trace stays the collected stream.
+//! - `reshape.rs` holds the transforms of `request-sim transform` (amplify, sample, cap, re-time,
+//!   cap idle gaps, scale prompts): the per-row ones are the pipeline's `Copies` stage, the
+//!   ones that move rows by more than a window run once over the whole trace at the end of the
+//!   file; `synth.rs` fits a trace and generates a new one from the fit; `write.rs` writes a
+//!   trace as JSONL.
 //! - [`Planned`] is one request as the replay pipeline takes it, from either form.
 //! - `agent/` holds agentic corpora: the session tree ([`agent::Conversation`]: a main agent
 //!   and its subagents) every agentic format is read into, its readers (Weka), and
@@ -47,11 +52,14 @@ mod load;
 mod messages;
 mod mooncake;
 mod pipeline;
+pub mod reshape;
 mod row;
 mod rows;
 pub mod session;
 pub mod shard;
 pub mod stream;
+pub mod synth;
+pub mod write;
 
 pub use analyze::{
     analyze, ideal_prefix_hits, Analysis, AnalyzeOptions, RoutingAnalysis, RoutingOptions,
@@ -61,6 +69,7 @@ pub use detect::detect_format;
 pub use error::{RowError, TraceError};
 pub use ideal::IdealCache;
 pub use load::{load, parse_reader};
+pub use reshape::{Arrivals, RateSeries, Reshape};
 pub use row::{LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
 pub use session::{history, SessionStats, SessionTurn, Sessions};
 pub use stream::{Planned, ReorderWindow, TraceStream};
@@ -236,9 +245,25 @@ pub struct TraceStats {
     /// run stopped): `rows` and the counts of dropped requests cover only the rows read.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// Rows dropped by `--sample-sessions` (or by the sampled last copy of `--amplify`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sampled_out: usize,
+    /// Rows added by `--amplify` (copies beyond the first).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub amplified: usize,
+    /// Prompts cut to `--max-input-length`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub capped_inputs: usize,
+    /// Think times cut to `--max-idle-gap`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub capped_gaps: usize,
     /// The first few invalid-row messages (`path:line: what`), only with `--skip-invalid`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub invalid_examples: Vec<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The OpenAI chat request of a `messages` row, kept verbatim for the request body.

@@ -32,6 +32,8 @@ pub struct LoadOptions {
     pub max_requests: Option<usize>,
     /// Longest accepted line in bytes; `None` = [`DEFAULT_MAX_LINE_BYTES`].
     pub max_line_bytes: Option<usize>,
+    /// What the trace is reshaped into (`--amplify`, `--retime`, ...; `reshape.rs`).
+    pub reshape: super::Reshape,
 }
 
 impl LoadOptions {
@@ -49,6 +51,9 @@ impl LoadOptions {
         }
         if self.max_requests == Some(0) {
             return bad("max requests must be at least 1".into());
+        }
+        if let Err(what) = self.reshape.check() {
+            return bad(what);
         }
         if self.max_line_bytes == Some(0) {
             return bad("max line bytes must be at least 1".into());

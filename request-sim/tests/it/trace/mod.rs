@@ -7,3 +7,4 @@ mod pipeline;
 mod real;
 mod routing;
 mod sessions;
+mod transform;
