@@ -13,7 +13,7 @@ secs="${1:-30}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(trace_parse sse_response)
+    targets=(trace_parse sse_response agent_trace)
 fi
 sanitizer="${FUZZ_SANITIZER:-address}"
 export RUSTC_BOOTSTRAP=1

@@ -463,6 +463,41 @@ mod analyze {
     }
 
     #[test]
+    fn the_analyze_command_reads_every_agent_format() {
+        // the Weka fixture corpus (a directory) through the command's loader
+        let dir = crate::support::data_path("agents");
+        let (c, f) = request_sim::trace::agent::load(&dir, &LoadOptions::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(f, TraceFormat::Weka);
+        let a = analyze_agents(&c, &AgentAnalyzeOptions::default());
+        assert_eq!(
+            (a.conversations, a.requests, a.subagents, a.joined_subagents),
+            (3, 21, 4, 3)
+        );
+        let out = crate::support::command(
+            env!("CARGO_BIN_EXE_request-sim"),
+            [
+                "analyze",
+                crate::support::trace_fixture("agent/dynamo.jsonl.gz")
+                    .to_str()
+                    .unwrap(),
+                "--json",
+                "--users",
+                "2",
+            ],
+            &[],
+        )
+        .output()
+        .unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["subagents"], 3);
+        assert_eq!(v["max_depth"], 2);
+        assert_eq!(v["users"]["users"], 2);
+    }
+
+    #[test]
     fn dag_corpus_counts_messages_apart() {
         let a = analyze_agents(&fixture("dag.jsonl"), &opts(0.2, 4));
         assert_eq!((a.conversations, a.requests, a.subagents), (2, 13, 6));
