@@ -1,10 +1,10 @@
 //! Trace formats: every supported format is parsed into one [`Trace`] of [`TraceRequest`]s.
 //!
-//! - One file per format (`mooncake.rs`, `bailian.rs`, `azure.rs`, `generic.rs`,
+//! - One file per format (`mooncake.rs`, `bailian.rs`, `azure.rs`, `burstgpt.rs`, `generic.rs`,
 //!   `messages.rs`) turns one line into one row (`row::RawRow`) and does nothing else: it
 //!   imports only `row.rs` (the leaf: the row, the load options, the per-row rules),
 //!   `fields.rs` (shared field checks) and `error.rs`. `detect.rs` picks a format from the
-//!   first data line; `rows.rs` reads capped lines (plain or gzip) and calls the format's
+//!   first data line; `rows.rs` reads capped lines (plain, gzip, zstd, bzip2) and calls the format's
 //!   parser. A new format is a new file like these plus its arm in `rows.rs::parse`, in
 //!   [`TraceFormat`] and (to be detected) in `detect.rs`.
 //! - `pipeline.rs` is the one implementation of the trace rules of `docs/traces.md`, as
@@ -26,12 +26,15 @@
 //!   of one (amplify) pushes them into the window in `Pipeline::read`, and the window puts
 //!   them in time order; one that drops rows (sample sessions) counts them in [`TraceStats`].
 //!   Both forms then have it, and the whole trace stays the collected stream.
+//! - `log/` reads request logs (OpenAI-format, LiteLLM, OpenTelemetry GenAI spans, `messages`
+//!   traces) into requests with their text, the source `request-sim convert` makes traces from.
 //! - [`Planned`] is one request as the replay pipeline takes it, from either form.
 //! - [`analyze()`](analyze::analyze) summarises a loaded trace (rates, lengths, prefix-cache hit ratios).
 
 pub mod analyze;
 mod azure;
 mod bailian;
+mod burstgpt;
 mod detect;
 mod error;
 mod fields;
@@ -39,6 +42,7 @@ mod generic;
 pub mod ideal;
 mod lines;
 mod load;
+pub mod log;
 mod messages;
 mod mooncake;
 mod pipeline;
@@ -74,19 +78,24 @@ pub enum TraceFormat {
     Generic,
     /// AIPerf-style JSONL: a whole OpenAI chat request per row (`messages`, `tools`, ...).
     Messages,
+    /// BurstGPT (CSV): Timestamp (s), Model, Request tokens, Response tokens, ...; no hash ids.
+    #[serde(rename = "burstgpt")]
+    BurstGpt,
 }
 
 impl TraceFormat {
     /// Every format, in `--dataset` order.
-    pub const ALL: [TraceFormat; 5] = [
+    pub const ALL: [TraceFormat; 6] = [
         TraceFormat::Mooncake,
         TraceFormat::Bailian,
         TraceFormat::Azure,
         TraceFormat::Generic,
         TraceFormat::Messages,
+        TraceFormat::BurstGpt,
     ];
 
-    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`).
+    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`,
+    /// `burstgpt`).
     pub fn name(self) -> &'static str {
         match self {
             TraceFormat::Mooncake => "mooncake",
@@ -94,6 +103,7 @@ impl TraceFormat {
             TraceFormat::Azure => "azure",
             TraceFormat::Generic => "generic",
             TraceFormat::Messages => "messages",
+            TraceFormat::BurstGpt => "burstgpt",
         }
     }
 
@@ -109,9 +119,10 @@ impl TraceFormat {
         match self {
             TraceFormat::Mooncake => mooncake::BLOCK_SIZE,
             TraceFormat::Bailian => bailian::BLOCK_SIZE,
-            TraceFormat::Azure | TraceFormat::Generic | TraceFormat::Messages => {
-                generic::DEFAULT_BLOCK_SIZE
-            }
+            TraceFormat::Azure
+            | TraceFormat::Generic
+            | TraceFormat::Messages
+            | TraceFormat::BurstGpt => generic::DEFAULT_BLOCK_SIZE,
         }
     }
 }
@@ -191,9 +202,20 @@ pub struct TraceStats {
     /// run stopped): `rows` and the counts of dropped requests cover only the rows read.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// BurstGPT rows with 0 response tokens (requests that failed): kept with output length 0,
+    /// or dropped with `--drop-failed` (then also counted in `dropped_failed`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed_requests: usize,
+    /// Failed requests dropped by `--drop-failed`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_failed: usize,
     /// The first few invalid-row messages (`path:line: what`), only with `--skip-invalid`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub invalid_examples: Vec<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The OpenAI chat request of a `messages` row, kept verbatim for the request body.

@@ -3,5 +3,6 @@ mod bad;
 mod load;
 mod pipeline;
 mod real;
+mod recorded;
 mod routing;
 mod sessions;
