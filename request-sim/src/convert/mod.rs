@@ -145,7 +145,7 @@ fn count_row(
         output_length,
         from_text,
         blocks: ids.chain(&tokens),
-        messages: message_chain(&chat, row.tools.as_ref()),
+        messages: message_chain(&chat),
     })
 }
 

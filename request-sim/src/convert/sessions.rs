@@ -16,10 +16,12 @@ use rustc_hash::FxHashMap;
 use siphasher::sip::SipHasher13;
 
 /// The chained hashes of a request's messages: element k covers messages `0..=k`.
-pub fn message_chain(messages: &[ChatMessage], tools: Option<&serde_json::Value>) -> Vec<u64> {
+/// Only the messages count: a conversation that gains tools on a later turn is the same
+/// conversation.
+pub fn message_chain(messages: &[ChatMessage]) -> Vec<u64> {
     let mut prev = 0u64;
     let mut out = Vec::with_capacity(messages.len());
-    for (k, m) in messages.iter().enumerate() {
+    for m in messages {
         let mut h = SipHasher13::new_with_keys(prev, 0x7e55_10f5);
         h.write(m.role.as_bytes());
         h.write_u8(0xff);
@@ -31,12 +33,6 @@ pub fn message_chain(messages: &[ChatMessage], tools: Option<&serde_json::Value>
         h.write_u8(0xff);
         if let Some(id) = &m.tool_call_id {
             h.write(id.as_bytes());
-        }
-        // Tools are part of the conversation's context: the first message carries them.
-        if k == 0 {
-            if let Some(t) = tools {
-                h.write(t.to_string().as_bytes());
-            }
         }
         prev = h.finish();
         out.push(prev);
@@ -122,7 +118,7 @@ mod tests {
         let mut a3 = a2.clone();
         a3.extend([msg("assistant", "ok"), msg("user", "end")]);
         let mut ids = SessionIds::default();
-        let c = |m: &[ChatMessage]| message_chain(m, None);
+        let c = |m: &[ChatMessage]| message_chain(m);
         assert_eq!(ids.assign(None, &c(&a1)), (0, 1));
         assert_eq!(ids.assign(None, &c(&b1)), (1, 1));
         assert_eq!(ids.assign(None, &c(&a2)), (0, 2));

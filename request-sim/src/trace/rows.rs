@@ -62,7 +62,8 @@ pub(crate) struct RowReader<B> {
     format: Option<TraceFormat>,
     /// The header of a CSV format, once read.
     csv: Option<CsvHeader>,
-    /// `rows`, `skipped_invalid` and `invalid_examples` (the file-level counts).
+    /// `rows`, `skipped_invalid`, `invalid_examples`, `failed_requests` and `dropped_failed`
+    /// (the file-level counts).
     stats: TraceStats,
 }
 

@@ -94,8 +94,9 @@ fn azure_2024_week_csv_with_offsets() {
     assert_eq!(t.format, TraceFormat::Azure);
     let times: Vec<f64> = t.requests.iter().map(|r| r.timestamp_ms).collect();
     let want = [0.0, 3.618, 990.07, 2490.07, 86_399_990.069, 86_400_240.07];
+    // Epoch milliseconds in an f64 keep about 0.2 µs: compared to 1 µs.
     for (got, want) in times.iter().zip(want) {
-        assert!((got - want).abs() < 1e-6, "{times:?}");
+        assert!((got - want).abs() < 1e-3, "{times:?}");
     }
     assert_eq!(t.requests[5].output_length, 0);
     assert_eq!(t.stats.zero_output_length, 1);
