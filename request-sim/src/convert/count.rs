@@ -14,14 +14,15 @@ use crate::{Error, Result};
 
 /// What counts tokens.
 pub enum Counter {
+    /// Boxed, like the server's: both are large.
     Local {
-        template: ChatTemplate,
-        tok: Tokenizer,
+        template: Box<ChatTemplate>,
+        tok: Box<Tokenizer>,
     },
     Server {
-        st: ServerTokenizer,
+        st: Box<ServerTokenizer>,
         /// Keeps the runtime the server tokenizer's requests run on.
-        _rt: tokio::runtime::Runtime,
+        _rt: Box<tokio::runtime::Runtime>,
     },
 }
 
@@ -42,7 +43,10 @@ impl Counter {
             }
         };
         let template = ChatTemplate::from_config_file(&config)?;
-        Ok(Counter::Local { template, tok })
+        Ok(Counter::Local {
+            template: Box::new(template),
+            tok: Box::new(tok),
+        })
     }
 
     /// The server at `endpoint` (its `/tokenize`, vLLM shape).
@@ -63,7 +67,10 @@ impl Counter {
                     ep.display_url()
                 ))
             })?;
-        Ok(Counter::Server { st, _rt: rt })
+        Ok(Counter::Server {
+            st: Box::new(st),
+            _rt: Box::new(rt),
+        })
     }
 
     /// What counts, for the report.

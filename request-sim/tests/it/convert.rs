@@ -677,3 +677,45 @@ fn replayed_trace_prompt_tokens_equal_converted_input_length() {
         }
     }
 }
+
+/// The done-when check of issue #28 on a log of your own (`scripts/make_conversation_log.py`):
+/// `REQUEST_SIM_CONVERT_LOG=log.jsonl cargo test -p request-sim --test it
+/// convert::measure_a_log -- --ignored --nocapture`. Converts it with Qwen3 (`--block-size`
+/// from `REQUEST_SIM_CONVERT_BLOCK`, default 16) and checks every `input_length` against the
+/// prompt counted here and the trace's ideal hit ratio against the one of the real token blocks.
+#[test]
+#[ignore = "measurement on a log given by REQUEST_SIM_CONVERT_LOG"]
+fn measure_a_log() {
+    let Some(q) = qwen3_or_skip("convert") else {
+        return;
+    };
+    let log = PathBuf::from(
+        std::env::var_os("REQUEST_SIM_CONVERT_LOG").expect("REQUEST_SIM_CONVERT_LOG"),
+    );
+    let block: usize = std::env::var("REQUEST_SIM_CONVERT_BLOCK")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(16);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("trace.jsonl");
+    let (rep, rows) = convert_ok(&q, &log, &out, &["--block-size", &block.to_string()]);
+    let prompts = real_prompts(&q, &log, "/request/messages");
+    assert_eq!(rows.len(), prompts.len());
+    let equal = rows
+        .iter()
+        .zip(&prompts)
+        .filter(|(r, p)| r["input_length"].as_u64() == Some(p.len() as u64))
+        .count();
+    let direct = ideal_from_tokens(&prompts, block);
+    let analyzed = rep["analysis"]["prefix_cache"]["hit_ratio"]
+        .as_f64()
+        .unwrap();
+    println!(
+        "{}: {} requests, input_length equal to the prompt's tokens for {equal} ({:.2}%); ideal hit ratio: trace {analyzed:.6}, real token blocks {direct:.6}",
+        log.display(),
+        rows.len(),
+        100.0 * equal as f64 / rows.len() as f64
+    );
+    assert_eq!(equal, rows.len());
+    assert!((analyzed - direct).abs() < 1e-12);
+}
