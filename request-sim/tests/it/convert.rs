@@ -638,6 +638,25 @@ fn replayed_trace_prompt_tokens_equal_converted_input_length() {
         tokenizer_config: Some(q.join("tokenizer_config.json")),
         ..Default::default()
     });
+    // Counted by the server's /tokenize (with messages) instead: the same trace.
+    let by_server = dir.path().join("server.jsonl");
+    let log = log_fixture("openai.jsonl");
+    let (code, _, stderr) = run_cli(
+        [
+            "convert",
+            log.to_str().unwrap(),
+            "-o",
+            by_server.to_str().unwrap(),
+            "--endpoint",
+            &sim.base_url(),
+            "--block-size",
+            "16",
+            "--no-analyze",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(read_json_lines(&by_server), trace);
     // The anonymized trace (prompts built from lengths and hash ids), and the kept text sent
     // as written: both must reach the server as exactly the converted input lengths.
     for (name, path) in [("trace", &out), ("text", &text)] {
