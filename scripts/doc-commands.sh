@@ -156,6 +156,15 @@ run docs/reliability.md:108 0 "$RS" report results/run1.jsonl
 run docs/traces.md:226 0 "$RS" analyze "$TRACE" --json
 run docs/traces.md:144 0 bash -c "head -30 '$TRACE' | '$RS' analyze -"
 run docs/traces.md:144b 0 bash -c "head -30 '$TRACE' | '$RS' replay --endpoint '$SIM' --dataset-path -"
+# docs/transform.md
+run docs/transform.md:amplify 0 "$RS" transform "$TRACE" -o amp.jsonl --amplify 4 --seed 1 --compare
+run docs/transform.md:retime 0 "$RS" transform "$TRACE" -o re.jsonl --retime gamma --rate 5 --burstiness 2 --max-idle-gap 30 --sample-sessions 0.5 --time-window 0..600
+run docs/transform.md:scale 0 "$RS" transform "$TRACE" -o sc.jsonl --prefix-scale 2 --prompt-scale 0.5 --max-input-length 8000
+printf '0 1\n60 4\n' > "$T/rates.txt"
+run docs/transform.md:series 0 "$RS" transform "$TRACE" -o rs.jsonl --rate-series "$T/rates.txt"
+run docs/transform.md:synth 0 "$RS" transform "$TRACE" -o syn.jsonl --synthesize --duration 600 --rate 2 --seed 1
+run docs/transform.md:against 0 "$RS" analyze "$TRACE" --against amp.jsonl
+run docs/transform.md:replay 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --amplify 2 --max-requests 20
 gzip -kf "$TRACE"
 run docs/traces.md:gz 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE.gz" --max-requests 10
 

@@ -36,6 +36,11 @@ pub enum Command {
     /// Check that every prompt of a trace re-tokenizes to exactly its length and that shared
     /// hash ids give shared token prefixes.
     VerifyPrompts(VerifyArgs),
+    /// Reshape a trace and write the new one: N independent copies (--amplify), new arrivals
+    /// (--retime, --rate-series), sampled sessions, capped think times, longer or shorter
+    /// prompts, a time window; or a new trace of any length synthesized from a fit of it
+    /// (--synthesize). The same options work on `replay`. docs/transform.md.
+    Transform(Box<TransformArgs>),
     /// Replay the same trace slice at several scale factors (one result directory per point)
     /// and answer how much load the server carries (within --goodput SLOs when given). Every
     /// point is bounded: --max-requests (default 2000 in a sweep) and --time-in-secs (default
@@ -215,12 +220,31 @@ pub struct ReplayTraceArgs {
     /// The reorder window holds at most this many rows (its memory bound).
     #[arg(long, value_name = "ROWS", default_value_t = 65_536)]
     pub reorder_window_rows: usize,
+    #[command(flatten)]
+    pub reshape: ReshapeArgs,
     /// Send only shard K of N (0 <= K < N) of the trace: sessions stay whole on one shard,
     /// other requests are dealt round-robin; record indexes stay those of the whole trace, so
     /// `request-sim report DIR` merges the shards (docs/scale-out.md). Needs --seed when N > 1.
     /// Default: JOB_COMPLETION_INDEX and REQUEST_SIM_SHARD_COUNT when both are set.
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
+    /// Cap every client gap (think/tool time between a request and the one before it in its
+    /// session) at this many seconds; the number of gaps cut is in the summary. On a trace
+    /// (not an agent corpus) the later turns move earlier and the trace is loaded whole
+    /// (docs/transform.md).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub max_idle_gap: Option<f64>,
+    /// Agent corpora: replay as N concurrent users, each taking the next conversation (seeded
+    /// order) when its previous one ended. Default: every conversation once, all at the start.
+    #[arg(long, value_name = "N", conflicts_with = "session_rate")]
+    pub users: Option<usize>,
+    /// Agent corpora: conversations start at this rate (per second, Poisson, seeded).
+    #[arg(long, value_name = "R")]
+    pub session_rate: Option<f64>,
+    /// Agent corpora: conversations share the blocks of their tools + system prompt (keyed by
+    /// those token counts), as agents of one client version do.
+    #[arg(long)]
+    pub share_system_prefix: bool,
 }
 
 /// How prompts are made.
@@ -508,13 +532,104 @@ pub struct IgnoredArgs {
     pub cache_path: Option<PathBuf>,
 }
 
+/// How a trace is reshaped: the same flags for `transform` and `replay` (docs/transform.md).
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Transform")]
+pub struct ReshapeArgs {
+    /// N copies of the trace with disjoint hash-id and session spaces (N independent users for
+    /// each recorded one); a fraction (1.5) adds a copy of a seeded half of the sessions.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub amplify: Option<f64>,
+    /// Copy k >= 1 of --amplify is shifted by a seeded phase in [0, SECS) so that bursts do not
+    /// align (0: aligned copies).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 10.0,
+        allow_negative_numbers = true
+    )]
+    pub amplify_phase: f64,
+    /// Grow or shrink the blocks shared by several requests by this factor (new blocks get
+    /// fresh ids; the prefix tree keeps its shape).
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pub prefix_scale: Option<f64>,
+    /// Grow or shrink the blocks (and tokens) of one request only by this factor.
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pub prompt_scale: Option<f64>,
+    /// Cut longer prompts to this many tokens (and their hash ids with them).
+    #[arg(long, value_name = "TOKENS")]
+    pub max_input_length: Option<u32>,
+    /// New session start times from an arrival process at --rate (requests per second); the
+    /// turns of a session keep their gaps. gamma takes --burstiness.
+    #[arg(long, value_enum)]
+    pub retime: Option<RetimeKind>,
+    /// Mean request rate of --retime (requests per second).
+    #[arg(long, value_name = "REQ/S", allow_negative_numbers = true)]
+    pub rate: Option<f64>,
+    /// --retime gamma: coefficient of variation of the gaps between session starts (1 =
+    /// Poisson, more = burstier).
+    #[arg(long, value_name = "CV", allow_negative_numbers = true)]
+    pub burstiness: Option<f64>,
+    /// New session starts from a Poisson process whose rate follows this file: `SECONDS RATE`
+    /// lines (requests per second, linear in between).
+    #[arg(long, value_name = "FILE")]
+    pub rate_series: Option<PathBuf>,
+    /// Keep each whole session with this probability (seeded; rows without a session are
+    /// sampled one by one).
+    #[arg(long, value_name = "P", allow_negative_numbers = true)]
+    pub sample_sessions: Option<f64>,
+    /// Keep the requests whose (transformed) time is in [START, END) seconds; either side may
+    /// be left out (`600..`).
+    #[arg(long, value_name = "START..END")]
+    pub time_window: Option<String>,
+}
+
+/// `--retime`'s arrival processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RetimeKind {
+    Poisson,
+    Gamma,
+}
+
+/// Flags of `transform`.
+#[derive(Debug, Clone, Args)]
+pub struct TransformArgs {
+    /// Trace to read (any format request-sim reads; `-` = standard input).
+    pub trace: PathBuf,
+    /// Where the new trace goes (JSONL; `-` = standard output).
+    #[arg(long, short = 'o')]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub format: TraceArgs,
+    /// Seed of every random choice (phases, samples, arrivals, synthesis): the same seed and
+    /// trace give the same output.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Cap every session's think time at this many seconds.
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub max_idle_gap: Option<f64>,
+    #[command(flatten)]
+    pub reshape: ReshapeArgs,
+    /// Fit the trace (arrival rate over time and its burstiness, input and output lengths
+    /// jointly, the prefix-tree shape) and write a new trace of --duration from the fit.
+    #[arg(long, requires = "duration")]
+    pub synthesize: bool,
+    /// --synthesize: length of the new trace in seconds.
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub duration: Option<f64>,
+    /// Print the analysis of the original and the new trace side by side when done.
+    #[arg(long)]
+    pub compare: bool,
+}
+
 /// How a trace file is read: the same flags for `replay`, `analyze` and `verify-prompts`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct TraceArgs {
     /// Trace format; detected from the content when not given.
     #[arg(long, short = 'd', value_parser = parse_format)]
     pub dataset: Option<TraceFormat>,
-    /// Tokens per hash id (default: 512 mooncake, 16 bailian, 512 generic).
+    /// Tokens per hash id (default: 512 mooncake, 16 bailian, 512 generic, 64 tracelab; a
+    /// Dynamo trace's is in the file).
     #[arg(long, alias = "hash-block-size", value_parser = parse_block_size)]
     pub block_size: Option<usize>,
     /// Skip malformed trace lines (counted in the summary) instead of stopping.
@@ -600,6 +715,27 @@ pub struct AnalyzeArgs {
     /// blocks of 16 = 376,000 tokens).
     #[arg(long, requires = "instances")]
     pub cache_tokens: Option<u64>,
+    /// A second trace (e.g. the output of `transform`) to show side by side with the first:
+    /// rates, burstiness, length percentiles, ideal and LRU hit ratios, sessions, think times.
+    #[arg(long, value_name = "TRACE")]
+    pub against: Option<PathBuf>,
+    /// Agent corpora: count the client gaps longer than this many seconds (what a replay with
+    /// the same --max-idle-gap would cut).
+    #[arg(long, value_name = "SECS", value_parser = parse_idle_gap)]
+    pub max_idle_gap: Option<f64>,
+    /// Agent corpora: the load N concurrent users imply (requests in flight, request rate).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub users: Option<u32>,
+}
+
+/// Parse a `--max-idle-gap` value (seconds, finite, >= 0).
+fn parse_idle_gap(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "--max-idle-gap must be a number of seconds >= 0, got {s:?}"
+        )),
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -657,8 +793,12 @@ pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
         "generic" => Ok(TraceFormat::Generic),
         "messages" => Ok(TraceFormat::Messages),
         "burstgpt" => Ok(TraceFormat::BurstGpt),
+        "tracelab" => Ok(TraceFormat::Tracelab),
+        "dynamo" => Ok(TraceFormat::Dynamo),
+        "dag_jsonl" | "dag" => Ok(TraceFormat::Dag),
+        "weka" => Ok(TraceFormat::Weka),
         other => Err(format!(
-            "unknown dataset {other:?}: use mooncake, bailian, azure, burstgpt, generic or messages"
+            "unknown dataset {other:?}: use mooncake, bailian, azure, burstgpt, generic, messages, tracelab, dynamo, dag_jsonl or weka"
         )),
     }
 }

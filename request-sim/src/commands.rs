@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use crate::cli::{AnalyzeArgs, CompareArgs, ConvertArgs, ReplayArgs, ReportArgs, VerifyArgs};
+use crate::cli::{
+    AnalyzeArgs, CompareArgs, ConvertArgs, ReplayArgs, ReportArgs, TransformArgs, VerifyArgs,
+};
 use crate::config::ReplayConfig;
 use crate::prompt;
 use crate::report;
@@ -23,7 +25,13 @@ pub fn run_replay(cfg: ReplayConfig) -> Result<u8> {
 
 /// `analyze TRACE`.
 pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
+    if let Some(b) = &args.against {
+        return analyze_against(&args, b);
+    }
     let t = std::time::Instant::now();
+    if let Some((corpus, format)) = trace::agent::load(&args.trace, &args.format.load_options())? {
+        return analyze_agents(&args, &corpus, format, t);
+    }
     let trace = trace::load(&args.trace, &args.format.load_options())?;
     let aopts = AnalyzeOptions {
         cache_sizes_tokens: args.cache_sizes.clone(),
@@ -56,6 +64,231 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         );
     }
     Ok(0)
+}
+
+/// `analyze` of an agent corpus (Weka, TraceLab, Dynamo, `dag_jsonl`).
+fn analyze_agents(
+    args: &AnalyzeArgs,
+    corpus: &trace::agent::Corpus,
+    format: trace::TraceFormat,
+    t: std::time::Instant,
+) -> Result<u8> {
+    use trace::agent::analyze::{analyze_agents, AgentAnalyzeOptions};
+    let analysis = analyze_agents(
+        corpus,
+        &AgentAnalyzeOptions {
+            max_idle_gap_ms: args.max_idle_gap.map(|s| s * 1e3),
+            users: args.users.map(|u| u as usize),
+            ..AgentAnalyzeOptions::default()
+        },
+    );
+    if args.json {
+        report::print_json(&analysis)?;
+    } else {
+        report::print_stdout(&report::analysis::render_agent_analysis(&analysis, format))?;
+        eprintln!(
+            "request-sim: analyzed {} in {:.2} s",
+            args.trace.display(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    Ok(0)
+}
+
+/// `analyze A --against B`: both traces' analyses side by side (B's LRU sweep at A's sizes).
+fn analyze_against(args: &AnalyzeArgs, b_path: &Path) -> Result<u8> {
+    let a = trace::load(&args.trace, &args.format.load_options())?;
+    let b_opts = LoadOptions {
+        block_size: args.format.block_size,
+        skip_invalid: args.format.skip_invalid,
+        ..LoadOptions::default()
+    };
+    let b = trace::load(b_path, &b_opts)?;
+    let (aa, ab) = analyze_pair(&a, &b, &args.cache_sizes);
+    if args.json {
+        report::print_json(&serde_json::json!({ "a": aa, "b": ab }))?;
+    } else {
+        let names = (
+            args.trace.display().to_string(),
+            b_path.display().to_string(),
+        );
+        report::print_stdout(&report::against::render_against(
+            &aa,
+            &ab,
+            (&names.0, &names.1),
+        ))?;
+    }
+    Ok(0)
+}
+
+/// Analyses of two traces with the same LRU sizes (`sizes`, else A's default sweep).
+fn analyze_pair(
+    a: &trace::Trace,
+    b: &trace::Trace,
+    sizes: &[u64],
+) -> (trace::Analysis, trace::Analysis) {
+    let mut opts = AnalyzeOptions {
+        cache_sizes_tokens: sizes.to_vec(),
+        ..AnalyzeOptions::default()
+    };
+    let aa = trace::analyze::analyze(a, &opts);
+    opts.cache_sizes_tokens = aa.lru_sweep.iter().map(|p| p.capacity_tokens).collect();
+    let ab = trace::analyze::analyze(b, &opts);
+    (aa, ab)
+}
+
+/// `transform TRACE -o OUT`: the trace reshaped (or synthesized from a fit of it), written.
+pub fn transform(args: TransformArgs) -> Result<u8> {
+    let t = std::time::Instant::now();
+    let (start_ms, end_ms) = match &args.reshape.time_window {
+        Some(w) => trace::reshape::parse_time_window(w).map_err(Error::config)?,
+        None => (None, None),
+    };
+    if args.synthesize {
+        return synthesize(&args, start_ms, end_ms);
+    }
+    let reshape = crate::config::reshape_settings(&args.reshape, args.max_idle_gap, args.seed)?;
+    let opts = LoadOptions {
+        start_ms,
+        end_ms,
+        reshape,
+        ..args.format.load_options()
+    };
+    let out = trace::load(&args.trace, &opts)?;
+    write_trace(&args.output, &out)?;
+    let st = &out.stats;
+    eprintln!(
+        "request-sim: wrote {} requests over {:.1} s to {} ({} rows read; {} rows added by --amplify, {} sampled out, {} prompts cut, {} think times capped, {} outside the time window) in {:.2} s",
+        out.requests.len(),
+        out.requests.last().map_or(0.0, |r| r.timestamp_ms / 1e3),
+        args.output.display(),
+        st.rows,
+        st.amplified,
+        st.sampled_out,
+        st.capped_inputs,
+        st.capped_gaps,
+        st.outside_time_window,
+        t.elapsed().as_secs_f64()
+    );
+    if out.block_size != 512 && out.format != trace::TraceFormat::Bailian {
+        eprintln!(
+            "request-sim: note: the trace's block size is {}: read the new trace with --block-size {}",
+            out.block_size, out.block_size
+        );
+    }
+    if args.compare {
+        let original = trace::load(&args.trace, &args.format.load_options())?;
+        let (aa, ab) = analyze_pair(&original, &out, &[]);
+        let names = (
+            args.trace.display().to_string(),
+            args.output.display().to_string(),
+        );
+        report::print_stdout(&report::against::render_against(
+            &aa,
+            &ab,
+            (&names.0, &names.1),
+        ))?;
+    }
+    Ok(0)
+}
+
+/// `transform --synthesize`: fit the trace (within `--time-window`), write `--duration` of a
+/// new one.
+pub(crate) fn synthesize(
+    args: &TransformArgs,
+    start_ms: Option<f64>,
+    end_ms: Option<f64>,
+) -> Result<u8> {
+    let t = std::time::Instant::now();
+    let r = &args.reshape;
+    let other = [
+        (r.amplify.is_some(), "--amplify"),
+        (r.prefix_scale.is_some(), "--prefix-scale"),
+        (r.prompt_scale.is_some(), "--prompt-scale"),
+        (r.max_input_length.is_some(), "--max-input-length"),
+        (r.retime.is_some(), "--retime"),
+        (r.burstiness.is_some(), "--burstiness"),
+        (r.rate_series.is_some(), "--rate-series"),
+        (r.sample_sessions.is_some(), "--sample-sessions"),
+        (args.max_idle_gap.is_some(), "--max-idle-gap"),
+    ];
+    if let Some((_, flag)) = other.iter().find(|(on, _)| *on) {
+        return Err(Error::config(format!(
+            "--synthesize takes --duration, --rate, --seed and --time-window (the part of the trace fitted); {flag} reshapes an existing trace: transform it first, then synthesize from the result"
+        )));
+    }
+    let duration = args.duration.unwrap_or(0.0);
+    if !(duration.is_finite() && duration > 0.0) {
+        return Err(Error::config(format!(
+            "--duration must be a number of seconds > 0, got {duration}"
+        )));
+    }
+    if let Some(rate) = r.rate {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(Error::config(format!(
+                "--rate must be a number of requests per second > 0, got {rate}"
+            )));
+        }
+    }
+    let opts = LoadOptions {
+        start_ms,
+        end_ms,
+        ..args.format.load_options()
+    };
+    let trace = trace::load(&args.trace, &opts)?;
+    let fit = trace::synth::Fit::of(&trace);
+    let path = &args.output;
+    let io = |source| Error::Io {
+        what: format!("cannot write {}", path.display()),
+        source,
+    };
+    let mut out: Box<dyn std::io::Write> = if path.as_os_str() == "-" {
+        Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
+    } else {
+        Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(io)?,
+        ))
+    };
+    let n = fit
+        .generate(duration, r.rate, args.seed, &mut out)
+        .and_then(|n| std::io::Write::flush(&mut out).map(|()| n))
+        .map_err(io)?;
+    let shared = fit.templates.iter().filter(|t| t.shared > 0).count();
+    eprintln!(
+        "request-sim: fitted {} requests over {:.1} s ({:.3} req/s, burstiness {:.2} around the rate curve, {} of them reusing an earlier prefix); wrote {n} requests over {duration} s{} to {} in {:.2} s",
+        trace.requests.len(),
+        fit.span_s,
+        fit.mean_rate(),
+        fit.burstiness,
+        shared,
+        r.rate.map_or(String::new(), |r| format!(" at {r} req/s")),
+        path.display(),
+        t.elapsed().as_secs_f64()
+    );
+    if fit.block_size != 512 {
+        eprintln!(
+            "request-sim: note: the trace's block size is {}: read the new trace with --block-size {}",
+            fit.block_size, fit.block_size
+        );
+    }
+    Ok(0)
+}
+
+/// Writes a trace as JSONL to `path` (`-`: standard output).
+pub(crate) fn write_trace(path: &Path, t: &trace::Trace) -> Result<()> {
+    let io = |source| Error::Io {
+        what: format!("cannot write {}", path.display()),
+        source,
+    };
+    let mut out: Box<dyn std::io::Write> = if path.as_os_str() == "-" {
+        Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
+    } else {
+        Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(io)?,
+        ))
+    };
+    trace::write::write_jsonl(t, &mut out)
+        .map_err(|e| Error::Report(format!("cannot write {}: {e}", path.display())))
 }
 
 /// One instance's prefix cache when `analyze --instances` is not given `--cache-tokens`: the

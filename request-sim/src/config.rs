@@ -165,6 +165,18 @@ pub struct TraceConfig {
     pub reorder: ReorderWindow,
     /// `--shard K/N` (or from the environment): replay only this share of the trace.
     pub shard: Option<Shard>,
+    /// `--max-idle-gap` (ms): client gaps are cut to this (an agent corpus's plan; a trace's
+    /// sessions through `load.reshape`).
+    pub max_idle_gap_ms: Option<f64>,
+    /// Agent corpora: `--users`/`--session-rate` and `--share-system-prefix`.
+    pub agents: AgentSettings,
+}
+
+/// How an agent corpus is replayed (`trace::agent::plan`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentSettings {
+    pub population: crate::trace::agent::plan::Population,
+    pub share_system_prefix: bool,
 }
 
 /// How prompts are made.
@@ -378,6 +390,7 @@ impl ReplayConfig {
         let server_metrics = server_metrics(&a.validity)?;
         let live_metrics = live_metrics(&a.output.live_metrics)?;
         let sessions = session_options(&a.requests.sessions)?;
+        let sessions = agent_sessions(&a, &source, &load, sessions)?;
         let p = a.prompts;
         let corpus = crate::prompt::corpus_spec(
             p.prompt_source,
@@ -403,6 +416,8 @@ impl ReplayConfig {
                 load,
                 reorder,
                 shard,
+                max_idle_gap_ms: max_idle_gap(&a.trace)?,
+                agents: agent_settings(&a.trace)?,
             },
             prompts: PromptConfig {
                 tokenizer,
@@ -532,13 +547,159 @@ fn trace_settings(a: &ReplayArgs) -> Result<(TraceSource, LoadOptions)> {
     if a.requests.max_output_tokens == Some(0) {
         return Err(Error::config("--max-output-tokens must be at least 1"));
     }
+    let (mut start_ms, mut end_ms) = (t.start_ms, t.end_ms);
+    if let Some(w) = &t.reshape.time_window {
+        if start_ms.is_some() || end_ms.is_some() {
+            return Err(Error::config(
+                "--time-window and --start-ms/--end-ms say the same thing: give one of them",
+            ));
+        }
+        (start_ms, end_ms) = crate::trace::reshape::parse_time_window(w).map_err(Error::config)?;
+    }
     let load = LoadOptions {
-        start_ms: t.start_ms,
-        end_ms: t.end_ms,
+        start_ms,
+        end_ms,
         max_requests: t.max_requests,
+        reshape: reshape_settings(
+            &t.reshape,
+            max_idle_gap(t)?.map(|ms| ms / 1e3),
+            a.prompts.seed.unwrap_or(0),
+        )?,
         ..t.format.load_options()
     };
     Ok((trace, load))
+}
+
+/// An agent corpus (`trace::agent`) replays closed-loop with the trace's client gaps: each
+/// request waits for what it follows. The agent flags need one.
+fn agent_sessions(
+    a: &ReplayArgs,
+    source: &TraceSource,
+    load: &LoadOptions,
+    sessions: crate::schedule::SessionOptions,
+) -> Result<crate::schedule::SessionOptions> {
+    let agentic = match source {
+        TraceSource::File(p) => crate::trace::agent::is_agent_corpus(p, load.format),
+        TraceSource::BuiltinDemo => false,
+    };
+    let t = &a.trace;
+    if !agentic {
+        let flag = [
+            (t.users.is_some(), "--users"),
+            (t.session_rate.is_some(), "--session-rate"),
+            (t.share_system_prefix, "--share-system-prefix"),
+        ]
+        .into_iter()
+        .find(|(on, _)| *on);
+        if let Some((_, flag)) = flag {
+            return Err(Error::config(format!(
+                "{flag} needs an agent corpus (a weka trace file or directory): this trace has no conversations of agents"
+            )));
+        }
+        return Ok(sessions);
+    }
+    if a.requests.sessions.timing == crate::schedule::Timing::Open
+        && a.requests.sessions.think_time.is_some()
+    {
+        return Err(Error::config(
+            "--think-time with an agent corpus: its requests wait for the trace's own client gaps (cap them with --max-idle-gap)",
+        ));
+    }
+    Ok(crate::schedule::SessionOptions {
+        timing: crate::schedule::Timing::Closed,
+        think: crate::schedule::ThinkTime::Trace,
+        ..sessions
+    })
+}
+
+/// `--max-idle-gap SECS`, in ms.
+fn max_idle_gap(a: &ReplayTraceArgs) -> Result<Option<f64>> {
+    match a.max_idle_gap {
+        Some(s) if !(s.is_finite() && s >= 0.0) => Err(Error::config(format!(
+            "--max-idle-gap must be a number of seconds >= 0, got {s}"
+        ))),
+        s => Ok(s.map(|s| s * 1e3)),
+    }
+}
+
+/// `--users`, `--session-rate`, `--share-system-prefix`.
+fn agent_settings(a: &ReplayTraceArgs) -> Result<AgentSettings> {
+    use crate::trace::agent::plan::Population;
+    let population = match (a.users, a.session_rate) {
+        (Some(0), _) => return Err(Error::config("--users must be at least 1")),
+        (Some(n), None) => Population::Users(n),
+        (None, Some(r)) if !(r.is_finite() && r > 0.0) => {
+            return Err(Error::config(format!(
+                "--session-rate must be a number > 0 (conversations per second), got {r}"
+            )))
+        }
+        (None, Some(r)) => Population::Rate(r),
+        (None, None) => Population::All,
+        (Some(_), Some(_)) => {
+            return Err(Error::config("give --users or --session-rate, not both"))
+        }
+    };
+    Ok(AgentSettings {
+        population,
+        share_system_prefix: a.share_system_prefix,
+    })
+}
+
+/// The reshaping the transform flags ask for (`transform` and `replay`); `seed` is `--seed`.
+pub fn reshape_settings(
+    r: &crate::cli::ReshapeArgs,
+    max_idle_gap_s: Option<f64>,
+    seed: u64,
+) -> Result<crate::trace::Reshape> {
+    use crate::cli::RetimeKind;
+    use crate::trace::{Arrivals, RateSeries};
+    let retime = match (r.retime, r.rate, &r.rate_series) {
+        (None, None, None) => None,
+        (_, Some(_), Some(_)) => {
+            return Err(Error::config(
+                "--rate and --rate-series both set the rate: give one of them",
+            ))
+        }
+        (Some(RetimeKind::Gamma), _, Some(_)) => {
+            return Err(Error::config(
+                "--rate-series re-times with a Poisson process whose rate follows the file; --retime gamma takes a constant --rate",
+            ))
+        }
+        (_, None, Some(p)) => Some(Arrivals::Series(
+            RateSeries::read(p).map_err(Error::config)?,
+        )),
+        (None, Some(_), None) => {
+            return Err(Error::config(
+                "--rate needs --retime poisson|gamma (or --synthesize)",
+            ))
+        }
+        (Some(_), None, None) => {
+            return Err(Error::config(
+                "--retime needs --rate REQ/S (or --rate-series FILE)",
+            ))
+        }
+        (Some(RetimeKind::Poisson), Some(rate), None) => Some(Arrivals::Poisson { rate }),
+        (Some(RetimeKind::Gamma), Some(rate), None) => Some(Arrivals::Gamma {
+            rate,
+            cv: r.burstiness.unwrap_or(1.0),
+        }),
+    };
+    if r.burstiness.is_some() && r.retime != Some(RetimeKind::Gamma) {
+        return Err(Error::config("--burstiness needs --retime gamma"));
+    }
+    let reshape = crate::trace::Reshape {
+        amplify: r.amplify,
+        amplify_phase_ms: r.amplify_phase * 1e3,
+        prefix_scale: r.prefix_scale,
+        prompt_scale: r.prompt_scale,
+        max_input_length: r.max_input_length,
+        retime,
+        max_idle_gap_ms: max_idle_gap_s.map(|s| s * 1e3),
+        sample_sessions: r.sample_sessions,
+        seed,
+    };
+    reshape.check().map_err(Error::config)?;
+    Ok(reshape)
 }
 
 /// `--reorder-window-ms` and `--reorder-window-rows`.

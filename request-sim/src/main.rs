@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Command::VerifyPrompts(args) => request_sim::commands::verify_prompts(args),
         Command::Sweep(args) => request_sim::sweep::sweep(*args),
         Command::Convert(args) => request_sim::commands::convert(*args),
+        Command::Transform(args) => request_sim::commands::transform(*args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -136,6 +136,27 @@ pub struct Record {
     /// `--think-time`, or the trace's gap scaled by `--scale-factor`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think_ms: Option<f64>,
+    /// Agent corpora: the conversation (`<id>`, `<id>#<pass>` for a repeat of the corpus).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
+    /// Agent corpora: the agent (`main` or the subagent's id); `session_id` is then
+    /// `<conversation>::sa:<agent>` for a subagent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Agent corpora: the rule that gave the client gap (`think_ms`) before the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap_rule: Option<crate::trace::agent::GapRule>,
+    /// Agent corpora: the subagents this request joined (waited for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joins: Option<u32>,
+    /// Agent corpora: how long past its parent's completion it waited for the subagents it
+    /// joins (ms; 0 when they ended first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_wait_ms: Option<f64>,
+    /// Agent corpora, on the main agent's first request: the conversation's own wall time in
+    /// the trace (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_trace_ms: Option<f64>,
     /// The server's state at the scrape nearest the send (only when server metrics were
     /// scraped and the request was sent; docs/server-metrics.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +201,12 @@ impl Record {
             parent_index: None,
             session_wait_ms: None,
             think_ms: None,
+            conversation: None,
+            agent: None,
+            gap_rule: None,
+            joins: None,
+            join_wait_ms: None,
+            conversation_trace_ms: None,
             server: None,
             retries: 0,
             served_by: None,

@@ -5,10 +5,11 @@ use std::fmt::Write as _;
 
 use super::console::{Table, WIDTH};
 use super::format::thousands;
+use crate::trace::agent::analyze::AgentAnalysis;
 use crate::trace::analyze::{
     Analysis, LengthStats, RatePoint, RateSeries, RoutingAnalysis, SessionStats,
 };
-use crate::trace::TraceStats;
+use crate::trace::{TraceFormat, TraceStats};
 
 /// A section title: ` name ` centred in `fill`.
 fn title(t: &mut Table, name: &str, fill: char) {
@@ -238,4 +239,106 @@ fn trace_rules(t: &mut Table, st: &TraceStats) {
         t.row("Outside time window:", st.outside_time_window);
         t.row("Over max requests:", st.over_max_requests);
     }
+}
+
+fn secs(ms: f64) -> String {
+    format!("{:.2}", ms / 1e3)
+}
+
+/// `analyze` of an agent corpus: shape, gaps, trace-ideal hit ratios, the load of `--users`.
+pub fn render_agent_analysis(a: &AgentAnalysis, format: TraceFormat) -> String {
+    let mut t = Table::trimmed();
+    title(&mut t, "Agent Corpus Analysis", '=');
+    t.row("Format:", format.name());
+    t.row("Conversations:", a.conversations);
+    t.row("Requests:", a.requests);
+    let r = &a.requests_per_conversation;
+    t.row(
+        "Requests per conversation (mean / max):",
+        format!("{:.2} / {}", r.mean, r.max),
+    );
+    title(&mut t, "Subagents", '-');
+    t.row("Subagents:", a.subagents);
+    t.row("Joined by their parent:", a.joined_subagents);
+    t.row("Background (not waited for):", a.background_subagents);
+    t.row(
+        "Conversations with subagents:",
+        a.conversations_with_subagents,
+    );
+    t.row("Max depth:", a.max_depth);
+    let per: Vec<String> = a
+        .agents_per_depth
+        .iter()
+        .enumerate()
+        .map(|(d, n)| format!("{d}: {n}"))
+        .collect();
+    t.row("Agents per depth:", per.join(", "));
+    if a.spawn_offsets.count > 0 {
+        t.row(
+            "Spawn offset p50 / p99 (s):",
+            format!(
+                "{} / {}",
+                secs(a.spawn_offsets.p50_ms),
+                secs(a.spawn_offsets.p99_ms)
+            ),
+        );
+    }
+    title(&mut t, "Client gaps", '-');
+    let g = &a.gaps;
+    t.row("Gaps:", g.ms.count);
+    t.row("Mean gap (s):", secs(g.ms.mean_ms));
+    t.row("P50 gap (s):", secs(g.ms.p50_ms));
+    t.row("P99 gap (s):", secs(g.ms.p99_ms));
+    t.row("Max gap (s):", secs(g.ms.max_ms));
+    if let Some(cap) = g.cap_ms {
+        t.row(&format!("Gaps over {} s (capped):", secs(cap)), g.over_cap);
+    }
+    let rules: Vec<String> = g.rules.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    t.row("Rules:", rules.join(", "));
+    t.row(
+        "Conversation wall time p50 / p99 (s):",
+        format!(
+            "{} / {}",
+            secs(a.conversation_wall.p50_ms),
+            secs(a.conversation_wall.p99_ms)
+        ),
+    );
+    lengths(&mut t, "input", &a.input_length);
+    lengths(&mut t, "output", &a.output_length);
+    title(&mut t, "Prefix cache (trace-ideal)", '-');
+    t.row("Hit ratio (infinite cache):", pct(a.ideal_hit_ratio));
+    t.row(
+        "With the system prefix shared:",
+        pct(a.ideal_hit_ratio_shared_prefix),
+    );
+    if a.message_requests > 0 {
+        t.row(
+            "Requests given as messages (not counted):",
+            a.message_requests,
+        );
+    }
+    if a.users.is_none() && a.gaps.ms.count + a.requests > 0 && a.message_requests == a.requests {
+        t.row(
+            "Concurrent users:",
+            "n/a (the trace records no server times)",
+        );
+    }
+    if let Some(u) = &a.users {
+        title(&mut t, &format!("{} concurrent users", u.users), '-');
+        t.row(
+            "Requests in flight (mean):",
+            format!("{:.2}", u.mean_in_flight),
+        );
+        t.row("Requests in flight (peak, bound):", u.peak_in_flight_bound);
+        t.row(
+            "Request rate (req/s):",
+            format!("{:.2}", u.request_rate_per_s),
+        );
+        t.row(
+            "Conversations started (per s):",
+            format!("{:.4}", u.conversation_rate_per_s),
+        );
+    }
+    t.rule('=');
+    t.finish()
 }

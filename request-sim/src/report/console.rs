@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use crate::stats::agents::AgentSummary;
 use crate::stats::latency::{p_word, Metric};
 use crate::stats::sessions::SessionSummary;
 use crate::stats::{MetricStats, Summary};
@@ -178,6 +179,9 @@ fn table(s: &Summary) -> Table {
     if let Some(ss) = &s.sessions {
         sessions_section(&mut t, ss);
     }
+    if let Some(a) = &s.agents {
+        agents_section(&mut t, a);
+    }
     if let Some(srv) = &s.server {
         server_section(&mut t, srv);
     }
@@ -279,6 +283,78 @@ fn cache_section(t: &mut Table, s: &Summary) {
         );
     }
     t.row("Cached tokens:", s.cache.cached_tokens);
+}
+
+/// Agent conversations: completed, subagents, wall time against the trace's, joins, hit ratios.
+fn agents_section(t: &mut Table, a: &AgentSummary) {
+    let opt = |v: Option<f64>, unit: &str| v.map_or("n/a".to_string(), |v| format!("{v:.2}{unit}"));
+    let pct = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{:.2}%", v * 100.0));
+    t.header("Agents", '-');
+    if let Some(l) = &a.layout {
+        let population = match (l.users, l.session_rate) {
+            (Some(u), _) => format!("{u} users"),
+            (_, Some(r)) => format!("{r} conversations/s"),
+            _ => "all at once".to_string(),
+        };
+        t.row("Population:", population);
+        t.row(
+            "Conversations laid out (corpus):",
+            format!("{} ({})", l.conversations, l.corpus_conversations),
+        );
+        if let Some(ms) = l.max_idle_gap_ms {
+            t.row(
+                "Max idle gap (s) / gaps cut:",
+                format!("{} / {}", ms / 1e3, l.capped_gaps),
+            );
+        }
+        if l.share_system_prefix {
+            t.row("Shared tools+system prefix:", "yes");
+        }
+    }
+    t.row(
+        "Conversations completed:",
+        format!("{} of {}", a.conversations_completed, a.conversations),
+    );
+    t.float(
+        "Requests per conversation:",
+        a.mean_requests_per_conversation,
+    );
+    t.row(
+        "Subagents spawned / joined:",
+        format!("{} / {}", a.subagents_spawned, a.subagents_joined),
+    );
+    t.row(
+        "Wall time p50 / p99 (s):",
+        format!(
+            "{} / {}",
+            opt(a.wall_time_p50_s, ""),
+            opt(a.wall_time_p99_s, "")
+        ),
+    );
+    t.row(
+        "Trace wall time p50 / p99 (s):",
+        format!(
+            "{} / {}",
+            opt(a.trace_wall_time_p50_s, ""),
+            opt(a.trace_wall_time_p99_s, "")
+        ),
+    );
+    t.row(
+        "Waiting on joins (s, max ms):",
+        format!(
+            "{:.2} ({})",
+            a.join_wait_total_s,
+            opt(a.max_join_wait_ms, "")
+        ),
+    );
+    t.row("Mean client gap (ms):", opt(a.mean_client_gap_ms, ""));
+    if a.requests_not_sent > 0 {
+        t.row("Requests not sent (cut):", a.requests_not_sent);
+    }
+    t.row(
+        "Prefix hit ratio server / ideal:",
+        format!("{} / {}", pct(a.server_hit_ratio), pct(a.ideal_hit_ratio)),
+    );
 }
 
 /// Multi-turn sessions: turns, durations, TTFT by turn, waits and think time.

@@ -13,6 +13,7 @@
 //!
 //! Metric definitions: `docs/metrics.md`.
 
+pub mod against;
 pub mod analysis;
 pub mod compare;
 pub mod console;

@@ -173,16 +173,19 @@ fn send_all(
                 l.on_scheduled();
             }
             let (ctx, tx) = (ctx.clone(), pipeline.tx.clone());
-            let parent = ctx
-                .gate
-                .as_ref()
-                .and_then(|_| prepared.planned.turn.as_ref()?.parent_index);
-            match parent {
-                // Closed loop: the turn waits for its parent in its own task, so no other
-                // request waits behind it.
-                Some(p) => tracker.spawn_on(closed_turn(ctx, prepared, scheduled, p, tx), handle),
-                None => tracker.spawn_on(run_one(ctx, prepared, scheduled, None, None, tx), handle),
-            };
+            let waits = ctx.gate.is_some()
+                && prepared
+                    .planned
+                    .turn
+                    .as_ref()
+                    .is_some_and(|t| t.waits().next().is_some());
+            if waits {
+                // Closed loop: the turn waits for its parent (and joins) in its own task, so no
+                // other request waits behind it.
+                tracker.spawn_on(closed_turn(ctx, prepared, scheduled, tx), handle);
+            } else {
+                tracker.spawn_on(run_one(ctx, prepared, scheduled, None, None, tx), handle);
+            }
         },
         |n, due| match &ctx.warmth {
             Some(w) => {

@@ -202,6 +202,7 @@ fn run_info(
                 cut_sessions: trace.cut.1,
             },
         ),
+        agents: trace.agents.clone(),
         ..RunInfo::new()
     }
 }

@@ -14,6 +14,7 @@ use super::note;
 use crate::backend::ApiKind;
 use crate::config::{ReplayConfig, Target, TraceSource};
 use crate::schedule::{Feed, Timing};
+use crate::trace::agent::plan::{PlanFacts, PlanOptions};
 use crate::trace::history::{self, AnswerSpan};
 use crate::trace::shard::{self, Shard};
 use crate::trace::{
@@ -48,6 +49,8 @@ pub(super) struct Loaded {
     /// Turns of this run's sessions that slicing left out, and the sessions they belong to
     /// (counted when the trace is loaded whole).
     pub(super) cut: (usize, usize),
+    /// An agent corpus: how its population was laid out.
+    pub(super) agents: Option<PlanFacts>,
 }
 
 /// Where the trace's counts come from.
@@ -79,8 +82,76 @@ pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace> {
     })
 }
 
+/// An agent corpus laid out as this run's population (`trace::agent::plan`), loaded whole.
+fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFacts)>> {
+    let TraceSource::File(path) = &cfg.trace.source else {
+        return Ok(None);
+    };
+    let Some((corpus, format)) = trace::agent::load(path, &cfg.trace.load)? else {
+        return Ok(None);
+    };
+    let name = path.display().to_string();
+    let reshape = crate::trace::Reshape {
+        max_idle_gap_ms: None,
+        ..cfg.trace.load.reshape.clone()
+    };
+    if !reshape.is_identity() {
+        return Err(Error::config(format!(
+            "{name} is an agent corpus: --amplify, --retime, --rate-series, --sample-sessions, --prefix-scale, --prompt-scale and --max-input-length reshape traces, not agent corpora (--max-idle-gap, --users and --session-rate do)"
+        )));
+    }
+    let opts = PlanOptions {
+        population: cfg.trace.agents.population,
+        seed: cfg.prompts.seed,
+        max_idle_gap_ms: cfg.trace.max_idle_gap_ms,
+        share_system_prefix: cfg.trace.agents.share_system_prefix,
+        time_limit_ms: cfg
+            .schedule
+            .time_limit
+            .map(|l| l.as_secs_f64() * 1e3 * cfg.schedule.scale_factor),
+        max_requests: cfg.trace.load.max_requests,
+    };
+    let (whole, facts) = trace::agent::plan::plan(&corpus, format, &opts).map_err(|e| {
+        Error::from(TraceError::NoRequests {
+            path: name.clone(),
+            reason: e,
+        })
+    })?;
+    let joined = corpus
+        .conversations
+        .iter()
+        .flat_map(|c| &c.agents)
+        .filter(|a| a.parent.as_ref().is_some_and(|l| l.join.is_some()))
+        .count();
+    note(format!(
+        "agent corpus {name}: {} conversations, {} requests ({} subagents, {joined} joined); {} laid out as {} with {} requests{}",
+        facts.corpus_conversations,
+        corpus.requests(),
+        corpus.subagents(),
+        facts.conversations,
+        match (facts.users, facts.session_rate) {
+            (Some(u), _) => format!("{u} users"),
+            (_, Some(r)) => format!("arrivals at {r}/s"),
+            _ => "one population starting at once".into(),
+        },
+        facts.requests,
+        match facts.max_idle_gap_ms {
+            Some(ms) => format!("; --max-idle-gap {} s cut {} gaps", ms / 1e3, facts.capped_gaps),
+            None => String::new(),
+        }
+    ));
+    Ok(Some((Arc::new(whole), name, facts)))
+}
+
 /// Open the trace, choose how it is read, and read this run's first requests.
 pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
+    if let Some((whole, name, facts)) = agent_corpus(cfg)? {
+        let mut loaded = whole_loaded(cfg, whole.clone(), name, "an agent corpus");
+        loaded.agents = Some(facts);
+        let inner: Box<dyn Iterator<Item = std::result::Result<Planned, TraceError>> + Send> =
+            Box::new(trace::stream::planned(whole).map(Ok));
+        return start_feed(cfg, loaded, inner);
+    }
     let stream = match &cfg.trace.source {
         TraceSource::File(p) => TraceStream::open(p, &cfg.trace.load, cfg.trace.reorder)?,
         TraceSource::BuiltinDemo => TraceStream::from_reader(
@@ -95,8 +166,10 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         stream.block_size(),
         stream.name().to_owned(),
     );
-    let why_whole = if stream.needs_whole() {
+    let why_whole = if stream.needs_whole() && format == TraceFormat::Bailian {
         Some("bailian parent chains")
+    } else if stream.needs_whole() {
+        Some("--retime, --max-idle-gap, --prefix-scale or --prompt-scale")
     } else if cfg.output.save_prompts.is_some() {
         Some("--save-prompts")
     } else if cfg.requests.sessions.timing == Timing::Closed {
@@ -107,7 +180,7 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
     } else {
         None
     };
-    let (inner, mut loaded): (Box<dyn Iterator<Item = _> + Send>, _) = match why_whole {
+    let (inner, loaded): (Box<dyn Iterator<Item = _> + Send>, _) = match why_whole {
         Some(why) => {
             let whole = Arc::new(stream.into_whole()?);
             let loaded = whole_loaded(cfg, whole.clone(), name.clone(), why);
@@ -125,6 +198,7 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
                 stats: Stats::Stream(stream.stats_handle()),
                 answer_spans: None,
                 cut: (0, 0),
+                agents: None,
             };
             (Box::new(stream), loaded)
         }
@@ -132,6 +206,16 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
     if let Stats::Whole(st) = &loaded.stats {
         skipped_note(&loaded.name, st);
     }
+    start_feed(cfg, loaded, inner)
+}
+
+/// The feed over `inner` (this shard's share, trace-ideal hits) and its first requests.
+fn start_feed(
+    cfg: &ReplayConfig,
+    mut loaded: Loaded,
+    inner: Box<dyn Iterator<Item = std::result::Result<Planned, TraceError>> + Send>,
+) -> Result<(Loaded, Feed)> {
+    let (block_size, name) = (loaded.block_size, loaded.name.clone());
     let mut feed = RunFeed {
         skipped: match (&loaded.stats, cfg.trace.load.skip_invalid) {
             (Stats::Stream(h), true) => Some(h.clone()),
@@ -251,6 +335,7 @@ fn whole_loaded(cfg: &ReplayConfig, whole: Arc<Trace>, name: String, why: &str) 
         answer_spans: None,
         cut: cut_turns(cfg, &whole),
         whole: Some(whole),
+        agents: None,
     }
 }
 

@@ -90,21 +90,20 @@ pub(super) fn ms_between(a: Instant, b: Instant) -> f64 {
     us / 1e3
 }
 
-/// A later turn in `--timing closed`: waits (in its own task) for its parent to end, then
-/// until `max(trace time, parent's completion + think time)`, and sends with drift measured from
-/// that release. A stop, the time limit, or (with `--skip-after-failed-parent`) a failed parent
+/// A later turn in `--timing closed`: waits (in its own task) for its parent (and, in an agent
+/// corpus, its joins and its user's previous conversation) to end, then until `max(trace time,
+/// latest completion + think time)`, and sends with drift measured from that release. A stop, the time limit, or (with `--skip-after-failed-parent`) a failed parent
 /// end it as one unsent record instead.
 pub(super) async fn closed_turn(
     ctx: Arc<TaskCtx>,
     mut prepared: Prepared,
     trace_time: Instant,
-    parent: usize,
     tx: crossbeam_channel::Sender<Finished>,
 ) {
     let Some(gate) = ctx.gate.clone() else {
         return run_one(ctx, prepared, trace_time, None, None, tx).await;
     };
-    match wait_for_release(&ctx, &gate, &mut prepared, trace_time, parent).await {
+    match wait_for_release(&ctx, &gate, &mut prepared, trace_time).await {
         Ok(r) => run_one(ctx, prepared, r.at, Some(r.released), r.answers, tx).await,
         Err(why) => unsent(
             &ctx,
@@ -125,15 +124,16 @@ struct Release {
     answers: Option<Arc<LiveAnswer>>,
 }
 
-/// Waits for the parent of a closed-loop turn to end, puts the earlier answers into the body
-/// (`--live-history`), then waits until the release. `Err`: why the turn is not sent (a stop,
+/// Waits for what a closed-loop turn waits for (its parent; in an agent corpus also the
+/// subagents it joins and its user's previous conversation) to end, puts the earlier answers
+/// into the body (`--live-history`), then waits until the release: the latest of those
+/// completions plus the think time (the client gap). `Err`: why the turn is not sent (a stop,
 /// the time limit, a failed parent with `--skip-after-failed-parent`).
 async fn wait_for_release(
     ctx: &TaskCtx,
     gate: &SessionGate,
     prepared: &mut Prepared,
     trace_time: Instant,
-    parent: usize,
 ) -> Result<Release, String> {
     let limit = ctx.settings.time_limit.map(|l| ctx.start + l);
     let after_limit = async {
@@ -143,36 +143,41 @@ async fn wait_for_release(
         }
     };
     tokio::pin!(after_limit);
-    let cut = |why: &str| {
-        format!("session cut: {why} while the turn waited for its parent (request {parent})")
+    let Some(turn) = prepared.planned.turn.clone() else {
+        return Err("internal error: a closed-loop turn without its session".into());
     };
-    let done = tokio::select! {
+    let parent = turn.parent_index;
+    let cut = |why: &str| match parent {
+        Some(p) => {
+            format!("session cut: {why} while the turn waited for its parent (request {p})")
+        }
+        None => format!("session cut: {why} while the turn waited for the requests before it"),
+    };
+    let waited = tokio::select! {
         biased;
         _ = ctx.control.stopping.cancelled() => return Err(cut("the run stopped")),
         _ = &mut after_limit => return Err(cut("--time-in-secs reached")),
-        d = gate.wait(parent) => d,
+        w = gate.wait_turn(&turn) => w,
     };
-    if let Some(d) = &done {
+    if let (Some(d), Some(p)) = (&waited.parent, parent) {
         if !d.ok && ctx.settings.skip_after_failed_parent {
             return Err(format!(
-                "skipped: parent request {parent} did not succeed (--skip-after-failed-parent)"
+                "skipped: parent request {p} did not succeed (--skip-after-failed-parent)"
             ));
         }
     }
-    let think = prepared
-        .planned
-        .turn
-        .as_ref()
-        .map(|t| ctx.settings.think.before(t, ctx.settings.scale_factor))
-        .unwrap_or_default();
-    let has_parent_done = done.is_some();
-    let release = match &done {
-        Some(d) => trace_time.max(d.at + think),
+    let think = ctx.settings.think.before(&turn, ctx.settings.scale_factor);
+    let release = match waited.latest {
+        Some(at) => trace_time.max(at + think),
         None => trace_time,
     };
+    let join_wait_ms = waited.joins_latest.map(|j| match &waited.parent {
+        Some(p) if p.at < j => ms_between(p.at, j),
+        _ => 0.0,
+    });
     // `--live-history`: the earlier answers go into the body now, before the wait for the
     // release (nothing to do, and nothing allocated, without it).
-    let answers = done.and_then(|d| d.answer);
+    let answers = waited.parent.and_then(|d| d.answer);
     if let (Some(live), Some(chain)) = (prepared.live.take(), &answers) {
         if let Some(body) = live.rebuild(&prepared.body, |depth| chain.at_depth(depth)) {
             prepared.body = Bytes::from(body);
@@ -190,7 +195,12 @@ async fn wait_for_release(
         at: release,
         released: Released {
             wait_ms: ms_between(trace_time, release),
-            think_ms: has_parent_done.then(|| (think.as_secs_f64() * 1e6).round() / 1e3),
+            think_ms: waited
+                .latest
+                .is_some()
+                .then(|| (think.as_secs_f64() * 1e6).round() / 1e3),
+            join_wait_ms,
+            joins: (waited.joins > 0).then_some(waited.joins as u32),
         },
         answers,
     })
@@ -203,6 +213,11 @@ pub(super) struct Released {
     wait_ms: f64,
     /// The think time applied after the parent's completion (when the parent ended), ms.
     think_ms: Option<f64>,
+    /// Agent corpora: how long past its parent's completion the turn waited for the subagents
+    /// it joins (ms; 0 when they ended first).
+    join_wait_ms: Option<f64>,
+    /// Agent corpora: the subagents it joined.
+    joins: Option<u32>,
 }
 
 /// How a request ended, for its record. Built and consumed at once by [`record`], so the size
@@ -236,6 +251,7 @@ fn record(start: Instant, planned: &Planned, scheduled: Instant, ending: Ending)
         Some(t) => (Some(t.turn), Some(t.id.to_string()), t.parent_index),
         None => (None, None, None),
     };
+    let agent = planned.turn.as_ref().and_then(|t| t.agent.as_deref());
     let status = match &ending {
         Ending::Unsent(status, _) => *status,
         Ending::Sent(sent) => sent.outcome.status,
@@ -250,6 +266,10 @@ fn record(start: Instant, planned: &Planned, scheduled: Instant, ending: Ending)
         turn,
         session_id,
         parent_index,
+        conversation: agent.map(|a| a.conversation.to_string()),
+        agent: agent.map(|a| a.agent.to_string()),
+        gap_rule: agent.map(|a| a.gap_rule),
+        conversation_trace_ms: agent.and_then(|a| a.conversation_trace_ms),
         ..Record::new(req.index, req.line, status)
     };
     match ending {
@@ -310,6 +330,8 @@ impl Sent {
             chunks: st.chunks,
             session_wait_ms: released.map(|r| r.wait_ms),
             think_ms: released.and_then(|r| r.think_ms),
+            join_wait_ms: released.and_then(|r| r.join_wait_ms),
+            joins: released.and_then(|r| r.joins),
             served_by: st.served_by,
             retries: outcome.retries,
             ..base

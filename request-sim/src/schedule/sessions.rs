@@ -1,6 +1,12 @@
 //! Closed-loop session timing: a later turn of a session is released at
 //! `max(its trace time, parent's completion + think time)`.
 //!
+//! Agent corpora (`trace::agent`) use the same gate with more to wait for: a request waits for
+//! its parent (its predecessor in the agent, or the parent's request a subagent follows), the
+//! last requests of the subagents it joins, and (the first request of a user's next
+//! conversation) the last requests of the user's previous conversation; it is released at the
+//! latest of these completions plus its client gap ([`SessionGate::wait_turn`]).
+//!
 //! The dispatcher never waits for a parent: at the turn's trace time it hands the (already
 //! built) body to a task that awaits the parent's completion ([`SessionGate::wait`]), so a turn
 //! waiting for its parent delays no other request, whatever the number of sessions in flight.
@@ -134,7 +140,7 @@ impl SessionGate {
     pub fn new(sessions: &Sessions, n: usize) -> SessionGate {
         let mut done: Vec<Option<watch::Sender<Option<Done>>>> = (0..n).map(|_| None).collect();
         for t in sessions.turns.iter().flatten() {
-            if let Some(p) = t.parent_index {
+            for p in t.waits() {
                 if p < n && done[p].is_none() {
                     done[p] = Some(watch::channel(None).0);
                 }
@@ -161,6 +167,53 @@ impl SessionGate {
         let mut rx = tx.subscribe();
         let r = rx.wait_for(Option::is_some).await.ok()?;
         r.clone()
+    }
+}
+
+/// What a turn waited for ([`SessionGate::wait_turn`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waited {
+    /// How the parent ended (`None` without a parent).
+    pub parent: Option<Done>,
+    /// The latest completion among everything the turn waited for (`None`: nothing).
+    pub latest: Option<Instant>,
+    /// The latest completion among the subagents it joins (`None`: it joins none).
+    pub joins_latest: Option<Instant>,
+    /// Subagents it joined.
+    pub joins: usize,
+}
+
+impl SessionGate {
+    /// Waits until everything `turn` waits for ended: its parent, the subagents it joins and
+    /// its user's previous conversation (agent corpora), in turn, so the last wake-up is the
+    /// latest completion and a finished one costs no wait.
+    pub async fn wait_turn(&self, turn: &SessionTurn) -> Waited {
+        let parent = match turn.parent_index {
+            Some(p) => self.wait(p).await,
+            None => None,
+        };
+        let mut latest = parent.as_ref().map(|d| d.at);
+        let mut joins_latest: Option<Instant> = None;
+        let mut joins = 0;
+        if let Some(a) = &turn.agent {
+            for &j in a.joins.iter() {
+                if let Some(d) = self.wait(j).await {
+                    joins_latest = joins_latest.max(Some(d.at));
+                    joins += 1;
+                }
+            }
+            for &p in a.prior.iter() {
+                if let Some(d) = self.wait(p).await {
+                    latest = latest.max(Some(d.at));
+                }
+            }
+        }
+        Waited {
+            parent,
+            latest: latest.max(joins_latest),
+            joins_latest,
+            joins,
+        }
     }
 }
 
@@ -194,6 +247,7 @@ mod tests {
             turn: 2,
             parent_index: Some(0),
             trace_gap_ms: Some(400.0),
+            agent: None,
         };
         assert_eq!(
             ThinkTime::Trace.before(&turn, 2.0),
@@ -230,12 +284,14 @@ mod tests {
                     turn: 1,
                     parent_index: None,
                     trace_gap_ms: None,
+                    agent: None,
                 }),
                 Some(SessionTurn {
                     id: Arc::from("s"),
                     turn: 2,
                     parent_index: Some(0),
                     trace_gap_ms: Some(1.0),
+                    agent: None,
                 }),
             ],
             stats: Default::default(),

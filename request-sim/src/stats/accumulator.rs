@@ -111,6 +111,7 @@ pub struct Accumulator {
     sources: OutputTokenSources,
     retried: usize,
     sessions: super::sessions::SessionAcc,
+    agents: super::agents::AgentAcc,
     /// Completed requests of more than one output token that came in one piece.
     one_piece: usize,
     /// Completed requests streamed in several chunks whose ITL values were not given.
@@ -196,6 +197,7 @@ impl Accumulator {
             sources: OutputTokenSources::default(),
             retried: 0,
             sessions: super::sessions::SessionAcc::default(),
+            agents: super::agents::AgentAcc::default(),
             one_piece: 0,
             itl_missing: 0,
         }
@@ -206,6 +208,7 @@ impl Accumulator {
     /// only used for successful requests, as vLLM does.
     pub fn add(&mut self, rec: &Record, itl_ms: &[f64]) {
         self.sessions.add(rec);
+        self.agents.add(rec);
         let itl_ms = if itl_ms.is_empty() {
             rec.itl_ms.as_deref().unwrap_or(&[])
         } else {
@@ -391,6 +394,9 @@ impl Accumulator {
             counts_add_up,
             retried: self.retried,
             sessions: self.sessions.finish(info.sessions.as_ref()),
+            agents: self
+                .agents
+                .finish(info.agents.as_ref(), info.prompts.ideal_cache_hit_ratio),
             errors: self.errors,
             error_examples: self.error_examples,
             cache,

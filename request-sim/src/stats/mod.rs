@@ -6,12 +6,14 @@
 //! - [`accumulator`]: the streaming [`Accumulator`] over records.
 //! - [`summary`]: the [`Summary`] the accumulator produces; [`latency`]: its latency statistics
 //!   with vLLM's flat keys.
-//! - [`slo`]: goodput SLO parsing; [`sessions`]: the sessions section.
+//! - [`slo`]: goodput SLO parsing; [`sessions`]: the sessions section; [`agents`]: the agent
+//!   section (agent corpora).
 //! - [`merge`]: several shards' records as one run, with each shard's send drift.
 //!
 //! Metric definitions: `docs/metrics.md`.
 
 pub mod accumulator;
+pub mod agents;
 pub mod latency;
 pub mod merge;
 pub mod run_info;

@@ -85,6 +85,9 @@ pub struct RunInfo {
     /// Session settings (`--timing`, `--think-time`, `--live-history`) and the turns slicing
     /// cut, when the trace has sessions.
     pub sessions: Option<super::sessions::SessionRun>,
+    /// An agent corpus: how its population was laid out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<crate::trace::agent::plan::PlanFacts>,
 }
 
 /// The server the run targeted and how it was asked. Part of [`RunInfo`] (its keys are

@@ -232,6 +232,9 @@ pub struct Summary {
     /// Sessions (multi-turn conversations), when the records carry session ids.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sessions: Option<super::sessions::SessionSummary>,
+    /// Agent conversations, when the records carry them (agent corpora).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<super::agents::AgentSummary>,
     /// Failed requests by kind (`http_error:503`, `timeout`, ...).
     pub errors: BTreeMap<String, usize>,
     /// First error message seen for each kind.

@@ -140,6 +140,15 @@ pub struct SessionStats {
     pub types: BTreeMap<String, usize>,
 }
 
+/// The think times of a trace's sessions, seconds.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct ThinkTimes {
+    /// Later turns (with a parent in the trace).
+    pub turns: usize,
+    pub mean: f64,
+    pub percentiles: Percentiles,
+}
+
 /// Trace-ideal prefix-cache hit ratio with an infinite cache (see the module docs).
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct PrefixCacheStats {
@@ -206,6 +215,12 @@ pub struct Analysis {
     pub distinct_timestamps: usize,
     /// Most requests sharing one timestamp (the largest burst sent at once).
     pub max_requests_per_timestamp: usize,
+    /// Coefficient of variation of the gaps between consecutive requests (1 for Poisson
+    /// arrivals, more for burstier ones); `None` with fewer than three requests.
+    pub burstiness: Option<f64>,
+    /// The sessions' think times (the gap before each later turn, seconds): mean and
+    /// percentiles; `None` without sessions.
+    pub think_time_s: Option<ThinkTimes>,
     pub input_length: LengthStats,
     pub output_length: LengthStats,
     /// Requests that carry at least one hash id.
@@ -255,7 +270,7 @@ pub struct RoutingPoint {
 
 // ---------------------------------------------------------------------------------------------
 
-fn length_stats(values: impl Iterator<Item = u32>, percentiles: &[f64]) -> LengthStats {
+pub(crate) fn length_stats(values: impl Iterator<Item = u32>, percentiles: &[f64]) -> LengthStats {
     let mut v: Vec<f64> = values.map(f64::from).collect();
     if v.is_empty() {
         return LengthStats::default();
@@ -600,6 +615,46 @@ fn session_id_stats(trace: &Trace) -> Option<SessionStats> {
     Some(st)
 }
 
+/// Coefficient of variation of the gaps between consecutive (sorted) times.
+fn burstiness(times_s: &[f64]) -> Option<f64> {
+    if times_s.len() < 3 {
+        return None;
+    }
+    let gaps: Vec<f64> = times_s.windows(2).map(|w| w[1] - w[0]).collect();
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    if mean <= 0.0 {
+        return None;
+    }
+    let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+    Some(var.sqrt() / mean)
+}
+
+/// The think times of the sessions (the trace's own gap before each later turn).
+fn think_times(trace: &Trace, percentiles: &[f64]) -> Option<ThinkTimes> {
+    let mut gaps: Vec<f64> = trace
+        .sessions
+        .turns
+        .iter()
+        .flatten()
+        .filter_map(|t| t.trace_gap_ms)
+        .map(|g| g / 1e3)
+        .collect();
+    if gaps.is_empty() {
+        return None;
+    }
+    gaps.sort_by(f64::total_cmp);
+    Some(ThinkTimes {
+        turns: gaps.len(),
+        mean: gaps.iter().sum::<f64>() / gaps.len() as f64,
+        percentiles: Percentiles(
+            percentiles
+                .iter()
+                .map(|&p| (p, percentile_sorted(&gaps, p)))
+                .collect(),
+        ),
+    })
+}
+
 fn rate_series(times_s: &[f64], duration_s: f64, bucket_s: f64) -> RateSeries {
     let mut bucket = if bucket_s.is_finite() && bucket_s > 0.0 {
         bucket_s
@@ -809,6 +864,8 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
         peak_rate_at_s: peak_at,
         distinct_timestamps,
         max_requests_per_timestamp: max_same,
+        burstiness: burstiness(&times_s),
+        think_time_s: think_times(trace, &percentiles),
         input_length: length_stats(reqs.iter().map(|r| r.input_length), &percentiles),
         output_length: length_stats(reqs.iter().map(|r| r.output_length), &percentiles),
         requests_with_hash_ids: reqs.iter().filter(|r| !r.hash_ids.is_empty()).count(),

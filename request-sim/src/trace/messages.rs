@@ -101,7 +101,7 @@ fn check_content(path: &str, v: &Value, role: &str) -> Result<(), RowError> {
     }
 }
 
-fn check_messages(v: &Value) -> Result<(), RowError> {
+pub(crate) fn check_messages(v: &Value) -> Result<(), RowError> {
     let items = v.as_array().ok_or_else(|| {
         bad(
             "messages",
@@ -311,7 +311,7 @@ fn take_prompt(row: &mut Map<String, Value>) -> Result<Prompt, RowError> {
 }
 
 /// Takes `tools` out of `row`: an array of tool definition objects.
-fn take_tools(row: &mut Map<String, Value>) -> Result<Option<Value>, RowError> {
+pub(crate) fn take_tools(row: &mut Map<String, Value>) -> Result<Option<Value>, RowError> {
     match row.remove("tools") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Array(t)) => {
@@ -337,7 +337,9 @@ fn take_tools(row: &mut Map<String, Value>) -> Result<Option<Value>, RowError> {
 }
 
 /// Takes `extra` out of `row`: an object merged into the request body.
-fn take_extra(row: &mut Map<String, Value>) -> Result<Option<Map<String, Value>>, RowError> {
+pub(crate) fn take_extra(
+    row: &mut Map<String, Value>,
+) -> Result<Option<Map<String, Value>>, RowError> {
     match row.remove("extra") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Object(e)) => Ok(Some(e)),

@@ -28,9 +28,19 @@
 //!   Both forms then have it, and the whole trace stays the collected stream.
 //! - `log/` reads request logs (OpenAI-format, LiteLLM, OpenTelemetry GenAI spans, `messages`
 //!   traces) into requests with their text, the source `request-sim convert` makes traces from.
+//! - `reshape.rs` holds the transforms of `request-sim transform` (amplify, sample, cap, re-time,
+//!   cap idle gaps, scale prompts): the per-row ones are the pipeline's `Copies` stage, the
+//!   ones that move rows by more than a window run once over the whole trace at the end of the
+//!   file; `synth.rs` fits a trace and generates a new one from the fit; `write.rs` writes a
+//!   trace as JSONL.
 //! - [`Planned`] is one request as the replay pipeline takes it, from either form.
+//! - `agent/` holds agentic corpora: the session tree ([`agent::Conversation`]: a main agent
+//!   and its subagents) every agentic format is read into, its readers (Weka), and
+//!   [`agent::plan`], which lays a corpus out as the whole trace a replay takes (a population
+//!   of users, the session links and joins the release gate waits on).
 //! - [`analyze()`](analyze::analyze) summarises a loaded trace (rates, lengths, prefix-cache hit ratios).
 
+pub mod agent;
 pub mod analyze;
 mod azure;
 mod bailian;
@@ -46,11 +56,14 @@ pub mod log;
 mod messages;
 mod mooncake;
 mod pipeline;
+pub mod reshape;
 mod row;
 mod rows;
 pub mod session;
 pub mod shard;
 pub mod stream;
+pub mod synth;
+pub mod write;
 
 pub use analyze::{
     analyze, ideal_prefix_hits, Analysis, AnalyzeOptions, RoutingAnalysis, RoutingOptions,
@@ -60,6 +73,7 @@ pub use detect::detect_format;
 pub use error::{RowError, TraceError};
 pub use ideal::IdealCache;
 pub use load::{load, parse_reader};
+pub use reshape::{Arrivals, RateSeries, Reshape};
 pub use row::{LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
 pub use session::{history, SessionStats, SessionTurn, Sessions};
 pub use stream::{Planned, ReorderWindow, TraceStream};
@@ -81,21 +95,38 @@ pub enum TraceFormat {
     /// BurstGPT (CSV): Timestamp (s), Model, Request tokens, Response tokens, ...; no hash ids.
     #[serde(rename = "burstgpt")]
     BurstGpt,
+    /// TraceLab round JSONL: coding-agent sessions of rounds; hash ids minted from
+    /// `prefix_tokens` (an agentic corpus, `agent/tracelab.rs`).
+    Tracelab,
+    /// Dynamo request trace (`dynamo.request.trace.v1`): `request_end` events, subagents through
+    /// `parent_trajectory_id` (an agentic corpus, `agent/dynamo.rs`).
+    Dynamo,
+    /// AIPerf `dag_jsonl`: conversations with `forks`/`spawns`/`join_at` and real messages (an
+    /// agentic corpus, `agent/dag.rs`).
+    #[serde(rename = "dag_jsonl")]
+    Dag,
+    /// Weka / kv-cache-tester agentic JSON: one conversation (with subagents) per file, a
+    /// directory of files is a corpus; read whole by [`agent::weka`], never row by row.
+    Weka,
 }
 
 impl TraceFormat {
     /// Every format, in `--dataset` order.
-    pub const ALL: [TraceFormat; 6] = [
+    pub const ALL: [TraceFormat; 10] = [
         TraceFormat::Mooncake,
         TraceFormat::Bailian,
         TraceFormat::Azure,
         TraceFormat::Generic,
         TraceFormat::Messages,
         TraceFormat::BurstGpt,
+        TraceFormat::Tracelab,
+        TraceFormat::Dynamo,
+        TraceFormat::Dag,
+        TraceFormat::Weka,
     ];
 
-    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`,
-    /// `burstgpt`).
+    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`, `burstgpt`,
+    /// `tracelab`, `dynamo`, `dag_jsonl`, `weka`).
     pub fn name(self) -> &'static str {
         match self {
             TraceFormat::Mooncake => "mooncake",
@@ -104,14 +135,30 @@ impl TraceFormat {
             TraceFormat::Generic => "generic",
             TraceFormat::Messages => "messages",
             TraceFormat::BurstGpt => "burstgpt",
+            TraceFormat::Tracelab => "tracelab",
+            TraceFormat::Dynamo => "dynamo",
+            TraceFormat::Dag => "dag_jsonl",
+            TraceFormat::Weka => "weka",
         }
     }
 
     /// Parses a `--dataset` name (case-insensitive).
     pub fn from_name(name: &str) -> Option<TraceFormat> {
+        let name = name.trim();
+        if name.eq_ignore_ascii_case("dag") {
+            return Some(TraceFormat::Dag);
+        }
         TraceFormat::ALL
             .into_iter()
-            .find(|f| f.name().eq_ignore_ascii_case(name.trim()))
+            .find(|f| f.name().eq_ignore_ascii_case(name))
+    }
+
+    /// A corpus of agent conversations, read whole by `trace::agent` (never row by row).
+    pub fn is_agentic(self) -> bool {
+        matches!(
+            self,
+            TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag | TraceFormat::Weka
+        )
     }
 
     /// Default hash block size (tokens per hash id) of the format.
@@ -123,6 +170,12 @@ impl TraceFormat {
             | TraceFormat::Generic
             | TraceFormat::Messages
             | TraceFormat::BurstGpt => generic::DEFAULT_BLOCK_SIZE,
+            TraceFormat::Tracelab => agent::tracelab::BLOCK_SIZE,
+            // The file says (`trace_block_size`); 64 is what Dynamo writes by default.
+            TraceFormat::Dynamo => 64,
+            TraceFormat::Dag => 64,
+            // The block size of each conversation is in its file; 64 when it is not.
+            TraceFormat::Weka => 64,
         }
     }
 }
@@ -209,6 +262,18 @@ pub struct TraceStats {
     /// Failed requests dropped by `--drop-failed`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_failed: usize,
+    /// Rows dropped by `--sample-sessions` (or by the sampled last copy of `--amplify`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sampled_out: usize,
+    /// Rows added by `--amplify` (copies beyond the first).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub amplified: usize,
+    /// Prompts cut to `--max-input-length`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub capped_inputs: usize,
+    /// Think times cut to `--max-idle-gap`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub capped_gaps: usize,
     /// The first few invalid-row messages (`path:line: what`), only with `--skip-invalid`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub invalid_examples: Vec<String>,

@@ -6,7 +6,9 @@
 //! | read (`RowReader`) | file | capped lines, format, one `RawRow` per data line |
 //! | [`Delays`] (`session/`) | file | a `delay` row's time: its session's previous turn plus the delay |
 //! | [`FileOrder`] | file | repeated / decreasing / reordered times flagged, hash ids normalised |
+//! | [`Copies`] (`reshape.rs`) | file | `--max-input-length`, `--sample-sessions`, `--amplify` (a row becomes 0..N rows) |
 //! | [`Reorder`] | file → time | a window that releases the earliest row (stable: ties keep file order) |
+//! | [`Reshape::finish`] (`reshape.rs`) | time, whole trace | at the end of the file: `--retime`, `--max-idle-gap`, `--prefix-scale`, `--prompt-scale` |
 //! | rebase | time | the first row released is time 0 |
 //! | [`Turns`] (`session/`) | time | a Bailian row without `turn`: its parent's turn + 1 |
 //! | [`Slice`] | time | `start_ms..end_ms`, then `max_requests`; replay indexes |
@@ -28,6 +30,7 @@ use std::io::BufRead;
 use std::sync::Arc;
 
 use super::error::{RowError, TraceError};
+use super::reshape::{Copies, Reshape};
 use super::row::{normalise_hash_ids, LoadOptions, RawRow, RowFlags};
 use super::rows::RowReader;
 use super::session::{Delays, Links, SessionTurn, Turns};
@@ -110,6 +113,9 @@ pub(crate) struct Pipeline<B> {
     first: Option<(usize, RawRow)>,
     delays: Delays,
     file_order: FileOrder,
+    copies: Copies,
+    /// The whole-trace reshaping, run once at the end of the file (`Whole` mode).
+    reshape: Option<Reshape>,
     reorder: Reorder,
     /// Time 0: the first row released.
     t0: Option<f64>,
@@ -145,6 +151,8 @@ impl<B: BufRead> Pipeline<B> {
             first: None,
             delays: Delays::default(),
             file_order: FileOrder::default(),
+            copies: Copies::new(&opts.reshape),
+            reshape: opts.reshape.needs_whole().then(|| opts.reshape.clone()),
             reorder: Reorder::new(window),
             t0: None,
             turns: Turns::default(),
@@ -216,6 +224,11 @@ impl<B: BufRead> Pipeline<B> {
                 return Ok(None);
             }
             let newest = self.file_order.newest.map(|n| n.0);
+            if self.eof && self.mode == Mode::Whole {
+                if let Some(r) = self.reshape.take() {
+                    self.reorder.reshape(&r, self.block, &mut self.stats);
+                }
+            }
             if let Some(h) = self.reorder.pop_ready(newest, self.eof) {
                 return Ok(Some(self.release(h)));
             }
@@ -252,7 +265,17 @@ impl<B: BufRead> Pipeline<B> {
             .check(ts, self.file_order.newest)
             .map_err(|e| self.rows.row_error(line, e))?;
         let flags = self.file_order.mark(line, &mut raw);
-        self.reorder.push(line, raw, flags);
+        if self.copies.idle() {
+            self.reorder.push(line, raw, flags);
+            return Ok(());
+        }
+        let rows = self
+            .copies
+            .expand(line, raw, self.block, &mut self.stats)
+            .map_err(|e| self.rows.row_error(line, e))?;
+        for r in rows {
+            self.reorder.push(line, r, flags);
+        }
         Ok(())
     }
 
@@ -497,6 +520,18 @@ impl Reorder {
         let h = go.then(|| self.heap.pop()).flatten()?;
         self.released = Some((h.ts, h.line));
         Some(h)
+    }
+
+    /// The whole-trace reshaping over every row held (unbounded window, end of the file): the
+    /// rows in time order, their times changed in place, then sorted again when popped.
+    fn reshape(&mut self, r: &Reshape, block: usize, stats: &mut TraceStats) {
+        self.all.sort_unstable();
+        let mut rows: Vec<&mut RawRow> = self.all.iter_mut().rev().map(|h| &mut h.raw).collect();
+        r.finish(&mut rows, block, stats);
+        for h in &mut self.all {
+            h.ts = h.raw.timestamp_ms;
+        }
+        self.sorted = false;
     }
 
     /// Drops the rows held; how many there were.

@@ -35,6 +35,8 @@ pub struct LoadOptions {
     /// Drop BurstGPT's failed requests (0 response tokens) instead of keeping them with output
     /// length 0 (`--drop-failed`); counted either way.
     pub drop_failed: bool,
+    /// What the trace is reshaped into (`--amplify`, `--retime`, ...; `reshape.rs`).
+    pub reshape: super::Reshape,
 }
 
 impl LoadOptions {
@@ -52,6 +54,9 @@ impl LoadOptions {
         }
         if self.max_requests == Some(0) {
             return bad("max requests must be at least 1".into());
+        }
+        if let Err(what) = self.reshape.check() {
+            return bad(what);
         }
         if self.max_line_bytes == Some(0) {
             return bad("max line bytes must be at least 1".into());

@@ -254,6 +254,16 @@ fn parse(
         TraceFormat::Bailian => bailian::parse_line(text),
         TraceFormat::Generic => generic::parse_line(text),
         TraceFormat::Messages => messages::parse_line(text),
+        TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag => {
+            return Err(Bad {
+                error: RowError::Agentic(f.name()),
+                fatal: true,
+            })
+        }
+        // An agentic corpus is read whole (`trace::agent`), never line by line.
+        TraceFormat::Weka => Err(RowError::Undetectable(
+            "a weka trace is a corpus of whole JSON files (give the file or its directory as --dataset-path)".into(),
+        )),
         TraceFormat::Azure | TraceFormat::BurstGpt => match csv {
             Some(CsvHeader::Azure(h)) => azure::parse_row(h, text),
             Some(CsvHeader::BurstGpt(h)) => burstgpt::parse_row(h, text),

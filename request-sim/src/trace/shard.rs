@@ -156,6 +156,7 @@ mod tests {
                     turn: 1,
                     parent_index: None,
                     trace_gap_ms: None,
+                    agent: None,
                 })
             })
             .collect();

@@ -112,9 +112,10 @@ impl TraceStream {
         self.pipeline.rows.name()
     }
 
-    /// True when the trace must be loaded whole (Bailian parent links).
+    /// True when the trace must be loaded whole (Bailian parent links, or a reshaping that
+    /// moves rows by more than a reorder window: `--retime`, `--max-idle-gap`, the scales).
     pub fn needs_whole(&self) -> bool {
-        self.format() == TraceFormat::Bailian
+        self.format() == TraceFormat::Bailian || self.opts.reshape.needs_whole()
     }
 
     /// The whole trace, from the rows not yet read (call it before taking any request).
@@ -142,7 +143,7 @@ impl TraceStream {
         if self.needs_whole() {
             return Err(TraceError::Options {
                 path: self.name().to_owned(),
-                what: "a bailian trace links turns over the whole file: load it whole".into(),
+                what: "a bailian trace (or --retime, --max-idle-gap, --prefix-scale, --prompt-scale) needs the whole file: load it whole".into(),
             });
         }
         while let Some(r) = self.pipeline.next_released()? {

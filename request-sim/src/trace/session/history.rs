@@ -34,7 +34,10 @@ fn messages_of(trace: &Trace, index: usize) -> Option<&[Value]> {
 
 /// For every request of `trace` (by index), the recorded answers of its earlier turns in
 /// the replayed slice, in message order. A turn whose `messages` do not start with its
-/// parent's is an error on the turn's line: live history needs whole conversations.
+/// parent's is an error on the turn's line: live history needs whole conversations. In an
+/// agent corpus (`dag_jsonl`) that ends the history instead: a spawned subagent starts empty
+/// (its first request's parent is the request it follows, not its history), and a
+/// `message_array_with_responses` turn is sent as written.
 pub fn answer_spans(trace: &Trace, path: &str) -> Result<Vec<Vec<AnswerSpan>>, TraceError> {
     let n = trace.requests.len();
     let mut spans = vec![Vec::new(); n];
@@ -45,11 +48,15 @@ pub fn answer_spans(trace: &Trace, path: &str) -> Result<Vec<Vec<AnswerSpan>>, T
         let mut newer_start = own.len() + 1;
         let mut depth = 0;
         let mut cur = index;
+        let agentic = trace.sessions.get(index).is_some_and(|t| t.agent.is_some());
         while let Some(parent) = trace.sessions.get(cur).and_then(|t| t.parent_index) {
             depth += 1;
             let Some(prompt) = messages_of(trace, parent) else {
                 break;
             };
+            if agentic && !own.starts_with(prompt) {
+                break;
+            }
             if depth == 1 && !own.starts_with(prompt) {
                 let line = trace.requests[index].line;
                 let parent_line = trace.requests[parent].line;

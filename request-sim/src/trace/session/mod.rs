@@ -44,6 +44,48 @@ pub struct SessionTurn {
     /// The trace's own think time before this turn (ms): `delay` when the row has one, else
     /// this turn's trace time minus its parent's (`None` without a parent).
     pub trace_gap_ms: Option<f64>,
+    /// The agentic facts of a request of an agent corpus (`trace::agent`), `None` otherwise.
+    pub agent: Option<Arc<AgentTurn>>,
+}
+
+/// Where a request of an agent corpus sits in its session tree, and what else it waits for
+/// beyond its parent (`SessionTurn::parent_index`: its predecessor in the agent, or for a
+/// subagent's first request the parent's request it follows). Built by
+/// [`crate::trace::agent::plan()`]; the release gate waits for the parent, `joins` and `prior`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentTurn {
+    /// The conversation (`<id>`, or `<id>#<pass>` for a repeat of the corpus).
+    pub conversation: Arc<str>,
+    /// `main` or the subagent's id.
+    pub agent: Arc<str>,
+    /// What keeps requests together on one shard: the user (`user:<n>` with `--users`), else
+    /// the conversation.
+    pub key: Arc<str>,
+    /// Replay indexes of the last requests of the subagents this request joins.
+    pub joins: Box<[usize]>,
+    /// The first request of a user's later conversation: replay indexes of the last requests
+    /// of the user's previous conversation.
+    pub prior: Box<[usize]>,
+    /// The rule that gave the client gap (`SessionTurn::trace_gap_ms`, after `--max-idle-gap`).
+    pub gap_rule: crate::trace::agent::GapRule,
+    /// On the main agent's first request: the conversation's own wall time in the trace (ms,
+    /// its first request to its last request's end).
+    pub conversation_trace_ms: Option<f64>,
+}
+
+impl SessionTurn {
+    /// Every request this one waits for: its parent, the subagents it joins, the previous
+    /// conversation of its user.
+    pub fn waits(&self) -> impl Iterator<Item = usize> + '_ {
+        let (joins, prior) = match &self.agent {
+            Some(a) => (&a.joins[..], &a.prior[..]),
+            None => (&[][..], &[][..]),
+        };
+        self.parent_index
+            .into_iter()
+            .chain(joins.iter().copied())
+            .chain(prior.iter().copied())
+    }
 }
 
 /// Counts about the sessions of a trace (after slicing).
@@ -80,10 +122,12 @@ impl Sessions {
         self.turns.get(index).and_then(Option::as_ref)
     }
 
-    /// The key to keep a session together (e.g. on one scale-out shard): the session id, or
+    /// The key to keep a session together (e.g. on one scale-out shard): the session id (an
+    /// agent corpus: the user or the conversation, so subagents stay with their parent), or
     /// `None` for a request outside any session.
     pub fn key(&self, index: usize) -> Option<&str> {
-        self.get(index).map(|t| &*t.id)
+        self.get(index)
+            .map(|t| t.agent.as_ref().map_or(&*t.id, |a| &*a.key))
     }
 
     /// Turns cut by slicing and the sessions they belong to, over the sessions `keep` accepts

@@ -94,6 +94,7 @@ impl Links {
                     turn: s.turn + 1,
                     parent_index: s.last_index,
                     trace_gap_ms: s.last_index.map(|_| gap),
+                    agent: None,
                 };
                 s.turn += 1;
                 s.last_index = index;
@@ -116,6 +117,7 @@ impl Links {
                     turn: 1,
                     parent_index: None,
                     trace_gap_ms: None,
+                    agent: None,
                 }
             }
         };

@@ -148,6 +148,7 @@ fn bailian_turns(name: &str, rows: &[RowSession]) -> Result<Linked, TraceError> 
                 turn: s.turn,
                 parent_index,
                 trace_gap_ms: parent_index.and(parent.map(|p| row.rebased_ms - rows[p].rebased_ms)),
+                agent: None,
             })
         });
         match (index_of[pos], turn) {

@@ -1,3 +1,5 @@
+mod agent_formats;
+mod agents;
 mod loopback;
 mod sessions;
 mod stream;

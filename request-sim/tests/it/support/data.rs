@@ -71,3 +71,48 @@ pub fn qwen3_or_skip(what: &str) -> Option<PathBuf> {
     eprintln!("\n!!!!!!!! SKIPPING Qwen3 {what} test: {msg} !!!!!!!!\n");
     None
 }
+
+/// A conversation-shaped trace as JSONL text: `sessions` sessions starting over `span_s`
+/// seconds, 1..=6 turns each with think times of 1..=90 s; every prompt starts with the shared
+/// block 0 and each turn extends its previous turn's full blocks by 0..=3 and a partial block
+/// of its own (block 512). With `ids`, rows carry `session_id` (a generic trace); without, they are Mooncake
+/// rows, in time order either way.
+pub fn conversation_trace(sessions: usize, span_s: f64, seed: u64, ids: bool) -> String {
+    let mut rng = crate::support::Lcg::new(seed);
+    let mut rows: Vec<(f64, String)> = Vec::new();
+    let mut next_id = 1u64;
+    for s in 0..sessions {
+        let mut t = rng.unit() * span_s * 1e3;
+        // Full blocks so far; each turn adds 1..=4 and ends with a partial block of its own
+        // (its hash differs from any later full block's, as in recorded traces).
+        let mut blocks = vec![0u64];
+        for turn in 0..1 + rng.below(6) {
+            if turn > 0 {
+                t += 1e3 * (1.0 + rng.below(90) as f64);
+            }
+            for _ in 0..rng.below(4) {
+                blocks.push(next_id);
+                next_id += 1;
+            }
+            let mut row_ids = blocks.clone();
+            row_ids.push(next_id);
+            next_id += 1;
+            let input = (blocks.len() as u64) * 512 + 1 + rng.below(511);
+            let output = 1 + rng.below(400);
+            let sid = if ids {
+                format!(", \"session_id\": \"s{s}\"")
+            } else {
+                String::new()
+            };
+            let t = t.round();
+            rows.push((
+                t,
+                format!(
+                    "{{\"timestamp\": {t}, \"input_length\": {input}, \"output_length\": {output}, \"hash_ids\": {row_ids:?}{sid}}}\n"
+                ),
+            ));
+        }
+    }
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    rows.into_iter().map(|(_, r)| r).collect()
+}

@@ -1,3 +1,5 @@
+mod agent_formats;
+mod agent_garbage;
 mod analyze;
 mod bad;
 mod load;
@@ -6,3 +8,4 @@ mod real;
 mod recorded;
 mod routing;
 mod sessions;
+mod transform;

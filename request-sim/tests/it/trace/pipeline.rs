@@ -66,6 +66,7 @@ fn turn(id: &str, turn: u32, parent: Option<usize>, gap: Option<f64>) -> Option<
         turn,
         parent_index: parent,
         trace_gap_ms: gap,
+        agent: None,
     })
 }
 

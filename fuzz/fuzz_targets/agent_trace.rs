@@ -1,0 +1,63 @@
+//! The JSONL agentic readers (`trace::agent::jsonl::read`: TraceLab rounds, Dynamo request
+//! traces, AIPerf `dag_jsonl`) on arbitrary bytes (plain or gzip), detected or forced. Any
+//! input must give a corpus or an error, never a panic; a corpus must pass the session tree's
+//! own check and keep the readers' invariants.
+//!
+//! `FUZZ_FORMAT` (`tracelab`, `dynamo`, `dag_jsonl`) forces one reader for the whole run.
+#![no_main]
+
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use request_sim::trace::agent::jsonl::read;
+use request_sim::trace::{LoadOptions, TraceFormat};
+
+const FORMATS: [Option<TraceFormat>; 4] = [
+    None,
+    Some(TraceFormat::Tracelab),
+    Some(TraceFormat::Dynamo),
+    Some(TraceFormat::Dag),
+];
+
+fn forced() -> Option<TraceFormat> {
+    static F: OnceLock<Option<TraceFormat>> = OnceLock::new();
+    *F.get_or_init(|| {
+        std::env::var("FUZZ_FORMAT")
+            .ok()
+            .and_then(|n| TraceFormat::from_name(&n))
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&sel, input)) = data.split_first() else {
+        return;
+    };
+    let format = forced().or(FORMATS[usize::from(sel % 4)]);
+    let opts = LoadOptions {
+        format,
+        // TraceLab mints one id per block of up to 10M tokens per round: at block 1 a few
+        // garbage rows would allocate gigabytes legitimately (libFuzzer's RSS limit)
+        block_size: match (sel >> 2) & 3 {
+            0 => None,
+            1 => Some(16),
+            2 => Some(64),
+            _ => Some(512),
+        },
+        max_line_bytes: Some(4096),
+        ..LoadOptions::default()
+    };
+    if let Ok(corpus) = read("fuzz", input, &opts) {
+        assert!(!corpus.conversations.is_empty());
+        for c in &corpus.conversations {
+            assert_eq!(c.check(), Ok(()));
+            for a in &c.agents {
+                for r in &a.requests {
+                    assert!(r.origin.line >= 1);
+                    if r.messages.is_none() {
+                        assert!(r.hash_ids.len() <= (r.input_length as usize).div_ceil(c.block_size));
+                    }
+                }
+            }
+        }
+    }
+});

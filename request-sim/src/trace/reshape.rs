@@ -1,0 +1,709 @@
+//! Reshaping a trace (`request-sim transform`, and the same flags on `replay`): the stages of
+//! the pipeline that change what the workload is, rather than how a file is read.
+//!
+//! | stage | where | what it does |
+//! |---|---|---|
+//! | [`Copies`] | `Pipeline::read` (file order, streams) | `--max-input-length` caps a row; `--sample-sessions P` keeps whole sessions with probability P; `--amplify N` makes N copies of every row with disjoint hash-id (and session-id) spaces, copy k shifted by a seeded phase |
+//! | [`Reshape::finish`] | the end of the file (whole trace only) | `--retime`/`--rate-series` give every session a new start (its turns keep their gaps); `--max-idle-gap` caps the gaps; `--prefix-scale`/`--prompt-scale` grow or shrink the shared and unique blocks |
+//!
+//! The whole-trace stages move rows by more than any bounded reorder window, so a replay
+//! that uses them loads the trace whole ([`Reshape::needs_whole`]).
+//!
+//! Randomness: every decision is a pure function of `--seed` and what it is about (a session
+//! key, a copy number, a hash id), through SplitMix64 (`llm_common::util`); the arrival times
+//! of `--retime` come from one seeded `StdRng` (rand) drawn in session order. The same seed and
+//! trace give the same output.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use llm_common::util::{hash3, mix64};
+use rand::SeedableRng;
+use rand_distr::{Distribution, Exp1, Gamma};
+
+use super::error::RowError;
+use super::row::RawRow;
+use super::TraceStats;
+
+/// Hash ids of copy k are moved up by `k << COPY_SHIFT` (original ids must be below it).
+const COPY_SHIFT: u32 = 44;
+/// Bailian chat ids of copy k are moved up by `k << CHAT_SHIFT`.
+const CHAT_SHIFT: u32 = 40;
+/// Most copies `--amplify` makes (the id spaces above stay below 2^62).
+pub const MAX_COPIES: f64 = 1024.0;
+/// Fresh block ids (`--prefix-scale`, `--prompt-scale`) have this bit set, which no amplified
+/// or recorded id below 2^62 has.
+const FRESH_BIT: u64 = 1 << 63;
+
+/// What a seeded hash is about (so that two decisions about the same key differ).
+#[derive(Clone, Copy)]
+enum Tag {
+    Round = 1,
+    Row,
+    Amplify,
+    Phase,
+    Sample,
+    Bailian,
+    Line,
+    Retime,
+}
+
+/// How arrivals are re-timed (`--retime`, `--rate`, `--burstiness`, `--rate-series`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arrivals {
+    /// Exponential gaps between session starts: `rate` requests per second on average.
+    Poisson { rate: f64 },
+    /// Gamma-distributed gaps with coefficient of variation `cv` (1 = Poisson; more: burstier).
+    Gamma { rate: f64, cv: f64 },
+    /// A Poisson process whose rate follows a piecewise-linear series (req/s over seconds).
+    Series(RateSeries),
+}
+
+/// A piecewise-linear rate: `(seconds, requests per second)` points, strictly increasing in
+/// time; before the first point the first rate holds, after the last the last.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateSeries {
+    pub points: Vec<(f64, f64)>,
+    /// Where it was read from (for messages).
+    pub source: String,
+}
+
+impl RateSeries {
+    /// Reads a rate series file: one `SECONDS RATE` pair a line (whitespace or a comma
+    /// between), `#` comments and blank lines ignored; an error names `file:line`.
+    pub fn read(path: &Path) -> Result<RateSeries, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read the rate series: {e}", path.display()))?;
+        RateSeries::parse(&path.display().to_string(), &text)
+    }
+
+    /// Parses the text of a rate series (`name` is used in messages).
+    pub fn parse(name: &str, text: &str) -> Result<RateSeries, String> {
+        let mut points: Vec<(f64, f64)> = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let bad = |what: String| format!("{name}:{}: {what}", i + 1);
+            let fields: Vec<&str> = line
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|f| !f.is_empty())
+                .collect();
+            if fields.len() != 2 {
+                return Err(bad(format!(
+                    "expected two numbers `SECONDS RATE`, found {line:?}"
+                )));
+            }
+            let num = |f: &str, what: &str| {
+                f.parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .ok_or_else(|| bad(format!("{what} must be a number >= 0, got {f:?}")))
+            };
+            let (t, r) = (num(fields[0], "the time")?, num(fields[1], "the rate")?);
+            if let Some(&(prev, _)) = points.last() {
+                if t <= prev {
+                    return Err(bad(format!("times must increase: {t} s follows {prev} s")));
+                }
+            }
+            points.push((t, r));
+        }
+        if points.is_empty() {
+            return Err(format!(
+                "{name}: the rate series has no `SECONDS RATE` line"
+            ));
+        }
+        if points.iter().all(|&(_, r)| r == 0.0) {
+            return Err(format!("{name}: every rate of the series is 0"));
+        }
+        Ok(RateSeries {
+            points,
+            source: name.to_owned(),
+        })
+    }
+
+    /// The time (s) at which the integral of the rate from 0 reaches `area`; `None` when the
+    /// series ends at rate 0 before it does.
+    fn invert(&self, area: f64) -> Option<f64> {
+        let p = &self.points;
+        let (t0, r0) = p[0];
+        // Before the first point: the first rate from 0.
+        let head = r0 * t0;
+        if area <= head && r0 > 0.0 {
+            return Some(area / r0);
+        }
+        let mut left = area - head;
+        for w in p.windows(2) {
+            let ((a, ra), (b, rb)) = (w[0], w[1]);
+            let seg = (ra + rb) / 2.0 * (b - a);
+            if left <= seg && seg > 0.0 {
+                // Solve ra x + (rb - ra) / (2 (b - a)) x^2 = left for x in [0, b - a].
+                let k = (rb - ra) / (2.0 * (b - a));
+                let x = if k.abs() < 1e-12 {
+                    left / ra
+                } else {
+                    (-ra + (ra * ra + 4.0 * k * left).max(0.0).sqrt()) / (2.0 * k)
+                };
+                return Some(a + x.clamp(0.0, b - a));
+            }
+            left -= seg;
+        }
+        let (tn, rn) = p[p.len() - 1];
+        (rn > 0.0).then(|| tn + left / rn)
+    }
+}
+
+/// What the trace is reshaped into; `Default` leaves it as it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reshape {
+    /// `--amplify N`: copies of the trace (a fraction: the last copy is a sampled share of
+    /// the sessions).
+    pub amplify: Option<f64>,
+    /// `--amplify-phase`: copy k >= 1 is shifted by a seeded phase in `[0, this)` ms.
+    pub amplify_phase_ms: f64,
+    /// `--prefix-scale`: blocks shared by several requests are grown or shrunk by this.
+    pub prefix_scale: Option<f64>,
+    /// `--prompt-scale`: blocks (and tokens) of one request only are grown or shrunk by this.
+    pub prompt_scale: Option<f64>,
+    /// `--max-input-length`: longer prompts are cut to it.
+    pub max_input_length: Option<u32>,
+    /// `--retime`/`--rate-series`: new session start times.
+    pub retime: Option<Arrivals>,
+    /// `--max-idle-gap`: a session's think time is at most this (ms).
+    pub max_idle_gap_ms: Option<f64>,
+    /// `--sample-sessions P`: keep each whole session with probability P.
+    pub sample_sessions: Option<f64>,
+    /// `--seed`: every random choice above.
+    pub seed: u64,
+}
+
+impl Default for Reshape {
+    fn default() -> Self {
+        Reshape {
+            amplify: None,
+            amplify_phase_ms: 10_000.0,
+            prefix_scale: None,
+            prompt_scale: None,
+            max_input_length: None,
+            retime: None,
+            max_idle_gap_ms: None,
+            sample_sessions: None,
+            seed: 0,
+        }
+    }
+}
+
+impl Reshape {
+    /// True when nothing is reshaped.
+    pub fn is_identity(&self) -> bool {
+        *self
+            == Reshape {
+                seed: self.seed,
+                amplify_phase_ms: self.amplify_phase_ms,
+                ..Reshape::default()
+            }
+    }
+
+    /// True when a stage needs the whole trace (it moves rows by more than a reorder window).
+    pub fn needs_whole(&self) -> bool {
+        self.retime.is_some()
+            || self.max_idle_gap_ms.is_some()
+            || self.prefix_scale.is_some()
+            || self.prompt_scale.is_some()
+    }
+
+    /// An error message naming the flag when a value is out of range.
+    pub fn check(&self) -> Result<(), String> {
+        let positive = |flag: &str, v: Option<f64>| match v {
+            Some(x) if !(x.is_finite() && x > 0.0) => {
+                Err(format!("{flag} must be a number > 0, got {x}"))
+            }
+            _ => Ok(()),
+        };
+        positive("--amplify", self.amplify)?;
+        positive("--prefix-scale", self.prefix_scale)?;
+        positive("--prompt-scale", self.prompt_scale)?;
+        if let Some(a) = self.amplify {
+            if a > MAX_COPIES {
+                return Err(format!("--amplify must be at most {MAX_COPIES}, got {a}"));
+            }
+        }
+        if !(self.amplify_phase_ms.is_finite() && self.amplify_phase_ms >= 0.0) {
+            return Err(format!(
+                "--amplify-phase must be a number of seconds >= 0, got {}",
+                self.amplify_phase_ms / 1e3
+            ));
+        }
+        if self.max_input_length == Some(0) {
+            return Err("--max-input-length must be at least 1".into());
+        }
+        if let Some(g) = self.max_idle_gap_ms {
+            if !(g.is_finite() && g >= 0.0) {
+                return Err(format!(
+                    "--max-idle-gap must be a number of seconds >= 0, got {}",
+                    g / 1e3
+                ));
+            }
+        }
+        if let Some(p) = self.sample_sessions {
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(format!("--sample-sessions must be in (0, 1], got {p}"));
+            }
+        }
+        match &self.retime {
+            Some(Arrivals::Poisson { rate }) | Some(Arrivals::Gamma { rate, .. })
+                if !(rate.is_finite() && *rate > 0.0) =>
+            {
+                Err(format!(
+                    "--rate must be a number of requests per second > 0, got {rate}"
+                ))
+            }
+            Some(Arrivals::Gamma { cv, .. }) if !(cv.is_finite() && *cv > 0.0) => {
+                Err(format!("--burstiness must be a number > 0, got {cv}"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The whole-trace stages, on every row of the trace in time order (`rows`; the times are
+    /// set in place, the caller puts the rows back in time order): re-timing, capped think
+    /// times, scaled prompts.
+    pub(crate) fn finish(&self, rows: &mut [&mut RawRow], block: usize, stats: &mut TraceStats) {
+        if self.retime.is_some() || self.max_idle_gap_ms.is_some() {
+            self.retime_sessions(rows, stats);
+        }
+        if self.scales() {
+            self.scale_prompts(rows, block.max(1));
+            // The cap is on the final prompt: after the scales (the `Copies` stage leaves it).
+            for raw in rows.iter_mut() {
+                self.cap_input(raw, block, stats);
+            }
+        }
+    }
+
+    /// True when `--prefix-scale` or `--prompt-scale` is given.
+    fn scales(&self) -> bool {
+        self.prefix_scale.is_some() || self.prompt_scale.is_some()
+    }
+
+    /// `--max-input-length`: a longer prompt is cut, its hash ids with it (counted).
+    fn cap_input(&self, raw: &mut RawRow, block: usize, stats: &mut TraceStats) {
+        if let Some(max) = self.max_input_length {
+            if raw.input_length > max {
+                raw.input_length = max;
+                if let Some(ids) = raw.hash_ids.as_mut() {
+                    ids.truncate((max as usize).div_ceil(block.max(1)));
+                }
+                stats.capped_inputs += 1;
+            }
+        }
+    }
+
+    /// New times: a session's first turn at its new start (or where it was), every later turn
+    /// at the previous one's new time plus its own gap, capped by `--max-idle-gap`.
+    fn retime_sessions(&self, rows: &mut [&mut RawRow], stats: &mut TraceStats) {
+        let keys = session_keys(rows);
+        let sessions = keys.iter().filter(|k| k.first).count();
+        let mut starts = self.arrivals(sessions, rows.len()).into_iter();
+        // Per session: (its previous turn's original time, its new time).
+        let mut prev: HashMap<u64, (f64, f64)> = HashMap::new();
+        for (raw, key) in rows.iter_mut().zip(&keys) {
+            let t = raw.timestamp_ms;
+            let new = match prev.get(&key.id) {
+                Some(&(orig, new)) => {
+                    let gap = t - orig;
+                    let capped = self.max_idle_gap_ms.map_or(gap, |c| gap.min(c));
+                    if capped < gap {
+                        stats.capped_gaps += 1;
+                    }
+                    if let Some(d) = raw.delay_ms.as_mut() {
+                        *d = d.min(capped);
+                    }
+                    new + capped
+                }
+                None => match &self.retime {
+                    Some(_) => starts.next().unwrap_or(t),
+                    None => t,
+                },
+            };
+            prev.insert(key.id, (t, new));
+            raw.timestamp_ms = new;
+        }
+    }
+
+    /// `sessions` new start times (ms, increasing) for a trace of `requests` requests: the
+    /// session rate is the request rate times sessions per request.
+    fn arrivals(&self, sessions: usize, requests: usize) -> Vec<f64> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(mix64(self.seed ^ Tag::Retime as u64));
+        let per_request = sessions as f64 / requests.max(1) as f64;
+        let mut out = Vec::with_capacity(sessions);
+        let mut t = 0.0f64;
+        match &self.retime {
+            None => {}
+            Some(Arrivals::Poisson { rate }) => {
+                let lambda = rate * per_request;
+                for _ in 0..sessions {
+                    let e: f64 = Exp1.sample(&mut rng);
+                    t += e / lambda;
+                    out.push(t * 1e3);
+                }
+            }
+            Some(Arrivals::Gamma { rate, cv }) => {
+                let lambda = rate * per_request;
+                let shape = 1.0 / (cv * cv);
+                let gamma = Gamma::new(shape, 1.0 / (lambda * shape)).ok();
+                for _ in 0..sessions {
+                    t += gamma.as_ref().map_or(1.0 / lambda, |g| g.sample(&mut rng));
+                    out.push(t * 1e3);
+                }
+            }
+            Some(Arrivals::Series(series)) => {
+                // An inhomogeneous Poisson process by inversion of the integrated rate.
+                let mut area = 0.0;
+                for _ in 0..sessions {
+                    let e: f64 = Exp1.sample(&mut rng);
+                    area += e / per_request;
+                    match series.invert(area) {
+                        Some(s) => out.push(s * 1e3),
+                        None => break,
+                    }
+                }
+                // A series that ends at rate 0: the rest start with the last one.
+                let last = out.last().copied().unwrap_or(0.0);
+                out.resize(sessions, last);
+            }
+        }
+        out
+    }
+
+    /// `--prefix-scale`/`--prompt-scale`: each block is replaced by `scale` blocks (rounded up
+    /// or down by a seeded coin per block, so a scale of 1.5 gives half of the blocks two),
+    /// the first keeping its id and the new ones fresh ids made from it: equal blocks stay
+    /// equal, so the prefix tree keeps its shape. A block is shared when two requests or more
+    /// hold it, else unique. Tokens beyond the last block scale with `--prompt-scale`.
+    fn scale_prompts(&self, rows: &mut [&mut RawRow], block: usize) {
+        let mut holders: HashMap<u64, u32> = HashMap::new();
+        for raw in rows.iter() {
+            for &h in raw.hash_ids.iter().flatten() {
+                *holders.entry(h).or_insert(0) += 1;
+            }
+        }
+        let prefix = self.prefix_scale.unwrap_or(1.0);
+        let prompt = self.prompt_scale.unwrap_or(1.0);
+        let b = block as u64;
+        for raw in rows.iter_mut() {
+            let len = u64::from(raw.input_length);
+            let Some(ids) = raw.hash_ids.take() else {
+                raw.input_length = scale_tokens(len, prompt, self.seed, u64::MAX)
+                    .clamp(1, u64::from(u32::MAX)) as u32;
+                continue;
+            };
+            let n = ids.len() as u64;
+            let mut out = Vec::with_capacity(ids.len());
+            let mut tokens = 0u64;
+            for (i, &h) in ids.iter().enumerate() {
+                let scale = if holders.get(&h).copied().unwrap_or(0) >= 2 {
+                    prefix
+                } else {
+                    prompt
+                };
+                let copies = rounded(scale, self.seed, h);
+                let in_block = b.min(len.saturating_sub(i as u64 * b));
+                for j in 0..copies {
+                    out.push(if j == 0 {
+                        h
+                    } else {
+                        FRESH_BIT | (hash3(self.seed, h, j) >> 1)
+                    });
+                    // Only the last copy of a partial (last) block is partial.
+                    tokens += if j + 1 == copies { in_block } else { b };
+                }
+            }
+            let tail = len.saturating_sub(n * b);
+            tokens += scale_tokens(tail, prompt, self.seed, u64::MAX - 1);
+            raw.input_length = tokens.clamp(1, u64::from(u32::MAX)) as u32;
+            raw.hash_ids = Some(out);
+        }
+    }
+}
+
+/// `scale` rounded down or up for `what` by a seeded coin (P(up) = the fraction).
+fn rounded(scale: f64, seed: u64, what: u64) -> u64 {
+    let base = scale.floor();
+    let up = unit(hash3(seed, what, Tag::Round as u64)) < scale - base;
+    base as u64 + u64::from(up)
+}
+
+/// `tokens * scale`, rounded by a seeded coin.
+fn scale_tokens(tokens: u64, scale: f64, seed: u64, what: u64) -> u64 {
+    let x = tokens as f64 * scale;
+    let up = unit(hash3(seed, what, tokens)) < x - x.floor();
+    x.floor() as u64 + u64::from(up)
+}
+
+/// A uniform number in [0, 1) from 64 random bits.
+fn unit(bits: u64) -> f64 {
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A 64-bit hash of a string (SplitMix64 over its bytes).
+fn str_hash(s: &str) -> u64 {
+    s.as_bytes().chunks(8).fold(mix64(s.len() as u64), |h, c| {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        mix64(h ^ u64::from_le_bytes(w))
+    })
+}
+
+/// The session of one row, as the whole-trace stages see it.
+struct RowKey {
+    /// Session key (rows without a session: a key of their own).
+    id: u64,
+    /// The first row of its session in time order.
+    first: bool,
+}
+
+/// Every row's session key, in the order of `rows` (time order): `session_id`, else the root
+/// of a Bailian parent chain, else the row alone.
+fn session_keys(rows: &[&mut RawRow]) -> Vec<RowKey> {
+    let parent: HashMap<i64, i64> = rows
+        .iter()
+        .filter_map(|r| r.session.as_ref())
+        .map(|s| (s.chat_id, s.parent_chat_id))
+        .collect();
+    let root = |mut id: i64| {
+        // A chain that loops is reported by the session pass; here it just stops.
+        for _ in 0..parent.len() {
+            match parent.get(&id) {
+                Some(&p) if p >= 0 && parent.contains_key(&p) => id = p,
+                _ => break,
+            }
+        }
+        id
+    };
+    let mut seen = std::collections::HashSet::new();
+    rows.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let id = if let Some(s) = &r.session_id {
+                str_hash(s)
+            } else if let Some(s) = &r.session {
+                mix64(root(s.chat_id) as u64 ^ Tag::Bailian as u64)
+            } else {
+                hash3(i as u64, Tag::Row as u64, 0)
+            };
+            RowKey {
+                id,
+                first: seen.insert(id),
+            }
+        })
+        .collect()
+}
+
+/// The per-row stages, in file order: cap, sample, copy (see the module doc).
+pub(crate) struct Copies {
+    reshape: Reshape,
+    /// Bailian chat id -> the root of its chain, as far as the rows read so far tell.
+    roots: HashMap<i64, i64>,
+}
+
+impl Copies {
+    pub(crate) fn new(reshape: &Reshape) -> Copies {
+        Copies {
+            reshape: reshape.clone(),
+            roots: HashMap::new(),
+        }
+    }
+
+    /// True when the stage changes nothing.
+    pub(crate) fn idle(&self) -> bool {
+        let r = &self.reshape;
+        r.amplify.is_none() && r.sample_sessions.is_none() && r.max_input_length.is_none()
+    }
+
+    /// The rows one row becomes (none when sampled out); `block` tokens per hash id.
+    pub(crate) fn expand(
+        &mut self,
+        line: usize,
+        mut raw: RawRow,
+        block: usize,
+        stats: &mut TraceStats,
+    ) -> Result<Vec<RawRow>, RowError> {
+        let key = self.key(line, &raw);
+        let r = &self.reshape;
+        if !r.scales() {
+            r.cap_input(&mut raw, block, stats);
+        }
+        if let Some(p) = r.sample_sessions {
+            if unit(hash3(r.seed, key, Tag::Sample as u64)) >= p {
+                stats.sampled_out += 1;
+                return Ok(Vec::new());
+            }
+        }
+        let Some(a) = r.amplify else {
+            return Ok(vec![raw]);
+        };
+        let full = a.floor() as u64;
+        let extra = unit(hash3(r.seed, key, Tag::Amplify as u64)) < a - a.floor();
+        let copies = full + u64::from(extra);
+        if copies > 1 {
+            check_ids(&raw)?;
+        }
+        let mut out = Vec::with_capacity(copies as usize);
+        for k in 0..copies {
+            out.push(self.copy(&raw, k));
+        }
+        stats.amplified += out.len().saturating_sub(1);
+        if out.is_empty() {
+            stats.sampled_out += 1;
+        }
+        Ok(out)
+    }
+
+    /// Copy `k` of a row: ids moved into the copy's space, times shifted by its phase.
+    fn copy(&self, raw: &RawRow, k: u64) -> RawRow {
+        let mut c = raw.clone();
+        if k == 0 {
+            return c;
+        }
+        c.timestamp_ms += self.phase_ms(k);
+        if let Some(ids) = c.hash_ids.as_mut() {
+            for h in ids {
+                *h += k << COPY_SHIFT;
+            }
+        }
+        if let Some(id) = c.session_id.as_mut() {
+            id.push_str(&format!("#{k}"));
+        }
+        if let Some(s) = c.session.as_mut() {
+            s.chat_id += (k as i64) << CHAT_SHIFT;
+            if s.parent_chat_id >= 0 {
+                s.parent_chat_id += (k as i64) << CHAT_SHIFT;
+            }
+        }
+        c
+    }
+
+    /// Copy k's phase (copy 0 keeps the original times).
+    pub(crate) fn phase_ms(&self, k: u64) -> f64 {
+        if k == 0 {
+            return 0.0;
+        }
+        // Whole milliseconds: a trace with times in whole ms keeps its gaps exactly.
+        (unit(hash3(self.reshape.seed, k, Tag::Phase as u64)) * self.reshape.amplify_phase_ms)
+            .floor()
+    }
+
+    /// The session key of a row in file order: its `session_id`, its Bailian chain's root as
+    /// far as the rows read so far tell, else its line.
+    fn key(&mut self, line: usize, raw: &RawRow) -> u64 {
+        if let Some(s) = &raw.session_id {
+            return str_hash(s);
+        }
+        if let Some(s) = &raw.session {
+            let root = match self.roots.get(&s.parent_chat_id) {
+                Some(&r) if s.parent_chat_id >= 0 => r,
+                _ => s.chat_id,
+            };
+            self.roots.insert(s.chat_id, root);
+            return mix64(root as u64 ^ Tag::Bailian as u64);
+        }
+        hash3(line as u64, Tag::Line as u64, 0)
+    }
+}
+
+/// Amplified ids must fit below the copies' spaces.
+fn check_ids(raw: &RawRow) -> Result<(), RowError> {
+    if let Some(&h) = raw
+        .hash_ids
+        .iter()
+        .flatten()
+        .find(|&&h| h >= 1 << COPY_SHIFT)
+    {
+        return Err(RowError::Field {
+            field: "hash_ids".into(),
+            what: format!(
+                "--amplify moves each copy's hash ids into its own space and needs ids below 2^{COPY_SHIFT}; {h} is not"
+            ),
+        });
+    }
+    if let Some(s) = &raw.session {
+        if s.chat_id >= 1 << CHAT_SHIFT || s.parent_chat_id >= 1 << CHAT_SHIFT {
+            return Err(RowError::Field {
+                field: "chat_id".into(),
+                what: format!(
+                    "--amplify moves each copy's chat ids into its own space and needs ids below 2^{CHAT_SHIFT}"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Parses `A..B` (seconds; either side may be empty) into a `(start_ms, end_ms)` window.
+pub fn parse_time_window(s: &str) -> Result<(Option<f64>, Option<f64>), String> {
+    let (a, b) = s.split_once("..").ok_or_else(|| {
+        format!("--time-window takes START..END in seconds (e.g. 600..1200), got {s:?}")
+    })?;
+    let side = |x: &str, what: &str| -> Result<Option<f64>, String> {
+        let x = x.trim();
+        if x.is_empty() {
+            return Ok(None);
+        }
+        x.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| Some(v * 1e3))
+            .ok_or_else(|| {
+                format!("--time-window {s:?}: the {what} must be seconds >= 0, got {x:?}")
+            })
+    };
+    let (start, end) = (side(a, "start")?, side(b, "end")?);
+    if let (Some(a), Some(b)) = (start, end) {
+        if b <= a {
+            return Err(format!(
+                "--time-window {s:?}: the end must be after the start"
+            ));
+        }
+    }
+    Ok((start, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_inverts_its_integral() {
+        let s = RateSeries::parse("s", "0 0\n10, 2 # ramp\n\n20 2\n").unwrap();
+        // The ramp 0..10 s holds 10 requests, then 2 per second.
+        assert!((s.invert(10.0).unwrap() - 10.0).abs() < 1e-9);
+        assert!((s.invert(2.5).unwrap() - 5.0).abs() < 1e-9);
+        assert!((s.invert(14.0).unwrap() - 12.0).abs() < 1e-9);
+        assert!((s.invert(34.0).unwrap() - 22.0).abs() < 1e-9);
+        let e = RateSeries::parse("r.txt", "0 1\n5 x\n").unwrap_err();
+        assert!(e.starts_with("r.txt:2: the rate must be"), "{e}");
+        let e = RateSeries::parse("r.txt", "0 1\n0 2\n").unwrap_err();
+        assert!(e.starts_with("r.txt:2: times must increase"), "{e}");
+    }
+
+    #[test]
+    fn rounding_keeps_the_mean() {
+        let n = 20_000u64;
+        let total: u64 = (0..n).map(|h| rounded(1.5, 7, h)).sum();
+        let mean = total as f64 / n as f64;
+        assert!((mean - 1.5).abs() < 0.02, "{mean}");
+    }
+
+    #[test]
+    fn time_windows() {
+        assert_eq!(
+            parse_time_window("60..120"),
+            Ok((Some(60_000.0), Some(120_000.0)))
+        );
+        assert_eq!(parse_time_window("..5"), Ok((None, Some(5_000.0))));
+        assert!(parse_time_window("5..1").is_err());
+        assert!(parse_time_window("5").is_err());
+    }
+}

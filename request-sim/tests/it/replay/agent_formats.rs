@@ -1,0 +1,223 @@
+//! The JSONL agent formats (TraceLab, Dynamo, `dag_jsonl`) replayed against llm-sim, one
+//! fixture each, checked from the records: one record per scheduled request, all answered, no
+//! request before its predecessor's completion plus its client gap, no joining request before
+//! the subagents it joins finished, subagents under their own session ids.
+
+use std::path::Path;
+
+use crate::support::*;
+use request_sim::record::{Record, Status};
+use request_sim::trace::agent::plan::{plan, PlanOptions};
+use request_sim::trace::LoadOptions;
+
+/// When a record's request completed (ms on the run's clock).
+fn done_ms(r: &Record) -> f64 {
+    r.sent_ms.unwrap() + r.done_ms.or(r.e2e_ms).unwrap()
+}
+
+/// Replays fixture `name` with gaps capped at 50 ms; returns the records and the number of
+/// joins checked.
+fn replay_fixture(name: &str, dir: &Path) -> (Vec<Record>, usize) {
+    let path = trace_fixture(&format!("agent/{name}"));
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let mut args = base_args(&sim.base_url(), &path, dir);
+    args.extend(["--max-idle-gap".to_string(), "0.05".to_string()]);
+    let outcome = replay(&strs(&args));
+    assert_eq!(outcome.exit_code, 0, "{name}");
+    let recs = read_records_by_index(&dir.join("records.jsonl"));
+    // The layout the run used (same corpus, seed and cap).
+    let (corpus, format) = request_sim::trace::agent::load(&path, &LoadOptions::default())
+        .unwrap()
+        .unwrap();
+    let (trace, _) = plan(
+        &corpus,
+        format,
+        &PlanOptions {
+            seed: 7,
+            max_idle_gap_ms: Some(50.0),
+            ..PlanOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        recs.len(),
+        trace.requests.len(),
+        "{name}: records = scheduled"
+    );
+    assert_eq!(trace.requests.len(), corpus.requests(), "{name}");
+    assert_one_record_per_index(&recs, trace.requests.len());
+    let mut joins = 0;
+    for r in &recs {
+        assert_eq!(r.status, Status::Ok, "{name}: {r:?}");
+        let turn = trace.sessions.get(r.index).unwrap();
+        let agent = turn.agent.as_ref().unwrap();
+        assert_eq!(r.conversation.as_deref(), Some(&*agent.conversation));
+        assert_eq!(r.agent.as_deref(), Some(&*agent.agent));
+        if &*agent.agent != "main" {
+            assert_eq!(
+                r.session_id.clone().unwrap(),
+                format!("{}::sa:{}", agent.conversation, agent.agent)
+            );
+        }
+        let sent = r.sent_ms.unwrap();
+        let gap = turn.trace_gap_ms.unwrap_or(0.0);
+        assert!(gap <= 50.0 + 1e-9, "{name}: the cap holds");
+        if let Some(p) = r.parent_index {
+            assert!(
+                sent + 0.002 >= done_ms(&recs[p]) + gap,
+                "{name}: request {} sent at {sent} ms before its predecessor {p} ended + {gap} ms",
+                r.index
+            );
+        }
+        for &j in agent.joins.iter() {
+            joins += 1;
+            assert!(
+                sent + 0.002 >= done_ms(&recs[j]) + gap,
+                "{name}: request {} sent before the subagent request {j} it joins ended",
+                r.index
+            );
+        }
+    }
+    (recs, joins)
+}
+
+#[test]
+fn tracelab_fixture_replays_closed_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, joins) = replay_fixture("tracelab.jsonl", dir.path());
+    assert_eq!((recs.len(), joins), (6, 0));
+    // the minted ids give the trace's prompt lengths
+    let mut inputs: Vec<u32> = recs.iter().map(|r| r.input_length).collect();
+    inputs.sort();
+    assert_eq!(inputs, [300, 400, 1000, 1200, 1300, 1400]);
+}
+
+#[test]
+fn dynamo_fixture_replays_subagents_and_joins() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, joins) = replay_fixture("dynamo.jsonl", dir.path());
+    // the planner's request 2 joins the researcher, the researcher's request 1 its child
+    assert_eq!((recs.len(), joins), (9, 2));
+    let agents: std::collections::BTreeSet<&str> =
+        recs.iter().filter_map(|r| r.agent.as_deref()).collect();
+    assert_eq!(
+        agents.into_iter().collect::<Vec<_>>(),
+        [
+            "main",
+            "run42:bg",
+            "run42:researcher",
+            "run42:researcher:child"
+        ]
+    );
+}
+
+#[test]
+fn dag_fixture_replays_messages_with_spawns_and_joins() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, joins) = replay_fixture("dag.jsonl", dir.path());
+    // critic joined by root turn 1, both workers by turn 3, leaf by worker-a's turn 1
+    assert_eq!((recs.len(), joins), (13, 4));
+}
+
+#[test]
+fn dag_live_history_threads_answers_into_turns_and_forks_not_spawns() {
+    let server = RawServer::start(Script::sse(&[
+        chat_chunk("ANSWER").as_bytes(),
+        chat_usage_done(5, 1).as_bytes(),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let path = trace_fixture("agent/dag.jsonl");
+    let mut args = base_args(&server.url("/v1/chat/completions"), &path, dir.path());
+    args.extend(
+        [
+            "--live-history",
+            "--timing",
+            "closed",
+            "--max-idle-gap",
+            "0.05",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let outcome = replay(&strs(&args));
+    assert_eq!(outcome.exit_code, 0);
+    let bodies: Vec<Vec<serde_json::Value>> = server
+        .generation_requests()
+        .iter()
+        .map(|r| {
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            v["messages"].as_array().unwrap().clone()
+        })
+        .collect();
+    assert_eq!(bodies.len(), 13);
+    // the body whose last message is `last`, as (role, content) pairs
+    let body = |last: &str| -> Vec<(String, String)> {
+        let b = bodies
+            .iter()
+            .find(|m| m.last().unwrap()["content"] == last)
+            .unwrap_or_else(|| panic!("no body ends with {last:?}"));
+        b.iter()
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap().to_owned(),
+                    m["content"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    };
+    let pair = |r: &str, c: &str| (r.to_owned(), c.to_owned());
+    // root's turn 1: its history with turn 0's live answer in place
+    assert_eq!(
+        body("Now split the work."),
+        [
+            pair("system", "You are a planner."),
+            pair("user", "Plan the refactor."),
+            pair("assistant", "ANSWER"),
+            pair("user", "Now split the work."),
+        ]
+    );
+    // the fork child inherits root's history through turn 1, both answers threaded in
+    assert_eq!(
+        body("Take notes of the plan."),
+        [
+            pair("system", "You are a planner."),
+            pair("user", "Plan the refactor."),
+            pair("assistant", "ANSWER"),
+            pair("user", "Now split the work."),
+            pair("assistant", "ANSWER"),
+            pair("user", "Take notes of the plan."),
+        ]
+    );
+    // a spawned subagent starts empty; its own later turn gets its own answer
+    assert_eq!(
+        body("Find flaws."),
+        [
+            pair("system", "You are a critic."),
+            pair("user", "Find flaws.")
+        ]
+    );
+    assert_eq!(
+        body("Finish part A."),
+        [
+            pair("system", "You are worker A."),
+            pair("user", "Do part A."),
+            pair("assistant", "ANSWER"),
+            pair("user", "Finish part A."),
+        ]
+    );
+    // message_array_with_responses: sent as written, except that --live-history puts the live
+    // answer in place of the recorded one where a turn repeats its previous turn (as for a
+    // `messages` trace)
+    assert_eq!(
+        body("Bye."),
+        [
+            pair("system", "Be brief."),
+            pair("user", "Hello."),
+            pair("assistant", "ANSWER"),
+            pair("user", "Bye."),
+        ]
+    );
+}

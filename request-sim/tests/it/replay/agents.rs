@@ -1,0 +1,190 @@
+//! Agent corpora over loopback: a Weka corpus with fan-out, joins and a background subagent
+//! replayed against llm-sim, checked from the records: no request before its predecessor's
+//! completion plus its client gap, no joining request before its subagents finished, the
+//! background subagent blocking nothing, subagents under their own session ids, one record
+//! per scheduled request.
+
+use std::path::Path;
+
+use crate::support::*;
+use request_sim::record::{Record, Status};
+use request_sim::trace::agent::plan::{plan, PlanOptions, Population};
+use request_sim::trace::agent::weka;
+use request_sim::trace::TraceFormat;
+
+/// When a record's request completed (ms on the run's clock).
+fn done_ms(r: &Record) -> f64 {
+    r.sent_ms.unwrap() + r.done_ms.or(r.e2e_ms).unwrap()
+}
+
+fn corpus_dir() -> std::path::PathBuf {
+    data_path("agents")
+}
+
+fn replay_corpus(dir: &Path, extra: &[&str]) -> (Vec<Record>, request_sim::run::RunOutcome) {
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let mut args = base_args(&sim.base_url(), &corpus_dir(), dir);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let outcome = replay(&strs(&args));
+    (read_records_by_index(&dir.join("records.jsonl")), outcome)
+}
+
+#[test]
+fn subagents_fan_out_join_and_run_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, outcome) = replay_corpus(dir.path(), &[]);
+    assert_eq!(outcome.exit_code, 0);
+    // The layout the run used (same corpus, same seed): which requests each one waits for.
+    let corpus = weka::load(&corpus_dir()).unwrap();
+    let (trace, facts) = plan(
+        &corpus,
+        TraceFormat::Weka,
+        &PlanOptions {
+            seed: 7,
+            ..PlanOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(facts.conversations, 3);
+    assert_eq!(facts.subagents, 4);
+    assert_eq!(facts.joined_subagents, 3);
+    assert_eq!(
+        recs.len(),
+        trace.requests.len(),
+        "one record per scheduled request"
+    );
+    assert_one_record_per_index(&recs, trace.requests.len());
+    let mut joined = 0;
+    for r in &recs {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        let turn = trace.sessions.get(r.index).unwrap();
+        let agent = turn.agent.as_ref().unwrap();
+        assert_eq!(r.conversation.as_deref(), Some(&*agent.conversation));
+        assert_eq!(r.agent.as_deref(), Some(&*agent.agent));
+        assert_eq!(r.session_id.as_deref(), Some(&*turn.id));
+        if &*agent.agent != "main" {
+            assert_eq!(
+                r.session_id.clone().unwrap(),
+                format!("{}::sa:{}", agent.conversation, agent.agent)
+            );
+        }
+        let sent = r.sent_ms.unwrap();
+        let gap = turn.trace_gap_ms.unwrap_or(0.0);
+        if let Some(p) = r.parent_index {
+            assert_eq!(turn.parent_index, Some(p));
+            let think = r
+                .think_ms
+                .expect("a released request records its client gap");
+            assert!((think - gap).abs() < 0.01, "{r:?}: gap {gap}");
+            assert!(
+                sent + 0.002 >= done_ms(&recs[p]) + gap,
+                "request {} sent at {sent} ms before its predecessor {p} ended + {gap} ms",
+                r.index
+            );
+        }
+        for &j in agent.joins.iter() {
+            joined += 1;
+            assert!(
+                sent + 0.002 >= done_ms(&recs[j]) + gap,
+                "request {} sent at {sent} ms before the subagent request {j} it joins ended",
+                r.index
+            );
+        }
+        if !agent.joins.is_empty() {
+            assert_eq!(r.joins, Some(agent.joins.len() as u32), "{r:?}");
+            assert!(r.join_wait_ms.is_some(), "{r:?}");
+        }
+    }
+    assert_eq!(joined, 3, "the joins of the corpus were checked");
+    // The background subagent of `fanout` blocked nothing: the main agent's last request went
+    // out before the background's last request completed, and nothing waits for it.
+    let of = |agent: &str| -> Vec<&Record> {
+        recs.iter()
+            .filter(|r| {
+                r.conversation.as_deref() == Some("fanout") && r.agent.as_deref() == Some(agent)
+            })
+            .collect()
+    };
+    let (main, bg) = (of("main"), of("bg"));
+    assert_eq!((main.len(), bg.len()), (4, 3));
+    let bg_last = bg.iter().map(|r| r.index).max().unwrap();
+    assert!(trace
+        .sessions
+        .turns
+        .iter()
+        .flatten()
+        .all(|t| t.waits().all(|w| w != bg_last)));
+    let main_last_sent = main.iter().map(|r| r.sent_ms.unwrap()).fold(0.0, f64::max);
+    assert!(
+        main_last_sent < done_ms(bg.iter().find(|r| r.index == bg_last).unwrap()),
+        "the main agent finished while its background subagent still ran"
+    );
+    // The summary's agent section.
+    let summary = read_summary_file(&summary_path(&dir.path().join("records.jsonl")));
+    let a = summary.agents.expect("an agent section");
+    assert_eq!((a.conversations, a.conversations_completed), (3, 3));
+    assert_eq!((a.subagents_spawned, a.subagents_joined), (4, 3));
+    assert!(a.wall_time_p50_s.is_some() && a.trace_wall_time_p50_s.is_some());
+}
+
+#[test]
+fn users_take_conversations_one_after_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, outcome) = replay_corpus(dir.path(), &["--users", "1", "--max-idle-gap", "0.05"]);
+    assert_eq!(outcome.exit_code, 0);
+    let corpus = weka::load(&corpus_dir()).unwrap();
+    let (trace, facts) = plan(
+        &corpus,
+        TraceFormat::Weka,
+        &PlanOptions {
+            seed: 7,
+            population: Population::Users(1),
+            max_idle_gap_ms: Some(50.0),
+            ..PlanOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(recs.len(), trace.requests.len());
+    assert!(facts.capped_gaps > 0);
+    // One user: a conversation starts only after every request of the one before it ended.
+    let mut spans: Vec<(String, f64, f64)> = Vec::new();
+    for conv in ["fanout", "plain", "nested"] {
+        let rs: Vec<&Record> = recs
+            .iter()
+            .filter(|r| r.conversation.as_deref() == Some(conv))
+            .collect();
+        assert!(rs.iter().all(|r| r.status == Status::Ok));
+        assert!(rs
+            .iter()
+            .all(|r| r.think_ms.is_none_or(|t| t <= 50.0 + 1e-6)));
+        let first = rs
+            .iter()
+            .map(|r| r.sent_ms.unwrap())
+            .fold(f64::MAX, f64::min);
+        let last = rs.iter().map(|r| done_ms(r)).fold(0.0, f64::max);
+        spans.push((conv.to_string(), first, last));
+    }
+    spans.sort_by(|a, b| a.1.total_cmp(&b.1));
+    for w in spans.windows(2) {
+        assert!(w[1].1 + 0.002 >= w[0].2, "{spans:?}");
+    }
+    let summary = read_summary_file(&summary_path(&dir.path().join("records.jsonl")));
+    let layout = summary.agents.unwrap().layout.unwrap();
+    assert_eq!(
+        (layout.users, layout.max_idle_gap_ms),
+        (Some(1), Some(50.0))
+    );
+}
+
+#[test]
+fn agent_flags_need_an_agent_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = trace_fixture("mooncake.jsonl");
+    let mut args = base_args("http://127.0.0.1:9", &trace, dir.path());
+    args.extend(["--users".to_string(), "2".to_string()]);
+    let err = config(&strs(&args)).unwrap_err().to_string();
+    assert!(err.contains("--users needs an agent corpus"), "{err}");
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Agent-session benchmark against llm-sim on loopback (issue 27): many concurrent agent
+# conversations (a main agent with a joined subagent each) replayed from a generated Weka corpus.
+#
+#   scripts/bench-agents.sh
+#
+# Generates CONVS conversations (Weka / kv-cache-tester JSON, one file each): a main agent of
+# MAIN_REQS requests THINK_S seconds apart and one subagent of SUB_REQS requests spawned after
+# the main agent's first request and joined by its second; conversations start SESSION_RATE per
+# second (`--session-rate`), so about CONVS agent sessions (plus their subagents) are in flight
+# at the peak. Prints from the records:
+#   release latency = sent - (predecessor's completion + client gap) over the requests
+#     released after a single predecessor (no joins), from the records    (p50/p99/max, ms)
+#   release drift of every gate-released request (sent - release, as the tool measured it,
+#     joins included)                                                     (p50/p99/max, ms)
+#   drift of the clock-released requests (conversation starts)            (p50/p99/max, ms)
+#   the peak of conversations in flight, records vs scheduled, the load average.
+#
+# Bounded: each conversation is replayed once (the corpus is finite) and `timeout` caps the
+# run. Loopback only.
+#
+# Environment (defaults in brackets):
+#   CONVS [1000]  SESSION_RATE [50]  MAIN_REQS [8]  SUB_REQS [4]  THINK_S [5]  OUTPUT [8]
+#   BIN_DIR [target/release]  NO_BUILD [0]  OUT [bench-results/agents-<UTC time>]
+#   EXTRA_ARGS []  more flags for `request-sim replay`
+# Needs: jq, awk, python3.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+CONVS="${CONVS:-1000}"
+SESSION_RATE="${SESSION_RATE:-50}"
+MAIN_REQS="${MAIN_REQS:-8}"
+SUB_REQS="${SUB_REQS:-4}"
+THINK_S="${THINK_S:-5}"
+OUTPUT="${OUTPUT:-8}"
+BIN_DIR="${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}"
+OUT="${OUT:-bench-results/agents-$(date -u +%Y%m%d-%H%M%S)}"
+EXTRA_ARGS="${EXTRA_ARGS:-}"
+for tool in jq awk python3; do
+    command -v "$tool" >/dev/null || { echo "bench-agents.sh: $tool not found" >&2; exit 1; }
+done
+if [[ "${NO_BUILD:-0}" != 1 ]]; then
+    cargo build --release -p request-sim -p llm-sim --bins >&2
+fi
+RS="$BIN_DIR/request-sim"
+SIM="$BIN_DIR/llm-sim"
+[[ -x "$RS" && -x "$SIM" ]] || { echo "bench-agents.sh: no binaries in $BIN_DIR" >&2; exit 1; }
+mkdir -p "$OUT/corpus"
+
+# The corpus: each request adds 2 blocks of 16 tokens to its agent's prompt.
+python3 - "$OUT/corpus" "$CONVS" "$MAIN_REQS" "$SUB_REQS" "$THINK_S" "$OUTPUT" <<'PY'
+import json, sys
+out, convs, main_reqs, sub_reqs, think, output = sys.argv[1], *map(int, sys.argv[2:5]), float(sys.argv[5]), int(sys.argv[6])
+def req(t, n, think_s):
+    return {"t": t, "type": "s", "in": n * 32, "out": output, "hash_ids": list(range(1, 2 * n + 1)),
+            "api_time": 0.05, "think_time": think_s}
+for c in range(convs):
+    sub_start = 0.05 + 0.5
+    sub = [dict(req(k * think, k + 1, think if k else 0.0), hash_ids=list(range(1000, 1000 + 2 * (k + 1))))
+           for k in range(sub_reqs)]
+    sub_end = sub_start + (sub_reqs - 1) * think + 0.05
+    entries = [req(0.0, 1, 0.0),
+               {"t": sub_end, "type": "subagent", "agent_id": "sa1", "status": "completed",
+                "duration_ms": (sub_end - sub_start) * 1000, "requests": sub}]
+    t = sub_end + think
+    for k in range(1, main_reqs):
+        entries.append(req(t, k + 1, think))
+        t += think + 0.05
+    doc = {"id": f"c{c:05d}", "block_size": 16, "hash_id_scope": "local", "requests": entries}
+    with open(f"{out}/c{c:05d}.json", "w") as f:
+        json.dump(doc, f)
+PY
+
+SIM_LOG="$OUT/llm-sim.log"
+"$SIM" --host 127.0.0.1 --port 0 --preset fast --block-size 16 2>"$SIM_LOG" &
+SIM_PID=$!
+cleanup() { kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; }
+trap cleanup EXIT
+BASE=""
+for _ in $(seq 100); do
+    BASE="$(grep -o 'listening on http://127\.0\.0\.1:[0-9]*' "$SIM_LOG" | awk '{print $3}' || true)"
+    [[ -n "$BASE" ]] && break
+    sleep 0.1
+done
+[[ -n "$BASE" ]] || { echo "bench-agents.sh: llm-sim did not start" >&2; cat "$SIM_LOG" >&2; exit 1; }
+
+LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a)"
+LIMIT=$(awk -v n="$CONVS" -v r="$SESSION_RATE" -v m="$MAIN_REQS" -v s="$SUB_REQS" -v th="$THINK_S" \
+    'BEGIN { printf "%d", n / r + (m + s) * (th + 0.2) + 30 }')
+# shellcheck disable=SC2086
+timeout $((LIMIT + 60)) "$RS" replay --endpoint "$BASE" --dataset-path "$OUT/corpus" --quiet \
+    --session-rate "$SESSION_RATE" --seed 1 \
+    -o "$OUT/records.jsonl" $EXTRA_ARGS >"$OUT/console.txt" 2>"$OUT/replay.log"
+
+pct() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "n/a"; exit }
+    i50 = int(0.50 * NR); if (i50 < 1) i50 = 1; i99 = int(0.99 * NR + 0.999); if (i99 > NR) i99 = NR
+    printf "n=%d p50 %.3f p99 %.3f max %.3f ms\n", NR, v[i50], v[i99], v[NR] }'; }
+REC="$OUT/records.jsonl"
+echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (uncommitted changes)')"
+echo "load average before / after the run: $LOAD_BEFORE / $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a); cores: $(nproc)"
+echo "corpus: $CONVS conversations x ($MAIN_REQS main + $SUB_REQS subagent requests), $SESSION_RATE starts/s, gaps ${THINK_S} s"
+echo "records: $(wc -l < "$REC") (scheduled: $(jq '.run.scheduled' "$REC.summary.json")), statuses: $(jq -c '.status' "$REC.summary.json")"
+echo -n "conversations in flight, peak: "
+jq -r 'select(.conversation != null and .sent_ms != null) | [.conversation, .sent_ms, (.sent_ms + (.done_ms // .e2e_ms // 0))] | @tsv' "$REC" \
+    | awk -F'\t' '{ if (!($1 in s) || $2 < s[$1]) s[$1] = $2; if (!($1 in e) || $3 > e[$1]) e[$1] = $3 }
+        END { for (c in s) { print s[c], 1; print e[c], -1 } }' \
+    | sort -g | awk '{ n += $2; if (n > m) m = n } END { print m + 0 }'
+echo -n "release latency (sent - predecessor done - gap, no joins): "
+jq -s 'INDEX(.index|tostring) as $by
+    | .[] | select(.parent_index != null and .sent_ms != null and .joins == null and .think_ms != null)
+    | $by[.parent_index|tostring] as $p
+    | select($p.sent_ms != null and $p.done_ms != null)
+    | (.sent_ms - ($p.sent_ms + $p.done_ms) - .think_ms)' "$REC" | pct
+echo -n "release drift, gate-released (joins included): "
+jq 'select(.think_ms != null and .drift_ms != null) | .drift_ms' "$REC" | pct
+echo -n "drift, clock-released (conversation starts): "
+jq 'select(.think_ms == null and .drift_ms != null) | .drift_ms' "$REC" | pct
+echo "results in $OUT"
