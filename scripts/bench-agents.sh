@@ -19,8 +19,17 @@
 # Bounded: each conversation is replayed once (the corpus is finite) and `timeout` caps the
 # run. Loopback only.
 #
+# A population behind a session-affinity router instead (issue 27's `--users 8` measurement):
+#   USERS=8 TIME_S=60 INSTANCES=4 ROUTER=session CONVS=40 MAIN_REQS=30 SUB_REQS=6 THINK_S=1 \
+#     BLOCKS=8 scripts/bench-agents.sh
+# replays with `--users USERS --time-in-secs TIME_S` through llm-sim's router (`--session-header
+# x-session-id`), and also prints how the subagents spread over the instances and the server
+# hit ratio against the trace-ideal for the routing the run got.
+#
 # Environment (defaults in brackets):
 #   CONVS [1000]  SESSION_RATE [50]  MAIN_REQS [8]  SUB_REQS [4]  THINK_S [5]  OUTPUT [8]
+#   BLOCKS [2] blocks of 16 tokens each request adds   USERS []  TIME_S []  INSTANCES [1]
+#   ROUTER [] (llm-sim --router policy; needs INSTANCES > 1)
 #   BIN_DIR [target/release]  NO_BUILD [0]  OUT [bench-results/agents-<UTC time>]
 #   EXTRA_ARGS []  more flags for `request-sim replay`
 # Needs: jq, awk, python3.
@@ -33,6 +42,11 @@ MAIN_REQS="${MAIN_REQS:-8}"
 SUB_REQS="${SUB_REQS:-4}"
 THINK_S="${THINK_S:-5}"
 OUTPUT="${OUTPUT:-8}"
+BLOCKS="${BLOCKS:-2}"
+USERS="${USERS:-}"
+TIME_S="${TIME_S:-}"
+INSTANCES="${INSTANCES:-1}"
+ROUTER="${ROUTER:-}"
 BIN_DIR="${BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/release}"
 OUT="${OUT:-bench-results/agents-$(date -u +%Y%m%d-%H%M%S)}"
 EXTRA_ARGS="${EXTRA_ARGS:-}"
@@ -48,15 +62,16 @@ SIM="$BIN_DIR/llm-sim"
 mkdir -p "$OUT/corpus"
 
 # The corpus: each request adds 2 blocks of 16 tokens to its agent's prompt.
-python3 - "$OUT/corpus" "$CONVS" "$MAIN_REQS" "$SUB_REQS" "$THINK_S" "$OUTPUT" <<'PY'
+python3 - "$OUT/corpus" "$CONVS" "$MAIN_REQS" "$SUB_REQS" "$THINK_S" "$OUTPUT" "$BLOCKS" <<'PY'
 import json, sys
-out, convs, main_reqs, sub_reqs, think, output = sys.argv[1], *map(int, sys.argv[2:5]), float(sys.argv[5]), int(sys.argv[6])
+out, convs, main_reqs, sub_reqs, think, output, blocks = sys.argv[1], *map(int, sys.argv[2:5]), float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 def req(t, n, think_s):
-    return {"t": t, "type": "s", "in": n * 32, "out": output, "hash_ids": list(range(1, 2 * n + 1)),
-            "api_time": 0.05, "think_time": think_s}
+    return {"t": t, "type": "s", "in": n * blocks * 16, "out": output,
+            "hash_ids": list(range(1, blocks * n + 1)), "api_time": 0.05, "think_time": think_s}
 for c in range(convs):
     sub_start = 0.05 + 0.5
-    sub = [dict(req(k * think, k + 1, think if k else 0.0), hash_ids=list(range(1000, 1000 + 2 * (k + 1))))
+    sub = [dict(req(k * think, k + 1, think if k else 0.0),
+                hash_ids=list(range(100000, 100000 + blocks * (k + 1))))
            for k in range(sub_reqs)]
     sub_end = sub_start + (sub_reqs - 1) * think + 0.05
     entries = [req(0.0, 1, 0.0),
@@ -72,13 +87,19 @@ for c in range(convs):
 PY
 
 SIM_LOG="$OUT/llm-sim.log"
-"$SIM" --host 127.0.0.1 --port 0 --preset fast --block-size 16 2>"$SIM_LOG" &
+SIM_ARGS=(--host 127.0.0.1 --port 0 --preset fast --block-size 16 --instances "$INSTANCES")
+[[ -n "$ROUTER" ]] && SIM_ARGS+=(--router "$ROUTER")
+"$SIM" "${SIM_ARGS[@]}" 2>"$SIM_LOG" &
 SIM_PID=$!
 cleanup() { kill "$SIM_PID" 2>/dev/null || true; wait "$SIM_PID" 2>/dev/null || true; }
 trap cleanup EXIT
 BASE=""
 for _ in $(seq 100); do
-    BASE="$(grep -o 'listening on http://127\.0\.0\.1:[0-9]*' "$SIM_LOG" | awk '{print $3}' || true)"
+    if [[ -n "$ROUTER" ]]; then
+        BASE="$(grep 'router' "$SIM_LOG" | grep -o 'http://127\.0\.0\.1:[0-9]*' | head -1 || true)"
+    else
+        BASE="$(grep -o 'listening on http://127\.0\.0\.1:[0-9]*' "$SIM_LOG" | head -1 | awk '{print $3}' || true)"
+    fi
     [[ -n "$BASE" ]] && break
     sleep 0.1
 done
@@ -87,9 +108,15 @@ done
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a)"
 LIMIT=$(awk -v n="$CONVS" -v r="$SESSION_RATE" -v m="$MAIN_REQS" -v s="$SUB_REQS" -v th="$THINK_S" \
     'BEGIN { printf "%d", n / r + (m + s) * (th + 0.2) + 30 }')
+if [[ -n "$USERS" ]]; then
+    POP=(--users "$USERS" --session-header x-session-id)
+    [[ -n "$TIME_S" ]] && { POP+=(--time-in-secs "$TIME_S"); LIMIT="$TIME_S"; }
+else
+    POP=(--session-rate "$SESSION_RATE")
+fi
 # shellcheck disable=SC2086
 timeout $((LIMIT + 60)) "$RS" replay --endpoint "$BASE" --dataset-path "$OUT/corpus" --quiet \
-    --session-rate "$SESSION_RATE" --seed 1 \
+    "${POP[@]}" --seed 1 \
     -o "$OUT/records.jsonl" $EXTRA_ARGS >"$OUT/console.txt" 2>"$OUT/replay.log"
 
 pct() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "n/a"; exit }
@@ -115,4 +142,15 @@ echo -n "release drift, gate-released (joins included): "
 jq 'select(.think_ms != null and .drift_ms != null) | .drift_ms' "$REC" | pct
 echo -n "drift, clock-released (conversation starts): "
 jq 'select(.think_ms == null and .drift_ms != null) | .drift_ms' "$REC" | pct
+SUM="$REC.summary.json"
+echo "agents: $(jq -c '.agents | {conversations, conversations_completed, subagents_spawned, subagents_joined, wall_time_p50_s, trace_wall_time_p50_s, requests_not_sent}' "$SUM")"
+echo "prefix hit ratio: server $(jq '.agents.server_hit_ratio' "$SUM"), trace-ideal (one cache) $(jq '.agents.ideal_hit_ratio' "$SUM"), trace-ideal for the routing the run got $(jq '.agents.routed_ideal_hit_ratio' "$SUM") over $(jq '.agents.instances_served' "$SUM") instance(s)"
+if [[ "$INSTANCES" -gt 1 ]]; then
+    echo "requests per instance, main agents / subagents:"
+    jq -r 'select(.served_by != null) | [(.served_by.pod // "?"), (if .agent == "main" then "main" else "sub" end)] | @tsv' "$REC" \
+        | sort | uniq -c | awk '{ printf "  %s %s: %d\n", $2, $3, $1 }'
+    echo -n "subagents served on a different instance than their parent's request: "
+    jq -s 'INDEX(.index|tostring) as $by | [ .[] | select(.agent != null and .agent != "main" and .turn == 1 and .parent_index != null and .served_by != null)
+        | ($by[.parent_index|tostring].served_by.pod != .served_by.pod) ] | "\(map(select(.)) | length) of \(length)"' -r "$REC"
+fi
 echo "results in $OUT"

@@ -236,8 +236,14 @@ pub struct ReplayTraceArgs {
     pub max_idle_gap: Option<f64>,
     /// Agent corpora: replay as N concurrent users, each taking the next conversation (seeded
     /// order) when its previous one ended. Default: every conversation once, all at the start.
-    #[arg(long, value_name = "N", conflicts_with = "session_rate")]
-    pub users: Option<usize>,
+    /// `sweep` takes a list (`--users 1,2,4,8,16`: one point per number).
+    #[arg(
+        long,
+        value_name = "N",
+        value_delimiter = ',',
+        conflicts_with = "session_rate"
+    )]
+    pub users: Vec<usize>,
     /// Agent corpora: conversations start at this rate (per second, Poisson, seeded).
     #[arg(long, value_name = "R")]
     pub session_rate: Option<f64>,

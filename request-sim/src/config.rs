@@ -585,7 +585,7 @@ fn agent_sessions(
     let t = &a.trace;
     if !agentic {
         let flag = [
-            (t.users.is_some(), "--users"),
+            (!t.users.is_empty(), "--users"),
             (t.session_rate.is_some(), "--session-rate"),
             (t.share_system_prefix, "--share-system-prefix"),
         ]
@@ -625,7 +625,16 @@ fn max_idle_gap(a: &ReplayTraceArgs) -> Result<Option<f64>> {
 /// `--users`, `--session-rate`, `--share-system-prefix`.
 fn agent_settings(a: &ReplayTraceArgs) -> Result<AgentSettings> {
     use crate::trace::agent::plan::Population;
-    let population = match (a.users, a.session_rate) {
+    let users = match a.users.as_slice() {
+        [] => None,
+        &[n] => Some(n),
+        _ => {
+            return Err(Error::config(
+                "--users takes one number in a replay (a list, --users 1,2,4, is for `sweep`)",
+            ))
+        }
+    };
+    let population = match (users, a.session_rate) {
         (Some(0), _) => return Err(Error::config("--users must be at least 1")),
         (Some(n), None) => Population::Users(n),
         (None, Some(r)) if !(r.is_finite() && r > 0.0) => {

@@ -355,6 +355,12 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
         "Prefix hit ratio server / ideal:",
         format!("{} / {}", pct(a.server_hit_ratio), pct(a.ideal_hit_ratio)),
     );
+    if let (Some(r), Some(n)) = (a.routed_ideal_hit_ratio, a.instances_served) {
+        t.row(
+            format!("Ideal for the routing ({n} inst.):").as_str(),
+            pct(Some(r)),
+        );
+    }
 }
 
 /// Multi-turn sessions: turns, durations, TTFT by turn, waits and think time.

@@ -36,6 +36,7 @@ pub(super) fn run(
         ..
     } = drained;
     let mut summary = accumulator.finish(&info);
+    routed_ideal(cfg, trace, &mut summary);
     feed_warnings(&mut summary, &feed, reason);
     match scraped {
         Some(Ok(r)) => server_section(&mut summary, &r),
@@ -204,6 +205,21 @@ fn run_info(
         ),
         agents: trace.agents.clone(),
         ..RunInfo::new()
+    }
+}
+
+/// An agent corpus: the trace-ideal hit ratio for the routing the run got, from the records
+/// and the whole trace (nothing when the records cannot be read back).
+fn routed_ideal(cfg: &ReplayConfig, trace: &Loaded, summary: &mut Summary) {
+    let (Some(a), Some(w)) = (summary.agents.as_mut(), &trace.whole) else {
+        return;
+    };
+    if let Ok((records, _)) = crate::record::read_records(&cfg.output.records_path) {
+        let routed = crate::stats::agents::routed_ideal_hit_ratio(&records, w.block_size, |i| {
+            w.requests.get(i)
+        });
+        a.routed_ideal_hit_ratio = routed.map(|r| r.0);
+        a.instances_served = routed.map(|r| r.1);
     }
 }
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::samples::percentile_sorted;
 use crate::record::{Record, Status};
 use crate::trace::agent::plan::PlanFacts;
+use crate::trace::{IdealCache, TraceRequest};
 
 /// Agent conversations of a run (present when records carry `conversation`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -42,6 +43,11 @@ pub struct AgentSummary {
     /// and the trace-ideal (infinite cache) ratio of the run, when known.
     pub server_hit_ratio: Option<f64>,
     pub ideal_hit_ratio: Option<f64>,
+    /// The trace-ideal ratio for the routing the run got: each sent request, in send order,
+    /// against an unbounded cache of the instance that served it (`served_by`), over the
+    /// instances that served (computed at the end of a run, not by `report`).
+    pub routed_ideal_hit_ratio: Option<f64>,
+    pub instances_served: Option<usize>,
     /// How the corpus was laid out (absent when re-summarising records).
     pub layout: Option<PlanFacts>,
 }
@@ -150,7 +156,43 @@ impl AgentAcc {
             requests_not_sent: self.not_sent,
             server_hit_ratio: (self.cache.0 > 0).then(|| self.cache.1 as f64 / self.cache.0 as f64),
             ideal_hit_ratio: ideal,
+            routed_ideal_hit_ratio: None,
+            instances_served: None,
             layout: layout.cloned(),
         })
     }
+}
+
+/// The trace-ideal prefix-cache hit ratio for the routing a run got, and the instances that
+/// served: every sent request in send order against an unbounded cache of the instance that
+/// answered it (`served_by`; one cache when responses do not say), hits as the trace-ideal
+/// counts them (`docs/traces.md`). `request(i)`: the trace request of record index `i`.
+pub fn routed_ideal_hit_ratio<'a>(
+    records: &[Record],
+    block_size: usize,
+    request: impl Fn(usize) -> Option<&'a TraceRequest>,
+) -> Option<(f64, usize)> {
+    let mut sent: Vec<&Record> = records.iter().filter(|r| r.sent_ms.is_some()).collect();
+    sent.sort_by(|a, b| {
+        a.sent_ms
+            .unwrap_or(0.0)
+            .total_cmp(&b.sent_ms.unwrap_or(0.0))
+    });
+    let mut caches: HashMap<(Option<String>, Option<u16>), IdealCache> = HashMap::new();
+    let (mut hit, mut total) = (0u64, 0u64);
+    for r in sent {
+        let Some(req) = request(r.index) else {
+            continue;
+        };
+        let key = r
+            .served_by
+            .as_ref()
+            .map_or((None, None), |s| (s.pod.clone(), s.port));
+        let cache = caches
+            .entry(key)
+            .or_insert_with(|| IdealCache::new(block_size, IdealCache::MAX_BLOCKS));
+        hit += u64::from(cache.hits(req)?);
+        total += u64::from(req.input_length);
+    }
+    (total > 0).then(|| (hit as f64 / total as f64, caches.len()))
 }

@@ -35,6 +35,9 @@ const KEEPS_UP: f64 = 0.9;
 #[serde(default)]
 pub struct SweepPoint {
     pub scale_factor: f64,
+    /// A `--users` sweep (agent corpora): the point's concurrent users.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub users: Option<usize>,
     pub seed: u64,
     /// Result directory of the point.
     pub dir: String,
@@ -76,6 +79,9 @@ pub struct SweepResult {
     pub target: f64,
     /// The highest point carried, when any.
     pub capacity_scale_factor: Option<f64>,
+    /// A `--users` sweep: the most concurrent users carried, when any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_users: Option<usize>,
     pub answer: String,
     /// The sweep was interrupted: the points so far.
     pub interrupted: bool,
@@ -85,6 +91,12 @@ pub struct SweepResult {
 
 /// The trace slice's request rate at scale 1 (requests over the span of their timestamps).
 fn trace_rate(cfg: &ReplayConfig) -> Result<f64> {
+    // An agent corpus has no rate of its own: its load is closed-loop (users, arrivals).
+    if let crate::config::TraceSource::File(p) = &cfg.trace.source {
+        if crate::trace::agent::is_agent_corpus(p, cfg.trace.load.format) {
+            return Ok(0.0);
+        }
+    }
     let t = crate::run::load_trace(cfg)?;
     let span_s = match (t.requests.first(), t.requests.last()) {
         (Some(a), Some(b)) => (b.timestamp_ms - a.timestamp_ms) / 1e3,
@@ -109,6 +121,7 @@ fn point_of(
     let scheduled = s.scheduled;
     SweepPoint {
         scale_factor: f,
+        users: None,
         seed,
         dir: dir.display().to_string(),
         offered_rps: rate * f,
@@ -133,12 +146,64 @@ fn point_of(
 }
 
 /// Whether a point was carried: within the SLO target when there is one, else the server
-/// kept up with the offered rate.
+/// kept up with the offered rate (a `--users` point, whose load is closed-loop: at least 90%
+/// of the requests sent completed).
 fn carried(p: &SweepPoint, target: f64) -> bool {
-    match p.good_fraction {
-        Some(g) => g >= target,
-        None => p.offered_rps > 0.0 && p.request_throughput >= KEEPS_UP * p.offered_rps,
+    match (p.good_fraction, p.users) {
+        (Some(g), _) => g >= target,
+        (None, Some(_)) => {
+            p.completed > 0 && p.completed as f64 >= KEEPS_UP * (p.completed + p.failed) as f64
+        }
+        (None, None) => p.offered_rps > 0.0 && p.request_throughput >= KEEPS_UP * p.offered_rps,
     }
+}
+
+/// A `--users` sweep's answer: the most concurrent users carried with every smaller number
+/// carried too.
+pub fn users_answer(
+    points: &[SweepPoint],
+    slo: Option<&str>,
+    target: f64,
+) -> (Option<usize>, String) {
+    let mut sorted: Vec<&SweepPoint> = points.iter().filter(|p| !p.interrupted).collect();
+    sorted.sort_by_key(|p| p.users);
+    let best = sorted.iter().take_while(|p| carried(p, target)).last();
+    let next = sorted.iter().find(|p| !carried(p, target));
+    let what = match slo {
+        Some(s) => format!("{:.0}% of requests within {s}", target * 100.0),
+        None => format!("{:.0}% of the requests sent completed", KEEPS_UP * 100.0),
+    };
+    let users = |p: &SweepPoint| p.users.unwrap_or(0);
+    let load = |p: &SweepPoint| {
+        format!(
+            "{:.2} req/s served{}",
+            p.request_throughput,
+            p.good_fraction
+                .map(|g| format!(", {:.1}% good", g * 100.0))
+                .unwrap_or_default()
+        )
+    };
+    let text = match (best, next) {
+        (Some(b), Some(n)) => format!(
+            "capacity: {} concurrent users ({}) is the most with {what}; {} users fell short ({})",
+            users(b),
+            load(b),
+            users(n),
+            load(n)
+        ),
+        (Some(b), None) => format!(
+            "capacity: every point up to {} users ({}) had {what}: the capacity is higher, sweep further",
+            users(b),
+            load(b)
+        ),
+        (None, Some(n)) => format!(
+            "capacity: below {} users: even the fewest fell short of {what} ({})",
+            users(n),
+            load(n)
+        ),
+        (None, None) => "capacity: no point was run".to_string(),
+    };
+    (best.map(|p| users(p)), text)
 }
 
 /// The answer in one line, and the capacity point (the highest scale factor carried with every
@@ -316,6 +381,12 @@ impl Sweep {
 
     /// `sweep.json` as it stands (after every point, so a killed sweep keeps its points).
     fn save(&self, result: &mut SweepResult) -> Result<()> {
+        if result.points.iter().any(|p| p.users.is_some()) {
+            let (cap, text) = users_answer(&result.points, self.slo.as_deref(), self.target);
+            result.capacity_users = cap;
+            result.answer = text;
+            return crate::util::write_json(&self.dir.join("sweep.json"), result);
+        }
         let (cap, text) = answer(&result.points, self.slo.as_deref(), self.target);
         result.capacity_scale_factor = cap;
         result.answer = match &result.search {
@@ -328,9 +399,26 @@ impl Sweep {
     /// Replay point `k` at scale `f` into its own directory, with a fresh seed and the prefix
     /// caches reset; returns the point and whether Ctrl-C interrupted it.
     fn point(&self, k: usize, f: f64, of: &str) -> Result<(SweepPoint, bool)> {
-        let pdir = point_dir(&self.dir, f);
+        self.point_with(k, f, None, of)
+    }
+
+    /// [`Sweep::point`], or with `users` a `--users` point at scale 1 (`users-N/`).
+    fn point_with(
+        &self,
+        k: usize,
+        f: f64,
+        users: Option<usize>,
+        of: &str,
+    ) -> Result<(SweepPoint, bool)> {
+        let pdir = match users {
+            Some(u) => self.dir.join(format!("users-{u}")),
+            None => point_dir(&self.dir, f),
+        };
         let mut a = self.base.clone();
         a.schedule.scale_factor = f;
+        if let Some(u) = users {
+            a.trace.users = vec![u];
+        }
         a.prompts.seed = Some(point_seed(self.base.prompts.seed, k));
         a.schedule.time_in_secs = Some(
             self.base
@@ -344,14 +432,18 @@ impl Sweep {
         let cfg = ReplayConfig::from_args(a)?;
         let seed = cfg.prompts.seed;
         let reset = reset_prefix_caches(&cfg);
+        let what = match users {
+            Some(u) => format!("{u} users"),
+            None => format!("scale {f}"),
+        };
         eprintln!(
-            "request-sim: sweep point {}{of}: scale {f}, seed {seed}{} -> {}",
+            "request-sim: sweep point {}{of}: {what}, seed {seed}{} -> {}",
             k + 1,
             if reset { ", prefix caches reset" } else { "" },
             pdir.display()
         );
         let out = crate::run::replay(cfg)?;
-        let p = point_of(
+        let mut p = point_of(
             &out.summary,
             f,
             self.rate,
@@ -360,6 +452,16 @@ impl Sweep {
             reset,
             out.exit_code,
         );
+        if users.is_some() {
+            // Closed-loop users offer what they sent: the requests sent over the run.
+            let s = &out.summary;
+            p.users = users;
+            p.offered_rps = if s.duration_s > 0.0 {
+                (s.completed + s.failed) as f64 / s.duration_s
+            } else {
+                0.0
+            };
+        }
         let stopped = p.interrupted || self.stopped();
         Ok((p, stopped))
     }
@@ -427,6 +529,13 @@ fn check_args(args: &SweepArgs) -> Result<Option<(f64, f64)>> {
         seen.push(name);
     }
     check_point_flags(&args.replay)?;
+    if args.replay.trace.users.len() > 1
+        && (!args.scale_factors.is_empty() || !args.search.is_empty())
+    {
+        return Err(Error::config(
+            "sweep --users N1,N2,... sweeps the users at scale 1: give it without --scale-factors or --search",
+        ));
+    }
     if !(args.target > 0.0 && args.target <= 1.0) {
         return Err(Error::config(format!(
             "--target must be in (0, 1], got {}",
@@ -472,7 +581,11 @@ pub fn sweep(args: SweepArgs) -> Result<u8> {
             "request-sim: sweep: every point stops sending after {DEFAULT_POINT_SECS:.0} s (--time-in-secs to change)"
         );
     }
-    let probe = ReplayConfig::from_args(base.clone())?;
+    let mut probe_args = base.clone();
+    if probe_args.trace.users.len() > 1 {
+        probe_args.trace.users.truncate(1);
+    }
+    let probe = ReplayConfig::from_args(probe_args)?;
     let slo_words =
         (!probe.output.report.slo.is_empty()).then(|| probe.output.report.slo.describe());
     let sw = Sweep {
@@ -488,7 +601,23 @@ pub fn sweep(args: SweepArgs) -> Result<u8> {
         target: args.target,
         ..SweepResult::default()
     };
-    if args.scale_factors.is_empty() {
+    let users = args.replay.trace.users.clone();
+    if users.len() > 1 {
+        let n = users.len();
+        for (k, &u) in users.iter().enumerate() {
+            if sw.stopped() {
+                result.interrupted = true;
+                break;
+            }
+            let (p, interrupted) = sw.point_with(k, 1.0, Some(u), &format!("/{n}"))?;
+            result.points.push(p);
+            result.interrupted = interrupted;
+            sw.save(&mut result)?;
+            if interrupted {
+                break;
+            }
+        }
+    } else if args.scale_factors.is_empty() {
         run_search(&sw, &args, start, &mut result)?;
     } else {
         let n = args.scale_factors.len();
@@ -614,7 +743,10 @@ fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8> 
             tpot_p50_ms: p.tpot_p50_ms,
             tpot_p99_ms: p.tpot_p99_ms,
             drift_p99_ms: p.drift_p99_ms,
-            capacity: Some(p.scale_factor) == cap,
+            capacity: match p.users {
+                Some(u) => Some(u) == result.capacity_users,
+                None => Some(p.scale_factor) == cap,
+            },
         })
         .collect();
     let mut title = result.answer.clone();

@@ -26,7 +26,8 @@ const COLUMNS: [(&str, usize); 12] = [
 fn cells(p: &SweepPoint) -> Vec<String> {
     let opt = |v: Option<f64>, d: usize| v.map_or("n/a".to_string(), |v| format!("{v:.d$}"));
     vec![
-        p.scale_factor.to_string(),
+        p.users
+            .map_or(p.scale_factor.to_string(), |u| format!("{u} usr")),
         format!("{:.2}", p.offered_rps),
         format!("{:.2}", p.request_throughput),
         format!("{:.1}", p.output_throughput),

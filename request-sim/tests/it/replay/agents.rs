@@ -128,6 +128,16 @@ fn subagents_fan_out_join_and_run_in_the_background() {
     assert_eq!((a.conversations, a.conversations_completed), (3, 3));
     assert_eq!((a.subagents_spawned, a.subagents_joined), (4, 3));
     assert!(a.wall_time_p50_s.is_some() && a.trace_wall_time_p50_s.is_some());
+    // One instance: the routed ideal is the run's own trace-ideal over the requests sent.
+    assert_eq!(a.instances_served, Some(1));
+    let (routed, ideal) = (
+        a.routed_ideal_hit_ratio.unwrap(),
+        a.ideal_hit_ratio.unwrap(),
+    );
+    assert!(
+        routed > 0.3 && (routed - ideal).abs() < 0.02,
+        "{routed} vs {ideal}"
+    );
 }
 
 #[test]
@@ -187,4 +197,55 @@ fn agent_flags_need_an_agent_corpus() {
     args.extend(["--users".to_string(), "2".to_string()]);
     let err = config(&strs(&args)).unwrap_err().to_string();
     assert!(err.contains("--users needs an agent corpus"), "{err}");
+}
+
+#[test]
+fn sweep_over_users_answers_how_many_users_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let sweep_dir = dir.path().join("sweep");
+    let (code, r) = sweep(&[
+        "--users",
+        "1,2",
+        "--sweep-dir",
+        sweep_dir.to_str().unwrap(),
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        corpus_dir().to_str().unwrap(),
+        "--time-in-secs",
+        "2",
+        "--max-idle-gap",
+        "0.02",
+        "--goodput",
+        "ttft:5000",
+        "--seed",
+        "5",
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(r.points.len(), 2);
+    assert_eq!(
+        r.points.iter().map(|p| p.users).collect::<Vec<_>>(),
+        vec![Some(1), Some(2)]
+    );
+    for p in &r.points {
+        assert!(p.completed > 0 && p.good_fraction.is_some(), "{p:?}");
+        assert!(Path::new(&p.dir).join("records.jsonl").exists());
+    }
+    assert!(r.answer.contains("users"), "{}", r.answer);
+    assert!(r.capacity_users.is_some() || r.answer.contains("below"));
+    let table = request_sim::sweep::render_table(&r);
+    assert!(
+        table.contains("1 usr") && table.contains("2 usr"),
+        "{table}"
+    );
+    assert!(std::fs::read_dir(&sweep_dir).unwrap().any(|e| e
+        .unwrap()
+        .path()
+        .extension()
+        .is_some_and(|x| x == "png")));
 }
