@@ -1,17 +1,18 @@
 //! Trace parsers: `parse_reader` with detection and with each forced format, on arbitrary bytes
-//! (plain or gzip). Any input must give a trace or an error, never a panic; a trace must keep
+//! (plain, gzip, zstd or bzip2). Any input must give a trace or an error, never a panic; a trace must keep
 //! the loader's invariants.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use request_sim::trace::{ideal_prefix_hits, parse_reader, LoadOptions, TraceFormat};
 
-const FORMATS: [Option<TraceFormat>; 5] = [
+const FORMATS: [Option<TraceFormat>; 6] = [
     None,
     Some(TraceFormat::Mooncake),
     Some(TraceFormat::Bailian),
     Some(TraceFormat::Azure),
     Some(TraceFormat::Generic),
+    Some(TraceFormat::BurstGpt),
 ];
 
 fuzz_target!(|data: &[u8]| {
@@ -19,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let opts = LoadOptions {
-        format: FORMATS[usize::from(sel % 5)],
+        format: FORMATS[usize::from(sel % 6)],
         block_size: match (sel >> 3) & 3 {
             0 => None,
             1 => Some(1),
@@ -29,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
         skip_invalid: sel & 0x20 != 0,
         max_requests: (sel & 0x40 != 0).then_some(3),
         start_ms: (sel & 0x80 != 0).then_some(1.0),
+        drop_failed: sel & 0x04 != 0,
         max_line_bytes: Some(4096),
         ..LoadOptions::default()
     };

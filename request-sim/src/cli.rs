@@ -46,6 +46,97 @@ pub enum Command {
     /// point is bounded: --max-requests (default 2000 in a sweep) and --time-in-secs (default
     /// 300 s in a sweep); Ctrl-C keeps the points done so far (exit 130).
     Sweep(Box<SweepArgs>),
+    /// Turn a request log (OpenAI-format, LiteLLM, OpenTelemetry GenAI spans, or a messages
+    /// trace; plain, .gz, .zst or .bz2) into an anonymized trace: lengths counted by the
+    /// target model's tokenizer and chat template, salted hash ids of the prompt's blocks,
+    /// sessions; no prompt text (docs/convert.md).
+    Convert(Box<ConvertArgs>),
+}
+
+/// Flags of `convert`.
+#[derive(Debug, Clone, Args)]
+pub struct ConvertArgs {
+    /// The request log (`-`: standard input).
+    pub log: PathBuf,
+    /// The trace to write (generic JSONL: timestamp, input_length, output_length, hash_ids,
+    /// session_id).
+    #[arg(long, short = 'o')]
+    pub output: PathBuf,
+    /// The log's shape (default: detected from the first line): openai, litellm, otel,
+    /// messages.
+    #[arg(long, value_parser = parse_log_format)]
+    pub log_format: Option<crate::trace::log::LogShape>,
+    /// JSON pointer to the request time (e.g. /created_at); default per log format.
+    #[arg(long, value_name = "POINTER")]
+    pub time_field: Option<String>,
+    /// JSON pointer to the chat messages (e.g. /request/messages).
+    #[arg(long, value_name = "POINTER")]
+    pub messages_field: Option<String>,
+    /// JSON pointer to the output token count (e.g. /response/usage/completion_tokens).
+    #[arg(long, value_name = "POINTER")]
+    pub output_field: Option<String>,
+    /// JSON pointer to a session id (default: sessions inferred from the messages; a
+    /// messages trace's session_id).
+    #[arg(long, value_name = "POINTER")]
+    pub session_field: Option<String>,
+    /// JSON pointer to the tools (default: `tools` beside the messages).
+    #[arg(long, value_name = "POINTER")]
+    pub tools_field: Option<String>,
+    /// How times are written (default: detected from the first row and stated in the
+    /// report): s, ms, us, ns (epoch or relative numbers), iso, relative-s, relative-ms.
+    #[arg(long, value_parser = parse_time_format)]
+    pub time_format: Option<crate::trace::log::TimeFormat>,
+    /// The target model's tokenizer: a model directory (tokenizer.json and
+    /// tokenizer_config.json with its chat template) or a tokenizer.json.
+    #[arg(long, required_unless_present = "endpoint")]
+    pub tokenizer: Option<PathBuf>,
+    /// The tokenizer_config.json holding the chat template (default: beside --tokenizer).
+    #[arg(long)]
+    pub tokenizer_config: Option<PathBuf>,
+    /// Count with this server's POST /tokenize (vLLM shape, with messages) instead of a local
+    /// tokenizer.
+    #[arg(long, conflicts_with = "tokenizer")]
+    pub endpoint: Option<String>,
+    /// The model name sent to the server's /tokenize.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Tokens per hash id.
+    #[arg(long, default_value_t = crate::convert::DEFAULT_BLOCK_SIZE, value_parser = parse_block_size)]
+    pub block_size: usize,
+    /// Salt of the block hash (default: random, never written anywhere). The same salt gives
+    /// the same hash ids for the same log.
+    #[arg(long)]
+    pub salt: Option<String>,
+    /// Also write a messages trace keeping the prompt text (for your own use: it is not
+    /// anonymized).
+    #[arg(long, value_name = "FILE")]
+    pub keep_text: Option<PathBuf>,
+    /// Skip the analyze of the converted trace at the end (it loads the whole trace).
+    #[arg(long)]
+    pub no_analyze: bool,
+    /// Print the report (and the analysis) as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parse a `--log-format` value.
+pub fn parse_log_format(s: &str) -> Result<crate::trace::log::LogShape, String> {
+    crate::trace::log::LogShape::from_name(s).ok_or_else(|| {
+        format!(
+            "unknown log format {s:?}: use {}",
+            crate::trace::log::LogShape::NAMES
+        )
+    })
+}
+
+/// Parse a `--time-format` value.
+pub fn parse_time_format(s: &str) -> Result<crate::trace::log::TimeFormat, String> {
+    crate::trace::log::TimeFormat::from_name(s).ok_or_else(|| {
+        format!(
+            "unknown time format {s:?}: use {}",
+            crate::trace::log::TimeFormat::NAMES
+        )
+    })
 }
 
 /// Flags of `sweep`: the points, then every `replay` flag (`--scale-factor`, `--output-path`,
@@ -557,6 +648,10 @@ pub struct TraceArgs {
     /// Skip malformed trace lines (counted in the summary) instead of stopping.
     #[arg(long)]
     pub skip_invalid: bool,
+    /// BurstGPT: drop the failed requests (0 response tokens) instead of replaying them with
+    /// output length 0; the run counts them either way.
+    #[arg(long)]
+    pub drop_failed: bool,
 }
 
 impl TraceArgs {
@@ -566,6 +661,7 @@ impl TraceArgs {
             format: self.dataset,
             block_size: self.block_size,
             skip_invalid: self.skip_invalid,
+            drop_failed: self.drop_failed,
             ..crate::trace::LoadOptions::default()
         }
     }
@@ -732,12 +828,13 @@ pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
         "azure" => Ok(TraceFormat::Azure),
         "generic" => Ok(TraceFormat::Generic),
         "messages" => Ok(TraceFormat::Messages),
+        "burstgpt" => Ok(TraceFormat::BurstGpt),
         "tracelab" => Ok(TraceFormat::Tracelab),
         "dynamo" => Ok(TraceFormat::Dynamo),
         "dag_jsonl" | "dag" => Ok(TraceFormat::Dag),
         "weka" => Ok(TraceFormat::Weka),
         other => Err(format!(
-            "unknown dataset {other:?}: use mooncake, bailian, azure, generic, messages, tracelab, dynamo, dag_jsonl or weka"
+            "unknown dataset {other:?}: use mooncake, bailian, azure, burstgpt, generic, messages, tracelab, dynamo, dag_jsonl or weka"
         )),
     }
 }

@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use crate::cli::{AnalyzeArgs, CompareArgs, ReplayArgs, ReportArgs, TransformArgs, VerifyArgs};
+use crate::cli::{
+    AnalyzeArgs, CompareArgs, ConvertArgs, ReplayArgs, ReportArgs, TransformArgs, VerifyArgs,
+};
 use crate::config::ReplayConfig;
 use crate::prompt;
 use crate::report;
@@ -587,4 +589,61 @@ pub fn verify_prompts(args: VerifyArgs) -> Result<u8> {
         rep.first_token_collisions
     );
     Ok(if rep.ok() { 0 } else { 1 })
+}
+
+/// `convert LOG -o TRACE`: a request log into an anonymized trace, the report, and the
+/// `analyze` of the result.
+pub fn convert(args: ConvertArgs) -> Result<u8> {
+    use crate::convert::{self, ConvertOptions, Counter};
+    use crate::trace::log::{pointer, LogFields};
+    let t = std::time::Instant::now();
+    let counter = match (&args.tokenizer, &args.endpoint) {
+        (Some(tok), _) => Counter::local(tok, args.tokenizer_config.as_deref())?,
+        (None, Some(ep)) => Counter::server(ep, args.model.clone())?,
+        (None, None) => return Err(Error::config("convert needs --tokenizer or --endpoint")),
+    };
+    let p = |f: &Option<String>| f.as_deref().map(pointer);
+    let opts = ConvertOptions {
+        input: args.log.clone(),
+        output: args.output.clone(),
+        shape: args.log_format,
+        fields: LogFields {
+            time: p(&args.time_field),
+            messages: p(&args.messages_field),
+            output: p(&args.output_field),
+            session: p(&args.session_field),
+            tools: p(&args.tools_field),
+        },
+        time_format: args.time_format,
+        block_size: args.block_size,
+        salt: args.salt.clone(),
+        keep_text: args.keep_text.clone(),
+    };
+    let rep = convert::convert(&opts, &counter)?;
+    let analysis = if args.no_analyze {
+        None
+    } else {
+        let lopts = LoadOptions {
+            format: Some(trace::TraceFormat::Generic),
+            block_size: Some(args.block_size),
+            ..LoadOptions::default()
+        };
+        let tr = trace::load(&args.output, &lopts)?;
+        Some(trace::analyze::analyze(&tr, &AnalyzeOptions::default()))
+    };
+    if args.json {
+        report::print_json(&serde_json::json!({"convert": rep, "analysis": analysis}))?;
+    } else {
+        report::print_stdout(&convert::render_report(&rep))?;
+        if let Some(a) = &analysis {
+            report::print_stdout(&report::render_analysis(a))?;
+        }
+        eprintln!(
+            "request-sim: converted {} requests of {} in {:.2} s",
+            rep.converted,
+            args.log.display(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    Ok(0)
 }

@@ -11,6 +11,9 @@
 //!
 //! `util` holds the few helpers below every stage (percentiles).
 //!
+//! `convert` turns request logs into anonymized traces (beside the flow: it reads logs with
+//! `trace`, counts tokens with `prompt` or the server's `/tokenize`).
+//!
 //! `cli` parses the command line, `config` validates it once, and `run` orchestrates a replay;
 //! `compat` maps other tools' command lines (blitz-serving's trace-replayer, UCM's
 //! `trace_replay.py`) onto the same settings.
@@ -32,6 +35,7 @@ pub mod cli;
 pub mod commands;
 pub mod compat;
 pub mod config;
+pub mod convert;
 pub mod repeat;
 pub mod run;
 pub mod sweep;

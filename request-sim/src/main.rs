@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => request_sim::commands::compare(args),
         Command::VerifyPrompts(args) => request_sim::commands::verify_prompts(args),
         Command::Sweep(args) => request_sim::sweep::sweep(*args),
+        Command::Convert(args) => request_sim::commands::convert(*args),
         Command::Transform(args) => request_sim::commands::transform(*args),
     };
     match result {

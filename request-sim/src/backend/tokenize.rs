@@ -199,6 +199,33 @@ impl ServerTokenizer {
         Ok(ids)
     }
 
+    /// Token ids of a whole chat request as the server's chat template renders it with the
+    /// generation prompt (`POST /tokenize` with `messages` and `tools`, vLLM shape; llama.cpp's
+    /// `/tokenize` takes no messages). `request-sim convert` counts prompts with it.
+    pub fn chat_ids(&self, messages: &Value, tools: Option<&Value>) -> Result<Vec<u32>, String> {
+        if self.shape != Shape::Vllm {
+            return Err(format!(
+                "{} takes no chat messages (llama.cpp's server): give --tokenizer instead",
+                self.tokenize_url()
+            ));
+        }
+        let mut body = json!({"messages": messages, "add_generation_prompt": true});
+        if let Some(t) = tools {
+            body["tools"] = t.clone();
+        }
+        let body = self.with_model(body);
+        self.handle.block_on(async {
+            let v = self.post("tokenize", &body).await.map_err(|e| e.1)?;
+            token_list(&v)
+                .ok_or_else(|| format!("{}: answer has no token list", self.tokenize_url()))
+        })
+    }
+
+    /// Token ids of a text without special tokens (a response's text, counted as output).
+    pub fn text_ids(&self, text: &str) -> Result<Vec<u32>, String> {
+        self.handle.block_on(self.tokenize(text))
+    }
+
     /// Text of `ids`; `Ok(None)` when the server refuses them (an id beyond its vocabulary): a
     /// 4xx other than 401/403 (vLLM, SGLang, llm-sim) or a 500 (llama.cpp's server throws an
     /// out-of-range exception and answers 500).

@@ -227,6 +227,14 @@ fn trace_rules(t: &mut Table, st: &TraceStats) {
     t.row("Repeated timestamps:", st.repeated_timestamps);
     t.row("Decreasing timestamps (sorted):", st.decreasing_timestamps);
     t.row("Zero output length:", st.zero_output_length);
+    if st.failed_requests > 0 {
+        let what = if st.dropped_failed > 0 {
+            format!("{} (dropped by --drop-failed)", st.failed_requests)
+        } else {
+            format!("{} (kept; --drop-failed drops them)", st.failed_requests)
+        };
+        t.row("Failed requests (0 response tokens):", what);
+    }
     if st.outside_time_window + st.over_max_requests > 0 {
         t.row("Outside time window:", st.outside_time_window);
         t.row("Over max requests:", st.over_max_requests);

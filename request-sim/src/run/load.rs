@@ -219,6 +219,10 @@ fn start_feed(
     let mut feed = RunFeed {
         skipped: match (&loaded.stats, cfg.trace.load.skip_invalid) {
             (Stats::Stream(h), true) => Some(h.clone()),
+            // BurstGPT: the failed requests kept or dropped are said at the end too.
+            (Stats::Stream(h), false) if loaded.format == crate::trace::TraceFormat::BurstGpt => {
+                Some(h.clone())
+            }
             _ => None,
         },
         inner,
@@ -397,6 +401,17 @@ fn endpoint_limits(cfg: &ReplayConfig) -> (Option<String>, Option<String>) {
 /// `--skip-invalid`: how many rows were skipped and the first reason (`file:line: what`), in
 /// one console line; nothing when none was.
 fn skipped_note(name: &str, st: &TraceStats) {
+    if st.failed_requests > 0 {
+        note(format!(
+            "{name}: {} failed request(s) (0 response tokens){}",
+            st.failed_requests,
+            if st.dropped_failed > 0 {
+                " dropped by --drop-failed, not replayed"
+            } else {
+                " replayed with output length 0 (--drop-failed drops them)"
+            }
+        ));
+    }
     if st.skipped_invalid == 0 {
         return;
     }

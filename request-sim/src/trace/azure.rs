@@ -13,7 +13,7 @@
 //! ids: every prompt is unique.
 
 use super::error::RowError;
-use super::fields::{check_length, check_timestamp, quote_short};
+use super::fields::{check_timestamp, csv_length as length, csv_split as split, quote_short};
 use super::row::RawRow;
 
 /// The required columns, as the published trace spells them.
@@ -31,20 +31,6 @@ impl Header {
     fn needed_columns(&self) -> usize {
         self.timestamp.max(self.context).max(self.generated) + 1
     }
-}
-
-/// Splits one CSV line into its fields, unquoted and trimmed.
-fn split(text: &str) -> Result<csv::StringRecord, RowError> {
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(text.as_bytes());
-    let mut record = csv::StringRecord::new();
-    reader
-        .read_record(&mut record)
-        .map_err(|e| RowError::Csv(e.to_string()))?;
-    Ok(record)
 }
 
 /// Parses the header line.
@@ -98,32 +84,6 @@ pub(crate) fn parse_row(header: &Header, text: &str) -> Result<RawRow, RowError>
         delay_ms: None,
         chat: None,
     })
-}
-
-fn length(field: &str, text: &str, min: u64) -> Result<u32, RowError> {
-    let bad = |what: String| RowError::Field {
-        field: field.into(),
-        what,
-    };
-    if text.is_empty() {
-        return Err(bad("is empty; expected a non-negative integer".into()));
-    }
-    match text.parse::<u64>() {
-        Ok(v) => check_length(v, min).map_err(bad),
-        Err(_) => {
-            if text.starts_with('-')
-                && text[1..].bytes().all(|b| b.is_ascii_digit())
-                && text.len() > 1
-            {
-                Err(bad(format!("must not be negative, found {text}")))
-            } else {
-                Err(bad(format!(
-                    "expected a non-negative integer, found {}",
-                    quote_short(text)
-                )))
-            }
-        }
-    }
 }
 
 /// Parses `YYYY-MM-DD HH:MM:SS[.fffffff][Z|+HH:MM|-HH:MM]` into milliseconds since the Unix

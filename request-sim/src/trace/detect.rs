@@ -48,8 +48,9 @@ impl Keys {
 /// `prefix_tokens` and `round_index` is TraceLab, one with `turns` is AIPerf `dag_jsonl`;
 /// a JSON object with `messages` (or `tools`, or a literal `text_input` prompt) is a messages trace, one with `chat_id` is Bailian,
 /// one with `hash_ids` (and no `session_id`) is Mooncake, any other JSON object is Generic (so
-/// a row with `hash_ids` and `session_id` keeps its sessions); a line that is not JSON but has
-/// a comma (a CSV header) is Azure.
+/// a row with `hash_ids` and `session_id` keeps its sessions); a CSV header naming
+/// `Request tokens` is BurstGPT; any other line that is not JSON but has a comma (a CSV header)
+/// is Azure.
 pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
     let t = first_line.trim_start_matches('\u{feff}').trim();
     if t.starts_with('{') {
@@ -82,6 +83,9 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
         return Err(RowError::Undetectable(
             "the first data line is a JSON array, not one object per line (JSONL)".into(),
         ));
+    }
+    if super::burstgpt::is_header(t) {
+        return Ok(TraceFormat::BurstGpt);
     }
     if t.contains(',') || t.to_ascii_uppercase().contains("TIMESTAMP") {
         return Ok(TraceFormat::Azure);
@@ -146,6 +150,10 @@ mod tests {
         assert_eq!(
             d("\u{feff}TIMESTAMP,ContextTokens,GeneratedTokens"),
             TraceFormat::Azure
+        );
+        assert_eq!(
+            d("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"),
+            TraceFormat::BurstGpt
         );
         assert!(detect_format("hello").is_err());
         assert!(detect_format("[1,2]").is_err());

@@ -10,12 +10,13 @@ pub enum TraceError {
     #[error("{path}: cannot open: {error}")]
     Open { path: String, error: io::Error },
     /// Reading (or decompressing) failed after `line` complete lines.
-    #[error("{path}: read error after line {line}{}: {error}", if *.gzip { " (gzip: truncated or corrupt file?)" } else { "" })]
+    #[error("{path}: read error after line {line}{}: {error}", match .compression { Some(c) => format!(" ({c}: truncated or corrupt file?)"), None => String::new() })]
     Read {
         path: String,
         line: usize,
-        /// The input is gzip-compressed (the error is most likely a damaged file).
-        gzip: bool,
+        /// The input's compression (`gzip`, `zstd`, `bzip2`) when it is compressed (the error is
+        /// then most likely a damaged file).
+        compression: Option<&'static str>,
         error: io::Error,
     },
     /// The file has no data lines at all (zero bytes, or only blank lines).

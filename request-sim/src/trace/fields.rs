@@ -107,6 +107,50 @@ pub(crate) fn session_id(v: &Value) -> Result<String, RowError> {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// CSV fields (Azure, BurstGPT)
+
+/// Splits one CSV line into its fields, unquoted and trimmed.
+pub(crate) fn csv_split(text: &str) -> Result<csv::StringRecord, RowError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes());
+    let mut record = csv::StringRecord::new();
+    reader
+        .read_record(&mut record)
+        .map_err(|e| RowError::Csv(e.to_string()))?;
+    Ok(record)
+}
+
+/// A CSV token count: a non-negative integer `min ..= MAX_LENGTH_TOKENS`.
+pub(crate) fn csv_length(field: &str, text: &str, min: u64) -> Result<u32, RowError> {
+    let bad = |what: String| RowError::Field {
+        field: field.into(),
+        what,
+    };
+    if text.is_empty() {
+        return Err(bad("is empty; expected a non-negative integer".into()));
+    }
+    match text.parse::<u64>() {
+        Ok(v) => check_length(v, min).map_err(bad),
+        Err(_) => {
+            if text.starts_with('-')
+                && text[1..].bytes().all(|b| b.is_ascii_digit())
+                && text.len() > 1
+            {
+                Err(bad(format!("must not be negative, found {text}")))
+            } else {
+                Err(bad(format!(
+                    "expected a non-negative integer, found {}",
+                    quote_short(text)
+                )))
+            }
+        }
+    }
+}
+
 fn err<E: de::Error>(what: impl fmt::Display) -> E {
     E::custom(what)
 }

@@ -1,4 +1,4 @@
-//! Line reading with a length cap, and transparent gzip detection by magic bytes.
+//! Line reading with a length cap, and compression (gzip, zstd, bzip2) told by magic bytes.
 
 use std::io::{self, BufRead, Read};
 
@@ -72,9 +72,10 @@ fn strip_cr(buf: &mut Vec<u8>) {
     }
 }
 
-/// Reads up to 2 bytes (the gzip magic) from `reader`, retrying short reads.
+/// Reads up to 4 bytes (the longest magic number of [`Compression`]) from `reader`, retrying
+/// short reads.
 pub(crate) fn peek_magic<R: Read>(reader: &mut R) -> io::Result<Vec<u8>> {
-    let mut magic = [0u8; 2];
+    let mut magic = [0u8; 4];
     let mut n = 0;
     while n < magic.len() {
         match reader.read(&mut magic[n..]) {
@@ -87,9 +88,37 @@ pub(crate) fn peek_magic<R: Read>(reader: &mut R) -> io::Result<Vec<u8>> {
     Ok(magic[..n].to_vec())
 }
 
-/// True if `magic` is the gzip magic number.
-pub(crate) fn is_gzip(magic: &[u8]) -> bool {
-    magic == [0x1f, 0x8b]
+/// How an input is compressed, told by its first bytes (never by the file name, so standard
+/// input and a mis-named file work too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Compression {
+    None,
+    /// `1f 8b`.
+    Gzip,
+    /// `28 b5 2f fd` (a zstd frame).
+    Zstd,
+    /// `BZh` and a block size digit `1`..`9`.
+    Bzip2,
+}
+
+impl Compression {
+    pub(crate) fn of(magic: &[u8]) -> Compression {
+        match magic {
+            [0x1f, 0x8b, ..] => Compression::Gzip,
+            [0x28, 0xb5, 0x2f, 0xfd, ..] => Compression::Zstd,
+            [b'B', b'Z', b'h', b'1'..=b'9', ..] => Compression::Bzip2,
+            _ => Compression::None,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Compression::None => "plain",
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+            Compression::Bzip2 => "bzip2",
+        }
+    }
 }
 
 #[cfg(test)]

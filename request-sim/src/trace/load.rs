@@ -23,7 +23,7 @@ use super::rows::{buffered, RowReader};
 use super::session::{self, RowSession};
 use super::Trace;
 
-/// Loads a trace file (plain or gzip-compressed, detected by magic bytes). The path `-` reads
+/// Loads a trace file (plain, gzip, zstd or bzip2, detected by magic bytes). The path `-` reads
 /// standard input (named `<stdin>` in messages).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
     if path.as_os_str() == "-" {
@@ -51,8 +51,8 @@ pub fn parse_reader<R: Read + Send>(
     opts: &LoadOptions,
 ) -> Result<Trace, TraceError> {
     opts.check(name)?;
-    let (input, gzip) = buffered(name, reader)?;
-    let rows = RowReader::new(name, input, gzip, opts);
+    let (input, compression) = buffered(name, reader)?;
+    let rows = RowReader::new(name, input, compression, opts);
     let mut pipeline = Pipeline::new(rows, opts, ReorderWindow::default(), Mode::Whole);
     pipeline.start(opts.block_size)?;
     collect(pipeline)

@@ -1,10 +1,10 @@
 //! Trace formats: every supported format is parsed into one [`Trace`] of [`TraceRequest`]s.
 //!
-//! - One file per format (`mooncake.rs`, `bailian.rs`, `azure.rs`, `generic.rs`,
+//! - One file per format (`mooncake.rs`, `bailian.rs`, `azure.rs`, `burstgpt.rs`, `generic.rs`,
 //!   `messages.rs`) turns one line into one row (`row::RawRow`) and does nothing else: it
 //!   imports only `row.rs` (the leaf: the row, the load options, the per-row rules),
 //!   `fields.rs` (shared field checks) and `error.rs`. `detect.rs` picks a format from the
-//!   first data line; `rows.rs` reads capped lines (plain or gzip) and calls the format's
+//!   first data line; `rows.rs` reads capped lines (plain, gzip, zstd, bzip2) and calls the format's
 //!   parser. A new format is a new file like these plus its arm in `rows.rs::parse`, in
 //!   [`TraceFormat`] and (to be detected) in `detect.rs`.
 //! - `pipeline.rs` is the one implementation of the trace rules of `docs/traces.md`, as
@@ -26,6 +26,8 @@
 //!   of one (amplify) pushes them into the window in `Pipeline::read`, and the window puts
 //!   them in time order; one that drops rows (sample sessions) counts them in [`TraceStats`].
 //!   Both forms then have it, and the whole trace stays the collected stream.
+//! - `log/` reads request logs (OpenAI-format, LiteLLM, OpenTelemetry GenAI spans, `messages`
+//!   traces) into requests with their text, the source `request-sim convert` makes traces from.
 //! - `reshape.rs` holds the transforms of `request-sim transform` (amplify, sample, cap, re-time,
 //!   cap idle gaps, scale prompts): the per-row ones are the pipeline's `Copies` stage, the
 //!   ones that move rows by more than a window run once over the whole trace at the end of the
@@ -42,6 +44,7 @@ pub mod agent;
 pub mod analyze;
 mod azure;
 mod bailian;
+mod burstgpt;
 mod detect;
 mod error;
 mod fields;
@@ -49,6 +52,7 @@ mod generic;
 pub mod ideal;
 mod lines;
 mod load;
+pub mod log;
 mod messages;
 mod mooncake;
 mod pipeline;
@@ -88,6 +92,9 @@ pub enum TraceFormat {
     Generic,
     /// AIPerf-style JSONL: a whole OpenAI chat request per row (`messages`, `tools`, ...).
     Messages,
+    /// BurstGPT (CSV): Timestamp (s), Model, Request tokens, Response tokens, ...; no hash ids.
+    #[serde(rename = "burstgpt")]
+    BurstGpt,
     /// TraceLab round JSONL: coding-agent sessions of rounds; hash ids minted from
     /// `prefix_tokens` (an agentic corpus, `agent/tracelab.rs`).
     Tracelab,
@@ -105,20 +112,21 @@ pub enum TraceFormat {
 
 impl TraceFormat {
     /// Every format, in `--dataset` order.
-    pub const ALL: [TraceFormat; 9] = [
+    pub const ALL: [TraceFormat; 10] = [
         TraceFormat::Mooncake,
         TraceFormat::Bailian,
         TraceFormat::Azure,
         TraceFormat::Generic,
         TraceFormat::Messages,
+        TraceFormat::BurstGpt,
         TraceFormat::Tracelab,
         TraceFormat::Dynamo,
         TraceFormat::Dag,
         TraceFormat::Weka,
     ];
 
-    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`, `tracelab`,
-    /// `dynamo`, `dag_jsonl`, `weka`).
+    /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`, `burstgpt`,
+    /// `tracelab`, `dynamo`, `dag_jsonl`, `weka`).
     pub fn name(self) -> &'static str {
         match self {
             TraceFormat::Mooncake => "mooncake",
@@ -126,6 +134,7 @@ impl TraceFormat {
             TraceFormat::Azure => "azure",
             TraceFormat::Generic => "generic",
             TraceFormat::Messages => "messages",
+            TraceFormat::BurstGpt => "burstgpt",
             TraceFormat::Tracelab => "tracelab",
             TraceFormat::Dynamo => "dynamo",
             TraceFormat::Dag => "dag_jsonl",
@@ -157,9 +166,10 @@ impl TraceFormat {
         match self {
             TraceFormat::Mooncake => mooncake::BLOCK_SIZE,
             TraceFormat::Bailian => bailian::BLOCK_SIZE,
-            TraceFormat::Azure | TraceFormat::Generic | TraceFormat::Messages => {
-                generic::DEFAULT_BLOCK_SIZE
-            }
+            TraceFormat::Azure
+            | TraceFormat::Generic
+            | TraceFormat::Messages
+            | TraceFormat::BurstGpt => generic::DEFAULT_BLOCK_SIZE,
             TraceFormat::Tracelab => agent::tracelab::BLOCK_SIZE,
             // The file says (`trace_block_size`); 64 is what Dynamo writes by default.
             TraceFormat::Dynamo => 64,
@@ -245,6 +255,13 @@ pub struct TraceStats {
     /// run stopped): `rows` and the counts of dropped requests cover only the rows read.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// BurstGPT rows with 0 response tokens (requests that failed): kept with output length 0,
+    /// or dropped with `--drop-failed` (then also counted in `dropped_failed`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed_requests: usize,
+    /// Failed requests dropped by `--drop-failed`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_failed: usize,
     /// Rows dropped by `--sample-sessions` (or by the sampled last copy of `--amplify`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub sampled_out: usize,

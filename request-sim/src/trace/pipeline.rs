@@ -211,6 +211,8 @@ impl<B: BufRead> Pipeline<B> {
         st.rows = file.rows;
         st.skipped_invalid = file.skipped_invalid;
         st.invalid_examples = file.invalid_examples.clone();
+        st.failed_requests = file.failed_requests;
+        st.dropped_failed = file.dropped_failed;
         st.partial = !self.eof;
         st
     }

@@ -32,6 +32,9 @@ pub struct LoadOptions {
     pub max_requests: Option<usize>,
     /// Longest accepted line in bytes; `None` = [`DEFAULT_MAX_LINE_BYTES`].
     pub max_line_bytes: Option<usize>,
+    /// Drop BurstGPT's failed requests (0 response tokens) instead of keeping them with output
+    /// length 0 (`--drop-failed`); counted either way.
+    pub drop_failed: bool,
     /// What the trace is reshaped into (`--amplify`, `--retime`, ...; `reshape.rs`).
     pub reshape: super::Reshape,
 }

@@ -8,9 +8,9 @@ use flate2::read::MultiGzDecoder;
 
 use super::detect::detect_format;
 use super::error::{RowError, TraceError};
-use super::lines::{is_gzip, peek_magic, read_line_capped, LineRead};
+use super::lines::{peek_magic, read_line_capped, Compression, LineRead};
 use super::row::{LoadOptions, RawRow, DEFAULT_MAX_LINE_BYTES};
-use super::{azure, bailian, generic, messages, mooncake, TraceFormat, TraceStats};
+use super::{azure, bailian, burstgpt, generic, messages, mooncake, TraceFormat, TraceStats};
 
 /// How many invalid-row messages [`TraceStats::invalid_examples`] keeps.
 const MAX_INVALID_EXAMPLES: usize = 5;
@@ -18,65 +18,74 @@ const MAX_INVALID_EXAMPLES: usize = 5;
 /// Read buffer of a trace file.
 const READ_BUFFER: usize = 256 << 10;
 
-/// `reader` buffered, decompressed when it starts with the gzip magic bytes; true when it does.
+/// `reader` buffered, decompressed when it starts with the magic bytes of gzip, zstd or bzip2;
+/// the compression's name when it does.
 pub(crate) fn buffered<'a, R: Read + Send + 'a>(
     name: &str,
     mut reader: R,
-) -> Result<(Box<dyn BufRead + Send + 'a>, bool), TraceError> {
-    let magic = peek_magic(&mut reader).map_err(|error| TraceError::Read {
+) -> Result<(Box<dyn BufRead + Send + 'a>, Option<&'static str>), TraceError> {
+    let read_error = |error| TraceError::Read {
         path: name.to_owned(),
         line: 0,
-        gzip: false,
+        compression: None,
         error,
-    })?;
-    let gzip = is_gzip(&magic);
+    };
+    let magic = peek_magic(&mut reader).map_err(read_error)?;
+    let compression = Compression::of(&magic);
     let whole = Cursor::new(magic).chain(reader);
-    Ok(if gzip {
-        (
-            Box::new(BufReader::with_capacity(
-                READ_BUFFER,
-                MultiGzDecoder::new(whole),
-            )),
-            true,
-        )
-    } else {
-        (
-            Box::new(BufReader::with_capacity(READ_BUFFER, whole)),
-            false,
-        )
-    })
+    let decoded: Box<dyn Read + Send + 'a> = match compression {
+        Compression::None => {
+            return Ok((Box::new(BufReader::with_capacity(READ_BUFFER, whole)), None))
+        }
+        Compression::Gzip => Box::new(MultiGzDecoder::new(whole)),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(whole).map_err(read_error)?),
+        Compression::Bzip2 => Box::new(bzip2::read::MultiBzDecoder::new(whole)),
+    };
+    Ok((
+        Box::new(BufReader::with_capacity(READ_BUFFER, decoded)),
+        Some(compression.name()),
+    ))
 }
 
 /// The rows of one trace input, parsed one at a time.
 pub(crate) struct RowReader<B> {
     name: String,
     input: B,
-    gzip: bool,
+    compression: Option<&'static str>,
     cap: usize,
     skip_invalid: bool,
+    drop_failed: bool,
     buf: Vec<u8>,
     /// Lines read so far (the 1-based number of the last one).
     line: usize,
     saw_data: bool,
     format: Option<TraceFormat>,
-    azure: Option<azure::Header>,
-    /// `rows`, `skipped_invalid` and `invalid_examples` (the file-level counts).
+    /// The header of a CSV format, once read.
+    csv: Option<CsvHeader>,
+    /// `rows`, `skipped_invalid`, `invalid_examples`, `failed_requests` and `dropped_failed`
+    /// (the file-level counts).
     stats: TraceStats,
 }
 
 impl<B: BufRead> RowReader<B> {
-    pub(crate) fn new(name: &str, input: B, gzip: bool, opts: &LoadOptions) -> RowReader<B> {
+    pub(crate) fn new(
+        name: &str,
+        input: B,
+        compression: Option<&'static str>,
+        opts: &LoadOptions,
+    ) -> RowReader<B> {
         RowReader {
             name: name.to_owned(),
             input,
-            gzip,
+            compression,
             cap: opts.max_line_bytes.unwrap_or(DEFAULT_MAX_LINE_BYTES),
             skip_invalid: opts.skip_invalid,
+            drop_failed: opts.drop_failed,
             buf: Vec::with_capacity(8 << 10),
             line: 0,
             saw_data: false,
             format: opts.format,
-            azure: None,
+            csv: None,
             stats: TraceStats::default(),
         }
     }
@@ -113,7 +122,7 @@ impl<B: BufRead> RowReader<B> {
                     TraceError::Read {
                         path: self.name.clone(),
                         line: self.line,
-                        gzip: self.gzip,
+                        compression: self.compression,
                         error,
                     }
                 })?;
@@ -134,7 +143,7 @@ impl<B: BufRead> RowReader<B> {
             self.saw_data = true;
             // The text borrows the buffer; parse it before the next read.
             let parsed = match text {
-                Ok(t) => parse(t, &mut self.format, &mut self.azure),
+                Ok(t) => parse(t, &mut self.format, &mut self.csv),
                 Err(e) => Err(Bad {
                     error: e,
                     fatal: false,
@@ -143,6 +152,13 @@ impl<B: BufRead> RowReader<B> {
             match parsed {
                 Ok(Some(raw)) => {
                     self.stats.rows += 1;
+                    if self.format == Some(TraceFormat::BurstGpt) && raw.output_length == 0 {
+                        self.stats.failed_requests += 1;
+                        if self.drop_failed {
+                            self.stats.dropped_failed += 1;
+                            continue;
+                        }
+                    }
                     return Ok(Some((line, raw)));
                 }
                 Ok(None) => {}
@@ -184,7 +200,12 @@ impl<B: BufRead> RowReader<B> {
                     .map(String::as_str)
                     .unwrap_or("")
             )
-        } else if self.azure.is_some() {
+        } else if self.stats.dropped_failed > 0 {
+            format!(
+                "all {} rows are failed requests, dropped by --drop-failed",
+                self.stats.dropped_failed
+            )
+        } else if self.csv.is_some() {
             "the CSV file has a header but no data rows".to_owned()
         } else {
             "no data rows".to_owned()
@@ -203,12 +224,18 @@ struct Bad {
     fatal: bool,
 }
 
+/// The header of a CSV trace: where its columns are.
+enum CsvHeader {
+    Azure(azure::Header),
+    BurstGpt(burstgpt::Header),
+}
+
 /// One non-blank line: detect the format on the first one, then parse it in that format.
-/// `Ok(None)` for the CSV header line (Azure).
+/// `Ok(None)` for the CSV header line (Azure, BurstGPT).
 fn parse(
     text: &str,
     format: &mut Option<TraceFormat>,
-    azure_header: &mut Option<azure::Header>,
+    csv: &mut Option<CsvHeader>,
 ) -> Result<Option<RawRow>, Bad> {
     let invalid = |error| Bad {
         error,
@@ -237,12 +264,17 @@ fn parse(
         TraceFormat::Weka => Err(RowError::Undetectable(
             "a weka trace is a corpus of whole JSON files (give the file or its directory as --dataset-path)".into(),
         )),
-        TraceFormat::Azure => match azure_header {
-            Some(h) => azure::parse_row(h, text),
+        TraceFormat::Azure | TraceFormat::BurstGpt => match csv {
+            Some(CsvHeader::Azure(h)) => azure::parse_row(h, text),
+            Some(CsvHeader::BurstGpt(h)) => burstgpt::parse_row(h, text),
             None => {
                 // The first data line of a CSV file is its header.
-                let h = azure::parse_header(text).map_err(|error| Bad { error, fatal: true })?;
-                *azure_header = Some(h);
+                let fatal = |error| Bad { error, fatal: true };
+                *csv = Some(if f == TraceFormat::Azure {
+                    CsvHeader::Azure(azure::parse_header(text).map_err(fatal)?)
+                } else {
+                    CsvHeader::BurstGpt(burstgpt::parse_header(text).map_err(fatal)?)
+                });
                 return Ok(None);
             }
         },

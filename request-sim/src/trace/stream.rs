@@ -47,7 +47,7 @@ pub struct TraceStream {
 }
 
 impl TraceStream {
-    /// Opens a trace file (plain or gzip, by its magic bytes; `-` is standard input) and reads
+    /// Opens a trace file (plain, gzip, zstd or bzip2, by its magic bytes; `-` is standard input) and reads
     /// up to its first row, so the format is known.
     pub fn open(
         path: &Path,
@@ -86,8 +86,8 @@ impl TraceStream {
                 ),
             });
         }
-        let (input, gzip) = buffered(name, reader)?;
-        let rows = RowReader::new(name, input, gzip, opts);
+        let (input, compression) = buffered(name, reader)?;
+        let rows = RowReader::new(name, input, compression, opts);
         let mut pipeline = Pipeline::new(rows, opts, window, Mode::Stream);
         pipeline.start(opts.block_size)?;
         Ok(TraceStream {
@@ -121,7 +121,7 @@ impl TraceStream {
     /// The whole trace, from the rows not yet read (call it before taking any request).
     pub fn into_whole(mut self) -> Result<Trace, TraceError> {
         let empty: Box<dyn BufRead + Send> = Box::new(std::io::empty());
-        let rows = RowReader::new("", empty, false, &self.opts);
+        let rows = RowReader::new("", empty, None, &self.opts);
         let idle = Pipeline::new(rows, &self.opts, ReorderWindow::default(), Mode::Stream);
         let mut pipeline = std::mem::replace(&mut self.pipeline, idle);
         pipeline.make_whole();

@@ -8,6 +8,7 @@ mod analyze;
 mod apis;
 mod cli;
 mod cluster_router;
+mod convert;
 mod live_metrics;
 mod observe;
 mod prompt;

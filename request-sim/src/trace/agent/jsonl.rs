@@ -43,7 +43,7 @@ pub fn detect_file(
         path: name.clone(),
         error,
     })?;
-    let (mut input, gzip) = crate::trace::rows::buffered(&name, file)?;
+    let (mut input, compression) = crate::trace::rows::buffered(&name, file)?;
     let mut buf = Vec::new();
     let mut line = 0;
     loop {
@@ -52,7 +52,7 @@ pub fn detect_file(
                 TraceError::Read {
                     path: name.clone(),
                     line,
-                    gzip,
+                    compression,
                     error,
                 }
             })?;
@@ -140,7 +140,7 @@ pub(crate) fn lines(
     input: impl Read + Send,
     opts: &LoadOptions,
 ) -> Result<Vec<(usize, String)>, TraceError> {
-    let (mut input, gzip) = crate::trace::rows::buffered(name, input)?;
+    let (mut input, compression) = crate::trace::rows::buffered(name, input)?;
     let cap = opts.max_line_bytes.unwrap_or(DEFAULT_MAX_LINE_BYTES);
     let mut buf = Vec::new();
     let mut rows = Vec::new();
@@ -150,7 +150,7 @@ pub(crate) fn lines(
             read_line_capped(&mut input, &mut buf, cap).map_err(|error| TraceError::Read {
                 path: name.to_owned(),
                 line,
-                gzip,
+                compression,
                 error,
             })?;
         line += 1;

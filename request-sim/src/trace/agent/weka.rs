@@ -167,7 +167,7 @@ pub fn load(path: &Path) -> Result<Corpus, TraceError> {
             .map_err(|error| TraceError::Read {
                 path: fname.clone(),
                 line: 0,
-                gzip: fname.ends_with(".gz"),
+                compression: fname.ends_with(".gz").then_some("gzip"),
                 error,
             })?;
         corpus.conversations.push(parse(&fname, &text)?);

@@ -5,6 +5,7 @@ mod bad;
 mod load;
 mod pipeline;
 mod real;
+mod recorded;
 mod routing;
 mod sessions;
 mod transform;

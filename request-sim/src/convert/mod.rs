@@ -1,0 +1,437 @@
+//! `request-sim convert LOG -o TRACE`: a request log (OpenAI-format, LiteLLM, OpenTelemetry
+//! GenAI spans, or a `messages` trace; read by `trace::log`) made into an anonymized trace in
+//! the generic JSONL format (`docs/convert.md`):
+//!
+//! `{"timestamp": ms, "input_length": n, "output_length": m, "hash_ids": [...], "session_id": "k"}`
+//!
+//! - `input_length`: the prompt's tokens as the target model's server counts them (`count.rs`:
+//!   the chat template over messages and tools, then the tokenizer; or the server's
+//!   `/tokenize`);
+//! - `output_length`: the response's usage (or its text, counted);
+//! - `hash_ids`: the salted chained hash of the prompt's token blocks, numbered in order of first
+//!   appearance (`blocks.rs`);
+//! - `session_id`: a number, from `--session-field` or inferred (`sessions.rs`);
+//! - `timestamp`: milliseconds from the first request of the log.
+//!
+//! No text of the log is written to the trace (and no session name, and no hash: numbers only);
+//! `--keep-text FILE` writes a `messages` trace with the text beside it, for the user's own use.
+//!
+//! Streaming: lines are read in batches of [`BATCH`], counted in parallel (the chat template
+//! and the tokenizer are the cost), then numbered and written in log order. What is kept across
+//! rows is one entry per distinct block (hash → id, 16 bytes plus the map's overhead) and one
+//! per request for session inference (its messages' hash → session, 16 bytes), plus a counter
+//! of turns per session (4 bytes): no text, so a 10 GB log converts in memory proportional to
+//! its requests and distinct blocks, not its bytes.
+
+mod blocks;
+mod count;
+mod sessions;
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::prompt::chat_messages;
+use crate::trace::log::{self, LogFields, LogRow, LogShape, Output, TimeFormat};
+use crate::trace::{RowError, TraceError};
+use crate::{Error, Result};
+
+pub use blocks::BlockIds;
+pub use count::Counter;
+pub use sessions::{message_chain, SessionIds};
+
+/// Requests counted at once (in parallel) before they are numbered and written in order.
+pub const BATCH: usize = 256;
+/// Skipped rows whose reasons the report keeps.
+pub const MAX_EXAMPLES: usize = 5;
+/// Default tokens per hash id (the generic format's default, so the trace replays without
+/// `--block-size`).
+pub const DEFAULT_BLOCK_SIZE: usize = 512;
+
+/// What `convert` is asked to do.
+#[derive(Debug, Clone)]
+pub struct ConvertOptions {
+    pub input: PathBuf,
+    pub output: PathBuf,
+    pub shape: Option<LogShape>,
+    pub fields: LogFields,
+    pub time_format: Option<TimeFormat>,
+    pub block_size: usize,
+    /// `None`: a random salt, never written.
+    pub salt: Option<String>,
+    pub keep_text: Option<PathBuf>,
+}
+
+/// What a conversion found: the report printed at its end (and `--json`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ConvertReport {
+    pub input: String,
+    pub output: String,
+    pub log_format: String,
+    pub time_format: String,
+    pub counted_by: String,
+    /// Data lines of the log (blank lines not counted).
+    pub lines_read: usize,
+    /// Requests read (an OpenTelemetry line may hold several, or none).
+    pub requests_read: usize,
+    pub converted: usize,
+    /// Lines and requests skipped as bad.
+    pub skipped: usize,
+    /// The first few reasons, `file:line: why`.
+    pub skipped_examples: Vec<String>,
+    /// OpenTelemetry spans without `gen_ai.input.messages` (not requests).
+    pub spans_passed_over: usize,
+    pub sessions: usize,
+    pub multi_turn_sessions: usize,
+    /// Sessions from `--session-field` (or the `messages` trace's `session_id`), not inferred.
+    pub sessions_named: usize,
+    /// Time of the first request, ms (since the epoch for absolute forms).
+    pub first_time_ms: f64,
+    /// Last minus first request time, seconds.
+    pub span_s: f64,
+    /// Requests earlier than one before them in the log (kept; the trace's readers sort).
+    pub out_of_order: usize,
+    pub block_size: usize,
+    pub distinct_blocks: usize,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Requests whose output length was counted from the response text (no usage in the log).
+    pub output_from_text: usize,
+}
+
+/// One request counted: everything the ordered stage needs, no text.
+struct Counted {
+    input_length: u32,
+    output_length: u32,
+    from_text: bool,
+    blocks: Vec<u64>,
+    messages: Vec<u64>,
+}
+
+/// Counts one request (run in parallel).
+fn count_row(
+    row: &LogRow,
+    counter: &Counter,
+    ids: &BlockIds,
+) -> std::result::Result<Counted, String> {
+    let chat = chat_messages(&row.messages).ok_or_else(|| {
+        "a message has content that is not text (an image?) or no `role`: its tokens cannot be \
+         counted here"
+            .to_owned()
+    })?;
+    let tokens = counter.prompt_ids(&row.messages, &chat, row.tools.as_ref())?;
+    if tokens.is_empty() {
+        return Err("the prompt renders to no tokens".into());
+    }
+    let input_length = u32::try_from(tokens.len())
+        .ok()
+        .filter(|&n| u64::from(n) <= crate::trace::MAX_LENGTH_TOKENS)
+        .ok_or_else(|| {
+            format!(
+                "the prompt has {} tokens, more than a trace row may",
+                tokens.len()
+            )
+        })?;
+    let (output_length, from_text) = match &row.output {
+        Output::Tokens(n) => (*n, false),
+        Output::Text(t) => (counter.text_tokens(t)?, true),
+    };
+    Ok(Counted {
+        input_length,
+        output_length,
+        from_text,
+        blocks: ids.chain(&tokens),
+        messages: message_chain(&chat),
+    })
+}
+
+/// A row of the anonymized trace.
+#[derive(Serialize)]
+struct TraceRow<'a> {
+    timestamp: f64,
+    input_length: u32,
+    output_length: u32,
+    hash_ids: &'a [u64],
+    session_id: String,
+}
+
+/// A row of the `--keep-text` messages trace.
+#[derive(Serialize)]
+struct TextRow<'a> {
+    timestamp: f64,
+    session_id: String,
+    messages: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a Value>,
+    output_length: u32,
+}
+
+/// An item of a batch: a request with its line, or a line that gave none.
+enum Item {
+    Row(usize, LogRow),
+    Bad(usize, RowError),
+}
+
+/// A random salt (the std hasher's per-process random keys; never written anywhere).
+fn random_salt() -> Vec<u8> {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = Vec::with_capacity(16);
+    for i in 0..2u64 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(i);
+        out.extend_from_slice(&h.finish().to_le_bytes());
+    }
+    out
+}
+
+fn create(path: &Path) -> Result<BufWriter<File>> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    }
+    File::create(path)
+        .map(|f| BufWriter::with_capacity(1 << 20, f))
+        .map_err(|e| Error::write(path, e))
+}
+
+/// Milliseconds to three decimals (microseconds), as written.
+fn round_ms(ms: f64) -> f64 {
+    (ms * 1000.0).round() / 1000.0
+}
+
+/// Converts `opts.input` into `opts.output` (and `--keep-text`), counting with `counter`.
+pub fn convert(opts: &ConvertOptions, counter: &Counter) -> Result<ConvertReport> {
+    let mut reader = log::open(
+        &opts.input,
+        opts.shape,
+        opts.fields.clone(),
+        opts.time_format,
+    )?;
+    let name = reader.name().to_owned();
+    let salt = match &opts.salt {
+        Some(s) => s.as_bytes().to_vec(),
+        None => random_salt(),
+    };
+    let mut ids = BlockIds::new(&salt, opts.block_size);
+    let mut sessions = SessionIds::default();
+    let mut out = create(&opts.output)?;
+    let mut text_out = opts.keep_text.as_deref().map(create).transpose()?;
+    let mut rep = ConvertReport {
+        input: name.clone(),
+        output: opts.output.display().to_string(),
+        counted_by: counter.describe(),
+        block_size: opts.block_size,
+        ..ConvertReport::default()
+    };
+    let mut first: Option<f64> = None;
+    let (mut latest, mut earliest) = (f64::NEG_INFINITY, f64::INFINITY);
+    let mut named_sessions = rustc_hash::FxHashSet::default();
+    let mut line_buf = Vec::with_capacity(4096);
+    let mut batch: Vec<Item> = Vec::with_capacity(BATCH);
+    let mut done = false;
+    while !done {
+        batch.clear();
+        while batch.len() < BATCH {
+            match reader.next_line()? {
+                None => {
+                    done = true;
+                    break;
+                }
+                Some((line, Ok(rows))) => {
+                    batch.extend(rows.into_iter().map(|r| Item::Row(line, r)));
+                }
+                Some((line, Err(e))) => batch.push(Item::Bad(line, e)),
+            }
+        }
+        let work = |item: &Item| match item {
+            Item::Row(_, row) => count_row(row, counter, &ids),
+            Item::Bad(_, e) => Err(e.to_string()),
+        };
+        let counted: Vec<std::result::Result<Counted, String>> = if counter.parallel() {
+            batch.par_iter().map(work).collect()
+        } else {
+            batch.iter().map(work).collect()
+        };
+        for (item, c) in batch.iter().zip(counted) {
+            let line = match item {
+                Item::Row(l, _) | Item::Bad(l, _) => *l,
+            };
+            if matches!(item, Item::Row(..)) {
+                rep.requests_read += 1;
+            }
+            let c = match c {
+                Ok(c) => c,
+                Err(why) => {
+                    rep.skipped += 1;
+                    if rep.skipped_examples.len() < MAX_EXAMPLES {
+                        rep.skipped_examples.push(format!("{name}:{line}: {why}"));
+                    }
+                    continue;
+                }
+            };
+            let Item::Row(_, row) = item else {
+                continue;
+            };
+            let base = *first.get_or_insert(row.time_ms);
+            if row.time_ms < latest {
+                rep.out_of_order += 1;
+            }
+            latest = latest.max(row.time_ms);
+            earliest = earliest.min(row.time_ms);
+            let (session, _turn) = sessions.assign(row.session.as_deref(), &c.messages);
+            if row.session.is_some() {
+                named_sessions.insert(session);
+            }
+            let hash_ids = ids.number(&c.blocks);
+            let timestamp = round_ms(row.time_ms - base);
+            line_buf.clear();
+            serde_json::to_writer(
+                &mut line_buf,
+                &TraceRow {
+                    timestamp,
+                    input_length: c.input_length,
+                    output_length: c.output_length,
+                    hash_ids: &hash_ids,
+                    session_id: session.to_string(),
+                },
+            )
+            .map_err(|e| Error::internal(format!("cannot serialise a trace row: {e}")))?;
+            line_buf.push(b'\n');
+            out.write_all(&line_buf)
+                .map_err(|e| Error::write(&opts.output, e))?;
+            if let (Some(w), Some(path)) = (text_out.as_mut(), opts.keep_text.as_deref()) {
+                line_buf.clear();
+                serde_json::to_writer(
+                    &mut line_buf,
+                    &TextRow {
+                        timestamp,
+                        session_id: session.to_string(),
+                        messages: &row.messages,
+                        tools: row.tools.as_ref(),
+                        output_length: c.output_length,
+                    },
+                )
+                .map_err(|e| Error::internal(format!("cannot serialise a text row: {e}")))?;
+                line_buf.push(b'\n');
+                w.write_all(&line_buf).map_err(|e| Error::write(path, e))?;
+            }
+            rep.converted += 1;
+            rep.input_tokens += u64::from(c.input_length);
+            rep.output_tokens += u64::from(c.output_length);
+            rep.output_from_text += usize::from(c.from_text);
+        }
+    }
+    rep.lines_read = reader.lines_read;
+    rep.spans_passed_over = reader.spans_passed_over;
+    rep.log_format = reader.shape().map_or("none", LogShape::name).to_owned();
+    rep.time_format = reader.time().describe();
+    rep.sessions = sessions.sessions();
+    rep.multi_turn_sessions = sessions.multi_turn();
+    rep.sessions_named = named_sessions.len();
+    rep.distinct_blocks = ids.distinct();
+    if let Some(f) = first {
+        rep.first_time_ms = f;
+        rep.span_s = (latest - earliest) / 1000.0;
+    }
+    out.flush().map_err(|e| Error::write(&opts.output, e))?;
+    if let (Some(w), Some(path)) = (text_out.as_mut(), opts.keep_text.as_deref()) {
+        w.flush().map_err(|e| Error::write(path, e))?;
+    }
+    if rep.converted == 0 {
+        drop(out);
+        let _ = std::fs::remove_file(&opts.output);
+        if let Some(p) = &opts.keep_text {
+            let _ = std::fs::remove_file(p);
+        }
+        if rep.lines_read == 0 {
+            return Err(TraceError::Empty { path: name }.into());
+        }
+        let reason = if rep.skipped > 0 {
+            format!(
+                "all {} requests were skipped; first: {}",
+                rep.skipped,
+                rep.skipped_examples.join("; ")
+            )
+        } else {
+            format!(
+                "no line holds a request ({} OpenTelemetry spans without gen_ai.input.messages)",
+                rep.spans_passed_over
+            )
+        };
+        return Err(TraceError::NoRequests { path: name, reason }.into());
+    }
+    Ok(rep)
+}
+
+/// The report as text (before the `analyze` of the result).
+pub fn render_report(r: &ConvertReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "Converted {} -> {}", r.input, r.output);
+    let _ = writeln!(s, "  log format:          {}", r.log_format);
+    let _ = writeln!(s, "  time format:         {}", r.time_format);
+    let _ = writeln!(s, "  tokens counted by:   {}", r.counted_by);
+    let _ = writeln!(s, "  lines read:          {}", r.lines_read);
+    let _ = writeln!(s, "  requests read:       {}", r.requests_read);
+    let _ = writeln!(s, "  converted:           {}", r.converted);
+    let _ = writeln!(s, "  skipped:             {}", r.skipped);
+    for e in &r.skipped_examples {
+        let _ = writeln!(s, "    {e}");
+    }
+    if r.spans_passed_over > 0 {
+        let _ = writeln!(
+            s,
+            "  spans passed over:   {} (no gen_ai.input.messages: not requests)",
+            r.spans_passed_over
+        );
+    }
+    let how = if r.sessions_named > 0 {
+        format!("{} named by the log", r.sessions_named)
+    } else {
+        "inferred: a request that extends an earlier one's messages is its next turn".into()
+    };
+    let _ = writeln!(
+        s,
+        "  sessions:            {} ({} with more than one turn; {how})",
+        r.sessions, r.multi_turn_sessions
+    );
+    let _ = writeln!(s, "  time span:           {:.3} s", r.span_s);
+    if r.out_of_order > 0 {
+        let _ = writeln!(
+            s,
+            "  out of order:        {} requests earlier than one before them (readers sort them)",
+            r.out_of_order
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  tokens:              {} input, {} output{}",
+        r.input_tokens,
+        r.output_tokens,
+        if r.output_from_text > 0 {
+            format!(
+                " ({} output lengths counted from the response text)",
+                r.output_from_text
+            )
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  hash ids:            {} distinct blocks of {} tokens (salted chained hash; no text, no hash written)",
+        r.distinct_blocks, r.block_size
+    );
+    if r.block_size != DEFAULT_BLOCK_SIZE {
+        let _ = writeln!(
+            s,
+            "  replay it with:      --block-size {} (the trace's rows do not carry it)",
+            r.block_size
+        );
+    }
+    s
+}
