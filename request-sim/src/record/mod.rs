@@ -157,6 +157,10 @@ pub struct Record {
     /// the trace (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation_trace_ms: Option<f64>,
+    /// Agent corpora, on the main agent's first request: the conversation's requests (all
+    /// agents); fewer records of it mean the run cut it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_requests: Option<u32>,
     /// The server's state at the scrape nearest the send (only when server metrics were
     /// scraped and the request was sent; docs/server-metrics.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,6 +211,7 @@ impl Record {
             joins: None,
             join_wait_ms: None,
             conversation_trace_ms: None,
+            conversation_requests: None,
             server: None,
             retries: 0,
             served_by: None,

@@ -270,6 +270,7 @@ fn record(start: Instant, planned: &Planned, scheduled: Instant, ending: Ending)
         agent: agent.map(|a| a.agent.to_string()),
         gap_rule: agent.map(|a| a.gap_rule),
         conversation_trace_ms: agent.and_then(|a| a.conversation_trace_ms),
+        conversation_requests: agent.and_then(|a| a.conversation_requests),
         ..Record::new(req.index, req.line, status)
     };
     match ending {

@@ -15,7 +15,8 @@ use crate::trace::{IdealCache, TraceRequest};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AgentSummary {
-    /// Conversations with at least one record, and those whose every request completed ok.
+    /// Conversations with at least one record, and those whose every request has an ok record
+    /// (a conversation cut by the time limit is not completed).
     pub conversations: usize,
     pub conversations_completed: usize,
     /// Records per conversation: mean and max.
@@ -59,6 +60,8 @@ struct Conv {
     first_send: Option<f64>,
     last_end: Option<f64>,
     trace_ms: Option<f64>,
+    /// The conversation's requests, from its first record (`None`: unknown, trust the records).
+    expected: Option<u32>,
 }
 
 /// Collects [`AgentSummary`] one record at a time.
@@ -85,6 +88,7 @@ impl AgentAcc {
         c.records += 1;
         c.all_ok &= rec.status == Status::Ok;
         c.trace_ms = c.trace_ms.or(rec.conversation_trace_ms);
+        c.expected = c.expected.or(rec.conversation_requests);
         match rec.sent_ms {
             Some(sent) => {
                 c.first_send = Some(c.first_send.map_or(sent, |f| f.min(sent)));
@@ -118,7 +122,13 @@ impl AgentAcc {
             return None;
         }
         let n = self.by_conv.len();
-        let done: Vec<&Conv> = self.by_conv.values().filter(|c| c.all_ok).collect();
+        // Completed: every request of the conversation has an ok record (a conversation the
+        // time limit cut has fewer records than requests).
+        let done: Vec<&Conv> = self
+            .by_conv
+            .values()
+            .filter(|c| c.all_ok && c.expected.is_none_or(|n| c.records >= n as usize))
+            .collect();
         let mut wall: Vec<f64> = done
             .iter()
             .filter_map(|c| Some((c.last_end? - c.first_send?) / 1e3))

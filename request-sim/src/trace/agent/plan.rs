@@ -303,6 +303,7 @@ fn lay_out(
                     prior: Box::default(),
                     gap_rule: r.gap.rule,
                     conversation_trace_ms: (ai == 0 && k == 0).then_some(trace_end_ms),
+                    conversation_requests: (ai == 0 && k == 0).then_some(conv.requests() as u32),
                 })),
             };
             let hash_ids = r

@@ -71,6 +71,9 @@ pub struct AgentTurn {
     /// On the main agent's first request: the conversation's own wall time in the trace (ms,
     /// its first request to its last request's end).
     pub conversation_trace_ms: Option<f64>,
+    /// On the main agent's first request: the conversation's requests (all agents), so the
+    /// summary can tell a conversation the run finished from one it cut.
+    pub conversation_requests: Option<u32>,
 }
 
 impl SessionTurn {
