@@ -1,10 +1,13 @@
 //! Trace parsers: `parse_reader` with detection and with each forced format, on arbitrary bytes
-//! (plain, gzip, zstd or bzip2). Any input must give a trace or an error, never a panic; a trace must keep
-//! the loader's invariants.
+//! (plain, gzip, zstd or bzip2), and with the reshaping of `transform` (picked by the input's
+//! length, so the seeds keep their layout). Any input must give a trace or an error, never a
+//! panic; a trace must keep the loader's invariants.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use request_sim::trace::{ideal_prefix_hits, parse_reader, LoadOptions, TraceFormat};
+use request_sim::trace::{
+    ideal_prefix_hits, parse_reader, Arrivals, LoadOptions, Reshape, TraceFormat,
+};
 
 const FORMATS: [Option<TraceFormat>; 6] = [
     None,
@@ -14,6 +17,43 @@ const FORMATS: [Option<TraceFormat>; 6] = [
     Some(TraceFormat::Generic),
     Some(TraceFormat::BurstGpt),
 ];
+
+/// One of the `transform` reshapings (0: none).
+fn reshape(k: usize) -> Reshape {
+    let r = Reshape {
+        seed: k as u64,
+        ..Reshape::default()
+    };
+    match k {
+        1 => Reshape {
+            amplify: Some(2.5),
+            ..r
+        },
+        2 => Reshape {
+            sample_sessions: Some(0.5),
+            ..r
+        },
+        3 => Reshape {
+            retime: Some(Arrivals::Poisson { rate: 5.0 }),
+            ..r
+        },
+        4 => Reshape {
+            max_idle_gap_ms: Some(1000.0),
+            ..r
+        },
+        5 => Reshape {
+            prefix_scale: Some(1.5),
+            prompt_scale: Some(0.5),
+            max_input_length: Some(700),
+            ..r
+        },
+        6 => Reshape {
+            retime: Some(Arrivals::Gamma { rate: 2.0, cv: 3.0 }),
+            ..r
+        },
+        _ => r,
+    }
+}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&sel, input)) = data.split_first() else {
@@ -32,6 +72,7 @@ fuzz_target!(|data: &[u8]| {
         start_ms: (sel & 0x80 != 0).then_some(1.0),
         drop_failed: sel & 0x04 != 0,
         max_line_bytes: Some(4096),
+        reshape: reshape(input.len() % 7),
         ..LoadOptions::default()
     };
     if let Ok(trace) = parse_reader("fuzz", input, &opts) {

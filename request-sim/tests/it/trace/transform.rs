@@ -643,7 +643,7 @@ fn synthesis_fits_rate_lengths_and_reuse() {
         },
     );
     // 8 pp on this small, strictly chained trace (its mid-size LRU hits come out about 6 pp
-    // high, a known gap); the Mooncake conversation trace's curve is within 2.5 pp
+    // high, a known gap); the Mooncake conversation trace's curve is within 2 pp
     // (docs/transform.md).
     for (p, q) in ao.lru_sweep.iter().zip(&lru.lru_sweep) {
         assert!(
