@@ -221,9 +221,12 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 e, run, c = s["token_exactness"], s["run"], s.get("cache", {})
 share = 100.0 * e["exact"] / e["with_usage"] if e["with_usage"] else float("nan")
+# Completed requests whose answer carried no prompt tokens (llama.cpp leaves a Messages stream's
+# message_start out when its first token ends inside a UTF-8 character): not in `exact`.
+missing = e.get("without_usage", 0)
 print(f"{sys.argv[2]:<34} exact {e['exact']}/{e['with_usage']} ({share:.1f}%), over {e['over']}, "
-      f"under {e['under']}, max |diff| {e['max_abs_diff']}; overhead {run.get('chat_overhead')}; "
-      f"source: {run.get('prompt_token_source')}")
+      f"under {e['under']}, max |diff| {e['max_abs_diff']}; no prompt usage {missing}; "
+      f"overhead {run.get('chat_overhead')}; source: {run.get('prompt_token_source')}")
 # llama.cpp's prompt_tokens_total counts the prompt tokens it computed, not those it took from
 # its cache: over the run, prompt tokens - computed = the server's cached tokens (the start-up
 # calibration requests, a few short prompts, are inside the server's count).

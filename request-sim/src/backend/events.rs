@@ -516,6 +516,69 @@ mod tests {
         assert_eq!(st.usage.unwrap().completion_tokens, Some(2));
     }
 
+    /// llama.cpp's streamed Messages answer as its server writes it (`event:` lines, usage with
+    /// `cache_read_input_tokens` first), cut into network chunks every possible way: the usage
+    /// is read whole from every cut. Without the `message_start` (llama.cpp leaves it out when
+    /// its first token ends inside a UTF-8 character) the answer is still read, with its output
+    /// tokens and no prompt: nothing in the stream says what the prompt was.
+    #[test]
+    fn llama_cpp_messages_stream_cut_anywhere() {
+        let start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"chatcmpl-x\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"cache_read_input_tokens\":0,\"input_tokens\":57,\"output_tokens\":0}}}\n\n";
+        let rest = concat!(
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"\\u4e2d\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" a\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":4}}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let whole = format!("{start}{rest}");
+        let b = whole.as_bytes();
+        let read = |chunks: Vec<&[u8]>| {
+            crate::backend::read_stream(ApiKind::Messages, chunks, Instant::now()).unwrap()
+        };
+        let want = Usage {
+            prompt_tokens: Some(57),
+            completion_tokens: Some(4),
+            cached_tokens: Some(0),
+        };
+        for cut in 0..=b.len() {
+            let st = read(vec![&b[..cut], &b[cut..]]);
+            assert_eq!(st.usage, Some(want), "cut at {cut}");
+            assert_eq!(st.chunks, 2, "cut at {cut}");
+        }
+        for size in [1, 2, 3, 7, 13, 64, 1460] {
+            let st = read(b.chunks(size).collect());
+            assert_eq!(st.usage, Some(want), "chunks of {size}");
+        }
+        // Only cached tokens, the uncached count 0: the prompt is the cached tokens.
+        let cached = whole.replace(
+            "\"cache_read_input_tokens\":0,\"input_tokens\":57",
+            "\"cache_read_input_tokens\":57,\"input_tokens\":0",
+        );
+        let st = read(vec![cached.as_bytes()]);
+        assert_eq!(st.usage.unwrap().prompt_tokens, Some(57));
+        assert_eq!(st.usage.unwrap().cached_tokens, Some(57));
+        // A message_delta with null fields keeps message_start's.
+        let nulls = whole.replace(
+            "\"usage\":{\"output_tokens\":4}",
+            "\"usage\":{\"input_tokens\":null,\"cache_read_input_tokens\":null,\"output_tokens\":4}",
+        );
+        assert_eq!(read(vec![nulls.as_bytes()]).usage, Some(want));
+        // No message_start: an answer with output tokens and no prompt.
+        let st = read(vec![rest.as_bytes()]);
+        assert!(st.finished);
+        assert_eq!(st.chunks, 2);
+        assert_eq!(
+            st.usage,
+            Some(Usage {
+                prompt_tokens: None,
+                completion_tokens: Some(4),
+                cached_tokens: None,
+            })
+        );
+    }
+
     #[test]
     fn messages_errors_and_garbage() {
         let err = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;

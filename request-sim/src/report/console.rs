@@ -452,6 +452,9 @@ fn exactness_section(t: &mut Table, s: &Summary) {
             e.unknown_intended,
         );
     }
+    if e.without_usage > 0 {
+        t.row("Prompt tokens not reported (no usage):", e.without_usage);
+    }
     if let Some(src) = &s.run.prompts.prompt_token_source {
         t.row("Prompt tokens counted by:", src);
     }

@@ -357,6 +357,9 @@ impl Accumulator {
 
     fn add_completed(&mut self, rec: &Record, itl_ms: &[f64]) {
         self.completed += 1;
+        if rec.prompt_tokens.is_none() {
+            self.exact.without_usage += 1;
+        }
         let out = output_tokens_of(rec);
         match (rec.output_tokens, rec.output_tokens_source) {
             (Some(_), Some(TokenSource::Usage)) | (Some(_), None) => self.sources.usage += 1,
@@ -602,6 +605,9 @@ impl Accumulator {
                 exact.max_abs_diff
             ));
         }
+        if exact.without_usage > 0 && exact.without_usage < self.completed {
+            warnings.push(no_prompt_usage(exact, self.completed, &info.server));
+        }
         if let Some(rt) = info
             .internals
             .realtime
@@ -627,6 +633,32 @@ impl Accumulator {
         }
         warnings
     }
+}
+
+/// The warning for completed requests whose response carried no prompt tokens while others
+/// did: the exactness line covers only the others, and it must not look like all of them.
+fn no_prompt_usage(
+    exact: &super::summary::TokenExactness,
+    completed: usize,
+    server: &super::run_info::RunServer,
+) -> String {
+    let mut w = format!(
+        "SERVER GAVE NO PROMPT USAGE for {} of {completed} completed requests: token exactness \
+         and the cached-token ratio cover the other {} only",
+        exact.without_usage,
+        completed - exact.without_usage
+    );
+    if server.api == Some(crate::backend::Api::AnthropicMessages) && server.stream != Some(false) {
+        // Seen against llama.cpp's llama-server: it sends `message_start` with the partial
+        // result of the first generated token, and none when that token ends inside a UTF-8
+        // character (its text is held back until the character is whole).
+        w.push_str(
+            " (a Messages stream reports its prompt only in `message_start`, and some servers \
+             leave that event out: llama.cpp's does when its first token ends inside a UTF-8 \
+             character)",
+        );
+    }
+    w
 }
 
 /// vLLM's peak concurrency: each completed request counts in every 1-second bucket from

@@ -169,6 +169,10 @@ pub struct TokenExactness {
     /// without `--tokenizer-config`, or whose history `--live-history` rewrote): not compared.
     #[serde(default)]
     pub unknown_intended: usize,
+    /// Completed requests whose response reported no prompt tokens at all (e.g. a Messages
+    /// stream without its `message_start`): `exact` and the cached-token ratio leave them out.
+    #[serde(default)]
+    pub without_usage: usize,
 }
 
 /// Where completed requests' output token counts came from.

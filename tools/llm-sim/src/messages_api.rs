@@ -8,7 +8,7 @@
 //! automatic prefix caching reports it: `cache_read_input_tokens` the prefix-cache hit,
 //! `input_tokens` the rest, `cache_creation_input_tokens` 0.
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use hyper::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -252,7 +252,8 @@ fn write_event(buf: &mut BytesMut, name: &str, data: &Value) {
     buf.extend_from_slice(b"event: ");
     buf.extend_from_slice(name.as_bytes());
     buf.extend_from_slice(b"\ndata: ");
-    buf.extend_from_slice(data.to_string().as_bytes());
+    // Straight into the stream's buffer (no String in between); a Value always serialises.
+    let _ = serde_json::to_writer((&mut *buf).writer(), data);
     buf.extend_from_slice(b"\n\n");
 }
 

@@ -7,7 +7,9 @@
 //! `response.output_item.done`, `response.completed`), each event with an `event:` line and a
 //! `sequence_number`.
 
-use bytes::BytesMut;
+use std::fmt::Write as _;
+
+use bytes::{BufMut, BytesMut};
 use hyper::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -254,7 +256,8 @@ fn write_event(buf: &mut BytesMut, name: &str, seq: u32, mut data: Value) {
     buf.extend_from_slice(b"event: ");
     buf.extend_from_slice(name.as_bytes());
     buf.extend_from_slice(b"\ndata: ");
-    buf.extend_from_slice(data.to_string().as_bytes());
+    // Straight into the stream's buffer (no String in between); a Value always serialises.
+    let _ = serde_json::to_writer((&mut *buf).writer(), &data);
     buf.extend_from_slice(b"\n\n");
 }
 
@@ -296,7 +299,8 @@ pub(crate) fn delta_prefix(meta: &Meta) -> String {
 /// Everything of token `i`'s delta event after its text.
 pub(crate) fn end_delta(i: u32, buf: &mut BytesMut) {
     buf.extend_from_slice(b"\",\"logprobs\":[],\"sequence_number\":");
-    buf.extend_from_slice((FIRST_DELTA_SEQ + i).to_string().as_bytes());
+    // Written in place: this runs once per token of every Responses stream.
+    let _ = write!(buf, "{}", FIRST_DELTA_SEQ + i);
     buf.extend_from_slice(b"}\n\n");
 }
 

@@ -138,6 +138,7 @@ pub async fn start(cfg: SimConfig) -> Result<SimServer> {
         started: started / 1_000_000_000,
         pod,
         port_header: HeaderValue::from(addr.port()),
+        tokenize_turn: tokio::sync::Semaphore::new(1),
     });
     let accept_task = tokio::spawn(accept_loop(listener, state.clone(), sd_rx));
     Ok(SimServer {

@@ -198,7 +198,7 @@ impl Tokenizer {
         })))
     }
 
-    /// The built-in tokenizer (cheap enough to run on the server's runtime thread).
+    /// The built-in tokenizer (cheap enough to count a short prompt on the server's runtime thread).
     pub fn is_builtin(&self) -> bool {
         matches!(self, Tokenizer::Builtin(_))
     }

@@ -17,6 +17,7 @@
 //! property of replayed traffic, not of tokenizers.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::cell::RefCell;
 use std::sync::RwLock;
 
 /// Pieces longer than this are counted each time and never kept (a text without spaces
@@ -45,6 +46,22 @@ fn short(piece: &str) -> Option<Short> {
     Some(key)
 }
 
+/// The key of a piece that has no [`short`] key (no piece is 16 zero bytes: pieces with a zero
+/// byte have none).
+const NO_KEY: Short = [0u8; SHORT];
+
+/// A piece of a text: its [`short`] key (or [`NO_KEY`]) and where it lies in the text.
+struct Cut {
+    key: Short,
+    start: u32,
+    end: u32,
+}
+
+thread_local! {
+    /// The cuts of the text being counted, kept between texts (a 12k-token prompt has 12k).
+    static CUTS: RefCell<Vec<Cut>> = const { RefCell::new(Vec::new()) };
+}
+
 /// The pieces kept: one-token pieces of up to 16 bytes in place (nearly every word of a
 /// synthetic prompt), the others on the heap.
 #[derive(Default)]
@@ -58,21 +75,18 @@ impl Known {
         self.short.len() + self.other.len()
     }
 
-    /// Appends `piece`'s ids to `out`; false when it is not kept.
-    fn push(&self, piece: &str, out: &mut Vec<u32>) -> bool {
-        if let Some(key) = short(piece) {
-            if let Some(&id) = self.short.get(&key) {
-                out.push(id);
-                return true;
-            }
+    /// The id of a one-token piece kept in place, by its key.
+    #[inline]
+    fn short_id(&self, key: &Short) -> Option<u32> {
+        if *key == NO_KEY {
+            return None;
         }
-        match self.other.get(piece) {
-            Some(ids) => {
-                out.extend_from_slice(ids);
-                true
-            }
-            None => false,
-        }
+        self.short.get(key).copied()
+    }
+
+    /// The ids of a piece kept on the heap.
+    fn other_ids(&self, piece: &str) -> Option<&[u32]> {
+        self.other.get(piece).map(|ids| &ids[..])
     }
 
     fn keep(&mut self, piece: &str, ids: &[u32]) {
@@ -213,7 +227,8 @@ impl WordCache {
         text: &str,
         special: bool,
     ) -> Result<Vec<u32>, String> {
-        if text.len() < MIN_TEXT_BYTES {
+        // (Pieces are cut at u32 offsets: a text of 4 GiB or more takes the plain path.)
+        if text.len() < MIN_TEXT_BYTES || u32::try_from(text.len()).is_err() {
             return ids(tok, text, special);
         }
         self.encode_pieces(tok, text, special, true)
@@ -231,10 +246,31 @@ impl WordCache {
             out.extend_from_slice(&self.specials_before);
         }
         let mut new: Vec<(&str, Vec<u32>)> = Vec::new();
-        {
-            let known = self.pieces.read().map_err(|_| "word cache poisoned")?;
+        // Two passes: the text is cut into pieces first, then the pieces are looked up in a
+        // loop that does nothing else. Each lookup misses the CPU caches (the table of a
+        // vocabulary's words is larger than L2); with nothing but lookups between them the
+        // CPU has several in flight at once. Cutting and looking up in one loop cost ~35%
+        // more per prompt (1.5 against 1.1 ms for the Mooncake trace's mean prompt).
+        CUTS.with_borrow_mut(|cuts| -> Result<(), String> {
+            cuts.clear();
+            let base = text.as_ptr() as usize;
             for piece in pieces(text) {
-                if known.push(piece, &mut out) {
+                let start = piece.as_ptr() as usize - base;
+                cuts.push(Cut {
+                    key: short(piece).unwrap_or(NO_KEY),
+                    start: start as u32,
+                    end: (start + piece.len()) as u32,
+                });
+            }
+            let known = self.pieces.read().map_err(|_| "word cache poisoned")?;
+            for c in cuts.iter() {
+                if let Some(id) = known.short_id(&c.key) {
+                    out.push(id);
+                    continue;
+                }
+                let piece = &text[c.start as usize..c.end as usize];
+                if let Some(ids) = known.other_ids(piece) {
+                    out.extend_from_slice(ids);
                     continue;
                 }
                 let counted = ids(tok, piece, false)?;
@@ -243,7 +279,8 @@ impl WordCache {
                     new.push((piece, counted));
                 }
             }
-        }
+            Ok(())
+        })?;
         if !new.is_empty() {
             let mut known = self.pieces.write().map_err(|_| "word cache poisoned")?;
             for (piece, counted) in new {

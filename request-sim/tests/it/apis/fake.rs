@@ -544,3 +544,77 @@ fn live_history_is_refused_on_the_converted_apis() {
         );
     }
 }
+
+/// A streamed Messages answer in llama.cpp's shapes (`llama-server`, `tools/server`): its
+/// `message_start` goes out with the first generated token's text, usage `cache_read_input_tokens`
+/// first and `output_tokens` 0, and `message_delta` carries only `output_tokens`. Without
+/// `start`: the stream llama.cpp sends when its first token ends inside a UTF-8 character (it
+/// holds back that token's text, and with it the `message_start`).
+fn llama_cpp_messages_stream(start: bool) -> Script {
+    let mut events = Vec::new();
+    if start {
+        events.push(event(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "chatcmpl-1", "type": "message",
+                "role": "assistant", "content": [], "model": "m", "stop_reason": null,
+                "stop_sequence": null, "usage": {"cache_read_input_tokens": 12,
+                "input_tokens": 4, "output_tokens": 0}}}),
+        ));
+    }
+    events.push(event(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+    ));
+    for t in ["\u{4e2d}", "ab"] {
+        events.push(event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}),
+        ));
+    }
+    events.push(event(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    events.push(event(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens", "stop_sequence": null},
+               "usage": {"output_tokens": 2}}),
+    ));
+    events.push(event("message_stop", json!({"type": "message_stop"})));
+    Script::sse(&events.iter().map(|e| e.as_bytes()).collect::<Vec<_>>())
+}
+
+#[test]
+fn a_messages_stream_without_message_start_is_counted_and_named() {
+    // One answer with its `message_start`, one without (as llama.cpp sent 1 in 480).
+    let server = RawServer::start_each(vec![
+        llama_cpp_messages_stream(true),
+        llama_cpp_messages_stream(false),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "t.jsonl", 2, 10.0, 16, 2);
+    let args = base_args(&server.url(MESSAGES), &trace, dir.path());
+    let out = replay(&strs(&args));
+    let records = read_records(&dir.path().join("records.jsonl"));
+    let mut prompts: Vec<_> = records
+        .iter()
+        .map(|r| {
+            assert_eq!(r.status, Status::Ok, "{r:?}");
+            assert_eq!(r.output_tokens, Some(2));
+            assert_eq!(r.output_tokens_source, Some(TokenSource::Usage));
+            (r.prompt_tokens, r.cached_tokens)
+        })
+        .collect();
+    prompts.sort();
+    assert_eq!(prompts, vec![(None, None), (Some(16), Some(12))]);
+    let e = &out.summary.token_exactness;
+    assert_eq!((e.exact, e.with_usage, e.without_usage), (1, 1, 1), "{e:?}");
+    // The exactness line covers one request of two: the summary says so, and why.
+    let w = out
+        .summary
+        .warnings
+        .iter()
+        .find(|w| w.starts_with("SERVER GAVE NO PROMPT USAGE for 1 of 2 completed requests"))
+        .unwrap_or_else(|| panic!("no warning in {:?}", out.summary.warnings));
+    assert!(w.contains("`message_start`"), "{w}");
+}

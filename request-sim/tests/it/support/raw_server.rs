@@ -90,8 +90,9 @@ impl Script {
     }
 }
 
-/// A tiny HTTP/1.1 server on 127.0.0.1 that answers every request with the same [`Script`] and
-/// remembers the requests (one thread per connection; `GET /v1/models` is answered too).
+/// A tiny HTTP/1.1 server on 127.0.0.1 that answers every request with the same [`Script`] (or
+/// POST `k` with script `k` mod their number, [`RawServer::start_each`]) and remembers the
+/// requests (one thread per connection; `GET /v1/models` is answered too).
 pub struct RawServer {
     pub addr: std::net::SocketAddr,
     pub seen: Arc<Mutex<Vec<SeenRequest>>>,
@@ -100,17 +101,25 @@ pub struct RawServer {
 
 impl RawServer {
     pub fn start(script: Script) -> RawServer {
+        RawServer::start_each(vec![script])
+    }
+    /// A server whose `k`-th POST (from 0, in arrival order) gets `scripts[k % len]`: a run
+    /// where some answers differ from the others.
+    pub fn start_each(scripts: Vec<Script>) -> RawServer {
+        assert!(!scripts.is_empty());
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let connections = Arc::new(AtomicUsize::new(0));
         let (seen2, conns2) = (seen.clone(), connections.clone());
+        let scripts = Arc::new(scripts);
+        let posts = Arc::new(AtomicUsize::new(0));
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { return };
                 conns2.fetch_add(1, Ordering::SeqCst);
-                let (seen, script) = (seen2.clone(), script.clone());
-                std::thread::spawn(move || serve(stream, &script, &seen));
+                let (seen, scripts, posts) = (seen2.clone(), scripts.clone(), posts.clone());
+                std::thread::spawn(move || serve(stream, &scripts, &posts, &seen));
             }
         });
         RawServer {
@@ -134,7 +143,12 @@ impl RawServer {
     }
 }
 
-fn serve(stream: TcpStream, script: &Script, seen: &Mutex<Vec<SeenRequest>>) {
+fn serve(
+    stream: TcpStream,
+    scripts: &[Script],
+    posts: &AtomicUsize,
+    seen: &Mutex<Vec<SeenRequest>>,
+) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
     let mut reader = BufReader::new(match stream.try_clone() {
         Ok(s) => s,
@@ -169,6 +183,10 @@ fn serve(stream: TcpStream, script: &Script, seen: &Mutex<Vec<SeenRequest>>) {
         }
         let req = SeenRequest { body, ..req };
         let is_models = req.head.starts_with("GET /v1/models");
+        let script = match req.head.starts_with("POST ") {
+            true => &scripts[posts.fetch_add(1, Ordering::SeqCst) % scripts.len()],
+            false => &scripts[0],
+        };
         seen.lock().unwrap().push(req);
         if is_models {
             let b = br#"{"object":"list","data":[{"id":"m","object":"model"}]}"#;
