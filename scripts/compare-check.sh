@@ -32,23 +32,25 @@ mkdir -p "$OUT"
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-# start_sim NAME SPEEDUP: an llm-sim on a free loopback port; prints its base URL.
+# start_sim NAME SPEEDUP: an llm-sim on a free loopback port; its base URL in $URL (run in this
+# shell, not in $(...), which would wait for the server's output to close).
 start_sim() {
     local log="$OUT/llm-sim-$1.log"
-    "$SIM" --host 127.0.0.1 --port 0 --preset "$PRESET" --speedup "$2" 2>"$log" &
+    "$SIM" --host 127.0.0.1 --port 0 --preset "$PRESET" --speedup "$2" >/dev/null 2>"$log" &
     PIDS+=($!)
+    URL=""
     for _ in $(seq 200); do
-        url="$(grep -o 'listening on http://127\.0\.0\.1:[0-9]*' "$log" | awk '{print $3}' || true)"
-        [[ -n "$url" ]] && { echo "$url"; return; }
+        URL="$(grep -o 'listening on http://127\.0\.0\.1:[0-9]*' "$log" | awk '{print $3}' || true)"
+        [[ -n "$URL" ]] && return
         sleep 0.05
     done
     echo "compare-check.sh: llm-sim $1 did not start" >&2; cat "$log" >&2; exit 1
 }
-A_URL=$(start_sim a 1)
-B_URL=$(start_sim b "$(awk -v s="$SLOWDOWN" 'BEGIN { printf "%.6f", 1 / s }')")
+start_sim a 1; A_URL="$URL"
+start_sim b "$(awk -v s="$SLOWDOWN" 'BEGIN { printf "%.6f", 1 / s }')"; B_URL="$URL"
 echo "load before: $(uptime)"
 set_of() { # URL NAME SEED: one repeat set
-    timeout 900 "$RS" replay --dataset-path "$TRACE" --endpoint "$1" --model-name llm-sim \
+    timeout 900 "$RS" replay --dataset-path "$TRACE" --endpoint "$1" \
         --max-requests "$REQUESTS" --scale-factor "$SCALE" --max-output-tokens "$OUTPUT" \
         --time-in-secs 120 --seed "$3" --quiet --repeat "$REPEATS" --result-dir "$OUT/$2" \
         >"$OUT/$2.out" 2>"$OUT/$2.err"
