@@ -3,13 +3,19 @@
 //! input must give a corpus or an error, never a panic; a corpus must pass the session tree's
 //! own check and keep the readers' invariants.
 //!
-//! `FUZZ_FORMAT` (`tracelab`, `dynamo`, `dag_jsonl`) forces one reader for the whole run.
+//! The Weka / kv-cache-tester reader (`trace::agent::weka::parse`, one JSON object per file)
+//! takes the inputs whose selector byte has bit 4 set: a conversation or an error naming the
+//! file, never a panic; a conversation must pass the check, its requests point into `requests`.
+//!
+//! `FUZZ_FORMAT` (`tracelab`, `dynamo`, `dag_jsonl`, `weka`) forces one reader for the whole
+//! run.
 #![no_main]
 
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use request_sim::trace::agent::jsonl::read;
+use request_sim::trace::agent::weka;
 use request_sim::trace::{LoadOptions, TraceFormat};
 
 const FORMATS: [Option<TraceFormat>; 4] = [
@@ -32,6 +38,22 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, input)) = data.split_first() else {
         return;
     };
+    if forced() == Some(TraceFormat::Weka) || (forced().is_none() && sel & 0x10 != 0) {
+        match weka::parse("fuzz.json", input) {
+            Ok(conv) => {
+                assert_eq!(conv.check(), Ok(()));
+                for a in &conv.agents {
+                    for r in &a.requests {
+                        assert!(r.origin.line >= 1);
+                        let p = r.origin.pointer.as_deref().unwrap_or_default();
+                        assert!(p.starts_with("requests["), "{p}");
+                    }
+                }
+            }
+            Err(e) => assert!(e.to_string().starts_with("fuzz.json:")),
+        }
+        return;
+    }
     let format = forced().or(FORMATS[usize::from(sel % 4)]);
     let opts = LoadOptions {
         format,

@@ -286,6 +286,9 @@ impl Builder<'_> {
                 return Err(bad("`t` must be a finite number of seconds >= 0"));
             }
             let t_ms = start_ms + e.t * 1e3;
+            if !t_ms.is_finite() {
+                return Err(bad("`t` is too large (the time overflows)"));
+            }
             if e.kind == "subagent" {
                 let child = self.subagent(me, e, t_ms, &here)?;
                 pending.push(child);
@@ -318,12 +321,16 @@ impl Builder<'_> {
             let index = self.conv.agents[me].requests.len();
             let joined: Vec<Child> = std::mem::take(&mut pending);
             let gap = self.gap(me, index, t_ms, prev_end_ms, think_ms, &joined);
+            let end_ms = t_ms + server_ms.unwrap_or(0.0);
+            if !(gap.ms.is_finite() && end_ms.is_finite()) {
+                return Err(bad("the times are too large (they overflow)"));
+            }
             for c in &joined {
                 if let Some(l) = self.conv.agents[c.agent].parent.as_mut() {
                     l.join = (!c.background).then_some(index);
                 }
             }
-            prev_end_ms = Some(t_ms + server_ms.unwrap_or(0.0));
+            prev_end_ms = Some(end_ms);
             self.conv.agents[me].requests.push(AgentRequest {
                 trace_ms: t_ms,
                 input_length,
@@ -339,6 +346,9 @@ impl Builder<'_> {
                 },
                 messages: None,
             });
+        }
+        if self.conv.agents[me].requests.is_empty() {
+            return Err((at.to_owned(), "an agent without requests".into()));
         }
         Ok(me)
     }
@@ -397,6 +407,9 @@ impl Builder<'_> {
             .agent_id
             .clone()
             .ok_or_else(|| bad("a subagent without `agent_id`"))?;
+        if self.conv.agents.iter().any(|a| *a.id == *id) {
+            return Err(bad(&format!("the agent id `{id}` appears twice")));
+        }
         let entries = match &e.requests {
             Some(r) if r.iter().any(|x| x.kind != "subagent") => r,
             _ => return Err(bad(&format!("subagent `{id}` has no requests"))),
@@ -524,6 +537,47 @@ mod tests {
         assert!(err("{\n\"block_size\": 64,\n\"requests\": [1]\n}").contains("x.json:3:"));
         assert!(err("   ").contains("empty"));
         assert!(err("[1,2]").contains("x.json:1:"));
+    }
+
+    /// Faults found by `tests/it/trace/agent_garbage.rs` that were reported by the tree's
+    /// check without a JSON path (an empty `requests`, an agent id twice, times that overflow).
+    #[test]
+    fn garbage_faults_name_the_json_path() {
+        let r = req(0.0, "");
+        let e = err(r#"{"block_size":64,"requests":[]}"#);
+        assert_eq!(e, "x.json:1: requests: an agent without requests");
+        let sub = |id: &str, t: f64| {
+            format!(r#"{{"t":{t},"type":"subagent","agent_id":"{id}","requests":[{r}]}}"#)
+        };
+        let e = err(&format!(
+            r#"{{"block_size":64,"requests":[{r},{},{r},{}]}}"#,
+            sub("a", 1.0),
+            sub("a", 2.0)
+        ));
+        assert!(
+            e.starts_with("x.json:1: requests[3]: the agent id `a` appears twice"),
+            "{e}"
+        );
+        let e = err(&format!(
+            r#"{{"block_size":64,"requests":[{r},{}]}}"#,
+            sub(Agent::MAIN, 1.0)
+        ));
+        assert!(e.contains("requests[1]: the agent id"), "{e}");
+        let e = err(&format!(
+            r#"{{"block_size":64,"requests":[{}]}}"#,
+            req(1e308, "")
+        ));
+        assert!(e.contains("requests[0]: `t` is too large"), "{e}");
+        let e = err(&format!(
+            r#"{{"block_size":64,"requests":[{}]}}"#,
+            req(1.0, r#","api_time":1.7e308"#)
+        ));
+        assert!(e.contains("requests[0]: the times are too large"), "{e}");
+        let e = err(&format!(
+            r#"{{"block_size":64,"requests":[{r},{}]}}"#,
+            req(1.0, r#","think_time":1e308"#)
+        ));
+        assert!(e.contains("requests[1]: the times are too large"), "{e}");
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! repeated, dropped and swapped between formats, values replaced by odd ones (negative,
 //! huge, wrong types, ids of other sessions), read detected and forced. Never a panic; every
 //! failure names the input and a line (or is a whole-file error); every corpus read passes the
-//! session tree's check.
+//! session tree's check. The Weka reader (`trace::agent::weka::parse`, one JSON object per
+//! file) gets the same treatment from the fixtures of `tests/data/agents/` (plus stretches
+//! repeated and whole subagent entries spliced in): its errors must also name the file, a line
+//! and a JSON path (or a serde position), and every conversation it returns pass the check.
 //!
 //! Bounded in time (2 s; `REQUEST_SIM_GARBAGE_SECS` for longer, `REQUEST_SIM_GARBAGE_FORMAT`
 //! for one reader only) so it runs in every test pass; the fuzz target
@@ -12,9 +15,10 @@
 use std::time::{Duration, Instant};
 
 use request_sim::trace::agent::jsonl::read;
+use request_sim::trace::agent::weka;
 use request_sim::trace::{LoadOptions, TraceFormat};
 
-use crate::support::{trace_fixture, Lcg};
+use crate::support::{data_path, trace_fixture, Lcg};
 
 /// Values spliced into lines.
 const SPLICES: &[&str] = &[
@@ -49,6 +53,18 @@ const SPLICES: &[&str] = &[
     "{",
     "]",
     "[",
+    "1e308",
+    "\"n\"",
+    "\"s\"",
+    "\"subagent\"",
+    "\"async_launched\"",
+    "\"completed\"",
+    "\"global\"",
+    "\"local\"",
+    "[0,0,18446744073709551615]",
+    "{\"t\":0.1,\"type\":\"subagent\",\"agent_id\":\"x\",\"requests\":[{\"t\":0,\"type\":\"n\",\"in\":1,\"out\":1,\"hash_ids\":[]}]},",
+    "{\"t\":9,\"type\":\"subagent\",\"agent_id\":\"y\",\"status\":\"async_launched\",\"requests\":[{\"t\":0,\"type\":\"subagent\"}]},",
+    "{\"t\":0,\"type\":\"s\",\"in\":4294967295,\"out\":0,\"hash_ids\":[1]},",
 ];
 
 /// Keys whose values get replaced.
@@ -78,13 +94,38 @@ const KEYS: &[&str] = &[
     "\"max_tokens\":",
     "\"context_mode\":",
     "\"role\":",
+    "\"t\":",
+    "\"type\":",
+    "\"in\":",
+    "\"out\":",
+    "\"hash_ids\":",
+    "\"block_size\":",
+    "\"hash_id_scope\":",
+    "\"api_time\":",
+    "\"think_time\":",
+    "\"agent_id\":",
+    "\"duration_ms\":",
+    "\"status\":",
+    "\"requests\":",
+    "\"tool_tokens\":",
+    "\"system_tokens\":",
 ];
 
 fn mutate(rng: &mut Lcg, s: &mut Vec<u8>, others: &[Vec<u8>]) {
     let len = s.len().max(1);
     let at = rng.below(len as u64) as usize;
-    match rng.below(9) {
+    match rng.below(10) {
         0 => s.truncate(at),
+        9 => {
+            // a stretch repeated (a Weka file is one line: this stands in for repeated lines)
+            let end = (at + 1 + rng.below(200) as usize).min(s.len());
+            if at < end {
+                let piece = s[at..end].to_vec();
+                for _ in 0..=rng.below(3) {
+                    s.splice(end..end, piece.iter().copied());
+                }
+            }
+        }
         1 => {
             if let Some(b) = s.get_mut(at) {
                 *b ^= 1 << rng.below(8);
@@ -158,6 +199,48 @@ fn mutate(rng: &mut Lcg, s: &mut Vec<u8>, others: &[Vec<u8>]) {
     }
 }
 
+/// Reads one garbage Weka file (`g.json`) and checks the outcome; true when it was read.
+fn weka_case(bytes: &[u8]) -> bool {
+    match weka::parse("g.json", bytes) {
+        Ok(conv) => {
+            assert_eq!(conv.check(), Ok(()));
+            for a in &conv.agents {
+                for r in &a.requests {
+                    let p = r.origin.pointer.as_deref().unwrap_or_default();
+                    assert!(r.origin.line >= 1 && p.starts_with("requests["), "{p}");
+                }
+            }
+            true
+        }
+        Err(e) => {
+            let m = e.to_string();
+            if m == "g.json: the file is empty (no data lines)" {
+                return false;
+            }
+            // `g.json:LINE: ` then a JSON path (`requests[2].subagent...`, a root field) or,
+            // for a syntax error, serde's `at line L column C`.
+            let rest = m.strip_prefix("g.json:").unwrap_or_else(|| panic!("{m}"));
+            let (line, what) = rest.split_once(": ").unwrap_or_else(|| panic!("{m}"));
+            let line: usize = line.parse().unwrap_or_else(|_| panic!("{m}"));
+            let lines = bytes.iter().filter(|&&b| b == b'\n').count() + 1;
+            assert!((1..=lines).contains(&line), "line {line} of {lines}: {m}");
+            let located = what.contains(" at line ")
+                || [
+                    "requests",
+                    "block_size",
+                    "hash_id_scope",
+                    "id:",
+                    "tool_tokens",
+                    "system_tokens",
+                ]
+                .iter()
+                .any(|k| what.starts_with(k));
+            assert!(located, "no JSON path or position: {m}");
+            false
+        }
+    }
+}
+
 #[test]
 fn garbage_never_panics() {
     let secs: f64 = std::env::var("REQUEST_SIM_GARBAGE_SECS")
@@ -168,7 +251,7 @@ fn garbage_never_panics() {
         .ok()
         .and_then(|n| TraceFormat::from_name(&n));
     let formats = [TraceFormat::Tracelab, TraceFormat::Dynamo, TraceFormat::Dag];
-    let files: Vec<(TraceFormat, Vec<u8>)> = [
+    let mut files: Vec<(TraceFormat, Vec<u8>)> = [
         ("agent/tracelab.jsonl", TraceFormat::Tracelab),
         ("agent/dynamo.jsonl", TraceFormat::Dynamo),
         ("agent/dag.jsonl", TraceFormat::Dag),
@@ -176,19 +259,46 @@ fn garbage_never_panics() {
     .iter()
     .map(|(f, fmt)| (*fmt, std::fs::read(trace_fixture(f)).unwrap()))
     .collect();
+    for f in ["plain.json", "nested.json", "fanout.json"] {
+        files.push((
+            TraceFormat::Weka,
+            std::fs::read(data_path("agents").join(f)).unwrap(),
+        ));
+    }
     let all: Vec<Vec<u8>> = files.iter().map(|(_, b)| b.clone()).collect();
+    // the seeds of this run: one reader's, or all (the Weka files one draw in four)
+    let seeds: Vec<usize> = (0..files.len())
+        .filter(|&i| only.is_none_or(|o| o == files[i].0))
+        .collect();
+    assert!(!seeds.is_empty(), "no fixture for {only:?}");
     let mut rng = Lcg::new(0x5eed_a6e7);
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let (mut inputs, mut corpora, mut errors) = (0u64, 0u64, 0u64);
+    let (mut weka_inputs, mut weka_read) = (0u64, 0u64);
     while Instant::now() < deadline {
         for _ in 0..64 {
-            let (fmt, base) = &files[rng.below(3) as usize];
-            if only.is_some_and(|o| o != *fmt) {
-                continue;
-            }
+            let pick = if only.is_none() && rng.below(4) == 0 {
+                3 + rng.below(3) as usize
+            } else if only.is_none() {
+                rng.below(3) as usize
+            } else {
+                seeds[rng.below(seeds.len() as u64) as usize]
+            };
+            let (fmt, base) = &files[pick];
             let mut bytes = base.clone();
             for _ in 0..=rng.below(6) {
                 mutate(&mut rng, &mut bytes, &all);
+            }
+            inputs += 1;
+            if *fmt == TraceFormat::Weka {
+                weka_inputs += 1;
+                if weka_case(&bytes) {
+                    weka_read += 1;
+                    corpora += 1;
+                } else {
+                    errors += 1;
+                }
+                continue;
             }
             let forced = match rng.below(4) {
                 0 => None,
@@ -201,7 +311,6 @@ fn garbage_never_panics() {
                 max_line_bytes: Some(4096),
                 ..LoadOptions::default()
             };
-            inputs += 1;
             match read("g.jsonl", bytes.as_slice(), &opts) {
                 Ok(c) => {
                     corpora += 1;
@@ -218,6 +327,9 @@ fn garbage_never_panics() {
             }
         }
     }
-    eprintln!("agent garbage: {inputs} inputs, {corpora} corpora read, {errors} errors, no panic");
+    eprintln!(
+        "agent garbage: {inputs} inputs ({weka_inputs} Weka, {weka_read} read), \
+         {corpora} corpora read, {errors} errors, no panic"
+    );
     assert!(inputs > 0 && errors > 0);
 }
