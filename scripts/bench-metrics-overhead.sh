@@ -30,7 +30,7 @@ for k in $(seq "$PAIRS"); do
             OUT="$OUT/$mode-$k" "$ROOT/scripts/bench.sh" "$@" | awk -v r="$RATE" '$1 == r')
         [[ -n "$line" ]] || { echo "run $mode-$k failed (see $OUT/$mode-$k)" >&2; continue; }
         printf '%s\t%s\n' "$mode" "$line" >>"$rows"
-        scrapes=$(cat "$OUT/$mode-$k"/*.scrapes 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
+        scrapes=$({ cat "$OUT/$mode-$k"/*.scrapes 2>/dev/null || true; } | awk '{ s += $1 } END { print s + 0 }')
         printf '%-8s %s   (scrapes answered: %s)\n' "$mode" "$line" "$scrapes"
     done
 done
