@@ -13,7 +13,7 @@
 //! ids: every prompt is unique.
 
 use super::error::RowError;
-use super::fields::{check_timestamp, csv_length as length, csv_split as split, quote_short};
+use super::fields::{check_timestamp, csv_header, csv_length as length, csv_row, quote_short};
 use super::row::RawRow;
 
 /// The required columns, as the published trace spells them.
@@ -35,20 +35,8 @@ impl Header {
 
 /// Parses the header line.
 pub(crate) fn parse_header(text: &str) -> Result<Header, RowError> {
-    let record = split(text)?;
-    let names: Vec<&str> = record.iter().collect();
-    let find = |want: &str| names.iter().position(|n| n.eq_ignore_ascii_case(want));
-    let mut pos = [0usize; 3];
-    for (slot, want) in pos.iter_mut().zip(COLUMNS) {
-        *slot = find(want).ok_or_else(|| {
-            let shown: Vec<String> = names.iter().take(8).map(|n| quote_short(n)).collect();
-            RowError::Header(format!(
-                "no column `{want}` (found {}); the first line must be the header `{}`",
-                shown.join(", "),
-                COLUMNS.join(",")
-            ))
-        })?;
-    }
+    let hint = format!("the first line must be the header `{}`", COLUMNS.join(","));
+    let pos = csv_header(text, COLUMNS, &hint)?;
     Ok(Header {
         timestamp: pos[0],
         context: pos[1],
@@ -58,14 +46,8 @@ pub(crate) fn parse_header(text: &str) -> Result<Header, RowError> {
 
 /// Parses one non-blank data row.
 pub(crate) fn parse_row(header: &Header, text: &str) -> Result<RawRow, RowError> {
-    let record = split(text)?;
+    let record = csv_row(text, header.needed_columns())?;
     let fields: Vec<&str> = record.iter().collect();
-    if fields.len() < header.needed_columns() {
-        return Err(RowError::Columns {
-            expected: header.needed_columns(),
-            found: fields.len(),
-        });
-    }
     let timestamp_ms =
         parse_datetime_ms(fields[header.timestamp]).map_err(|what| RowError::Field {
             field: COLUMNS[0].into(),

@@ -14,7 +14,7 @@
 //! (`TraceStats::failed_requests`). There are no hash ids: every prompt is unique.
 
 use super::error::RowError;
-use super::fields::{check_timestamp, csv_length, csv_split, quote_short};
+use super::fields::{check_timestamp, csv_header, csv_length, csv_row, quote_short};
 use super::row::RawRow;
 
 /// The required columns, as the published trace spells them.
@@ -41,20 +41,12 @@ pub(crate) fn is_header(text: &str) -> bool {
 
 /// Parses the header line.
 pub(crate) fn parse_header(text: &str) -> Result<Header, RowError> {
-    let record = csv_split(text)?;
-    let names: Vec<&str> = record.iter().collect();
-    let find = |want: &str| names.iter().position(|n| n.eq_ignore_ascii_case(want));
-    let mut pos = [0usize; 3];
-    for (slot, want) in pos.iter_mut().zip(COLUMNS) {
-        *slot = find(want).ok_or_else(|| {
-            let shown: Vec<String> = names.iter().take(8).map(|n| quote_short(n)).collect();
-            RowError::Header(format!(
-                "no column `{want}` (found {}); a BurstGPT file starts with the header \
-                 `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`",
-                shown.join(", ")
-            ))
-        })?;
-    }
+    let pos = csv_header(
+        text,
+        COLUMNS,
+        "a BurstGPT file starts with the header \
+         `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`",
+    )?;
     Ok(Header {
         timestamp: pos[0],
         request: pos[1],
@@ -65,14 +57,8 @@ pub(crate) fn parse_header(text: &str) -> Result<Header, RowError> {
 /// Parses one non-blank data row. A failed request (0 response tokens) parses to a row with
 /// output length 0; the reader keeps or drops it.
 pub(crate) fn parse_row(header: &Header, text: &str) -> Result<RawRow, RowError> {
-    let record = csv_split(text)?;
+    let record = csv_row(text, header.needed_columns())?;
     let fields: Vec<&str> = record.iter().collect();
-    if fields.len() < header.needed_columns() {
-        return Err(RowError::Columns {
-            expected: header.needed_columns(),
-            found: fields.len(),
-        });
-    }
     let bad_time = |what: String| RowError::Field {
         field: COLUMNS[0].into(),
         what,

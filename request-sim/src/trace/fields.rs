@@ -124,6 +124,43 @@ pub(crate) fn csv_split(text: &str) -> Result<csv::StringRecord, RowError> {
     Ok(record)
 }
 
+/// The positions of the wanted columns (matched case-insensitively) in a CSV header line; a
+/// missing one is a header error naming it, the first columns found and then `hint`.
+pub(crate) fn csv_header<const N: usize>(
+    text: &str,
+    wanted: [&str; N],
+    hint: &str,
+) -> Result<[usize; N], RowError> {
+    let record = csv_split(text)?;
+    let names: Vec<&str> = record.iter().collect();
+    let mut pos = [0usize; N];
+    for (slot, want) in pos.iter_mut().zip(wanted) {
+        *slot = names
+            .iter()
+            .position(|n| n.eq_ignore_ascii_case(want))
+            .ok_or_else(|| {
+                let shown: Vec<String> = names.iter().take(8).map(|n| quote_short(n)).collect();
+                RowError::Header(format!(
+                    "no column `{want}` (found {}); {hint}",
+                    shown.join(", ")
+                ))
+            })?;
+    }
+    Ok(pos)
+}
+
+/// One CSV data line split into its fields, refused when it has fewer than `needed`.
+pub(crate) fn csv_row(text: &str, needed: usize) -> Result<csv::StringRecord, RowError> {
+    let record = csv_split(text)?;
+    if record.len() < needed {
+        return Err(RowError::Columns {
+            expected: needed,
+            found: record.len(),
+        });
+    }
+    Ok(record)
+}
+
 /// A CSV token count: a non-negative integer `min ..= MAX_LENGTH_TOKENS`.
 pub(crate) fn csv_length(field: &str, text: &str, min: u64) -> Result<u32, RowError> {
     let bad = |what: String| RowError::Field {
