@@ -991,12 +991,7 @@ fn output_paths(a: &OutputArgs) -> Result<(PathBuf, PathBuf)> {
     let output_path = match &a.output_path {
         Some(p) => p.clone(),
         None => {
-            let ts: String = crate::stats::now_rfc3339()
-                .chars()
-                .take(19)
-                .filter(|c| c.is_ascii_digit() || *c == 'T')
-                .map(|c| if c == 'T' { '-' } else { c })
-                .collect();
+            let ts = crate::stats::file_stamp();
             PathBuf::from(format!("results/replay-{ts}.jsonl"))
         }
     };

@@ -45,12 +45,7 @@ fn check_flags(a: &ReplayArgs) -> Result<()> {
 /// The repeat set's directory: `--result-dir`, else `results/repeat-<UTC time>`.
 fn set_dir(a: &ReplayArgs) -> PathBuf {
     a.output.report.result_dir.clone().unwrap_or_else(|| {
-        let ts: String = crate::stats::now_rfc3339()
-            .chars()
-            .take(19)
-            .filter(|c| c.is_ascii_digit() || *c == 'T')
-            .map(|c| if c == 'T' { '-' } else { c })
-            .collect();
+        let ts = crate::stats::file_stamp();
         PathBuf::from(format!("results/repeat-{ts}"))
     })
 }

@@ -37,8 +37,8 @@ use serde::{Deserialize, Serialize};
 pub use accumulator::Accumulator;
 pub use latency::{Latencies, Metric};
 pub use run_info::{
-    now_rfc3339, PromptVerification, RunEnd, RunInfo, RunInternals, RunPrompts, RunServer,
-    StartupTimes,
+    file_stamp, now_rfc3339, PromptVerification, RunEnd, RunInfo, RunInternals, RunPrompts,
+    RunServer, StartupTimes,
 };
 pub use samples::{parse_percentile, MetricStats, Percentiles, DEFAULT_PERCENTILES};
 pub use slo::Slo;

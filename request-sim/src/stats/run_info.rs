@@ -175,6 +175,17 @@ pub fn now_rfc3339() -> String {
     rfc3339_ms(jiff::Timestamp::now())
 }
 
+/// The current UTC time to the second as `YYYYMMDD-HHMMSS`, for default result file and
+/// directory names (`results/replay-<stamp>.jsonl`, `results/sweep-<stamp>`, ...).
+pub fn file_stamp() -> String {
+    now_rfc3339()
+        .chars()
+        .take(19)
+        .filter(|c| c.is_ascii_digit() || *c == 'T')
+        .map(|c| if c == 'T' { '-' } else { c })
+        .collect()
+}
+
 /// RFC 3339 UTC with exactly three fractional digits.
 fn rfc3339_ms(t: jiff::Timestamp) -> String {
     format!("{t:.3}")

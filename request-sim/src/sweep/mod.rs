@@ -500,12 +500,7 @@ impl Sweep {
 /// The sweep's directory: `--sweep-dir`, else `results/sweep-<UTC time>`.
 fn sweep_dir(args: &SweepArgs) -> PathBuf {
     args.sweep_dir.clone().unwrap_or_else(|| {
-        let ts: String = crate::stats::now_rfc3339()
-            .chars()
-            .take(19)
-            .filter(|c| c.is_ascii_digit() || *c == 'T')
-            .map(|c| if c == 'T' { '-' } else { c })
-            .collect();
+        let ts = crate::stats::file_stamp();
         PathBuf::from(format!("results/sweep-{ts}"))
     })
 }
