@@ -53,15 +53,8 @@ fn replay_fixture(name: &str, dir: &Path) -> (Vec<Record>, usize) {
     for r in &recs {
         assert_eq!(r.status, Status::Ok, "{name}: {r:?}");
         let turn = trace.sessions.get(r.index).unwrap();
+        assert_record_names_its_agent(r, turn);
         let agent = turn.agent.as_ref().unwrap();
-        assert_eq!(r.conversation.as_deref(), Some(&*agent.conversation));
-        assert_eq!(r.agent.as_deref(), Some(&*agent.agent));
-        if &*agent.agent != "main" {
-            assert_eq!(
-                r.session_id.clone().unwrap(),
-                format!("{}::sa:{}", agent.conversation, agent.agent)
-            );
-        }
         let sent = r.sent_ms.unwrap();
         let gap = turn.trace_gap_ms.unwrap_or(0.0);
         assert!(gap <= 50.0 + 1e-9, "{name}: the cap holds");

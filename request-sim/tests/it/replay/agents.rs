@@ -61,16 +61,9 @@ fn subagents_fan_out_join_and_run_in_the_background() {
     for r in &recs {
         assert_eq!(r.status, Status::Ok, "{r:?}");
         let turn = trace.sessions.get(r.index).unwrap();
+        assert_record_names_its_agent(r, turn);
         let agent = turn.agent.as_ref().unwrap();
-        assert_eq!(r.conversation.as_deref(), Some(&*agent.conversation));
-        assert_eq!(r.agent.as_deref(), Some(&*agent.agent));
         assert_eq!(r.session_id.as_deref(), Some(&*turn.id));
-        if &*agent.agent != "main" {
-            assert_eq!(
-                r.session_id.clone().unwrap(),
-                format!("{}::sa:{}", agent.conversation, agent.agent)
-            );
-        }
         let sent = r.sent_ms.unwrap();
         let gap = turn.trace_gap_ms.unwrap_or(0.0);
         if let Some(p) = r.parent_index {

@@ -117,3 +117,24 @@ pub fn png_size(path: &Path) -> (u32, u32) {
     let h = u32::from_be_bytes(b[20..24].try_into().unwrap());
     (w, h)
 }
+
+/// An agent corpus's record names its conversation and agent as the trace does, and a
+/// subagent's session id is `<conversation>::sa:<agent>`.
+pub fn assert_record_names_its_agent(r: &Record, turn: &request_sim::trace::SessionTurn) {
+    let agent = turn
+        .agent
+        .as_ref()
+        .expect("an agent corpus's turn names its agent");
+    assert_eq!(
+        r.conversation.as_deref(),
+        Some(&*agent.conversation),
+        "{r:?}"
+    );
+    assert_eq!(r.agent.as_deref(), Some(&*agent.agent), "{r:?}");
+    if &*agent.agent != "main" {
+        assert_eq!(
+            r.session_id.clone().unwrap(),
+            format!("{}::sa:{}", agent.conversation, agent.agent)
+        );
+    }
+}
