@@ -88,6 +88,10 @@ pub struct Record {
     pub ttfc_ms: Option<f64>,
     /// Last token-bearing chunk - sent.
     pub e2e_ms: Option<f64>,
+    /// A sent request the run cut (`cancelled`): how long after its send the cut came (ms).
+    /// With its `ttft_ms` this says whether it had already broken a goodput SLO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_ms: Option<f64>,
     /// End of stream ([DONE] / body end) - sent.
     pub done_ms: Option<f64>,
     /// (e2e - ttft) / (output_tokens - 1), only when output_tokens > 1 and the output came in
@@ -188,6 +192,7 @@ impl Record {
             ttft_ms: None,
             ttfc_ms: None,
             e2e_ms: None,
+            cut_ms: None,
             done_ms: None,
             tpot_ms: None,
             itl_ms: None,

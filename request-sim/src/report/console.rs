@@ -215,6 +215,15 @@ fn benchmark_section(t: &mut Table, s: &Summary) {
     if let Some(g) = s.request_goodput {
         t.float("Request goodput (req/s):", g);
     }
+    if let (Some(good), Some(share)) = (s.good_requests, s.good_fraction()) {
+        let cut = s.slo_undecided.unwrap_or(0);
+        let judged = s.scheduled.saturating_sub(cut);
+        let mut v = format!("{good} of {judged} ({:.1}%)", share * 100.0);
+        if cut > 0 {
+            v.push_str(&format!("; {cut} cut by the run's end, not judged"));
+        }
+        t.row("Requests within the SLOs:", v);
+    }
     t.float("Output token throughput (tok/s):", s.output_throughput);
     t.maybe(
         "Peak output token throughput (tok/s):",

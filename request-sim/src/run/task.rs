@@ -295,6 +295,8 @@ impl Sent {
             input_length,
             released,
         } = self;
+        // Called as soon as the exchange ended, so now is when the run cut a cancelled one.
+        let cut = (outcome.status == Status::Cancelled).then(|| ms_between(at, Instant::now()));
         let st = outcome.state;
         let rel = |t: Option<Instant>| t.map(|t| ms_between(at, t));
         let ttft = rel(st.first_token);
@@ -321,6 +323,7 @@ impl Sent {
             ttft_ms: ttft,
             ttfc_ms: rel(st.first_content),
             e2e_ms: e2e,
+            cut_ms: cut,
             done_ms: rel(st.done),
             tpot_ms: tpot,
             input_length,

@@ -95,6 +95,8 @@ pub struct Accumulator {
     completed: usize,
     failed: usize,
     good: usize,
+    /// Requests the run cut before they met or broke an SLO (`Slo::broken_before_cut`).
+    slo_undecided: usize,
     total_input: u64,
     total_output: u64,
     first_send: Option<f64>,
@@ -197,6 +199,7 @@ impl Accumulator {
             completed: 0,
             failed: 0,
             good: 0,
+            slo_undecided: 0,
             total_input: 0,
             total_output: 0,
             first_send: None,
@@ -337,6 +340,12 @@ impl Accumulator {
             Status::Ok => self.add_completed(rec, itl_ms),
             Status::DryRun => {}
             _ => {
+                if rec.status == Status::Cancelled
+                    && !self.slo.is_empty()
+                    && !self.slo.broken_before_cut(rec.ttft_ms, rec.cut_ms)
+                {
+                    self.slo_undecided += 1;
+                }
                 if rec.sent_ms.is_some() {
                     self.failed += 1;
                 }
@@ -474,6 +483,7 @@ impl Accumulator {
             percentiles: self.percentiles,
             goodput_slo: self.slo,
             good_requests: good,
+            slo_undecided: good.map(|_| self.slo_undecided),
             drift,
             status: self.status,
             scheduled,

@@ -78,6 +78,22 @@ impl Slo {
         ok(self.ttft_ms, ttft_ms) && ok(self.tpot_ms, Some(tpot_ms)) && ok(self.e2el_ms, e2el_ms)
     }
 
+    /// Whether a request the run cut (`cancelled`, `cut_ms` after its send; `None` when it
+    /// was never sent) had already broken a limit: its first token came too late, or none had
+    /// come and the cut came after the TTFT limit, or the cut came after the E2EL limit. A cut
+    /// request that broke none cannot be judged: it is left out of the good share (neither
+    /// good nor bad), as a run's end says nothing about how it would have done.
+    pub fn broken_before_cut(&self, ttft_ms: Option<f64>, cut_ms: Option<f64>) -> bool {
+        let Some(cut) = cut_ms else {
+            return false;
+        };
+        let ttft_late = self
+            .ttft_ms
+            .is_some_and(|l| ttft_ms.map_or(cut > l, |t| t > l));
+        let e2el_late = self.e2el_ms.is_some_and(|l| cut > l);
+        ttft_late || e2el_late
+    }
+
     /// `ttft:200 tpot:50` form, for display.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
@@ -112,6 +128,22 @@ mod tests {
         let slo = Slo::parse(&s(&["TTFT:1.5,e2el:10"])).unwrap();
         assert_eq!(slo.ttft_ms, Some(1.5));
         assert!(Slo::parse(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_cut_request_is_bad_only_when_it_already_broke_a_limit() {
+        let slo = Slo::parse(&s(&["ttft:200", "e2el:1000"])).unwrap();
+        // Never sent, or cut early with nothing late yet: cannot be judged.
+        assert!(!slo.broken_before_cut(None, None));
+        assert!(!slo.broken_before_cut(None, Some(150.0)));
+        assert!(!slo.broken_before_cut(Some(50.0), Some(900.0)));
+        // No first token by the TTFT limit, a late first token, or past the E2EL limit.
+        assert!(slo.broken_before_cut(None, Some(250.0)));
+        assert!(slo.broken_before_cut(Some(300.0), Some(400.0)));
+        assert!(slo.broken_before_cut(Some(50.0), Some(1200.0)));
+        // A TPOT limit alone cannot be judged from a cut.
+        let tpot = Slo::parse(&s(&["tpot:5"])).unwrap();
+        assert!(!tpot.broken_before_cut(Some(50.0), Some(99_000.0)));
     }
 
     #[test]

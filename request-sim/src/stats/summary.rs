@@ -223,6 +223,10 @@ pub struct Summary {
     pub goodput_slo: Slo,
     /// Completed requests meeting every SLO; only with an SLO.
     pub good_requests: Option<usize>,
+    /// Requests the run cut (`cancelled`: the time limit, a stop) before they met or broke an
+    /// SLO; only with an SLO. They are left out of [`Summary::good_fraction`].
+    #[serde(default)]
+    pub slo_undecided: Option<usize>,
 
     pub drift: DriftStats,
     /// Records by status; `status.total` must equal `scheduled`.
@@ -260,4 +264,17 @@ pub struct Summary {
     /// other field is over the requests sent inside it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measure_window: Option<super::window::WindowReport>,
+}
+
+impl Summary {
+    /// The share of requests meeting every SLO, over the requests that could be judged: the
+    /// scheduled ones less those the run cut before they met or broke an SLO
+    /// ([`Summary::slo_undecided`]). `None` without an SLO.
+    pub fn good_fraction(&self) -> Option<f64> {
+        let good = self.good_requests?;
+        let judged = self
+            .scheduled
+            .saturating_sub(self.slo_undecided.unwrap_or(0));
+        Some(good as f64 / judged.max(1) as f64)
+    }
 }

@@ -49,7 +49,8 @@ pub struct SweepPoint {
     pub request_throughput: f64,
     pub output_throughput: f64,
     pub request_goodput: Option<f64>,
-    /// Requests meeting every SLO / scheduled requests (only with `--goodput`).
+    /// Requests meeting every SLO / requests that could be judged (only with `--goodput`):
+    /// requests the time limit cut before they met or broke an SLO are not counted either way.
     pub good_fraction: Option<f64>,
     /// Latency percentiles; `None` when unknown (no values: TPOT of non-streaming answers).
     pub ttft_p50_ms: Option<f64>,
@@ -140,7 +141,7 @@ fn point_of(
         request_throughput: s.request_throughput,
         output_throughput: s.output_throughput,
         request_goodput: s.request_goodput,
-        good_fraction: s.good_requests.map(|g| g as f64 / scheduled.max(1) as f64),
+        good_fraction: s.good_fraction(),
         ttft_p50_ms: s.latency.ttft.known_median(),
         ttft_p99_ms: s.latency.ttft.known_percentile(99.0),
         tpot_p50_ms: s.latency.tpot.known_median(),
@@ -481,7 +482,7 @@ impl Sweep {
         p.good_fraction = first.good_requests.map(|_| {
             let fr: Vec<f64> = ss
                 .iter()
-                .map(|s| s.good_requests.unwrap_or(0) as f64 / s.scheduled.max(1) as f64)
+                .map(|s| s.good_fraction().unwrap_or(0.0))
                 .collect();
             fr.iter().sum::<f64>() / fr.len() as f64
         });

@@ -242,3 +242,48 @@ fn sweep_over_users_answers_how_many_users_fit() {
         .extension()
         .is_some_and(|x| x == "png")));
 }
+
+/// Requests the time limit cuts (a conversation still running at the end) are neither good nor
+/// bad: a fast server carries every point of a users sweep even when `--time-in-secs` cuts
+/// conversations short.
+#[test]
+fn a_users_sweep_does_not_count_cut_requests_against_the_slo() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let sweep_dir = dir.path().join("sweep");
+    let (code, r) = sweep(&[
+        "--users",
+        "1,2",
+        "--sweep-dir",
+        sweep_dir.to_str().unwrap(),
+        "--endpoint",
+        &sim.base_url(),
+        "--dataset-path",
+        corpus_dir().to_str().unwrap(),
+        "--time-in-secs",
+        "0.5",
+        "--goodput",
+        "ttft:5000",
+        "--seed",
+        "5",
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    for p in &r.points {
+        let recs = read_records_by_index(&Path::new(&p.dir).join("records.jsonl"));
+        let cut = recs
+            .iter()
+            .filter(|r| r.status == Status::Cancelled)
+            .count();
+        assert!(cut > 0, "the time limit cut no request: {p:?}");
+        assert_eq!(p.good_fraction, Some(1.0), "{p:?}");
+        // A sent request the run cut says when the cut came.
+        for r in recs.iter().filter(|r| r.status == Status::Cancelled) {
+            assert_eq!(r.sent_ms.is_some(), r.cut_ms.is_some(), "{r:?}");
+        }
+    }
+    assert_eq!(r.capacity_users, Some(2), "{}", r.answer);
+}
