@@ -762,6 +762,7 @@ fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8> 
         .filter(|p| !p.interrupted)
         .map(|p| crate::report::plots::SweepPlotPoint {
             offered_rps: p.offered_rps,
+            users: p.users,
             served_rps: p.request_throughput,
             goodput_rps: p.request_goodput,
             ttft_p50_ms: p.ttft_p50_ms,

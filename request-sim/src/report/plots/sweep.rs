@@ -1,6 +1,7 @@
-//! The chart of a capacity sweep (`request-sim sweep`), four panels against the offered rate,
-//! the capacity point marked on each: served throughput and goodput (the diagonal is "keeps
-//! up"), TTFT p50/p99, TPOT p50/p99, and the client's send drift p99 with `--max-drift-ms`.
+//! The chart of a capacity sweep (`request-sim sweep`), four panels against the offered rate
+//! (or, for a `--users` sweep, the number of concurrent users), the capacity point marked on
+//! each: served throughput and goodput (against the rate, the diagonal is "keeps up"), TTFT
+//! p50/p99, TPOT p50/p99, and the client's send drift p99 with `--max-drift-ms`.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,7 @@ use super::{
 use crate::report::format::fmt_num;
 
 const OFFERED: &str = "offered requests/s";
+const USERS: &str = "concurrent users";
 
 /// A line through the points with a dot on each.
 fn dots<DB: DrawingBackend>(
@@ -34,6 +36,8 @@ fn dots<DB: DrawingBackend>(
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SweepPlotPoint {
     pub offered_rps: f64,
+    /// A `--users` point's number of users: when every point has one, it is the x axis.
+    pub users: Option<usize>,
     pub served_rps: f64,
     pub goodput_rps: Option<f64>,
     pub ttft_p50_ms: Option<f64>,
@@ -52,14 +56,34 @@ struct SweepChart {
 }
 
 impl SweepChart {
+    /// Whether the x axis is the number of users (a `--users` sweep) rather than the rate.
+    fn by_users(&self) -> bool {
+        !self.points.is_empty() && self.points.iter().all(|p| p.users.is_some())
+    }
+
+    fn x_of(&self, p: &SweepPlotPoint) -> f64 {
+        match (self.by_users(), p.users) {
+            (true, Some(u)) => u as f64,
+            _ => p.offered_rps,
+        }
+    }
+
+    fn x_desc(&self) -> &'static str {
+        if self.by_users() {
+            USERS
+        } else {
+            OFFERED
+        }
+    }
+
+    /// A panel's title: `what` vs the x axis.
+    fn title(&self, what: &str) -> String {
+        let x = if self.by_users() { "users" } else { "offered" };
+        format!("{what} vs {x}")
+    }
+
     fn x_max(&self) -> f64 {
-        upper(
-            self.points
-                .iter()
-                .map(|p| p.offered_rps)
-                .fold(0.0, f64::max)
-                * 1.05,
-        )
+        upper(self.points.iter().map(|p| self.x_of(p)).fold(0.0, f64::max) * 1.05)
     }
 
     fn rates<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult {
@@ -70,31 +94,34 @@ impl SweepChart {
             .map(|p| p.served_rps.max(p.offered_rps))
             .fold(0.0, f64::max);
         let y_max = upper(y_top * 1.15);
-        let mut chart = Frame::panel("Served vs offered", OFFERED, "requests/s")
+        let title = self.title("Served");
+        let mut chart = Frame::panel(&title, self.x_desc(), "requests/s")
             .x(0.0..x_max)
             .y(0.0..y_max)
             .build(area)?;
-        let m = x_max.min(y_max);
-        chart
-            .draw_series(DashedLineSeries::new(
-                vec![(0.0, 0.0), (m, m)],
-                8,
-                6,
-                GREY.stroke_width(1),
-            ))
-            .map_err(err)?
-            .label("served = offered")
-            .legend(|(x, y)| PathElement::new(vec![(x - 10, y), (x + 10, y)], GREY));
+        if !self.by_users() {
+            let m = x_max.min(y_max);
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(0.0, 0.0), (m, m)],
+                    8,
+                    6,
+                    GREY.stroke_width(1),
+                ))
+                .map_err(err)?
+                .label("served = offered")
+                .legend(|(x, y)| PathElement::new(vec![(x - 10, y), (x + 10, y)], GREY));
+        }
         let served: Vec<(f64, f64)> = self
             .points
             .iter()
-            .map(|p| (p.offered_rps, p.served_rps))
+            .map(|p| (self.x_of(p), p.served_rps))
             .collect();
         dots(&mut chart, served, BLUE_, "throughput")?;
         let good: Vec<(f64, f64)> = self
             .points
             .iter()
-            .filter_map(|p| Some((p.offered_rps, p.goodput_rps?)))
+            .filter_map(|p| Some((self.x_of(p), p.goodput_rps?)))
             .collect();
         if !good.is_empty() {
             dots(&mut chart, good, GREEN_, "goodput (within the SLOs)")?;
@@ -122,7 +149,8 @@ impl SweepChart {
             .chain(limit.as_ref().map(|l| l.0))
             .fold(0.0, f64::max);
         let y_max = upper(y_top * 1.15);
-        let mut chart = Frame::panel(title, OFFERED, y_desc)
+        let title = self.title(title);
+        let mut chart = Frame::panel(&title, self.x_desc(), y_desc)
             .x(0.0..x_max)
             .y(0.0..y_max)
             .build(area)?;
@@ -130,7 +158,7 @@ impl SweepChart {
             let pts: Vec<(f64, f64)> = self
                 .points
                 .iter()
-                .filter_map(|p| Some((p.offered_rps, get(p)?)))
+                .filter_map(|p| Some((self.x_of(p), get(p)?)))
                 .collect();
             if !pts.is_empty() {
                 dots(&mut chart, pts, color, name)?;
@@ -160,18 +188,20 @@ impl SweepChart {
     /// A vertical line at the capacity point.
     fn mark<DB: DrawingBackend>(&self, chart: &mut Chart2d<'_, DB>, y_max: f64) -> DrawResult {
         if let Some(c) = self.points.iter().find(|p| p.capacity) {
+            let x = self.x_of(c);
+            let label = match (self.by_users(), c.users) {
+                (true, Some(u)) => format!("capacity: {u} users"),
+                _ => format!("capacity: {} req/s offered", fmt_num(&c.offered_rps)),
+            };
             chart
                 .draw_series(DashedLineSeries::new(
-                    vec![(c.offered_rps, 0.0), (c.offered_rps, y_max)],
+                    vec![(x, 0.0), (x, y_max)],
                     6,
                     4,
                     GREEN_.stroke_width(2),
                 ))
                 .map_err(err)?
-                .label(format!(
-                    "capacity: {} req/s offered",
-                    fmt_num(&c.offered_rps)
-                ))
+                .label(label)
                 .legend(|(x, y)| {
                     PathElement::new(vec![(x - 10, y), (x + 10, y)], GREEN_.stroke_width(2))
                 });
@@ -192,7 +222,7 @@ impl Chart for SweepChart {
         self.rates(&areas[0])?;
         self.metric(
             &areas[1],
-            ("TTFT vs offered", "ms"),
+            ("TTFT", "ms"),
             &[
                 ("TTFT p50", |p| p.ttft_p50_ms, BLUE_),
                 ("TTFT p99", |p| p.ttft_p99_ms, RED_),
@@ -201,7 +231,7 @@ impl Chart for SweepChart {
         )?;
         self.metric(
             &areas[2],
-            ("TPOT vs offered", "ms"),
+            ("TPOT", "ms"),
             &[
                 ("TPOT p50", |p| p.tpot_p50_ms, ORANGE),
                 ("TPOT p99", |p| p.tpot_p99_ms, PURPLE),
@@ -210,7 +240,7 @@ impl Chart for SweepChart {
         )?;
         self.metric(
             &areas[3],
-            ("Send drift p99 vs offered (the client keeping time)", "ms"),
+            ("Send drift p99", "ms"),
             &[("drift p99", |p| Some(p.drift_p99_ms), GREY)],
             Some((
                 self.max_drift_ms,
@@ -233,7 +263,11 @@ pub fn write_sweep_plot(
 ) -> crate::Result<Vec<PathBuf>> {
     register_font()?;
     let mut points = points.to_vec();
-    points.sort_by(|a, b| a.offered_rps.total_cmp(&b.offered_rps));
+    points.sort_by(|a, b| {
+        (a.users, a.offered_rps)
+            .partial_cmp(&(b.users, b.offered_rps))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
     save(
         dir,
         "sweep",

@@ -236,11 +236,13 @@ fn sweep_over_users_answers_how_many_users_fit() {
         table.contains("1 usr") && table.contains("2 usr"),
         "{table}"
     );
-    assert!(std::fs::read_dir(&sweep_dir).unwrap().any(|e| e
-        .unwrap()
-        .path()
-        .extension()
-        .is_some_and(|x| x == "png")));
+    assert!(sweep_dir.join("sweep.png").is_file());
+    // The chart's x axis is the number of users, not a rate.
+    let svg = std::fs::read_to_string(sweep_dir.join("sweep.svg")).unwrap();
+    for text in ["Served vs users", "TTFT vs users", "concurrent users"] {
+        assert!(svg.contains(text), "sweep.svg has no {text:?}");
+    }
+    assert!(!svg.contains("served = offered"), "no rate diagonal");
 }
 
 /// Requests the time limit cuts (a conversation still running at the end) are neither good nor
