@@ -15,7 +15,8 @@
 #      with only the endpoint and with --tokenizer, streaming and not, then on OpenAI Responses
 #      (/v1/responses) and Anthropic Messages (/v1/messages) the same way, printing each run's
 #      exact-match share and its cached tokens as the responses reported them next to what the
-#      server's own counters imply.
+#      server's own counters imply; then an agent corpus (the Weka test fixtures) on Messages
+#      and chat, and a log converted by `request-sim convert` sent as its kept text.
 # Environment: JOBS (cmake build jobs, default 2), NICE (default 19), PORT (default 18431),
 # TRACE (default /work/shared/traces/mooncake_conversation_trace.jsonl or
 # request-sim/tests/data/*), REQUESTS (default 60), KEEP (1: leave the server running).
@@ -208,8 +209,11 @@ check() {
     local out="$WORK/$label.jsonl"
     local before
     before="$(prompt_tokens_total)"
-    if ! "$RS" replay --endpoint "http://127.0.0.1:$PORT$path" --dataset-path "$WORK/trace.jsonl" \
-        --block-size 32 --max-output-tokens 4 --scale-factor 20 --no-pin -q -o "$out" "$@" \
+    # CHECK_DATASET: another dataset (an agent corpus), replayed at its own timing.
+    local shape=(--dataset-path "$WORK/trace.jsonl" --block-size 32 --scale-factor 20)
+    [[ -n "${CHECK_DATASET:-}" ]] && shape=(--dataset-path "$CHECK_DATASET")
+    if ! "$RS" replay --endpoint "http://127.0.0.1:$PORT$path" "${shape[@]}" \
+        --max-output-tokens 4 --no-pin -q -o "$out" "$@" \
         >"$WORK/$label.log" 2>&1; then
         printf '%-34s refused or failed: %s\n' "$label" "$(grep -v '^$' "$WORK/$label.log" | tail -1)"
         return
@@ -241,6 +245,28 @@ else:
 PY
 }
 
+# convert (issue 28): a log converted with the Qwen3 tokenizer and template; its --keep-text
+# messages trace sent as written; every server prompt_tokens must equal the converted
+# input_length of the same request.
+check_convert() {
+    local log="$ROOT/request-sim/tests/data/logs/openai.jsonl"
+    "$RS" convert "$log" -o "$WORK/converted.jsonl" --keep-text "$WORK/converted_text.jsonl" \
+        --tokenizer "$TOKDIR" --block-size 16 --no-analyze >"$WORK/convert.log" 2>&1 \
+        || { printf '%-34s failed: %s\n' convert "$(tail -1 "$WORK/convert.log")"; return; }
+    "$RS" replay --endpoint "http://127.0.0.1:$PORT/v1/chat/completions" \
+        --dataset-path "$WORK/converted_text.jsonl" --max-output-tokens 4 --no-pin -q \
+        -o "$WORK/converted_replay.jsonl" >"$WORK/converted_replay.log" 2>&1 \
+        || { printf '%-34s replay failed: %s\n' convert "$(tail -1 "$WORK/converted_replay.log")"; return; }
+    python3 - "$WORK/converted.jsonl" "$WORK/converted_replay.jsonl" <<'PY'
+import json, sys
+conv = [json.loads(l) for l in open(sys.argv[1])]
+recs = [json.loads(l) for l in open(sys.argv[2])]
+same = sum(1 for r in recs if r.get("prompt_tokens") == conv[r["index"]]["input_length"])
+print(f"{'convert-chat':<34} server prompt_tokens == converted input_length: {same}/{len(conv)} "
+      f"({len(recs)} records)")
+PY
+}
+
 make_model
 RS="${REQUEST_SIM:-}"
 if [[ -z "$RS" ]]; then
@@ -268,3 +294,10 @@ for api in responses messages; do
     check "$api-endpoint-only-nostream" "/v1/$api" --api "$api" --no-stream
     check "$api-tokenizer-nostream" "/v1/$api" --api "$api" --no-stream --tokenizer "$TOKDIR"
 done
+# An agent corpus (issue 27: the Weka fixtures: main agents with subagents, joins and a
+# background subagent), on the API coding agents speak and on chat.
+AGENTS="$ROOT/request-sim/tests/data/agents"
+CHECK_DATASET="$AGENTS" check agents-messages-tokenizer /v1/messages --api messages --tokenizer "$TOKDIR"
+CHECK_DATASET="$AGENTS" check agents-messages-endpoint-only /v1/messages --api messages
+CHECK_DATASET="$AGENTS" check agents-chat-endpoint-only /v1/chat/completions
+check_convert
