@@ -192,33 +192,42 @@ fn agent_flags_need_an_agent_corpus() {
     assert!(err.contains("--users needs an agent corpus"), "{err}");
 }
 
-#[test]
-fn sweep_over_users_answers_how_many_users_fit() {
-    let dir = tempfile::tempdir().unwrap();
+/// `sweep --users 1,2` of the fixture corpus against a fresh llm-sim with a 5 s TTFT SLO,
+/// into `sweep_dir`, with `extra` flags.
+fn sweep_users(sweep_dir: &Path, extra: &[&str]) -> (u8, request_sim::sweep::SweepResult) {
     let sim = start_sim(llm_sim::SimConfig {
         block_size: 16,
         ..Default::default()
     });
-    let sweep_dir = dir.path().join("sweep");
-    let (code, r) = sweep(&[
+    let url = sim.base_url();
+    let corpus = corpus_dir();
+    let mut args = vec![
         "--users",
         "1,2",
         "--sweep-dir",
         sweep_dir.to_str().unwrap(),
         "--endpoint",
-        &sim.base_url(),
+        &url,
         "--dataset-path",
-        corpus_dir().to_str().unwrap(),
-        "--time-in-secs",
-        "2",
-        "--max-idle-gap",
-        "0.02",
+        corpus.to_str().unwrap(),
         "--goodput",
         "ttft:5000",
         "--seed",
         "5",
         "--quiet",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    sweep(&args)
+}
+
+#[test]
+fn sweep_over_users_answers_how_many_users_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep_dir = dir.path().join("sweep");
+    let (code, r) = sweep_users(
+        &sweep_dir,
+        &["--time-in-secs", "2", "--max-idle-gap", "0.02"],
+    );
     assert_eq!(code, 0);
     assert_eq!(r.points.len(), 2);
     assert_eq!(
@@ -251,28 +260,8 @@ fn sweep_over_users_answers_how_many_users_fit() {
 #[test]
 fn a_users_sweep_does_not_count_cut_requests_against_the_slo() {
     let dir = tempfile::tempdir().unwrap();
-    let sim = start_sim(llm_sim::SimConfig {
-        block_size: 16,
-        ..Default::default()
-    });
     let sweep_dir = dir.path().join("sweep");
-    let (code, r) = sweep(&[
-        "--users",
-        "1,2",
-        "--sweep-dir",
-        sweep_dir.to_str().unwrap(),
-        "--endpoint",
-        &sim.base_url(),
-        "--dataset-path",
-        corpus_dir().to_str().unwrap(),
-        "--time-in-secs",
-        "0.5",
-        "--goodput",
-        "ttft:5000",
-        "--seed",
-        "5",
-        "--quiet",
-    ]);
+    let (code, r) = sweep_users(&sweep_dir, &["--time-in-secs", "0.5"]);
     assert_eq!(code, 0);
     for p in &r.points {
         let recs = read_records_by_index(&Path::new(&p.dir).join("records.jsonl"));
