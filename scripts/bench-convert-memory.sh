@@ -57,7 +57,7 @@ for mode in $MODES; do
     # The converter's pid (the child of `time`), for sampling.
     pid=""
     for _ in $(seq 100); do
-        pid="$(pgrep -n -f -- "convert - -o $OUT/$mode.trace.jsonl" || true)"
+        pid="$(pgrep -n -f -- "^$RS convert - -o $OUT/$mode.trace.jsonl" || true)"
         [[ -n "$pid" ]] && break
         sleep 0.1
     done
