@@ -111,6 +111,12 @@ pub struct ConvertArgs {
     /// anonymized).
     #[arg(long, value_name = "FILE")]
     pub keep_text: Option<PathBuf>,
+    /// Bound memory on an endless log: forget a session with no turn for SECS of log time (a
+    /// later turn starts a new session) and a block not seen for SECS to 2 x SECS (it is
+    /// numbered anew); both counted. Default: nothing forgotten (exact; memory grows with the
+    /// log's requests and distinct blocks).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub forget_after: Option<f64>,
     /// Skip the analyze of the converted trace at the end (it loads the whole trace).
     #[arg(long)]
     pub no_analyze: bool,
@@ -587,6 +593,11 @@ pub struct ReshapeArgs {
     /// lines (requests per second, linear in between).
     #[arg(long, value_name = "FILE")]
     pub rate_series: Option<PathBuf>,
+    /// Give rows without a session the one their hash ids continue: a request whose hash ids
+    /// extend an earlier request's full blocks is its next turn (before the other transforms,
+    /// so --amplify copies the sessions).
+    #[arg(long)]
+    pub infer_sessions: bool,
     /// Keep each whole session with this probability (seeded; rows without a session are
     /// sampled one by one).
     #[arg(long, value_name = "P", allow_negative_numbers = true)]

@@ -173,6 +173,9 @@ pub fn transform(args: TransformArgs) -> Result<u8> {
         st.outside_time_window,
         t.elapsed().as_secs_f64()
     );
+    if opts.reshape.infer_sessions {
+        eprintln!("request-sim: {}", infer_report(st));
+    }
     if out.block_size != 512 && out.format != trace::TraceFormat::Bailian {
         eprintln!(
             "request-sim: note: the trace's block size is {}: read the new trace with --block-size {}",
@@ -193,6 +196,27 @@ pub fn transform(args: TransformArgs) -> Result<u8> {
         ))?;
     }
     Ok(0)
+}
+
+/// What `--infer-sessions` found, in one sentence (counts of the rows read, before copies).
+pub(crate) fn infer_report(st: &trace::TraceStats) -> String {
+    let mut s = format!(
+        "--infer-sessions: {} sessions inferred from hash ids ({} with more than one turn)",
+        st.inferred_sessions, st.inferred_multi_turn
+    );
+    if st.infer_had_session > 0 {
+        s.push_str(&format!(
+            "; {} rows already had a session and kept it (nothing inferred for them)",
+            st.infer_had_session
+        ));
+    }
+    if st.infer_without_ids > 0 {
+        s.push_str(&format!(
+            "; {} rows have no hash ids: each stays a request of its own",
+            st.infer_without_ids
+        ));
+    }
+    s
 }
 
 /// `transform --synthesize`: fit the trace (within `--time-window`), write `--duration` of a
@@ -618,6 +642,14 @@ pub fn convert(args: ConvertArgs) -> Result<u8> {
         block_size: args.block_size,
         salt: args.salt.clone(),
         keep_text: args.keep_text.clone(),
+        forget_after_ms: match args.forget_after {
+            Some(s) if !(s.is_finite() && s > 0.0) => {
+                return Err(Error::config(format!(
+                    "--forget-after must be a number of seconds > 0, got {s}"
+                )))
+            }
+            s => s.map(|s| s * 1e3),
+        },
     };
     let rep = convert::convert(&opts, &counter)?;
     let analysis = if args.no_analyze {

@@ -706,6 +706,7 @@ pub fn reshape_settings(
         retime,
         max_idle_gap_ms: max_idle_gap_s.map(|s| s * 1e3),
         sample_sessions: r.sample_sessions,
+        infer_sessions: r.infer_sessions,
         seed,
     };
     reshape.check().map_err(Error::config)?;

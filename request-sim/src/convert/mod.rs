@@ -40,9 +40,10 @@ use crate::trace::log::{self, LogFields, LogRow, LogShape, Output, TimeFormat};
 use crate::trace::{RowError, TraceError};
 use crate::{Error, Result};
 
+pub use crate::trace::session::SessionIds;
 pub use blocks::BlockIds;
 pub use count::Counter;
-pub use sessions::{message_chain, SessionIds};
+pub use sessions::message_chain;
 
 /// Requests counted at once (in parallel) before they are numbered and written in order.
 pub const BATCH: usize = 256;
@@ -64,6 +65,9 @@ pub struct ConvertOptions {
     /// `None`: a random salt, never written.
     pub salt: Option<String>,
     pub keep_text: Option<PathBuf>,
+    /// `--forget-after`: sessions idle and blocks unseen for this long (log time, ms) are
+    /// forgotten, which bounds memory on an endless log (`None`: exact, nothing forgotten).
+    pub forget_after_ms: Option<f64>,
 }
 
 /// What a conversion found: the report printed at its end (and `--json`).
@@ -89,6 +93,12 @@ pub struct ConvertReport {
     pub multi_turn_sessions: usize,
     /// Sessions from `--session-field` (or the `messages` trace's `session_id`), not inferred.
     pub sessions_named: usize,
+    /// `--forget-after` (seconds), when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forget_after_s: Option<f64>,
+    /// Blocks and session entries held at the end (what memory grows with).
+    pub blocks_held: usize,
+    pub session_entries_held: usize,
     /// Time of the first request, ms (since the epoch for absolute forms).
     pub first_time_ms: f64,
     /// Last minus first request time, seconds.
@@ -216,8 +226,8 @@ pub fn convert(opts: &ConvertOptions, counter: &Counter) -> Result<ConvertReport
         Some(s) => s.as_bytes().to_vec(),
         None => random_salt(),
     };
-    let mut ids = BlockIds::new(&salt, opts.block_size);
-    let mut sessions = SessionIds::default();
+    let mut ids = BlockIds::new(&salt, opts.block_size).forget_after(opts.forget_after_ms);
+    let mut sessions = SessionIds::with_idle(opts.forget_after_ms);
     let mut out = create(&opts.output)?;
     let mut text_out = opts.keep_text.as_deref().map(create).transpose()?;
     let mut rep = ConvertReport {
@@ -229,7 +239,6 @@ pub fn convert(opts: &ConvertOptions, counter: &Counter) -> Result<ConvertReport
     };
     let mut first: Option<f64> = None;
     let (mut latest, mut earliest) = (f64::NEG_INFINITY, f64::INFINITY);
-    let mut named_sessions = rustc_hash::FxHashSet::default();
     let mut line_buf = Vec::with_capacity(4096);
     let mut batch: Vec<Item> = Vec::with_capacity(BATCH);
     let mut done = false;
@@ -282,11 +291,9 @@ pub fn convert(opts: &ConvertOptions, counter: &Counter) -> Result<ConvertReport
             }
             latest = latest.max(row.time_ms);
             earliest = earliest.min(row.time_ms);
-            let (session, _turn) = sessions.assign(row.session.as_deref(), &c.messages);
-            if row.session.is_some() {
-                named_sessions.insert(session);
-            }
-            let hash_ids = ids.number(&c.blocks);
+            let (session, _turn) =
+                sessions.assign_chain(row.session.as_deref(), &c.messages, row.time_ms);
+            let hash_ids = ids.number(&c.blocks, row.time_ms);
             let timestamp = round_ms(row.time_ms - base);
             line_buf.clear();
             serde_json::to_writer(
@@ -331,7 +338,11 @@ pub fn convert(opts: &ConvertOptions, counter: &Counter) -> Result<ConvertReport
     rep.time_format = reader.time().describe();
     rep.sessions = sessions.sessions();
     rep.multi_turn_sessions = sessions.multi_turn();
-    rep.sessions_named = named_sessions.len();
+    rep.sessions_named = sessions.named();
+    rep.forget_after_s = opts.forget_after_ms.map(|ms| ms / 1e3);
+    rep.blocks_held = ids.held();
+    let (contents, live) = sessions.held();
+    rep.session_entries_held = contents + live;
     rep.distinct_blocks = ids.distinct();
     if let Some(f) = first {
         rep.first_time_ms = f;
@@ -399,6 +410,13 @@ pub fn render_report(r: &ConvertReport) -> String {
         "  sessions:            {} ({} with more than one turn; {how})",
         r.sessions, r.multi_turn_sessions
     );
+    if let Some(w) = r.forget_after_s {
+        let _ = writeln!(
+            s,
+            "  --forget-after {w} s: a turn more than {w} s after its session's last one started a new session, a block unseen for {w}-{} s was numbered anew; at the end {} blocks and {} session entries held",
+            2.0 * w, r.blocks_held, r.session_entries_held
+        );
+    }
     let _ = writeln!(s, "  time span:           {:.3} s", r.span_s);
     if r.out_of_order > 0 {
         let _ = writeln!(

@@ -222,14 +222,14 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
         turn_given: false,
         session_id: timing.session_id,
         delay_ms: timing.delay_ms,
-        chat: Some(ChatPayload {
+        chat: Some(Box::new(ChatPayload {
             messages: prompt.messages,
             tools,
             extra,
             max_tokens: output_length,
             text_input: prompt.text_input,
             prompt_token_ids: prompt.token_ids,
-        }),
+        })),
     })
 }
 

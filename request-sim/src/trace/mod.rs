@@ -271,6 +271,17 @@ pub struct TraceStats {
     /// Prompts cut to `--max-input-length`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub capped_inputs: usize,
+    /// `--infer-sessions`: sessions inferred, and those with more than one turn.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inferred_sessions: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inferred_multi_turn: usize,
+    /// `--infer-sessions`: rows that had a session already (left as they were).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub infer_had_session: usize,
+    /// `--infer-sessions`: rows without hash ids (nothing to infer from; each stays alone).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub infer_without_ids: usize,
     /// Think times cut to `--max-idle-gap`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub capped_gaps: usize,

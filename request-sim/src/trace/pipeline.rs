@@ -331,7 +331,7 @@ impl<B: BufRead> Pipeline<B> {
             out: Out::Kept(Planned {
                 req,
                 turn,
-                chat: raw.chat.take().map(Arc::new),
+                chat: raw.chat.take().map(|c| Arc::new(*c)),
                 ideal_hit: None,
             }),
         }

@@ -3,7 +3,7 @@
 //!
 //! | stage | where | what it does |
 //! |---|---|---|
-//! | [`Copies`] | `Pipeline::read` (file order, streams) | `--max-input-length` caps a row; `--sample-sessions P` keeps whole sessions with probability P; `--amplify N` makes N copies of every row with disjoint hash-id (and session-id) spaces, copy k shifted by a seeded phase |
+//! | [`Copies`] | `Pipeline::read` (file order, streams) | `--infer-sessions` gives a row without a session the one its hash ids continue; `--max-input-length` caps a row; `--sample-sessions P` keeps whole sessions with probability P; `--amplify N` makes N copies of every row with disjoint hash-id (and session-id) spaces, copy k shifted by a seeded phase |
 //! | [`Reshape::finish`] | the end of the file (whole trace only) | `--retime`/`--rate-series` give every session a new start (its turns keep their gaps); `--max-idle-gap` caps the gaps; `--prefix-scale`/`--prompt-scale` grow or shrink the shared and unique blocks |
 //!
 //! The whole-trace stages move rows by more than any bounded reorder window, so a replay
@@ -23,6 +23,7 @@ use rand_distr::{Distribution, Exp1, Gamma};
 
 use super::error::RowError;
 use super::row::RawRow;
+use super::session::BlockSessions;
 use super::TraceStats;
 
 /// Hash ids of copy k are moved up by `k << COPY_SHIFT` (original ids must be below it).
@@ -174,6 +175,9 @@ pub struct Reshape {
     pub max_idle_gap_ms: Option<f64>,
     /// `--sample-sessions P`: keep each whole session with probability P.
     pub sample_sessions: Option<f64>,
+    /// `--infer-sessions`: rows without a session get one inferred from their hash ids (a
+    /// request that extends an earlier one is its next turn), before the other stages.
+    pub infer_sessions: bool,
     /// `--seed`: every random choice above.
     pub seed: u64,
 }
@@ -189,6 +193,7 @@ impl Default for Reshape {
             retime: None,
             max_idle_gap_ms: None,
             sample_sessions: None,
+            infer_sessions: false,
             seed: 0,
         }
     }
@@ -506,6 +511,8 @@ pub(crate) struct Copies {
     reshape: Reshape,
     /// Bailian chat id -> the root of its chain, as far as the rows read so far tell.
     roots: HashMap<i64, i64>,
+    /// `--infer-sessions`: the sessions inferred so far.
+    infer: Option<BlockSessions>,
 }
 
 impl Copies {
@@ -513,13 +520,37 @@ impl Copies {
         Copies {
             reshape: reshape.clone(),
             roots: HashMap::new(),
+            infer: reshape.infer_sessions.then(BlockSessions::default),
         }
     }
 
     /// True when the stage changes nothing.
     pub(crate) fn idle(&self) -> bool {
         let r = &self.reshape;
-        r.amplify.is_none() && r.sample_sessions.is_none() && r.max_input_length.is_none()
+        r.amplify.is_none()
+            && r.sample_sessions.is_none()
+            && r.max_input_length.is_none()
+            && !r.infer_sessions
+    }
+
+    /// `--infer-sessions`: a row without a session gets the one its hash ids continue
+    /// (`trace::session::BlockSessions`), named `i<n>`; a row with a session (`session_id`,
+    /// Bailian) keeps it, and a row without hash ids stays alone (both counted).
+    fn infer(&mut self, raw: &mut RawRow, block: usize, stats: &mut TraceStats) {
+        let Some(sessions) = self.infer.as_mut() else {
+            return;
+        };
+        if raw.session_id.is_some() || raw.session.is_some() {
+            stats.infer_had_session += 1;
+            return;
+        }
+        let Some(ids) = raw.hash_ids.as_deref() else {
+            stats.infer_without_ids += 1;
+            return;
+        };
+        let (session, _turn) = sessions.assign(ids, raw.input_length, block, raw.timestamp_ms);
+        raw.session_id = Some(format!("i{session}"));
+        (stats.inferred_sessions, stats.inferred_multi_turn) = sessions.counts();
     }
 
     /// The rows one row becomes (none when sampled out); `block` tokens per hash id.
@@ -530,6 +561,7 @@ impl Copies {
         block: usize,
         stats: &mut TraceStats,
     ) -> Result<Vec<RawRow>, RowError> {
+        self.infer(&mut raw, block, stats);
         let key = self.key(line, &raw);
         let r = &self.reshape;
         if !r.scales() {

@@ -96,8 +96,9 @@ pub(crate) struct RawRow {
     pub session_id: Option<String>,
     /// `delay` of a messages row (ms after the previous turn of its session).
     pub delay_ms: Option<f64>,
-    /// The chat request of a messages row.
-    pub chat: Option<ChatPayload>,
+    /// The chat request of a messages row (boxed: every row of every format carries this
+    /// field, and a held row of a whole-trace load is that much smaller).
+    pub chat: Option<Box<ChatPayload>>,
 }
 
 /// What the file-order rules found on one row; counted in [`TraceStats`] when the row is kept.

@@ -167,6 +167,52 @@ fn openai_log_converts_with_exact_lengths_and_inferred_sessions() {
 }
 
 /// Every alphabetic word of the log's text (message contents, tool names and descriptions).
+#[test]
+fn forget_after_ends_idle_sessions_and_changes_nothing_within_it() {
+    let Some(q) = qwen3_or_skip("convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = log_fixture("openai.jsonl");
+    let exact = dir.path().join("exact.jsonl");
+    let (_, rows) = convert_ok(&q, &log, &exact, &["--block-size", "16", "--salt", "s"]);
+    // Every gap of the log is below 100 s: the same trace.
+    let wide = dir.path().join("wide.jsonl");
+    let (rep, wide_rows) = convert_ok(
+        &q,
+        &log,
+        &wide,
+        &["--block-size", "16", "--salt", "s", "--forget-after", "100"],
+    );
+    assert_eq!(wide_rows, rows);
+    assert_eq!(rep["convert"]["sessions"].as_u64(), Some(3));
+    // 5 s: each later turn of the two conversations comes 9-11 s after the one before, so
+    // each starts a new session (3 more); lengths and times do not change.
+    let narrow = dir.path().join("narrow.jsonl");
+    let (rep, narrow_rows) = convert_ok(
+        &q,
+        &log,
+        &narrow,
+        &["--block-size", "16", "--salt", "s", "--forget-after", "5"],
+    );
+    let c = &rep["convert"];
+    assert_eq!(c["sessions"].as_u64(), Some(6));
+    assert_eq!(c["forget_after_s"].as_f64(), Some(5.0));
+    let distinct: HashSet<&Value> = narrow_rows.iter().map(|r| &r["session_id"]).collect();
+    assert_eq!(distinct.len(), 6);
+    assert_eq!(
+        column(&narrow_rows, "input_length"),
+        column(&rows, "input_length")
+    );
+    assert_eq!(timestamps(&narrow_rows), timestamps(&rows));
+    let (code, _, err) = convert(&q, &log, &narrow, &["--forget-after", "0"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--forget-after must be a number of seconds > 0"),
+        "{err}"
+    );
+}
+
 fn words_of(log: &Path) -> HashSet<String> {
     fn walk(v: &Value, out: &mut HashSet<String>) {
         match v {

@@ -17,15 +17,19 @@
 //!   (`trace/pipeline.rs`): `delay`s, missing Bailian turns, `session_id` links.
 //! - `whole.rs`: the rules that need the whole trace (`trace/load.rs`): Bailian parent chains,
 //!   the sessions over the kept requests and the turns slicing cut.
+//! - `infer.rs`: sessions inferred from content (a request that extends an earlier one is its
+//!   next turn), over messages (`convert`) or hash ids (`--infer-sessions`).
 //! - [`history`]: `--live-history`, where each turn's messages hold its earlier turns' answers.
 //!
 //! Not here: the run-time gate that releases a turn after its parent's answer
 //! (`schedule/sessions.rs`) and the summary of sessions (`stats/sessions.rs`).
 
 pub mod history;
+mod infer;
 mod stages;
 mod whole;
 
+pub use infer::{BlockSessions, SessionIds};
 pub(crate) use stages::{Delays, Links, Turns};
 pub(crate) use whole::{whole_trace, RowSession};
 

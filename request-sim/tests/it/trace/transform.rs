@@ -666,3 +666,177 @@ fn synthesis_fits_rate_lengths_and_reuse() {
         fast.requests.len()
     );
 }
+
+/// The fixture of interleaved conversations without session ids: A (lines 1, 3, 7, 8, 9, with
+/// a fork at 7/8: two turns extend line 3), B (2, 5), C (4: its only full block is the one every
+/// request shares), D (6: shares only that block).
+const CONVERSATIONS: &str = include_str!("../../data/traces/conversations_no_sessions.jsonl");
+
+/// The session id of every request of `t`, in line order.
+fn sessions_by_line(t: &Trace) -> Vec<(usize, String)> {
+    let mut v: Vec<(usize, String)> = t
+        .requests
+        .iter()
+        .map(|r| (r.line, t.sessions.get(r.index).unwrap().id.to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn infer_sessions_finds_interleaved_conversations_and_forks() {
+    let reshape = Reshape {
+        infer_sessions: true,
+        ..Reshape::default()
+    };
+    let t = load(CONVERSATIONS, reshape.clone());
+    let got = sessions_by_line(&t);
+    let name = |line: usize| got.iter().find(|(l, _)| *l == line).unwrap().1.clone();
+    // Same session: A's turns (a later turn fills the partial last block of the one before,
+    // so its ids extend only the full blocks), the fork, and the turn after the fork.
+    for line in [3, 7, 8, 9] {
+        assert_eq!(name(line), name(1), "line {line} continues line 1: {got:?}");
+    }
+    assert_eq!(name(5), name(2), "{got:?}");
+    // C and D start sessions of their own: sharing only the first block is not a next turn.
+    let distinct: HashSet<String> = [1, 2, 4, 6].into_iter().map(name).collect();
+    assert_eq!(distinct.len(), 4, "{got:?}");
+    assert_eq!(
+        (t.stats.inferred_sessions, t.stats.inferred_multi_turn),
+        (4, 2)
+    );
+    // Turns in order within A.
+    let turns: Vec<u32> = [1, 3, 7, 8, 9]
+        .into_iter()
+        .map(|line| {
+            let r = t.requests.iter().find(|r| r.line == line).unwrap();
+            t.sessions.get(r.index).unwrap().turn
+        })
+        .collect();
+    assert_eq!(turns, vec![1, 2, 3, 4, 5]);
+    // The same streamed (a replay reads it so).
+    let opts = LoadOptions {
+        reshape: reshape.clone(),
+        ..LoadOptions::default()
+    };
+    let stream = TraceStream::from_reader(
+        "t.jsonl",
+        std::io::Cursor::new(CONVERSATIONS),
+        &opts,
+        ReorderWindow::default(),
+    )
+    .unwrap();
+    let mut streamed: Vec<(usize, String)> = stream
+        .map(Result::unwrap)
+        .map(|p| (p.req.line, p.turn.unwrap().id.to_string()))
+        .collect();
+    streamed.sort();
+    assert_eq!(streamed, got);
+    // Amplified: each copy has the same sessions, in its own space.
+    let amp = load(
+        CONVERSATIONS,
+        Reshape {
+            amplify: Some(2.0),
+            ..reshape
+        },
+    );
+    let per_copy = |k: u64| {
+        let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for r in &amp.requests {
+            let id = amp.sessions.get(r.index).unwrap().id.to_string();
+            if copy_of(&id) == k {
+                groups.entry(id).or_default().push(r.line);
+            }
+        }
+        let mut v: Vec<Vec<usize>> = groups.into_values().collect();
+        v.sort();
+        v
+    };
+    assert_eq!(per_copy(0), per_copy(1));
+    assert_eq!(per_copy(0).len(), 4);
+}
+
+#[test]
+fn infer_sessions_leaves_a_trace_with_sessions_alone_and_says_so() {
+    let text = conversation_trace(6, 30.0, 3, true);
+    let plain = load(&text, Reshape::default());
+    let inferred = load(
+        &text,
+        Reshape {
+            infer_sessions: true,
+            ..Reshape::default()
+        },
+    );
+    assert_eq!(inferred.sessions, plain.sessions);
+    assert_eq!(inferred.stats.infer_had_session, plain.requests.len());
+    assert_eq!(inferred.stats.inferred_sessions, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, &text).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let (code, _, err) = run_cli(
+        [
+            "transform",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--infer-sessions",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "0 sessions inferred from hash ids (0 with more than one turn); {} rows already had a session and kept it",
+            plain.requests.len()
+        )),
+        "{err}"
+    );
+    // The fixture without sessions: the report counts them, the written trace carries them.
+    let input = dir.path().join("conv.jsonl");
+    std::fs::write(&input, CONVERSATIONS).unwrap();
+    let (code, _, err) = run_cli(
+        [
+            "transform",
+            input.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--infer-sessions",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("4 sessions inferred from hash ids (2 with more than one turn)"),
+        "{err}"
+    );
+    let back = request_sim::trace::load(&out, &LoadOptions::default()).unwrap();
+    assert_eq!(back.sessions.stats.sessions, 4);
+}
+
+#[test]
+fn replay_infers_sessions_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("conv.jsonl");
+    std::fs::write(&input, CONVERSATIONS).unwrap();
+    let out = dir.path().join("rec.jsonl");
+    let o = replay(&[
+        "--dataset-path",
+        input.to_str().unwrap(),
+        "--infer-sessions",
+        "--scale-factor",
+        "20",
+        "--output-path",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(o.exit_code, 0);
+    let records = read_records_by_index(&out);
+    assert_one_record_per_index(&records, 9);
+    let sessions: HashSet<&str> = records
+        .iter()
+        .filter_map(|r| r.session_id.as_deref())
+        .collect();
+    assert_eq!(sessions.len(), 4, "{sessions:?}");
+    assert!(records.iter().all(|r| r.session_id.is_some()));
+}
