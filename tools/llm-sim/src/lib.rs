@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod cache;
+pub mod chat_shape;
 pub mod config;
 pub mod engine;
 pub mod error;

@@ -34,8 +34,8 @@ pub struct AppState {
     pub port_header: HeaderValue,
     /// When the simulated readiness delay ends.
     pub ready_at: std::time::Instant,
-    /// One request at a time is rendered and tokenized with a real tokenizer, in arrival order
-    /// ([`crate::api::parse_job_off_runtime`]).
+    /// One long request at a time is rendered and tokenized off the runtime thread, in arrival
+    /// order ([`crate::api::parse_job_off_runtime`]).
     pub tokenize_turn: tokio::sync::Semaphore,
 }
 

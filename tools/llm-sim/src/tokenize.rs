@@ -9,6 +9,7 @@ use std::path::Path;
 use minijinja::value::Value;
 use minijinja::{Environment, Error, ErrorKind, State};
 
+use crate::chat_shape::{Lookup, ShapeCache};
 use crate::error::Error as SimError;
 use crate::vocab::{builtin_words, BUILTIN_VOCAB_SIZE};
 use crate::word_cache::WordCache;
@@ -50,6 +51,8 @@ pub struct HfTokenizer {
     eos_token: String,
     /// The ids of the words seen so far (`None`: the tokenizer does not count word by word).
     words: Option<WordCache>,
+    /// The template's text around plain contents, per message shape (`chat_shape.rs`).
+    shapes: ShapeCache,
 }
 
 const CHATML_TEMPLATE: &str = "{% for message in messages %}<|im_start|>{{ message.role }}\n\
@@ -109,6 +112,15 @@ impl Default for BuiltinTokenizer {
         Self::new()
     }
 }
+
+thread_local! {
+    /// The text of the chat prompt being counted, when put together from a frame (kept
+    /// between requests up to [`MAX_KEPT_TEXT_BYTES`]).
+    static CHAT_TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Longest chat text buffer a thread keeps between requests.
+const MAX_KEPT_TEXT_BYTES: usize = 4 << 20;
 
 /// Words whose tokens the BPE model keeps (about 100 bytes each when full).
 const WORD_CACHE_CAPACITY: usize = 1 << 18;
@@ -195,6 +207,7 @@ impl Tokenizer {
             bos_token,
             eos_token,
             words,
+            shapes: ShapeCache::default(),
         })))
     }
 
@@ -274,10 +287,30 @@ impl Tokenizer {
                 }
                 Ok(out)
             }
-            Tokenizer::Hf(h) => {
-                let text = h.render_chat(messages, tools, add_generation_prompt)?;
-                h.encode(&text, false)
-            }
+            Tokenizer::Hf(h) => h.encode_chat(messages, tools, add_generation_prompt),
+        }
+    }
+
+    /// The chat template's text of a chat prompt, always rendered in full (HF only; the
+    /// built-in tokenizer has no template text): what chat prompts are counted from.
+    pub fn render_chat_template(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Option<Result<String, String>> {
+        match self {
+            Tokenizer::Builtin(_) => None,
+            Tokenizer::Hf(h) => Some(h.render_chat(messages, tools, add_generation_prompt)),
+        }
+    }
+
+    /// Chat prompts whose text was put together from a shape's frame without rendering the
+    /// template (`chat_shape.rs`; 0 for the built-in tokenizer).
+    pub fn chats_from_frames(&self) -> u64 {
+        match self {
+            Tokenizer::Builtin(_) => 0,
+            Tokenizer::Hf(h) => h.shapes.spliced(),
         }
     }
 }
@@ -341,6 +374,57 @@ impl HfTokenizer {
                 .map(|e| e.get_ids().to_vec())
                 .map_err(|e| format!("tokenization failed: {e}")),
         }
+    }
+
+    /// The ids of a chat prompt: its text from its shape's frame when it has one (the
+    /// template's text around plain contents, `chat_shape.rs`), else rendered.
+    fn encode_chat(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<Vec<u32>, String> {
+        if tools.is_none() {
+            let framed = CHAT_TEXT.with_borrow_mut(|text| {
+                let ids = match self.shapes.text(messages, add_generation_prompt, text) {
+                    Lookup::Text { check: false } => Some(self.encode(text, false)),
+                    Lookup::Text { check: true } => Some(
+                        self.render_chat(messages, None, add_generation_prompt)
+                            .and_then(|full| {
+                                self.shapes
+                                    .checked(messages, add_generation_prompt, full == *text);
+                                self.encode(&full, false)
+                            }),
+                    ),
+                    Lookup::New(key) => {
+                        self.shapes.learn(key, |contents| {
+                            let placeholders: Vec<ChatMessage> = messages
+                                .iter()
+                                .zip(contents)
+                                .map(|(m, c)| ChatMessage {
+                                    role: m.role.clone(),
+                                    content: c.clone(),
+                                    ..Default::default()
+                                })
+                                .collect();
+                            self.render_chat(&placeholders, None, add_generation_prompt)
+                                .ok()
+                        });
+                        None
+                    }
+                    Lookup::Render => None,
+                };
+                if text.capacity() > MAX_KEPT_TEXT_BYTES {
+                    *text = String::new();
+                }
+                ids
+            });
+            if let Some(ids) = framed {
+                return ids;
+            }
+        }
+        let text = self.render_chat(messages, tools, add_generation_prompt)?;
+        self.encode(&text, false)
     }
 
     fn render_chat(

@@ -300,3 +300,122 @@ fn word_by_word_counting_gives_the_tokenizers_own_ids() {
         }
     }
 }
+
+fn msg(role: &str, content: String) -> llm_sim::tokenize::ChatMessage {
+    llm_sim::tokenize::ChatMessage {
+        role: role.into(),
+        content,
+        ..Default::default()
+    }
+}
+
+/// The ids of `msgs` counted the way a chat request is (`encode_chat`) must be the tokenizer's
+/// own ids of the chat template rendered in full, every time (the first requests of a shape are
+/// checked against the render, the later ones put together from its frame).
+fn assert_chat_ids_are_the_renders(
+    plain: &tokenizers::Tokenizer,
+    sim: &llm_sim::tokenize::Tokenizer,
+    msgs: &[llm_sim::tokenize::ChatMessage],
+    what: &str,
+) {
+    let text = sim
+        .render_chat_template(msgs, None, true)
+        .expect("an HF tokenizer")
+        .unwrap();
+    let want = plain
+        .encode(text.as_str(), false)
+        .unwrap()
+        .get_ids()
+        .to_vec();
+    assert_eq!(sim.encode_chat(msgs).unwrap(), want, "{what}");
+}
+
+/// Issue #30: chat prompts of plain words are put together from the template's text per
+/// message shape (`chat_shape.rs`) instead of rendering the template every time; their ids must
+/// be those of the full render for every shape a replay sends (one user message, a system
+/// prompt, a conversation, whitespace at the contents' edges, digits), and the frames must
+/// actually be used. Contents a frame cannot hold (markup the template looks for) are rendered.
+#[test]
+fn chat_prompts_from_a_shapes_frame_are_the_rendered_templates_ids() {
+    let Some(dir) = qwen3_dir() else { return };
+    let plain = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+    let sim = llm_sim::tokenize::Tokenizer::load(
+        &dir.join("tokenizer.json"),
+        Some(&dir.join("tokenizer_config.json")),
+    )
+    .unwrap();
+    type Shape = fn(usize) -> Vec<llm_sim::tokenize::ChatMessage>;
+    let shapes: [(&str, Shape); 6] = [
+        ("one user message", |k| vec![msg("user", words(400 + k, k))]),
+        ("system and user", |k| {
+            vec![
+                msg("system", format!("You are a helper{k}")),
+                msg("user", words(300, k)),
+            ]
+        }),
+        ("conversation", |k| {
+            vec![
+                msg("user", words(200, k)),
+                msg("assistant", words(50, k + 1)),
+                msg("user", words(100 + k, k + 2)),
+            ]
+        }),
+        ("whitespace at the edges", |k| {
+            vec![msg("user", format!("\n\n  {}  \n", words(300, k)))]
+        }),
+        ("digits and newlines", |k| {
+            vec![msg(
+                "user",
+                format!("{} 2026 {k}\n{}", words(200, k), words(90, 3)),
+            )]
+        }),
+        ("markup the template looks for", |k| {
+            vec![
+                msg("user", words(100, k)),
+                msg(
+                    "assistant",
+                    format!("<think>\n{}\n</think>\n\n{}", words(30, k), words(40, k)),
+                ),
+                msg(
+                    "user",
+                    format!("<tool_response>{}</tool_response>", words(60, k)),
+                ),
+            ]
+        }),
+    ];
+    for (what, shape) in shapes {
+        for k in 0..8 {
+            assert_chat_ids_are_the_renders(&plain, &sim, &shape(k), &format!("{what}, {k}"));
+        }
+    }
+    // 4 plain shapes × (8 requests − 1 learning − 3 checked) put together from frames, and
+    // the 8 of "digits and newlines", whose shape (one user message, a space before it) is
+    // the first one's, learnt and checked by then.
+    assert_eq!(sim.chats_from_frames(), 4 * 4 + 8);
+}
+
+/// A template whose text around a content depends on the content (trimmed, cut at a length,
+/// written twice) gets no frame: its requests are rendered, and their ids stay exact.
+#[test]
+fn templates_that_look_at_the_contents_are_always_rendered() {
+    let Some(dir) = qwen3_dir() else { return };
+    let plain = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+    let templates = [
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content|trim }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n",
+        "{% for m in messages %}{% if m.content|length > 2000 %}[long] {% endif %}{{ m.content }}\n{% endfor %}",
+        "{% for m in messages %}{{ m.content }}|{{ m.content }}\n{% endfor %}",
+    ];
+    for (t, template) in templates.iter().enumerate() {
+        let tmp = temp_dir(&format!("shape-{t}"));
+        let cfg = tmp.join("tokenizer_config.json");
+        std::fs::write(&cfg, json!({ "chat_template": template }).to_string()).unwrap();
+        let sim =
+            llm_sim::tokenize::Tokenizer::load(&dir.join("tokenizer.json"), Some(&cfg)).unwrap();
+        for k in 0..8 {
+            // Short and long contents, with a space before them.
+            let msgs = [msg("user", words(if k % 2 == 0 { 40 } else { 900 }, k))];
+            assert_chat_ids_are_the_renders(&plain, &sim, &msgs, &format!("template {t}, {k}"));
+        }
+        assert_eq!(sim.chats_from_frames(), 0, "template {t}");
+    }
+}
