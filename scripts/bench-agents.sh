@@ -14,7 +14,8 @@
 #   release drift of every gate-released request (sent - release, as the tool measured it,
 #     joins included)                                                     (p50/p99/max, ms)
 #   drift of the clock-released requests (conversation starts)            (p50/p99/max, ms)
-#   the peak of conversations in flight, records vs scheduled, the load average.
+#   the peak of conversations in flight, records vs scheduled, the client's CPU time and
+#   memory, the load average.
 #
 # Bounded: each conversation is replayed once (the corpus is finite) and `timeout` caps the
 # run. Loopback only.
@@ -32,7 +33,7 @@
 #   ROUTER [] (llm-sim --router policy; needs INSTANCES > 1)
 #   BIN_DIR [target/release]  NO_BUILD [0]  OUT [bench-results/agents-<UTC time>]
 #   EXTRA_ARGS []  more flags for `request-sim replay`
-# Needs: jq, awk, python3.
+# Needs: jq, awk, python3, GNU time (/usr/bin/time).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -115,7 +116,8 @@ else
     POP=(--session-rate "$SESSION_RATE")
 fi
 # shellcheck disable=SC2086
-timeout $((LIMIT + 60)) "$RS" replay --endpoint "$BASE" --dataset-path "$OUT/corpus" --quiet \
+/usr/bin/time -o "$OUT/client-time.txt" -f "%U %S %M" \
+    timeout $((LIMIT + 60)) "$RS" replay --endpoint "$BASE" --dataset-path "$OUT/corpus" --quiet \
     "${POP[@]}" --seed 1 \
     -o "$OUT/records.jsonl" $EXTRA_ARGS >"$OUT/console.txt" 2>"$OUT/replay.log"
 
@@ -126,6 +128,8 @@ REC="$OUT/records.jsonl"
 echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (uncommitted changes)')"
 echo "load average before / after the run: $LOAD_BEFORE / $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a); cores: $(nproc)"
 echo "corpus: $CONVS conversations x ($MAIN_REQS main + $SUB_REQS subagent requests), $SESSION_RATE starts/s, gaps ${THINK_S} s"
+read -r CU CS CM < "$OUT/client-time.txt" || true
+echo "client CPU: user ${CU:-?} s, system ${CS:-?} s, max RSS $(( ${CM:-0} / 1024 )) MB"
 echo "records: $(wc -l < "$REC") (scheduled: $(jq '.run.scheduled' "$REC.summary.json")), statuses: $(jq -c '.status' "$REC.summary.json")"
 echo -n "conversations in flight, peak: "
 jq -r 'select(.conversation != null and .sent_ms != null) | [.conversation, .sent_ms, (.sent_ms + (.done_ms // .e2e_ms // 0))] | @tsv' "$REC" \
