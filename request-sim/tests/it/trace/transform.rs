@@ -774,16 +774,19 @@ fn infer_sessions_leaves_a_trace_with_sessions_alone_and_says_so() {
     let input = dir.path().join("in.jsonl");
     std::fs::write(&input, &text).unwrap();
     let out = dir.path().join("out.jsonl");
-    let (code, _, err) = run_cli(
-        [
-            "transform",
-            input.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--infer-sessions",
-        ],
-        &[],
-    );
+    let infer = |input: &std::path::Path| {
+        run_cli(
+            [
+                "transform",
+                input.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "--infer-sessions",
+            ],
+            &[],
+        )
+    };
+    let (code, _, err) = infer(&input);
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains(&format!(
@@ -795,16 +798,7 @@ fn infer_sessions_leaves_a_trace_with_sessions_alone_and_says_so() {
     // The fixture without sessions: the report counts them, the written trace carries them.
     let input = dir.path().join("conv.jsonl");
     std::fs::write(&input, CONVERSATIONS).unwrap();
-    let (code, _, err) = run_cli(
-        [
-            "transform",
-            input.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--infer-sessions",
-        ],
-        &[],
-    );
+    let (code, _, err) = infer(&input);
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains("4 sessions inferred from hash ids (2 with more than one turn)"),
