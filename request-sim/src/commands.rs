@@ -269,13 +269,7 @@ pub(crate) fn synthesize(
         what: format!("cannot write {}", path.display()),
         source,
     };
-    let mut out: Box<dyn std::io::Write> = if path.as_os_str() == "-" {
-        Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
-    } else {
-        Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).map_err(io)?,
-        ))
-    };
+    let mut out = crate::util::create_output(path)?;
     let n = fit
         .generate(duration, r.rate, args.seed, &mut out)
         .and_then(|n| std::io::Write::flush(&mut out).map(|()| n))
@@ -303,17 +297,7 @@ pub(crate) fn synthesize(
 
 /// Writes a trace as JSONL to `path` (`-`: standard output).
 pub(crate) fn write_trace(path: &Path, t: &trace::Trace) -> Result<()> {
-    let io = |source| Error::Io {
-        what: format!("cannot write {}", path.display()),
-        source,
-    };
-    let mut out: Box<dyn std::io::Write> = if path.as_os_str() == "-" {
-        Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
-    } else {
-        Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).map_err(io)?,
-        ))
-    };
+    let mut out = crate::util::create_output(path)?;
     trace::write::write_jsonl(t, &mut out)
         .map_err(|e| Error::Report(format!("cannot write {}: {e}", path.display())))
 }

@@ -60,6 +60,18 @@ pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> crat
     std::fs::write(path, text + "\n").map_err(|e| crate::Error::write(path, e))
 }
 
+/// A buffered writer to `path`, or to standard output when `path` is `-` (the commands that
+/// write a trace).
+pub fn create_output(path: &std::path::Path) -> crate::Result<Box<dyn std::io::Write>> {
+    Ok(if path.as_os_str() == "-" {
+        Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
+    } else {
+        let file = std::fs::File::create(path)
+            .map_err(|e| crate::Error::io(format!("cannot write {}", path.display()), e))?;
+        Box::new(std::io::BufWriter::new(file))
+    })
+}
+
 /// Write `text` to stdout. A closed pipe (`request-sim analyze ... | head`) is not an error: the
 /// reader has what it wanted, so the rest of the output is dropped (no panic, exit code 0).
 pub fn print_stdout(text: &str) -> crate::Result<()> {
