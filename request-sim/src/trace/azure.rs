@@ -55,17 +55,7 @@ pub(crate) fn parse_row(header: &Header, text: &str) -> Result<RawRow, RowError>
         })?;
     let input_length = length(COLUMNS[1], fields[header.context], 1)?;
     let output_length = length(COLUMNS[2], fields[header.generated], 0)?;
-    Ok(RawRow {
-        timestamp_ms,
-        input_length,
-        output_length,
-        hash_ids: None,
-        session: None,
-        turn_given: false,
-        session_id: None,
-        delay_ms: None,
-        chat: None,
-    })
+    Ok(RawRow::lengths(timestamp_ms, input_length, output_length))
 }
 
 /// Parses `YYYY-MM-DD HH:MM:SS[.fffffff][Z|+HH:MM|-HH:MM]` into milliseconds since the Unix

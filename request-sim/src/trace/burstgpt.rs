@@ -76,17 +76,7 @@ pub(crate) fn parse_row(header: &Header, text: &str) -> Result<RawRow, RowError>
     let timestamp_ms = check_timestamp(seconds, "s", 1000.0).map_err(bad_time)?;
     let input_length = csv_length(COLUMNS[1], fields[header.request], 1)?;
     let output_length = csv_length(COLUMNS[2], fields[header.response], 0)?;
-    Ok(RawRow {
-        timestamp_ms,
-        input_length,
-        output_length,
-        hash_ids: None,
-        session: None,
-        turn_given: false,
-        session_id: None,
-        delay_ms: None,
-        chat: None,
-    })
+    Ok(RawRow::lengths(timestamp_ms, input_length, output_length))
 }
 
 #[cfg(test)]

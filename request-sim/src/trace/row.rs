@@ -101,6 +101,23 @@ pub(crate) struct RawRow {
     pub chat: Option<Box<ChatPayload>>,
 }
 
+impl RawRow {
+    /// A row of lengths only (the CSV formats: no hash ids, no sessions, no text).
+    pub(crate) fn lengths(timestamp_ms: f64, input_length: u32, output_length: u32) -> RawRow {
+        RawRow {
+            timestamp_ms,
+            input_length,
+            output_length,
+            hash_ids: None,
+            session: None,
+            turn_given: false,
+            session_id: None,
+            delay_ms: None,
+            chat: None,
+        }
+    }
+}
+
 /// What the file-order rules found on one row; counted in [`TraceStats`] when the row is kept.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct RowFlags {
