@@ -346,21 +346,14 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
         "Subagents spawned / joined:",
         format!("{} / {}", a.subagents_spawned, a.subagents_joined),
     );
+    let p50_p99 = |p50, p99| format!("{} / {}", opt(p50, ""), opt(p99, ""));
     t.row(
         "Wall time p50 / p99 (s):",
-        format!(
-            "{} / {}",
-            opt(a.wall_time_p50_s, ""),
-            opt(a.wall_time_p99_s, "")
-        ),
+        p50_p99(a.wall_time_p50_s, a.wall_time_p99_s),
     );
     t.row(
         "Trace wall time p50 / p99 (s):",
-        format!(
-            "{} / {}",
-            opt(a.trace_wall_time_p50_s, ""),
-            opt(a.trace_wall_time_p99_s, "")
-        ),
+        p50_p99(a.trace_wall_time_p50_s, a.trace_wall_time_p99_s),
     );
     t.row(
         "Waiting on joins (s, max ms):",
