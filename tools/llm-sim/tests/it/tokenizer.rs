@@ -169,6 +169,19 @@ async fn template_errors_become_400() {
 /// The Qwen3 tokenizer fetched by `scripts/fetch-tokenizer.sh` (`.cache/tokenizers/qwen3/` at
 /// the repository root, or `$REQUEST_SIM_QWEN3_DIR`); `None` after a loud note when absent,
 /// a failure when `CI` is set (as request-sim's Qwen3 tests).
+/// The Qwen3 tokenizer twice: as the `tokenizers` crate loads it (the reference ids) and as
+/// llm-sim loads it with its chat template (see [`qwen3_dir`] for when it is missing).
+fn qwen3_both() -> Option<(tokenizers::Tokenizer, llm_sim::tokenize::Tokenizer)> {
+    let dir = qwen3_dir()?;
+    let plain = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+    let sim = llm_sim::tokenize::Tokenizer::load(
+        &dir.join("tokenizer.json"),
+        Some(&dir.join("tokenizer_config.json")),
+    )
+    .unwrap();
+    Some((plain, sim))
+}
+
 fn qwen3_dir() -> Option<PathBuf> {
     let dir = match std::env::var_os("REQUEST_SIM_QWEN3_DIR") {
         Some(d) => PathBuf::from(d),
@@ -263,13 +276,9 @@ fn long_prompts_with_a_real_tokenizer_do_not_hold_up_streams() {
 /// without spaces, and the same text counted twice (cold and from the cache).
 #[test]
 fn word_by_word_counting_gives_the_tokenizers_own_ids() {
-    let Some(dir) = qwen3_dir() else { return };
-    let plain = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
-    let sim = llm_sim::tokenize::Tokenizer::load(
-        &dir.join("tokenizer.json"),
-        Some(&dir.join("tokenizer_config.json")),
-    )
-    .unwrap();
+    let Some((plain, sim)) = qwen3_both() else {
+        return;
+    };
     let shapes = [
         words(3000, 7),
         format!("{} 12345, x.y z's {}", words(400, 3), words(400, 5)),
@@ -337,13 +346,9 @@ fn assert_chat_ids_are_the_renders(
 /// actually be used. Contents a frame cannot hold (markup the template looks for) are rendered.
 #[test]
 fn chat_prompts_from_a_shapes_frame_are_the_rendered_templates_ids() {
-    let Some(dir) = qwen3_dir() else { return };
-    let plain = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
-    let sim = llm_sim::tokenize::Tokenizer::load(
-        &dir.join("tokenizer.json"),
-        Some(&dir.join("tokenizer_config.json")),
-    )
-    .unwrap();
+    let Some((plain, sim)) = qwen3_both() else {
+        return;
+    };
     type Shape = fn(usize) -> Vec<llm_sim::tokenize::ChatMessage>;
     let shapes: [(&str, Shape); 6] = [
         ("one user message", |k| vec![msg("user", words(400 + k, k))]),
