@@ -201,8 +201,8 @@ pub fn transform(args: TransformArgs) -> Result<u8> {
 /// What `--infer-sessions` found, in one sentence (counts of the rows read, before copies).
 pub(crate) fn infer_report(st: &trace::TraceStats) -> String {
     let mut s = format!(
-        "--infer-sessions: {} sessions inferred from hash ids ({} with more than one turn)",
-        st.inferred_sessions, st.inferred_multi_turn
+        "--infer-sessions: {} sessions inferred from hash ids ({} with more than one turn; branches joined to the conversation they share a prefix with: {})",
+        st.inferred_sessions, st.inferred_multi_turn, st.inferred_branches
     );
     if st.infer_had_session > 0 {
         s.push_str(&format!(

@@ -550,7 +550,11 @@ impl Copies {
         };
         let (session, _turn) = sessions.assign(ids, raw.input_length, block, raw.timestamp_ms);
         raw.session_id = Some(format!("i{session}"));
-        (stats.inferred_sessions, stats.inferred_multi_turn) = sessions.counts();
+        (
+            stats.inferred_sessions,
+            stats.inferred_multi_turn,
+            stats.inferred_branches,
+        ) = sessions.counts();
     }
 
     /// The rows one row becomes (none when sampled out); `block` tokens per hash id.

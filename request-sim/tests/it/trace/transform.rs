@@ -669,7 +669,8 @@ fn synthesis_fits_rate_lengths_and_reuse() {
 
 /// The fixture of interleaved conversations without session ids: A (lines 1, 3, 7, 8, 9, with
 /// a fork at 7/8: two turns extend line 3), B (2, 5), C (4: its only full block is the one every
-/// request shares), D (6: shares only that block).
+/// request shares), D (6: shares only that block), E (10, and 11: a branch sharing the first
+/// three of E's five blocks, which is no turn of E's, and 12: the branch's next turn).
 const CONVERSATIONS: &str = include_str!("../../data/traces/conversations_no_sessions.jsonl");
 
 /// The session id of every request of `t`, in line order.
@@ -698,12 +699,20 @@ fn infer_sessions_finds_interleaved_conversations_and_forks() {
         assert_eq!(name(line), name(1), "line {line} continues line 1: {got:?}");
     }
     assert_eq!(name(5), name(2), "{got:?}");
+    // The branch and its next turn join E.
+    for line in [11, 12] {
+        assert_eq!(name(line), name(10), "line {line} branches from line 10: {got:?}");
+    }
     // C and D start sessions of their own: sharing only the first block is not a next turn.
-    let distinct: HashSet<String> = [1, 2, 4, 6].into_iter().map(name).collect();
-    assert_eq!(distinct.len(), 4, "{got:?}");
+    let distinct: HashSet<String> = [1, 2, 4, 6, 10].into_iter().map(name).collect();
+    assert_eq!(distinct.len(), 5, "{got:?}");
     assert_eq!(
-        (t.stats.inferred_sessions, t.stats.inferred_multi_turn),
-        (4, 2)
+        (
+            t.stats.inferred_sessions,
+            t.stats.inferred_multi_turn,
+            t.stats.inferred_branches
+        ),
+        (5, 3, 1)
     );
     // Turns in order within A.
     let turns: Vec<u32> = [1, 3, 7, 8, 9]
@@ -753,7 +762,7 @@ fn infer_sessions_finds_interleaved_conversations_and_forks() {
         v
     };
     assert_eq!(per_copy(0), per_copy(1));
-    assert_eq!(per_copy(0).len(), 4);
+    assert_eq!(per_copy(0).len(), 5);
 }
 
 #[test]
@@ -790,7 +799,7 @@ fn infer_sessions_leaves_a_trace_with_sessions_alone_and_says_so() {
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains(&format!(
-            "0 sessions inferred from hash ids (0 with more than one turn); {} rows already had a session and kept it",
+            "0 sessions inferred from hash ids (0 with more than one turn; branches joined to the conversation they share a prefix with: 0); {} rows already had a session and kept it",
             plain.requests.len()
         )),
         "{err}"
@@ -801,11 +810,13 @@ fn infer_sessions_leaves_a_trace_with_sessions_alone_and_says_so() {
     let (code, _, err) = infer(&input);
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("4 sessions inferred from hash ids (2 with more than one turn)"),
+        err.contains(
+            "5 sessions inferred from hash ids (3 with more than one turn; branches joined to the conversation they share a prefix with: 1)"
+        ),
         "{err}"
     );
     let back = request_sim::trace::load(&out, &LoadOptions::default()).unwrap();
-    assert_eq!(back.sessions.stats.sessions, 4);
+    assert_eq!(back.sessions.stats.sessions, 5);
 }
 
 #[test]
@@ -826,11 +837,11 @@ fn replay_infers_sessions_too() {
     ]);
     assert_eq!(o.exit_code, 0);
     let records = read_records_by_index(&out);
-    assert_one_record_per_index(&records, 9);
+    assert_one_record_per_index(&records, 12);
     let sessions: HashSet<&str> = records
         .iter()
         .filter_map(|r| r.session_id.as_deref())
         .collect();
-    assert_eq!(sessions.len(), 4, "{sessions:?}");
+    assert_eq!(sessions.len(), 5, "{sessions:?}");
     assert!(records.iter().all(|r| r.session_id.is_some()));
 }
