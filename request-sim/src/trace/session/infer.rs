@@ -33,7 +33,7 @@
 //! (a later request that extends it starts a new session), and its entries are dropped at the
 //! next sweep (one per `idle_ms` of log time).
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 /// One session's state.
 #[derive(Debug, Clone, Copy)]
@@ -310,6 +310,7 @@ impl BlockSessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustc_hash::FxHashSet;
 
     #[test]
     fn the_longest_earlier_content_wins_and_the_latest_of_equals() {
