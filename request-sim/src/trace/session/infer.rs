@@ -273,9 +273,7 @@ impl BlockSessions {
             .filter(|n| n.children < COMMON_AFTER)
             .map(|n| n.session);
         let prefixes = &chain[..chain.len().saturating_sub(1)];
-        let out = self
-            .ids
-            .assign_or(None, prefixes, key, time_ms, branch_of);
+        let out = self.ids.assign_or(None, prefixes, key, time_ms, branch_of);
         for (k, &h) in chain.iter().enumerate() {
             if self.nodes.contains_key(&h) {
                 continue;
@@ -385,10 +383,17 @@ mod tests {
         }
         for c in 0..20u64 {
             let ids = [100, 101, 102, 1000 + c, 2000 + c, 3000 + c];
-            assert_eq!(s.assign(&ids, 24, 4, 100.0 + c as f64).0, firsts[c as usize]);
+            assert_eq!(
+                s.assign(&ids, 24, 4, 100.0 + c as f64).0,
+                firsts[c as usize]
+            );
         }
         let distinct: FxHashSet<u64> = firsts.iter().copied().collect();
-        assert_eq!(distinct.len(), 20 - (COMMON_AFTER as usize - 1), "{firsts:?}");
+        assert_eq!(
+            distinct.len(),
+            20 - (COMMON_AFTER as usize - 1),
+            "{firsts:?}"
+        );
         assert_eq!(s.counts().2, COMMON_AFTER as usize - 1);
     }
 }

@@ -701,7 +701,11 @@ fn infer_sessions_finds_interleaved_conversations_and_forks() {
     assert_eq!(name(5), name(2), "{got:?}");
     // The branch and its next turn join E.
     for line in [11, 12] {
-        assert_eq!(name(line), name(10), "line {line} branches from line 10: {got:?}");
+        assert_eq!(
+            name(line),
+            name(10),
+            "line {line} branches from line 10: {got:?}"
+        );
     }
     // C and D start sessions of their own: sharing only the first block is not a next turn.
     let distinct: HashSet<String> = [1, 2, 4, 6, 10].into_iter().map(name).collect();
