@@ -35,7 +35,8 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
     if let Some((corpus, format)) = trace::agent::load(&args.trace, &args.format.load_options())? {
         return analyze_agents(&args, &corpus, format, t);
     }
-    let trace = trace::load(&args.trace, &args.format.load_options())?;
+    // Streamed: a week-long trace of millions of rows is analysed in the memory of its columns.
+    let columns = trace::analyze::read_columns(&args.trace, &args.format.load_options())?;
     let aopts = AnalyzeOptions {
         cache_sizes_tokens: args.cache_sizes.clone(),
         routing: args.instances.map(|n| RoutingOptions {
@@ -47,7 +48,7 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         }),
         ..AnalyzeOptions::default()
     };
-    let analysis = trace::analyze::analyze(&trace, &aopts);
+    let analysis = trace::analyze::analyze_columns(columns, &aopts);
     if args.json {
         report::print_json(&analysis)?;
     } else {

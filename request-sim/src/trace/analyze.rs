@@ -41,7 +41,15 @@ use serde::Serialize;
 
 use llm_common::routing::{Policy, PrefixIndex, RouteRequest, Router};
 
-use super::{Trace, TraceFormat, TraceStats};
+use std::sync::Arc;
+
+use super::error::TraceError;
+use super::pipeline::ReorderWindow;
+use super::session::SessionTurn;
+use super::stream::TraceStream;
+use super::LoadOptions;
+use std::path::Path;
+use super::{Trace, TraceFormat, TraceRequest, TraceStats};
 use crate::util::percentile_sorted;
 
 /// What to compute.
@@ -323,33 +331,59 @@ fn block_tokens(
     })
 }
 
+/// [`Chains`] built one request at a time (replay order).
+struct ChainsBuilder {
+    nodes: Vec<u32>,
+    offsets: Vec<usize>,
+    inputs: Vec<u32>,
+    /// (parent node, hash id) -> node.
+    trie: IdMap<(u32, u64), u32>,
+}
+
+impl ChainsBuilder {
+    fn new() -> ChainsBuilder {
+        ChainsBuilder {
+            nodes: Vec::new(),
+            offsets: vec![0],
+            inputs: Vec::new(),
+            trie: IdMap::default(),
+        }
+    }
+
+    fn push(&mut self, hash_ids: &[u64], input_length: u32) {
+        let mut parent = u32::MAX;
+        for &id in hash_ids {
+            let next = self.trie.len() as u32;
+            let node = *self.trie.entry((parent, id)).or_insert(next);
+            self.nodes.push(node);
+            parent = node;
+        }
+        self.offsets.push(self.nodes.len());
+        self.inputs.push(input_length);
+    }
+
+    fn finish(self, block_size: usize) -> Chains {
+        Chains {
+            node_count: self.trie.len(),
+            nodes: self.nodes,
+            offsets: self.offsets,
+            inputs: self.inputs,
+            block: block_size.max(1) as u64,
+        }
+    }
+}
+
 impl Chains {
     fn build(trace: &Trace) -> Chains {
-        let block = trace.block_size.max(1) as u64;
+        let mut b = ChainsBuilder::new();
         let total: usize = trace.requests.iter().map(|r| r.hash_ids.len()).sum();
-        let mut nodes = Vec::with_capacity(total);
-        let mut offsets = Vec::with_capacity(trace.requests.len() + 1);
-        let mut trie: IdMap<(u32, u64), u32> = IdMap::default();
+        b.nodes.reserve(total);
         // Shared blocks make the distinct count much smaller than `total`; the map grows as needed.
-        trie.reserve(total / 4);
-        offsets.push(0);
+        b.trie.reserve(total / 4);
         for r in &trace.requests {
-            let mut parent = u32::MAX;
-            for &id in &r.hash_ids {
-                let next = trie.len() as u32;
-                let node = *trie.entry((parent, id)).or_insert(next);
-                nodes.push(node);
-                parent = node;
-            }
-            offsets.push(nodes.len());
+            b.push(&r.hash_ids, r.input_length);
         }
-        Chains {
-            nodes,
-            offsets,
-            inputs: trace.requests.iter().map(|r| r.input_length).collect(),
-            block,
-            node_count: trie.len(),
-        }
+        b.finish(trace.block_size)
     }
 
     /// Request r's block nodes and their token counts.
@@ -565,54 +599,132 @@ fn default_sweep(footprint_tokens: u64) -> Vec<u64> {
     }
 }
 
-fn session_stats(trace: &Trace) -> Option<SessionStats> {
-    if !trace.requests.iter().any(|r| r.session.is_some()) {
-        return session_id_stats(trace);
-    }
-    let mut st = SessionStats::default();
-    // chat id -> session root, for requests seen so far (replay order).
-    let mut root_of: IdMap<i64, i64> = IdMap::default();
-    let mut size_of: IdMap<i64, usize> = IdMap::default();
-    for s in trace.requests.iter().filter_map(|r| r.session.as_ref()) {
-        let root = if s.parent_chat_id < 0 {
-            st.root_requests += 1;
-            s.chat_id
-        } else if let Some(&root) = root_of.get(&s.parent_chat_id) {
-            root
-        } else {
-            st.orphan_requests += 1;
-            s.chat_id
-        };
-        root_of.insert(s.chat_id, root);
-        *size_of.entry(root).or_insert(0) += 1;
-        st.max_turn = st.max_turn.max(s.turn);
-        let kind = s.kind.clone().unwrap_or_else(|| "unknown".to_owned());
-        *st.types.entry(kind).or_insert(0) += 1;
-    }
-    st.sessions = size_of.len();
-    st.multi_turn_sessions = size_of.values().filter(|&&n| n > 1).count();
-    st.max_turns_per_session = size_of.values().copied().max().unwrap_or(0);
-    st.mean_turns_per_session = ratio(size_of.values().sum::<usize>() as u64, st.sessions as u64);
-    Some(st)
+/// The session facts `analyze` reports, gathered one request at a time.
+#[derive(Default)]
+struct SessionFacts {
+    /// Bailian links (requests with `session`): chat id -> its session's root, sizes by root.
+    bailian: Option<BailianFacts>,
+    /// Session-id turns: requests per session id.
+    turns: HashMap<Arc<str>, usize>,
+    turn_max: u32,
+    turn_roots: usize,
+    /// The routing key of every request (`Sessions::key`), interned; `u32::MAX` = none.
+    keys: Vec<u32>,
+    key_ids: HashMap<Arc<str>, u32>,
+    key_names: Vec<Arc<str>>,
+    /// The trace's own gap before each later turn, seconds.
+    gaps_s: Vec<f64>,
 }
 
-/// Sessions of `messages` and generic traces (rows sharing a `session_id`).
-fn session_id_stats(trace: &Trace) -> Option<SessionStats> {
-    if !trace.sessions.any() {
-        return None;
+#[derive(Default)]
+struct BailianFacts {
+    st: SessionStats,
+    root_of: IdMap<i64, i64>,
+    size_of: IdMap<i64, usize>,
+}
+
+impl SessionFacts {
+    fn push(&mut self, r: &TraceRequest, turn: Option<&SessionTurn>) {
+        if let Some(s) = &r.session {
+            let b = self.bailian.get_or_insert_with(BailianFacts::default);
+            let root = if s.parent_chat_id < 0 {
+                b.st.root_requests += 1;
+                s.chat_id
+            } else if let Some(&root) = b.root_of.get(&s.parent_chat_id) {
+                root
+            } else {
+                b.st.orphan_requests += 1;
+                s.chat_id
+            };
+            b.root_of.insert(s.chat_id, root);
+            *b.size_of.entry(root).or_insert(0) += 1;
+            b.st.max_turn = b.st.max_turn.max(s.turn);
+            let kind = s.kind.as_deref().unwrap_or("unknown");
+            match b.st.types.get_mut(kind) {
+                Some(n) => *n += 1,
+                None => {
+                    b.st.types.insert(kind.to_owned(), 1);
+                }
+            }
+        }
+        let Some(t) = turn else {
+            self.keys.push(u32::MAX);
+            return;
+        };
+        match self.turns.get_mut(&t.id) {
+            Some(n) => *n += 1,
+            None => {
+                self.turns.insert(t.id.clone(), 1);
+            }
+        }
+        self.turn_max = self.turn_max.max(t.turn);
+        self.turn_roots += usize::from(t.parent_index.is_none());
+        if let Some(g) = t.trace_gap_ms {
+            self.gaps_s.push(g / 1e3);
+        }
+        let key = t.agent.as_ref().map_or(&t.id, |a| &a.key);
+        let next = self.key_names.len() as u32;
+        let id = *self.key_ids.entry(key.clone()).or_insert_with(|| next);
+        if id == next {
+            self.key_names.push(key.clone());
+        }
+        self.keys.push(id);
     }
-    let mut st = SessionStats::default();
-    let mut size_of: HashMap<&str, usize> = HashMap::new();
-    for t in trace.sessions.turns.iter().flatten() {
-        *size_of.entry(&*t.id).or_insert(0) += 1;
-        st.max_turn = st.max_turn.max(t.turn);
-        st.root_requests += usize::from(t.parent_index.is_none());
+
+    /// Request r's routing key.
+    fn key(&self, r: usize) -> Option<&str> {
+        let k = *self.keys.get(r)?;
+        self.key_names.get(k as usize).map(|k| &**k)
     }
-    st.sessions = size_of.len();
-    st.multi_turn_sessions = size_of.values().filter(|&&n| n > 1).count();
-    st.max_turns_per_session = size_of.values().copied().max().unwrap_or(0);
-    st.mean_turns_per_session = ratio(size_of.values().sum::<usize>() as u64, st.sessions as u64);
-    Some(st)
+
+    /// Bailian links when the trace has them, else session ids, else none.
+    fn stats(&self) -> Option<SessionStats> {
+        let summarise = |mut st: SessionStats, sizes: &mut dyn Iterator<Item = usize>| {
+            let (mut n, mut multi, mut max, mut sum) = (0usize, 0usize, 0usize, 0u64);
+            for size in sizes {
+                n += 1;
+                multi += usize::from(size > 1);
+                max = max.max(size);
+                sum += size as u64;
+            }
+            st.sessions = n;
+            st.multi_turn_sessions = multi;
+            st.max_turns_per_session = max;
+            st.mean_turns_per_session = ratio(sum, n as u64);
+            st
+        };
+        if let Some(b) = &self.bailian {
+            return Some(summarise(b.st.clone(), &mut b.size_of.values().copied()));
+        }
+        if self.turns.is_empty() {
+            return None;
+        }
+        let st = SessionStats {
+            max_turn: self.turn_max,
+            root_requests: self.turn_roots,
+            ..SessionStats::default()
+        };
+        Some(summarise(st, &mut self.turns.values().copied()))
+    }
+
+    /// The sessions' think times.
+    fn think_times(&self, percentiles: &[f64]) -> Option<ThinkTimes> {
+        if self.gaps_s.is_empty() {
+            return None;
+        }
+        let mut gaps = self.gaps_s.clone();
+        gaps.sort_by(f64::total_cmp);
+        Some(ThinkTimes {
+            turns: gaps.len(),
+            mean: gaps.iter().sum::<f64>() / gaps.len() as f64,
+            percentiles: Percentiles(
+                percentiles
+                    .iter()
+                    .map(|&p| (p, percentile_sorted(&gaps, p)))
+                    .collect(),
+            ),
+        })
+    }
 }
 
 /// Coefficient of variation of the gaps between consecutive (sorted) times.
@@ -627,32 +739,6 @@ fn burstiness(times_s: &[f64]) -> Option<f64> {
     }
     let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
     Some(var.sqrt() / mean)
-}
-
-/// The think times of the sessions (the trace's own gap before each later turn).
-fn think_times(trace: &Trace, percentiles: &[f64]) -> Option<ThinkTimes> {
-    let mut gaps: Vec<f64> = trace
-        .sessions
-        .turns
-        .iter()
-        .flatten()
-        .filter_map(|t| t.trace_gap_ms)
-        .map(|g| g / 1e3)
-        .collect();
-    if gaps.is_empty() {
-        return None;
-    }
-    gaps.sort_by(f64::total_cmp);
-    Some(ThinkTimes {
-        turns: gaps.len(),
-        mean: gaps.iter().sum::<f64>() / gaps.len() as f64,
-        percentiles: Percentiles(
-            percentiles
-                .iter()
-                .map(|&p| (p, percentile_sorted(&gaps, p)))
-                .collect(),
-        ),
-    })
 }
 
 fn rate_series(times_s: &[f64], duration_s: f64, bucket_s: f64) -> RateSeries {
@@ -729,9 +815,13 @@ fn routed_hits(
 }
 
 /// The routing what-if of `opts` (see the module docs).
-fn routing_analysis(trace: &Trace, chains: &Chains, opts: &RoutingOptions) -> RoutingAnalysis {
+fn routing_analysis(
+    chains: &Chains,
+    sessions: &SessionFacts,
+    opts: &RoutingOptions,
+) -> RoutingAnalysis {
     let n = opts.instances.max(1);
-    let block = trace.block_size.max(1) as u64;
+    let block = chains.block;
     let capacity_blocks = opts.capacity_tokens / block;
     let cap = usize::try_from(capacity_blocks).unwrap_or(usize::MAX);
     let input_tokens: u64 = chains.inputs.iter().map(|&x| u64::from(x)).sum();
@@ -746,7 +836,7 @@ fn routing_analysis(trace: &Trace, chains: &Chains, opts: &RoutingOptions) -> Ro
         .map(|&policy| {
             let mut router = Router::new(policy, n, cap);
             let (hit_tokens, hit_blocks, per, input) = routed_hits(chains, n, cap, |r, b| {
-                let session = trace.sessions.key(trace.requests[r].index);
+                let session = sessions.key(r);
                 router.route(&RouteRequest { session, blocks: b }, &[])
             });
             RoutingPoint {
@@ -769,9 +859,119 @@ fn routing_analysis(trace: &Trace, chains: &Chains, opts: &RoutingOptions) -> Ro
     }
 }
 
+/// The requests of a trace as `analyze` needs them, in replay order: a few numbers per request
+/// and its blocks as nodes of one trie, about 30 bytes a request plus 4 a block (a loaded row
+/// takes some 600 while the trace loads), so that a trace of millions of rows is analysed as
+/// it streams ([`Columns::push`] one request at a time) rather than loaded whole.
+pub struct Columns {
+    format: TraceFormat,
+    block_size: usize,
+    times_ms: Vec<f64>,
+    outputs: Vec<u32>,
+    chains: ChainsBuilder,
+    distinct_ids: IdSet<u64>,
+    with_ids: usize,
+    sessions: SessionFacts,
+    /// The loader's counts (set once the trace is read).
+    pub stats: TraceStats,
+}
+
+impl Columns {
+    pub fn new(format: TraceFormat, block_size: usize) -> Columns {
+        Columns {
+            format,
+            block_size,
+            times_ms: Vec::new(),
+            outputs: Vec::new(),
+            chains: ChainsBuilder::new(),
+            distinct_ids: IdSet::default(),
+            with_ids: 0,
+            sessions: SessionFacts::default(),
+            stats: TraceStats::default(),
+        }
+    }
+
+    /// The next request in replay order, with its session turn.
+    pub fn push(&mut self, r: &TraceRequest, turn: Option<&SessionTurn>) {
+        self.times_ms.push(r.timestamp_ms);
+        self.outputs.push(r.output_length);
+        self.chains.push(&r.hash_ids, r.input_length);
+        self.distinct_ids.extend(r.hash_ids.iter().copied());
+        self.with_ids += usize::from(!r.hash_ids.is_empty());
+        self.sessions.push(r, turn);
+    }
+
+    /// A loaded trace's requests.
+    pub fn from_trace(trace: &Trace) -> Columns {
+        let mut c = Columns::new(trace.format, trace.block_size);
+        let total: usize = trace.requests.iter().map(|r| r.hash_ids.len()).sum();
+        c.chains.nodes.reserve(total);
+        for r in &trace.requests {
+            c.push(r, trace.sessions.get(r.index));
+        }
+        c.stats = trace.stats.clone();
+        c
+    }
+
+    /// Requests pushed so far.
+    pub fn len(&self) -> usize {
+        self.times_ms.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.times_ms.is_empty()
+    }
+}
+
+/// The requests of the trace at `path` as [`Columns`]: streamed through the pipeline a replay
+/// streams with (its default reorder window), so memory grows with the columns only; loaded
+/// whole when the trace needs it (Bailian parent links), when a file turns out to be out of
+/// time order by more than the window (the whole load sorts it), and from stdin (`-`, which
+/// cannot be read twice).
+pub fn read_columns(path: &Path, opts: &LoadOptions) -> Result<Columns, TraceError> {
+    if path == Path::new("-") {
+        return Ok(Columns::from_trace(&super::load(path, opts)?));
+    }
+    let stream = TraceStream::open(path, opts, ReorderWindow::default())?;
+    if stream.needs_whole() {
+        return Ok(Columns::from_trace(&stream.into_whole()?));
+    }
+    let mut cols = Columns::new(stream.format(), stream.block_size());
+    let stats = stream.stats_handle();
+    for p in stream {
+        match p {
+            Ok(p) => cols.push(&p.req, p.turn.as_ref()),
+            Err(e) if e.is_out_of_order() => {
+                return Ok(Columns::from_trace(&super::load(path, opts)?));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    cols.stats = stats.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    Ok(cols)
+}
+
 /// Analyses a loaded trace.
 pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
-    let reqs = &trace.requests;
+    analyze_columns(Columns::from_trace(trace), opts)
+}
+
+/// Analyses a trace's requests (see [`Columns`]).
+pub fn analyze_columns(cols: Columns, opts: &AnalyzeOptions) -> Analysis {
+    let Columns {
+        format,
+        block_size,
+        times_ms,
+        outputs,
+        chains,
+        distinct_ids,
+        with_ids,
+        sessions,
+        stats,
+    } = cols;
+    let requests = times_ms.len();
+    let distinct_hash_ids = distinct_ids.len();
+    drop(distinct_ids);
     let percentiles: Vec<f64> = if opts.percentiles.is_empty() {
         vec![50.0, 90.0, 99.0]
     } else {
@@ -779,14 +979,15 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
     };
 
     // Timing. Requests are in replay order, but do not rely on it.
-    let mut times_s: Vec<f64> = reqs.iter().map(|r| r.timestamp_ms / 1000.0).collect();
+    let mut times_s: Vec<f64> = times_ms.iter().map(|t| t / 1000.0).collect();
+    drop(times_ms);
     times_s.sort_by(f64::total_cmp);
     let (first, last) = match (times_s.first(), times_s.last()) {
         (Some(&a), Some(&b)) => (a, b),
         _ => (0.0, 0.0),
     };
     let duration_s = last - first;
-    let mean_rate_per_s = (duration_s > 0.0).then(|| reqs.len() as f64 / duration_s);
+    let mean_rate_per_s = (duration_s > 0.0).then(|| requests as f64 / duration_s);
     let (mut distinct_timestamps, mut max_same) = (0usize, 0usize);
     let mut i = 0;
     while i < times_s.len() {
@@ -814,21 +1015,17 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
     }
 
     // Blocks and caches.
-    let chains = Chains::build(trace);
+    let chains = chains.finish(block_size);
     let (hits, hit_blocks) = chains.infinite();
     let hit_tokens: u64 = hits.iter().map(|&h| u64::from(h)).sum();
-    let input_tokens: u64 = reqs.iter().map(|r| u64::from(r.input_length)).sum();
-    let half = reqs.len() / 2;
+    let input_tokens: u64 = chains.inputs.iter().map(|&x| u64::from(x)).sum();
+    let half = requests / 2;
     let warm_hit: u64 = hits[half..].iter().map(|&h| u64::from(h)).sum();
-    let warm_input: u64 = reqs[half..].iter().map(|r| u64::from(r.input_length)).sum();
+    let warm_input: u64 = chains.inputs[half..].iter().map(|&x| u64::from(x)).sum();
+    drop(hits);
     let blocks = chains.nodes.len() as u64;
-    let block = trace.block_size.max(1) as u64;
+    let block = chains.block;
     let footprint_tokens = chains.node_count as u64 * block;
-    let distinct_hash_ids = reqs
-        .iter()
-        .flat_map(|r| r.hash_ids.iter().copied())
-        .collect::<IdSet<u64>>()
-        .len();
     let sizes = if opts.cache_sizes_tokens.is_empty() {
         default_sweep(footprint_tokens)
     } else {
@@ -855,9 +1052,9 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
         .collect();
 
     Analysis {
-        format: trace.format,
-        block_size: trace.block_size,
-        requests: reqs.len(),
+        format,
+        block_size,
+        requests,
         duration_s,
         mean_rate_per_s,
         peak_rate_per_s: peak,
@@ -865,13 +1062,13 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
         distinct_timestamps,
         max_requests_per_timestamp: max_same,
         burstiness: burstiness(&times_s),
-        think_time_s: think_times(trace, &percentiles),
-        input_length: length_stats(reqs.iter().map(|r| r.input_length), &percentiles),
-        output_length: length_stats(reqs.iter().map(|r| r.output_length), &percentiles),
-        requests_with_hash_ids: reqs.iter().filter(|r| !r.hash_ids.is_empty()).count(),
+        think_time_s: sessions.think_times(&percentiles),
+        input_length: length_stats(chains.inputs.iter().copied(), &percentiles),
+        output_length: length_stats(outputs.into_iter(), &percentiles),
+        requests_with_hash_ids: with_ids,
         distinct_hash_ids,
         distinct_prefix_blocks: chains.node_count,
-        sessions: session_stats(trace),
+        sessions: sessions.stats(),
         prefix_cache: PrefixCacheStats {
             hit_tokens,
             input_tokens,
@@ -884,11 +1081,11 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
         },
         lru_sweep,
         rate_series: rate_series(&times_s, duration_s, opts.rate_bucket_s),
-        trace_stats: trace.stats.clone(),
+        trace_stats: stats,
         routing: opts
             .routing
             .as_ref()
-            .map(|o| routing_analysis(trace, &chains, o)),
+            .map(|o| routing_analysis(&chains, &sessions, o)),
     }
 }
 

@@ -38,6 +38,18 @@ pub enum TraceError {
 }
 
 impl TraceError {
+    /// True when a streamed read met a row too far out of time order (loading the trace whole
+    /// would sort it).
+    pub fn is_out_of_order(&self) -> bool {
+        matches!(
+            self,
+            TraceError::Row {
+                error: RowError::OutOfOrder(_),
+                ..
+            }
+        )
+    }
+
     /// The 1-based line at fault, if one line is at fault.
     pub fn line(&self) -> Option<usize> {
         match self {
@@ -84,4 +96,8 @@ pub enum RowError {
     /// The format could not be detected from this line.
     #[error("cannot detect the trace format: {0}; force one with --dataset")]
     Undetectable(String),
+    /// The row's time is earlier than a row that already left a streamed read's reorder
+    /// window (what to raise is in the message).
+    #[error("field `timestamp`: {0}")]
+    OutOfOrder(String),
 }

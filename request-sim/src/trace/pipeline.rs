@@ -463,9 +463,7 @@ impl Reorder {
             return Ok(());
         }
         let (newest_ms, newest_line) = newest.unwrap_or((out_ms, out_line));
-        Err(RowError::Field {
-            field: "timestamp".into(),
-            what: format!(
+        Err(RowError::OutOfOrder(format!(
                 "{ts} ms is out of time order by {} ms: line {out_line} ({out_ms} ms) had already left the reorder \
                  window ({} ms, {} rows; the newest row read was line {newest_line} at {newest_ms} ms); \
                  raise --reorder-window-ms to at least {} (or --reorder-window-rows if the window was full), or sort the trace by time",
@@ -473,8 +471,7 @@ impl Reorder {
                 self.window.ms,
                 self.window.rows,
                 (newest_ms - ts).ceil()
-            ),
-        })
+        )))
     }
 
     /// True when every row is held until the end of the file.

@@ -147,3 +147,64 @@ fn azure_has_no_cache_hits() {
     assert!((a.duration_s - 14.4428667).abs() < 1e-6);
     assert_eq!(a.output_length.max, 109);
 }
+
+/// `analyze` streams a trace into compact columns (`read_columns`); every number must be what
+/// the analysis of the loaded trace gives, for every format, with sessions, through the
+/// whole-file fallbacks (Bailian links; a file out of time order by more than the window).
+#[test]
+fn streamed_analysis_equals_the_loaded_one() {
+    use request_sim::trace::analyze::{analyze_columns, read_columns};
+    use request_sim::trace::RoutingOptions;
+    let opts = AnalyzeOptions {
+        routing: Some(RoutingOptions {
+            instances: 2,
+            policies: Vec::new(),
+            capacity_tokens: 2048,
+        }),
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = dir.path().join("sessions.jsonl");
+    let mut text = String::new();
+    for i in 0..40u64 {
+        let s = i % 5;
+        text.push_str(&format!(
+            "{{\"timestamp\": {}, \"input_length\": {}, \"output_length\": {}, \"hash_ids\": [{s}, {}], \"session_id\": \"s{s}\"}}\n",
+            i * 700 + s * 13,
+            900 + i * 7,
+            10 + i,
+            100 + i,
+        ));
+    }
+    std::fs::write(&sessions, &text).unwrap();
+    // Row 4 is 35 s before row 3: beyond the default 10 s reorder window.
+    let shuffled = dir.path().join("shuffled.jsonl");
+    std::fs::write(
+        &shuffled,
+        "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1]}\n\
+         {\"timestamp\": 20000, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1, 2]}\n\
+         {\"timestamp\": 40000, \"input_length\": 700, \"output_length\": 5, \"hash_ids\": [1, 3]}\n\
+         {\"timestamp\": 5000, \"input_length\": 1100, \"output_length\": 5, \"hash_ids\": [1, 2, 4]}\n",
+    )
+    .unwrap();
+    let mut paths: Vec<std::path::PathBuf> = [
+        "mooncake.jsonl",
+        "mooncake.jsonl.gz",
+        "generic.jsonl",
+        "bailian.jsonl",
+        "azure.csv",
+        "azure2024.csv",
+        "burstgpt.csv",
+        "conversations_no_sessions.jsonl",
+    ]
+    .into_iter()
+    .map(trace_fixture)
+    .collect();
+    paths.extend([sessions, shuffled]);
+    for path in paths {
+        let lopts = LoadOptions::default();
+        let loaded = analyze(&load(&path, &lopts).unwrap(), &opts);
+        let streamed = analyze_columns(read_columns(&path, &lopts).unwrap(), &opts);
+        assert_eq!(streamed, loaded, "{}", path.display());
+    }
+}
