@@ -48,9 +48,9 @@ use super::pipeline::ReorderWindow;
 use super::session::SessionTurn;
 use super::stream::TraceStream;
 use super::LoadOptions;
-use std::path::Path;
 use super::{Trace, TraceFormat, TraceRequest, TraceStats};
 use crate::util::percentile_sorted;
+use std::path::Path;
 
 /// What to compute.
 #[derive(Debug, Clone, PartialEq)]

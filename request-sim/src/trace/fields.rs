@@ -110,17 +110,44 @@ pub(crate) fn session_id(v: &Value) -> Result<String, RowError> {
 // ---------------------------------------------------------------------------------------------
 // CSV fields (Azure, BurstGPT)
 
-/// Splits one CSV line into its fields, unquoted and trimmed.
+/// Splits one CSV line into its fields, unquoted and trimmed. One `csv_core` reader per
+/// thread, reset for each line: a `csv::Reader` per line built its parser's state machine every
+/// time, 92% of the time `analyze` took over a 5-million-row Azure CSV.
 pub(crate) fn csv_split(text: &str) -> Result<csv::StringRecord, RowError> {
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(text.as_bytes());
-    let mut record = csv::StringRecord::new();
-    reader
-        .read_record(&mut record)
-        .map_err(|e| RowError::Csv(e.to_string()))?;
+    use csv_core::ReadRecordResult as R;
+    thread_local! {
+        static READER: std::cell::RefCell<csv_core::Reader> =
+            std::cell::RefCell::new(csv_core::Reader::new());
+    }
+    // Unquoting never lengthens a field, so `out` fits the line; `ends` grows if need be.
+    let mut out = vec![0u8; text.len() + 1];
+    let mut ends = vec![0usize; 16];
+    let (mut input, mut outlen, mut endlen) = (text.as_bytes(), 0usize, 0usize);
+    READER.with_borrow_mut(|reader| {
+        reader.reset();
+        loop {
+            // An empty `input` after the line is read tells the reader the record ends.
+            let (res, nin, nout, nend) =
+                reader.read_record(input, &mut out[outlen..], &mut ends[endlen..]);
+            input = &input[nin..];
+            outlen += nout;
+            endlen += nend;
+            match res {
+                R::InputEmpty => {}
+                R::OutputFull => out.resize(out.len() * 2, 0),
+                R::OutputEndsFull => ends.resize(ends.len() * 2, 0),
+                R::Record | R::End => return,
+            }
+        }
+    });
+    let mut record = csv::StringRecord::with_capacity(outlen, endlen);
+    let mut start = 0;
+    for &end in &ends[..endlen] {
+        let field = std::str::from_utf8(&out[start..end])
+            .map_err(|e| RowError::Csv(format!("a field is not valid UTF-8: {e}")))?;
+        record.push_field(field.trim());
+        start = end;
+    }
     Ok(record)
 }
 
@@ -666,6 +693,54 @@ fn key_before(text: &str, pos: usize) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv_split_agrees_with_a_csv_reader_per_line() {
+        let oracle = |t: &str| -> Vec<String> {
+            let mut reader = csv::ReaderBuilder::new()
+                .has_headers(false)
+                .flexible(true)
+                .trim(csv::Trim::All)
+                .from_reader(t.as_bytes());
+            let mut record = csv::StringRecord::new();
+            reader.read_record(&mut record).unwrap();
+            record.iter().map(str::to_owned).collect()
+        };
+        let alphabet: Vec<char> = "ab,\" é1\t".chars().collect();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 24) as usize;
+            let line: String = (0..len)
+                .map(|k| alphabet[((x >> (k % 40)) as usize + k * 7) % alphabet.len()])
+                .collect();
+            let got: Vec<String> = csv_split(&line)
+                .unwrap()
+                .iter()
+                .map(str::to_owned)
+                .collect();
+            assert_eq!(got, oracle(&line), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn csv_split_unquotes_trims_and_takes_any_number_of_fields() {
+        let fields =
+            |t: &str| -> Vec<String> { csv_split(t).unwrap().iter().map(str::to_owned).collect() };
+        assert_eq!(
+            fields(r#" a ,"b, c" ,"say ""hi""",,é "#),
+            ["a", "b, c", r#"say "hi""#, "", "é"]
+        );
+        let many: Vec<String> = (0..100).map(|i| format!("\"{i}\"")).collect();
+        let want: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+        assert_eq!(fields(&many.join(",")), want);
+        // The reader is reused: a quote left open on one line does not leak into the next.
+        assert_eq!(fields(r#"1,"open"#), ["1", "open"]);
+        assert_eq!(fields("2,3"), ["2", "3"]);
+        assert!(fields("").is_empty());
+    }
 
     #[derive(serde::Deserialize, Debug)]
     struct Row {
