@@ -9,7 +9,8 @@ use crate::config::ReplayConfig;
 use crate::prompt;
 use crate::report;
 use crate::stats::{self, ReportConfig, Summary, DEFAULT_PERCENTILES};
-use crate::trace::{self, analyze::AnalyzeOptions, LoadOptions, RoutingOptions};
+use crate::trace::analyze::{analyze_columns, read_columns, AnalyzeOptions, Columns};
+use crate::trace::{self, LoadOptions, RoutingOptions};
 use crate::{Error, Result};
 
 /// `replay` (`--repeat N`: a repeat set, [`crate::repeat`]).
@@ -36,7 +37,7 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         return analyze_agents(&args, &corpus, format, t);
     }
     // Streamed: a week-long trace of millions of rows is analysed in the memory of its columns.
-    let columns = trace::analyze::read_columns(&args.trace, &args.format.load_options())?;
+    let columns = read_columns(&args.trace, &args.format.load_options())?;
     let aopts = AnalyzeOptions {
         cache_sizes_tokens: args.cache_sizes.clone(),
         routing: args.instances.map(|n| RoutingOptions {
@@ -48,7 +49,7 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         }),
         ..AnalyzeOptions::default()
     };
-    let analysis = trace::analyze::analyze_columns(columns, &aopts);
+    let analysis = analyze_columns(columns, &aopts);
     if args.json {
         report::print_json(&analysis)?;
     } else {
@@ -101,14 +102,14 @@ fn analyze_agents(
 
 /// `analyze A --against B`: both traces' analyses side by side (B's LRU sweep at A's sizes).
 fn analyze_against(args: &AnalyzeArgs, b_path: &Path) -> Result<u8> {
-    let a = trace::load(&args.trace, &args.format.load_options())?;
+    let a = read_columns(&args.trace, &args.format.load_options())?;
     let b_opts = LoadOptions {
         block_size: args.format.block_size,
         skip_invalid: args.format.skip_invalid,
         ..LoadOptions::default()
     };
-    let b = trace::load(b_path, &b_opts)?;
-    let (aa, ab) = analyze_pair(&a, &b, &args.cache_sizes);
+    let b = read_columns(b_path, &b_opts)?;
+    let (aa, ab) = analyze_pair(a, b, &args.cache_sizes);
     if args.json {
         report::print_json(&serde_json::json!({ "a": aa, "b": ab }))?;
     } else {
@@ -126,18 +127,14 @@ fn analyze_against(args: &AnalyzeArgs, b_path: &Path) -> Result<u8> {
 }
 
 /// Analyses of two traces with the same LRU sizes (`sizes`, else A's default sweep).
-fn analyze_pair(
-    a: &trace::Trace,
-    b: &trace::Trace,
-    sizes: &[u64],
-) -> (trace::Analysis, trace::Analysis) {
+fn analyze_pair(a: Columns, b: Columns, sizes: &[u64]) -> (trace::Analysis, trace::Analysis) {
     let mut opts = AnalyzeOptions {
         cache_sizes_tokens: sizes.to_vec(),
         ..AnalyzeOptions::default()
     };
-    let aa = trace::analyze::analyze(a, &opts);
+    let aa = analyze_columns(a, &opts);
     opts.cache_sizes_tokens = aa.lru_sweep.iter().map(|p| p.capacity_tokens).collect();
-    let ab = trace::analyze::analyze(b, &opts);
+    let ab = analyze_columns(b, &opts);
     (aa, ab)
 }
 
@@ -184,8 +181,8 @@ pub fn transform(args: TransformArgs) -> Result<u8> {
         );
     }
     if args.compare {
-        let original = trace::load(&args.trace, &args.format.load_options())?;
-        let (aa, ab) = analyze_pair(&original, &out, &[]);
+        let original = read_columns(&args.trace, &args.format.load_options())?;
+        let (aa, ab) = analyze_pair(original, Columns::from_trace(&out), &[]);
         let names = (
             args.trace.display().to_string(),
             args.output.display().to_string(),

@@ -1,7 +1,9 @@
 //! Trace analysis: what a user checks before replaying (`request-sim analyze TRACE`).
 //!
-//! Everything is computed from a loaded [`Trace`] (replay order, rebased times, normalised hash
-//! ids) in one pass plus one pass per LRU cache size.
+//! Everything is computed from the trace's requests in replay order (rebased times, normalised
+//! hash ids) held as [`Columns`], a few numbers per request: `request-sim analyze` streams
+//! them from the file ([`read_columns`]), so a trace of millions of rows needs no more memory
+//! than that; [`analyze`] takes a loaded [`Trace`]. One pass, plus one for all LRU sizes.
 //!
 //! ## Prefix-cache hit ratio (definition)
 //!
@@ -35,13 +37,13 @@
 //! the cluster's total size would hit.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
 
 use serde::ser::SerializeMap;
 use serde::Serialize;
 
 use llm_common::routing::{Policy, PrefixIndex, RouteRequest, Router};
-
-use std::sync::Arc;
 
 use super::error::TraceError;
 use super::pipeline::ReorderWindow;
@@ -50,7 +52,6 @@ use super::stream::TraceStream;
 use super::LoadOptions;
 use super::{Trace, TraceFormat, TraceRequest, TraceStats};
 use crate::util::percentile_sorted;
-use std::path::Path;
 
 /// What to compute.
 #[derive(Debug, Clone, PartialEq)]
