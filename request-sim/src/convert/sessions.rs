@@ -40,24 +40,26 @@ mod tests {
     use super::*;
     use crate::trace::session::SessionIds;
 
-    fn msg(role: &str, content: &str) -> ChatMessage {
-        ChatMessage {
-            role: role.into(),
-            content: content.into(),
-            tool_calls: None,
-            tool_call_id: None,
-            name: None,
-        }
-    }
-
     #[test]
     fn a_request_that_extends_an_earlier_one_is_its_next_turn() {
-        let a1 = vec![msg("system", "s"), msg("user", "hi")];
-        let b1 = vec![msg("system", "s"), msg("user", "hello")];
+        let a1 = vec![
+            ChatMessage::text("system", "s"),
+            ChatMessage::text("user", "hi"),
+        ];
+        let b1 = vec![
+            ChatMessage::text("system", "s"),
+            ChatMessage::text("user", "hello"),
+        ];
         let mut a2 = a1.clone();
-        a2.extend([msg("assistant", "yo"), msg("user", "more")]);
+        a2.extend([
+            ChatMessage::text("assistant", "yo"),
+            ChatMessage::text("user", "more"),
+        ]);
         let mut a3 = a2.clone();
-        a3.extend([msg("assistant", "ok"), msg("user", "end")]);
+        a3.extend([
+            ChatMessage::text("assistant", "ok"),
+            ChatMessage::text("user", "end"),
+        ]);
         let mut ids = SessionIds::default();
         let c = |m: &[ChatMessage]| message_chain(m);
         assert_eq!(ids.assign_chain(None, &c(&a1), 0.0), (0, 1));

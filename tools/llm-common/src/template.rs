@@ -22,6 +22,17 @@ pub struct ChatMessage {
     pub name: Option<String>,
 }
 
+impl ChatMessage {
+    /// A message of text only (no tool calls, id or name).
+    pub fn text(role: impl Into<String>, content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+            ..ChatMessage::default()
+        }
+    }
+}
+
 /// The messages as vLLM hands them to a chat template: `role` and `content` (text), and when
 /// present `tool_calls` (each call's `function.arguments` JSON string parsed into an object,
 /// `{}` when empty, as vLLM does before rendering), `tool_call_id` and `name`.

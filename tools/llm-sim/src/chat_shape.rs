@@ -249,14 +249,6 @@ impl ShapeCache {
 mod tests {
     use super::*;
 
-    fn msg(role: &str, content: &str) -> ChatMessage {
-        ChatMessage {
-            role: role.into(),
-            content: content.into(),
-            ..Default::default()
-        }
-    }
-
     #[test]
     fn only_plain_contents_have_a_shape() {
         assert!(plain(" abc Def 12\nxyz "));
@@ -265,9 +257,9 @@ mod tests {
         assert!(!plain("café"));
         assert!(!plain("a, b"));
         assert!(!plain(&format!("{} {MARK}", "a".repeat(100))));
-        let k = key(&[msg("user", "  hello world\n")], true).unwrap();
+        let k = key(&[ChatMessage::text("user", "  hello world\n")], true).unwrap();
         assert_eq!(k.messages, vec![("user".into(), "  ".into(), "\n".into())]);
-        let mut with_name = msg("user", "hello");
+        let mut with_name = ChatMessage::text("user", "hello");
         with_name.name = Some("x".into());
         assert!(key(&[with_name], true).is_none());
     }

@@ -93,11 +93,7 @@ fn chat_like(req: MessagesRequest) -> Result<ChatLike, ApiError> {
                 block_texts(&blocks).map_err(|e| bad(api, format!("system: {e}")))?
             }
         };
-        messages.push(ChatMessage {
-            role: "system".into(),
-            content: text,
-            ..ChatMessage::default()
-        });
+        messages.push(ChatMessage::text("system", text));
     }
     for (i, m) in req.messages.into_iter().enumerate() {
         add_message(&mut messages, m).map_err(|e| bad(api, format!("messages[{i}]: {e}")))?;
@@ -163,11 +159,7 @@ fn block_texts(blocks: &[Value]) -> Result<String, String> {
 fn add_message(messages: &mut Vec<ChatMessage>, m: InMessage) -> Result<(), String> {
     let blocks = match m.content {
         Content::Text(t) => {
-            messages.push(ChatMessage {
-                role: m.role,
-                content: t,
-                ..ChatMessage::default()
-            });
+            messages.push(ChatMessage::text(m.role, t));
             return Ok(());
         }
         Content::Blocks(b) => b,

@@ -53,10 +53,10 @@ pub(crate) fn job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     let req: ResponsesRequest = parse(api, body)?;
     let mut messages = Vec::new();
     if let Some(text) = req.instructions {
-        messages.push(message("system", text));
+        messages.push(ChatMessage::text("system", text));
     }
     match req.input {
-        Input::Text(t) => messages.push(message("user", t)),
+        Input::Text(t) => messages.push(ChatMessage::text("user", t)),
         Input::Items(items) => {
             for (i, item) in items.iter().enumerate() {
                 add_item(&mut messages, item).map_err(|e| bad(api, format!("input[{i}]: {e}")))?;
@@ -87,14 +87,6 @@ pub(crate) fn job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     )
 }
 
-fn message(role: &str, content: String) -> ChatMessage {
-    ChatMessage {
-        role: role.to_string(),
-        content,
-        ..ChatMessage::default()
-    }
-}
-
 /// A function tool in the chat completions shape (the Responses shape is flat).
 fn chat_tool(t: &Value) -> Value {
     json!({"type": "function", "function": {
@@ -122,7 +114,7 @@ fn add_item(messages: &mut Vec<ChatMessage>, item: &Value) -> Result<(), String>
         "message" => {
             let role = str_field(item, "role")?;
             let content = item_text(item.get("content"))?;
-            messages.push(message(role, content));
+            messages.push(ChatMessage::text(role, content));
         }
         "function_call" => {
             let call = json!({"id": str_field(item, "call_id")?, "type": "function",

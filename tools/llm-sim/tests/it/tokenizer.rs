@@ -310,14 +310,6 @@ fn word_by_word_counting_gives_the_tokenizers_own_ids() {
     }
 }
 
-fn msg(role: &str, content: String) -> llm_sim::tokenize::ChatMessage {
-    llm_sim::tokenize::ChatMessage {
-        role: role.into(),
-        content,
-        ..Default::default()
-    }
-}
-
 /// The ids of `msgs` counted the way a chat request is (`encode_chat`) must be the tokenizer's
 /// own ids of the chat template rendered in full, every time (the first requests of a shape are
 /// checked against the render, the later ones put together from its frame).
@@ -351,37 +343,45 @@ fn chat_prompts_from_a_shapes_frame_are_the_rendered_templates_ids() {
     };
     type Shape = fn(usize) -> Vec<llm_sim::tokenize::ChatMessage>;
     let shapes: [(&str, Shape); 6] = [
-        ("one user message", |k| vec![msg("user", words(400 + k, k))]),
+        ("one user message", |k| {
+            vec![llm_sim::tokenize::ChatMessage::text(
+                "user",
+                words(400 + k, k),
+            )]
+        }),
         ("system and user", |k| {
             vec![
-                msg("system", format!("You are a helper{k}")),
-                msg("user", words(300, k)),
+                llm_sim::tokenize::ChatMessage::text("system", format!("You are a helper{k}")),
+                llm_sim::tokenize::ChatMessage::text("user", words(300, k)),
             ]
         }),
         ("conversation", |k| {
             vec![
-                msg("user", words(200, k)),
-                msg("assistant", words(50, k + 1)),
-                msg("user", words(100 + k, k + 2)),
+                llm_sim::tokenize::ChatMessage::text("user", words(200, k)),
+                llm_sim::tokenize::ChatMessage::text("assistant", words(50, k + 1)),
+                llm_sim::tokenize::ChatMessage::text("user", words(100 + k, k + 2)),
             ]
         }),
         ("whitespace at the edges", |k| {
-            vec![msg("user", format!("\n\n  {}  \n", words(300, k)))]
+            vec![llm_sim::tokenize::ChatMessage::text(
+                "user",
+                format!("\n\n  {}  \n", words(300, k)),
+            )]
         }),
         ("digits and newlines", |k| {
-            vec![msg(
+            vec![llm_sim::tokenize::ChatMessage::text(
                 "user",
                 format!("{} 2026 {k}\n{}", words(200, k), words(90, 3)),
             )]
         }),
         ("markup the template looks for", |k| {
             vec![
-                msg("user", words(100, k)),
-                msg(
+                llm_sim::tokenize::ChatMessage::text("user", words(100, k)),
+                llm_sim::tokenize::ChatMessage::text(
                     "assistant",
                     format!("<think>\n{}\n</think>\n\n{}", words(30, k), words(40, k)),
                 ),
-                msg(
+                llm_sim::tokenize::ChatMessage::text(
                     "user",
                     format!("<tool_response>{}</tool_response>", words(60, k)),
                 ),
@@ -418,7 +418,10 @@ fn templates_that_look_at_the_contents_are_always_rendered() {
             llm_sim::tokenize::Tokenizer::load(&dir.join("tokenizer.json"), Some(&cfg)).unwrap();
         for k in 0..8 {
             // Short and long contents, with a space before them.
-            let msgs = [msg("user", words(if k % 2 == 0 { 40 } else { 900 }, k))];
+            let msgs = [llm_sim::tokenize::ChatMessage::text(
+                "user",
+                words(if k % 2 == 0 { 40 } else { 900 }, k),
+            )];
             assert_chat_ids_are_the_renders(&plain, &sim, &msgs, &format!("template {t}, {k}"));
         }
         assert_eq!(sim.chats_from_frames(), 0, "template {t}");
