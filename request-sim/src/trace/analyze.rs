@@ -708,12 +708,12 @@ impl SessionFacts {
         Some(summarise(st, &mut self.turns.values().copied()))
     }
 
-    /// The sessions' think times.
-    fn think_times(&self, percentiles: &[f64]) -> Option<ThinkTimes> {
+    /// The sessions' think times (sorts the gaps in place).
+    fn think_times(&mut self, percentiles: &[f64]) -> Option<ThinkTimes> {
         if self.gaps_s.is_empty() {
             return None;
         }
-        let mut gaps = self.gaps_s.clone();
+        let gaps = &mut self.gaps_s;
         gaps.sort_by(f64::total_cmp);
         Some(ThinkTimes {
             turns: gaps.len(),
@@ -913,15 +913,6 @@ impl Columns {
         c.stats = trace.stats.clone();
         c
     }
-
-    /// Requests pushed so far.
-    pub fn len(&self) -> usize {
-        self.times_ms.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.times_ms.is_empty()
-    }
 }
 
 /// The requests of the trace at `path` as [`Columns`]: streamed through the pipeline a replay
@@ -967,7 +958,7 @@ pub fn analyze_columns(cols: Columns, opts: &AnalyzeOptions) -> Analysis {
         chains,
         distinct_ids,
         with_ids,
-        sessions,
+        mut sessions,
         stats,
     } = cols;
     let requests = times_ms.len();

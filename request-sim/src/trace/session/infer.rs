@@ -256,17 +256,16 @@ impl BlockSessions {
             })
             .collect();
         let full = (input_length as usize / block.max(1)).min(chain.len());
-        // Only content this request brought: its last full block first seen here.
-        let key = full
-            .checked_sub(1)
-            .map(|i| chain[i])
-            .filter(|k| !self.nodes.contains_key(k));
-        // A branch: the deepest prefix seen, of two blocks or more, is followed here by a new
-        // full block, and is not common yet.
+        // Every prefix of a seen chain was seen (each request adds all of its own), so the
+        // seen ones are the first `shared`.
         let shared = chain
             .iter()
             .take_while(|h| self.nodes.contains_key(h))
             .count();
+        // Only content this request brought: its last full block, first seen here.
+        let key = (full > shared).then(|| chain[full - 1]);
+        // A branch: the deepest prefix seen, of two blocks or more, is followed here by a new
+        // full block, and is not common yet.
         let branch_of = (2..full)
             .contains(&shared)
             .then(|| self.nodes[&chain[shared - 1]])
@@ -274,10 +273,7 @@ impl BlockSessions {
             .map(|n| n.session);
         let prefixes = &chain[..chain.len().saturating_sub(1)];
         let out = self.ids.assign_or(None, prefixes, key, time_ms, branch_of);
-        for (k, &h) in chain.iter().enumerate() {
-            if self.nodes.contains_key(&h) {
-                continue;
-            }
+        for (k, &h) in chain.iter().enumerate().skip(shared) {
             self.nodes.insert(
                 h,
                 Node {
