@@ -721,7 +721,7 @@ impl SessionFacts {
             percentiles: Percentiles(
                 percentiles
                     .iter()
-                    .map(|&p| (p, percentile_sorted(&gaps, p)))
+                    .map(|&p| (p, percentile_sorted(gaps, p)))
                     .collect(),
             ),
         })
