@@ -23,9 +23,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::RwLock;
 
+use llm_common::template::ChatMessage;
 use rustc_hash::FxHashMap as HashMap;
-
-use crate::tokenize::ChatMessage;
 
 /// Requests of a new shape rendered in full as well, their texts compared.
 pub const CHECKS: u32 = 3;
