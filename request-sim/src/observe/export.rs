@@ -38,23 +38,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::record::{Record, Status};
 
-/// vLLM V1's bucket bounds (seconds) of `vllm:time_to_first_token_seconds`
-/// (`vllm/v1/metrics/loggers.py`; the same list as llm-sim's and its vLLM fixture).
-pub const TTFT_BUCKETS: &[f64] = &[
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-];
-/// vLLM's bounds of `vllm:inter_token_latency_seconds` and
-/// `vllm:request_time_per_output_token_seconds` (and the older `time_per_output_token_seconds`).
-pub const ITL_BUCKETS: &[f64] = &[
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-    40.0, 80.0,
-];
-/// vLLM's bounds of `vllm:e2e_request_latency_seconds` (and its other request-phase latencies).
-pub const E2E_BUCKETS: &[f64] = &[
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-    480.0, 960.0, 1920.0, 7680.0,
-];
+/// vLLM V1's bucket bounds (seconds) of `vllm:time_to_first_token_seconds`,
+/// `vllm:inter_token_latency_seconds` and `vllm:e2e_request_latency_seconds` (defined once in
+/// `llm_common::buckets`, shared with llm-sim's `/metrics`).
+pub use llm_common::buckets::{ITL_BUCKETS, REQUEST_LATENCY_BUCKETS as E2E_BUCKETS, TTFT_BUCKETS};
+
 /// Send drift (seconds): 0.1 ms to 2.5 s, fine where a healthy run's drift lies (well under the
 /// default 5 ms `--max-drift-ms`).
 pub const DRIFT_BUCKETS: &[f64] = &[

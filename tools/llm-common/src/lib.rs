@@ -5,8 +5,11 @@
 //! - [`vocab`]: the built-in vocabulary (request-sim's prompt words, llm-sim's tokenizer);
 //! - [`template`]: chat messages and `tools` as vLLM hands them to a chat template, and the
 //!   template's Python-compatible `tojson`;
-//! - [`routing`]: the routing policies of llm-sim's router and request-sim's offline analysis.
+//! - [`routing`]: the routing policies of llm-sim's router and request-sim's offline analysis;
+//! - [`buckets`]: vLLM V1's histogram bucket bounds (llm-sim's `/metrics`, request-sim's live
+//!   client metrics).
 
+pub mod buckets;
 pub mod routing;
 pub mod template;
 pub mod util;
