@@ -259,9 +259,16 @@ impl SimConfig {
     /// token pair, decode = ~10 µs per sequence + KV bytes per token / bandwidth, KV blocks =
     /// (90% of HBM − weights) / KV bytes per token / 16.
     pub fn preset(name: &str) -> Option<SimConfig> {
+        match name {
+            "fast" => Some(SimConfig::default()),
+            _ => Self::one_gpu_preset(name).or_else(|| Self::multi_gpu_preset(name)),
+        }
+    }
+
+    /// The one-H100 presets, fitted to published figures.
+    fn one_gpu_preset(name: &str) -> Option<SimConfig> {
         let base = SimConfig::default();
         match name {
-            "fast" => Some(base),
             // Qwen3-8B BF16, one H100 SXM. §14 figures (docs/llm-sim.md): fixed 6.5 ms (vLLM TPOT p50 at
             // concurrency 1-4), attention 0.0012 us per pair, decode 5 us per sequence +
             // 0.08 us per context token; prefill 20.4 us per token fitted to its step times
@@ -320,6 +327,14 @@ impl SimConfig {
                 decode_ctx_token_us: 0.062,
                 ..base
             }),
+            _ => None,
+        }
+    }
+
+    /// The multi-GPU presets, roofline estimates.
+    fn multi_gpu_preset(name: &str) -> Option<SimConfig> {
+        let base = SimConfig::default();
+        match name {
             // Llama-3.1-70B BF16 on 4 x H100 SXM, TP=4: 141 GB / 13.4 TB/s -> 10.5 ms, + all-reduce
             // and overheads -> 14 ms; 141 GFLOP/token at 4 x 495 TFLOP/s -> 71 us; attention
             // (80 layers x 64 heads vs 36 x 32, over 4 GPUs) -> 0.0013 us per pair; KV 320 KiB

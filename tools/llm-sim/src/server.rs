@@ -424,6 +424,9 @@ pub(crate) fn generation_route(path: &str) -> Option<(Api, bool)> {
     }
 }
 
+/// Answers one request: the API-key check on `/v1/` routes, then the generation routes, the
+/// `GET` routes ([`get_route`]) and the other `POST` routes ([`post_route`]); 405 for a known
+/// path with another method, 404 for any other path.
 pub(crate) async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
@@ -442,26 +445,86 @@ pub(crate) async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> R
         };
         return api::generate(state.clone(), api, body, tgi_stream).await;
     }
-    match (method, path.as_str()) {
-        (Method::GET, "/health") if state.is_ready() => {
-            full(StatusCode::OK, "application/json", "")
-        }
-        (Method::GET, "/health") => error_response(
+    let routed = match method {
+        Method::GET => get_route(state, &path),
+        Method::POST => post_route(state, req, &path).await,
+        _ => None,
+    };
+    if let Some(resp) = routed {
+        return resp;
+    }
+    match path.as_str() {
+        "/health"
+        | "/version"
+        | "/v1/models"
+        | "/metrics"
+        | "/admin/faults"
+        | "/tokenize"
+        | "/v1/messages/count_tokens"
+        | "/detokenize"
+        | "/reset_prefix_cache" => method_not_allowed(),
+        _ => not_found(),
+    }
+}
+
+/// The `GET` routes: `/health`, `/version`, `/v1/models`, `/metrics`, `/admin/faults`; `None`
+/// for any other path.
+fn get_route(state: &AppState, path: &str) -> Option<Response<Body>> {
+    let resp = match path {
+        "/health" if state.is_ready() => full(StatusCode::OK, "application/json", ""),
+        "/health" => error_response(
             Api::Completion,
             StatusCode::SERVICE_UNAVAILABLE,
             "The server is still starting (simulated readiness delay).",
         ),
-        (Method::POST, "/v1/messages/count_tokens") => {
+        "/version" => json_response(
+            StatusCode::OK,
+            &json!({"version": format!("llm-sim {}", env!("CARGO_PKG_VERSION"))}),
+        ),
+        "/v1/models" => {
+            let m = &state.cfg.model_name;
+            json_response(
+                StatusCode::OK,
+                &json!({"object": "list", "data": [{
+                    "id": m, "object": "model", "created": state.started, "owned_by": "vllm",
+                    "root": m, "parent": null, "max_model_len": state.cfg.max_model_len,
+                    "permission": []}]}),
+            )
+        }
+        "/metrics" => full(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            state.metrics.render(&state.cfg, 0),
+        ),
+        "/admin/faults" => json_response(
+            StatusCode::OK,
+            &serde_json::to_value(state.faults.get()).unwrap_or_default(),
+        ),
+        _ => return None,
+    };
+    Some(resp)
+}
+
+/// The `POST` routes other than generation: `/v1/messages/count_tokens`, `/tokenize`,
+/// `/detokenize`, `/reset_prefix_cache`, `/admin/faults`; `None` for any other path (the body
+/// is read only on these routes).
+async fn post_route(
+    state: &Arc<AppState>,
+    req: Request<Incoming>,
+    path: &str,
+) -> Option<Response<Body>> {
+    let resp = match path {
+        "/v1/messages/count_tokens" => {
             let body = match read_body(req).await {
                 Ok(b) => b,
-                Err(r) => return r,
+                Err(r) => return Some(r),
             };
             api::count_message_tokens(state, &body)
         }
-        (Method::POST, "/tokenize" | "/detokenize") => {
+        "/tokenize" | "/detokenize" => {
             let body = match read_body(req).await {
                 Ok(b) => b,
-                Err(r) => return r,
+                Err(r) => return Some(r),
             };
             if path == "/tokenize" {
                 api::tokenize(state, &body)
@@ -469,7 +532,7 @@ pub(crate) async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> R
                 api::detokenize(state, &body)
             }
         }
-        (Method::POST, "/reset_prefix_cache") => match state.engine.reset_prefix_cache().await {
+        "/reset_prefix_cache" => match state.engine.reset_prefix_cache().await {
             Some(true) => full(StatusCode::OK, "application/json", ""),
             Some(false) => error_response(
                 Api::Completion,
@@ -482,50 +545,16 @@ pub(crate) async fn dispatch(state: &Arc<AppState>, req: Request<Incoming>) -> R
                 "The engine is shutting down.",
             ),
         },
-        (Method::GET, "/version") => json_response(
-            StatusCode::OK,
-            &json!({"version": format!("llm-sim {}", env!("CARGO_PKG_VERSION"))}),
-        ),
-        (Method::GET, "/v1/models") => {
-            let m = &state.cfg.model_name;
-            json_response(
-                StatusCode::OK,
-                &json!({"object": "list", "data": [{
-                    "id": m, "object": "model", "created": state.started, "owned_by": "vllm",
-                    "root": m, "parent": null, "max_model_len": state.cfg.max_model_len,
-                    "permission": []}]}),
-            )
-        }
-        (Method::GET, "/metrics") => full(
-            StatusCode::OK,
-            "text/plain; version=0.0.4; charset=utf-8",
-            state.metrics.render(&state.cfg, 0),
-        ),
-        (Method::GET, "/admin/faults") => json_response(
-            StatusCode::OK,
-            &serde_json::to_value(state.faults.get()).unwrap_or_default(),
-        ),
-        (Method::POST, "/admin/faults") => {
+        "/admin/faults" => {
             let body = match read_body(req).await {
                 Ok(b) => b,
-                Err(r) => return r,
+                Err(r) => return Some(r),
             };
             admin_faults(state, &body)
         }
-        (
-            _,
-            "/health"
-            | "/version"
-            | "/v1/models"
-            | "/metrics"
-            | "/admin/faults"
-            | "/tokenize"
-            | "/v1/messages/count_tokens"
-            | "/detokenize"
-            | "/reset_prefix_cache",
-        ) => method_not_allowed(),
-        _ => not_found(),
-    }
+        _ => return None,
+    };
+    Some(resp)
 }
 
 /// `POST /admin/faults`: a JSON object with any subset of [`FaultConfig`]'s fields; the rest
