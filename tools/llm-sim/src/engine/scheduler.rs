@@ -1,312 +1,27 @@
-//! The simulated engine: one event-driven scheduler loop (a single tokio task) doing continuous
-//! batching with chunked prefill, a token budget per step, a prefix cache, and preemption by
-//! recomputation when KV blocks run out, in the manner of vLLM's V1 scheduler.
-//!
-//! Requests come in over an unbounded channel. Each step the loop picks the work, sleeps for the
-//! step's simulated duration, then applies it: computed tokens advance, finished prefills and
-//! decodes each produce one output token. Progress is published to the request's
-//! [`ReqShared`] (atomics + a `Notify`), so delivering a token costs an atomic store and a wake-up,
-//! never an allocation or a message.
+//! The engine's state and one step of it, in the manner of vLLM's V1 scheduler: `schedule`
+//! picks the step's work (running sequences first, preempting by recomputation when KV blocks
+//! run out, then waiting ones admitted with their prefix-cache hits) and returns its simulated
+//! cost; `complete` applies it once its time has passed (computed tokens advance, finished
+//! prefills and decodes each produce one output token, full blocks enter the prefix cache).
+//! The server's task (`task.rs`) and the offline run (`offline.rs`) drive it.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::progress::{output_token, NewRequest, ReqShared, ABORTED, FINISHED};
 use crate::cache::{extend_block_hashes, BlockPool};
 use crate::config::SimConfig;
 use crate::kv_events::{self, KvEvent};
 use crate::metrics::{Metrics, RequestTimes};
 use crate::timing::{StepCost, StepWork};
-use crate::util::mix64;
-use crate::vocab::BUILTIN_VOCAB_SIZE;
 
-/// Most wall time by which the engine's step clock may trail the wall clock and catch up.
-const MAX_CATCH_UP: Duration = Duration::from_secs(1);
-
-// State 0 (the default) means queued, not yet scheduled.
-const RUNNING: u8 = 1;
-const FINISHED: u8 = 2;
-const ABORTED: u8 = 3;
-
-/// The id of output token `i` of a request whose output seed is `seed` (an index into the
-/// built-in word list).
-#[inline]
-pub fn output_token(seed: u64, i: u32) -> u32 {
-    (mix64(seed ^ (u64::from(i) << 32 | 0x9E37)) % BUILTIN_VOCAB_SIZE as u64) as u32
-}
-
-/// Progress of one request, written by the engine and read by the HTTP side.
-#[derive(Debug, Default)]
-pub struct ReqShared {
-    generated: AtomicU32,
-    cached: AtomicU32,
-    state: AtomicU8,
-    cancelled: AtomicBool,
-    /// Wake the reader on every token (streaming) or only at the end (non-streaming).
-    per_token: bool,
-    notify: Notify,
-}
-
-/// A snapshot of a request's progress.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Progress {
-    /// Output tokens produced so far.
-    pub generated: u32,
-    /// All tokens produced.
-    pub finished: bool,
-    /// The engine gave up on the request (shutdown).
-    pub aborted: bool,
-}
-
-impl ReqShared {
-    /// Progress of a new request; `per_token` readers are woken for every token.
-    pub fn new(per_token: bool) -> Self {
-        ReqShared {
-            per_token,
-            ..ReqShared::default()
-        }
-    }
-
-    pub fn progress(&self) -> Progress {
-        // State first: a final state implies the final token count was already stored.
-        let st = self.state.load(Ordering::Acquire);
-        Progress {
-            generated: self.generated.load(Ordering::Acquire),
-            finished: st == FINISHED,
-            aborted: st == ABORTED,
-        }
-    }
-
-    /// Prompt tokens served from the prefix cache (known once the request was scheduled).
-    pub fn cached_tokens(&self) -> u32 {
-        self.cached.load(Ordering::Acquire)
-    }
-
-    /// Waits until more than `have` tokens exist or the request ended.
-    pub async fn wait_beyond(&self, have: u32) -> Progress {
-        loop {
-            let p = self.progress();
-            if p.generated > have || p.finished || p.aborted {
-                return p;
-            }
-            self.notify.notified().await;
-        }
-    }
-
-    /// Waits until the engine first scheduled the request (its cached tokens are then known) or
-    /// the request ended. Only per-token readers are woken at admission.
-    pub async fn wait_admitted(&self) {
-        while self.state.load(Ordering::Acquire) == 0 {
-            self.notify.notified().await;
-        }
-    }
-
-    /// Tells the engine the client is gone.
-    pub fn cancel(&self) {
-        self.cancelled.store(true, Ordering::Release);
-    }
-
-    fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Acquire)
-    }
-
-    fn publish(&self, generated: u32, state: Option<u8>) {
-        self.generated.store(generated, Ordering::Release);
-        if let Some(s) = state {
-            self.state.store(s, Ordering::Release);
-            self.notify.notify_one();
-        } else if self.per_token {
-            self.notify.notify_one();
-        }
-    }
-}
-
-/// Cancels the request when dropped unless it already ended (used by response bodies).
-pub struct CancelOnDrop(pub Arc<ReqShared>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        let p = self.0.progress();
-        if !p.finished && !p.aborted {
-            self.0.cancel();
-        }
-    }
-}
-
-/// A request handed to the engine.
-pub struct NewRequest {
-    pub prompt: Vec<u32>,
-    pub max_tokens: u32,
-    pub output_seed: u64,
-    /// The request ends by EOS (`finish_reason` `stop`) after `max_tokens`, not by its limit.
-    pub stops: bool,
-    pub shared: Arc<ReqShared>,
-}
-
-/// What the HTTP side sends the engine.
-enum EngineMsg {
-    Request(NewRequest),
-    /// Drop every cached block (vLLM's `reset_prefix_cache`); answers false, changing nothing,
-    /// while running sequences hold blocks.
-    ResetPrefixCache(oneshot::Sender<bool>),
-    /// The hashes of every cached block, sorted (for tests and KV-event consumers' checks).
-    CachedHashes(oneshot::Sender<Vec<u64>>),
-}
-
-/// The sending side of the engine.
-#[derive(Clone)]
-pub struct EngineHandle {
-    tx: mpsc::UnboundedSender<EngineMsg>,
-}
-
-impl EngineHandle {
-    /// Queues a request; false if the engine has stopped.
-    pub fn submit(&self, req: NewRequest) -> bool {
-        self.tx.send(EngineMsg::Request(req)).is_ok()
-    }
-
-    /// Empties the prefix cache between steps; `None` if the engine has stopped, `Some(false)`
-    /// if blocks were in use (as vLLM, nothing is reset then).
-    pub async fn reset_prefix_cache(&self) -> Option<bool> {
-        let (tx, rx) = oneshot::channel();
-        self.tx.send(EngineMsg::ResetPrefixCache(tx)).ok()?;
-        rx.await.ok()
-    }
-
-    /// The hashes of every block in the prefix cache, sorted (between steps); `None` if the
-    /// engine has stopped.
-    pub async fn cached_hashes(&self) -> Option<Vec<u64>> {
-        let (tx, rx) = oneshot::channel();
-        self.tx.send(EngineMsg::CachedHashes(tx)).ok()?;
-        rx.await.ok()
-    }
-}
-
-/// A request of an offline run ([`simulate`]).
-#[derive(Clone, Debug)]
-pub struct OfflineRequest {
-    /// When it reaches the engine, simulated microseconds from the start.
-    pub arrival_us: f64,
-    pub prompt: Vec<u32>,
-    pub max_tokens: u32,
-}
-
-/// What an offline run saw of one request, in simulated microseconds from its arrival.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct OfflineResult {
-    pub ttft_us: f64,
-    pub e2e_us: f64,
-    /// Output tokens produced.
-    pub tokens: u32,
-    pub cached_tokens: u32,
-    /// The engine could not run it (it needs more KV blocks than the cache has).
-    pub dropped: bool,
-}
-
-impl OfflineResult {
-    /// Mean time per output token after the first (0 for one-token requests).
-    pub fn tpot_us(&self) -> f64 {
-        if self.tokens > 1 {
-            (self.e2e_us - self.ttft_us) / f64::from(self.tokens - 1)
-        } else {
-            0.0
-        }
-    }
-}
-
-/// Runs the engine of `cfg` on `reqs` (sorted by arrival) in virtual time: the same scheduler,
-/// prefix cache and step-cost model as the server, with no sleeping, no HTTP and no wall
-/// clock, so a what-if of hours of traffic takes milliseconds. Arrivals are taken between
-/// steps, as the server's engine takes them. One result per request, in order.
-pub fn simulate(cfg: &SimConfig, reqs: &[OfflineRequest]) -> Vec<OfflineResult> {
-    let metrics = Arc::new(Metrics::default());
-    let mut e = Engine::new(cfg, metrics.clone());
-    let mut out = vec![OfflineResult::default(); reqs.len()];
-    let mut first = vec![false; reqs.len()];
-    let mut live: Vec<(usize, Arc<ReqShared>)> = Vec::new();
-    let (mut t, mut next, mut stuck) = (0.0f64, 0usize, 0u32);
-    loop {
-        while next < reqs.len() && reqs[next].arrival_us <= t {
-            let r = &reqs[next];
-            let shared = Arc::new(ReqShared::new(false));
-            metrics.unscheduled.fetch_add(1, Ordering::Relaxed);
-            e.add(NewRequest {
-                prompt: r.prompt.clone(),
-                max_tokens: r.max_tokens,
-                output_seed: next as u64,
-                stops: false,
-                shared: shared.clone(),
-            });
-            live.push((next, shared));
-            next += 1;
-        }
-        if e.running.is_empty() && e.waiting.is_empty() {
-            match reqs.get(next) {
-                Some(r) => t = t.max(r.arrival_us),
-                None => break,
-            }
-            continue;
-        }
-        let cost = e.schedule();
-        if e.step.is_empty() {
-            // A step that only preempted is retried; twice in a row means the head of the
-            // queue can never fit: give it up, as the server refuses such a request.
-            stuck += 1;
-            if stuck >= 2 {
-                if let Some(s) = e.waiting.pop_front() {
-                    e.end_seq(s, ABORTED, Instant::now());
-                }
-            }
-        } else {
-            stuck = 0;
-            t += cost;
-            e.complete(Instant::now());
-        }
-        live.retain(|(i, shared)| {
-            let p = shared.progress();
-            let arrival = reqs[*i].arrival_us;
-            if p.generated > 0 && !first[*i] {
-                first[*i] = true;
-                out[*i].ttft_us = t - arrival;
-            }
-            if p.finished || p.aborted {
-                out[*i] = OfflineResult {
-                    e2e_us: t - arrival,
-                    tokens: p.generated,
-                    cached_tokens: shared.cached_tokens(),
-                    dropped: p.aborted,
-                    ..out[*i]
-                };
-                return false;
-            }
-            true
-        });
-    }
-    out
-}
-
-/// Starts the scheduler loop on the current tokio runtime.
-pub fn spawn_engine(
-    cfg: &SimConfig,
-    metrics: Arc<Metrics>,
-    shutdown: watch::Receiver<bool>,
-    kv_events: Option<mpsc::UnboundedSender<kv_events::Batch>>,
-) -> (EngineHandle, tokio::task::JoinHandle<()>) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let mut engine = Engine::new(cfg, metrics);
-    if kv_events.is_some() {
-        engine.pool.record_events();
-    }
-    engine.kv_events = kv_events;
-    let task = tokio::spawn(engine.run(rx, shutdown));
-    (EngineHandle { tx }, task)
-}
-
-struct Seq {
+/// A request inside the engine: its tokens (the prompt, then the output so far), its prompt's
+/// block hashes, its KV blocks and how far it got.
+pub(super) struct Seq {
     shared: Arc<ReqShared>,
     tokens: Vec<u32>,
     prompt_len: u32,
@@ -337,31 +52,32 @@ fn stored_event(s: &Seq, a: usize, b: usize, bs: usize) -> KvEvent {
     }
 }
 
-struct Scheduled {
+/// One sequence's share of the current step.
+pub(super) struct Scheduled {
     /// Index into `running`.
     idx: usize,
     tokens: u32,
 }
 
 /// Engine state: owned by the scheduler task only.
-struct Engine {
+pub(super) struct Engine {
     max_num_seqs: usize,
     max_num_batched_tokens: u32,
     block_size: u32,
     cost: StepCost,
     /// Simulated time per wall-clock time (`SimConfig::speedup`).
-    speedup: f64,
-    pool: BlockPool,
-    running: Vec<Seq>,
-    waiting: VecDeque<Seq>,
-    step: Vec<Scheduled>,
-    metrics: Arc<Metrics>,
+    pub(super) speedup: f64,
+    pub(super) pool: BlockPool,
+    pub(super) running: Vec<Seq>,
+    pub(super) waiting: VecDeque<Seq>,
+    pub(super) step: Vec<Scheduled>,
+    pub(super) metrics: Arc<Metrics>,
     /// Where KV event batches go (`None`: not published).
-    kv_events: Option<mpsc::UnboundedSender<kv_events::Batch>>,
+    pub(super) kv_events: Option<mpsc::UnboundedSender<kv_events::Batch>>,
 }
 
 impl Engine {
-    fn new(cfg: &SimConfig, metrics: Arc<Metrics>) -> Self {
+    pub(super) fn new(cfg: &SimConfig, metrics: Arc<Metrics>) -> Self {
         Engine {
             max_num_seqs: cfg.max_num_seqs.max(1),
             max_num_batched_tokens: cfg.max_num_batched_tokens.max(1),
@@ -377,92 +93,8 @@ impl Engine {
         }
     }
 
-    async fn run(
-        mut self,
-        mut rx: mpsc::UnboundedReceiver<EngineMsg>,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
-        // When the next step starts on the simulated GPU: the previous step's deadline while
-        // the engine stays busy, so the timer's late wake-ups (tokio rounds up to 1 ms) do not
-        // add up; now, after an idle wait.
-        let mut next_start = Instant::now();
-        loop {
-            if *shutdown.borrow() {
-                break;
-            }
-            if self.running.is_empty() && self.waiting.is_empty() {
-                tokio::select! {
-                    msg = rx.recv() => match msg {
-                        Some(m) => self.handle(m),
-                        None => break,
-                    },
-                    _ = shutdown.changed() => break,
-                }
-                next_start = Instant::now();
-            }
-            while let Ok(m) = rx.try_recv() {
-                self.handle(m);
-            }
-            let cost_us = self.schedule();
-            self.publish_gauges();
-            if self.step.is_empty() {
-                // Nothing could run (e.g. everything was cancelled); wait for news.
-                tokio::select! {
-                    msg = rx.recv() => match msg {
-                        Some(m) => self.handle(m),
-                        None => break,
-                    },
-                    _ = tokio::time::sleep(Duration::from_millis(5)) => {}
-                    _ = shutdown.changed() => break,
-                }
-                next_start = Instant::now();
-                continue;
-            }
-            // A backlog longer than MAX_CATCH_UP (the process was starved of CPU) is dropped
-            // rather than replayed as a burst of instant steps.
-            let now = Instant::now();
-            let start = next_start.max(now.checked_sub(MAX_CATCH_UP).unwrap_or(now));
-            // Wall time of the step: its simulated cost divided by the speedup, capped at an
-            // hour so absurd settings cannot overflow the clock.
-            let wall_us = cost_us / self.speedup;
-            let cost = Duration::from_nanos((wall_us.min(3.6e9) * 1000.0) as u64);
-            let end = start.checked_add(cost).unwrap_or(start);
-            tokio::select! {
-                _ = tokio::time::sleep_until(end) => {}
-                _ = shutdown.changed() => break,
-            }
-            next_start = end;
-            let woke = Instant::now();
-            self.metrics
-                .engine_sim_us
-                .fetch_add((cost_us as u64).max(1), Ordering::Relaxed);
-            self.metrics.engine_lag_us.fetch_add(
-                woke.saturating_duration_since(end).as_micros() as u64,
-                Ordering::Relaxed,
-            );
-            // Token times are the step's deadline (the simulated GPU's clock), not the wake-up,
-            // so timer lag never shows in the server's histograms.
-            self.complete(end);
-            self.publish_gauges();
-        }
-        self.abort_all(&mut rx);
-    }
-
-    fn handle(&mut self, m: EngineMsg) {
-        match m {
-            EngineMsg::Request(r) => self.add(r),
-            EngineMsg::ResetPrefixCache(tx) => {
-                let _ = tx.send(self.pool.reset());
-                self.flush_events();
-            }
-            EngineMsg::CachedHashes(tx) => {
-                let _ = tx.send(self.pool.cached_hashes());
-            }
-        }
-    }
-
     /// Publishes the KV events of the last step (or reset) as one batch.
-    fn flush_events(&mut self) {
+    pub(super) fn flush_events(&mut self) {
         let Some(tx) = &self.kv_events else {
             return;
         };
@@ -477,7 +109,7 @@ impl Engine {
         let _ = tx.send(kv_events::Batch { ts, events });
     }
 
-    fn add(&mut self, r: NewRequest) {
+    pub(super) fn add(&mut self, r: NewRequest) {
         let bs = self.block_size as usize;
         let mut hashes = Vec::with_capacity(r.prompt.len() / bs + 1);
         extend_block_hashes(&mut hashes, &r.prompt, bs);
@@ -504,7 +136,7 @@ impl Engine {
         });
     }
 
-    fn publish_gauges(&self) {
+    pub(super) fn publish_gauges(&self) {
         self.metrics
             .running
             .store(self.running.len() as u64, Ordering::Relaxed);
@@ -521,7 +153,7 @@ impl Engine {
     }
 
     /// Ends a sequence at `now` (the deadline of the step that finished it).
-    fn end_seq(&mut self, mut s: Seq, state: u8, now: Instant) {
+    pub(super) fn end_seq(&mut self, mut s: Seq, state: u8, now: Instant) {
         self.pool.release(&s.blocks);
         s.blocks.clear();
         if !s.admitted_once {
@@ -568,7 +200,7 @@ impl Engine {
 
     /// Picks this step's work; returns its simulated cost in microseconds (0 when nothing can
     /// run).
-    fn schedule(&mut self) -> f64 {
+    pub(super) fn schedule(&mut self) -> f64 {
         self.step.clear();
         self.drop_cancelled();
         let mut budget = self.max_num_batched_tokens;
@@ -706,12 +338,7 @@ impl Engine {
         s.admitted_once = true;
         self.metrics.unscheduled.fetch_sub(1, Ordering::Relaxed);
         s.scheduled_at = Some(Instant::now());
-        s.shared.cached.store(cached, Ordering::Release);
-        s.shared.state.store(RUNNING, Ordering::Release);
-        if s.shared.per_token {
-            // A stream may be waiting to announce the request (Anthropic's `message_start`).
-            s.shared.notify.notify_one();
-        }
+        s.shared.admit(cached);
         self.metrics
             .prefix_queries
             .fetch_add(u64::from(total), Ordering::Relaxed);
@@ -755,7 +382,7 @@ impl Engine {
 
     /// Applies the step picked by `schedule` once its time has passed; `now` is the step's end
     /// on the simulated GPU (its deadline).
-    fn complete(&mut self, now: Instant) {
+    pub(super) fn complete(&mut self, now: Instant) {
         self.metrics.engine_steps.fetch_add(1, Ordering::Relaxed);
         let bs = self.block_size as usize;
         let mut any_done = false;
@@ -819,22 +446,6 @@ impl Engine {
                 }
             }
         }
-    }
-
-    fn abort_all(&mut self, rx: &mut mpsc::UnboundedReceiver<EngineMsg>) {
-        rx.close();
-        while let Ok(m) = rx.try_recv() {
-            self.handle(m);
-        }
-        let running: Vec<Seq> = self.running.drain(..).collect();
-        let now = Instant::now();
-        for s in running {
-            self.end_seq(s, ABORTED, now);
-        }
-        while let Some(s) = self.waiting.pop_front() {
-            self.end_seq(s, ABORTED, now);
-        }
-        self.publish_gauges();
     }
 }
 
