@@ -5,16 +5,18 @@
 //! `response.output_item.added`, `response.content_part.added`, `response.output_text.delta`
 //! per token, `response.output_text.done`, `response.content_part.done`,
 //! `response.output_item.done`, `response.completed`), each event with an `event:` line and a
-//! `sequence_number`.
+//! `sequence_number`. Its error object is in `error.rs` with the other APIs'.
 
 use std::fmt::Write as _;
 
 use bytes::{BufMut, BytesMut};
-use hyper::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::{bad, chat_like_job, parse, Api, ApiError, ChatLike, Job, Meta};
+use super::error::{bad, ApiError};
+use super::http::Api;
+use super::job::{chat_like_job, parse, ChatLike, Job};
+use super::meta::Meta;
 use crate::state::AppState;
 use crate::tokenize::ChatMessage;
 
@@ -48,7 +50,7 @@ enum Input {
 }
 
 /// Parses and validates a Responses request into a job.
-pub(crate) fn job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
+pub(super) fn job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     let api = Api::Responses;
     let req: ResponsesRequest = parse(api, body)?;
     let mut messages = Vec::new();
@@ -174,19 +176,6 @@ fn item_text(content: Option<&Value>) -> Result<String, String> {
     }
 }
 
-/// The Responses error object: `{"error": {"message", "type", "param", "code"}}`.
-pub(crate) fn error_body(status: StatusCode, message: &str) -> Value {
-    let (kind, code) = match status.as_u16() {
-        400 | 413 | 422 => ("invalid_request_error", Value::Null),
-        401 => ("invalid_request_error", json!("invalid_api_key")),
-        404 => ("invalid_request_error", json!("model_not_found")),
-        429 => ("rate_limit_error", json!("rate_limit_exceeded")),
-        503 => ("server_error", json!("service_unavailable")),
-        _ => ("server_error", json!("server_error")),
-    };
-    json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
-}
-
 /// The output message item's id (from the response's id).
 fn item_id(meta: &Meta) -> String {
     let hex = meta.id.strip_prefix("resp_").unwrap_or(&meta.id);
@@ -236,7 +225,7 @@ fn response_json(meta: &Meta, model: &str, done: Option<(&str, u32, u32)>) -> Va
 }
 
 /// The non-streaming answer: the finished `response` object.
-pub(crate) fn response_object(meta: &Meta, model: &str, text: &str, n: u32, cached: u32) -> Value {
+pub(super) fn response_object(meta: &Meta, model: &str, text: &str, n: u32, cached: u32) -> Value {
     response_json(meta, model, Some((text, n, cached)))
 }
 
@@ -257,14 +246,14 @@ fn write_event(buf: &mut BytesMut, name: &str, seq: u32, mut data: Value) {
 const FIRST_DELTA_SEQ: u32 = 4;
 
 /// `response.created` and `response.in_progress`, sent when the request is accepted.
-pub(crate) fn write_head(meta: &Meta, model: &str, buf: &mut BytesMut) {
+pub(super) fn write_head(meta: &Meta, model: &str, buf: &mut BytesMut) {
     let r = response_json(meta, model, None);
     write_event(buf, "response.created", 0, json!({"response": r}));
     write_event(buf, "response.in_progress", 1, json!({"response": r}));
 }
 
 /// `response.output_item.added` and `response.content_part.added`, with the first token.
-pub(crate) fn write_first(meta: &Meta, buf: &mut BytesMut) {
+pub(super) fn write_first(meta: &Meta, buf: &mut BytesMut) {
     let id = item_id(meta);
     write_event(
         buf,
@@ -281,7 +270,7 @@ pub(crate) fn write_first(meta: &Meta, buf: &mut BytesMut) {
 }
 
 /// Everything of a `response.output_text.delta` event before the token's text.
-pub(crate) fn delta_prefix(meta: &Meta) -> String {
+pub(super) fn delta_prefix(meta: &Meta) -> String {
     format!(
         "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"item_id\":\"{}\",\"output_index\":0,\"content_index\":0,\"delta\":\"",
         item_id(meta)
@@ -289,7 +278,7 @@ pub(crate) fn delta_prefix(meta: &Meta) -> String {
 }
 
 /// Everything of token `i`'s delta event after its text.
-pub(crate) fn end_delta(i: u32, buf: &mut BytesMut) {
+pub(super) fn end_delta(i: u32, buf: &mut BytesMut) {
     buf.extend_from_slice(b"\",\"logprobs\":[],\"sequence_number\":");
     // Written in place: this runs once per token of every Responses stream.
     let _ = write!(buf, "{}", FIRST_DELTA_SEQ + i);
@@ -299,7 +288,7 @@ pub(crate) fn end_delta(i: u32, buf: &mut BytesMut) {
 /// The closing events after `n` tokens of `text`, ending with `response.completed` (status
 /// `incomplete` with `incomplete_details.reason` `max_output_tokens` when the length limit
 /// ended it) carrying the usage.
-pub(crate) fn write_tail(
+pub(super) fn write_tail(
     meta: &Meta,
     model: &str,
     text: &str,

@@ -6,14 +6,17 @@
 //! `content_block_delta` (`text_delta`) per token, `content_block_stop`, `message_delta`,
 //! `message_stop`, each with its `event:` line. Usage splits the prompt as a server with
 //! automatic prefix caching reports it: `cache_read_input_tokens` the prefix-cache hit,
-//! `input_tokens` the rest, `cache_creation_input_tokens` 0.
+//! `input_tokens` the rest, `cache_creation_input_tokens` 0. Its error object is in `error.rs`
+//! with the other APIs'.
 
 use bytes::{BufMut, BytesMut};
-use hyper::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::{bad, chat_like_job, check_model, parse, Api, ApiError, ChatLike, Job, Meta};
+use super::error::{bad, ApiError};
+use super::http::Api;
+use super::job::{chat_like_job, check_model, parse, ChatLike, Job};
+use super::meta::Meta;
 use crate::state::AppState;
 use crate::tokenize::ChatMessage;
 
@@ -54,7 +57,7 @@ enum Content {
 
 /// Parses and validates a Messages request into a job (`max_tokens` is required, as
 /// Anthropic's API has it).
-pub(crate) fn job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
+pub(super) fn job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     let req: MessagesRequest = parse(Api::Messages, body)?;
     if req.max_tokens.is_none() {
         return Err(bad(Api::Messages, "max_tokens: Field required"));
@@ -64,7 +67,7 @@ pub(crate) fn job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
 
 /// `POST /v1/messages/count_tokens` (Anthropic's, as vLLM and SGLang serve it): the prompt
 /// tokens the same request would have, `{"input_tokens": N}`.
-pub(crate) fn count_tokens(state: &AppState, body: &[u8]) -> Result<Value, ApiError> {
+pub(super) fn count_tokens(state: &AppState, body: &[u8]) -> Result<Value, ApiError> {
     let req: MessagesRequest = parse(Api::Messages, body)?;
     let c = chat_like(req)?;
     check_model(state, &c.model)?;
@@ -203,21 +206,6 @@ fn add_message(messages: &mut Vec<ChatMessage>, m: InMessage) -> Result<(), Stri
     Ok(())
 }
 
-/// Anthropic's error object: `{"type":"error","error":{"type","message"}}`.
-pub(crate) fn error_body(status: StatusCode, message: &str) -> Value {
-    let kind = match status.as_u16() {
-        400 | 422 => "invalid_request_error",
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        413 => "request_too_large",
-        429 => "rate_limit_error",
-        503 | 529 => "overloaded_error",
-        _ => "api_error",
-    };
-    json!({"type": "error", "error": {"type": kind, "message": message}})
-}
-
 fn stop_reason(meta: &Meta) -> &'static str {
     if meta.finish == "length" {
         "max_tokens"
@@ -234,7 +222,7 @@ fn usage(meta: &Meta, n: u32, cached: u32) -> Value {
 }
 
 /// The non-streaming answer: the `message` object.
-pub(crate) fn message_object(meta: &Meta, model: &str, text: &str, n: u32, cached: u32) -> Value {
+pub(super) fn message_object(meta: &Meta, model: &str, text: &str, n: u32, cached: u32) -> Value {
     json!({"id": meta.id, "type": "message", "role": "assistant", "model": model,
            "content": [{"type": "text", "text": text}], "stop_reason": stop_reason(meta),
            "stop_sequence": null, "usage": usage(meta, n, cached)})
@@ -250,7 +238,7 @@ fn write_event(buf: &mut BytesMut, name: &str, data: &Value) {
 }
 
 /// `message_start`, once the request is scheduled (its usage tells the cache hit).
-pub(crate) fn write_start(meta: &Meta, model: &str, cached: u32, buf: &mut BytesMut) {
+pub(super) fn write_start(meta: &Meta, model: &str, cached: u32, buf: &mut BytesMut) {
     let mut message = json!({"id": meta.id, "type": "message", "role": "assistant",
         "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
         "usage": usage(meta, 0, cached)});
@@ -267,7 +255,7 @@ pub(crate) fn write_start(meta: &Meta, model: &str, cached: u32, buf: &mut Bytes
 }
 
 /// `content_block_start` and a `ping`, with the first token.
-pub(crate) fn write_first(buf: &mut BytesMut) {
+pub(super) fn write_first(buf: &mut BytesMut) {
     write_event(
         buf,
         "content_block_start",
@@ -278,13 +266,13 @@ pub(crate) fn write_first(buf: &mut BytesMut) {
 }
 
 /// Everything of a `content_block_delta` event before the token's text.
-pub(crate) const DELTA_PREFIX: &str = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"";
+pub(super) const DELTA_PREFIX: &str = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"";
 /// Everything of a `content_block_delta` event after the token's text.
-pub(crate) const DELTA_SUFFIX: &[u8] = b"\"}}\n\n";
+pub(super) const DELTA_SUFFIX: &[u8] = b"\"}}\n\n";
 
 /// `content_block_stop`, `message_delta` (stop reason, usage with the output tokens) and
 /// `message_stop` after `n` tokens.
-pub(crate) fn write_tail(meta: &Meta, n: u32, cached: u32, buf: &mut BytesMut) {
+pub(super) fn write_tail(meta: &Meta, n: u32, cached: u32, buf: &mut BytesMut) {
     write_event(
         buf,
         "content_block_stop",

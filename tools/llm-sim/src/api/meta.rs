@@ -1,0 +1,45 @@
+//! What the response of one served request is made of ([`Meta`]), whatever its API and whether
+//! it streams: its id, lengths, finish reason, output seed and fault plan; the output words;
+//! the simulated connection reset.
+
+use std::io;
+use std::time::Duration;
+
+use super::http::Api;
+use crate::engine::output_token;
+use crate::faults::FaultPlan;
+use crate::vocab::builtin_words;
+
+/// What the response of one request is made of.
+pub(super) struct Meta {
+    pub(super) api: Api,
+    pub(super) id: String,
+    pub(super) created: u64,
+    pub(super) prompt_tokens: u32,
+    /// Tokens this request produces (its limit, or the EOS length when it stops earlier).
+    pub(super) max_tokens: u32,
+    /// `finish_reason` of its last token: `length`, `stop` (TGI: `eos_token`).
+    pub(super) finish: &'static str,
+    pub(super) output_seed: u64,
+    pub(super) include_usage: bool,
+    pub(super) continuous_usage: bool,
+    pub(super) tgi_details: bool,
+    pub(super) plan: FaultPlan,
+    pub(super) fault_at: u32,
+}
+
+/// Output token `i` of the request whose output seed is `seed`: its id and its word.
+pub(super) fn word(seed: u64, i: u32) -> (u32, &'static str) {
+    let id = output_token(seed, i);
+    let words = builtin_words();
+    (id, words[id as usize % words.len()].as_str())
+}
+
+/// Pause before a simulated reset, so the bytes already sent reach the client before the RST
+/// (a RST makes the peer's kernel drop data the application has not read yet).
+pub(super) const RESET_PAUSE: Duration = Duration::from_millis(100);
+
+/// The error a simulated reset fails the response body with.
+pub(super) fn reset_error() -> io::Error {
+    io::Error::new(io::ErrorKind::ConnectionReset, "simulated connection reset")
+}
