@@ -1,6 +1,6 @@
 //! The state one simulated server shares between its connections (configuration, tokenizer,
 //! engine handle, metrics, fault switches): what the HTTP layer (`server.rs`), the request
-//! handlers (`api.rs`) and the built-in router (`router.rs`) all read. Its own module so that
+//! handlers (`api/`) and the built-in router (`router.rs`) all read. Its own module so that
 //! the handlers need not import the server that calls them.
 
 use std::sync::atomic::AtomicU64;
