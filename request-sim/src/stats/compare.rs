@@ -12,7 +12,7 @@ use super::headline::{clusters, headlines, hit_pairs, Better, Source};
 use super::inference::{bootstrap, bootstrap_ratio, welch, Diff, Statistic, BOOTSTRAP_RESAMPLES};
 use super::latency::Metric;
 use super::repeats::RepeatSet;
-use super::Summary;
+use super::summary::Summary;
 use crate::record::Record;
 
 /// The bootstrap's seed (fixed, so a comparison prints the same verdicts every time).
