@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::collect::{InstanceResult, ScrapeResult};
 use super::names::{Engine, HistTotals, ServerView};
-use super::scrape::{Point, ScrapeResult};
+use super::series::Point;
 
 /// A bucket narrower than this share of its upper bound supports an interpolated value; a
 /// wider one only its bounds.
@@ -246,7 +247,7 @@ struct Deltas {
 }
 
 fn instance(
-    r: &super::scrape::InstanceResult,
+    r: &InstanceResult,
     points: &[Point],
     start: Option<std::time::Instant>,
 ) -> (InstanceSummary, Deltas) {
