@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::collect::{InstanceResult, ScrapeResult};
-use super::names::{Engine, HistTotals, ServerView};
+use super::names::{counter_delta, Engine, HistTotals, ServerView};
 use super::series::Point;
 
 /// A bucket narrower than this share of its upper bound supports an interpolated value; a
@@ -166,11 +166,6 @@ pub struct ServerSummary {
     pub client: ClientSide,
 }
 
-fn delta(first: Option<f64>, last: Option<f64>) -> Option<f64> {
-    let (a, b) = (first?, last?);
-    Some(if b >= a { b - a } else { b })
-}
-
 fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {
     let (n, d) = (num?, den?);
     (d > 0.0).then(|| n / d)
@@ -214,7 +209,7 @@ fn instance(
     start: Option<std::time::Instant>,
 ) -> (InstanceSummary, Deltas) {
     let (first, last) = (r.first.as_ref(), r.last.as_ref());
-    let d = |f: fn(&ServerView) -> Option<f64>| delta(first.and_then(f), last.and_then(f));
+    let d = |f: fn(&ServerView) -> Option<f64>| counter_delta(first.and_then(f), last.and_then(f));
     let during: Vec<&Point> = points
         .iter()
         .filter(|p| start.is_none_or(|s| p.at >= s))
