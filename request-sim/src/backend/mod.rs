@@ -9,7 +9,8 @@
 //! - [`tokenize`]: the server's `/tokenize` as a prompt encoder;
 //! - [`convert`]: a `messages` row in the shapes of the Responses and Messages APIs;
 //! - [`body`]: typed request bodies per API;
-//! - [`send`]: [`execute`], which sends one request and classifies how it ended;
+//! - [`send`]: [`execute`], which sends one request and classifies how it ended ([`status`]:
+//!   the [`Status`] it ended with, the instance that served it);
 //! - [`sse`]: the incremental SSE parser shared by all streaming APIs;
 //! - [`stream`]: a streamed answer read as its bytes arrive, with the end-of-stream checks;
 //! - [`state`]: what is observed while reading one response ([`ResponseState`]);
@@ -29,6 +30,7 @@ pub mod response;
 pub mod send;
 pub mod sse;
 pub mod state;
+pub mod status;
 pub mod stream;
 pub mod tokenize;
 pub mod warm;
@@ -45,4 +47,5 @@ pub use client::{
 pub use endpoint::{sanitize_url, Endpoint, ANTHROPIC_VERSION};
 pub use send::{execute, served_by, Outcome, RequestOpts};
 pub use state::{ProtocolError, ResponseState, Usage};
+pub use status::{ServedBy, Status};
 pub use stream::{read_stream, StreamReader};

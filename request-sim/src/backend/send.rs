@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 use super::client::HttpClient;
 use super::endpoint::Endpoint;
 use super::state::ResponseState;
+use super::status::{ServedBy, Status};
 use super::stream::{StreamReader, MAX_EVENT_BYTES};
-use crate::record::Status;
 
 /// How one request ended, with everything measured relative to its send time.
 #[derive(Debug, Clone)]
@@ -327,14 +327,14 @@ const MAX_POD_LEN: usize = 253;
 
 /// The instance named by the response headers `x-inference-pod` and `x-inference-port` (sent
 /// by routers and by llm-sim clusters), if either is there and readable.
-pub fn served_by(headers: &reqwest::header::HeaderMap) -> Option<crate::record::ServedBy> {
+pub fn served_by(headers: &reqwest::header::HeaderMap) -> Option<ServedBy> {
     let text = |name: &str| {
         let v = headers.get(name)?.to_str().ok()?.trim();
         (!v.is_empty() && v.len() <= MAX_POD_LEN).then(|| v.to_string())
     };
     let pod = text("x-inference-pod");
     let port = text("x-inference-port").and_then(|p| p.parse::<u16>().ok());
-    (pod.is_some() || port.is_some()).then_some(crate::record::ServedBy { pod, port })
+    (pod.is_some() || port.is_some()).then_some(ServedBy { pod, port })
 }
 
 /// The server's error message: `message` / `error.message` / `error` of a JSON body (an

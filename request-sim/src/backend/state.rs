@@ -8,6 +8,8 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::status::ServedBy;
+
 /// Server-reported token counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
@@ -37,7 +39,7 @@ pub struct ResponseState {
     /// `data: [DONE]` seen (OpenAI) / final event with details seen (TGI).
     pub finished: bool,
     /// The instance that answered, when the response headers say.
-    pub served_by: Option<crate::record::ServedBy>,
+    pub served_by: Option<ServedBy>,
     /// The answer's text (`content` of chat messages, `text` of completions, TGI's
     /// `generated_text`), kept only when the state was made with [`ResponseState::collecting`]
     /// (`--live-history`); `None` otherwise, so reading a response costs nothing extra.

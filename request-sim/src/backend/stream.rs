@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::api::ApiKind;
 use super::sse;
 use super::state::{ProtocolError, ResponseState};
-use crate::record::Status;
+use super::status::Status;
 
 /// Largest SSE event / error body we keep.
 pub(super) const MAX_EVENT_BYTES: usize = 8 << 20;
