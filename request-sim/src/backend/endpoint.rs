@@ -92,65 +92,7 @@ impl Endpoint {
                 url.scheme()
             ));
         }
-        let path = url.path().trim_end_matches('/').to_string();
-        let kind = match flavor {
-            ApiFlavor::Openai | ApiFlavor::Aibrix => {
-                if path.is_empty() || path == "/v1" {
-                    url.set_path("/v1/chat/completions");
-                    ApiKind::Chat
-                } else if path.ends_with("/chat/completions") {
-                    ApiKind::Chat
-                } else if path.ends_with("/completions") {
-                    ApiKind::Completions
-                } else if path.ends_with("/responses") {
-                    ApiKind::Responses
-                } else if path.ends_with("/messages") {
-                    ApiKind::Messages
-                } else {
-                    return Err(format!(
-                        "--endpoint path {path:?} is not an OpenAI path: use .../v1/chat/completions, \
-                         .../v1/completions, .../v1/responses, .../v1/messages or a base URL like http://host:port"
-                    ));
-                }
-            }
-            ApiFlavor::Responses | ApiFlavor::Messages => {
-                let (kind, name, title) = match flavor {
-                    ApiFlavor::Responses => (ApiKind::Responses, "responses", "Responses"),
-                    _ => (ApiKind::Messages, "messages", "Messages"),
-                };
-                if path.is_empty() || path == "/v1" {
-                    url.set_path(kind.path());
-                } else if !path.ends_with(&format!("/{name}")) {
-                    return Err(format!(
-                        "--endpoint path {path:?} is not a {title} path with --api {name}: use .../v1/{name} or a base URL like http://host:port"
-                    ));
-                }
-                kind
-            }
-            ApiFlavor::Tgi => {
-                if path.is_empty() {
-                    url.set_path(if stream {
-                        "/generate_stream"
-                    } else {
-                        "/generate"
-                    });
-                    if stream {
-                        ApiKind::TgiGenerateStream
-                    } else {
-                        ApiKind::TgiGenerate
-                    }
-                } else if path.ends_with("/generate_stream") {
-                    ApiKind::TgiGenerateStream
-                } else if path.ends_with("/generate") {
-                    ApiKind::TgiGenerate
-                } else {
-                    return Err(format!(
-                        "--endpoint path {path:?} is not a TGI path: use .../generate, .../generate_stream \
-                         or a base URL"
-                    ));
-                }
-            }
-        };
+        let kind = kind_of_path(&mut url, flavor, stream)?;
         if flavor == ApiFlavor::Aibrix && route.is_none() {
             return Err("--api aibrix needs --aibrix-route (e.g. prefix-cache, throughput)".into());
         }
@@ -222,8 +164,78 @@ impl Endpoint {
     }
 }
 
+/// The API kind of `--endpoint`'s path for `--api` (see [`Endpoint::resolve`]); a base URL gets
+/// the API's path set in `url`.
+fn kind_of_path(
+    url: &mut reqwest::Url,
+    flavor: ApiFlavor,
+    stream: bool,
+) -> Result<ApiKind, String> {
+    let path = url.path().trim_end_matches('/').to_string();
+    let kind = match flavor {
+        ApiFlavor::Openai | ApiFlavor::Aibrix => {
+            if path.is_empty() || path == "/v1" {
+                url.set_path("/v1/chat/completions");
+                ApiKind::Chat
+            } else if path.ends_with("/chat/completions") {
+                ApiKind::Chat
+            } else if path.ends_with("/completions") {
+                ApiKind::Completions
+            } else if path.ends_with("/responses") {
+                ApiKind::Responses
+            } else if path.ends_with("/messages") {
+                ApiKind::Messages
+            } else {
+                return Err(format!(
+                    "--endpoint path {path:?} is not an OpenAI path: use .../v1/chat/completions, \
+                     .../v1/completions, .../v1/responses, .../v1/messages or a base URL like http://host:port"
+                ));
+            }
+        }
+        ApiFlavor::Responses | ApiFlavor::Messages => {
+            let (kind, name, title) = match flavor {
+                ApiFlavor::Responses => (ApiKind::Responses, "responses", "Responses"),
+                _ => (ApiKind::Messages, "messages", "Messages"),
+            };
+            if path.is_empty() || path == "/v1" {
+                url.set_path(kind.path());
+            } else if !path.ends_with(&format!("/{name}")) {
+                return Err(format!(
+                    "--endpoint path {path:?} is not a {title} path with --api {name}: use .../v1/{name} or a base URL like http://host:port"
+                ));
+            }
+            kind
+        }
+        ApiFlavor::Tgi => {
+            if path.is_empty() {
+                url.set_path(if stream {
+                    "/generate_stream"
+                } else {
+                    "/generate"
+                });
+                if stream {
+                    ApiKind::TgiGenerateStream
+                } else {
+                    ApiKind::TgiGenerate
+                }
+            } else if path.ends_with("/generate_stream") {
+                ApiKind::TgiGenerateStream
+            } else if path.ends_with("/generate") {
+                ApiKind::TgiGenerate
+            } else {
+                return Err(format!(
+                    "--endpoint path {path:?} is not a TGI path: use .../generate, .../generate_stream \
+                     or a base URL"
+                ));
+            }
+        }
+    };
+    Ok(kind)
+}
+
 /// The `anthropic-version` header sent to the Messages API.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
 #[cfg(test)]
 mod tests {
     use super::*;
