@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::ApiKind;
+use super::api::ApiKind;
 
 /// The prompt of one request.
 #[derive(Debug, Clone, Copy)]

@@ -25,60 +25,10 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::response::{
-    append_text, error_text, malformed_body, malformed_event, non_empty, truncate, ProtocolError,
-    ResponseState, Usage,
+use super::state::{
+    append_text, error_text, malformed_body, malformed_event, non_empty, truncate, AnthropicUsage,
+    ProtocolError, ResponseState, Usage,
 };
-
-/// Anthropic's usage fields, as far as they are known.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-pub struct AnthropicUsage {
-    pub input_tokens: Option<u32>,
-    pub output_tokens: Option<u32>,
-    pub cache_read_input_tokens: Option<u32>,
-    pub cache_creation_input_tokens: Option<u32>,
-}
-
-impl AnthropicUsage {
-    /// Each field `later` carries replaces this one's.
-    fn merge(&mut self, later: AnthropicUsage) {
-        let pick = |a: &mut Option<u32>, b: Option<u32>| {
-            if b.is_some() {
-                *a = b;
-            }
-        };
-        pick(&mut self.input_tokens, later.input_tokens);
-        pick(&mut self.output_tokens, later.output_tokens);
-        pick(
-            &mut self.cache_read_input_tokens,
-            later.cache_read_input_tokens,
-        );
-        pick(
-            &mut self.cache_creation_input_tokens,
-            later.cache_creation_input_tokens,
-        );
-    }
-
-    /// The usage in the records' terms: prompt = uncached + cache read + cache written.
-    fn usage(&self) -> Usage {
-        let parts = [
-            self.input_tokens,
-            self.cache_read_input_tokens,
-            self.cache_creation_input_tokens,
-        ];
-        let prompt = parts.iter().any(Option::is_some).then(|| {
-            parts
-                .iter()
-                .flatten()
-                .fold(0u32, |a, &b| a.saturating_add(b))
-        });
-        Usage {
-            prompt_tokens: prompt,
-            completion_tokens: self.output_tokens,
-            cached_tokens: self.cache_read_input_tokens,
-        }
-    }
-}
 
 /// `{"type": .., "message": ..}` of an Anthropic error.
 #[derive(Deserialize)]
@@ -460,11 +410,12 @@ impl ResponseState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::state::feed_events;
     use crate::backend::ApiKind;
     use std::time::Duration;
 
     fn feed(kind: ApiKind, events: &[&str]) -> (ResponseState, Result<(), ProtocolError>) {
-        crate::backend::response::feed_events(ResponseState::collecting(), kind, events)
+        feed_events(ResponseState::collecting(), kind, events)
     }
 
     /// As Anthropic documents a streamed answer (with a cache hit).

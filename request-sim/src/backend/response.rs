@@ -8,51 +8,20 @@
 //! - the first *content* message (non-empty text) is kept separately (`ttfc`), since chat
 //!   servers often send a role-only first chunk;
 //! - output tokens come from `usage.completion_tokens` (TGI: `details.generated_tokens`).
+//!
+//! This file reads the OpenAI (chat, completions) and TGI messages and hands the typed streams
+//! to [`super::events`]; both fill the [`ResponseState`] of [`super::state`].
 
 use std::time::Instant;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::ApiKind;
-
-/// Server-reported token counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub prompt_tokens: Option<u32>,
-    pub completion_tokens: Option<u32>,
-    pub cached_tokens: Option<u32>,
-}
-
-/// Why a response could not be understood.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtocolError(pub String);
-
-/// Everything observed while reading one response.
-#[derive(Debug, Clone, Default)]
-pub struct ResponseState {
-    pub first_token: Option<Instant>,
-    pub first_content: Option<Instant>,
-    pub last_token: Option<Instant>,
-    pub done: Option<Instant>,
-    /// Gaps between consecutive token-bearing messages, ms.
-    pub itl_ms: Vec<f64>,
-    /// Token-bearing messages.
-    pub chunks: u32,
-    /// Messages with non-empty text.
-    pub content_chunks: u32,
-    pub usage: Option<Usage>,
-    /// `data: [DONE]` seen (OpenAI) / final event with details seen (TGI).
-    pub finished: bool,
-    /// The instance that answered, when the response headers say.
-    pub served_by: Option<crate::record::ServedBy>,
-    /// The answer's text (`content` of chat messages, `text` of completions, TGI's
-    /// `generated_text`), kept only when the state was made with [`ResponseState::collecting`]
-    /// (`--live-history`); `None` otherwise, so reading a response costs nothing extra.
-    pub answer: Option<String>,
-    /// Anthropic's usage fields seen so far (`message_start`, then `message_delta`).
-    pub(super) anthropic: super::events::AnthropicUsage,
-}
+use super::api::ApiKind;
+use super::state::{
+    append_text, error_text, malformed_body, non_empty, truncate, ProtocolError, ResponseState,
+    Usage,
+};
 
 #[derive(Deserialize)]
 struct WireUsage {
@@ -126,89 +95,7 @@ struct TgiEvent {
     error: Option<String>,
 }
 
-/// A JSON string value that is non-empty (`null` and `""` are empty).
-pub(super) fn non_empty(v: Option<&RawValue>) -> bool {
-    matches!(v, Some(r) if { let s = r.get(); s != "\"\"" && s != "null" })
-}
-
-pub(super) fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
-
-pub(super) fn error_text(raw: &RawValue) -> String {
-    #[derive(Deserialize)]
-    struct Obj {
-        message: Option<String>,
-    }
-    if let Ok(o) = serde_json::from_str::<Obj>(raw.get()) {
-        if let Some(m) = o.message {
-            return truncate(&m, 512);
-        }
-    }
-    if let Ok(s) = serde_json::from_str::<String>(raw.get()) {
-        return truncate(&s, 512);
-    }
-    truncate(raw.get(), 512)
-}
-
-/// A response body that is not the JSON expected.
-pub(super) fn malformed_body(e: serde_json::Error, body: &[u8]) -> ProtocolError {
-    ProtocolError(format!(
-        "malformed JSON response ({e}): {}",
-        truncate(&String::from_utf8_lossy(body), 200)
-    ))
-}
-
-/// An SSE payload that is not the JSON expected.
-pub(super) fn malformed_event(e: serde_json::Error, data: &[u8]) -> ProtocolError {
-    ProtocolError(format!(
-        "malformed SSE JSON ({e}): {}",
-        truncate(&String::from_utf8_lossy(data), 200)
-    ))
-}
-
-/// Appends the JSON string `raw` (a content value; `null` adds nothing) to `out`.
-pub(super) fn append_text(out: &mut String, raw: Option<&RawValue>) {
-    if let Some(r) = raw {
-        if let Ok(t) = serde_json::from_str::<std::borrow::Cow<'_, str>>(r.get()) {
-            out.push_str(&t);
-        }
-    }
-}
-
 impl ResponseState {
-    /// A state that also keeps the answer's text ([`ResponseState::answer`]).
-    pub fn collecting() -> ResponseState {
-        ResponseState {
-            answer: Some(String::new()),
-            ..ResponseState::default()
-        }
-    }
-
-    pub(super) fn token_at(&mut self, now: Instant, has_content: bool) {
-        if self.first_token.is_none() {
-            self.first_token = Some(now);
-        } else if let Some(prev) = self.last_token {
-            self.itl_ms
-                .push(now.duration_since(prev).as_micros() as f64 / 1e3);
-        }
-        if has_content {
-            self.content_chunks += 1;
-            if self.first_content.is_none() {
-                self.first_content = Some(now);
-            }
-        }
-        self.last_token = Some(now);
-        self.chunks += 1;
-    }
-
     /// One SSE `data` payload of a streaming response, received at `now`.
     pub fn on_event(
         &mut self,
@@ -372,27 +259,10 @@ impl ResponseState {
     }
 }
 
-/// Test helper: feeds `events` to `st` 10 ms apart (from now), stopping at the first error.
-#[cfg(test)]
-pub(super) fn feed_events(
-    mut st: ResponseState,
-    kind: ApiKind,
-    events: &[&str],
-) -> (ResponseState, Result<(), ProtocolError>) {
-    let t0 = Instant::now();
-    for (i, e) in events.iter().enumerate() {
-        let at = t0 + std::time::Duration::from_millis(10 * (i as u64 + 1));
-        let r = st.on_event(kind, e.as_bytes(), at);
-        if r.is_err() {
-            return (st, r);
-        }
-    }
-    (st, Ok(()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::state::feed_events;
     use std::time::Duration;
 
     fn feed(kind: ApiKind, events: &[&str]) -> (ResponseState, Result<(), ProtocolError>) {

@@ -17,7 +17,9 @@ use std::time::Duration;
 use futures_util::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
-use super::{ApiKind, Endpoint, HttpClient};
+use super::api::ApiKind;
+use super::client::HttpClient;
+use super::endpoint::Endpoint;
 use crate::prompt::{is_word, Encoder, PromptError};
 
 /// Requests in flight at once against the server during start-up.

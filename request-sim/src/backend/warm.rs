@@ -19,7 +19,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{keep_alive_timeout, Endpoint};
+use super::client::keep_alive_timeout;
+use super::endpoint::Endpoint;
 
 /// Width of the buckets in which [`Warmth`] remembers the peak number of connections in use.
 const BUCKET: Duration = Duration::from_millis(100);

@@ -419,8 +419,9 @@ pub struct Window {
     pub queue_mean_ms: Option<f64>,
 }
 
-/// A counter delta; a counter that went down (server restart) counts from zero.
-fn delta(first: Option<f64>, last: Option<f64>) -> Option<f64> {
+/// The increase of a counter from `first` to `last`; a counter that went down (server restart)
+/// counts from zero.
+pub fn counter_delta(first: Option<f64>, last: Option<f64>) -> Option<f64> {
     let (a, b) = (first?, last?);
     Some(if b >= a { b - a } else { b })
 }
@@ -432,12 +433,12 @@ fn hist_mean_ms(first: Option<&HistTotals>, last: Option<&HistTotals>) -> Option
 impl Window {
     pub fn between(first: &ServerView, last: &ServerView) -> Window {
         Window {
-            prefix_queries: delta(first.prefix_queries, last.prefix_queries),
-            prefix_hits: delta(first.prefix_hits, last.prefix_hits),
-            preemptions: delta(first.preemptions, last.preemptions),
-            requests_done: delta(first.requests_done, last.requests_done),
-            prompt_tokens: delta(first.prompt_tokens, last.prompt_tokens),
-            generation_tokens: delta(first.generation_tokens, last.generation_tokens),
+            prefix_queries: counter_delta(first.prefix_queries, last.prefix_queries),
+            prefix_hits: counter_delta(first.prefix_hits, last.prefix_hits),
+            preemptions: counter_delta(first.preemptions, last.preemptions),
+            requests_done: counter_delta(first.requests_done, last.requests_done),
+            prompt_tokens: counter_delta(first.prompt_tokens, last.prompt_tokens),
+            generation_tokens: counter_delta(first.generation_tokens, last.generation_tokens),
             ttft_mean_ms: hist_mean_ms(first.ttft.as_ref(), last.ttft.as_ref()),
             e2e_mean_ms: hist_mean_ms(first.e2e.as_ref(), last.e2e.as_ref()),
             queue_mean_ms: hist_mean_ms(first.queue.as_ref(), last.queue.as_ref()),

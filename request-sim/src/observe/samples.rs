@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::names::counter_delta;
 use crate::error::{Error, Result};
 
 /// One line of `server_metrics.jsonl`, as far as the charts need it (other fields are ignored).
@@ -79,12 +80,6 @@ pub struct InstanceSeries {
     pub generation_tps: Vec<Step>,
     /// Requests finished per second per interval.
     pub done_ps: Vec<Step>,
-}
-
-/// The increase of a counter from `a` to `b` (a counter that went down restarted from zero).
-fn delta(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    let (a, b) = (a?, b?);
-    Some(if b >= a { b - a } else { b })
 }
 
 /// The series of every instance that has a successful sample, in instance order. Gauge
@@ -168,16 +163,16 @@ fn rates(v: &[&Sample], step_s: f64, out: &mut InstanceSeries) {
             to_s,
             value,
         };
-        let q = delta(p.prefix_queries, s.prefix_queries);
-        if let (Some(q), Some(h)) = (q, delta(p.prefix_hits, s.prefix_hits)) {
+        let q = counter_delta(p.prefix_queries, s.prefix_queries);
+        if let (Some(q), Some(h)) = (q, counter_delta(p.prefix_hits, s.prefix_hits)) {
             if q > 0.0 {
                 out.hit_ratio.push(step((h / q).min(1.0)));
             }
         }
-        if let Some(g) = delta(p.generation_tokens, s.generation_tokens) {
+        if let Some(g) = counter_delta(p.generation_tokens, s.generation_tokens) {
             out.generation_tps.push(step(g / dt));
         }
-        if let Some(d) = delta(p.requests_done, s.requests_done) {
+        if let Some(d) = counter_delta(p.requests_done, s.requests_done) {
             out.done_ps.push(step(d / dt));
         }
     }

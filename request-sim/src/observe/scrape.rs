@@ -7,18 +7,20 @@
 //! instance's missed ticks instead of queueing them. Each sample is written to
 //! `server_metrics.jsonl` (times on the run's clock) and kept, in engine-neutral form, for the
 //! summary and for the per-request join.
+//!
+//! This file holds the thread, its start-up round and the polling tasks; what they scrape goes
+//! to the [`Collector`] of [`super::collect`], the gauges' time series to [`super::series`].
 
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::names::{PageKind, ServerView};
+use super::collect::{open_out, Collector, ScrapeResult, Scraped};
+use super::names::PageKind;
 use super::prom;
-use crate::record::ServedBy;
+use super::series::Series;
 
 /// Shortest `--metrics-interval`.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -56,257 +58,6 @@ pub fn metrics_url(s: &str) -> crate::Result<reqwest::Url> {
         u.set_path("/metrics");
     }
     Ok(u)
-}
-
-/// One gauge reading of one instance, for the time series (the summary's means and peaks, and
-/// the per-request join).
-#[derive(Debug, Clone, Copy)]
-pub struct Point {
-    pub at: Instant,
-    /// Tick of the shared schedule (0 = the start-up scrape).
-    pub tick: u64,
-    pub running: Option<f32>,
-    pub waiting: Option<f32>,
-    pub kv_usage: Option<f32>,
-}
-
-/// The time series of every instance, shared with the record writer for the per-request join.
-#[derive(Debug, Default)]
-pub struct Series {
-    per_instance: Mutex<Vec<Vec<Point>>>,
-    /// Host and port of each scraped URL, in instance order (set once start-up chose them).
-    addresses: OnceLock<Vec<Address>>,
-}
-
-/// Host and port of a scraped URL.
-type Address = (String, Option<u16>);
-
-/// The server's state nearest to an instant: of one instance, or summed (waiting, running) and
-/// averaged (KV usage) over the cluster.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct StateAt {
-    pub waiting: Option<f64>,
-    pub running: Option<f64>,
-    pub kv_usage: Option<f64>,
-    /// Sample time minus the instant, ms (the largest distance over the instances).
-    pub dt_ms: f64,
-    /// Instances with a sample.
-    pub instances: usize,
-    /// The one instance the state is of, when a request named it (see [`Series::state_at`]).
-    pub instance: Option<usize>,
-}
-
-impl Series {
-    fn push(&self, instance: usize, p: Point) {
-        let mut g = self.per_instance.lock().unwrap_or_else(|e| e.into_inner());
-        if g.len() <= instance {
-            g.resize_with(instance + 1, Vec::new);
-        }
-        g[instance].push(p);
-    }
-
-    /// Every instance's points (for the summary).
-    pub fn snapshot(&self) -> Vec<Vec<Point>> {
-        self.per_instance
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// Remember the scraped URLs' addresses (instance order) for [`Series::instance_of`].
-    pub fn set_addresses(&self, urls: &[reqwest::Url]) {
-        let a = urls
-            .iter()
-            .map(|u| {
-                (
-                    u.host_str().unwrap_or("").to_string(),
-                    u.port_or_known_default(),
-                )
-            })
-            .collect();
-        let _ = self.addresses.set(a);
-    }
-
-    /// The scraped instance a response named: the only one on its port, or among several on
-    /// that port (or without a port) the only one whose host is the pod.
-    pub fn instance_of(&self, s: &ServedBy) -> Option<usize> {
-        let addrs = self.addresses.get()?;
-        let only = |f: &dyn Fn(&Address) -> bool| {
-            let mut hits = addrs.iter().enumerate().filter(|(_, a)| f(a));
-            match (hits.next(), hits.next()) {
-                (Some((i, _)), None) => Some(i),
-                _ => None,
-            }
-        };
-        let host_is_pod = |a: &Address| s.pod.as_deref() == Some(a.0.as_str());
-        match s.port {
-            Some(port) => only(&|a| a.1 == Some(port))
-                .or_else(|| only(&|a| a.1 == Some(port) && host_is_pod(a))),
-            None => only(&host_is_pod),
-        }
-    }
-
-    /// The state at `at` of the instance that served a request, when `served_by` names a
-    /// scraped one with samples; else the cluster's.
-    pub fn state_at(&self, at: Instant, served_by: Option<&ServedBy>) -> Option<StateAt> {
-        served_by
-            .and_then(|s| self.instance_of(s))
-            .and_then(|i| self.instance_at(at, i))
-            .or_else(|| self.cluster_at(at))
-    }
-
-    /// Instance `i`'s state at its sample nearest to `at`.
-    pub fn instance_at(&self, at: Instant, i: usize) -> Option<StateAt> {
-        let g = self.per_instance.lock().unwrap_or_else(|e| e.into_inner());
-        let p = nearest(g.get(i)?, at)?;
-        let f = |v: Option<f32>| v.map(f64::from);
-        Some(StateAt {
-            waiting: f(p.waiting),
-            running: f(p.running),
-            kv_usage: f(p.kv_usage),
-            dt_ms: signed_ms(at, p.at),
-            instances: 1,
-            instance: Some(i),
-        })
-    }
-
-    /// The cluster's state at the samples nearest to `at` (one per instance that has any).
-    pub fn cluster_at(&self, at: Instant) -> Option<StateAt> {
-        let g = self.per_instance.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out: Option<StateAt> = None;
-        let mut kv_n = 0usize;
-        for points in g.iter() {
-            let Some(p) = nearest(points, at) else {
-                continue;
-            };
-            let dt = signed_ms(at, p.at);
-            let o = out.get_or_insert(StateAt {
-                waiting: None,
-                running: None,
-                kv_usage: None,
-                dt_ms: dt,
-                instances: 0,
-                instance: None,
-            });
-            o.instances += 1;
-            if dt.abs() > o.dt_ms.abs() {
-                o.dt_ms = dt;
-            }
-            add_opt(&mut o.waiting, p.waiting);
-            add_opt(&mut o.running, p.running);
-            if let Some(k) = p.kv_usage {
-                add_opt(&mut o.kv_usage, Some(k));
-                kv_n += 1;
-            }
-        }
-        if let Some(o) = out.as_mut() {
-            if kv_n > 0 {
-                o.kv_usage = o.kv_usage.map(|k| k / kv_n as f64);
-            }
-        }
-        out
-    }
-}
-
-/// A record's `server`: the state, KV usage to 6 digits and the distance to µs.
-impl From<StateAt> for crate::record::ServerAtSend {
-    fn from(st: StateAt) -> Self {
-        crate::record::ServerAtSend {
-            waiting: st.waiting,
-            running: st.running,
-            kv_usage: st.kv_usage.map(|k| (k * 1e6).round() / 1e6),
-            dt_ms: (st.dt_ms * 1e3).round() / 1e3,
-            instances: st.instances,
-            instance: st.instance,
-        }
-    }
-}
-
-fn add_opt(acc: &mut Option<f64>, v: Option<f32>) {
-    if let Some(v) = v {
-        *acc = Some(acc.unwrap_or(0.0) + f64::from(v));
-    }
-}
-
-/// `b - a` in ms.
-fn signed_ms(a: Instant, b: Instant) -> f64 {
-    if b >= a {
-        b.duration_since(a).as_secs_f64() * 1e3
-    } else {
-        -(a.duration_since(b).as_secs_f64() * 1e3)
-    }
-}
-
-/// The point nearest to `at` in a time-ordered list.
-fn nearest(points: &[Point], at: Instant) -> Option<&Point> {
-    let i = points.partition_point(|p| p.at < at);
-    let after = points.get(i);
-    let before = i.checked_sub(1).and_then(|j| points.get(j));
-    match (before, after) {
-        (Some(b), Some(a)) => {
-            if at.duration_since(b.at) <= a.at.duration_since(at) {
-                Some(b)
-            } else {
-                Some(a)
-            }
-        }
-        (b, a) => b.or(a),
-    }
-}
-
-/// What was scraped from one instance.
-#[derive(Debug, Clone)]
-pub struct InstanceResult {
-    pub url: String,
-    /// Successful scrapes.
-    pub ok: u64,
-    /// Scrapes that failed (timeout, connection error, HTTP error, unreadable page).
-    pub failed: u64,
-    /// First error seen.
-    pub first_error: Option<String>,
-    /// First and last successful scrape (the counter deltas of the run).
-    pub first: Option<ServerView>,
-    pub last: Option<ServerView>,
-}
-
-/// Everything the scraper saw.
-#[derive(Debug, Clone)]
-pub struct ScrapeResult {
-    pub interval: Duration,
-    pub instances: Vec<InstanceResult>,
-    /// Per instance, time-ordered.
-    pub series: Vec<Vec<Point>>,
-    /// The run's clock start, when it was set.
-    pub clock_start: Option<Instant>,
-    /// `server_metrics.jsonl`, when written.
-    pub path: Option<PathBuf>,
-    /// Lines written to it.
-    pub lines: u64,
-}
-
-/// One line of `server_metrics.jsonl`.
-#[derive(Serialize)]
-struct Line<'a> {
-    /// Middle of the scrape, ms on the run's clock (negative: before the first send).
-    t_ms: f64,
-    instance: usize,
-    url: &'a str,
-    ok: bool,
-    /// How long the scrape took, ms.
-    scrape_ms: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    view: Option<&'a ServerView>,
-}
-
-/// One finished scrape, sent from an instance's task to the collector.
-struct Scraped {
-    instance: usize,
-    sent: Instant,
-    received: Instant,
-    tick: u64,
-    body: Result<String, String>,
 }
 
 /// A running scraper. Drop or [`Scraper::finish`] stops it.
@@ -461,176 +212,6 @@ async fn get(
     }
 }
 
-/// Per-instance state kept by the collector.
-struct Instance {
-    url: reqwest::Url,
-    key: Option<String>,
-    shown: String,
-    result: InstanceResult,
-}
-
-struct Collector {
-    instances: Vec<Instance>,
-    t0: Instant,
-    interval: Duration,
-    clock: Arc<OnceLock<Instant>>,
-    series: Arc<Series>,
-    out: Option<BufWriter<std::fs::File>>,
-    out_error: Option<String>,
-    /// Lines waiting for the clock to start (their times are not known yet).
-    pending: Vec<(Instant, usize, f64, Result<ServerView, String>)>,
-    lines: u64,
-}
-
-impl Collector {
-    fn new(
-        kept: &[(reqwest::Url, Option<String>)],
-        t0: Instant,
-        cfg: &ScrapeConfig,
-        clock: Arc<OnceLock<Instant>>,
-        series: Arc<Series>,
-        out: Option<BufWriter<std::fs::File>>,
-    ) -> Collector {
-        series.set_addresses(&kept.iter().map(|(u, _)| u.clone()).collect::<Vec<_>>());
-        let instances = kept
-            .iter()
-            .map(|(u, key)| {
-                let shown = crate::backend::sanitize_url(u.as_str());
-                Instance {
-                    url: u.clone(),
-                    key: key.clone(),
-                    result: InstanceResult {
-                        url: shown.clone(),
-                        ok: 0,
-                        failed: 0,
-                        first_error: None,
-                        first: None,
-                        last: None,
-                    },
-                    shown,
-                }
-            })
-            .collect();
-        Collector {
-            instances,
-            t0,
-            interval: cfg.interval,
-            clock,
-            series,
-            out,
-            out_error: None,
-            pending: Vec::new(),
-            lines: 0,
-        }
-    }
-
-    /// Write what is left and hand over the samples.
-    fn finish(mut self, cfg: &ScrapeConfig) -> Result<ScrapeResult, String> {
-        self.flush_pending(true);
-        if let Some(out) = self.out.as_mut() {
-            if let Err(e) = out.flush() {
-                self.out_error.get_or_insert(e.to_string());
-            }
-        }
-        if let Some(e) = self.out_error {
-            return Err(format!(
-                "writing {}: {e}",
-                cfg.out
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default()
-            ));
-        }
-        Ok(ScrapeResult {
-            interval: cfg.interval,
-            series: self.series.snapshot(),
-            clock_start: self.clock.get().copied(),
-            instances: self.instances.into_iter().map(|i| i.result).collect(),
-            path: cfg.out.clone(),
-            lines: self.lines,
-        })
-    }
-
-    fn tick_of(&self, at: Instant) -> u64 {
-        let d = at.saturating_duration_since(self.t0).as_secs_f64();
-        (d / self.interval.as_secs_f64()).round() as u64
-    }
-
-    fn take(&mut self, s: Scraped) {
-        let mid = s.sent + s.received.duration_since(s.sent) / 2;
-        let scrape_ms = s.received.duration_since(s.sent).as_secs_f64() * 1e3;
-        let view = s.body.and_then(|text| {
-            let page = prom::parse(&text).map_err(|e| e.to_string())?;
-            if page.families.is_empty() {
-                return Err("empty /metrics page".to_string());
-            }
-            Ok(ServerView::of(&page))
-        });
-        let inst = &mut self.instances[s.instance].result;
-        match &view {
-            Ok(v) => {
-                inst.ok += 1;
-                if inst.first.is_none() {
-                    inst.first = Some(v.clone());
-                }
-                inst.last = Some(v.clone());
-                self.series.push(
-                    s.instance,
-                    Point {
-                        at: mid,
-                        tick: s.tick,
-                        running: v.running.map(|x| x as f32),
-                        waiting: v.waiting.map(|x| x as f32),
-                        kv_usage: v.kv_usage.map(|x| x as f32),
-                    },
-                );
-            }
-            Err(e) => {
-                inst.failed += 1;
-                if inst.first_error.is_none() {
-                    inst.first_error = Some(e.clone());
-                }
-            }
-        }
-        self.pending.push((mid, s.instance, scrape_ms, view));
-        self.flush_pending(false);
-    }
-
-    /// Write the lines whose time is known (all of them at the end, relative to the scraper's
-    /// start when the clock never started).
-    fn flush_pending(&mut self, last: bool) {
-        let start = match self.clock.get() {
-            Some(s) => *s,
-            None if last => self.t0,
-            None => return,
-        };
-        let Some(out) = self.out.as_mut() else {
-            self.pending.clear();
-            return;
-        };
-        for (mid, instance, scrape_ms, view) in self.pending.drain(..) {
-            let line = Line {
-                t_ms: (signed_ms(start, mid) * 1e3).round() / 1e3,
-                instance,
-                url: &self.instances[instance].shown,
-                ok: view.is_ok(),
-                scrape_ms: (scrape_ms * 1e3).round() / 1e3,
-                error: view.as_ref().err().map(String::as_str),
-                view: view.as_ref().ok(),
-            };
-            let r = serde_json::to_writer(&mut *out, &line)
-                .map_err(|e| e.to_string())
-                .and_then(|()| out.write_all(b"\n").map_err(|e| e.to_string()));
-            match r {
-                Ok(()) => self.lines += 1,
-                Err(e) => {
-                    self.out_error.get_or_insert(e);
-                }
-            }
-        }
-    }
-}
-
 /// The scraper thread: a start-up round (the baseline of every counter, and the probe of the
 /// endpoint's origin), a task per instance every interval until stopped, then a final round
 /// (the counters' end values).
@@ -656,8 +237,8 @@ async fn run(
         let _ = ready.send(Ok((Vec::new(), notes)));
         return Err("nothing to scrape".into());
     }
-    let out = open_out(&cfg).map_err(fail)?;
-    let mut col = Collector::new(&kept, t0, &cfg, clock, series, out);
+    let out = open_out(cfg.out.as_deref()).map_err(fail)?;
+    let mut col = Collector::new(&kept, t0, cfg.interval, cfg.out.clone(), clock, series, out);
     for s in first {
         col.take(s);
     }
@@ -683,7 +264,7 @@ async fn run(
     let _ = ready.send(Ok((shown, notes)));
     scrape_until_stopped(&mut col, &client, &stop, timeout).await;
     final_round(&mut col, &client).await;
-    col.finish(&cfg)
+    col.finish()
 }
 
 /// A URL to scrape and the key sent with it.
@@ -816,19 +397,6 @@ fn router_instances(
     skipped
 }
 
-/// `server_metrics.jsonl`, created with its directory.
-fn open_out(cfg: &ScrapeConfig) -> Result<Option<BufWriter<std::fs::File>>, String> {
-    let Some(p) = &cfg.out else {
-        return Ok(None);
-    };
-    if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    let f = std::fs::File::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-    Ok(Some(BufWriter::new(f)))
-}
-
 /// A task per instance on this thread's runtime, each scraping every interval (missed ticks
 /// skipped) until `stop`; the collector takes what they send.
 async fn scrape_until_stopped(
@@ -913,83 +481,5 @@ async fn final_round(col: &mut Collector, client: &reqwest::Client) {
             tick,
             body,
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn served(pod: Option<&str>, port: Option<u16>) -> ServedBy {
-        ServedBy {
-            pod: pod.map(str::to_string),
-            port,
-        }
-    }
-
-    #[test]
-    fn a_response_names_its_instance_by_port_then_by_host() {
-        let s = Series::default();
-        assert_eq!(
-            s.instance_of(&served(None, Some(8001))),
-            None,
-            "no URLs yet"
-        );
-        let urls: Vec<reqwest::Url> = [
-            "http://127.0.0.1:8000/metrics",
-            "http://127.0.0.1:8001/metrics",
-            "http://10.0.0.7:9000/metrics",
-            "http://10.0.0.8:9000/metrics",
-        ]
-        .iter()
-        .map(|u| u.parse().unwrap())
-        .collect();
-        s.set_addresses(&urls);
-        assert_eq!(
-            s.instance_of(&served(Some("llm-sim-1"), Some(8001))),
-            Some(1)
-        );
-        // Two instances on port 9000: the pod must be the host.
-        assert_eq!(s.instance_of(&served(None, Some(9000))), None);
-        assert_eq!(
-            s.instance_of(&served(Some("10.0.0.8"), Some(9000))),
-            Some(3)
-        );
-        assert_eq!(s.instance_of(&served(Some("10.0.0.7"), None)), Some(2));
-        assert_eq!(s.instance_of(&served(Some("llm-sim-0"), None)), None);
-        assert_eq!(s.instance_of(&served(None, Some(7777))), None);
-    }
-
-    #[test]
-    fn the_state_is_the_named_instances_else_the_clusters() {
-        let s = Series::default();
-        s.set_addresses(&[
-            "http://127.0.0.1:8000/".parse().unwrap(),
-            "http://127.0.0.1:8001/".parse().unwrap(),
-        ]);
-        let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        for (i, waiting) in [(0, 3.0), (1, 5.0)] {
-            for ms in [0, 100] {
-                s.push(
-                    i,
-                    Point {
-                        at: at(ms),
-                        tick: ms / 100,
-                        running: Some(1.0),
-                        waiting: Some(waiting + ms as f32),
-                        kv_usage: Some(0.5),
-                    },
-                );
-            }
-        }
-        let st = s.state_at(at(90), Some(&served(None, Some(8001)))).unwrap();
-        assert_eq!((st.instance, st.instances), (Some(1), 1));
-        assert_eq!(st.waiting, Some(105.0));
-        assert!((st.dt_ms - 10.0).abs() < 1e-6, "{st:?}");
-        let cluster = s.state_at(at(10), Some(&served(None, Some(7777)))).unwrap();
-        assert_eq!((cluster.instance, cluster.instances), (None, 2));
-        assert_eq!(cluster.waiting, Some(8.0));
-        assert_eq!(s.state_at(at(10), None), Some(cluster));
     }
 }

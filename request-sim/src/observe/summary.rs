@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::names::{Engine, HistTotals, ServerView};
-use super::scrape::{Point, ScrapeResult};
+use super::collect::{InstanceResult, ScrapeResult};
+use super::names::{counter_delta, Engine, HistTotals, ServerView};
+use super::series::Point;
 
 /// A bucket narrower than this share of its upper bound supports an interpolated value; a
 /// wider one only its bounds.
@@ -91,44 +92,6 @@ impl HistSummary {
         self.time_scale = scale;
         self
     }
-
-    /// `mean / p50 / p99` for the console, each percentile as the buckets support it: a value,
-    /// `≤ X` (its bucket starts at 0), `X–Y` (a wide bucket) or `> X` (above the last bound);
-    /// `(coarse buckets)` after it when any percentile is only bounded.
-    pub fn display(&self) -> String {
-        let mean = self
-            .mean_ms
-            .map_or("n/a".to_string(), |m| format!("{m:.1}"));
-        let p50 = percentile_cell(self.p50_ms, self.p50_bounds_ms);
-        let p99 = percentile_cell(self.p99_ms, self.p99_bounds_ms);
-        let flag = if self.coarse { " (coarse buckets)" } else { "" };
-        let sim = match self.time_scale {
-            Some(x) => format!(
-                " (simulated time ×{}: ÷{} for the wall clock)",
-                trim_num(x),
-                trim_num(x)
-            ),
-            None => String::new(),
-        };
-        format!("{mean} / {p50} / {p99}{flag}{sim}")
-    }
-}
-
-/// A number without trailing zeros (`10`, `2.5`).
-fn trim_num(x: f64) -> String {
-    let s = format!("{x:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-/// One percentile as the buckets support it (see [`HistSummary::display`]).
-fn percentile_cell(value: Option<f64>, bounds: Option<(f64, Option<f64>)>) -> String {
-    match (value, bounds) {
-        (Some(v), _) => format!("{v:.1}"),
-        (None, Some((lo, Some(hi)))) if lo <= 0.0 => format!("≤ {hi:.1}"),
-        (None, Some((lo, Some(hi)))) => format!("{lo:.1}–{hi:.1}"),
-        (None, Some((lo, None))) => format!("> {lo:.1}"),
-        (None, None) => "n/a".to_string(),
-    }
 }
 
 /// One instance (or the cluster) over the run.
@@ -203,11 +166,6 @@ pub struct ServerSummary {
     pub client: ClientSide,
 }
 
-fn delta(first: Option<f64>, last: Option<f64>) -> Option<f64> {
-    let (a, b) = (first?, last?);
-    Some(if b >= a { b - a } else { b })
-}
-
 fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {
     let (n, d) = (num?, den?);
     (d > 0.0).then(|| n / d)
@@ -246,12 +204,12 @@ struct Deltas {
 }
 
 fn instance(
-    r: &super::scrape::InstanceResult,
+    r: &InstanceResult,
     points: &[Point],
     start: Option<std::time::Instant>,
 ) -> (InstanceSummary, Deltas) {
     let (first, last) = (r.first.as_ref(), r.last.as_ref());
-    let d = |f: fn(&ServerView) -> Option<f64>| delta(first.and_then(f), last.and_then(f));
+    let d = |f: fn(&ServerView) -> Option<f64>| counter_delta(first.and_then(f), last.and_then(f));
     let during: Vec<&Point> = points
         .iter()
         .filter(|p| start.is_none_or(|s| p.at >= s))

@@ -15,41 +15,11 @@ pub mod writer;
 pub use reader::{read_records, read_records_from, ReadStats, RecordReader};
 pub use writer::{write_records, Annotate, Finished, RecordWriter, WriterStats};
 
+// How a request ended and which instance served it are what the sending path tells the
+// record: defined in `backend`, named here too.
+pub use crate::backend::{ServedBy, Status};
+
 use serde::{Deserialize, Serialize};
-
-/// How a request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Completed with a full response.
-    Ok,
-    /// Server answered with a non-2xx HTTP status.
-    HttpError,
-    /// No complete response within the request timeout.
-    Timeout,
-    /// Could not connect, or the connection was reset/closed.
-    ConnectError,
-    /// Malformed SSE/JSON, error object inside a 200 stream, stream ended without [DONE].
-    ProtocolError,
-    /// The run stopped (Ctrl-C, time limit, early stop) before the request finished.
-    Cancelled,
-    /// `--dry-run`: the body was built and scheduled but not sent.
-    DryRun,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::HttpError => "http_error",
-            Status::Timeout => "timeout",
-            Status::ConnectError => "connect_error",
-            Status::ProtocolError => "protocol_error",
-            Status::Cancelled => "cancelled",
-            Status::DryRun => "dry_run",
-        }
-    }
-}
 
 /// Where `output_tokens` came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -222,16 +192,6 @@ impl Record {
             served_by: None,
         }
     }
-}
-
-/// Which instance served a request, from the response headers `x-inference-pod` (a pod name,
-/// host or address) and `x-inference-port`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServedBy {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
 }
 
 /// The server's queue and KV usage when a request was sent: of the instance that served it

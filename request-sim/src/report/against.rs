@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::format::{num_or_dash, percent_or_dash, thousands};
 use crate::trace::analyze::{Analysis, LengthStats};
 
 /// The two analyses as a table; `names` label the columns.
@@ -44,10 +45,7 @@ pub fn render_against(a: &Analysis, b: &Analysis, names: (&str, &str)) -> String
             .iter()
             .find(|p| p.capacity_tokens == pa.capacity_tokens);
         rows.ratio_opt(
-            &format!(
-                "LRU hit ratio at {} tokens",
-                super::format::thousands(pa.capacity_tokens)
-            ),
+            &format!("LRU hit ratio at {} tokens", thousands(pa.capacity_tokens)),
             Some(pa.hit_ratio),
             pb.map(|p| p.hit_ratio),
         );
@@ -106,7 +104,7 @@ impl Rows<'_> {
     }
 
     fn opt(&mut self, name: &str, a: Option<f64>, b: Option<f64>) {
-        let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+        let f = |x: Option<f64>| num_or_dash(x, 2);
         self.line(name, f(a), f(b), rel(a, b));
     }
 
@@ -116,7 +114,7 @@ impl Rows<'_> {
 
     /// Hit ratios: percentages, and the difference in percentage points.
     fn ratio_opt(&mut self, name: &str, a: Option<f64>, b: Option<f64>) {
-        let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.2}%", v * 100.0));
+        let f = percent_or_dash;
         let d = match (a, b) {
             (Some(a), Some(b)) => format!("{:+.2} pp", (b - a) * 100.0),
             _ => "-".into(),

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::console::{Table, WIDTH};
-use super::format::thousands;
+use super::format::{num, percent, thousands};
+use super::table::{Table, WIDTH};
 use crate::trace::agent::analyze::AgentAnalysis;
 use crate::trace::analyze::{
     Analysis, LengthStats, RatePoint, RateSeries, RoutingAnalysis, SessionStats,
@@ -14,10 +14,6 @@ use crate::trace::{TraceFormat, TraceStats};
 /// A section title: ` name ` centred in `fill`.
 fn title(t: &mut Table, name: &str, fill: char) {
     t.header(&format!(" {name} "), fill);
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.2}%", x * 100.0)
 }
 
 fn lengths(t: &mut Table, name: &str, l: &LengthStats) {
@@ -68,20 +64,23 @@ fn routing(t: &mut Table, ra: &RoutingAnalysis, infinite: f64) {
             t,
             "{:<14} {:>9} {:>9} {:>22}",
             p.policy,
-            pct(p.hit_ratio),
-            pct(p.block_hit_ratio),
+            percent(p.hit_ratio),
+            percent(p.block_hit_ratio),
             format!("{min}..{max}")
         );
     }
     t.row(
         &format!("One shared LRU cache of {} x that:", ra.instances),
-        pct(ra.single_cache_hit_ratio),
+        percent(ra.single_cache_hit_ratio),
     );
     let _ = writeln!(
         t,
         "  (a reference, not a bound: split caches can keep hits one shared LRU evicts)"
     );
-    t.row("Upper bound of any policy (infinite cache):", pct(infinite));
+    t.row(
+        "Upper bound of any policy (infinite cache):",
+        percent(infinite),
+    );
 }
 
 /// Readable console output: a vLLM-style table, the LRU sweep and the rate over time.
@@ -119,11 +118,7 @@ fn overview(t: &mut Table, a: &Analysis) {
     }
     t.row("Requests:", a.requests);
     t.row("Duration (s):", format!("{:.2}", a.duration_s));
-    t.row(
-        "Mean request rate (req/s):",
-        a.mean_rate_per_s
-            .map_or("n/a".to_owned(), |r| format!("{r:.2}")),
-    );
+    t.row("Mean request rate (req/s):", num(a.mean_rate_per_s, 2));
     t.row(
         "Peak request rate (req/s, 1-s window):",
         format!("{} (at {:.0} s)", a.peak_rate_per_s, a.peak_rate_at_s),
@@ -169,11 +164,14 @@ fn prefix_cache(t: &mut Table, a: &Analysis) {
         "Footprint of all blocks (tokens):",
         thousands(p.footprint_tokens),
     );
-    t.row("Infinite-cache hit ratio (tokens):", pct(p.hit_ratio));
-    t.row("Infinite-cache hit ratio (blocks):", pct(p.block_hit_ratio));
+    t.row("Infinite-cache hit ratio (tokens):", percent(p.hit_ratio));
+    t.row(
+        "Infinite-cache hit ratio (blocks):",
+        percent(p.block_hit_ratio),
+    );
     t.row(
         "Same, second half of the trace (warm):",
-        pct(p.warm_hit_ratio),
+        percent(p.warm_hit_ratio),
     );
     if !a.lru_sweep.is_empty() {
         let _ = writeln!(t, "LRU cache sweep (prefix match stops at the first miss):");
@@ -188,8 +186,8 @@ fn prefix_cache(t: &mut Table, a: &Analysis) {
                 "{:>16} {:>14} {:>9} {:>9}",
                 thousands(l.capacity_tokens),
                 thousands(l.capacity_blocks),
-                pct(l.hit_ratio),
-                pct(l.block_hit_ratio)
+                percent(l.hit_ratio),
+                percent(l.block_hit_ratio)
             );
         }
     }
@@ -306,10 +304,10 @@ pub fn render_agent_analysis(a: &AgentAnalysis, format: TraceFormat) -> String {
     lengths(&mut t, "input", &a.input_length);
     lengths(&mut t, "output", &a.output_length);
     title(&mut t, "Prefix cache (trace-ideal)", '-');
-    t.row("Hit ratio (infinite cache):", pct(a.ideal_hit_ratio));
+    t.row("Hit ratio (infinite cache):", percent(a.ideal_hit_ratio));
     t.row(
         "With the system prefix shared:",
-        pct(a.ideal_hit_ratio_shared_prefix),
+        percent(a.ideal_hit_ratio_shared_prefix),
     );
     if a.message_requests > 0 {
         t.row(

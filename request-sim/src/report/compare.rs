@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use super::format::{change, change_interval, row_value, wide_or_dash};
 use crate::stats::compare::{Comparison, Method};
 use crate::stats::latency::{p_word, Metric};
 use crate::stats::Summary;
@@ -89,16 +90,6 @@ fn rows(s: &Summary) -> Vec<Row> {
     v
 }
 
-/// A value: `-` when the run has no such row, `n/a` when the run's value is unknown.
-fn fmt(v: Option<Option<f64>>) -> String {
-    match v {
-        None => "-".to_string(),
-        Some(None) => "n/a".to_string(),
-        Some(Some(x)) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
-        Some(Some(x)) => format!("{x:.2}"),
-    }
-}
-
 /// Side-by-side table of the headline metrics of runs `a` and `b` with the relative change
 /// `(b - a) / a` of each, marked `+` (better) or `!` (worse) where the direction is clear.
 /// Metrics that only one run has (a percentile not configured in the other, goodput without
@@ -147,8 +138,8 @@ pub fn render_compare(a: &Summary, b: &Summary) -> String {
             out,
             "{:<40} {:>12} {:>12} {:>10}",
             label,
-            fmt(va),
-            fmt(vb),
+            row_value(va),
+            row_value(vb),
             change
         );
     }
@@ -157,13 +148,9 @@ pub fn render_compare(a: &Summary, b: &Summary) -> String {
     out
 }
 
-/// A value of the verdict table (`-`: unknown).
+/// A value of the verdict table: two decimals, none from 100,000 up; `-`: unknown.
 fn cell(v: Option<f64>) -> String {
-    match v {
-        Some(x) if x.abs() >= 1e5 => format!("{x:.0}"),
-        Some(x) => format!("{x:.2}"),
-        None => "-".to_string(),
-    }
+    wide_or_dash(v, 2)
 }
 
 /// The verdicts of a comparison: for each headline metric A and B (repeat means with Welch),
@@ -179,12 +166,8 @@ pub fn render_verdicts(c: &Comparison) -> String {
         "", "A", "B", "change", "95% CI of change"
     );
     for v in &c.verdicts {
-        let change = v
-            .change_pct()
-            .map_or("-".to_string(), |x| format!("{x:+.1}%"));
-        let ci = v
-            .ci_pct()
-            .map_or("-".to_string(), |(l, h)| format!("[{l:+.1}%, {h:+.1}%]"));
+        let change = change(v.change_pct());
+        let ci = change_interval(v.ci_pct());
         let verdict = match (&v.note, v.method) {
             (Some(n), Method::None) => format!("not tested: {n}"),
             _ => v.word().to_string(),

@@ -4,148 +4,13 @@
 
 use std::fmt::Write;
 
+use super::format::{num, pct, percent_or_na};
+use super::server::server_section;
+use super::table::{Item, Table};
 use crate::stats::agents::AgentSummary;
-use crate::stats::latency::{p_word, Metric};
+use crate::stats::latency::Metric;
 use crate::stats::sessions::SessionSummary;
-use crate::stats::{MetricStats, Summary};
-
-/// Width of the tables and their `=`/`-` rules.
-pub(super) const WIDTH: usize = 50;
-
-/// A console table in the shape of vLLM's: centred `=`/`-` headers, `{:<40} {:<10}` rows.
-/// Besides the text it keeps what was written as [`Item`]s, for the HTML report.
-pub(super) struct Table {
-    text: String,
-    /// Rows without the trailing padding vLLM prints.
-    trim: bool,
-    items: Vec<Item>,
-}
-
-/// One piece of a [`Table`], as written.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub(super) enum Item {
-    /// A header line's title (trimmed).
-    Header { title: String },
-    /// A `label value` row.
-    Row { label: String, value: String },
-    /// A table of columns (the per-instance server lines).
-    Grid {
-        head: Vec<String>,
-        rows: Vec<Vec<String>>,
-    },
-    /// Free-form text.
-    Text { text: String },
-}
-
-impl Table {
-    /// Rows padded exactly as vLLM prints them.
-    pub(super) fn new() -> Table {
-        Table {
-            text: String::new(),
-            trim: false,
-            items: Vec::new(),
-        }
-    }
-    /// Rows without trailing blanks.
-    pub(super) fn trimmed() -> Table {
-        Table {
-            trim: true,
-            ..Table::new()
-        }
-    }
-    /// `title` centred in a line of `fill`.
-    pub(super) fn header(&mut self, title: &str, fill: char) {
-        let t = title.chars().count();
-        let pad = WIDTH.saturating_sub(t);
-        let left = pad / 2;
-        let right = pad - left;
-        let f = fill.to_string();
-        let _ = writeln!(self.text, "{}{}{}", f.repeat(left), title, f.repeat(right));
-        self.items.push(Item::Header {
-            title: title.trim().to_string(),
-        });
-    }
-    /// `label` and `v` with two decimals.
-    pub(super) fn float(&mut self, label: &str, v: f64) {
-        self.row(label, format!("{v:.2}"));
-    }
-    /// `label` and `v` with two decimals, or `n/a` when unknown.
-    pub(super) fn maybe(&mut self, label: &str, v: Option<f64>) {
-        match v {
-            Some(v) => self.float(label, v),
-            None => self.row(label, "n/a"),
-        }
-    }
-    /// `label` and `v`.
-    pub(super) fn row(&mut self, label: &str, v: impl std::fmt::Display) {
-        let start = self.text.len();
-        let value = v.to_string();
-        let _ = write!(self.text, "{:<40} {:<10}", label, value);
-        if self.trim {
-            let end = self.text[start..].trim_end().len();
-            self.text.truncate(start + end);
-        }
-        self.text.push('\n');
-        self.items.push(Item::Row {
-            label: label.trim_end_matches(':').to_string(),
-            value: value.trim().to_string(),
-        });
-    }
-    /// Columns: the head and each row as one line made by `line`.
-    pub(super) fn grid(
-        &mut self,
-        head: Vec<String>,
-        rows: Vec<Vec<String>>,
-        line: fn(&[String]) -> String,
-    ) {
-        for r in std::iter::once(&head).chain(&rows) {
-            self.text.push_str(&line(r));
-            self.text.push('\n');
-        }
-        self.items.push(Item::Grid { head, rows });
-    }
-    /// A closing line of `fill`.
-    pub(super) fn rule(&mut self, fill: char) {
-        let _ = writeln!(self.text, "{}", fill.to_string().repeat(WIDTH));
-    }
-    pub(super) fn finish(self) -> String {
-        self.text
-    }
-    /// What was written, piece by piece.
-    pub(super) fn items(self) -> Vec<Item> {
-        self.items
-    }
-    fn metric(&mut self, metric: Metric, m: &MetricStats) {
-        let label = metric.label();
-        // No values: every statistic is unknown, never 0.
-        let known = |v: f64| m.known().then_some(v);
-        self.header(metric.title(), '-');
-        self.maybe(&format!("Mean {label} (ms):"), known(m.mean));
-        self.maybe(&format!("Median {label} (ms):"), known(m.median));
-        for (p, v) in &m.percentiles {
-            self.maybe(&format!("P{} {label} (ms):", p_word(*p)), known(*v));
-        }
-    }
-}
-
-/// Free-form lines (`writeln!(table, ...)`).
-impl Write for Table {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.text.push_str(s);
-        match self.items.last_mut() {
-            Some(Item::Text { text }) => text.push_str(s),
-            _ => self.items.push(Item::Text {
-                text: s.to_string(),
-            }),
-        }
-        Ok(())
-    }
-}
-
-fn pct(r: Option<f64>) -> String {
-    r.map_or("n/a".to_string(), |r| format!("{:.2}", r * 100.0))
-}
+use crate::stats::Summary;
 
 /// The vLLM-shaped result table plus send drift, errors, prefix cache and token exactness;
 /// warnings follow the closing line.
@@ -310,8 +175,8 @@ fn cache_section(t: &mut Table, s: &Summary) {
 
 /// Agent conversations: completed, subagents, wall time against the trace's, joins, hit ratios.
 fn agents_section(t: &mut Table, a: &AgentSummary) {
-    let opt = |v: Option<f64>, unit: &str| v.map_or("n/a".to_string(), |v| format!("{v:.2}{unit}"));
-    let pct = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{:.2}%", v * 100.0));
+    let opt = |v: Option<f64>| num(v, 2);
+    let pct = percent_or_na;
     t.header("Agents", '-');
     if let Some(l) = &a.layout {
         let population = match (l.users, l.session_rate) {
@@ -346,7 +211,7 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
         "Subagents spawned / joined:",
         format!("{} / {}", a.subagents_spawned, a.subagents_joined),
     );
-    let p50_p99 = |p50, p99| format!("{} / {}", opt(p50, ""), opt(p99, ""));
+    let p50_p99 = |p50, p99| format!("{} / {}", opt(p50), opt(p99));
     t.row(
         "Wall time p50 / p99 (s):",
         p50_p99(a.wall_time_p50_s, a.wall_time_p99_s),
@@ -357,13 +222,9 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
     );
     t.row(
         "Waiting on joins (s, max ms):",
-        format!(
-            "{:.2} ({})",
-            a.join_wait_total_s,
-            opt(a.max_join_wait_ms, "")
-        ),
+        format!("{:.2} ({})", a.join_wait_total_s, opt(a.max_join_wait_ms)),
     );
-    t.row("Mean client gap (ms):", opt(a.mean_client_gap_ms, ""));
+    t.row("Mean client gap (ms):", opt(a.mean_client_gap_ms));
     if a.requests_not_sent > 0 {
         t.row("Requests not sent (cut):", a.requests_not_sent);
     }
@@ -381,7 +242,7 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
 
 /// Multi-turn sessions: turns, durations, TTFT by turn, waits and think time.
 fn sessions_section(t: &mut Table, ss: &SessionSummary) {
-    let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
+    let ms = |v: Option<f64>| num(v, 2);
     t.header("Sessions", '-');
     t.row("Sessions:", ss.sessions);
     t.float("Turns per session (mean):", ss.mean_turns);
@@ -489,110 +350,4 @@ fn exactness_section(t: &mut Table, s: &Summary) {
     if let Some(seed) = s.run.seed {
         t.row("Seed:", seed);
     }
-}
-
-fn num(v: Option<f64>, decimals: usize) -> String {
-    v.map_or("n/a".to_string(), |v| format!("{v:.decimals$}"))
-}
-
-/// `mean / p50 / p99` of a latency, ms.
-fn three(mean: Option<f64>, p50: Option<f64>, p99: Option<f64>) -> String {
-    format!("{} / {} / {}", num(mean, 1), num(p50, 1), num(p99, 1))
-}
-
-/// The server-metrics section: the cluster next to the client, then one line per instance.
-fn server_section(t: &mut Table, srv: &crate::observe::ServerSummary) {
-    let c = &srv.cluster;
-    let n = srv.instances.len();
-    t.header(
-        &format!(
-            "Server metrics ({n} instance{}, every {:.0} ms)",
-            if n == 1 { "" } else { "s" },
-            srv.interval_ms
-        ),
-        '-',
-    );
-    t.row(
-        "Scrapes ok / failed:",
-        format!("{} / {}", c.scrapes_ok, c.scrapes_failed),
-    );
-    t.row(
-        "Server prefix-cache hit ratio (%):",
-        pct(c.prefix_hit_ratio),
-    );
-    t.row(
-        "Client cached_tokens ratio (%):",
-        pct(srv.client.cached_tokens_ratio),
-    );
-    if srv.client.ideal_hit_ratio.is_some() {
-        t.row(
-            "Trace-ideal hit ratio (%):",
-            pct(srv.client.ideal_hit_ratio),
-        );
-    }
-    t.row("Requests finished (server):", num(c.requests, 0));
-    t.row(
-        "Running mean / peak:",
-        format!("{} / {}", num(c.running_mean, 2), num(c.running_peak, 0)),
-    );
-    t.row(
-        "Waiting mean / peak:",
-        format!("{} / {}", num(c.waiting_mean, 2), num(c.waiting_peak, 0)),
-    );
-    t.row(
-        "KV usage mean / peak (%):",
-        format!("{} / {}", pct(c.kv_usage_mean), pct(c.kv_usage_peak)),
-    );
-    t.row("Preemptions:", num(c.preemptions, 0));
-    let h = |x: &Option<crate::observe::summary::HistSummary>| match x {
-        Some(h) => h.display(),
-        None => "n/a".to_string(),
-    };
-    let cl = &srv.client;
-    t.row("Server TTFT mean/p50/p99 (ms):", h(&c.ttft));
-    t.row(
-        "Client TTFT mean/p50/p99 (ms):",
-        three(cl.ttft_mean_ms, cl.ttft_p50_ms, cl.ttft_p99_ms),
-    );
-    t.row("Server E2E mean/p50/p99 (ms):", h(&c.e2e));
-    t.row(
-        "Client E2E mean/p50/p99 (ms):",
-        three(cl.e2e_mean_ms, cl.e2e_p50_ms, cl.e2e_p99_ms),
-    );
-    t.row("Server queue mean/p50/p99 (ms):", h(&c.queue));
-    let head = [
-        "inst",
-        "share%",
-        "hit%",
-        "run mean/pk",
-        "wait mean/pk",
-        "kv%pk",
-        "preempt",
-        "ttft ms",
-        "fails",
-    ];
-    let rows = srv
-        .instances
-        .iter()
-        .enumerate()
-        .map(|(i, x)| {
-            vec![
-                i.to_string(),
-                pct(x.request_share),
-                pct(x.prefix_hit_ratio),
-                format!("{}/{}", num(x.running_mean, 1), num(x.running_peak, 0)),
-                format!("{}/{}", num(x.waiting_mean, 1), num(x.waiting_peak, 0)),
-                pct(x.kv_usage_peak),
-                num(x.preemptions, 0),
-                num(x.ttft.as_ref().and_then(|h| h.mean_ms), 1),
-                x.scrapes_failed.to_string(),
-            ]
-        })
-        .collect();
-    t.grid(head.map(String::from).to_vec(), rows, |c| {
-        format!(
-            "{:<4} {:>6} {:>6} {:>11} {:>11} {:>6} {:>7} {:>9} {:>6}",
-            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
-        )
-    });
 }

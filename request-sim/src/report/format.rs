@@ -1,4 +1,8 @@
-//! Number formatting shared by the console text and the charts.
+//! Number formatting shared by the console text, the result files and the charts: every
+//! number, percentage and `n/a` / `-` cell of the reports is written by a function here.
+//!
+//! A value that is unknown is `n/a`; a value that does not exist (a row one run lacks, a
+//! change that cannot be computed) is `-`.
 
 /// Thousands separators for readability: 12,031.
 pub fn thousands(n: u64) -> String {
@@ -69,6 +73,83 @@ pub(crate) fn fmt_num(v: &f64) -> String {
     } else {
         format!("{v:.2}")
     }
+}
+
+/// `v` with `decimals` decimals, or `n/a` when unknown.
+pub(crate) fn num(v: Option<f64>, decimals: usize) -> String {
+    v.map_or("n/a".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+/// `v` with `decimals` decimals, or `-` when there is none.
+pub(crate) fn num_or_dash(v: Option<f64>, decimals: usize) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+/// `x` with `decimals` decimals, without any from 100,000 up (the digits that matter fit a
+/// column).
+fn wide(x: f64, decimals: usize) -> String {
+    if x.abs() >= 1e5 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.decimals$}")
+    }
+}
+
+/// [`wide`], or `n/a` when unknown.
+pub(crate) fn wide_or_na(v: Option<f64>, decimals: usize) -> String {
+    v.map_or("n/a".to_string(), |x| wide(x, decimals))
+}
+
+/// [`wide`], or `-` when unknown.
+pub(crate) fn wide_or_dash(v: Option<f64>, decimals: usize) -> String {
+    v.map_or("-".to_string(), |x| wide(x, decimals))
+}
+
+/// A value of a row that one run may lack: `-` when the run has no such row, `n/a` when its
+/// value is unknown, a whole number without decimals (below 1e15), else two decimals.
+pub(crate) fn row_value(v: Option<Option<f64>>) -> String {
+    match v {
+        None => "-".to_string(),
+        Some(None) => "n/a".to_string(),
+        Some(Some(x)) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
+        Some(Some(x)) => format!("{x:.2}"),
+    }
+}
+
+/// A ratio as a percentage with two decimals and no `%` sign (`46.40`), or `n/a` when unknown.
+pub(crate) fn pct(r: Option<f64>) -> String {
+    r.map_or("n/a".to_string(), |r| format!("{:.2}", r * 100.0))
+}
+
+/// A ratio as a percentage with two decimals and the `%` sign (`46.40%`).
+pub(crate) fn percent(r: f64) -> String {
+    format!("{:.2}%", r * 100.0)
+}
+
+/// [`percent`], or `n/a` when unknown.
+pub(crate) fn percent_or_na(r: Option<f64>) -> String {
+    r.map_or("n/a".to_string(), percent)
+}
+
+/// [`percent`], or `-` when there is none.
+pub(crate) fn percent_or_dash(r: Option<f64>) -> String {
+    r.map_or("-".to_string(), percent)
+}
+
+/// A change in percent with its sign and one decimal (`+2.5%`), or `-` when there is none.
+pub(crate) fn change(pct: Option<f64>) -> String {
+    pct.map_or("-".to_string(), |x| format!("{x:+.1}%"))
+}
+
+/// An interval of a change in percent (`[-1.2%, +3.4%]`), or `-` when there is none.
+pub(crate) fn change_interval(pct: Option<(f64, f64)>) -> String {
+    pct.map_or("-".to_string(), |(l, h)| format!("[{l:+.1}%, {h:+.1}%]"))
+}
+
+/// A number with at most three decimals and no trailing zeros (`10`, `2.5`).
+pub(crate) fn trim_num(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! embedded as `data:` URIs (base64 SVG, or PNG when that is smaller).
 //!
 //! The pages are minijinja templates (`html/*.html`, auto-escaped as HTML); the run's tables
-//! are the console table's pieces ([`super::console::Item`]), so both always say the same.
+//! are the console table's pieces ([`super::table::Item`]), so both always say the same.
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +12,9 @@ use base64::Engine as _;
 use minijinja::{Environment, Value};
 use serde::Serialize;
 
-use super::console::{console_items, Item};
+use super::console::console_items;
+use super::format::{change, change_interval, wide_or_na};
+use super::table::Item;
 use crate::error::{Error, Result};
 use crate::stats::compare::{Comparison, Method};
 use crate::stats::repeats::RepeatSet;
@@ -221,13 +223,9 @@ struct StatsRow {
     link: Option<String>,
 }
 
-/// A number of a statistics page.
+/// A number of a statistics page: three decimals, none from 100,000 up.
 fn num(v: Option<f64>) -> String {
-    match v {
-        Some(x) if x.abs() >= 1e5 => format!("{x:.0}"),
-        Some(x) => format!("{x:.3}"),
-        None => "n/a".to_string(),
-    }
+    wide_or_na(v, 3)
 }
 
 /// Write a repeat set's `report.html` into `dir`: every headline metric's mean, 95% interval
@@ -323,9 +321,8 @@ pub fn write_compare_html(path: &Path, a: &str, b: &str, c: &Comparison) -> Resu
                 v.label.clone(),
                 num(v.a),
                 num(v.b),
-                v.change_pct().map_or("-".into(), |x| format!("{x:+.1}%")),
-                v.ci_pct()
-                    .map_or("-".into(), |(l, h)| format!("[{l:+.1}%, {h:+.1}%]")),
+                change(v.change_pct()),
+                change_interval(v.ci_pct()),
                 match (&v.note, v.method) {
                     (Some(n), Method::None) => format!("not tested: {n}"),
                     _ => v.word().to_string(),

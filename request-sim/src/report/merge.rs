@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::format::num_or_dash;
 use crate::stats::merge::Merged;
 
 /// How many indexes a message lists before it abbreviates.
@@ -32,10 +33,7 @@ pub fn render_merge(m: &Merged) -> String {
             (Some(a), Some(b)) => format!("{a}-{b}"),
             _ => "-".into(),
         };
-        let first = p
-            .file
-            .first_sent_ms
-            .map_or("-".to_string(), |v| format!("{v:.3}"));
+        let first = num_or_dash(p.file.first_sent_ms, 3);
         let _ = writeln!(
             s,
             "{:<4} {:>8} {:>10} {:>10} {:>9.3} {:>9.3} {:>9.3}  {}{}",

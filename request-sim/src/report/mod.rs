@@ -1,8 +1,11 @@
 //! Reports: the renderings of a run's statistics (computed by [`crate::stats`]): the console
 //! table, result files, plots, HTML, comparison and live progress.
 //!
-//! - [`console`]: the vLLM-shaped result table ([`render_console`]); [`analysis`]: a trace
-//!   analysis as text ([`render_analysis`]); [`format`]: number formatting.
+//! - [`format`]: every number, percentage and `n/a` cell of the reports.
+//! - [`table`]: the vLLM-shaped console [`table::Table`], which also keeps its pieces for the
+//!   HTML page.
+//! - [`console`]: the vLLM-shaped result table ([`render_console`]), with its server-metrics
+//!   section from [`server`]; [`analysis`]: a trace analysis as text ([`render_analysis`]).
 //! - [`compare`]: two runs side by side ([`render_compare`]); [`merge`]: the shards table of a
 //!   merged run.
 //! - [`files`]: `--result-dir` contents: summary.json, requests.csv, results.xlsx, plots,
@@ -26,6 +29,8 @@ pub mod merge;
 pub mod plots;
 pub mod progress;
 pub mod repeats;
+pub mod server;
+pub mod table;
 
 pub use crate::util::{print_json, print_stdout};
 pub use analysis::render_analysis;

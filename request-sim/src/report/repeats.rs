@@ -3,14 +3,12 @@
 
 use std::fmt::Write;
 
+use super::format::wide_or_na;
 use crate::stats::repeats::RepeatSet;
 
+/// A value of the table: two decimals, none from 100,000 up.
 fn num(v: Option<f64>) -> String {
-    match v {
-        Some(x) if x.abs() >= 1e5 => format!("{x:.0}"),
-        Some(x) => format!("{x:.2}"),
-        None => "n/a".to_string(),
-    }
+    wide_or_na(v, 2)
 }
 
 /// The table: metric, mean, 95% CI (Student t over the repeats), sample std, min and max; a

@@ -1,14 +1,19 @@
-//! [`Accumulator`]: streaming accumulation of records into a [`Summary`], and the per-record
-//! facts (TPOT, end time, error kind) the charts use too.
+//! [`Accumulator`]: streaming accumulation of records into a [`Summary`].
 
 use std::collections::BTreeMap;
 
+use super::agents::AgentAcc;
+use super::config::ReportConfig;
 use super::latency::Latencies;
+use super::per_record::{end_ms, error_kind, in_one_piece, output_tokens_of, record_tpot};
+use super::run_info::{RunInfo, RunServer};
 use super::samples::{QuantizedSamples, Samples};
+use super::sessions::SessionAcc;
+use super::slo::Slo;
 use super::summary::{
     CacheStats, DriftStats, OutputTokenSources, StatusCounts, Summary, TokenExactness,
 };
-use super::{ReportConfig, RunInfo, Slo};
+use super::window::{inside, MeasureWindow, WindowAuto, WindowReport};
 use crate::record::{Record, Status, TokenSource};
 
 /// Output tokens per time bucket, with a bucket width that doubles whenever the run gets too
@@ -112,8 +117,8 @@ pub struct Accumulator {
     exact: TokenExactness,
     sources: OutputTokenSources,
     retried: usize,
-    sessions: super::sessions::SessionAcc,
-    agents: super::agents::AgentAcc,
+    sessions: SessionAcc,
+    agents: AgentAcc,
     /// Completed requests of more than one output token that came in one piece.
     one_piece: usize,
     /// Completed requests streamed in several chunks whose ITL values were not given.
@@ -128,58 +133,10 @@ pub struct Accumulator {
 struct Window {
     start_ms: f64,
     end_ms: f64,
-    auto: Option<super::window::WindowAuto>,
+    auto: Option<WindowAuto>,
     outside: usize,
     /// First and last send of every record, inside or not (for the "outside the run" message).
     sends: Option<(f64, f64)>,
-}
-
-/// Error kind key of a failed record: `http_error:503`, `timeout`, ...
-pub fn error_kind(rec: &Record) -> String {
-    match (rec.status, rec.http_status) {
-        (Status::HttpError, Some(code)) => format!("http_error:{code}"),
-        (s, _) => s.as_str().to_string(),
-    }
-}
-
-/// TPOT of a record per vLLM: (E2EL - TTFT) / (output tokens - 1), for > 1 output token
-/// that came in more than one chunk (an output in one piece, such as a non-streaming answer,
-/// has no time between its tokens: its TPOT is unknown, not 0).
-pub fn record_tpot(rec: &Record) -> Option<f64> {
-    let out = output_tokens_of(rec);
-    if out <= 1 || in_one_piece(rec) {
-        return None;
-    }
-    match (rec.e2e_ms, rec.ttft_ms) {
-        (Some(e), Some(t)) => Some((e - t) / (out as f64 - 1.0)),
-        _ => rec.tpot_ms,
-    }
-}
-
-/// Whether a record's output came in at most one chunk (a non-streaming answer, or a server
-/// that sent it whole): no time between tokens was measured.
-pub fn in_one_piece(rec: &Record) -> bool {
-    rec.chunks <= 1
-}
-
-/// Per-request mean ITL: (E2EL - TTFT) / (chunks - 1), the mean of the request's gaps between
-/// token-bearing chunks (E2EL - TTFT = Σ ITL); `None` for an output in one piece.
-pub fn record_mean_itl(rec: &Record) -> Option<f64> {
-    if in_one_piece(rec) {
-        return None;
-    }
-    Some((rec.e2e_ms? - rec.ttft_ms?) / f64::from(rec.chunks - 1))
-}
-
-/// Output tokens of a record: the server's count, else the chunk count.
-pub fn output_tokens_of(rec: &Record) -> u32 {
-    rec.output_tokens.unwrap_or(rec.chunks)
-}
-
-/// When a record's request ended, ms since the run start (`sent + done`, else `sent + e2e`).
-pub fn end_ms(rec: &Record) -> Option<f64> {
-    let sent = rec.sent_ms?;
-    rec.done_ms.or(rec.e2e_ms).map(|d| sent + d)
 }
 
 impl Accumulator {
@@ -213,12 +170,12 @@ impl Accumulator {
             exact: TokenExactness::default(),
             sources: OutputTokenSources::default(),
             retried: 0,
-            sessions: super::sessions::SessionAcc::default(),
-            agents: super::agents::AgentAcc::default(),
+            sessions: SessionAcc::default(),
+            agents: AgentAcc::default(),
             one_piece: 0,
             itl_missing: 0,
             window: match cfg.window {
-                Some(super::MeasureWindow::Fixed { start_s, end_s }) => Some(Window {
+                Some(MeasureWindow::Fixed { start_s, end_s }) => Some(Window {
                     start_ms: start_s * 1e3,
                     end_ms: end_s * 1e3,
                     auto: None,
@@ -232,7 +189,7 @@ impl Accumulator {
 
     /// Count only the requests sent in `[start_ms, end_ms)`: the span `--measure-window auto`
     /// found (see [`super::window::steady_window`]).
-    pub fn set_auto_window(&mut self, start_ms: f64, end_ms: f64, auto: super::window::WindowAuto) {
+    pub fn set_auto_window(&mut self, start_ms: f64, end_ms: f64, auto: WindowAuto) {
         self.window = Some(Window {
             start_ms,
             end_ms,
@@ -278,7 +235,7 @@ impl Accumulator {
             if let Some(t) = rec.sent_ms {
                 w.sends = Some(w.sends.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
             }
-            if !super::window::inside(rec, w.start_ms, w.end_ms) {
+            if !inside(rec, w.start_ms, w.end_ms) {
                 w.outside += 1;
                 return;
             }
@@ -457,7 +414,7 @@ impl Accumulator {
         exact.exact_ratio =
             (exact.with_usage > 0).then(|| exact.exact as f64 / exact.with_usage as f64);
         let good = (!self.slo.is_empty()).then_some(self.good);
-        let measure_window = self.window.as_ref().map(|w| super::window::WindowReport {
+        let measure_window = self.window.as_ref().map(|w| WindowReport {
             mode: if w.auto.is_some() { "auto" } else { "fixed" }.to_string(),
             start_s: w.start_ms / 1e3,
             end_s: w.end_ms.is_finite().then_some(w.end_ms / 1e3),
@@ -647,11 +604,7 @@ impl Accumulator {
 
 /// The warning for completed requests whose response carried no prompt tokens while others
 /// did: the exactness line covers only the others, and it must not look like all of them.
-fn no_prompt_usage(
-    exact: &super::summary::TokenExactness,
-    completed: usize,
-    server: &super::run_info::RunServer,
-) -> String {
+fn no_prompt_usage(exact: &TokenExactness, completed: usize, server: &RunServer) -> String {
     let mut w = format!(
         "SERVER GAVE NO PROMPT USAGE for {} of {completed} completed requests: token exactness \
          and the cached-token ratio cover the other {} only",

@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::headline::{clusters, headlines, hit_pairs, Better, Source};
+use super::headline::{clusters, headlines, hit_pairs, Better, Headline, Source};
 use super::inference::{bootstrap, bootstrap_ratio, welch, Diff, Statistic, BOOTSTRAP_RESAMPLES};
 use super::latency::Metric;
 use super::repeats::RepeatSet;
-use super::Summary;
+use super::summary::Summary;
 use crate::record::Record;
 
 /// The bootstrap's seed (fixed, so a comparison prints the same verdicts every time).
@@ -136,6 +136,12 @@ pub struct Comparison {
     pub bootstrap_resamples: usize,
 }
 
+/// A metric to compare: key, label, which direction is better, where its values come from.
+type MetricKey = (String, String, Better, Source);
+
+/// Every bootstrap verdict by key (see [`bootstrap_all`]).
+type Boot = BTreeMap<String, Option<Diff>>;
+
 /// Compare `a` and `b`. Runs of different traces are refused (the message says how they
 /// differ).
 pub fn compare(a: &Side, b: &Side) -> Result<Comparison, String> {
@@ -145,30 +151,11 @@ pub fn compare(a: &Side, b: &Side) -> Result<Comparison, String> {
             a.name, b.name
         ));
     }
-    let mut notes = Vec::new();
     let welch_ok = a.is_repeat_set() && b.is_repeat_set();
-    if !welch_ok && (a.is_repeat_set() || b.is_repeat_set()) {
-        notes.push(
-            "only one side is a repeat set: the bootstrap pools that side's repeats' records"
-                .to_string(),
-        );
-    }
-    for s in [a, b] {
-        if s.records.is_none() && !welch_ok {
-            notes.push(format!(
-                "{}: no per-request records found, so nothing is tested (give the records JSONL, or the summary beside its records)",
-                s.name
-            ));
-        }
-    }
+    let notes = input_notes(a, b, welch_ok);
     let ha = side_headlines(a);
     let hb = side_headlines(b);
-    let mut keys: Vec<(String, String, Better, Source)> = Vec::new();
-    for h in ha.iter().chain(&hb) {
-        if !keys.iter().any(|k| k.0 == h.key) {
-            keys.push((h.key.clone(), h.label.clone(), h.better, h.source));
-        }
-    }
+    let keys = metric_keys(&ha, &hb);
     let boot = if welch_ok {
         BTreeMap::new()
     } else {
@@ -176,58 +163,10 @@ pub fn compare(a: &Side, b: &Side) -> Result<Comparison, String> {
     };
     let verdicts = keys
         .iter()
-        .map(|(key, label, better, source)| {
-            let va = ha.iter().find(|h| &h.key == key).and_then(|h| h.value);
-            let vb = hb.iter().find(|h| &h.key == key).and_then(|h| h.value);
-            let mut v = Verdict {
-                key: key.clone(),
-                label: label.clone(),
-                better: *better,
-                a: va,
-                b: vb,
-                method: Method::None,
-                diff: None,
-                note: None,
-            };
-            if va.is_none() || vb.is_none() {
-                v.note = Some("unknown in one run".to_string());
-            } else if welch_ok {
-                let vals = |s: &Side| {
-                    s.repeats
-                        .as_ref()
-                        .and_then(|r| r.metric(key))
-                        .and_then(|m| m.known_values())
-                };
-                match (vals(a), vals(b)) {
-                    (Some(x), Some(y)) => match welch(&x, &y) {
-                        Some(d) => {
-                            v.method = Method::Welch;
-                            v.a = Some(d.a);
-                            v.b = Some(d.b);
-                            v.diff = Some(d);
-                        }
-                        None => v.note = Some("fewer than 2 repeats".to_string()),
-                    },
-                    _ => v.note = Some("not measured in every repeat".to_string()),
-                }
-            } else if *source == Source::PerRun {
-                v.note =
-                    Some("one value per run: repeat the runs (--repeat) to test it".to_string());
-            } else if let Some(d) = boot.get(key).copied().flatten() {
-                v.method = Method::Bootstrap;
-                v.a = Some(d.a);
-                v.b = Some(d.b);
-                v.diff = Some(d);
-            } else if a.records.is_some() && b.records.is_some() {
-                v.note = Some(if key.contains("_itl_") {
-                    "the records keep no ITL values (--record-itl)".to_string()
-                } else {
-                    "no values in the records".to_string()
-                });
-            } else {
-                v.note = Some("no per-request records".to_string());
-            }
-            v
+        .map(|k| {
+            let va = ha.iter().find(|h| h.key == k.0).and_then(|h| h.value);
+            let vb = hb.iter().find(|h| h.key == k.0).and_then(|h| h.value);
+            verdict(k, (va, vb), (a, b), welch_ok, &boot)
         })
         .collect();
     Ok(Comparison {
@@ -246,8 +185,103 @@ pub fn compare(a: &Side, b: &Side) -> Result<Comparison, String> {
     })
 }
 
+/// Facts about the inputs: a repeat set against a single run, a side without records.
+fn input_notes(a: &Side, b: &Side, welch_ok: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !welch_ok && (a.is_repeat_set() || b.is_repeat_set()) {
+        notes.push(
+            "only one side is a repeat set: the bootstrap pools that side's repeats' records"
+                .to_string(),
+        );
+    }
+    for s in [a, b] {
+        if s.records.is_none() && !welch_ok {
+            notes.push(format!(
+                "{}: no per-request records found, so nothing is tested (give the records JSONL, or the summary beside its records)",
+                s.name
+            ));
+        }
+    }
+    notes
+}
+
+/// The headline metrics of either side, each once, in the order first seen (A's, then B's).
+fn metric_keys(ha: &[Headline], hb: &[Headline]) -> Vec<MetricKey> {
+    let mut keys: Vec<MetricKey> = Vec::new();
+    for h in ha.iter().chain(hb) {
+        if !keys.iter().any(|k| k.0 == h.key) {
+            keys.push((h.key.clone(), h.label.clone(), h.better, h.source));
+        }
+    }
+    keys
+}
+
+/// The verdict of one metric with values `va` (A) and `vb` (B): Welch over the repeats when
+/// both sides are repeat sets, else the bootstrap's, else why it was not tested.
+fn verdict(
+    (key, label, better, source): &MetricKey,
+    (va, vb): (Option<f64>, Option<f64>),
+    (a, b): (&Side, &Side),
+    welch_ok: bool,
+    boot: &Boot,
+) -> Verdict {
+    let mut v = Verdict {
+        key: key.clone(),
+        label: label.clone(),
+        better: *better,
+        a: va,
+        b: vb,
+        method: Method::None,
+        diff: None,
+        note: None,
+    };
+    if va.is_none() || vb.is_none() {
+        v.note = Some("unknown in one run".to_string());
+    } else if welch_ok {
+        welch_verdict(&mut v, a, b);
+    } else if *source == Source::PerRun {
+        v.note = Some("one value per run: repeat the runs (--repeat) to test it".to_string());
+    } else if let Some(d) = boot.get(key).copied().flatten() {
+        v.method = Method::Bootstrap;
+        v.a = Some(d.a);
+        v.b = Some(d.b);
+        v.diff = Some(d);
+    } else if a.records.is_some() && b.records.is_some() {
+        v.note = Some(if key.contains("_itl_") {
+            "the records keep no ITL values (--record-itl)".to_string()
+        } else {
+            "no values in the records".to_string()
+        });
+    } else {
+        v.note = Some("no per-request records".to_string());
+    }
+    v
+}
+
+/// Welch's t over the repeats' values of `v`'s metric, into `v` (or why it could not be).
+fn welch_verdict(v: &mut Verdict, a: &Side, b: &Side) {
+    let vals = |s: &Side| {
+        s.repeats
+            .as_ref()
+            .and_then(|r| r.metric(&v.key))
+            .and_then(|m| m.known_values())
+    };
+    match (vals(a), vals(b)) {
+        (Some(x), Some(y)) => match welch(&x, &y) {
+            Some(d) => {
+                v.method = Method::Welch;
+                v.a = Some(d.a);
+                v.b = Some(d.b);
+                v.diff = Some(d);
+            }
+            None => v.note = Some("fewer than 2 repeats".to_string()),
+        },
+        _ => v.note = Some("not measured in every repeat".to_string()),
+    }
+}
+
 /// A side's headline values: the repeat means of a repeat set, else the run's.
-fn side_headlines(s: &Side) -> Vec<super::headline::Headline> {
+fn side_headlines(s: &Side) -> Vec<Headline> {
     let mut h = headlines(&s.summary);
     if let Some(r) = s.repeats.as_ref().filter(|_| s.is_repeat_set()) {
         for x in &mut h {
@@ -259,11 +293,7 @@ fn side_headlines(s: &Side) -> Vec<super::headline::Headline> {
 
 /// Every bootstrap verdict by key: one resampling per latency metric (all its statistics on
 /// the same resamples), one for the hit ratio.
-fn bootstrap_all(
-    a: &Side,
-    b: &Side,
-    keys: &[(String, String, Better, Source)],
-) -> BTreeMap<String, Option<Diff>> {
+fn bootstrap_all(a: &Side, b: &Side, keys: &[MetricKey]) -> Boot {
     let mut out = BTreeMap::new();
     let (Some(ra), Some(rb)) = (&a.records, &b.records) else {
         return out;

@@ -5,10 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::accumulator::record_tpot;
 use super::inference::{Cluster, Statistic};
 use super::latency::{p_word, Metric};
-use super::Summary;
+use super::per_record::record_tpot;
+use super::summary::Summary;
 use crate::record::{Record, Status};
 
 /// Which direction of a metric is better.

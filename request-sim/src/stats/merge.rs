@@ -7,8 +7,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::config::ReportConfig;
+use super::records::summarize_records;
 use super::summary::DriftStats;
-use super::{summarize_records, ReportConfig};
 use crate::record::merge::{merge_shards as merge_records, read_shards, Shard, ShardFacts};
 use crate::record::{ReadStats, Record};
 

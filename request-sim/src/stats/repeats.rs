@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::headline::{headlines, Better};
 use super::inference::{mean_ci, MeanCi};
-use super::Summary;
+use super::summary::Summary;
 
 /// The file a repeat set is described in.
 pub const REPEATS_JSON: &str = "repeats.json";

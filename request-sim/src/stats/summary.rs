@@ -1,6 +1,6 @@
 //! [`Summary`]: the result of a run (every vLLM `bench serve` result field plus the
-//! replayer's own). It is computed by [`super::Accumulator`] from the records and
-//! [`super::RunInfo`].
+//! replayer's own). It is computed by [`super::accumulator::Accumulator`] from the records and
+//! [`RunInfo`].
 //!
 //! Definitions are in `docs/metrics.md`; they follow vLLM's `calculate_metrics`.
 
@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::latency::Latencies;
-use super::{RunInfo, Slo};
+use super::run_info::RunInfo;
+use super::slo::Slo;
 use crate::record::Status;
 
 /// Send drift (actual send time - scheduled time), ms. With no request sent (`count` 0) the

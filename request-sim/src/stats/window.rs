@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::accumulator::end_ms;
+use super::per_record::end_ms;
 use crate::record::Record;
 
 /// The window asked for.

@@ -6,6 +6,7 @@ use std::io::Write;
 
 use request_sim::observe::summary::HistSummary;
 use request_sim::observe::{parse, HistTotals, ServerView};
+use request_sim::report::server::render_hist;
 
 /// vLLM's `request_latency` buckets (e2e, queue, prefill, decode), seconds.
 const VLLM_LATENCY: &[f64] = &[
@@ -63,13 +64,13 @@ fn sub_bucket_latencies_give_bounds_not_invented_percentiles() {
     assert!((hi.unwrap() - 2.0 * mean).abs() < 1e-6, "{h:?}");
     assert_eq!(h.p99_bounds_ms, Some((0.0, Some(300.0))));
     assert!(h.coarse);
-    assert_eq!(h.display(), "97.5 / ≤ 195.0 / ≤ 300.0 (coarse buckets)");
+    assert_eq!(render_hist(&h), "97.5 / ≤ 195.0 / ≤ 300.0 (coarse buckets)");
 
     // Queue times of ~0.1 ms: never a 150 ms median.
     let queue = vec![0.0001; 30];
     let q = HistSummary::of(&hist("request_queue_time_seconds", &queue));
     assert_eq!(q.p50_ms, None);
-    assert_eq!(q.display(), "0.1 / ≤ 0.2 / ≤ 10.0 (coarse buckets)");
+    assert_eq!(render_hist(&q), "0.1 / ≤ 0.2 / ≤ 10.0 (coarse buckets)");
 }
 
 #[test]
@@ -81,7 +82,7 @@ fn wide_buckets_give_ranges_and_narrow_ones_values() {
     assert_eq!(h.p50_bounds_ms, Some((500.0, Some(800.0))));
     assert_eq!(h.p99_bounds_ms, Some((2500.0, Some(5000.0))));
     assert_eq!(
-        h.display(),
+        render_hist(&h),
         "1800.0 / 500.0–800.0 / 2500.0–5000.0 (coarse buckets)"
     );
     // Beyond the last finite bound: only a lower bound (and the mean's).
@@ -98,7 +99,7 @@ fn wide_buckets_give_ranges_and_narrow_ones_values() {
     let f = HistSummary::of(&fine);
     assert!((f.p50_ms.unwrap() - 1050.0).abs() < 1e-9, "{f:?}");
     assert!(!f.coarse);
-    assert_eq!(f.display(), "1050.0 / 1050.0 / 1099.0");
+    assert_eq!(render_hist(&f), "1050.0 / 1050.0 / 1099.0");
 }
 
 /// The demo (a replay against the built-in simulator, whose histograms use vLLM's bounds): no

@@ -14,8 +14,8 @@ use super::{
 };
 use crate::observe::samples::{self, Sample};
 use crate::record::{Record, Status};
-use crate::stats::accumulator::{end_ms, output_tokens_of, record_mean_itl, record_tpot};
 use crate::stats::latency::Metric;
+use crate::stats::per_record::{end_ms, output_tokens_of, record_mean_itl, record_tpot};
 use crate::stats::samples::percentile_sorted;
 use crate::stats::Summary;
 

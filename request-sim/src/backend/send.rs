@@ -1,0 +1,417 @@
+//! Sending one request ([`execute`]): the exchange with the server, the one retry on a fresh
+//! connection after the keep-alive race, and how the request ended ([`Outcome`]): its status,
+//! the server's error message, the instance that served it.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::client::HttpClient;
+use super::endpoint::Endpoint;
+use super::state::ResponseState;
+use super::status::{ServedBy, Status};
+use super::stream::{StreamReader, MAX_EVENT_BYTES};
+
+/// How one request ended, with everything measured relative to its send time.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: Status,
+    pub http_status: Option<u16>,
+    pub error: Option<String>,
+    pub state: ResponseState,
+    /// 1 when the request was sent a second time on a fresh connection (see [`execute`]).
+    pub retries: u32,
+}
+
+/// Largest error body we keep.
+const MAX_ERROR_BODY: usize = 4096;
+/// How long the body of an HTTP error response is waited for.
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(1);
+
+/// Per-request options of [`execute`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestOpts<'a> {
+    /// `--session-header`: the session id sent in that header.
+    pub session: Option<&'a str>,
+    /// Keep the answer's text in [`ResponseState::answer`] (`--live-history`).
+    pub collect_answer: bool,
+}
+
+/// Send one request (body already built) and read its response to the end.
+///
+/// `sent` is taken by the caller just before calling. The request ends as `Timeout` after
+/// `timeout`, as `Cancelled` when `cancel` fires; timings measured up to then are kept.
+///
+/// When the pooled connection is closed by the server before any byte of the response arrived
+/// (the keep-alive race: the server's idle timer fired as the request was written), the request
+/// is sent once more, right away, on a fresh connection, and counted in `retries`. Never after
+/// a response byte, never twice; the timeout covers both attempts and all times stay relative
+/// to the first send. docs/reliability.md explains why this cannot double processed work.
+pub async fn execute(
+    client: &HttpClient,
+    ep: &Endpoint,
+    body: Bytes,
+    timeout: Option<Duration>,
+    cancel: &CancellationToken,
+    allow_missing_usage: bool,
+    opts: RequestOpts<'_>,
+) -> Outcome {
+    let fresh_state = || {
+        if opts.collect_answer {
+            ResponseState::collecting()
+        } else {
+            ResponseState::default()
+        }
+    };
+    let session = opts.session;
+    let mut state = fresh_state();
+    let mut http_status = None;
+    let mut retries = 0;
+    let result = {
+        let fut = async {
+            let first = exchange(
+                &client.pooled,
+                ep,
+                body.clone(),
+                session,
+                &mut state,
+                &mut http_status,
+            )
+            .await;
+            match first {
+                Err(Failure::PeerClosed(_)) => {
+                    retries = 1;
+                    state = fresh_state();
+                    exchange(
+                        &client.fresh,
+                        ep,
+                        body,
+                        session,
+                        &mut state,
+                        &mut http_status,
+                    )
+                    .await
+                    .map_err(Failure::into_error)
+                }
+                r => r.map_err(Failure::into_error),
+            }
+        };
+        tokio::pin!(fut);
+        let sleep = async {
+            match timeout {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err((Status::Cancelled, "run stopped before the request finished".to_string())),
+            r = &mut fut => r,
+            _ = sleep => Err((Status::Timeout, format!("no complete response within {:.1} s", timeout.unwrap_or_default().as_secs_f64()))),
+        }
+    };
+    let (status, error) = match result {
+        Ok(()) => {
+            let usage_missing = ep.kind.openai_style_server()
+                && ep.stream
+                && state.usage.and_then(|u| u.completion_tokens).is_none();
+            if usage_missing && !allow_missing_usage {
+                let why = if ep.kind.is_openai() {
+                    "server sent no usage (stream_options.include_usage ignored?)"
+                } else {
+                    "server sent no usage (no output_tokens in the stream)"
+                };
+                (Status::ProtocolError, Some(why.to_string()))
+            } else {
+                (Status::Ok, None)
+            }
+        }
+        Err((s, e)) => (s, Some(e)),
+    };
+    // Servers may echo the key in an error ("Incorrect API key provided: sk-..."): it must
+    // never reach a record.
+    let error = error.map(|e| ep.redact(e));
+    Outcome {
+        status,
+        http_status,
+        error,
+        state,
+        retries,
+    }
+}
+
+type ExchangeError = (Status, String);
+
+/// Why one attempt failed.
+enum Failure {
+    /// The connection was closed by the peer (end of input, reset, broken pipe) after the
+    /// request was handed to it and before any byte of the response: retryable once.
+    PeerClosed(ExchangeError),
+    Other(ExchangeError),
+}
+
+impl Failure {
+    fn into_error(self) -> ExchangeError {
+        match self {
+            Failure::PeerClosed(e) | Failure::Other(e) => e,
+        }
+    }
+}
+
+impl From<ExchangeError> for Failure {
+    fn from(e: ExchangeError) -> Self {
+        Failure::Other(e)
+    }
+}
+
+/// True when `e` (from `send()`, so before any response byte) says the peer closed an
+/// established connection: hyper's "connection closed before message completed", or a reset
+/// / broken pipe while writing the request. Connect errors (a new connection that could not
+/// be opened), timeouts and answers that are not HTTP are not this.
+fn closed_by_peer(e: &reqwest::Error) -> bool {
+    if e.is_connect() || e.is_timeout() {
+        return false;
+    }
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        if let Some(h) = inner.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() || h.is_canceled() {
+                return true;
+            }
+            if h.is_parse() || h.is_parse_status() || h.is_parse_too_large() || h.is_user() {
+                return false;
+            }
+        }
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            return matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+            );
+        }
+        src = inner.source();
+    }
+    false
+}
+
+fn classify(e: &reqwest::Error, during_body: bool) -> ExchangeError {
+    let msg = {
+        let mut s = e.to_string();
+        let mut src = std::error::Error::source(e);
+        while let Some(inner) = src {
+            s.push_str(": ");
+            s.push_str(&inner.to_string());
+            src = inner.source();
+        }
+        s
+    };
+    // The peer answered, but not with HTTP (or with a broken response head).
+    let unparsable = {
+        let mut src = std::error::Error::source(e);
+        let mut found = false;
+        while let Some(inner) = src {
+            if let Some(h) = inner.downcast_ref::<hyper::Error>() {
+                found |= h.is_parse() || h.is_parse_status() || h.is_parse_too_large();
+            }
+            src = inner.source();
+        }
+        found
+    };
+    if e.is_timeout() {
+        (Status::Timeout, msg)
+    } else if unparsable {
+        (
+            Status::ProtocolError,
+            format!("the server's answer is not valid HTTP: {msg}"),
+        )
+    } else if e.is_connect() {
+        (Status::ConnectError, msg)
+    } else if during_body {
+        (
+            Status::ConnectError,
+            format!("connection lost mid-response: {msg}"),
+        )
+    } else {
+        (Status::ConnectError, msg)
+    }
+}
+
+async fn exchange(
+    client: &reqwest::Client,
+    ep: &Endpoint,
+    body: Bytes,
+    session: Option<&str>,
+    state: &mut ResponseState,
+    http_status: &mut Option<u16>,
+) -> Result<(), Failure> {
+    let mut req = client
+        .post(ep.url.clone())
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body);
+    if ep.stream {
+        req = req.header(reqwest::header::ACCEPT, "text/event-stream");
+    }
+    req = ep.authorize(req);
+    if let Some(route) = &ep.route {
+        req = req.header("routing-strategy", route);
+    }
+    if let (Some(name), Some(id)) = (&ep.session_header, session) {
+        req = req.header(name, id);
+    }
+    let resp = req.send().await.map_err(|e| {
+        let e = e.without_url();
+        if closed_by_peer(&e) {
+            Failure::PeerClosed(classify(&e, false))
+        } else {
+            Failure::Other(classify(&e, false))
+        }
+    })?;
+    let status = resp.status();
+    *http_status = Some(status.as_u16());
+    state.served_by = served_by(resp.headers());
+    let mut stream = resp.bytes_stream();
+    if !status.is_success() {
+        let mut buf = Vec::new();
+        // The status is what matters: a server that never finishes its error body must not
+        // turn an HTTP error into a timeout.
+        let read = async {
+            while let Some(chunk) = stream.next().await {
+                match chunk {
+                    Ok(c) => {
+                        buf.extend_from_slice(&c);
+                        if buf.len() >= MAX_ERROR_BODY {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(ERROR_BODY_WAIT, read).await;
+        return Err(Failure::Other((
+            Status::HttpError,
+            format!("HTTP {}: {}", status.as_u16(), error_message(&buf)),
+        )));
+    }
+    if ep.stream {
+        let mut reader = StreamReader::new(ep.kind);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| classify(&e.without_url(), true))?;
+            reader.push(&chunk, state, Instant::now())?;
+        }
+        reader.finish(state, Instant::now())?;
+    } else {
+        let mut buf = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| classify(&e.without_url(), true))?;
+            buf.extend_from_slice(&chunk);
+            if buf.len() > MAX_EVENT_BYTES {
+                return Err((
+                    Status::ProtocolError,
+                    format!("response body larger than {MAX_EVENT_BYTES} bytes"),
+                )
+                    .into());
+            }
+        }
+        state
+            .on_body(ep.kind, &buf, Instant::now())
+            .map_err(|e| (Status::ProtocolError, e.0))?;
+    }
+    Ok(())
+}
+
+/// Longest `x-inference-pod` value kept in a record.
+const MAX_POD_LEN: usize = 253;
+
+/// The instance named by the response headers `x-inference-pod` and `x-inference-port` (sent
+/// by routers and by llm-sim clusters), if either is there and readable.
+pub fn served_by(headers: &reqwest::header::HeaderMap) -> Option<ServedBy> {
+    let text = |name: &str| {
+        let v = headers.get(name)?.to_str().ok()?.trim();
+        (!v.is_empty() && v.len() <= MAX_POD_LEN).then(|| v.to_string())
+    };
+    let pod = text("x-inference-pod");
+    let port = text("x-inference-port").and_then(|p| p.parse::<u16>().ok());
+    (pod.is_some() || port.is_some()).then_some(ServedBy { pod, port })
+}
+
+/// The server's error message: `message` / `error.message` / `error` of a JSON body (an
+/// Anthropic error, `{"type":"error","error":{"type","message"}}`, as `type: message`), or the
+/// text itself, truncated to 512 bytes.
+fn error_message(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct E {
+        message: Option<String>,
+        error: Option<serde_json::Value>,
+        #[serde(rename = "type")]
+        kind: Option<String>,
+    }
+    let text = String::from_utf8_lossy(body);
+    let msg = match serde_json::from_slice::<E>(body) {
+        Ok(E {
+            message: Some(m), ..
+        }) => m,
+        Ok(E {
+            error: Some(serde_json::Value::String(s)),
+            ..
+        }) => s,
+        Ok(E {
+            error: Some(serde_json::Value::Object(o)),
+            kind,
+            ..
+        }) => match (
+            o.get("message").and_then(|m| m.as_str()),
+            o.get("type").and_then(|t| t.as_str()),
+        ) {
+            (Some(m), Some(t)) if kind.as_deref() == Some("error") => format!("{t}: {m}"),
+            (Some(m), _) => m.to_string(),
+            (None, _) => text.to_string(),
+        },
+        _ => text.trim().to_string(),
+    };
+    let mut end = msg.len().min(512);
+    while !msg.is_char_boundary(end) {
+        end -= 1;
+    }
+    msg[..end].to_string()
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_serving_instance_comes_from_the_response_headers() {
+        let mut h = reqwest::header::HeaderMap::new();
+        assert_eq!(served_by(&h), None);
+        h.insert("x-inference-port", "8002".parse().unwrap());
+        let s = served_by(&h).unwrap();
+        assert_eq!((s.pod, s.port), (None, Some(8002)));
+        h.insert("x-inference-pod", " llm-sim-2 ".parse().unwrap());
+        let s = served_by(&h).unwrap();
+        assert_eq!((s.pod.as_deref(), s.port), (Some("llm-sim-2"), Some(8002)));
+        h.insert("x-inference-port", "not a port".parse().unwrap());
+        h.insert("x-inference-pod", "x".repeat(300).parse().unwrap());
+        assert_eq!(served_by(&h), None);
+    }
+
+    #[test]
+    fn error_messages() {
+        assert_eq!(
+            error_message(br#"{"object":"error","message":"bad","code":400}"#),
+            "bad"
+        );
+        assert_eq!(error_message(br#"{"error":{"message":"nope"}}"#), "nope");
+        assert_eq!(error_message(br#"{"error":"tgi says"}"#), "tgi says");
+        assert_eq!(
+            error_message(
+                br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ),
+            "overloaded_error: Overloaded"
+        );
+        assert_eq!(error_message(b"plain text\n"), "plain text");
+        let long = "\u{e9}".repeat(400);
+        assert!(error_message(long.as_bytes()).len() <= 512);
+    }
+}

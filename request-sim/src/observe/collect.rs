@@ -1,0 +1,259 @@
+//! The collector of the scraper thread: it takes every finished scrape, parses its page,
+//! keeps the counters' first and last views and the gauges' time series, and writes
+//! `server_metrics.jsonl` on the run's clock; at the end it hands over the [`ScrapeResult`].
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::names::ServerView;
+use super::prom;
+use super::series::{signed_ms, Point, Series};
+
+/// What was scraped from one instance.
+#[derive(Debug, Clone)]
+pub struct InstanceResult {
+    pub url: String,
+    /// Successful scrapes.
+    pub ok: u64,
+    /// Scrapes that failed (timeout, connection error, HTTP error, unreadable page).
+    pub failed: u64,
+    /// First error seen.
+    pub first_error: Option<String>,
+    /// First and last successful scrape (the counter deltas of the run).
+    pub first: Option<ServerView>,
+    pub last: Option<ServerView>,
+}
+
+/// Everything the scraper saw.
+#[derive(Debug, Clone)]
+pub struct ScrapeResult {
+    pub interval: Duration,
+    pub instances: Vec<InstanceResult>,
+    /// Per instance, time-ordered.
+    pub series: Vec<Vec<Point>>,
+    /// The run's clock start, when it was set.
+    pub clock_start: Option<Instant>,
+    /// `server_metrics.jsonl`, when written.
+    pub path: Option<PathBuf>,
+    /// Lines written to it.
+    pub lines: u64,
+}
+
+/// One line of `server_metrics.jsonl`.
+#[derive(Serialize)]
+struct Line<'a> {
+    /// Middle of the scrape, ms on the run's clock (negative: before the first send).
+    t_ms: f64,
+    instance: usize,
+    url: &'a str,
+    ok: bool,
+    /// How long the scrape took, ms.
+    scrape_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    view: Option<&'a ServerView>,
+}
+
+/// One finished scrape, sent from an instance's task to the collector.
+pub(super) struct Scraped {
+    pub(super) instance: usize,
+    pub(super) sent: Instant,
+    pub(super) received: Instant,
+    pub(super) tick: u64,
+    pub(super) body: Result<String, String>,
+}
+
+/// Per-instance state kept by the collector.
+pub(super) struct Instance {
+    pub(super) url: reqwest::Url,
+    pub(super) key: Option<String>,
+    /// The URL without credentials, for messages and `server_metrics.jsonl`.
+    pub(super) shown: String,
+    pub(super) result: InstanceResult,
+}
+
+/// Takes the scrapes of every instance (see the module doc).
+pub(super) struct Collector {
+    pub(super) instances: Vec<Instance>,
+    /// When the scraper started: tick 0 of the shared schedule.
+    pub(super) t0: Instant,
+    pub(super) interval: Duration,
+    /// `server_metrics.jsonl`, when written.
+    path: Option<PathBuf>,
+    clock: Arc<OnceLock<Instant>>,
+    series: Arc<Series>,
+    out: Option<BufWriter<std::fs::File>>,
+    out_error: Option<String>,
+    /// Lines waiting for the clock to start (their times are not known yet).
+    pending: Vec<(Instant, usize, f64, Result<ServerView, String>)>,
+    lines: u64,
+}
+
+impl Collector {
+    pub(super) fn new(
+        kept: &[(reqwest::Url, Option<String>)],
+        t0: Instant,
+        interval: Duration,
+        path: Option<PathBuf>,
+        clock: Arc<OnceLock<Instant>>,
+        series: Arc<Series>,
+        out: Option<BufWriter<std::fs::File>>,
+    ) -> Collector {
+        series.set_addresses(&kept.iter().map(|(u, _)| u.clone()).collect::<Vec<_>>());
+        let instances = kept
+            .iter()
+            .map(|(u, key)| {
+                let shown = crate::backend::sanitize_url(u.as_str());
+                Instance {
+                    url: u.clone(),
+                    key: key.clone(),
+                    result: InstanceResult {
+                        url: shown.clone(),
+                        ok: 0,
+                        failed: 0,
+                        first_error: None,
+                        first: None,
+                        last: None,
+                    },
+                    shown,
+                }
+            })
+            .collect();
+        Collector {
+            instances,
+            t0,
+            interval,
+            path,
+            clock,
+            series,
+            out,
+            out_error: None,
+            pending: Vec::new(),
+            lines: 0,
+        }
+    }
+
+    /// Write what is left and hand over the samples.
+    pub(super) fn finish(mut self) -> Result<ScrapeResult, String> {
+        self.flush_pending(true);
+        if let Some(out) = self.out.as_mut() {
+            if let Err(e) = out.flush() {
+                self.out_error.get_or_insert(e.to_string());
+            }
+        }
+        if let Some(e) = self.out_error {
+            return Err(format!(
+                "writing {}: {e}",
+                self.path
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ));
+        }
+        Ok(ScrapeResult {
+            interval: self.interval,
+            series: self.series.snapshot(),
+            clock_start: self.clock.get().copied(),
+            instances: self.instances.into_iter().map(|i| i.result).collect(),
+            path: self.path,
+            lines: self.lines,
+        })
+    }
+
+    pub(super) fn tick_of(&self, at: Instant) -> u64 {
+        let d = at.saturating_duration_since(self.t0).as_secs_f64();
+        (d / self.interval.as_secs_f64()).round() as u64
+    }
+
+    pub(super) fn take(&mut self, s: Scraped) {
+        let mid = s.sent + s.received.duration_since(s.sent) / 2;
+        let scrape_ms = s.received.duration_since(s.sent).as_secs_f64() * 1e3;
+        let view = s.body.and_then(|text| {
+            let page = prom::parse(&text).map_err(|e| e.to_string())?;
+            if page.families.is_empty() {
+                return Err("empty /metrics page".to_string());
+            }
+            Ok(ServerView::of(&page))
+        });
+        let inst = &mut self.instances[s.instance].result;
+        match &view {
+            Ok(v) => {
+                inst.ok += 1;
+                if inst.first.is_none() {
+                    inst.first = Some(v.clone());
+                }
+                inst.last = Some(v.clone());
+                self.series.push(
+                    s.instance,
+                    Point {
+                        at: mid,
+                        tick: s.tick,
+                        running: v.running.map(|x| x as f32),
+                        waiting: v.waiting.map(|x| x as f32),
+                        kv_usage: v.kv_usage.map(|x| x as f32),
+                    },
+                );
+            }
+            Err(e) => {
+                inst.failed += 1;
+                if inst.first_error.is_none() {
+                    inst.first_error = Some(e.clone());
+                }
+            }
+        }
+        self.pending.push((mid, s.instance, scrape_ms, view));
+        self.flush_pending(false);
+    }
+
+    /// Write the lines whose time is known (all of them at the end, relative to the scraper's
+    /// start when the clock never started).
+    fn flush_pending(&mut self, last: bool) {
+        let start = match self.clock.get() {
+            Some(s) => *s,
+            None if last => self.t0,
+            None => return,
+        };
+        let Some(out) = self.out.as_mut() else {
+            self.pending.clear();
+            return;
+        };
+        for (mid, instance, scrape_ms, view) in self.pending.drain(..) {
+            let line = Line {
+                t_ms: (signed_ms(start, mid) * 1e3).round() / 1e3,
+                instance,
+                url: &self.instances[instance].shown,
+                ok: view.is_ok(),
+                scrape_ms: (scrape_ms * 1e3).round() / 1e3,
+                error: view.as_ref().err().map(String::as_str),
+                view: view.as_ref().ok(),
+            };
+            let r = serde_json::to_writer(&mut *out, &line)
+                .map_err(|e| e.to_string())
+                .and_then(|()| out.write_all(b"\n").map_err(|e| e.to_string()));
+            match r {
+                Ok(()) => self.lines += 1,
+                Err(e) => {
+                    self.out_error.get_or_insert(e);
+                }
+            }
+        }
+    }
+}
+
+/// `server_metrics.jsonl`, created with its directory.
+pub(super) fn open_out(path: Option<&Path>) -> Result<Option<BufWriter<std::fs::File>>, String> {
+    let Some(p) = path else {
+        return Ok(None);
+    };
+    if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let f = std::fs::File::create(p).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    Ok(Some(BufWriter::new(f)))
+}

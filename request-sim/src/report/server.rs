@@ -1,0 +1,140 @@
+//! The server-metrics section of the console table (`--server-metrics`): the cluster next to
+//! the client, the server-side latency histograms as their buckets support them, then one line
+//! per instance. The figures are computed by [`crate::observe::summary`].
+
+use super::format::{num, pct, trim_num};
+use super::table::Table;
+use crate::observe::summary::HistSummary;
+use crate::observe::ServerSummary;
+
+/// `mean / p50 / p99` of a latency, ms.
+fn three(mean: Option<f64>, p50: Option<f64>, p99: Option<f64>) -> String {
+    format!("{} / {} / {}", num(mean, 1), num(p50, 1), num(p99, 1))
+}
+
+/// The server-metrics section: the cluster next to the client, then one line per instance.
+pub(super) fn server_section(t: &mut Table, srv: &ServerSummary) {
+    let c = &srv.cluster;
+    let n = srv.instances.len();
+    t.header(
+        &format!(
+            "Server metrics ({n} instance{}, every {:.0} ms)",
+            if n == 1 { "" } else { "s" },
+            srv.interval_ms
+        ),
+        '-',
+    );
+    t.row(
+        "Scrapes ok / failed:",
+        format!("{} / {}", c.scrapes_ok, c.scrapes_failed),
+    );
+    t.row(
+        "Server prefix-cache hit ratio (%):",
+        pct(c.prefix_hit_ratio),
+    );
+    t.row(
+        "Client cached_tokens ratio (%):",
+        pct(srv.client.cached_tokens_ratio),
+    );
+    if srv.client.ideal_hit_ratio.is_some() {
+        t.row(
+            "Trace-ideal hit ratio (%):",
+            pct(srv.client.ideal_hit_ratio),
+        );
+    }
+    t.row("Requests finished (server):", num(c.requests, 0));
+    t.row(
+        "Running mean / peak:",
+        format!("{} / {}", num(c.running_mean, 2), num(c.running_peak, 0)),
+    );
+    t.row(
+        "Waiting mean / peak:",
+        format!("{} / {}", num(c.waiting_mean, 2), num(c.waiting_peak, 0)),
+    );
+    t.row(
+        "KV usage mean / peak (%):",
+        format!("{} / {}", pct(c.kv_usage_mean), pct(c.kv_usage_peak)),
+    );
+    t.row("Preemptions:", num(c.preemptions, 0));
+    let h = |x: &Option<HistSummary>| match x {
+        Some(h) => render_hist(h),
+        None => "n/a".to_string(),
+    };
+    let cl = &srv.client;
+    t.row("Server TTFT mean/p50/p99 (ms):", h(&c.ttft));
+    t.row(
+        "Client TTFT mean/p50/p99 (ms):",
+        three(cl.ttft_mean_ms, cl.ttft_p50_ms, cl.ttft_p99_ms),
+    );
+    t.row("Server E2E mean/p50/p99 (ms):", h(&c.e2e));
+    t.row(
+        "Client E2E mean/p50/p99 (ms):",
+        three(cl.e2e_mean_ms, cl.e2e_p50_ms, cl.e2e_p99_ms),
+    );
+    t.row("Server queue mean/p50/p99 (ms):", h(&c.queue));
+    let head = [
+        "inst",
+        "share%",
+        "hit%",
+        "run mean/pk",
+        "wait mean/pk",
+        "kv%pk",
+        "preempt",
+        "ttft ms",
+        "fails",
+    ];
+    let rows = srv
+        .instances
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            vec![
+                i.to_string(),
+                pct(x.request_share),
+                pct(x.prefix_hit_ratio),
+                format!("{}/{}", num(x.running_mean, 1), num(x.running_peak, 0)),
+                format!("{}/{}", num(x.waiting_mean, 1), num(x.waiting_peak, 0)),
+                pct(x.kv_usage_peak),
+                num(x.preemptions, 0),
+                num(x.ttft.as_ref().and_then(|h| h.mean_ms), 1),
+                x.scrapes_failed.to_string(),
+            ]
+        })
+        .collect();
+    t.grid(head.map(String::from).to_vec(), rows, |c| {
+        format!(
+            "{:<4} {:>6} {:>6} {:>11} {:>11} {:>6} {:>7} {:>9} {:>6}",
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
+        )
+    });
+}
+
+/// `mean / p50 / p99` of a server-side histogram, each percentile as the buckets support it:
+/// a value, `≤ X` (its bucket starts at 0), `X–Y` (a wide bucket) or `> X` (above the last
+/// bound); `(coarse buckets)` after it when any percentile is only bounded, and the simulated
+/// time's scale when the server is a simulator running faster than the wall clock.
+pub fn render_hist(h: &HistSummary) -> String {
+    let mean = num(h.mean_ms, 1);
+    let p50 = percentile_cell(h.p50_ms, h.p50_bounds_ms);
+    let p99 = percentile_cell(h.p99_ms, h.p99_bounds_ms);
+    let flag = if h.coarse { " (coarse buckets)" } else { "" };
+    let sim = match h.time_scale {
+        Some(x) => format!(
+            " (simulated time ×{}: ÷{} for the wall clock)",
+            trim_num(x),
+            trim_num(x)
+        ),
+        None => String::new(),
+    };
+    format!("{mean} / {p50} / {p99}{flag}{sim}")
+}
+
+/// One percentile as the buckets support it (see [`render_hist`]).
+fn percentile_cell(value: Option<f64>, bounds: Option<(f64, Option<f64>)>) -> String {
+    match (value, bounds) {
+        (None, Some((lo, Some(hi)))) if lo <= 0.0 => format!("≤ {hi:.1}"),
+        (None, Some((lo, Some(hi)))) => format!("{lo:.1}–{hi:.1}"),
+        (None, Some((lo, None))) => format!("> {lo:.1}"),
+        _ => num(value, 1),
+    }
+}
