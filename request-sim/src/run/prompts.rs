@@ -8,8 +8,9 @@ use std::time::Instant;
 
 use super::calibrate::{determine_overhead, fetch_model, Overhead};
 use super::load::Loaded;
+use super::note::{ms_since, note};
+use super::save;
 use super::server::Server;
-use super::{ms_since, note, save};
 use crate::backend::tokenize::ServerTokenizer;
 use crate::backend::BodyParams;
 use crate::config::{ReplayConfig, Target};
