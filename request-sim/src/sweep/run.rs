@@ -35,7 +35,8 @@ fn trace_rate(cfg: &ReplayConfig) -> Result<f64> {
 }
 
 /// Run the sweep; returns the process exit code (130 when interrupted). With
-/// `--scale-factors`, each of them in order; without, the capacity search ([`Search`](super::Search)).
+/// `--scale-factors`, each of them in order; without, the capacity search
+/// ([`Search`](super::Search)).
 pub fn sweep(args: SweepArgs) -> Result<u8> {
     let start = check_args(&args)?;
     let dir = sweep_dir(&args);
