@@ -1,4 +1,6 @@
-//! Command-line parsing (clap only; validation happens in [`crate::config`]).
+//! Command-line parsing: clap only, the flag groups and the value parsers clap calls on one
+//! flag's text (`parse_format`, `parse_block_size`, ...). Checking the flags together and
+//! deriving settings from them happens in [`crate::config`].
 //!
 //! `request-sim replay` and the anchor-compatible `client` binary
 //! ([`crate::compat::blitz`]) share [`ReplayArgs`]: every flag of the blitz-serving
@@ -665,19 +667,6 @@ pub struct TraceArgs {
     pub drop_failed: bool,
 }
 
-impl TraceArgs {
-    /// The load options these flags ask for (the rest at their defaults).
-    pub fn load_options(&self) -> crate::trace::LoadOptions {
-        crate::trace::LoadOptions {
-            format: self.dataset,
-            block_size: self.block_size,
-            skip_invalid: self.skip_invalid,
-            drop_failed: self.drop_failed,
-            ..crate::trace::LoadOptions::default()
-        }
-    }
-}
-
 /// What a report computes and where its files go: the same flags for `replay` and `report`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ReportFlags {
@@ -696,30 +685,6 @@ pub struct ReportFlags {
     /// request.
     #[arg(long, value_name = "START..END|auto", value_parser = crate::stats::MeasureWindow::parse)]
     pub measure_window: Option<crate::stats::MeasureWindow>,
-}
-
-impl ReportFlags {
-    /// The report these flags ask for; `default_percentiles` when none are given.
-    pub fn report_config(
-        &self,
-        default_percentiles: &[f64],
-    ) -> crate::Result<crate::stats::ReportConfig> {
-        let percentiles = crate::stats::Percentiles::or_default(
-            self.metric_percentile.clone(),
-            default_percentiles,
-        )
-        .map_err(crate::Error::config)?;
-        let slo = if self.goodput.is_empty() {
-            crate::stats::Slo::default()
-        } else {
-            crate::stats::Slo::parse(&self.goodput).map_err(crate::Error::config)?
-        };
-        Ok(crate::stats::ReportConfig {
-            percentiles,
-            slo,
-            window: self.measure_window,
-        })
-    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::cli::{
     AnalyzeArgs, CompareArgs, ConvertArgs, ReplayArgs, ReportArgs, TransformArgs, VerifyArgs,
 };
-use crate::config::ReplayConfig;
+use crate::config::{load_options, report_config, reshape_settings, ReplayConfig};
 use crate::prompt;
 use crate::report;
 use crate::stats::{self, ReportConfig, Summary, DEFAULT_PERCENTILES};
@@ -33,11 +33,11 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         return analyze_against(&args, b);
     }
     let t = std::time::Instant::now();
-    if let Some((corpus, format)) = trace::agent::load(&args.trace, &args.format.load_options())? {
+    if let Some((corpus, format)) = trace::agent::load(&args.trace, &load_options(&args.format))? {
         return analyze_agents(&args, &corpus, format, t);
     }
     // Streamed: a week-long trace of millions of rows is analysed in the memory of its columns.
-    let columns = read_columns(&args.trace, &args.format.load_options())?;
+    let columns = read_columns(&args.trace, &load_options(&args.format))?;
     let aopts = AnalyzeOptions {
         cache_sizes_tokens: args.cache_sizes.clone(),
         routing: args.instances.map(|n| RoutingOptions {
@@ -102,7 +102,7 @@ fn analyze_agents(
 
 /// `analyze A --against B`: both traces' analyses side by side (B's LRU sweep at A's sizes).
 fn analyze_against(args: &AnalyzeArgs, b_path: &Path) -> Result<u8> {
-    let a = read_columns(&args.trace, &args.format.load_options())?;
+    let a = read_columns(&args.trace, &load_options(&args.format))?;
     let b_opts = LoadOptions {
         block_size: args.format.block_size,
         skip_invalid: args.format.skip_invalid,
@@ -148,12 +148,12 @@ pub fn transform(args: TransformArgs) -> Result<u8> {
     if args.synthesize {
         return synthesize(&args, start_ms, end_ms);
     }
-    let reshape = crate::config::reshape_settings(&args.reshape, args.max_idle_gap, args.seed)?;
+    let reshape = reshape_settings(&args.reshape, args.max_idle_gap, args.seed)?;
     let opts = LoadOptions {
         start_ms,
         end_ms,
         reshape,
-        ..args.format.load_options()
+        ..load_options(&args.format)
     };
     let out = trace::load(&args.trace, &opts)?;
     write_trace(&args.output, &out)?;
@@ -181,7 +181,7 @@ pub fn transform(args: TransformArgs) -> Result<u8> {
         );
     }
     if args.compare {
-        let original = read_columns(&args.trace, &args.format.load_options())?;
+        let original = read_columns(&args.trace, &load_options(&args.format))?;
         let (aa, ab) = analyze_pair(original, Columns::from_trace(&out), &[]);
         let names = (
             args.trace.display().to_string(),
@@ -258,7 +258,7 @@ pub(crate) fn synthesize(
     let opts = LoadOptions {
         start_ms,
         end_ms,
-        ..args.format.load_options()
+        ..load_options(&args.format)
     };
     let trace = trace::load(&args.trace, &opts)?;
     let fit = trace::synth::Fit::of(&trace);
@@ -318,7 +318,7 @@ fn default_instance_cache_tokens() -> u64 {
 
 /// `report RECORDS.jsonl`: recompute the summary from saved records.
 pub fn report(args: ReportArgs) -> Result<u8> {
-    let cfg = args.report.report_config(&DEFAULT_PERCENTILES)?;
+    let cfg = report_config(&args.report, &DEFAULT_PERCENTILES)?;
     if crate::record::merge::is_multi(&args.records) || args.expected_requests.is_some() {
         return report_merged(&args, &cfg);
     }
@@ -542,7 +542,7 @@ pub fn compare(args: CompareArgs) -> Result<u8> {
 pub fn verify_prompts(args: VerifyArgs) -> Result<u8> {
     let opts = LoadOptions {
         max_requests: args.max_requests,
-        ..args.format.load_options()
+        ..load_options(&args.format)
     };
     let trace = trace::load(&args.trace, &opts)?;
     let t = std::time::Instant::now();

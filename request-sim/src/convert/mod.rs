@@ -213,7 +213,9 @@ fn round_ms(ms: f64) -> f64 {
     (ms * 1000.0).round() / 1000.0
 }
 
-/// Converts `opts.input` into `opts.output` (and `--keep-text`), counting with `counter`.
+/// Converts `opts.input` into `opts.output` (and `--keep-text`), counting with `counter`: the
+/// log is read in batches (`read_batch`), each batch counted in parallel (`count_batch`),
+/// then numbered and written in log order (`Ordered`).
 pub fn convert(opts: &ConvertOptions, counter: &Counter) -> Result<ConvertReport> {
     let mut reader = log::open(
         &opts.input,
@@ -221,161 +223,257 @@ pub fn convert(opts: &ConvertOptions, counter: &Counter) -> Result<ConvertReport
         opts.fields.clone(),
         opts.time_format,
     )?;
-    let name = reader.name().to_owned();
-    let salt = match &opts.salt {
-        Some(s) => s.as_bytes().to_vec(),
-        None => random_salt(),
-    };
-    let mut ids = BlockIds::new(&salt, opts.block_size).forget_after(opts.forget_after_ms);
-    let mut sessions = SessionIds::with_idle(opts.forget_after_ms);
-    let mut out = create(&opts.output)?;
-    let mut text_out = opts.keep_text.as_deref().map(create).transpose()?;
-    let mut rep = ConvertReport {
-        input: name.clone(),
-        output: opts.output.display().to_string(),
-        counted_by: counter.describe(),
-        block_size: opts.block_size,
-        ..ConvertReport::default()
-    };
-    let mut first: Option<f64> = None;
-    let (mut latest, mut earliest) = (f64::NEG_INFINITY, f64::INFINITY);
-    let mut line_buf = Vec::with_capacity(4096);
+    let mut ordered = Ordered::open(opts, reader.name().to_owned(), counter)?;
     let mut batch: Vec<Item> = Vec::with_capacity(BATCH);
     let mut done = false;
     while !done {
-        batch.clear();
-        while batch.len() < BATCH {
-            match reader.next_line()? {
-                None => {
-                    done = true;
-                    break;
-                }
-                Some((line, Ok(rows))) => {
-                    batch.extend(rows.into_iter().map(|r| Item::Row(line, r)));
-                }
-                Some((line, Err(e))) => batch.push(Item::Bad(line, e)),
-            }
-        }
-        let work = |item: &Item| match item {
-            Item::Row(_, row) => count_row(row, counter, &ids),
-            Item::Bad(_, e) => Err(e.to_string()),
-        };
-        let counted: Vec<std::result::Result<Counted, String>> = if counter.parallel() {
-            batch.par_iter().map(work).collect()
-        } else {
-            batch.iter().map(work).collect()
-        };
+        done = read_batch(&mut reader, &mut batch)?;
+        let counted = count_batch(&batch, counter, &ordered.ids);
         for (item, c) in batch.iter().zip(counted) {
-            let line = match item {
-                Item::Row(l, _) | Item::Bad(l, _) => *l,
-            };
-            if matches!(item, Item::Row(..)) {
-                rep.requests_read += 1;
-            }
-            let c = match c {
-                Ok(c) => c,
-                Err(why) => {
-                    rep.skipped += 1;
-                    if rep.skipped_examples.len() < MAX_EXAMPLES {
-                        rep.skipped_examples.push(format!("{name}:{line}: {why}"));
-                    }
-                    continue;
-                }
-            };
-            let Item::Row(_, row) = item else {
-                continue;
-            };
-            let base = *first.get_or_insert(row.time_ms);
-            if row.time_ms < latest {
-                rep.out_of_order += 1;
-            }
-            latest = latest.max(row.time_ms);
-            earliest = earliest.min(row.time_ms);
-            let (session, _turn) =
-                sessions.assign_chain(row.session.as_deref(), &c.messages, row.time_ms);
-            let hash_ids = ids.number(&c.blocks, row.time_ms);
-            let timestamp = round_ms(row.time_ms - base);
-            line_buf.clear();
-            serde_json::to_writer(
-                &mut line_buf,
-                &TraceRow {
-                    timestamp,
-                    input_length: c.input_length,
-                    output_length: c.output_length,
-                    hash_ids: &hash_ids,
-                    session_id: session.to_string(),
-                },
-            )
-            .map_err(|e| Error::internal(format!("cannot serialise a trace row: {e}")))?;
-            line_buf.push(b'\n');
-            out.write_all(&line_buf)
-                .map_err(|e| Error::write(&opts.output, e))?;
-            if let (Some(w), Some(path)) = (text_out.as_mut(), opts.keep_text.as_deref()) {
-                line_buf.clear();
-                serde_json::to_writer(
-                    &mut line_buf,
-                    &TextRow {
-                        timestamp,
-                        session_id: session.to_string(),
-                        messages: &row.messages,
-                        tools: row.tools.as_ref(),
-                        output_length: c.output_length,
-                    },
-                )
-                .map_err(|e| Error::internal(format!("cannot serialise a text row: {e}")))?;
-                line_buf.push(b'\n');
-                w.write_all(&line_buf).map_err(|e| Error::write(path, e))?;
-            }
-            rep.converted += 1;
-            rep.input_tokens += u64::from(c.input_length);
-            rep.output_tokens += u64::from(c.output_length);
-            rep.output_from_text += usize::from(c.from_text);
+            ordered.take(item, c)?;
         }
     }
-    rep.lines_read = reader.lines_read;
-    rep.spans_passed_over = reader.spans_passed_over;
-    rep.log_format = reader.shape().map_or("none", LogShape::name).to_owned();
-    rep.time_format = reader.time().describe();
-    rep.sessions = sessions.sessions();
-    rep.multi_turn_sessions = sessions.multi_turn();
-    rep.sessions_named = sessions.named();
-    rep.forget_after_s = opts.forget_after_ms.map(|ms| ms / 1e3);
-    rep.blocks_held = ids.held();
-    let (contents, live) = sessions.held();
-    rep.session_entries_held = contents + live;
-    rep.distinct_blocks = ids.distinct();
-    if let Some(f) = first {
-        rep.first_time_ms = f;
-        rep.span_s = (latest - earliest) / 1000.0;
-    }
-    out.flush().map_err(|e| Error::write(&opts.output, e))?;
-    if let (Some(w), Some(path)) = (text_out.as_mut(), opts.keep_text.as_deref()) {
-        w.flush().map_err(|e| Error::write(path, e))?;
-    }
-    if rep.converted == 0 {
-        drop(out);
-        let _ = std::fs::remove_file(&opts.output);
-        if let Some(p) = &opts.keep_text {
-            let _ = std::fs::remove_file(p);
+    ordered.finish(&reader)
+}
+
+/// The log reader [`log::open`] gives.
+type Reader = log::LogReader<Box<dyn std::io::BufRead + Send>>;
+
+/// Fills `batch` (emptied first) with up to [`BATCH`] items; true when the log is at its end.
+fn read_batch(reader: &mut Reader, batch: &mut Vec<Item>) -> Result<bool> {
+    batch.clear();
+    while batch.len() < BATCH {
+        match reader.next_line()? {
+            None => return Ok(true),
+            Some((line, Ok(rows))) => {
+                batch.extend(rows.into_iter().map(|r| Item::Row(line, r)));
+            }
+            Some((line, Err(e))) => batch.push(Item::Bad(line, e)),
         }
-        if rep.lines_read == 0 {
-            return Err(TraceError::Empty { path: name }.into());
-        }
-        let reason = if rep.skipped > 0 {
-            format!(
-                "all {} requests were skipped; first: {}",
-                rep.skipped,
-                rep.skipped_examples.join("; ")
-            )
-        } else {
-            format!(
-                "no line holds a request ({} OpenTelemetry spans without gen_ai.input.messages)",
-                rep.spans_passed_over
-            )
+    }
+    Ok(false)
+}
+
+/// Counts every request of `batch` (in parallel when `counter` allows); a bad line's reason
+/// is its error.
+fn count_batch(
+    batch: &[Item],
+    counter: &Counter,
+    ids: &BlockIds,
+) -> Vec<std::result::Result<Counted, String>> {
+    let work = |item: &Item| match item {
+        Item::Row(_, row) => count_row(row, counter, ids),
+        Item::Bad(_, e) => Err(e.to_string()),
+    };
+    if counter.parallel() {
+        batch.par_iter().map(work).collect()
+    } else {
+        batch.iter().map(work).collect()
+    }
+}
+
+/// The ordered stage of a conversion: takes the counted requests in log order, numbers their
+/// blocks and sessions, writes their rows, and keeps the report.
+struct Ordered<'a> {
+    opts: &'a ConvertOptions,
+    /// The log's name, as the reader gives it (`<stdin>` for `-`).
+    name: String,
+    ids: BlockIds,
+    sessions: SessionIds,
+    out: BufWriter<File>,
+    /// The `--keep-text` messages trace.
+    text_out: Option<BufWriter<File>>,
+    rep: ConvertReport,
+    /// Time of the first request written (timestamps are relative to it).
+    first: Option<f64>,
+    latest: f64,
+    earliest: f64,
+    line_buf: Vec<u8>,
+}
+
+impl<'a> Ordered<'a> {
+    /// The salt (`--salt`, or random), the block and session numbering, and the output files
+    /// created.
+    fn open(opts: &'a ConvertOptions, name: String, counter: &Counter) -> Result<Ordered<'a>> {
+        let salt = match &opts.salt {
+            Some(s) => s.as_bytes().to_vec(),
+            None => random_salt(),
         };
-        return Err(TraceError::NoRequests { path: name, reason }.into());
+        let ids = BlockIds::new(&salt, opts.block_size).forget_after(opts.forget_after_ms);
+        let sessions = SessionIds::with_idle(opts.forget_after_ms);
+        let out = create(&opts.output)?;
+        let text_out = opts.keep_text.as_deref().map(create).transpose()?;
+        let rep = ConvertReport {
+            input: name.clone(),
+            output: opts.output.display().to_string(),
+            counted_by: counter.describe(),
+            block_size: opts.block_size,
+            ..ConvertReport::default()
+        };
+        Ok(Ordered {
+            opts,
+            name,
+            ids,
+            sessions,
+            out,
+            text_out,
+            rep,
+            first: None,
+            latest: f64::NEG_INFINITY,
+            earliest: f64::INFINITY,
+            line_buf: Vec::with_capacity(4096),
+        })
     }
-    Ok(rep)
+
+    /// One item of a batch and its count: written, or counted as skipped with its reason.
+    fn take(&mut self, item: &Item, c: std::result::Result<Counted, String>) -> Result<()> {
+        let line = match item {
+            Item::Row(l, _) | Item::Bad(l, _) => *l,
+        };
+        if matches!(item, Item::Row(..)) {
+            self.rep.requests_read += 1;
+        }
+        let c = match c {
+            Ok(c) => c,
+            Err(why) => {
+                self.rep.skipped += 1;
+                if self.rep.skipped_examples.len() < MAX_EXAMPLES {
+                    let name = &self.name;
+                    self.rep
+                        .skipped_examples
+                        .push(format!("{name}:{line}: {why}"));
+                }
+                return Ok(());
+            }
+        };
+        let Item::Row(_, row) = item else {
+            return Ok(());
+        };
+        self.write(row, &c)
+    }
+
+    /// A counted request: its session and hash ids numbered, its trace row (and text row)
+    /// written, its tokens added to the report.
+    fn write(&mut self, row: &LogRow, c: &Counted) -> Result<()> {
+        let base = *self.first.get_or_insert(row.time_ms);
+        if row.time_ms < self.latest {
+            self.rep.out_of_order += 1;
+        }
+        self.latest = self.latest.max(row.time_ms);
+        self.earliest = self.earliest.min(row.time_ms);
+        let (session, _turn) =
+            self.sessions
+                .assign_chain(row.session.as_deref(), &c.messages, row.time_ms);
+        let hash_ids = self.ids.number(&c.blocks, row.time_ms);
+        let timestamp = round_ms(row.time_ms - base);
+        self.line_buf.clear();
+        serde_json::to_writer(
+            &mut self.line_buf,
+            &TraceRow {
+                timestamp,
+                input_length: c.input_length,
+                output_length: c.output_length,
+                hash_ids: &hash_ids,
+                session_id: session.to_string(),
+            },
+        )
+        .map_err(|e| Error::internal(format!("cannot serialise a trace row: {e}")))?;
+        self.line_buf.push(b'\n');
+        self.out
+            .write_all(&self.line_buf)
+            .map_err(|e| Error::write(&self.opts.output, e))?;
+        self.write_text(row, c, timestamp, session.to_string())?;
+        self.rep.converted += 1;
+        self.rep.input_tokens += u64::from(c.input_length);
+        self.rep.output_tokens += u64::from(c.output_length);
+        self.rep.output_from_text += usize::from(c.from_text);
+        Ok(())
+    }
+
+    /// The request's row of the `--keep-text` messages trace, when asked for.
+    fn write_text(
+        &mut self,
+        row: &LogRow,
+        c: &Counted,
+        timestamp: f64,
+        session_id: String,
+    ) -> Result<()> {
+        let (Some(w), Some(path)) = (self.text_out.as_mut(), self.opts.keep_text.as_deref()) else {
+            return Ok(());
+        };
+        self.line_buf.clear();
+        serde_json::to_writer(
+            &mut self.line_buf,
+            &TextRow {
+                timestamp,
+                session_id,
+                messages: &row.messages,
+                tools: row.tools.as_ref(),
+                output_length: c.output_length,
+            },
+        )
+        .map_err(|e| Error::internal(format!("cannot serialise a text row: {e}")))?;
+        self.line_buf.push(b'\n');
+        w.write_all(&self.line_buf)
+            .map_err(|e| Error::write(path, e))
+    }
+
+    /// The report completed from the reader and the numbering, the files flushed; with
+    /// nothing converted, the files removed and the error saying why.
+    fn finish(mut self, reader: &Reader) -> Result<ConvertReport> {
+        let (opts, rep) = (self.opts, &mut self.rep);
+        rep.lines_read = reader.lines_read;
+        rep.spans_passed_over = reader.spans_passed_over;
+        rep.log_format = reader.shape().map_or("none", LogShape::name).to_owned();
+        rep.time_format = reader.time().describe();
+        rep.sessions = self.sessions.sessions();
+        rep.multi_turn_sessions = self.sessions.multi_turn();
+        rep.sessions_named = self.sessions.named();
+        rep.forget_after_s = opts.forget_after_ms.map(|ms| ms / 1e3);
+        rep.blocks_held = self.ids.held();
+        let (contents, live) = self.sessions.held();
+        rep.session_entries_held = contents + live;
+        rep.distinct_blocks = self.ids.distinct();
+        if let Some(f) = self.first {
+            rep.first_time_ms = f;
+            rep.span_s = (self.latest - self.earliest) / 1000.0;
+        }
+        self.out
+            .flush()
+            .map_err(|e| Error::write(&opts.output, e))?;
+        if let (Some(w), Some(path)) = (self.text_out.as_mut(), opts.keep_text.as_deref()) {
+            w.flush().map_err(|e| Error::write(path, e))?;
+        }
+        if self.rep.converted == 0 {
+            drop(self.out);
+            let _ = std::fs::remove_file(&opts.output);
+            if let Some(p) = &opts.keep_text {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(nothing_converted(self.name, &self.rep));
+        }
+        Ok(self.rep)
+    }
+}
+
+/// Why a log gave no request: empty, every request skipped, or no line holding one.
+fn nothing_converted(name: String, rep: &ConvertReport) -> Error {
+    if rep.lines_read == 0 {
+        return TraceError::Empty { path: name }.into();
+    }
+    let reason = if rep.skipped > 0 {
+        format!(
+            "all {} requests were skipped; first: {}",
+            rep.skipped,
+            rep.skipped_examples.join("; ")
+        )
+    } else {
+        format!(
+            "no line holds a request ({} OpenTelemetry spans without gen_ai.input.messages)",
+            rep.spans_passed_over
+        )
+    };
+    TraceError::NoRequests { path: name, reason }.into()
 }
 
 /// The report as text (before the `analyze` of the result).

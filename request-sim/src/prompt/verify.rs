@@ -280,6 +280,96 @@ struct Sharing {
     first_two: HashMap<(u32, u32, u32), Child>,
     /// parent node -> number of distinct children.
     children: HashMap<u32, u32>,
+    /// The number the next new trie node gets.
+    next_node: u32,
+}
+
+impl Sharing {
+    /// No block seen; the trie holds only its root (node 0).
+    fn new() -> Sharing {
+        Sharing {
+            next_node: 1,
+            ..Sharing::default()
+        }
+    }
+
+    /// One request's re-tokenized prompt `ids`, walked block by block (`b` tokens a block):
+    /// each block compared with the earlier ones of the same (position, hash id), and its
+    /// place in the prefix trie (shared prefix, branch points) counted into `rep`.
+    fn record(&mut self, rep: &mut TraceVerifyReport, req: &TraceRequest, ids: &[u32], b: usize) {
+        let mut parent = 0u32;
+        let mut on_known_path = true;
+        let mut shared_blocks = 0usize;
+        let mut pos = 0usize;
+        for (i, &h) in req.hash_ids.iter().enumerate() {
+            if b == 0 || pos >= ids.len() {
+                break;
+            }
+            let end = (pos + b).min(ids.len());
+            let block = &ids[pos..end];
+            self.compare_block(rep, req, i, h, block);
+            // Prefix trie: shared-prefix length and first-token divergence.
+            let node = match self.nodes.entry((parent, h)) {
+                Entry::Occupied(e) => {
+                    if on_known_path {
+                        shared_blocks += 1;
+                    }
+                    *e.get()
+                }
+                Entry::Vacant(e) => {
+                    on_known_path = false;
+                    let node = self.next_node;
+                    self.next_node += 1;
+                    e.insert(node);
+                    add_child(self, rep, parent, block, Child::Block(h), req);
+                    node
+                }
+            };
+            parent = node;
+            pos = end;
+        }
+        if pos < ids.len() {
+            add_child(self, rep, parent, &ids[pos..], Child::Tail(req.index), req);
+        }
+        if shared_blocks > 0 {
+            rep.requests_with_shared_prefix += 1;
+            rep.shared_prefix_tokens += (shared_blocks * b).min(ids.len()) as u64;
+        }
+    }
+
+    /// Sharing: block `i` (hash id `h`) of `req` has the same tokens as the earlier blocks of
+    /// the same (position, hash id), compared up to the shorter one.
+    fn compare_block(
+        &mut self,
+        rep: &mut TraceVerifyReport,
+        req: &TraceRequest,
+        i: usize,
+        h: u64,
+        block: &[u32],
+    ) {
+        match self.blocks.entry((i as u32, h)) {
+            Entry::Vacant(e) => {
+                e.insert(block.into());
+            }
+            Entry::Occupied(mut e) => {
+                rep.shared_blocks_compared += 1;
+                let prev = e.get();
+                let common = prev.len().min(block.len());
+                if prev[..common] != block[..common] {
+                    rep.shared_block_mismatches += 1;
+                    if rep.first_failure.is_none() {
+                        rep.first_failure = Some(format!(
+                            "request {} (line {}): block {i} (hash id {h}) differs from \
+                             an earlier request's block with the same hash id",
+                            req.index, req.line
+                        ));
+                    }
+                } else if block.len() > prev.len() {
+                    e.insert(block.into());
+                }
+            }
+        }
+    }
 }
 
 /// Full check for a trace slice (the issue's "Done when"): every prompt of `requests` is built
@@ -302,8 +392,7 @@ pub fn verify_trace(
         requests: requests.len(),
         ..Default::default()
     };
-    let mut sh = Sharing::default();
-    let mut next_node = 1u32;
+    let mut sh = Sharing::new();
     let batch = (rayon::current_num_threads() * 8).max(8);
     for chunk in requests.chunks(batch) {
         let results: Vec<Checked> = chunk
@@ -318,74 +407,7 @@ pub fn verify_trace(
             if rep.first_failure.is_none() {
                 rep.first_failure = c.failure;
             }
-            let ids = &c.ids;
-            let mut parent = 0u32;
-            let mut on_known_path = true;
-            let mut shared_blocks = 0usize;
-            let mut pos = 0usize;
-            for (i, &h) in req.hash_ids.iter().enumerate() {
-                if b == 0 || pos >= ids.len() {
-                    break;
-                }
-                let end = (pos + b).min(ids.len());
-                let block = &ids[pos..end];
-                // Sharing: same (position, hash id) => same tokens.
-                match sh.blocks.entry((i as u32, h)) {
-                    Entry::Vacant(e) => {
-                        e.insert(block.into());
-                    }
-                    Entry::Occupied(mut e) => {
-                        rep.shared_blocks_compared += 1;
-                        let prev = e.get();
-                        let common = prev.len().min(block.len());
-                        if prev[..common] != block[..common] {
-                            rep.shared_block_mismatches += 1;
-                            if rep.first_failure.is_none() {
-                                rep.first_failure = Some(format!(
-                                    "request {} (line {}): block {i} (hash id {h}) differs from \
-                                     an earlier request's block with the same hash id",
-                                    req.index, req.line
-                                ));
-                            }
-                        } else if block.len() > prev.len() {
-                            e.insert(block.into());
-                        }
-                    }
-                }
-                // Prefix trie: shared-prefix length and first-token divergence.
-                let node = match sh.nodes.entry((parent, h)) {
-                    Entry::Occupied(e) => {
-                        if on_known_path {
-                            shared_blocks += 1;
-                        }
-                        *e.get()
-                    }
-                    Entry::Vacant(e) => {
-                        on_known_path = false;
-                        let node = next_node;
-                        next_node += 1;
-                        e.insert(node);
-                        add_child(&mut sh, &mut rep, parent, block, Child::Block(h), req);
-                        node
-                    }
-                };
-                parent = node;
-                pos = end;
-            }
-            if pos < ids.len() {
-                add_child(
-                    &mut sh,
-                    &mut rep,
-                    parent,
-                    &ids[pos..],
-                    Child::Tail(req.index),
-                    req,
-                );
-            }
-            if shared_blocks > 0 {
-                rep.requests_with_shared_prefix += 1;
-                rep.shared_prefix_tokens += (shared_blocks * b).min(ids.len()) as u64;
-            }
+            sh.record(&mut rep, req, &c.ids, b);
         }
     }
     rep.pct_exact = if rep.requests == 0 {

@@ -23,6 +23,7 @@ pub(super) struct ChatRows {
     pub(super) counter: Option<Arc<ChatCounter>>,
 }
 
+/// The build function the producers call: [`Bodies::build`] for each planned request.
 pub(super) fn make_build_fn(
     builder: Arc<PromptBuilder>,
     kind: ApiKind,
@@ -31,70 +32,115 @@ pub(super) fn make_build_fn(
     token_ids: bool,
     rows: ChatRows,
 ) -> Arc<BuildFn> {
-    Arc::new(move |p: &Planned, s: &mut Scratch| {
-        let req = &p.req;
+    let bodies = Bodies {
+        builder,
+        kind,
+        params,
+        overhead,
+        lead,
+        token_ids,
+        rows,
+    };
+    Arc::new(move |p: &Planned, s: &mut Scratch| bodies.build(p, s))
+}
+
+/// Everything a request body is made from, shared by every call of the build function.
+struct Bodies {
+    builder: Arc<PromptBuilder>,
+    kind: ApiKind,
+    params: BodyParams,
+    /// Tokens the server adds around the content (the content is shortened by them), and the
+    /// lead put before every content.
+    overhead: u32,
+    lead: &'static str,
+    /// `--token-ids`: synthetic prompts as token ids.
+    token_ids: bool,
+    rows: ChatRows,
+}
+
+impl Bodies {
+    /// The body of planned request `p`: a messages row as given ([`Self::row_body`]), else a
+    /// prompt ([`Self::prompt_body`]).
+    fn build(&self, p: &Planned, s: &mut Scratch) -> Built {
         // `--session-user`: the session id goes into the OpenAI `user` field.
         let user = p
             .turn
             .as_ref()
-            .filter(|_| rows.session_user)
+            .filter(|_| self.rows.session_user)
             .map(|t| &*t.id);
         let chat = p.chat.as_deref();
         if let Some(chat) = chat.filter(|c| !c.is_literal()) {
-            // A messages row is sent as given.
-            let mut body = Vec::new();
-            let spans = rows
-                .answer_spans
-                .as_ref()
-                .and_then(|a| a.get(req.index))
-                .filter(|s| !s.is_empty() && kind.is_chat());
-            let live = match spans {
-                None => {
-                    backend::encode_row_body(kind, &params, chat, user, &mut body);
-                    None
-                }
-                Some(spans) => {
-                    let mut marks = Vec::new();
-                    backend::encode_chat_row_body_marked(
-                        &params,
-                        chat,
-                        user,
-                        &mut body,
-                        Some(&mut marks),
-                    );
-                    live_body(chat, spans, &marks)
-                }
-            };
-            // Its prompt tokens as the server should count them, when a template is at hand
-            // and the history is the recorded one (0: unknown, the server's count is kept).
-            let intended = match (&rows.counter, &live) {
-                (Some(c), None) => c
-                    .prompt_tokens(&chat.messages, chat.tools.as_ref())
-                    .unwrap_or(0),
-                _ => 0,
-            };
-            return Built {
-                body: Bytes::from(body),
-                intended_prompt_tokens: intended,
-                live,
-            };
+            return self.row_body(p, chat, user);
         }
-        let content = req.input_length.saturating_sub(overhead) as usize;
-        let literal = chat.filter(|c| c.is_literal());
+        self.prompt_body(p, chat.filter(|c| c.is_literal()), user, s)
+    }
+
+    /// A messages row is sent as given (with `--live-history`, its recorded answers marked).
+    fn row_body(&self, p: &Planned, chat: &ChatPayload, user: Option<&str>) -> Built {
+        let (kind, params, rows) = (self.kind, &self.params, &self.rows);
+        let mut body = Vec::new();
+        let spans = rows
+            .answer_spans
+            .as_ref()
+            .and_then(|a| a.get(p.req.index))
+            .filter(|s| !s.is_empty() && kind.is_chat());
+        let live = match spans {
+            None => {
+                backend::encode_row_body(kind, params, chat, user, &mut body);
+                None
+            }
+            Some(spans) => {
+                let mut marks = Vec::new();
+                backend::encode_chat_row_body_marked(
+                    params,
+                    chat,
+                    user,
+                    &mut body,
+                    Some(&mut marks),
+                );
+                live_body(chat, spans, &marks)
+            }
+        };
+        // Its prompt tokens as the server should count them, when a template is at hand
+        // and the history is the recorded one (0: unknown, the server's count is kept).
+        let intended = match (&rows.counter, &live) {
+            (Some(c), None) => c
+                .prompt_tokens(&chat.messages, chat.tools.as_ref())
+                .unwrap_or(0),
+            _ => 0,
+        };
+        Built {
+            body: Bytes::from(body),
+            intended_prompt_tokens: intended,
+            live,
+        }
+    }
+
+    /// A prompt request: a `prompt_token_ids` or `text_input` row (`literal`) as written, else
+    /// a synthetic prompt of the row's length minus the overhead.
+    fn prompt_body(
+        &self,
+        p: &Planned,
+        literal: Option<&ChatPayload>,
+        user: Option<&str>,
+        s: &mut Scratch,
+    ) -> Built {
+        let (req, kind, params) = (&p.req, self.kind, &self.params);
+        let content = req.input_length.saturating_sub(self.overhead) as usize;
         let payload = if let Some(ids) = literal.and_then(|c| c.prompt_token_ids.as_deref()) {
             // A `prompt_token_ids` row: a completions prompt of these token ids.
             PromptPayload::TokenIds(ids)
         } else if let Some(t) = literal.and_then(|c| c.text_input.as_deref()) {
             // A `text_input` row: its text is the prompt, encoded like a synthetic one.
             PromptPayload::Text(t)
-        } else if token_ids {
+        } else if self.token_ids {
             s.ids.clear();
-            builder.write_token_ids(req, content, &mut s.ids);
+            self.builder.write_token_ids(req, content, &mut s.ids);
             PromptPayload::TokenIds(&s.ids)
         } else {
             s.text.clear();
-            s.text.push_str(lead);
-            builder.write_text(req, content, &mut s.text);
+            s.text.push_str(self.lead);
+            self.builder.write_text(req, content, &mut s.text);
             PromptPayload::Text(&s.text)
         };
         // Encode straight into the body's own buffer (sized for the whole body, so it never
@@ -106,7 +152,7 @@ pub(super) fn make_build_fn(
             + BODY_SLACK;
         let mut body = Vec::with_capacity(hint);
         // Servers reject max_tokens 0: rows with output_length 0 ask for one token.
-        backend::encode_body(kind, &params, payload, req.output_length.max(1), &mut body);
+        backend::encode_body(kind, params, payload, req.output_length.max(1), &mut body);
         if let Some(u) = user {
             // The session id as the API carries it (OpenAI `user`, Anthropic `metadata`).
             backend::append_session_user(kind, &mut body, u);
@@ -119,11 +165,11 @@ pub(super) fn make_build_fn(
                     .prompt_token_ids
                     .as_ref()
                     .map_or(0, |ids| ids.len() as u32),
-                None => content as u32 + overhead,
+                None => content as u32 + self.overhead,
             },
             live: None,
         }
-    })
+    }
 }
 
 /// `--live-history`: the places of a row's recorded earlier answers in its body (`marks`: the

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use super::note;
+use super::note::note;
 use super::server::Server;
 use crate::backend::tokenize::ServerTokenizer;
 use crate::backend::{self, ApiKind, BodyParams, Endpoint, PromptPayload};

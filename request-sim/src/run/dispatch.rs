@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use tokio_util::task::TaskTracker;
 
+use super::note::{ms_since, note};
 use super::pipeline::Pipeline;
 use super::server::Server;
 use super::task::{closed_turn, ms_between, run_one, TaskCtx, TaskSettings};
-use super::{ms_since, note};
 use crate::config::ReplayConfig;
 use crate::schedule::{self, DispatchPlan, DispatchResult};
 use crate::stats::{self, StartupTimes};

@@ -9,7 +9,7 @@ use tokio_util::task::TaskTracker;
 
 use super::control::Control;
 use super::dispatch::Dispatched;
-use super::note;
+use super::note::note;
 use super::pipeline::Pipeline;
 use super::server::Server;
 use crate::config::ReplayConfig;

@@ -5,10 +5,9 @@
 use super::dispatch::Dispatched;
 use super::drain::Drained;
 use super::load::Loaded;
-use super::note;
+use super::note::note;
 use super::prompts::Prompts;
 use super::server::Server;
-use super::RunOutcome;
 use crate::config::{ReplayConfig, Target};
 use crate::observe::{ClientSide, ScrapeResult};
 use crate::report;
@@ -16,6 +15,14 @@ use crate::schedule::{self, DispatchStats, FeedEnd, ProducerStats, StopReason};
 use crate::stats::{PromptVerification, RunInfo, StartupTimes, Summary};
 use crate::stats::{RunEnd, RunInternals, RunPrompts, RunServer};
 use crate::Result;
+
+/// How a replay ended.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub summary: Summary,
+    /// 0 completed, 3 early stop, 4 invalid run with `--strict`, 130 interrupted.
+    pub exit_code: i32,
+}
 
 pub(super) fn run(
     cfg: &ReplayConfig,

@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::note;
+use super::note::note;
 use crate::backend::ApiKind;
 use crate::config::{ReplayConfig, Target, TraceSource};
 use crate::schedule::{Feed, Timing};

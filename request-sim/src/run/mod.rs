@@ -16,11 +16,14 @@
 //!
 //! Everything the run needs is set up (and can fail) before the first request is sent; after
 //! that every dispatched request ends as exactly one record.
+//!
+//! Every phase prints its lines and times itself with `note` (its own file, so that no phase
+//! imports from this one).
 
 use std::time::Instant;
 
 use crate::config::ReplayConfig;
-use crate::stats::{StartupTimes, Summary};
+use crate::stats::StartupTimes;
 use crate::Result;
 
 mod build;
@@ -30,6 +33,7 @@ mod dispatch;
 mod drain;
 mod finish;
 mod load;
+mod note;
 mod pipeline;
 mod prompts;
 mod reset;
@@ -38,16 +42,11 @@ mod server;
 mod task;
 mod warmup;
 
+pub use finish::RunOutcome;
 pub use load::{load_trace, DEMO_TRACE};
 pub use reset::reset_prefix_caches;
 
-/// How a replay ended.
-#[derive(Debug)]
-pub struct RunOutcome {
-    pub summary: Summary,
-    /// 0 completed, 3 early stop, 4 invalid run with `--strict`, 130 interrupted.
-    pub exit_code: i32,
-}
+use note::{ms_since, note};
 
 /// Run a replay to the end and write its records and summary.
 pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome> {
@@ -79,14 +78,4 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome> {
         e.finish();
     }
     Ok(outcome)
-}
-
-/// A start-up or end-of-run line on stderr (`--quiet` only turns off the progress line).
-fn note(msg: impl AsRef<str>) {
-    eprintln!("request-sim: {}", msg.as_ref());
-}
-
-/// Milliseconds since `t`.
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
 }

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::build::{make_build_fn, ChatRows};
 use super::control::{watch_signals, Control};
 use super::load::Loaded;
-use super::note;
+use super::note::note;
 use super::prompts::Prompts;
 use super::server::Server;
 use crate::config::ReplayConfig;

@@ -8,8 +8,9 @@ use std::time::Instant;
 
 use super::calibrate::{determine_overhead, fetch_model, Overhead};
 use super::load::Loaded;
+use super::note::{ms_since, note};
+use super::save;
 use super::server::Server;
-use super::{ms_since, note, save};
 use crate::backend::tokenize::ServerTokenizer;
 use crate::backend::BodyParams;
 use crate::config::{ReplayConfig, Target};
@@ -87,6 +88,9 @@ impl Prompts {
     }
 }
 
+/// Phase 3: the sources of token counts ([`Sources::find`]), the builder (with the corpus),
+/// the start-up check ([`check_prompts`]), the chat overhead ([`body_and_overhead`]), then the
+/// prompts saved with `--save-prompts`.
 pub(super) fn run(
     cfg: &ReplayConfig,
     trace: &Loaded,
@@ -94,23 +98,9 @@ pub(super) fn run(
     tokenizer: TokenizerJob,
     startup: &mut StartupTimes,
 ) -> Result<Prompts> {
-    let (tokenizer, load_ms) = tokenizer.join()?;
-    startup.tokenizer_load_ms = load_ms;
-    let t = Instant::now();
-    let model = model_name(cfg, server)?;
-    let model_ms = ms_since(t);
-    let t = Instant::now();
-    let server_tok = server_tokenizer(cfg, server, tokenizer.is_none(), &model);
-    let (vocab, truth, fallback) =
-        vocabulary(cfg, server, tokenizer.as_ref(), server_tok.as_ref())?;
-    startup.vocab_ms = ms_since(t);
-    let encoder: Option<&dyn prompt::Encoder> = match (&tokenizer, &server_tok) {
-        (Some(t), _) => Some(t),
-        (None, Some(s)) => Some(s),
-        (None, None) => None,
-    };
+    let (sources, vocab) = Sources::find(cfg, server, tokenizer, startup)?;
     // `--prompt-corpus`: real text, tokenized and checked by the same source of truth.
-    let corpus = prompt::load_corpus(cfg.prompts.corpus.as_ref(), encoder, &vocab)?;
+    let corpus = prompt::load_corpus(cfg.prompts.corpus.as_ref(), sources.encoder(), &vocab)?;
     let builder = Arc::new(PromptBuilder::with_corpus(
         Arc::new(vocab),
         corpus,
@@ -118,63 +108,30 @@ pub(super) fn run(
         trace.block_size,
     ));
     let t = Instant::now();
-    let source = match (&cfg.prompts.tokenizer, &server_tok) {
-        (Some(p), _) => format!("local tokenizer {}", p.display()),
-        (None, Some(s)) => s.describe(),
-        (None, None) => "none (built-in word list)".to_string(),
-    };
-    let loaded = match truth {
-        Truth::Local => format!("loaded in {load_ms:.0} ms, "),
-        _ => String::new(),
-    };
-    // Only prompts request-sim builds can be checked: rows sent as written (messages,
-    // text_input, prompt_token_ids) have none, so a messages trace has no check (n/a).
-    let head: Vec<&TraceRequest> = trace
-        .head
-        .iter()
-        .filter(|p| p.chat.is_none())
-        .map(|p| &p.req)
-        .collect();
-    let verification = encoder
-        .filter(|_| !head.is_empty())
-        .map(|enc| startup_check(&builder, enc, &head, &source, &loaded, startup.vocab_ms));
-    if head.is_empty() && !trace.head.is_empty() {
-        note("prompt check: n/a (the first requests are rows sent as written: messages, text_input or prompt_token_ids; no prompt is built for them)");
-    }
+    let (source, verification) = check_prompts(cfg, trace, &builder, &sources, startup.vocab_ms);
     startup.prompt_check_ms = ms_since(t);
-    if let Some(reason) = fallback.filter(|_| trace.format != TraceFormat::Messages) {
-        judge_fallback(cfg, server, &reason, truth, verification.as_ref())?;
+    if let Some(reason) = sources
+        .fallback
+        .as_deref()
+        .filter(|_| trace.format != TraceFormat::Messages)
+    {
+        judge_fallback(cfg, server, reason, sources.truth, verification.as_ref())?;
     }
 
     let t = Instant::now();
-    let params = BodyParams {
-        model: model.clone(),
-        stream: server.ep.stream,
-        exact_output: cfg.requests.exact_output,
-        extra: None,
-    };
-    let overhead = match dry_run_overhead(cfg, server, tokenizer.as_ref())? {
-        Some(o) => Some(o),
-        None => determine_overhead(
-            cfg,
-            server,
-            &params,
-            &builder,
-            (tokenizer.as_ref(), server_tok.as_ref()),
-        )?,
-    };
-    refuse_uncalibrated_save(cfg, server, overhead.as_ref())?;
-    if let Some(o) = &overhead {
-        note(format!(
-            "prompt overhead: {} tokens ({}); content is shortened by it",
-            o.tokens, o.how
-        ));
-    }
+    let (params, overhead) = body_and_overhead(cfg, server, &builder, &sources)?;
     let shortened_by = overhead.as_ref().map_or(0, |o| o.tokens);
     let corpus = corpus_report(trace, &builder, shortened_by);
     if let Some(r) = &corpus {
         note(r.line());
     }
+    let Sources {
+        tokenizer,
+        model,
+        model_ms,
+        server_tok,
+        ..
+    } = sources;
     let prompts = Prompts {
         builder,
         model,
@@ -195,6 +152,136 @@ pub(super) fn run(
     drop(server_tok);
     crate::util::release_freed_memory();
     Ok(prompts)
+}
+
+/// Where this run's token counts come from: `--tokenizer`, the server's `/tokenize`, or the
+/// built-in word list; and the model name.
+struct Sources {
+    /// `--tokenizer`, loaded.
+    tokenizer: Option<tokenizers::Tokenizer>,
+    /// Time the tokenizer took to load.
+    load_ms: f64,
+    model: String,
+    /// Time the model name took to find.
+    model_ms: f64,
+    /// The server's `/tokenize` (without `--tokenizer`, when the server has one).
+    server_tok: Option<ServerTokenizer>,
+    truth: Truth,
+    /// Why the built-in word list is used, when it is used against a server that may not
+    /// count its words one token each.
+    fallback: Option<String>,
+}
+
+impl Sources {
+    /// The tokenizer joined, the model name, the server's `/tokenize` and the prompt words.
+    fn find(
+        cfg: &ReplayConfig,
+        server: &Server,
+        tokenizer: TokenizerJob,
+        startup: &mut StartupTimes,
+    ) -> Result<(Sources, Vocab)> {
+        let (tokenizer, load_ms) = tokenizer.join()?;
+        startup.tokenizer_load_ms = load_ms;
+        let t = Instant::now();
+        let model = model_name(cfg, server)?;
+        let model_ms = ms_since(t);
+        let t = Instant::now();
+        let server_tok = server_tokenizer(cfg, server, tokenizer.is_none(), &model);
+        let (vocab, truth, fallback) =
+            vocabulary(cfg, server, tokenizer.as_ref(), server_tok.as_ref())?;
+        startup.vocab_ms = ms_since(t);
+        let sources = Sources {
+            tokenizer,
+            load_ms,
+            model,
+            model_ms,
+            server_tok,
+            truth,
+            fallback,
+        };
+        Ok((sources, vocab))
+    }
+
+    /// The source of truth of token counts (`None`: the built-in word list).
+    fn encoder(&self) -> Option<&dyn prompt::Encoder> {
+        match (&self.tokenizer, &self.server_tok) {
+            (Some(t), _) => Some(t),
+            (None, Some(s)) => Some(s),
+            (None, None) => None,
+        }
+    }
+}
+
+/// The start-up check of the first prompts against the source of truth (none without one, or
+/// when the first requests are rows sent as written): what counts were made exact against,
+/// and the check's report.
+fn check_prompts(
+    cfg: &ReplayConfig,
+    trace: &Loaded,
+    builder: &PromptBuilder,
+    sources: &Sources,
+    vocab_ms: f64,
+) -> (String, Option<VerifyReport>) {
+    let source = match (&cfg.prompts.tokenizer, &sources.server_tok) {
+        (Some(p), _) => format!("local tokenizer {}", p.display()),
+        (None, Some(s)) => s.describe(),
+        (None, None) => "none (built-in word list)".to_string(),
+    };
+    let loaded = match sources.truth {
+        Truth::Local => format!("loaded in {:.0} ms, ", sources.load_ms),
+        _ => String::new(),
+    };
+    // Only prompts request-sim builds can be checked: rows sent as written (messages,
+    // text_input, prompt_token_ids) have none, so a messages trace has no check (n/a).
+    let head: Vec<&TraceRequest> = trace
+        .head
+        .iter()
+        .filter(|p| p.chat.is_none())
+        .map(|p| &p.req)
+        .collect();
+    let verification = sources
+        .encoder()
+        .filter(|_| !head.is_empty())
+        .map(|enc| startup_check(builder, enc, &head, &source, &loaded, vocab_ms));
+    if head.is_empty() && !trace.head.is_empty() {
+        note("prompt check: n/a (the first requests are rows sent as written: messages, text_input or prompt_token_ids; no prompt is built for them)");
+    }
+    (source, verification)
+}
+
+/// The request body settings and the tokens the server adds around the content (measured,
+/// or what a dry run can know), refusing `--save-prompts` when that count is unknown.
+fn body_and_overhead(
+    cfg: &ReplayConfig,
+    server: &Server,
+    builder: &PromptBuilder,
+    sources: &Sources,
+) -> Result<(BodyParams, Option<Overhead>)> {
+    let params = BodyParams {
+        model: sources.model.clone(),
+        stream: server.ep.stream,
+        exact_output: cfg.requests.exact_output,
+        extra: None,
+    };
+    let tokenizer = sources.tokenizer.as_ref();
+    let overhead = match dry_run_overhead(cfg, server, tokenizer)? {
+        Some(o) => Some(o),
+        None => determine_overhead(
+            cfg,
+            server,
+            &params,
+            builder,
+            (tokenizer, sources.server_tok.as_ref()),
+        )?,
+    };
+    refuse_uncalibrated_save(cfg, server, overhead.as_ref())?;
+    if let Some(o) = &overhead {
+        note(format!(
+            "prompt overhead: {} tokens ({}); content is shortened by it",
+            o.tokens, o.how
+        ));
+    }
+    Ok((params, overhead))
 }
 
 /// The overhead `determine_overhead` gives a dry run it could not measure (nothing is sent).

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{ms_since, note};
+use super::note::{ms_since, note};
 use crate::backend::{self, Endpoint};
 use crate::config::{ReplayConfig, Target};
 use crate::schedule::{Realtime, RealtimeMode};

@@ -6,9 +6,9 @@
 use std::time::{Duration, Instant};
 
 use super::load::Loaded;
+use super::note::{ms_since, note};
 use super::pipeline::Pipeline;
 use super::server::Server;
-use super::{ms_since, note};
 use crate::backend::{self, warm};
 use crate::config::ReplayConfig;
 use crate::stats::StartupTimes;

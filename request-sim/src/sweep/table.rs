@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{SweepPoint, SweepResult};
+use super::result::{SweepPoint, SweepResult};
 use crate::config::{ReplayConfig, Target};
 
 /// Columns of the combined table (console and `report.html`), with their console widths.

@@ -1,0 +1,138 @@
+//! The output group of the settings ([`OutputConfig`]): the records file and the summary beside
+//! it, the result files, the report's percentiles and goodput SLOs ([`report_config`], shared
+//! with `request-sim report`), the console and the live metrics page.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cli::{LiveMetricsFlags, OutputArgs, ReportFlags};
+use crate::stats::ReportConfig;
+use crate::{Error, Result};
+
+/// Where the run's records, summary and files go, and what the console shows.
+#[derive(Debug, Clone)]
+pub struct OutputConfig {
+    /// `--output-path`: the records JSONL.
+    pub records_path: PathBuf,
+    pub summary_path: PathBuf,
+    pub result_dir: Option<PathBuf>,
+    /// `--save-prompts`: where the built prompts are saved as a `messages` trace.
+    pub save_prompts: Option<PathBuf>,
+    pub record_itl: bool,
+    /// Percentiles and goodput SLOs of the summary.
+    pub report: ReportConfig,
+    pub quiet: bool,
+    /// `--metrics-port`: the live client metrics page (`None`: not served).
+    pub live_metrics: Option<LiveMetricsConfig>,
+}
+
+/// `--metrics-port`, `--metrics-host`, `--metrics-run-id`, `--metrics-linger`.
+#[derive(Debug, Clone)]
+pub struct LiveMetricsConfig {
+    pub addr: std::net::SocketAddr,
+    pub run_id: Option<String>,
+    pub linger: Duration,
+}
+
+impl OutputConfig {
+    /// The group from its flags, with the paths ([`output_paths`]), the report
+    /// ([`report_settings`]) and the live metrics page ([`live_metrics`]) checked.
+    pub(super) fn new(
+        o: OutputArgs,
+        (records_path, summary_path): (PathBuf, PathBuf),
+        report: ReportConfig,
+        live_metrics: Option<LiveMetricsConfig>,
+    ) -> OutputConfig {
+        OutputConfig {
+            records_path,
+            summary_path,
+            result_dir: o.report.result_dir,
+            save_prompts: o.save_prompts,
+            record_itl: o.record_itl,
+            report,
+            quiet: o.quiet,
+            live_metrics,
+        }
+    }
+}
+
+/// The live metrics page's settings (`None` without `--metrics-port`).
+pub(super) fn live_metrics(f: &LiveMetricsFlags) -> Result<Option<LiveMetricsConfig>> {
+    let Some(port) = f.metrics_port else {
+        return Ok(None);
+    };
+    let host: std::net::IpAddr = f.metrics_host.trim().parse().map_err(|_| {
+        Error::config(format!(
+            "--metrics-host {:?}: not an IP address (e.g. 127.0.0.1, or 0.0.0.0 for every interface)",
+            f.metrics_host
+        ))
+    })?;
+    if !(f.metrics_linger.is_finite() && (0.0..=3600.0).contains(&f.metrics_linger)) {
+        return Err(Error::config(format!(
+            "--metrics-linger {}: expected seconds from 0 to 3600",
+            f.metrics_linger
+        )));
+    }
+    if f.metrics_run_id
+        .as_deref()
+        .is_some_and(|r| r.trim().is_empty())
+    {
+        return Err(Error::config("--metrics-run-id: empty"));
+    }
+    Ok(Some(LiveMetricsConfig {
+        addr: std::net::SocketAddr::new(host, port),
+        run_id: f.metrics_run_id.clone(),
+        linger: Duration::from_secs_f64(f.metrics_linger),
+    }))
+}
+
+/// The records file and the summary beside it.
+pub(super) fn output_paths(a: &OutputArgs) -> Result<(PathBuf, PathBuf)> {
+    let output_path = match &a.output_path {
+        Some(p) => p.clone(),
+        None => {
+            let ts = crate::stats::file_stamp();
+            PathBuf::from(format!("results/replay-{ts}.jsonl"))
+        }
+    };
+    let summary_path = a
+        .summary_path
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}.summary.json", output_path.display())));
+    if summary_path == output_path {
+        return Err(Error::config(
+            "--summary-path must differ from --output-path",
+        ));
+    }
+    Ok((output_path, summary_path))
+}
+
+/// The report the report flags ask for (`replay` and `report`); `default_percentiles` when
+/// none are given.
+pub fn report_config(f: &ReportFlags, default_percentiles: &[f64]) -> Result<ReportConfig> {
+    let percentiles =
+        crate::stats::Percentiles::or_default(f.metric_percentile.clone(), default_percentiles)
+            .map_err(Error::config)?;
+    let slo = if f.goodput.is_empty() {
+        crate::stats::Slo::default()
+    } else {
+        crate::stats::Slo::parse(&f.goodput).map_err(Error::config)?
+    };
+    Ok(ReportConfig {
+        percentiles,
+        slo,
+        window: f.measure_window,
+    })
+}
+
+/// Percentiles and goodput SLOs (`--goodput`, or the anchor's `--ttft-slo`/`--tpot-slo`).
+pub(super) fn report_settings(a: &OutputArgs) -> Result<ReportConfig> {
+    let mut report = report_config(&a.report, &crate::stats::DEFAULT_PERCENTILES)?;
+    if report.slo.ttft_ms.is_none() {
+        report.slo.ttft_ms = a.ttft_slo.map(|s| s * 1e3);
+    }
+    if report.slo.tpot_ms.is_none() {
+        report.slo.tpot_ms = a.tpot_slo.map(|s| s * 1e3);
+    }
+    Ok(report)
+}
