@@ -296,7 +296,7 @@ impl Crate {
                     add(split_alias(path).0);
                 }
             }
-            for path in inline_paths(code) {
+            for path in inline_paths(&without_uses(code)) {
                 add(path);
             }
             edges.insert(file.clone(), targets);
@@ -308,6 +308,24 @@ impl Crate {
 struct UseStatement {
     public: bool,
     tree: String,
+    /// The statement's text from `use` to before its `;`, and that length.
+    head: String,
+    len: usize,
+}
+
+/// The code with its `use` statements blanked out (what `inline_paths` reads).
+fn without_uses(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    for stmt in use_statements(code) {
+        let Some(at) = rest.find(&stmt.head) else {
+            continue;
+        };
+        out.push_str(&rest[..at]);
+        rest = &rest[at + stmt.len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The `use` statements of the code (`pub use`, `pub(crate) use` and plain `use`).
@@ -333,6 +351,8 @@ fn use_statements(code: &str) -> Vec<UseStatement> {
         out.push(UseStatement {
             public,
             tree: code[start + 4..start + end].split_whitespace().collect(),
+            head: code[start..start + end].to_owned(),
+            len: end,
         });
         i = start + end;
     }
@@ -492,7 +512,18 @@ fn crate_circles(root: &Path) -> Vec<String> {
     let mut found = Vec::new();
     for c in circles(&edges) {
         let names: Vec<String> = c.iter().map(|p| rel(p)).collect();
-        found.push(format!("files: {}", names.join(" <-> ")));
+        // The arrows inside the circle, to show where to cut it.
+        let mut arrows = Vec::new();
+        for a in &c {
+            for b in edges[a].iter().filter(|b| c.contains(b)) {
+                arrows.push(format!("{} -> {}", rel(a), rel(b)));
+            }
+        }
+        found.push(format!(
+            "files: {}\n    ({})",
+            names.join(" <-> "),
+            arrows.join(", ")
+        ));
     }
     // Folders: within each folder, the entry (file or sub-folder) each file sits in.
     let mut folders: BTreeSet<PathBuf> = BTreeSet::new();
@@ -598,11 +629,15 @@ fn the_check_finds_a_circle() {
     .unwrap();
     let found = crate_circles(src);
     assert!(
-        found.iter().any(|c| c == "files: c.rs <-> d.rs"),
+        found
+            .iter()
+            .any(|c| c.starts_with("files: c.rs <-> d.rs\n")),
         "{found:?}"
     );
     assert!(
-        found.iter().any(|c| c == "files: a/one.rs <-> b/two.rs"),
+        found
+            .iter()
+            .any(|c| c.starts_with("files: a/one.rs <-> b/two.rs\n")),
         "{found:?}"
     );
     assert!(
@@ -615,4 +650,18 @@ fn the_check_finds_a_circle() {
     fs::write(src.join("d.rs"), "pub struct Y;\n").unwrap();
     fs::write(src.join("b/two.rs"), "pub struct B;\npub struct C;\n").unwrap();
     assert_eq!(crate_circles(src), Vec::<String>::new());
+}
+
+#[test]
+#[ignore]
+fn print_edges() {
+    let root = workspace().join(std::env::var("SHAPE_CRATE").unwrap_or("request-sim/src".into()));
+    let k = Crate::read(&root);
+    let want = std::env::var("SHAPE_FILE").unwrap_or_default();
+    for (f, t) in k.edges() {
+        if f.ends_with(&want) {
+            println!("{} -> {:?}", f.display(), t);
+            println!("code: {}", &k.code[&f][..k.code[&f].len().min(3000)]);
+        }
+    }
 }
