@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::trace::{length_stats, LengthStats};
+use super::analysis::{length_stats, LengthStats};
 use crate::trace::model::{Corpus, HashScope};
 use crate::util::percentile_sorted;
 

@@ -44,7 +44,10 @@ pub use pipeline::session::history;
 pub use pipeline::{Planned, ReorderWindow, TraceStream};
 
 // TRANSITIONAL (removed before this lands): the old paths, while the other rooms move.
-pub use crate::analyze::trace as analyze;
+pub mod analyze {
+    pub use crate::analyze::analysis::*;
+    pub use crate::analyze::trace::*;
+}
 pub use crate::analyze::{
     analyze, ideal, ideal_prefix_hits, Analysis, AnalyzeOptions, IdealCache, RoutingAnalysis,
     RoutingOptions, RoutingPoint,
