@@ -21,6 +21,7 @@
 pub mod error;
 pub use error::{Error, Result};
 
+pub mod analyze;
 pub mod backend;
 pub mod observe;
 pub mod prompt;

@@ -1,84 +1,8 @@
-//! The leaf of the trace modules: what a format file produces ([`RawRow`]), how a trace is
-//! loaded ([`LoadOptions`] and its limits), and the per-row rules every reader applies the same
-//! way (hash id normalisation, the [`RowFlags`] counted in [`TraceStats`]).
-//!
-//! It imports no format file and no reader, so the format files (`mooncake.rs`, `bailian.rs`,
-//! `azure.rs`, `generic.rs`, `messages.rs`) depend only on it, `fields.rs` and `error.rs`.
+//! What a format file produces ([`RawRow`]) and the per-row rules every reader applies the
+//! same way (hash id normalisation, the [`RowFlags`] counted in [`TraceStats`]): the meeting
+//! point of `formats/` and `pipeline/`. It imports only `model.rs`.
 
-use super::error::TraceError;
-use super::{ChatPayload, SessionInfo, TraceFormat, TraceStats};
-
-/// Largest accepted input or output length, in tokens.
-pub const MAX_LENGTH_TOKENS: u64 = 10_000_000;
-
-/// Longest accepted line (64 MiB) unless [`LoadOptions::max_line_bytes`] says otherwise.
-pub const DEFAULT_MAX_LINE_BYTES: usize = 64 << 20;
-
-/// How to load a trace. `Default` detects the format, uses its block size, stops at the first
-/// invalid row and keeps every request.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LoadOptions {
-    /// Force a format instead of detecting it from the first data line (`--dataset`).
-    pub format: Option<TraceFormat>,
-    /// Tokens per hash id; `None` = the format's default (mooncake/generic 512, bailian 16).
-    pub block_size: Option<usize>,
-    /// Skip malformed rows (counted in `stats.skipped_invalid`) instead of failing.
-    pub skip_invalid: bool,
-    /// Keep requests at rebased trace time `>= start_ms` (ms).
-    pub start_ms: Option<f64>,
-    /// Keep requests at rebased trace time `< end_ms` (ms).
-    pub end_ms: Option<f64>,
-    /// Keep at most this many requests (the first ones in replay order, after slicing).
-    pub max_requests: Option<usize>,
-    /// Longest accepted line in bytes; `None` = [`DEFAULT_MAX_LINE_BYTES`].
-    pub max_line_bytes: Option<usize>,
-    /// Drop BurstGPT's failed requests (0 response tokens) instead of keeping them with output
-    /// length 0 (`--drop-failed`); counted either way.
-    pub drop_failed: bool,
-    /// What the trace is reshaped into (`--amplify`, `--retime`, ...; `reshape.rs`).
-    pub reshape: super::Reshape,
-}
-
-impl LoadOptions {
-    /// An error naming `name` when an option is out of range (a block size of 0, a time window
-    /// that ends before it starts, ...).
-    pub(crate) fn check(&self, name: &str) -> Result<(), TraceError> {
-        let bad = |what: String| {
-            Err(TraceError::Options {
-                path: name.to_owned(),
-                what,
-            })
-        };
-        if self.block_size == Some(0) {
-            return bad("block size must be at least 1".into());
-        }
-        if self.max_requests == Some(0) {
-            return bad("max requests must be at least 1".into());
-        }
-        if let Err(what) = self.reshape.check() {
-            return bad(what);
-        }
-        if self.max_line_bytes == Some(0) {
-            return bad("max line bytes must be at least 1".into());
-        }
-        if let Some(s) = self.start_ms {
-            if !s.is_finite() || s < 0.0 {
-                return bad(format!("start ms must be a finite number >= 0, got {s}"));
-            }
-        }
-        if let Some(e) = self.end_ms {
-            if e.is_nan() || e <= 0.0 {
-                return bad(format!("end ms must be a number > 0, got {e}"));
-            }
-        }
-        if let (Some(s), Some(e)) = (self.start_ms, self.end_ms) {
-            if s >= e {
-                return bad(format!("start ms ({s}) must be before end ms ({e})"));
-            }
-        }
-        Ok(())
-    }
-}
+use crate::trace::model::{ChatPayload, SessionInfo, TraceStats};
 
 /// One parsed, validated row before the trace-level rules.
 #[derive(Debug, Clone, PartialEq)]

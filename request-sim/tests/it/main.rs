@@ -18,6 +18,7 @@ mod report;
 mod server_metrics;
 mod server_percentiles;
 mod server_sim_time;
+mod shape;
 // Helpers shared by the modules; not every module uses every helper.
 #[allow(dead_code)]
 mod support;

@@ -1,0 +1,317 @@
+//! `analyze` of an agent corpus: its shape (conversations, requests, subagents and how deep
+//! they nest, joined or background), its client gaps (their distribution and how many a cap
+//! would cut), its trace-ideal prefix-cache hit ratio with conversations' blocks private and
+//! with the system prompt + tools shared across conversations, and the load a population of
+//! `--users` concurrent users implies.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::analysis::{length_stats, LengthStats};
+use crate::trace::model::{Corpus, HashScope};
+use crate::util::percentile_sorted;
+
+/// What to compute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentAnalyzeOptions {
+    /// Gaps longer than this (ms) are counted as capped (`--max-idle-gap`); `None`: no cap.
+    pub max_idle_gap_ms: Option<f64>,
+    /// The population to size (`--users`); `None`: no concurrency estimate.
+    pub users: Option<usize>,
+    /// Percentiles of the distributions; empty = 50, 90, 99.
+    pub percentiles: Vec<f64>,
+}
+
+impl Default for AgentAnalyzeOptions {
+    fn default() -> Self {
+        AgentAnalyzeOptions {
+            max_idle_gap_ms: None,
+            users: None,
+            percentiles: vec![50.0, 90.0, 99.0],
+        }
+    }
+}
+
+/// A distribution of milliseconds.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct MsStats {
+    pub count: usize,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+fn ms_stats(mut v: Vec<f64>) -> MsStats {
+    if v.is_empty() {
+        return MsStats::default();
+    }
+    v.sort_by(f64::total_cmp);
+    MsStats {
+        count: v.len(),
+        mean_ms: v.iter().sum::<f64>() / v.len() as f64,
+        p50_ms: percentile_sorted(&v, 50.0),
+        p99_ms: percentile_sorted(&v, 99.0),
+        max_ms: v[v.len() - 1],
+    }
+}
+
+/// The client gaps between consecutive requests of an agent (not a subagent's spawn offset,
+/// not the first request of a conversation).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct GapStats {
+    #[serde(flatten)]
+    pub ms: MsStats,
+    /// The cap asked for (`--max-idle-gap`, ms) and how many gaps are longer.
+    pub cap_ms: Option<f64>,
+    pub over_cap: usize,
+    /// Gaps per rule that made them (`start_minus_server`, `after_join`, `delay`, ...).
+    pub rules: BTreeMap<String, usize>,
+}
+
+/// The load of `users` concurrent users, each working through conversations one after the
+/// other, from the trace's own times (recorded server times and gaps).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsersLoad {
+    pub users: usize,
+    /// Requests in flight on average: `users × (Σ server time / Σ conversation wall time)`.
+    pub mean_in_flight: f64,
+    /// The most requests one conversation had in flight at once, times `users`: an upper bound
+    /// of the peak.
+    pub peak_in_flight_bound: usize,
+    /// Requests per second: `users × (requests / Σ conversation wall time)`.
+    pub request_rate_per_s: f64,
+    /// Conversations per second the population starts.
+    pub conversation_rate_per_s: f64,
+}
+
+/// Everything `analyze` reports for an agent corpus; serialises to one JSON object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentAnalysis {
+    pub conversations: usize,
+    pub requests: usize,
+    pub requests_per_conversation: LengthStats,
+    /// Agents that are not a conversation's main agent.
+    pub subagents: usize,
+    /// Subagents their parent waits for, and the others (background).
+    pub joined_subagents: usize,
+    pub background_subagents: usize,
+    pub conversations_with_subagents: usize,
+    /// The deepest subagent (1 = spawned by a main agent), and agents per depth.
+    pub max_depth: usize,
+    pub agents_per_depth: Vec<usize>,
+    pub input_length: LengthStats,
+    pub output_length: LengthStats,
+    pub gaps: GapStats,
+    /// A subagent's start after the parent's request it follows.
+    pub spawn_offsets: MsStats,
+    /// Wall time of each conversation in the trace: its last recorded completion (or start).
+    pub conversation_wall: MsStats,
+    /// Trace-ideal prefix-cache hit ratio (infinite cache, tokens), each conversation's
+    /// blocks its own for `local` ids.
+    pub ideal_hit_ratio: f64,
+    /// The same with the system prompt + tools blocks shared by conversations whose prompts
+    /// start with as many such tokens (`--share-system-prefix`).
+    pub ideal_hit_ratio_shared_prefix: f64,
+    /// Requests whose prompt is given as messages (no hash ids: outside the hit ratios).
+    pub message_requests: usize,
+    /// The load of `--users` (`None` without it, or when the trace records no server times).
+    pub users: Option<UsersLoad>,
+}
+
+/// FNV-style mixing of a chain of ids (an infinite cache remembers chains, not single ids).
+fn mix(h: u64, x: u64) -> u64 {
+    (h ^ x).wrapping_mul(0x0000_0100_0000_01b3).rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15
+}
+
+/// Analyses `corpus`.
+pub fn analyze_agents(corpus: &Corpus, opts: &AgentAnalyzeOptions) -> AgentAnalysis {
+    let pcts = if opts.percentiles.is_empty() {
+        vec![50.0, 90.0, 99.0]
+    } else {
+        opts.percentiles.clone()
+    };
+    let mut depth_counts: Vec<usize> = Vec::new();
+    let (mut joined, mut background, mut with_sub) = (0, 0, 0);
+    let mut gaps = Vec::new();
+    let mut rules: BTreeMap<String, usize> = BTreeMap::new();
+    let mut offsets = Vec::new();
+    let mut walls = Vec::new();
+    let mut per_conv = Vec::new();
+    let (mut busy_ms, mut peak) = (0f64, 0usize);
+    let mut message_requests = 0;
+    let mut seen_private = std::collections::HashSet::new();
+    let mut seen_shared = std::collections::HashSet::new();
+    let (mut input_tokens, mut hit_private, mut hit_shared) = (0u64, 0u64, 0u64);
+    for (ci, c) in corpus.conversations.iter().enumerate() {
+        per_conv.push(c.requests() as u32);
+        if c.agents.len() > 1 {
+            with_sub += 1;
+        }
+        let mut wall = 0f64;
+        let mut intervals: Vec<(f64, f64)> = Vec::new();
+        for (ai, a) in c.agents.iter().enumerate() {
+            let mut d = 0;
+            let mut cur = ai;
+            while let Some(l) = &c.agents[cur].parent {
+                cur = l.agent;
+                d += 1;
+            }
+            if depth_counts.len() <= d {
+                depth_counts.resize(d + 1, 0);
+            }
+            depth_counts[d] += 1;
+            if let Some(l) = &a.parent {
+                if l.join.is_some() {
+                    joined += 1;
+                } else {
+                    background += 1;
+                }
+                offsets.push(l.spawn_offset_ms);
+            }
+            for (k, r) in a.requests.iter().enumerate() {
+                if k > 0 {
+                    gaps.push(r.gap.ms);
+                    *rules.entry(r.gap.rule.name().to_owned()).or_insert(0) += 1;
+                }
+                let end = r.trace_ms + r.server_ms.unwrap_or(0.0);
+                wall = wall.max(end);
+                if let Some(s) = r.server_ms {
+                    busy_ms += s;
+                    intervals.push((r.trace_ms, end));
+                }
+            }
+        }
+        walls.push(wall);
+        peak = peak.max(max_overlap(&mut intervals));
+        // The trace-ideal cache: every request in trace order within the conversation.
+        let mut order: Vec<(f64, usize, usize)> = Vec::new();
+        for (ai, a) in c.agents.iter().enumerate() {
+            for (k, r) in a.requests.iter().enumerate() {
+                order.push((r.trace_ms, ai, k));
+            }
+        }
+        order.sort_by(|x, y| x.0.total_cmp(&y.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+        let block = c.block_size.max(1) as u64;
+        for (_, ai, k) in order {
+            let a = &c.agents[ai];
+            let r = &a.requests[k];
+            if r.messages.is_some() {
+                message_requests += 1;
+                continue;
+            }
+            input_tokens += u64::from(r.input_length);
+            let sys = match (a.system_tokens, a.tool_tokens) {
+                (None, None) if a.is_main() => {
+                    c.system_tokens.unwrap_or(0) + c.tool_tokens.unwrap_or(0)
+                }
+                (s, t) => s.unwrap_or(0) + t.unwrap_or(0),
+            };
+            let shared_blocks = u64::from(sys) / block;
+            let ns = match c.hash_scope {
+                HashScope::Local => ci as u64 + 1,
+                HashScope::Global => 0,
+            };
+            let shared = shared_blocks > 0 && c.hash_scope == HashScope::Local;
+            let mut hp = ns;
+            // with the prefix shared, its blocks are keyed by its token count, not by the
+            // conversation; the blocks after it are the conversation's again
+            let mut hs = if shared {
+                mix(u64::MAX, u64::from(sys))
+            } else {
+                ns
+            };
+            let (mut private_hit, mut shared_hit) = (true, true);
+            let input = u64::from(r.input_length);
+            for (i, &id) in r.hash_ids.iter().enumerate() {
+                let i = i as u64;
+                let tokens = input.saturating_sub(i * block).min(block);
+                hp = mix(hp, id);
+                hs = match (shared, i.cmp(&shared_blocks)) {
+                    (true, std::cmp::Ordering::Less) => mix(hs, i),
+                    (true, _) => mix(mix(hs, ns), id),
+                    (false, _) => mix(hs, id),
+                };
+                // a prefix cache: a block hits only after hitting blocks, but every block is
+                // stored
+                let new_p = seen_private.insert(hp);
+                let new_s = seen_shared.insert(hs);
+                private_hit &= !new_p;
+                shared_hit &= !new_s;
+                hit_private += u64::from(private_hit) * tokens;
+                hit_shared += u64::from(shared_hit) * tokens;
+            }
+        }
+    }
+    let ratio = |h: u64| {
+        if input_tokens == 0 {
+            0.0
+        } else {
+            h as f64 / input_tokens as f64
+        }
+    };
+    let requests = corpus.requests();
+    let total_wall: f64 = walls.iter().sum();
+    let conversations = corpus.conversations.len();
+    let users = opts
+        .users
+        .filter(|_| total_wall > 0.0 && busy_ms > 0.0)
+        .map(|n| UsersLoad {
+            users: n,
+            mean_in_flight: n as f64 * busy_ms / total_wall,
+            peak_in_flight_bound: n * peak,
+            request_rate_per_s: n as f64 * requests as f64 / (total_wall / 1e3),
+            conversation_rate_per_s: n as f64 * conversations as f64 / (total_wall / 1e3),
+        });
+    let all = || {
+        corpus
+            .conversations
+            .iter()
+            .flat_map(|c| &c.agents)
+            .flat_map(|a| &a.requests)
+    };
+    AgentAnalysis {
+        conversations,
+        requests,
+        requests_per_conversation: length_stats(per_conv.into_iter(), &pcts),
+        subagents: joined + background,
+        joined_subagents: joined,
+        background_subagents: background,
+        conversations_with_subagents: with_sub,
+        max_depth: depth_counts.len().saturating_sub(1),
+        agents_per_depth: depth_counts,
+        input_length: length_stats(all().map(|r| r.input_length), &pcts),
+        output_length: length_stats(all().map(|r| r.output_length), &pcts),
+        gaps: GapStats {
+            over_cap: opts
+                .max_idle_gap_ms
+                .map_or(0, |cap| gaps.iter().filter(|&&g| g > cap).count()),
+            cap_ms: opts.max_idle_gap_ms,
+            ms: ms_stats(gaps),
+            rules,
+        },
+        spawn_offsets: ms_stats(offsets),
+        conversation_wall: ms_stats(walls),
+        ideal_hit_ratio: ratio(hit_private),
+        ideal_hit_ratio_shared_prefix: ratio(hit_shared),
+        message_requests,
+        users,
+    }
+}
+
+/// The most intervals overlapping at one instant (ends are exclusive).
+fn max_overlap(intervals: &mut [(f64, f64)]) -> usize {
+    let mut events: Vec<(f64, i32)> = Vec::with_capacity(intervals.len() * 2);
+    for &(s, e) in intervals.iter() {
+        events.push((s, 1));
+        events.push((e.max(s), -1));
+    }
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut cur, mut best) = (0i32, 0i32);
+    for (_, d) in events {
+        cur += d;
+        best = best.max(cur);
+    }
+    best as usize
+}

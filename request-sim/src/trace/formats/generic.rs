@@ -1,0 +1,77 @@
+//! Generic JSONL, what users convert their own logs into:
+//! `{"timestamp": 1200.5, "input_length": 900, "output_length": 80, "hash_ids": [1, 2]}`.
+//!
+//! `timestamp` in milliseconds (integer or float); `hash_ids` optional (absent or `null`: every
+//! prompt is unique); block size from `--block-size` (default 512); `session_id` optional (a
+//! string or an integer: rows sharing one are the turns of a session). Unknown fields are ignored.
+
+use super::fields;
+use crate::trace::error::RowError;
+use crate::trace::row::RawRow;
+
+#[derive(serde::Deserialize)]
+struct Row {
+    #[serde(deserialize_with = "fields::timestamp_ms")]
+    timestamp: f64,
+    #[serde(deserialize_with = "fields::input_length")]
+    input_length: u32,
+    #[serde(deserialize_with = "fields::output_length")]
+    output_length: u32,
+    #[serde(default, deserialize_with = "fields::opt_hash_ids")]
+    hash_ids: Option<Vec<u64>>,
+    #[serde(default)]
+    session_id: Option<serde_json::Value>,
+}
+
+/// Parses one non-blank line.
+pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
+    let row: Row = fields::from_json_line(text)?;
+    let session_id = match &row.session_id {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(fields::session_id(v)?),
+    };
+    Ok(RawRow {
+        timestamp_ms: row.timestamp,
+        input_length: row.input_length,
+        output_length: row.output_length,
+        hash_ids: row.hash_ids,
+        session: None,
+        turn_given: false,
+        session_id,
+        delay_ms: None,
+        chat: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_ids_are_optional() {
+        let r = parse_line(r#"{"timestamp": 3, "input_length": 10, "output_length": 2}"#).unwrap();
+        assert_eq!(r.hash_ids, None);
+        let r = parse_line(
+            r#"{"timestamp": 3, "input_length": 10, "output_length": 2, "hash_ids": null}"#,
+        )
+        .unwrap();
+        assert_eq!(r.hash_ids, None);
+        let r = parse_line(
+            r#"{"timestamp": 3, "input_length": 10, "output_length": 2, "hash_ids": [9]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.hash_ids, Some(vec![9]));
+    }
+
+    #[test]
+    fn wrong_hash_ids_type_is_named() {
+        let e = parse_line(
+            r#"{"timestamp": 3, "input_length": 10, "output_length": 2, "hash_ids": "1,2"}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"field `hash_ids`: expected an array of non-negative integers, found the string "1,2""#
+        );
+    }
+}

@@ -1,0 +1,34 @@
+//! Every trace format's reader, one file each, and what they share.
+//!
+//! - Flat formats, one line → one row (`row::RawRow`): `mooncake.rs`, `bailian.rs`, `azure.rs`
+//!   (also Azure 2024), `burstgpt.rs`, `generic.rs`, `messages.rs` (AIPerf-style chat rows).
+//!   Each imports only `trace::model`, `trace::row`, `trace::error` and `fields.rs` (the
+//!   shared field checks). `rows.rs` reads capped lines (plain, gzip, zstd, bzip2) and calls
+//!   the format's parser; `detect.rs` picks a format from the first data line; `lines.rs`
+//!   reads one capped line.
+//! - Agent corpora, read whole into a `trace::model::Corpus`: `weka.rs` (JSON files or a
+//!   directory), and the JSONL ones `tracelab.rs`, `dynamo.rs`, `dag.rs`, which
+//!   `agent_jsonl.rs` reads line by line and dispatches; `agents.rs` picks and loads one.
+//! - `log/`: request logs (OpenAI-format, LiteLLM, OpenTelemetry GenAI spans, `messages`
+//!   traces), the source `request-sim convert` makes traces from.
+//! - `write.rs`: a trace written as JSONL (`transform`, `synthesize`, `convert`).
+
+pub(crate) mod agent_fields;
+pub mod agent_jsonl;
+pub mod agents;
+pub(crate) mod azure;
+pub(crate) mod bailian;
+pub(crate) mod burstgpt;
+pub(crate) mod dag;
+pub mod detect;
+pub(crate) mod dynamo;
+pub(crate) mod fields;
+pub(crate) mod generic;
+pub(crate) mod lines;
+pub mod log;
+pub(crate) mod messages;
+pub(crate) mod mooncake;
+pub(crate) mod rows;
+pub(crate) mod tracelab;
+pub mod weka;
+pub mod write;

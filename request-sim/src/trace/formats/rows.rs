@@ -1,0 +1,296 @@
+//! Reading a trace row by row in file order: capped lines, the format detected (or forced) from
+//! the first data line, every row parsed and validated. The whole-trace loader ([`super::load`])
+//! and the streaming reader ([`super::stream`]) both read through [`RowReader`].
+
+use std::io::{BufRead, BufReader, Cursor, Read};
+
+use flate2::read::MultiGzDecoder;
+
+use super::detect::detect_format;
+use super::lines::{peek_magic, read_line_capped, Compression, LineRead};
+use super::{azure, bailian, burstgpt, generic, messages, mooncake};
+use crate::trace::error::{RowError, TraceError};
+use crate::trace::model::{TraceFormat, TraceStats};
+use crate::trace::options::{LoadOptions, DEFAULT_MAX_LINE_BYTES};
+use crate::trace::row::RawRow;
+
+/// How many invalid-row messages [`TraceStats::invalid_examples`] keeps.
+const MAX_INVALID_EXAMPLES: usize = 5;
+
+/// Read buffer of a trace file.
+const READ_BUFFER: usize = 256 << 10;
+
+/// `reader` buffered, decompressed when it starts with the magic bytes of gzip, zstd or bzip2;
+/// the compression's name when it does.
+pub(crate) fn buffered<'a, R: Read + Send + 'a>(
+    name: &str,
+    mut reader: R,
+) -> Result<(Box<dyn BufRead + Send + 'a>, Option<&'static str>), TraceError> {
+    let read_error = |error| TraceError::Read {
+        path: name.to_owned(),
+        line: 0,
+        compression: None,
+        error,
+    };
+    let magic = peek_magic(&mut reader).map_err(read_error)?;
+    let compression = Compression::of(&magic);
+    let whole = Cursor::new(magic).chain(reader);
+    let decoded: Box<dyn Read + Send + 'a> = match compression {
+        Compression::None => {
+            return Ok((Box::new(BufReader::with_capacity(READ_BUFFER, whole)), None))
+        }
+        Compression::Gzip => Box::new(MultiGzDecoder::new(whole)),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(whole).map_err(read_error)?),
+        Compression::Bzip2 => Box::new(bzip2::read::MultiBzDecoder::new(whole)),
+    };
+    Ok((
+        Box::new(BufReader::with_capacity(READ_BUFFER, decoded)),
+        Some(compression.name()),
+    ))
+}
+
+/// The rows of one trace input, parsed one at a time.
+pub(crate) struct RowReader<B> {
+    name: String,
+    input: B,
+    compression: Option<&'static str>,
+    cap: usize,
+    skip_invalid: bool,
+    drop_failed: bool,
+    buf: Vec<u8>,
+    /// Lines read so far (the 1-based number of the last one).
+    line: usize,
+    saw_data: bool,
+    format: Option<TraceFormat>,
+    /// The header of a CSV format, once read.
+    csv: Option<CsvHeader>,
+    /// `rows`, `skipped_invalid`, `invalid_examples`, `failed_requests` and `dropped_failed`
+    /// (the file-level counts).
+    stats: TraceStats,
+}
+
+impl<B: BufRead> RowReader<B> {
+    pub(crate) fn new(
+        name: &str,
+        input: B,
+        compression: Option<&'static str>,
+        opts: &LoadOptions,
+    ) -> RowReader<B> {
+        RowReader {
+            name: name.to_owned(),
+            input,
+            compression,
+            cap: opts.max_line_bytes.unwrap_or(DEFAULT_MAX_LINE_BYTES),
+            skip_invalid: opts.skip_invalid,
+            drop_failed: opts.drop_failed,
+            buf: Vec::with_capacity(8 << 10),
+            line: 0,
+            saw_data: false,
+            format: opts.format,
+            csv: None,
+            stats: TraceStats::default(),
+        }
+    }
+
+    /// The name errors are reported under.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The format, once forced or detected.
+    pub(crate) fn format(&self) -> Option<TraceFormat> {
+        self.format
+    }
+
+    /// The file-level counts so far (`rows`, `skipped_invalid`, `invalid_examples`).
+    pub(crate) fn stats(&self) -> &TraceStats {
+        &self.stats
+    }
+
+    /// An error on line `line`.
+    pub(crate) fn row_error(&self, line: usize, error: RowError) -> TraceError {
+        TraceError::Row {
+            path: self.name.clone(),
+            line,
+            error,
+        }
+    }
+
+    /// The next valid row and its 1-based line, `None` at the end of the input.
+    pub(crate) fn next_row(&mut self) -> Result<Option<(usize, RawRow)>, TraceError> {
+        loop {
+            let kind =
+                read_line_capped(&mut self.input, &mut self.buf, self.cap).map_err(|error| {
+                    TraceError::Read {
+                        path: self.name.clone(),
+                        line: self.line,
+                        compression: self.compression,
+                        error,
+                    }
+                })?;
+            let first = self.line == 0;
+            self.line += 1;
+            let line = self.line;
+            let text = match kind {
+                LineRead::Eof => {
+                    self.line -= 1;
+                    return Ok(None);
+                }
+                LineRead::TooLong => Err(RowError::TooLong { limit: self.cap }),
+                LineRead::Line => decode(&self.buf, first),
+            };
+            if matches!(text, Ok(t) if t.trim().is_empty()) {
+                continue;
+            }
+            self.saw_data = true;
+            // The text borrows the buffer; parse it before the next read.
+            let parsed = match text {
+                Ok(t) => parse(t, &mut self.format, &mut self.csv),
+                Err(e) => Err(Bad {
+                    error: e,
+                    fatal: false,
+                }),
+            };
+            match parsed {
+                Ok(Some(raw)) => {
+                    self.stats.rows += 1;
+                    if self.format == Some(TraceFormat::BurstGpt) && raw.output_length == 0 {
+                        self.stats.failed_requests += 1;
+                        if self.drop_failed {
+                            self.stats.dropped_failed += 1;
+                            continue;
+                        }
+                    }
+                    return Ok(Some((line, raw)));
+                }
+                Ok(None) => {}
+                Err(Bad { error, fatal: true }) => return Err(self.row_error(line, error)),
+                Err(Bad { error, .. }) => self.invalid(line, error)?,
+            }
+        }
+    }
+
+    /// A malformed data row: fatal, or counted with `skip_invalid`.
+    fn invalid(&mut self, line: usize, error: RowError) -> Result<(), TraceError> {
+        let err = self.row_error(line, error);
+        if !self.skip_invalid {
+            return Err(err);
+        }
+        self.stats.rows += 1;
+        self.stats.skipped_invalid += 1;
+        if self.stats.invalid_examples.len() < MAX_INVALID_EXAMPLES {
+            self.stats.invalid_examples.push(err.to_string());
+        }
+        Ok(())
+    }
+
+    /// Why the input gave no request: empty, only invalid rows, a header without rows.
+    pub(crate) fn no_rows_error(&self) -> TraceError {
+        if !self.saw_data {
+            return TraceError::Empty {
+                path: self.name.clone(),
+            };
+        }
+        let stats = &self.stats;
+        let reason = if stats.skipped_invalid > 0 {
+            format!(
+                "all {} data rows are invalid (skipped); first: {}",
+                stats.skipped_invalid,
+                stats
+                    .invalid_examples
+                    .first()
+                    .map(String::as_str)
+                    .unwrap_or("")
+            )
+        } else if self.stats.dropped_failed > 0 {
+            format!(
+                "all {} rows are failed requests, dropped by --drop-failed",
+                self.stats.dropped_failed
+            )
+        } else if self.csv.is_some() {
+            "the CSV file has a header but no data rows".to_owned()
+        } else {
+            "no data rows".to_owned()
+        };
+        TraceError::NoRequests {
+            path: self.name.clone(),
+            reason,
+        }
+    }
+}
+
+/// Why a line gave no row.
+struct Bad {
+    error: RowError,
+    /// A bad CSV header: fatal even with skip_invalid (no row could be read correctly).
+    fatal: bool,
+}
+
+/// The header of a CSV trace: where its columns are.
+enum CsvHeader {
+    Azure(azure::Header),
+    BurstGpt(burstgpt::Header),
+}
+
+/// One non-blank line: detect the format on the first one, then parse it in that format.
+/// `Ok(None)` for the CSV header line (Azure, BurstGPT).
+fn parse(
+    text: &str,
+    format: &mut Option<TraceFormat>,
+    csv: &mut Option<CsvHeader>,
+) -> Result<Option<RawRow>, Bad> {
+    let invalid = |error| Bad {
+        error,
+        fatal: false,
+    };
+    let f = match *format {
+        Some(f) => f,
+        None => {
+            let f = detect_format(text).map_err(invalid)?;
+            *format = Some(f);
+            f
+        }
+    };
+    let parsed = match f {
+        TraceFormat::Mooncake => mooncake::parse_line(text),
+        TraceFormat::Bailian => bailian::parse_line(text),
+        TraceFormat::Generic => generic::parse_line(text),
+        TraceFormat::Messages => messages::parse_line(text),
+        TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag => {
+            return Err(Bad {
+                error: RowError::Agentic(f.name()),
+                fatal: true,
+            })
+        }
+        // An agentic corpus is read whole (`trace::agent`), never line by line.
+        TraceFormat::Weka => Err(RowError::Undetectable(
+            "a weka trace is a corpus of whole JSON files (give the file or its directory as --dataset-path)".into(),
+        )),
+        TraceFormat::Azure | TraceFormat::BurstGpt => match csv {
+            Some(CsvHeader::Azure(h)) => azure::parse_row(h, text),
+            Some(CsvHeader::BurstGpt(h)) => burstgpt::parse_row(h, text),
+            None => {
+                // The first data line of a CSV file is its header.
+                let fatal = |error| Bad { error, fatal: true };
+                *csv = Some(if f == TraceFormat::Azure {
+                    CsvHeader::Azure(azure::parse_header(text).map_err(fatal)?)
+                } else {
+                    CsvHeader::BurstGpt(burstgpt::parse_header(text).map_err(fatal)?)
+                });
+                return Ok(None);
+            }
+        },
+    };
+    parsed.map(Some).map_err(invalid)
+}
+
+fn decode(buf: &[u8], first: bool) -> Result<&str, RowError> {
+    let text = std::str::from_utf8(buf).map_err(|e| RowError::NotUtf8 {
+        column: e.valid_up_to() + 1,
+    })?;
+    Ok(if first {
+        text.strip_prefix('\u{feff}').unwrap_or(text)
+    } else {
+        text
+    })
+}

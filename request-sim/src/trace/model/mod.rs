@@ -1,0 +1,25 @@
+//! The trace's shared types, the leaf every reader and stage of `trace/` imports; nothing here
+//! reads a file or runs a rule, and nothing here imports the rest of `trace/`.
+//!
+//! - `format.rs`: [`TraceFormat`], its names and block sizes;
+//! - `request.rs`: one request ([`TraceRequest`], [`SessionInfo`]), [`TraceStats`], [`Trace`];
+//! - `chat.rs`: a `messages` row's [`ChatPayload`];
+//! - `session.rs`: the session facts of each request ([`Sessions`], [`SessionTurn`],
+//!   [`AgentTurn`]);
+//! - `corpus.rs`: agent corpora as session trees ([`Corpus`], [`Conversation`], [`Agent`]).
+
+mod chat;
+mod corpus;
+mod format;
+mod request;
+mod session;
+
+pub use chat::ChatPayload;
+pub use corpus::{
+    Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
+};
+pub use format::TraceFormat;
+#[cfg(test)]
+pub(crate) use request::test_request;
+pub use request::{SessionInfo, Trace, TraceRequest, TraceStats};
+pub use session::{AgentTurn, SessionStats, SessionTurn, Sessions};

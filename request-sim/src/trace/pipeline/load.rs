@@ -1,0 +1,157 @@
+//! The whole trace: the [pipeline](super::pipeline) in its `Whole` mode, collected into one
+//! [`Trace`] — every row read before the first is released (so time order is a stable sort of
+//! the file), every row judged by the slice — plus the session passes that need the whole file
+//! (`session/whole.rs`):
+//!
+//! - Bailian parent chains: a row's parent may come later in the file (or in time), the
+//!   session is named after the root of the chain, a chain may loop (an error), and a parent
+//!   that is nowhere in the file makes an orphan. None of this is known before the last row.
+//! - The sessions over the kept requests: the turns that the slice cut from sessions that keep
+//!   others (`cut_turns`, `cut_sessions`), counted over every row of the file.
+//!
+//! Missing Bailian turn numbers need only the rows before them in time, so they are filled in
+//! by a stage of the pipeline, not here.
+
+use std::fs::File;
+use std::io::{BufRead, Read};
+use std::path::Path;
+
+use super::session::{self, RowSession};
+use super::stages::{Mode, Out, Pipeline, Released, ReorderWindow};
+use crate::trace::error::TraceError;
+use crate::trace::formats::rows::{buffered, RowReader};
+use crate::trace::model::Trace;
+use crate::trace::options::LoadOptions;
+
+/// Loads a trace file (plain, gzip, zstd or bzip2, detected by magic bytes). The path `-` reads
+/// standard input (named `<stdin>` in messages).
+pub fn load(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
+    if path.as_os_str() == "-" {
+        return parse_reader("<stdin>", std::io::stdin(), opts);
+    }
+    let name = path.display().to_string();
+    if path.is_dir() {
+        return Err(TraceError::Open {
+            path: name,
+            error: std::io::Error::other("is a directory"),
+        });
+    }
+    let file = File::open(path).map_err(|error| TraceError::Open {
+        path: name.clone(),
+        error,
+    })?;
+    parse_reader(&name, file, opts)
+}
+
+/// Parses a trace from any reader; `name` is used in error messages (`name:line: ...`).
+/// Gzip input is detected by its magic bytes and decompressed.
+pub fn parse_reader<R: Read + Send>(
+    name: &str,
+    reader: R,
+    opts: &LoadOptions,
+) -> Result<Trace, TraceError> {
+    opts.check(name)?;
+    let (input, compression) = buffered(name, reader)?;
+    let rows = RowReader::new(name, input, compression, opts);
+    let mut pipeline = Pipeline::new(rows, opts, ReorderWindow::default(), Mode::Whole);
+    pipeline.start(opts.block_size)?;
+    collect(pipeline)
+}
+
+/// Every row of `pipeline` (in `Whole` mode, started) in time order, then the whole-file
+/// passes: the trace.
+pub(crate) fn collect<B: BufRead>(mut pipeline: Pipeline<B>) -> Result<Trace, TraceError> {
+    let mut rows = Vec::new();
+    while let Some(r) = pipeline.next_released()? {
+        rows.push(r);
+    }
+    let sessions = session::whole_trace(pipeline.rows.name(), row_sessions(&mut rows))?;
+    if pipeline.kept() == 0 {
+        return Err(pipeline.nothing_kept());
+    }
+    let mut requests = Vec::with_capacity(pipeline.kept());
+    let mut chats = Vec::with_capacity(pipeline.kept());
+    for r in rows {
+        if let Out::Kept(p) = r.out {
+            requests.push(p.req);
+            chats.push(p.chat);
+        }
+    }
+    // The chat requests of messages rows, by replay index (empty when there are none).
+    if chats.iter().all(Option::is_none) {
+        chats = Vec::new();
+    }
+    Ok(Trace {
+        format: pipeline.format(),
+        block_size: pipeline.block_size(),
+        requests,
+        stats: pipeline.stats(),
+        sessions,
+        chats,
+    })
+}
+
+/// What the session passes need of every released row (the kept rows' turns are taken).
+fn row_sessions(rows: &mut [Released]) -> Vec<RowSession<'_>> {
+    rows.iter_mut()
+        .map(|r| match &mut r.out {
+            Out::Kept(p) => RowSession {
+                line: r.line,
+                rebased_ms: r.rebased_ms,
+                kept: true,
+                bailian: p.req.session.as_ref(),
+                turn: p.turn.take(),
+                session_id: None,
+            },
+            Out::Dropped(raw) => RowSession {
+                line: r.line,
+                rebased_ms: r.rebased_ms,
+                kept: false,
+                bailian: raw.session.as_ref(),
+                turn: None,
+                session_id: raw.session_id.as_deref(),
+            },
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{TraceFormat, TraceStats};
+
+    fn parse(text: &str, opts: &LoadOptions) -> Result<Trace, TraceError> {
+        parse_reader("t.jsonl", text.as_bytes(), opts)
+    }
+
+    #[test]
+    fn rules_and_counts() {
+        let text = "\
+{\"timestamp\": 100, \"input_length\": 1000, \"output_length\": 5, \"hash_ids\": [1]}
+{\"timestamp\": 100, \"input_length\": 10, \"output_length\": 0, \"hash_ids\": [1, 2, 3]}
+
+{\"timestamp\": 50, \"input_length\": 512, \"output_length\": 5, \"hash_ids\": [4]}
+";
+        let t = parse(text, &LoadOptions::default()).unwrap();
+        assert_eq!(t.format, TraceFormat::Mooncake);
+        assert_eq!(t.block_size, 512);
+        let lines: Vec<usize> = t.requests.iter().map(|r| r.line).collect();
+        assert_eq!(lines, vec![4, 1, 2]);
+        let ts: Vec<f64> = t.requests.iter().map(|r| r.timestamp_ms).collect();
+        assert_eq!(ts, vec![0.0, 50.0, 50.0]);
+        assert_eq!(t.requests[2].hash_ids, vec![1]);
+        assert_eq!(
+            t.stats,
+            TraceStats {
+                rows: 3,
+                input_beyond_blocks: 1,
+                surplus_hash_ids: 1,
+                repeated_timestamps: 1,
+                decreasing_timestamps: 1,
+                reordered: 1,
+                zero_output_length: 1,
+                ..Default::default()
+            }
+        );
+    }
+}

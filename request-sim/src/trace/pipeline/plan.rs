@@ -1,0 +1,636 @@
+//! A corpus laid out as the whole trace a replay takes: a **population** of conversations
+//! (`--users N`: N users, each working through conversations one after the other;
+//! `--session-rate R`: conversations starting at Poisson arrivals; neither: every conversation
+//! once, all starting at once), each request with its session links for the release gate
+//! (`schedule/sessions.rs`).
+//!
+//! - Conversations are taken in a seeded order (the same `--seed`, the same order). With
+//!   `--users N` the next conversation of that order goes to the user whose previous one ends
+//!   earliest on the lower-bound clock below (dealt before the run, so a run is reproducible
+//!   and a shard keeps whole users); a user's next conversation waits for every request of the
+//!   previous one. Past the end of the corpus the order repeats, each
+//!   repeat a new conversation (`<id>#<pass>`, its own hash ids). How many are laid out:
+//!   with `--time-in-secs`, until every user (or the arrivals) pass the limit on the lower
+//!   bound below; with `--max-requests`, whole conversations up to that many requests; else
+//!   each conversation once.
+//! - Each request's trace time is a **lower bound** of its release: its dependencies' lower
+//!   bounds plus its client gap, as if the server answered in no time. The gate releases it at
+//!   the latest completion it waits for plus its gap, which is never earlier, so the trace
+//!   time only decides when the dispatcher hands the request to its waiting task (and the
+//!   order the bodies are built in).
+//! - A request waits for: its predecessor in its agent (a subagent's first request: the
+//!   parent's request it follows), the last request of each subagent it joins, and (the first
+//!   request of a user's later conversation) the last request of every agent of the user's
+//!   previous conversation.
+//! - Hash ids: `local` scope ids are namespaced per conversation (and repeat pass); `global`
+//!   ids are kept (a repeat pass namespaces them). With `share_system_prefix` the blocks wholly
+//!   inside an agent's `tool_tokens + system_tokens` are keyed by those two counts and the
+//!   block's position instead, so conversations whose agents declare the same prompt sizes
+//!   share them (real agents of one client version send the same tools and system prompt).
+//! - `max_idle_gap_ms` caps every client gap (the number capped is counted).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use llm_common::util::{hash3, mix64, unit};
+
+use crate::trace::model::{
+    Agent, AgentTurn, ChatPayload, Conversation, Corpus, HashScope, SessionStats, SessionTurn,
+    Sessions, Trace, TraceFormat, TraceRequest, TraceStats,
+};
+
+/// At most this many requests are laid out (a population with near-zero gaps and a time limit
+/// would otherwise grow without end).
+pub const MAX_PLANNED_REQUESTS: usize = 2_000_000;
+
+/// How the conversations of a corpus start.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Population {
+    /// Every conversation once, all starting at the beginning.
+    #[default]
+    All,
+    /// `--users N`: N concurrent users, each taking its next conversation when the previous
+    /// one ended.
+    Users(usize),
+    /// `--session-rate R`: conversations start at Poisson arrivals, R per second.
+    Rate(f64),
+}
+
+/// How a corpus is laid out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanOptions {
+    pub population: Population,
+    /// Seeds the conversation order and the arrivals.
+    pub seed: u64,
+    /// `--max-idle-gap`: client gaps longer than this are cut to it (ms).
+    pub max_idle_gap_ms: Option<f64>,
+    /// Share the tools + system prompt blocks across conversations (off by default).
+    pub share_system_prefix: bool,
+    /// `--time-in-secs` (ms): how far the population is laid out.
+    pub time_limit_ms: Option<f64>,
+    /// `--max-requests`: whole conversations up to this many requests.
+    pub max_requests: Option<usize>,
+}
+
+/// What the layout did, for the summary.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PlanFacts {
+    /// Conversations in the corpus.
+    pub corpus_conversations: usize,
+    /// Conversations laid out (repeats included).
+    pub conversations: usize,
+    /// Subagents laid out.
+    pub subagents: usize,
+    /// Subagents some parent request joins.
+    pub joined_subagents: usize,
+    /// Requests laid out.
+    pub requests: usize,
+    /// `--users`, when given.
+    pub users: Option<usize>,
+    /// `--session-rate`, when given.
+    pub session_rate: Option<f64>,
+    /// `--max-idle-gap` (ms) and the gaps it cut.
+    pub max_idle_gap_ms: Option<f64>,
+    pub capped_gaps: usize,
+    /// The tools + system blocks are shared across conversations.
+    pub share_system_prefix: bool,
+}
+
+/// One request before the replay order is known.
+struct Item {
+    lower_ms: f64,
+    req: TraceRequest,
+    turn: SessionTurn,
+    chat: Option<Arc<ChatPayload>>,
+    /// Tmp ids (positions in `items`) this one waits for: predecessor, joins, prior.
+    parent: Option<usize>,
+    joins: Vec<usize>,
+    prior: Vec<usize>,
+}
+
+/// Lays `corpus` out as a whole trace (requests in replay order, with their sessions).
+pub fn plan(
+    corpus: &Corpus,
+    format: TraceFormat,
+    opts: &PlanOptions,
+) -> Result<(Trace, PlanFacts), String> {
+    let n = corpus.conversations.len();
+    if n == 0 {
+        return Err("the corpus has no conversations".into());
+    }
+    let block_size = corpus.conversations[0].block_size;
+    if let Some(c) = corpus
+        .conversations
+        .iter()
+        .find(|c| c.block_size != block_size)
+    {
+        return Err(format!(
+            "{}: block size {} differs from the corpus's {block_size} ({}); replay one block size at a time",
+            c.source, c.block_size, corpus.conversations[0].source
+        ));
+    }
+    let order = seeded_order(n, opts.seed);
+    let mut facts = PlanFacts {
+        corpus_conversations: n,
+        users: match opts.population {
+            Population::Users(u) => Some(u),
+            _ => None,
+        },
+        session_rate: match opts.population {
+            Population::Rate(r) => Some(r),
+            _ => None,
+        },
+        max_idle_gap_ms: opts.max_idle_gap_ms,
+        share_system_prefix: opts.share_system_prefix,
+        ..PlanFacts::default()
+    };
+    let mut items: Vec<Item> = Vec::new();
+    let users = match opts.population {
+        Population::Users(u) => u.max(1),
+        _ => 1,
+    };
+    // Per user: the lower bound of the previous conversation's end and its last requests.
+    let mut user_end: Vec<(f64, Vec<usize>)> = vec![(0.0, Vec::new()); users];
+    let mut arrival_ms = 0.0;
+    let limit = opts.time_limit_ms;
+    for j in 0.. {
+        let once = limit.is_none() && opts.max_requests.is_none();
+        if once && j >= n {
+            break;
+        }
+        let conv = &corpus.conversations[order[j % n]];
+        let pass = j / n;
+        if opts
+            .max_requests
+            .is_some_and(|m| j > 0 && items.len() + conv.requests() > m)
+            || items.len() + conv.requests() > MAX_PLANNED_REQUESTS
+        {
+            break;
+        }
+        let (start_ms, prior, user) = match opts.population {
+            Population::All => (0.0, Vec::new(), None),
+            Population::Users(_) => {
+                // The user with the earliest end takes it (dealt in turn while all are at 0).
+                let u = (0..users)
+                    .min_by(|&a, &b| user_end[a].0.total_cmp(&user_end[b].0).then(a.cmp(&b)))
+                    .unwrap_or(0);
+                let (end, prior) = std::mem::take(&mut user_end[u]);
+                (end, prior, Some(u))
+            }
+            Population::Rate(r) => {
+                if j > 0 {
+                    let u = unit(hash3(opts.seed, 0x5e55_1011, j as u64));
+                    arrival_ms += -(1.0 - u).ln() / r * 1e3;
+                }
+                (arrival_ms, Vec::new(), None)
+            }
+        };
+        // Users: the earliest user is past the limit, so all are; arrivals: past it.
+        if limit.is_some_and(|l| start_ms >= l) {
+            break;
+        }
+        let ends = lay_out(
+            conv, pass, start_ms, prior, user, opts, &mut items, &mut facts,
+        )?;
+        if let Some(u) = user {
+            user_end[u] = ends;
+        }
+        facts.conversations += 1;
+        facts.subagents += conv.agents.len() - 1;
+        facts.joined_subagents += conv
+            .agents
+            .iter()
+            .filter(|a| a.parent.as_ref().is_some_and(|l| l.join.is_some()))
+            .count();
+    }
+    facts.requests = items.len();
+    Ok((into_trace(items, format, block_size), facts))
+}
+
+/// A permutation of `0..n` from `seed` (Fisher–Yates on the workspace's SplitMix64).
+fn seeded_order(n: usize, seed: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        let j = (mix64(seed ^ mix64(i as u64)) % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
+/// Lays out one conversation starting at `start_ms` (lower bound); returns the lower bound of
+/// its end and its agents' last requests (what the user's next conversation waits for).
+#[allow(clippy::too_many_arguments)]
+fn lay_out(
+    conv: &Conversation,
+    pass: usize,
+    start_ms: f64,
+    prior: Vec<usize>,
+    user: Option<usize>,
+    opts: &PlanOptions,
+    items: &mut Vec<Item>,
+    facts: &mut PlanFacts,
+) -> Result<(f64, Vec<usize>), String> {
+    let name: Arc<str> = if pass == 0 {
+        conv.id.clone()
+    } else {
+        Arc::from(format!("{}#{pass}", conv.id))
+    };
+    let key: Arc<str> = match user {
+        Some(u) => Arc::from(format!("user:{u}")),
+        None => name.clone(),
+    };
+    let space = namespace(conv, pass);
+    // Tmp id of each (agent, request).
+    let base = items.len();
+    let mut first: Vec<usize> = Vec::with_capacity(conv.agents.len());
+    let mut at = base;
+    for a in &conv.agents {
+        first.push(at);
+        at += a.requests.len();
+    }
+    let id_of = |a: usize, k: usize| first[a] + k;
+    // Joins: (parent agent, request) → the subagents' last requests.
+    let mut joins: HashMap<(usize, usize), Vec<usize>> = HashMap::new();
+    for (s, a) in conv.agents.iter().enumerate() {
+        if let Some(j) = a.parent.as_ref().and_then(|l| Some((l.agent, l.join?))) {
+            joins
+                .entry(j)
+                .or_default()
+                .push(id_of(s, a.requests.len() - 1));
+        }
+    }
+    let trace_end_ms = conv
+        .agents
+        .iter()
+        .flat_map(|a| &a.requests)
+        .map(|r| r.trace_ms + r.server_ms.unwrap_or(0.0))
+        .fold(0.0, f64::max);
+    for (ai, a) in conv.agents.iter().enumerate() {
+        let session: Arc<str> = if a.is_main() {
+            name.clone()
+        } else {
+            Arc::from(format!("{name}::sa:{}", a.id))
+        };
+        for (k, r) in a.requests.iter().enumerate() {
+            let parent = match (&a.parent, k) {
+                (_, k) if k > 0 => Some(id_of(ai, k - 1)),
+                (Some(l), 0) => Some(id_of(l.agent, l.after)),
+                _ => None,
+            };
+            let mut gap = r.gap.ms;
+            if let Some(cap) = opts.max_idle_gap_ms {
+                if gap > cap {
+                    gap = cap;
+                    facts.capped_gaps += 1;
+                }
+            }
+            let my_joins = joins.remove(&(ai, k)).unwrap_or_default();
+            let my_prior = if ai == 0 && k == 0 {
+                prior.clone()
+            } else {
+                Vec::new()
+            };
+            let turn = SessionTurn {
+                id: session.clone(),
+                turn: k as u32 + 1,
+                parent_index: None,
+                trace_gap_ms: parent.or(my_joins.first().copied()).map(|_| gap),
+                agent: Some(Arc::new(AgentTurn {
+                    conversation: name.clone(),
+                    agent: a.id.clone(),
+                    key: key.clone(),
+                    joins: Box::default(),
+                    prior: Box::default(),
+                    gap_rule: r.gap.rule,
+                    conversation_trace_ms: (ai == 0 && k == 0).then_some(trace_end_ms),
+                    conversation_requests: (ai == 0 && k == 0).then_some(conv.requests() as u32),
+                })),
+            };
+            let hash_ids = r
+                .hash_ids
+                .iter()
+                .enumerate()
+                .map(|(i, &h)| block_id(conv, a, i, h, space, opts.share_system_prefix))
+                .collect();
+            items.push(Item {
+                lower_ms: start_ms,
+                req: TraceRequest {
+                    index: 0,
+                    line: r.origin.line,
+                    timestamp_ms: 0.0,
+                    input_length: r.input_length,
+                    output_length: r.output_length,
+                    hash_ids,
+                    session: None,
+                },
+                turn,
+                chat: r.messages.clone(),
+                parent,
+                joins: my_joins,
+                prior: my_prior,
+            });
+        }
+    }
+    lower_bounds(items, base, start_ms)?;
+    let ends: Vec<usize> = conv
+        .agents
+        .iter()
+        .enumerate()
+        .map(|(a, ag)| id_of(a, ag.requests.len() - 1))
+        .collect();
+    let end_ms = ends
+        .iter()
+        .map(|&i| items[i].lower_ms)
+        .fold(start_ms, f64::max);
+    Ok((end_ms, ends))
+}
+
+/// Fills in the lower bounds of `items[base..]` (Kahn's order over their waits within the
+/// conversation; waits outside it are already final).
+fn lower_bounds(items: &mut [Item], base: usize, start_ms: f64) -> Result<(), String> {
+    let n = items.len() - base;
+    let mut indeg = vec![0usize; n];
+    let mut next: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, it) in items[base..].iter().enumerate() {
+        for &d in it.parent.iter().chain(&it.joins) {
+            if d >= base {
+                indeg[i] += 1;
+                next[d - base].push(i);
+            }
+        }
+    }
+    let mut ready: Vec<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
+    let mut done = 0;
+    while let Some(i) = ready.pop() {
+        done += 1;
+        let it = &items[base + i];
+        let deps = it.parent.iter().chain(&it.joins);
+        let latest = deps.map(|&d| items[d].lower_ms).fold(f64::NAN, f64::max);
+        let gap = it.turn.trace_gap_ms.unwrap_or(0.0);
+        items[base + i].lower_ms = if latest.is_nan() {
+            start_ms
+        } else {
+            latest + gap
+        };
+        for &c in &next[i] {
+            indeg[c] -= 1;
+            if indeg[c] == 0 {
+                ready.push(c);
+            }
+        }
+    }
+    if done != n {
+        return Err("the conversation's requests wait for each other in a cycle".into());
+    }
+    Ok(())
+}
+
+/// The namespace of a conversation's hash ids: `None` keeps global ids as given.
+fn namespace(conv: &Conversation, pass: usize) -> Option<u64> {
+    let local = conv.hash_scope == HashScope::Local;
+    (local || pass > 0).then(|| {
+        hash3(
+            llm_common::routing::session_hash(&conv.id),
+            pass as u64,
+            0xa6e7,
+        )
+    })
+}
+
+/// The replay's id of block `i` of a request of agent `a`.
+fn block_id(
+    conv: &Conversation,
+    a: &Agent,
+    i: usize,
+    id: u64,
+    space: Option<u64>,
+    share: bool,
+) -> u64 {
+    if share {
+        let prefix = a.tool_tokens.unwrap_or(0) as usize + a.system_tokens.unwrap_or(0) as usize;
+        if (i + 1) * conv.block_size <= prefix {
+            let sizes = (u64::from(a.tool_tokens.unwrap_or(0)) << 32)
+                | u64::from(a.system_tokens.unwrap_or(0));
+            return hash3(0x5a5e_d000, sizes, i as u64);
+        }
+    }
+    match space {
+        Some(s) => hash3(s, id, 0x1d),
+        None => id,
+    }
+}
+
+/// The items in replay order (stably by lower bound), their waits as replay indexes.
+fn into_trace(mut items: Vec<Item>, format: TraceFormat, block_size: usize) -> Trace {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by(|&a, &b| items[a].lower_ms.total_cmp(&items[b].lower_ms));
+    let mut pos = vec![0usize; items.len()];
+    for (p, &i) in order.iter().enumerate() {
+        pos[i] = p;
+    }
+    let mut stats = SessionStats::default();
+    let mut sessions_seen: HashMap<Arc<str>, usize> = HashMap::new();
+    for it in &mut items {
+        it.turn.parent_index = it.parent.map(|p| pos[p]);
+        if let Some(a) = it.turn.agent.as_mut() {
+            let a = Arc::make_mut(a);
+            a.joins = it.joins.iter().map(|&j| pos[j]).collect();
+            a.prior = it.prior.iter().map(|&j| pos[j]).collect();
+        }
+        *sessions_seen.entry(it.turn.id.clone()).or_default() += 1;
+    }
+    stats.sessions = sessions_seen.len();
+    stats.turns = items.len();
+    stats.max_turns = sessions_seen.values().copied().max().unwrap_or(0);
+    let mut slots: Vec<Option<Item>> = items.into_iter().map(Some).collect();
+    let mut requests = Vec::with_capacity(slots.len());
+    let mut turns = Vec::with_capacity(slots.len());
+    let mut chats = Vec::with_capacity(slots.len());
+    for (p, &i) in order.iter().enumerate() {
+        let Some(mut it) = slots[i].take() else {
+            continue;
+        };
+        it.req.index = p;
+        it.req.timestamp_ms = it.lower_ms;
+        requests.push(it.req);
+        turns.push(Some(it.turn));
+        chats.push(it.chat);
+    }
+    let any_chat = chats.iter().any(Option::is_some);
+    Trace {
+        format,
+        block_size,
+        stats: TraceStats {
+            rows: requests.len(),
+            ..TraceStats::default()
+        },
+        requests,
+        sessions: Sessions {
+            turns,
+            stats,
+            cut: Vec::new(),
+        },
+        chats: if any_chat { chats } else { Vec::new() },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::agent::weka;
+
+    /// A conversation: a main agent (3 requests, 20 s gaps) with one joined subagent (2
+    /// requests) after its first request; tools + system = 2 blocks of 16.
+    fn conv(id: &str) -> Conversation {
+        let r = |t: f64, ids: &str, think: f64| {
+            format!(
+                r#"{{"t":{t},"type":"s","in":48,"out":2,"hash_ids":[{ids}],"api_time":1.0,"think_time":{think}}}"#
+            )
+        };
+        let text = format!(
+            r#"{{"id":"{id}","block_size":16,"tool_tokens":16,"system_tokens":16,"requests":[{},{{"t":9.0,"type":"subagent","agent_id":"a","duration_ms":7000,"tool_tokens":16,"system_tokens":16,"requests":[{},{}]}},{},{}]}}"#,
+            r(0.0, "1,2,3", 0.0),
+            r(0.0, "1,2,9", 0.0),
+            r(5.0, "1,2,9", 4.0),
+            r(10.0, "1,2,3", 20.0),
+            r(31.0, "1,2,3", 20.0),
+        );
+        weka::parse(&format!("{id}.json"), text.as_bytes()).unwrap()
+    }
+
+    fn corpus() -> Corpus {
+        Corpus {
+            conversations: vec![conv("c1"), conv("c2")],
+        }
+    }
+
+    #[test]
+    fn every_conversation_once_with_its_links() {
+        let (t, facts) = plan(&corpus(), TraceFormat::Weka, &PlanOptions::default()).unwrap();
+        assert_eq!(
+            (facts.conversations, facts.requests, facts.joined_subagents),
+            (2, 10, 2)
+        );
+        assert_eq!(t.requests.len(), 10);
+        // Replay order is by lower bound, and every wait points at an earlier-or-equal bound.
+        for (i, r) in t.requests.iter().enumerate() {
+            assert_eq!(r.index, i);
+            let turn = t.sessions.get(i).unwrap();
+            for w in turn.waits() {
+                assert!(
+                    t.requests[w].timestamp_ms <= r.timestamp_ms,
+                    "{i} waits for {w}"
+                );
+            }
+        }
+        let joining: Vec<_> = t
+            .sessions
+            .turns
+            .iter()
+            .flatten()
+            .filter(|s| !s.agent.as_ref().unwrap().joins.is_empty())
+            .collect();
+        assert_eq!(joining.len(), 2);
+        for j in joining {
+            let a = j.agent.as_ref().unwrap();
+            assert_eq!(&*a.agent, "main");
+            assert_eq!(j.turn, 2);
+            let sub = t.sessions.get(a.joins[0]).unwrap();
+            assert_eq!(sub.id.to_string(), format!("{}::sa:a", a.conversation));
+            assert_eq!(sub.turn, 2);
+            // after_join: 10 s − max(0 + 1 s, subagent end 9 s) = 1 s.
+            assert_eq!(j.trace_gap_ms, Some(1000.0));
+        }
+        // Local ids: the two conversations' id 1 are different blocks; the lower bound of a
+        // main second request: 0 + spawn 1 s + 4 s (subagent) + 1 s gap = 6 s.
+        let firsts: Vec<&TraceRequest> = t
+            .requests
+            .iter()
+            .filter(|r| t.sessions.get(r.index).unwrap().parent_index.is_none())
+            .collect();
+        assert_eq!(firsts.len(), 2);
+        assert_ne!(firsts[0].hash_ids[0], firsts[1].hash_ids[0]);
+        let second = t
+            .requests
+            .iter()
+            .find(|r| {
+                t.sessions
+                    .get(r.index)
+                    .unwrap()
+                    .agent
+                    .as_ref()
+                    .unwrap()
+                    .joins
+                    .len()
+                    == 1
+            })
+            .unwrap();
+        assert_eq!(second.timestamp_ms, 6000.0);
+    }
+
+    #[test]
+    fn shared_prefix_users_rate_and_cap() {
+        let opts = PlanOptions {
+            share_system_prefix: true,
+            ..PlanOptions::default()
+        };
+        let (t, _) = plan(&corpus(), TraceFormat::Weka, &opts).unwrap();
+        let firsts: Vec<&TraceRequest> = t
+            .requests
+            .iter()
+            .filter(|r| t.sessions.get(r.index).unwrap().parent_index.is_none())
+            .collect();
+        // 32 prompt tokens of tools + system = 2 shared blocks; the third stays private.
+        assert_eq!(firsts[0].hash_ids[..2], firsts[1].hash_ids[..2]);
+        assert_ne!(firsts[0].hash_ids[2], firsts[1].hash_ids[2]);
+
+        // One user: the second conversation waits for every agent's last request of the first.
+        let users = PlanOptions {
+            population: Population::Users(1),
+            max_idle_gap_ms: Some(5000.0),
+            ..PlanOptions::default()
+        };
+        let (t, facts) = plan(&corpus(), TraceFormat::Weka, &users).unwrap();
+        assert_eq!(facts.capped_gaps, 2, "the 20 s gap of each conversation");
+        let later = t
+            .sessions
+            .turns
+            .iter()
+            .flatten()
+            .find(|s| !s.agent.as_ref().unwrap().prior.is_empty())
+            .unwrap();
+        assert_eq!(later.agent.as_ref().unwrap().prior.len(), 2);
+        assert!(t
+            .sessions
+            .turns
+            .iter()
+            .flatten()
+            .all(|s| s.trace_gap_ms.is_none_or(|g| g <= 5000.0)));
+        assert!(t.sessions.key(0).unwrap().starts_with("user:"));
+
+        // Arrivals over 10 s at 1/s, repeats of the corpus laid out as new conversations.
+        let rate = PlanOptions {
+            population: Population::Rate(1.0),
+            time_limit_ms: Some(10_000.0),
+            seed: 3,
+            ..PlanOptions::default()
+        };
+        let (t, facts) = plan(&corpus(), TraceFormat::Weka, &rate).unwrap();
+        assert!(facts.conversations > 2, "{facts:?}");
+        assert!(t.sessions.turns.iter().flatten().any(|s| s
+            .agent
+            .as_ref()
+            .unwrap()
+            .conversation
+            .contains('#')));
+        // The same seed lays out the same population.
+        assert_eq!(
+            plan(&corpus(), TraceFormat::Weka, &rate)
+                .unwrap()
+                .0
+                .requests,
+            t.requests
+        );
+    }
+}
