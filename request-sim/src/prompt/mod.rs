@@ -26,6 +26,7 @@
 
 mod builder;
 mod corpus;
+mod corpus_report;
 mod encoder;
 mod exactness;
 mod template;
@@ -35,9 +36,10 @@ mod vocab;
 
 pub use builder::{Piece, PromptBuilder, KEYED_WORDS};
 pub use corpus::{
-    corpus_spec, load_corpus, read_documents, Corpus, CorpusFormat, CorpusReport, CorpusSpec,
-    CorpusStats, PromptSource, ReadText, DEFAULT_MAX_BYTES, MAX_UNIT_BYTES, MAX_UNIT_TOKENS,
+    corpus_spec, read_documents, Corpus, CorpusFormat, CorpusSpec, CorpusStats, PromptSource,
+    ReadText, DEFAULT_MAX_BYTES, MAX_UNIT_BYTES, MAX_UNIT_TOKENS,
 };
+pub use corpus_report::{load_corpus, CorpusReport};
 pub use encoder::Encoder;
 pub use exactness::{judge_fallback, Fallback};
 pub use template::{
@@ -96,4 +98,14 @@ pub enum PromptError {
     /// words one token each (see [`judge_fallback`]); the message is one line.
     #[error("{0}")]
     Inexact(String),
+}
+
+impl PromptError {
+    /// "cannot read PATH" with the I/O error.
+    pub(crate) fn read(path: &std::path::Path, source: std::io::Error) -> PromptError {
+        PromptError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
 }

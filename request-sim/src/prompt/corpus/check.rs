@@ -7,8 +7,7 @@ use std::ops::Range;
 use rustc_hash::FxHashMap;
 
 use super::spec::{CorpusStats, MAX_UNIT_BYTES, MAX_UNIT_TOKENS};
-use crate::prompt::Encoder;
-use crate::Result;
+use crate::prompt::{Encoder, PromptError};
 
 /// Consecutive units encoded together by the stability check.
 const CHECK_GROUP: usize = 256;
@@ -37,7 +36,7 @@ impl<'a> Units<'a> {
         enc: Option<&dyn Encoder>,
         strip: bool,
         stats: &mut CorpusStats,
-    ) -> Result<Units<'a>> {
+    ) -> Result<Units<'a>, PromptError> {
         let mut index: FxHashMap<&'a str, u32> = FxHashMap::default();
         let mut distinct: Vec<&'a str> = Vec::new();
         let mut seq = Vec::new();
@@ -89,7 +88,7 @@ impl<'a> Units<'a> {
         enc: &dyn Encoder,
         strip: bool,
         stats: &mut CorpusStats,
-    ) -> Result<Vec<u32>> {
+    ) -> Result<Vec<u32>, PromptError> {
         let mut seq = self.seq.clone();
         let mut groups: Vec<Range<usize>> = (0..seq.len())
             .step_by(CHECK_GROUP)
@@ -159,7 +158,7 @@ impl<'a> Units<'a> {
         seq: &[u32],
         mut pending: Vec<Range<usize>>,
         all: bool,
-    ) -> Result<Vec<usize>> {
+    ) -> Result<Vec<usize>, PromptError> {
         let mut drop = Vec::new();
         // Failing groups whose halves are being checked: (group, left half ok?, right ok?).
         while !pending.is_empty() {

@@ -28,12 +28,10 @@
 
 mod check;
 mod read;
-mod report;
-mod spec;
+pub(crate) mod spec;
 mod units;
 
 pub use read::{read_documents, ReadText};
-pub use report::{load_corpus, CorpusReport};
 pub use spec::{
     corpus_spec, CorpusFormat, CorpusSpec, CorpusStats, PromptSource, DEFAULT_MAX_BYTES,
     MAX_UNIT_BYTES, MAX_UNIT_TOKENS,

@@ -8,7 +8,7 @@ use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::spec::{corpus_error, CorpusFormat, CorpusSpec};
-use crate::{Error, Result};
+use crate::prompt::PromptError;
 
 /// The corpus text as read: its words, each with one leading space, back to back.
 pub struct ReadText {
@@ -45,7 +45,7 @@ impl Collector {
 /// Read the corpus `spec` names: the format is taken from the path (a directory: text files;
 /// `.jsonl`: JSONL; `.json`: ShareGPT when it starts with `[`, else JSONL; anything else:
 /// text).
-pub fn read_documents(spec: &CorpusSpec) -> Result<ReadText> {
+pub fn read_documents(spec: &CorpusSpec) -> Result<ReadText, PromptError> {
     let path = &spec.path;
     let mut c = Collector {
         text: String::new(),
@@ -77,7 +77,7 @@ pub fn read_documents(spec: &CorpusSpec) -> Result<ReadText> {
     })
 }
 
-fn detect(path: &Path) -> Result<CorpusFormat> {
+fn detect(path: &Path) -> Result<CorpusFormat, PromptError> {
     if path.is_dir() {
         return Ok(CorpusFormat::Text);
     }
@@ -88,9 +88,9 @@ fn detect(path: &Path) -> Result<CorpusFormat> {
     match ext.as_deref() {
         Some("jsonl") => Ok(CorpusFormat::Jsonl),
         Some("json") => {
-            let mut f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
+            let mut f = std::fs::File::open(path).map_err(|e| PromptError::read(path, e))?;
             let mut head = [0u8; 4096];
-            let n = f.read(&mut head).map_err(|e| Error::read(path, e))?;
+            let n = f.read(&mut head).map_err(|e| PromptError::read(path, e))?;
             let first = head[..n]
                 .iter()
                 .find(|b| !b.is_ascii_whitespace() && **b != 0xEF && **b != 0xBB && **b != 0xBF);
@@ -104,7 +104,7 @@ fn detect(path: &Path) -> Result<CorpusFormat> {
 }
 
 /// A text file, or every `.txt` file under a directory (sorted by path).
-fn read_text_files(path: &Path, c: &mut Collector) -> Result<()> {
+fn read_text_files(path: &Path, c: &mut Collector) -> Result<(), PromptError> {
     let mut files = Vec::new();
     if path.is_dir() {
         collect_txt(path, &mut files)?;
@@ -123,7 +123,7 @@ fn read_text_files(path: &Path, c: &mut Collector) -> Result<()> {
         let mut bytes = Vec::new();
         std::fs::File::open(&f)
             .and_then(|h| h.take(budget).read_to_end(&mut bytes))
-            .map_err(|e| Error::read(&f, e))?;
+            .map_err(|e| PromptError::read(&f, e))?;
         let text = match std::str::from_utf8(&bytes) {
             Ok(t) => t,
             // A budget cut can split the last character; anything else is not UTF-8.
@@ -145,12 +145,12 @@ fn read_text_files(path: &Path, c: &mut Collector) -> Result<()> {
     Ok(())
 }
 
-fn collect_txt(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+fn collect_txt(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), PromptError> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| Error::read(dir, e))?
+        .map_err(|e| PromptError::read(dir, e))?
         .map(|e| e.map(|e| e.path()))
         .collect::<std::io::Result<_>>()
-        .map_err(|e| Error::read(dir, e))?;
+        .map_err(|e| PromptError::read(dir, e))?;
     entries.sort();
     for p in entries {
         if p.is_dir() {
@@ -164,13 +164,13 @@ fn collect_txt(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
 
 /// JSONL: the `field` of every row (a string, or an array of strings); rows without it are
 /// skipped; a line that is not JSON is an error naming it.
-fn read_jsonl(path: &Path, field: &str, c: &mut Collector) -> Result<()> {
-    let f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
+fn read_jsonl(path: &Path, field: &str, c: &mut Collector) -> Result<(), PromptError> {
+    let f = std::fs::File::open(path).map_err(|e| PromptError::read(path, e))?;
     for (i, line) in BufReader::new(f).lines().enumerate() {
         if c.full() {
             break;
         }
-        let line = line.map_err(|e| Error::read(path, e))?;
+        let line = line.map_err(|e| PromptError::read(path, e))?;
         if line.trim().is_empty() {
             continue;
         }
@@ -201,7 +201,7 @@ struct Turn {
 
 /// ShareGPT JSON, read as a stream: conversations are parsed one at a time and reading stops
 /// at the byte budget (the full ShareGPT file is 600+ MB).
-fn read_sharegpt(path: &Path, c: &mut Collector) -> Result<()> {
+fn read_sharegpt(path: &Path, c: &mut Collector) -> Result<(), PromptError> {
     struct Rows<'c>(&'c mut Collector);
     impl<'de> Visitor<'de> for Rows<'_> {
         type Value = ();
@@ -231,7 +231,7 @@ fn read_sharegpt(path: &Path, c: &mut Collector) -> Result<()> {
             d.deserialize_seq(self)
         }
     }
-    let f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
+    let f = std::fs::File::open(path).map_err(|e| PromptError::read(path, e))?;
     let mut de = serde_json::Deserializer::from_reader(BufReader::with_capacity(1 << 20, f));
     match Rows(c).deserialize(&mut de) {
         Ok(()) => Ok(()),

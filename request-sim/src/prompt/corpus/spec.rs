@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::prompt::PromptError;
-use crate::Error;
 
 /// Units with more tokens than this are dropped (they would make blocks coarse to fill).
 pub const MAX_UNIT_TOKENS: usize = 8;
@@ -130,11 +129,11 @@ pub fn corpus_spec(
 }
 
 /// A `--prompt-corpus` error naming `path`.
-pub(super) fn corpus_error(path: &Path, message: impl Into<String>) -> Error {
-    Error::Prompt(PromptError::Corpus {
+pub(crate) fn corpus_error(path: &Path, message: impl Into<String>) -> PromptError {
+    PromptError::Corpus {
         path: path.to_path_buf(),
         message: message.into(),
-    })
+    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,7 @@ use std::time::Instant;
 use super::check::Units;
 use super::read::read_documents;
 use super::spec::{corpus_error, CorpusSpec, CorpusStats};
-use crate::prompt::Encoder;
-use crate::Result;
+use crate::prompt::{Encoder, PromptError};
 
 /// The units of a corpus, ready to be cut into prompt windows. Immutable; shared by every
 /// producer thread through the builder.
@@ -35,7 +34,7 @@ impl Corpus {
         spec: &CorpusSpec,
         enc: Option<&dyn Encoder>,
         strip_first_space: bool,
-    ) -> Result<Corpus> {
+    ) -> Result<Corpus, PromptError> {
         let t = Instant::now();
         let read = read_documents(spec)?;
         let read_ms = ms(t);

@@ -3,10 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::spec::{corpus_error, CorpusSpec, CorpusStats};
-use super::units::Corpus;
-use crate::prompt::Encoder;
-use crate::Result;
+use super::corpus::spec::corpus_error;
+use super::corpus::{Corpus, CorpusSpec, CorpusStats};
+use super::encoder::Encoder;
+use super::PromptError;
 
 /// The corpus of a run, for the start-up line and the summary (`run.prompt_corpus`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,7 +86,7 @@ pub fn load_corpus(
     spec: Option<&CorpusSpec>,
     enc: Option<&dyn Encoder>,
     vocab: &crate::prompt::Vocab,
-) -> Result<Option<std::sync::Arc<Corpus>>> {
+) -> Result<Option<std::sync::Arc<Corpus>>, PromptError> {
     let Some(spec) = spec else { return Ok(None) };
     if vocab.is_pieces() {
         // Pieces have no space before them: a unit's space could merge with the piece before.
