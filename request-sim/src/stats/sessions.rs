@@ -1,6 +1,6 @@
 //! The summary's sessions section, from the records' session fields.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -67,7 +67,9 @@ struct Span {
 /// Collects [`SessionSummary`] one record at a time.
 #[derive(Debug, Clone, Default)]
 pub struct SessionAcc {
-    by_id: HashMap<String, Span>,
+    /// Ordered by id, so the sums over sessions (the mean duration) are the same for the same
+    /// records in every run (a hashed map summed them in a random order: the last digits moved).
+    by_id: BTreeMap<String, Span>,
     ttft_first: (f64, usize),
     ttft_later: (f64, usize),
     wait: (f64, usize, f64),
