@@ -1,9 +1,9 @@
-//! The JSONL agentic readers (`trace::agent::jsonl::read`: TraceLab rounds, Dynamo request
+//! The JSONL agentic readers (`trace::formats::agent_jsonl::read`: TraceLab rounds, Dynamo request
 //! traces, AIPerf `dag_jsonl`) on arbitrary bytes (plain or gzip), detected or forced. Any
 //! input must give a corpus or an error, never a panic; a corpus must pass the session tree's
 //! own check and keep the readers' invariants.
 //!
-//! The Weka / kv-cache-tester reader (`trace::agent::weka::parse`, one JSON object per file)
+//! The Weka / kv-cache-tester reader (`trace::formats::weka::parse`, one JSON object per file)
 //! takes the inputs whose selector byte has bit 4 set: a conversation or an error naming the
 //! file, never a panic; a conversation must pass the check, its requests point into `requests`.
 //!
@@ -14,8 +14,8 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use request_sim::trace::agent::jsonl::read;
-use request_sim::trace::agent::weka;
+use request_sim::trace::formats::agent_jsonl::read;
+use request_sim::trace::formats::weka;
 use request_sim::trace::{LoadOptions, TraceFormat};
 
 const FORMATS: [Option<TraceFormat>; 4] = [

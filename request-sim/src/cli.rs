@@ -67,7 +67,7 @@ pub struct ConvertArgs {
     /// The log's shape (default: detected from the first line): openai, litellm, otel,
     /// messages.
     #[arg(long, value_parser = parse_log_format)]
-    pub log_format: Option<crate::trace::log::LogShape>,
+    pub log_format: Option<crate::trace::formats::log::LogShape>,
     /// JSON pointer to the request time (e.g. /created_at); default per log format.
     #[arg(long, value_name = "POINTER")]
     pub time_field: Option<String>,
@@ -87,7 +87,7 @@ pub struct ConvertArgs {
     /// How times are written (default: detected from the first row and stated in the
     /// report): s, ms, us, ns (epoch or relative numbers), iso, relative-s, relative-ms.
     #[arg(long, value_parser = parse_time_format)]
-    pub time_format: Option<crate::trace::log::TimeFormat>,
+    pub time_format: Option<crate::trace::formats::log::TimeFormat>,
     /// The target model's tokenizer: a model directory (tokenizer.json and
     /// tokenizer_config.json with its chat template) or a tokenizer.json.
     #[arg(long, required_unless_present = "endpoint")]
@@ -128,21 +128,21 @@ pub struct ConvertArgs {
 }
 
 /// Parse a `--log-format` value.
-pub fn parse_log_format(s: &str) -> Result<crate::trace::log::LogShape, String> {
-    crate::trace::log::LogShape::from_name(s).ok_or_else(|| {
+pub fn parse_log_format(s: &str) -> Result<crate::trace::formats::log::LogShape, String> {
+    crate::trace::formats::log::LogShape::from_name(s).ok_or_else(|| {
         format!(
             "unknown log format {s:?}: use {}",
-            crate::trace::log::LogShape::NAMES
+            crate::trace::formats::log::LogShape::NAMES
         )
     })
 }
 
 /// Parse a `--time-format` value.
-pub fn parse_time_format(s: &str) -> Result<crate::trace::log::TimeFormat, String> {
-    crate::trace::log::TimeFormat::from_name(s).ok_or_else(|| {
+pub fn parse_time_format(s: &str) -> Result<crate::trace::formats::log::TimeFormat, String> {
+    crate::trace::formats::log::TimeFormat::from_name(s).ok_or_else(|| {
         format!(
             "unknown time format {s:?}: use {}",
-            crate::trace::log::TimeFormat::NAMES
+            crate::trace::formats::log::TimeFormat::NAMES
         )
     })
 }

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use crate::analyze::{analyze_columns, read_columns, AnalyzeOptions, Columns, RoutingOptions};
 use crate::cli::{
     AnalyzeArgs, CompareArgs, ConvertArgs, ReplayArgs, ReportArgs, TransformArgs, VerifyArgs,
 };
@@ -9,8 +10,7 @@ use crate::config::{load_options, report_config, reshape_settings, ReplayConfig}
 use crate::prompt;
 use crate::report;
 use crate::stats::{self, ReportConfig, Summary, DEFAULT_PERCENTILES};
-use crate::trace::analyze::{analyze_columns, read_columns, AnalyzeOptions, Columns};
-use crate::trace::{self, LoadOptions, RoutingOptions};
+use crate::trace::{self, LoadOptions};
 use crate::{Error, Result};
 
 /// `replay` (`--repeat N`: a repeat set, [`crate::repeat`]).
@@ -33,7 +33,9 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
         return analyze_against(&args, b);
     }
     let t = std::time::Instant::now();
-    if let Some((corpus, format)) = trace::agent::load(&args.trace, &load_options(&args.format))? {
+    if let Some((corpus, format)) =
+        trace::formats::agents::load(&args.trace, &load_options(&args.format))?
+    {
         return analyze_agents(&args, &corpus, format, t);
     }
     // Streamed: a week-long trace of millions of rows is analysed in the memory of its columns.
@@ -74,11 +76,11 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
 /// `analyze` of an agent corpus (Weka, TraceLab, Dynamo, `dag_jsonl`).
 fn analyze_agents(
     args: &AnalyzeArgs,
-    corpus: &trace::agent::Corpus,
+    corpus: &trace::model::Corpus,
     format: trace::TraceFormat,
     t: std::time::Instant,
 ) -> Result<u8> {
-    use trace::agent::analyze::{analyze_agents, AgentAnalyzeOptions};
+    use crate::analyze::agents::{analyze_agents, AgentAnalyzeOptions};
     let analysis = analyze_agents(
         corpus,
         &AgentAnalyzeOptions {
@@ -127,7 +129,11 @@ fn analyze_against(args: &AnalyzeArgs, b_path: &Path) -> Result<u8> {
 }
 
 /// Analyses of two traces with the same LRU sizes (`sizes`, else A's default sweep).
-fn analyze_pair(a: Columns, b: Columns, sizes: &[u64]) -> (trace::Analysis, trace::Analysis) {
+fn analyze_pair(
+    a: Columns,
+    b: Columns,
+    sizes: &[u64],
+) -> (crate::analyze::Analysis, crate::analyze::Analysis) {
     let mut opts = AnalyzeOptions {
         cache_sizes_tokens: sizes.to_vec(),
         ..AnalyzeOptions::default()
@@ -142,7 +148,7 @@ fn analyze_pair(a: Columns, b: Columns, sizes: &[u64]) -> (trace::Analysis, trac
 pub fn transform(args: TransformArgs) -> Result<u8> {
     let t = std::time::Instant::now();
     let (start_ms, end_ms) = match &args.reshape.time_window {
-        Some(w) => trace::reshape::parse_time_window(w).map_err(Error::config)?,
+        Some(w) => trace::options::parse_time_window(w).map_err(Error::config)?,
         None => (None, None),
     };
     if args.synthesize {
@@ -261,7 +267,7 @@ pub(crate) fn synthesize(
         ..load_options(&args.format)
     };
     let trace = trace::load(&args.trace, &opts)?;
-    let fit = trace::synth::Fit::of(&trace);
+    let fit = trace::pipeline::synth::Fit::of(&trace);
     let path = &args.output;
     let io = |source| Error::Io {
         what: format!("cannot write {}", path.display()),
@@ -296,7 +302,7 @@ pub(crate) fn synthesize(
 /// Writes a trace as JSONL to `path` (`-`: standard output).
 pub(crate) fn write_trace(path: &Path, t: &trace::Trace) -> Result<()> {
     let mut out = crate::util::create_output(path)?;
-    trace::write::write_jsonl(t, &mut out)
+    trace::formats::write::write_jsonl(t, &mut out)
         .map_err(|e| Error::Report(format!("cannot write {}: {e}", path.display())))
 }
 
@@ -601,7 +607,7 @@ pub fn verify_prompts(args: VerifyArgs) -> Result<u8> {
 /// `analyze` of the result.
 pub fn convert(args: ConvertArgs) -> Result<u8> {
     use crate::convert::{self, ConvertOptions, Counter};
-    use crate::trace::log::{pointer, LogFields};
+    use crate::trace::formats::log::{pointer, LogFields};
     let t = std::time::Instant::now();
     let counter = match (&args.tokenizer, &args.endpoint) {
         (Some(tok), _) => Counter::local(tok, args.tokenizer_config.as_deref())?,
@@ -643,7 +649,7 @@ pub fn convert(args: ConvertArgs) -> Result<u8> {
             ..LoadOptions::default()
         };
         let tr = trace::load(&args.output, &lopts)?;
-        Some(trace::analyze::analyze(&tr, &AnalyzeOptions::default()))
+        Some(crate::analyze::analyze(&tr, &AnalyzeOptions::default()))
     };
     if args.json {
         report::print_json(&serde_json::json!({"convert": rep, "analysis": analysis}))?;

@@ -75,7 +75,8 @@ impl IdealCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{ideal_prefix_hits, parse_reader, LoadOptions};
+    use crate::analyze::ideal_prefix_hits;
+    use crate::trace::{parse_reader, LoadOptions};
 
     #[test]
     fn equals_the_whole_trace_analysis() {

@@ -211,7 +211,7 @@ pub(super) fn session_options(a: &SessionArgs) -> Result<crate::schedule::Sessio
     })
 }
 
-/// An agent corpus (`trace::agent`) replays closed-loop with the trace's client gaps: each
+/// An agent corpus (`trace/formats/`, `trace::model::Corpus`) replays closed-loop with the trace's client gaps: each
 /// request waits for what it follows. The agent flags need one.
 pub(super) fn agent_sessions(
     a: &ReplayArgs,
@@ -220,7 +220,7 @@ pub(super) fn agent_sessions(
     sessions: crate::schedule::SessionOptions,
 ) -> Result<crate::schedule::SessionOptions> {
     let agentic = match source {
-        TraceSource::File(p) => crate::trace::agent::is_agent_corpus(p, load.format),
+        TraceSource::File(p) => crate::trace::formats::agents::is_agent_corpus(p, load.format),
         TraceSource::BuiltinDemo => false,
     };
     let t = &a.trace;

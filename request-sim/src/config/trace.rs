@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::check::must_exist;
 use crate::cli::{ReplayArgs, ReplayTraceArgs, ReshapeArgs, TraceArgs};
-use crate::trace::shard::Shard;
+use crate::trace::pipeline::shard::Shard;
 use crate::trace::{LoadOptions, ReorderWindow, TraceFormat};
 use crate::{Error, Result};
 
@@ -36,10 +36,10 @@ pub struct TraceConfig {
     pub agents: AgentSettings,
 }
 
-/// How an agent corpus is replayed (`trace::agent::plan`).
+/// How an agent corpus is replayed (`trace::pipeline::plan`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AgentSettings {
-    pub population: crate::trace::agent::plan::Population,
+    pub population: crate::trace::pipeline::plan::Population,
     pub share_system_prefix: bool,
 }
 
@@ -104,7 +104,7 @@ pub(super) fn trace_settings(a: &ReplayArgs) -> Result<(TraceSource, LoadOptions
                 "--time-window and --start-ms/--end-ms say the same thing: give one of them",
             ));
         }
-        (start_ms, end_ms) = crate::trace::reshape::parse_time_window(w).map_err(Error::config)?;
+        (start_ms, end_ms) = crate::trace::options::parse_time_window(w).map_err(Error::config)?;
     }
     let load = LoadOptions {
         start_ms,
@@ -146,7 +146,7 @@ pub(super) fn max_idle_gap(a: &ReplayTraceArgs) -> Result<Option<f64>> {
 
 /// `--users`, `--session-rate`, `--share-system-prefix`.
 pub(super) fn agent_settings(a: &ReplayTraceArgs) -> Result<AgentSettings> {
-    use crate::trace::agent::plan::Population;
+    use crate::trace::pipeline::plan::Population;
     let users = match a.users.as_slice() {
         [] => None,
         &[n] => Some(n),

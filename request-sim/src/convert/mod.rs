@@ -1,5 +1,5 @@
 //! `request-sim convert LOG -o TRACE`: a request log (OpenAI-format, LiteLLM, OpenTelemetry
-//! GenAI spans, or a `messages` trace; read by `trace::log`) made into an anonymized trace in
+//! GenAI spans, or a `messages` trace; read by `trace::formats::log`) made into an anonymized trace in
 //! the generic JSONL format (`docs/convert.md`):
 //!
 //! `{"timestamp": ms, "input_length": n, "output_length": m, "hash_ids": [...], "session_id": "k"}`
@@ -36,11 +36,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::prompt::chat_messages;
-use crate::trace::log::{self, LogFields, LogRow, LogShape, Output, TimeFormat};
+use crate::trace::formats::log::{self, LogFields, LogRow, LogShape, Output, TimeFormat};
 use crate::trace::{RowError, TraceError};
 use crate::{Error, Result};
 
-pub use crate::trace::session::SessionIds;
+pub use crate::trace::pipeline::session::SessionIds;
 pub use blocks::BlockIds;
 pub use count::Counter;
 pub use sessions::message_chain;

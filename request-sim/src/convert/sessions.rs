@@ -2,7 +2,7 @@
 //! order of first appearance so no name of the log is written), or inferred: a request whose
 //! messages extend an earlier request's messages (the earlier request's whole list is a strict
 //! prefix of this one's) is that request's session's next turn; any other request starts a new
-//! session. The rule is `trace::session::SessionIds` (shared with `--infer-sessions` over hash
+//! session. The rule is `trace::pipeline::session::SessionIds` (shared with `--infer-sessions` over hash
 //! ids); this file makes a request's messages into the chain of hashes it compares.
 
 use std::hash::Hasher;
@@ -38,7 +38,7 @@ pub fn message_chain(messages: &[ChatMessage]) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::session::SessionIds;
+    use crate::trace::pipeline::session::SessionIds;
 
     #[test]
     fn a_request_that_extends_an_earlier_one_is_its_next_turn() {

@@ -119,7 +119,7 @@ pub struct Record {
     pub agent: Option<String>,
     /// Agent corpora: the rule that gave the client gap (`think_ms`) before the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gap_rule: Option<crate::trace::agent::GapRule>,
+    pub gap_rule: Option<crate::trace::model::GapRule>,
     /// Agent corpora: the subagents this request joined (waited for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub joins: Option<u32>,

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::format::{num_or_dash, percent_or_dash, thousands};
-use crate::trace::analyze::{Analysis, LengthStats};
+use crate::analyze::{Analysis, LengthStats};
 
 /// The two analyses as a table; `names` label the columns.
 pub fn render_against(a: &Analysis, b: &Analysis, names: (&str, &str)) -> String {

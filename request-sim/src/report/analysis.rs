@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use super::format::{num, percent, thousands};
 use super::table::{Table, WIDTH};
-use crate::trace::agent::analyze::AgentAnalysis;
-use crate::trace::analyze::{
+use crate::analyze::agents::AgentAnalysis;
+use crate::analyze::analysis::{
     Analysis, LengthStats, RatePoint, RateSeries, RoutingAnalysis, SessionStats,
 };
 use crate::trace::{TraceFormat, TraceStats};

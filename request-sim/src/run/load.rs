@@ -11,15 +11,15 @@
 use std::sync::{Arc, Mutex};
 
 use super::note::note;
+use crate::analyze::IdealCache;
 use crate::backend::ApiKind;
 use crate::config::{ReplayConfig, Target, TraceSource};
 use crate::schedule::{Feed, Timing};
-use crate::trace::agent::plan::{PlanFacts, PlanOptions};
 use crate::trace::history::{self, AnswerSpan};
-use crate::trace::shard::{self, Shard};
+use crate::trace::pipeline::plan::{PlanFacts, PlanOptions};
+use crate::trace::pipeline::shard::{self, Shard};
 use crate::trace::{
-    self, IdealCache, Planned, RowError, Sessions, Trace, TraceError, TraceFormat, TraceStats,
-    TraceStream,
+    self, Planned, RowError, Sessions, Trace, TraceError, TraceFormat, TraceStats, TraceStream,
 };
 use crate::{Error, Result};
 
@@ -82,12 +82,12 @@ pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace> {
     })
 }
 
-/// An agent corpus laid out as this run's population (`trace::agent::plan`), loaded whole.
+/// An agent corpus laid out as this run's population (`trace::pipeline::plan`), loaded whole.
 fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFacts)>> {
     let TraceSource::File(path) = &cfg.trace.source else {
         return Ok(None);
     };
-    let Some((corpus, format)) = trace::agent::load(path, &cfg.trace.load)? else {
+    let Some((corpus, format)) = trace::formats::agents::load(path, &cfg.trace.load)? else {
         return Ok(None);
     };
     let name = path.display().to_string();
@@ -111,12 +111,13 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
             .map(|l| l.as_secs_f64() * 1e3 * cfg.schedule.scale_factor),
         max_requests: cfg.trace.load.max_requests,
     };
-    let (whole, facts) = trace::agent::plan::plan(&corpus, format, &opts).map_err(|e| {
-        Error::from(TraceError::NoRequests {
-            path: name.clone(),
-            reason: e,
-        })
-    })?;
+    let (whole, facts) =
+        crate::trace::pipeline::plan::plan(&corpus, format, &opts).map_err(|e| {
+            Error::from(TraceError::NoRequests {
+                path: name.clone(),
+                reason: e,
+            })
+        })?;
     let joined = corpus
         .conversations
         .iter()
@@ -149,7 +150,7 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         let mut loaded = whole_loaded(cfg, whole.clone(), name, "an agent corpus");
         loaded.agents = Some(facts);
         let inner: Box<dyn Iterator<Item = std::result::Result<Planned, TraceError>> + Send> =
-            Box::new(trace::stream::planned(whole).map(Ok));
+            Box::new(trace::pipeline::stream::planned(whole).map(Ok));
         return start_feed(cfg, loaded, inner);
     }
     let stream = match &cfg.trace.source {
@@ -184,7 +185,10 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         Some(why) => {
             let whole = Arc::new(stream.into_whole()?);
             let loaded = whole_loaded(cfg, whole.clone(), name.clone(), why);
-            (Box::new(trace::stream::planned(whole).map(Ok)), loaded)
+            (
+                Box::new(trace::pipeline::stream::planned(whole).map(Ok)),
+                loaded,
+            )
         }
         None => {
             let loaded = Loaded {
@@ -522,7 +526,7 @@ impl Drop for RunFeed {
 /// --max-requests` left out, said at start-up when there are any.
 fn cut_turns(cfg: &ReplayConfig, trace: &Trace) -> (usize, usize) {
     let cut = trace.sessions.cut_in(|id| match cfg.trace.shard {
-        Some(s) => trace::shard::owner(Some(id), 0, s.count) == s.index,
+        Some(s) => trace::pipeline::shard::owner(Some(id), 0, s.count) == s.index,
         None => true,
     });
     if cut.0 > 0 {

@@ -604,7 +604,8 @@ fn save_prompts(
         .iter()
         .filter(|r| {
             cfg.trace.shard.is_none_or(|s| {
-                crate::trace::shard::owner(whole.sessions.key(r.index), r.index, s.count) == s.index
+                crate::trace::pipeline::shard::owner(whole.sessions.key(r.index), r.index, s.count)
+                    == s.index
             })
         })
         .map(|r| TraceRequest {

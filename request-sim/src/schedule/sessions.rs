@@ -1,7 +1,7 @@
 //! Closed-loop session timing: a later turn of a session is released at
 //! `max(its trace time, parent's completion + think time)`.
 //!
-//! Agent corpora (`trace::agent`) use the same gate with more to wait for: a request waits for
+//! Agent corpora (`trace/formats/`, `trace::model::Corpus`) use the same gate with more to wait for: a request waits for
 //! its parent (its predecessor in the agent, or the parent's request a subagent follows), the
 //! last requests of the subagents it joins, and (the first request of a user's next
 //! conversation) the last requests of the user's previous conversation; it is released at the

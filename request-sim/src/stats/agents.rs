@@ -7,9 +7,10 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use super::samples::percentile_sorted;
+use crate::analyze::IdealCache;
 use crate::record::{Record, Status};
-use crate::trace::agent::plan::PlanFacts;
-use crate::trace::{IdealCache, TraceRequest};
+use crate::trace::pipeline::plan::PlanFacts;
+use crate::trace::TraceRequest;
 
 /// Agent conversations of a run (present when records carry `conversation`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

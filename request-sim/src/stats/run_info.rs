@@ -87,7 +87,7 @@ pub struct RunInfo {
     pub sessions: Option<super::sessions::SessionRun>,
     /// An agent corpus: how its population was laid out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agents: Option<crate::trace::agent::plan::PlanFacts>,
+    pub agents: Option<crate::trace::pipeline::plan::PlanFacts>,
 }
 
 /// The server the run targeted and how it was asked. Part of [`RunInfo`] (its keys are

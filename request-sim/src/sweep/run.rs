@@ -18,7 +18,7 @@ use crate::{Error, Result};
 fn trace_rate(cfg: &ReplayConfig) -> Result<f64> {
     // An agent corpus has no rate of its own: its load is closed-loop (users, arrivals).
     if let crate::config::TraceSource::File(p) = &cfg.trace.source {
-        if crate::trace::agent::is_agent_corpus(p, cfg.trace.load.format) {
+        if crate::trace::formats::agents::is_agent_corpus(p, cfg.trace.load.format) {
             return Ok(0.0);
         }
     }

@@ -43,20 +43,7 @@ pub use pipeline::load::{load, parse_reader};
 pub use pipeline::session::history;
 pub use pipeline::{Planned, ReorderWindow, TraceStream};
 
-// TRANSITIONAL (removed before this lands): the old paths, while the other rooms move.
-pub mod analyze {
-    pub use crate::analyze::analysis::*;
-    pub use crate::analyze::trace::*;
-}
-pub use crate::analyze::{
-    analyze, ideal, ideal_prefix_hits, Analysis, AnalyzeOptions, IdealCache, RoutingAnalysis,
-    RoutingOptions, RoutingPoint,
-};
-pub use formats::{log, write};
-pub use pipeline::{session, shard, stream, synth};
-pub mod reshape {
-    pub use crate::trace::options::{parse_time_window, Arrivals, RateSeries, Reshape, MAX_COPIES};
-}
+// The paths the agent corpus readers still use (moved with them in the next step).
 pub mod agent {
     pub use crate::analyze::agents as analyze;
     pub use crate::trace::formats::agents::{agent_format, is_agent_corpus, load};

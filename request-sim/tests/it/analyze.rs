@@ -6,8 +6,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use request_sim::analyze::{analyze, AnalyzeOptions};
 use request_sim::report::plots::write_analysis_plots;
-use request_sim::trace::{analyze, parse_reader, AnalyzeOptions, LoadOptions, Trace};
+use request_sim::trace::{parse_reader, LoadOptions, Trace};
 
 use crate::support::png_size;
 

@@ -487,7 +487,7 @@ fn dashed<'a, DB: DrawingBackend + 'a, X: Ranged<ValueType = f64>>(
 /// files written.
 pub fn write_analysis_plots(
     dir: &Path,
-    a: &crate::trace::analyze::Analysis,
+    a: &crate::analyze::Analysis,
 ) -> crate::Result<Vec<PathBuf>> {
     register_font()?;
     std::fs::create_dir_all(dir)

@@ -77,7 +77,7 @@ impl TraceFormat {
             .find(|f| f.name().eq_ignore_ascii_case(name))
     }
 
-    /// A corpus of agent conversations, read whole by `trace::agent` (never row by row).
+    /// A corpus of agent conversations, read whole by `trace::model::Corpus` (never row by row).
     pub fn is_agentic(self) -> bool {
         matches!(
             self,

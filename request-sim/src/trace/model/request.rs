@@ -102,7 +102,7 @@ pub struct TraceStats {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub inferred_multi_turn: usize,
     /// `--infer-sessions`: requests that joined a session as a branch (a new conversation on a
-    /// prefix shared with it; `trace::session::BlockSessions`).
+    /// prefix shared with it; `trace::pipeline::session::BlockSessions`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub inferred_branches: usize,
     /// `--infer-sessions`: rows that had a session already (left as they were).

@@ -19,7 +19,7 @@ pub struct SessionTurn {
     /// The trace's own think time before this turn (ms): `delay` when the row has one, else
     /// this turn's trace time minus its parent's (`None` without a parent).
     pub trace_gap_ms: Option<f64>,
-    /// The agentic facts of a request of an agent corpus (`trace::agent`), `None` otherwise.
+    /// The agentic facts of a request of an agent corpus (`trace/formats/`, `trace::model::Corpus`), `None` otherwise.
     pub agent: Option<Arc<AgentTurn>>,
 }
 

@@ -311,7 +311,7 @@ impl Copies {
     }
 
     /// `--infer-sessions`: a row without a session gets the one its hash ids continue
-    /// (`trace::session::BlockSessions`), named `i<n>`; a row with a session (`session_id`,
+    /// (`trace::pipeline::session::BlockSessions`), named `i<n>`; a row with a session (`session_id`,
     /// Bailian) keeps it, and a row without hash ids stays alone (both counted).
     fn infer(&mut self, raw: &mut RawRow, block: usize, stats: &mut TraceStats) {
         let Some(sessions) = self.infer.as_mut() else {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::support::*;
 use request_sim::record::{Record, Status};
-use request_sim::trace::agent::plan::{plan, PlanOptions};
+use request_sim::trace::pipeline::plan::{plan, PlanOptions};
 use request_sim::trace::LoadOptions;
 
 /// When a record's request completed (ms on the run's clock).
@@ -29,9 +29,10 @@ fn replay_fixture(name: &str, dir: &Path) -> (Vec<Record>, usize) {
     assert_eq!(outcome.exit_code, 0, "{name}");
     let recs = read_records_by_index(&dir.join("records.jsonl"));
     // The layout the run used (same corpus, seed and cap).
-    let (corpus, format) = request_sim::trace::agent::load(&path, &LoadOptions::default())
-        .unwrap()
-        .unwrap();
+    let (corpus, format) =
+        request_sim::trace::formats::agents::load(&path, &LoadOptions::default())
+            .unwrap()
+            .unwrap();
     let (trace, _) = plan(
         &corpus,
         format,

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use crate::support::*;
 use request_sim::record::{Record, Status};
-use request_sim::trace::agent::plan::{plan, PlanOptions, Population};
-use request_sim::trace::agent::weka;
+use request_sim::trace::formats::weka;
+use request_sim::trace::pipeline::plan::{plan, PlanOptions, Population};
 use request_sim::trace::TraceFormat;
 
 /// When a record's request completed (ms on the run's clock).

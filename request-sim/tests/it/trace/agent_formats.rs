@@ -2,8 +2,8 @@
 //! each fixture of `tests/data/traces/agent/` read into session trees, checked value by value
 //! against what the file says; and broken inputs, each one `file:line` error.
 
-use request_sim::trace::agent::jsonl::{load, read};
-use request_sim::trace::agent::{Corpus, GapRule, HashScope};
+use request_sim::trace::formats::agent_jsonl::{load, read};
+use request_sim::trace::model::{Corpus, GapRule, HashScope};
 use request_sim::trace::{LoadOptions, TraceFormat};
 
 use crate::support::trace_fixture;
@@ -17,7 +17,7 @@ fn fixture(name: &str) -> Corpus {
 }
 
 /// How many parent links lead from agent `i` to the main agent.
-fn depth(c: &request_sim::trace::agent::Conversation, mut i: usize) -> usize {
+fn depth(c: &request_sim::trace::model::Conversation, mut i: usize) -> usize {
     let mut d = 0;
     while let Some(l) = &c.agents[i].parent {
         i = l.agent;
@@ -381,9 +381,9 @@ fn bad_input_is_one_error_with_file_and_line() {
 }
 
 mod analyze {
+    use request_sim::analyze::agents::{analyze_agents, AgentAnalyzeOptions};
     use request_sim::report::analysis::render_agent_analysis;
-    use request_sim::trace::agent::analyze::{analyze_agents, AgentAnalyzeOptions};
-    use request_sim::trace::agent::jsonl::read;
+    use request_sim::trace::formats::agent_jsonl::read;
     use request_sim::trace::{LoadOptions, TraceFormat};
 
     use super::fixture;
@@ -466,7 +466,7 @@ mod analyze {
     fn the_analyze_command_reads_every_agent_format() {
         // the Weka fixture corpus (a directory) through the command's loader
         let dir = crate::support::data_path("agents");
-        let (c, f) = request_sim::trace::agent::load(&dir, &LoadOptions::default())
+        let (c, f) = request_sim::trace::formats::agents::load(&dir, &LoadOptions::default())
             .unwrap()
             .unwrap();
         assert_eq!(f, TraceFormat::Weka);

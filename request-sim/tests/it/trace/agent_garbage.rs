@@ -3,7 +3,7 @@
 //! repeated, dropped and swapped between formats, values replaced by odd ones (negative,
 //! huge, wrong types, ids of other sessions), read detected and forced. Never a panic; every
 //! failure names the input and a line (or is a whole-file error); every corpus read passes the
-//! session tree's check. The Weka reader (`trace::agent::weka::parse`, one JSON object per
+//! session tree's check. The Weka reader (`trace::formats::weka::parse`, one JSON object per
 //! file) gets the same treatment from the fixtures of `tests/data/agents/` (plus stretches
 //! repeated and whole subagent entries spliced in): its errors must also name the file, a line
 //! and a JSON path (or a serde position), and every conversation it returns pass the check.
@@ -14,8 +14,8 @@
 
 use std::time::{Duration, Instant};
 
-use request_sim::trace::agent::jsonl::read;
-use request_sim::trace::agent::weka;
+use request_sim::trace::formats::agent_jsonl::read;
+use request_sim::trace::formats::weka;
 use request_sim::trace::{LoadOptions, TraceFormat};
 
 use crate::support::{data_path, trace_fixture, Lcg};

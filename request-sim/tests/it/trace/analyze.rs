@@ -1,7 +1,8 @@
 //! `analyze` on the small fixtures, with every number worked out by hand.
 
+use request_sim::analyze::{analyze, ideal_prefix_hits, AnalyzeOptions};
 use request_sim::report::render_analysis;
-use request_sim::trace::{analyze, ideal_prefix_hits, load, AnalyzeOptions, LoadOptions};
+use request_sim::trace::{load, LoadOptions};
 
 use crate::support::trace_fixture;
 
@@ -153,8 +154,8 @@ fn azure_has_no_cache_hits() {
 /// whole-file fallbacks (Bailian links; a file out of time order by more than the window).
 #[test]
 fn streamed_analysis_equals_the_loaded_one() {
-    use request_sim::trace::analyze::{analyze_columns, read_columns};
-    use request_sim::trace::RoutingOptions;
+    use request_sim::analyze::RoutingOptions;
+    use request_sim::analyze::{analyze_columns, read_columns};
     let opts = AnalyzeOptions {
         routing: Some(RoutingOptions {
             instances: 2,

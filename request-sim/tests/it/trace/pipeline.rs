@@ -79,7 +79,7 @@ fn times(reqs: &[Planned]) -> Vec<f64> {
 }
 
 fn planned(t: &Trace) -> Vec<Planned> {
-    request_sim::trace::stream::planned(Arc::new(t.clone())).collect()
+    request_sim::trace::pipeline::stream::planned(Arc::new(t.clone())).collect()
 }
 
 #[test]

@@ -6,8 +6,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use request_sim::analyze::{analyze, AnalyzeOptions};
 use request_sim::report::render_analysis;
-use request_sim::trace::{analyze, load, AnalyzeOptions, LoadOptions, TraceFormat};
+use request_sim::trace::{load, LoadOptions, TraceFormat};
 
 fn real_trace() -> Option<PathBuf> {
     let p = std::env::var_os("REQUEST_SIM_REAL_TRACE")

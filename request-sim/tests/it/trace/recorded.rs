@@ -3,9 +3,8 @@
 //! week-long CSVs: Azure 2023's columns, timestamps with a `+00:00` offset). Fixtures:
 //! tests/data/traces/burstgpt.csv, azure2024.csv.
 
-use request_sim::trace::{
-    analyze, load, AnalyzeOptions, LoadOptions, ReorderWindow, TraceFormat, TraceStream,
-};
+use request_sim::analyze::{analyze, AnalyzeOptions};
+use request_sim::trace::{load, LoadOptions, ReorderWindow, TraceFormat, TraceStream};
 
 use crate::support::{run_cli, trace_fixture};
 

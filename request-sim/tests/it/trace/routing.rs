@@ -2,11 +2,9 @@
 //! traces, one hand-checked case and the directions the policies must take.
 
 use llm_sim::routing::Policy;
+use request_sim::analyze::{analyze, AnalyzeOptions, RoutingAnalysis, RoutingOptions};
 use request_sim::report::render_analysis;
-use request_sim::trace::{
-    analyze, parse_reader, AnalyzeOptions, LoadOptions, RoutingAnalysis, RoutingOptions, Trace,
-    TraceFormat,
-};
+use request_sim::trace::{parse_reader, LoadOptions, Trace, TraceFormat};
 
 /// A generic-format trace: `sessions` conversations of `turns` turns, interleaved (turn t of
 /// every conversation, then turn t + 1, ...). Every prompt starts with the shared system block

@@ -119,7 +119,7 @@ fn generic_rows_with_session_ids() {
         ("a", 2, Some(0), Some(9.0))
     );
     assert_eq!(s.key(3), Some("42"));
-    let a = request_sim::trace::analyze(&t, &Default::default());
+    let a = request_sim::analyze::analyze(&t, &Default::default());
     let st = a.sessions.expect("analyze reports session_id sessions");
     assert_eq!(
         (

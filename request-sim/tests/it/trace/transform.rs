@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use request_sim::trace::analyze::{analyze, AnalyzeOptions};
-use request_sim::trace::synth::Fit;
+use request_sim::analyze::{analyze, AnalyzeOptions};
+use request_sim::trace::pipeline::synth::Fit;
 use request_sim::trace::{
     parse_reader, Arrivals, LoadOptions, RateSeries, ReorderWindow, Reshape, Trace, TraceFormat,
     TraceStream,
