@@ -1,5 +1,5 @@
 //! The trace analysis (`request-sim analyze TRACE`) as console text: a vLLM-style table, the
-//! LRU sweep and the request rate over time. The analysis itself is [`crate::trace::analyze`].
+//! LRU sweep and the request rate over time. The analysis itself is [`crate::analyze`].
 
 use std::fmt::Write as _;
 

@@ -262,7 +262,7 @@ fn parse(
                 fatal: true,
             })
         }
-        // An agentic corpus is read whole (`trace::agent`), never line by line.
+        // An agentic corpus is read whole (`trace/formats/agents.rs`), never line by line.
         TraceFormat::Weka => Err(RowError::Undetectable(
             "a weka trace is a corpus of whole JSON files (give the file or its directory as --dataset-path)".into(),
         )),

@@ -13,7 +13,7 @@
 //! | `otel`: GenAI spans (`otel.rs`) | `/start_time` | `gen_ai.input.messages` | `/attributes/gen_ai.usage.output_tokens` | none (inferred) |
 //! | `messages`: the project's own traces | `/timestamp` (ms) | `/messages` | `/output_length` | `/session_id` |
 //!
-//! Lines are read as every trace is (`trace/rows.rs`: capped length, gzip/zstd/bzip2 by magic
+//! Lines are read as every trace is (`trace/formats/rows.rs`: capped length, gzip/zstd/bzip2 by magic
 //! bytes); a bad line is an error naming `file:line`, which `convert` counts and skips.
 
 mod otel;

@@ -14,8 +14,8 @@
 //! its own trace time).
 //!
 //! - `stages.rs`: the rules that work row by row, as stages of the trace pipeline
-//!   (`trace/pipeline.rs`): `delay`s, missing Bailian turns, `session_id` links.
-//! - `whole.rs`: the rules that need the whole trace (`trace/load.rs`): Bailian parent chains,
+//!   (`trace/pipeline/stages.rs`): `delay`s, missing Bailian turns, `session_id` links.
+//! - `whole.rs`: the rules that need the whole trace (`trace/pipeline/load.rs`): Bailian parent chains,
 //!   the sessions over the kept requests and the turns slicing cut.
 //! - `infer.rs`: sessions inferred from content (a request that extends an earlier one is its
 //!   next turn), over messages (`convert`) or hash ids (`--infer-sessions`).

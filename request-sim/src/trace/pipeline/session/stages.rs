@@ -1,4 +1,4 @@
-//! The session stages of the trace pipeline (`trace/pipeline.rs` calls them, row by row):
+//! The session stages of the trace pipeline (`trace/pipeline/stages.rs` calls them, row by row):
 //! `delay`s resolved in file order, missing Bailian turns filled in and `session_id` turns
 //! linked in time order.
 

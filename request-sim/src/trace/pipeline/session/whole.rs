@@ -1,4 +1,4 @@
-//! The session passes that need the whole trace (`trace/load.rs` runs them on the collected
+//! The session passes that need the whole trace (`trace/pipeline/load.rs` runs them on the collected
 //! pipeline): Bailian parent chains (a parent may come later in the file, the session is named
 //! after the chain's root, a chain may loop, a parent that is nowhere in the file makes an
 //! orphan), and the sessions over the kept requests with the turns the slice cut from them.
