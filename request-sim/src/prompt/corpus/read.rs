@@ -244,15 +244,11 @@ fn read_sharegpt(path: &Path, c: &mut Collector) -> Result<(), PromptError> {
         )),
     }
 }
+
 #[cfg(test)]
 mod tests {
+    use super::super::spec::fixture as data;
     use super::*;
-
-    fn data(p: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/corpus")
-            .join(p)
-    }
 
     #[test]
     fn the_three_formats_are_read() {

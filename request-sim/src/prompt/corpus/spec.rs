@@ -136,15 +136,18 @@ pub(crate) fn corpus_error(path: &Path, message: impl Into<String>) -> PromptErr
     }
 }
 
+/// A file of the corpus fixtures (`tests/data/corpus/`), for the tests of `corpus/`.
+#[cfg(test)]
+pub(super) fn fixture(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/corpus")
+        .join(p)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::fixture as data;
     use super::*;
-
-    fn data(p: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/corpus")
-            .join(p)
-    }
 
     #[test]
     fn spec_flags_are_checked_together() {

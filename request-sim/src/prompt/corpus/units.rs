@@ -181,15 +181,10 @@ mod tests {
     use std::path::PathBuf;
     use std::sync::Arc;
 
+    use super::super::spec::fixture as data;
     use super::*;
     use crate::prompt::{CorpusSpec, PromptBuilder, Vocab, MAX_UNIT_TOKENS};
     use crate::trace::test_request as req;
-
-    fn data(p: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/corpus")
-            .join(p)
-    }
 
     /// The built-in word list: one token per whitespace-separated word, as llm-sim counts.
     fn builtin_builder(block: usize) -> PromptBuilder {
