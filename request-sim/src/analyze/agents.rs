@@ -4,12 +4,12 @@
 //! with the system prompt + tools shared across conversations, and the load a population of
 //! `--users` concurrent users implies.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
 use super::analysis::{length_stats, LengthStats};
-use crate::trace::model::{Corpus, HashScope};
+use crate::trace::model::{Agent, Conversation, Corpus, HashScope};
 use crate::util::percentile_sorted;
 
 /// What to compute.
@@ -132,138 +132,17 @@ pub fn analyze_agents(corpus: &Corpus, opts: &AgentAnalyzeOptions) -> AgentAnaly
     } else {
         opts.percentiles.clone()
     };
-    let mut depth_counts: Vec<usize> = Vec::new();
-    let (mut joined, mut background, mut with_sub) = (0, 0, 0);
-    let mut gaps = Vec::new();
-    let mut rules: BTreeMap<String, usize> = BTreeMap::new();
-    let mut offsets = Vec::new();
-    let mut walls = Vec::new();
-    let mut per_conv = Vec::new();
-    let (mut busy_ms, mut peak) = (0f64, 0usize);
-    let mut message_requests = 0;
-    let mut seen_private = std::collections::HashSet::new();
-    let mut seen_shared = std::collections::HashSet::new();
-    let (mut input_tokens, mut hit_private, mut hit_shared) = (0u64, 0u64, 0u64);
+    let mut shape = Shape::default();
+    let mut hits = Hits::default();
     for (ci, c) in corpus.conversations.iter().enumerate() {
-        per_conv.push(c.requests() as u32);
-        if c.agents.len() > 1 {
-            with_sub += 1;
-        }
-        let mut wall = 0f64;
-        let mut intervals: Vec<(f64, f64)> = Vec::new();
-        for (ai, a) in c.agents.iter().enumerate() {
-            let mut d = 0;
-            let mut cur = ai;
-            while let Some(l) = &c.agents[cur].parent {
-                cur = l.agent;
-                d += 1;
-            }
-            if depth_counts.len() <= d {
-                depth_counts.resize(d + 1, 0);
-            }
-            depth_counts[d] += 1;
-            if let Some(l) = &a.parent {
-                if l.join.is_some() {
-                    joined += 1;
-                } else {
-                    background += 1;
-                }
-                offsets.push(l.spawn_offset_ms);
-            }
-            for (k, r) in a.requests.iter().enumerate() {
-                if k > 0 {
-                    gaps.push(r.gap.ms);
-                    *rules.entry(r.gap.rule.name().to_owned()).or_insert(0) += 1;
-                }
-                let end = r.trace_ms + r.server_ms.unwrap_or(0.0);
-                wall = wall.max(end);
-                if let Some(s) = r.server_ms {
-                    busy_ms += s;
-                    intervals.push((r.trace_ms, end));
-                }
-            }
-        }
-        walls.push(wall);
-        peak = peak.max(max_overlap(&mut intervals));
-        // The trace-ideal cache: every request in trace order within the conversation.
-        let mut order: Vec<(f64, usize, usize)> = Vec::new();
-        for (ai, a) in c.agents.iter().enumerate() {
-            for (k, r) in a.requests.iter().enumerate() {
-                order.push((r.trace_ms, ai, k));
-            }
-        }
-        order.sort_by(|x, y| x.0.total_cmp(&y.0).then((x.1, x.2).cmp(&(y.1, y.2))));
-        let block = c.block_size.max(1) as u64;
-        for (_, ai, k) in order {
-            let a = &c.agents[ai];
-            let r = &a.requests[k];
-            if r.messages.is_some() {
-                message_requests += 1;
-                continue;
-            }
-            input_tokens += u64::from(r.input_length);
-            let sys = match (a.system_tokens, a.tool_tokens) {
-                (None, None) if a.is_main() => {
-                    c.system_tokens.unwrap_or(0) + c.tool_tokens.unwrap_or(0)
-                }
-                (s, t) => s.unwrap_or(0) + t.unwrap_or(0),
-            };
-            let shared_blocks = u64::from(sys) / block;
-            let ns = match c.hash_scope {
-                HashScope::Local => ci as u64 + 1,
-                HashScope::Global => 0,
-            };
-            let shared = shared_blocks > 0 && c.hash_scope == HashScope::Local;
-            let mut hp = ns;
-            // with the prefix shared, its blocks are keyed by its token count, not by the
-            // conversation; the blocks after it are the conversation's again
-            let mut hs = if shared {
-                mix(u64::MAX, u64::from(sys))
-            } else {
-                ns
-            };
-            let (mut private_hit, mut shared_hit) = (true, true);
-            let input = u64::from(r.input_length);
-            for (i, &id) in r.hash_ids.iter().enumerate() {
-                let i = i as u64;
-                let tokens = input.saturating_sub(i * block).min(block);
-                hp = mix(hp, id);
-                hs = match (shared, i.cmp(&shared_blocks)) {
-                    (true, std::cmp::Ordering::Less) => mix(hs, i),
-                    (true, _) => mix(mix(hs, ns), id),
-                    (false, _) => mix(hs, id),
-                };
-                // a prefix cache: a block hits only after hitting blocks, but every block is
-                // stored
-                let new_p = seen_private.insert(hp);
-                let new_s = seen_shared.insert(hs);
-                private_hit &= !new_p;
-                shared_hit &= !new_s;
-                hit_private += u64::from(private_hit) * tokens;
-                hit_shared += u64::from(shared_hit) * tokens;
-            }
-        }
+        shape.add(c);
+        hits.add(ci, c);
     }
-    let ratio = |h: u64| {
-        if input_tokens == 0 {
-            0.0
-        } else {
-            h as f64 / input_tokens as f64
-        }
-    };
     let requests = corpus.requests();
-    let total_wall: f64 = walls.iter().sum();
     let conversations = corpus.conversations.len();
     let users = opts
         .users
-        .filter(|_| total_wall > 0.0 && busy_ms > 0.0)
-        .map(|n| UsersLoad {
-            users: n,
-            mean_in_flight: n as f64 * busy_ms / total_wall,
-            peak_in_flight_bound: n * peak,
-            request_rate_per_s: n as f64 * requests as f64 / (total_wall / 1e3),
-            conversation_rate_per_s: n as f64 * conversations as f64 / (total_wall / 1e3),
-        });
+        .and_then(|n| shape.users_load(n, requests, conversations));
     let all = || {
         corpus
             .conversations
@@ -274,29 +153,199 @@ pub fn analyze_agents(corpus: &Corpus, opts: &AgentAnalyzeOptions) -> AgentAnaly
     AgentAnalysis {
         conversations,
         requests,
-        requests_per_conversation: length_stats(per_conv.into_iter(), &pcts),
-        subagents: joined + background,
-        joined_subagents: joined,
-        background_subagents: background,
-        conversations_with_subagents: with_sub,
-        max_depth: depth_counts.len().saturating_sub(1),
-        agents_per_depth: depth_counts,
+        requests_per_conversation: length_stats(shape.per_conv.into_iter(), &pcts),
+        subagents: shape.joined + shape.background,
+        joined_subagents: shape.joined,
+        background_subagents: shape.background,
+        conversations_with_subagents: shape.with_sub,
+        max_depth: shape.depth_counts.len().saturating_sub(1),
+        agents_per_depth: shape.depth_counts,
         input_length: length_stats(all().map(|r| r.input_length), &pcts),
         output_length: length_stats(all().map(|r| r.output_length), &pcts),
         gaps: GapStats {
             over_cap: opts
                 .max_idle_gap_ms
-                .map_or(0, |cap| gaps.iter().filter(|&&g| g > cap).count()),
+                .map_or(0, |cap| shape.gaps.iter().filter(|&&g| g > cap).count()),
             cap_ms: opts.max_idle_gap_ms,
-            ms: ms_stats(gaps),
-            rules,
+            ms: ms_stats(shape.gaps),
+            rules: shape.rules,
         },
-        spawn_offsets: ms_stats(offsets),
-        conversation_wall: ms_stats(walls),
-        ideal_hit_ratio: ratio(hit_private),
-        ideal_hit_ratio_shared_prefix: ratio(hit_shared),
-        message_requests,
+        spawn_offsets: ms_stats(shape.offsets),
+        conversation_wall: ms_stats(shape.walls),
+        ideal_hit_ratio: hits.ratio(hits.hit_private),
+        ideal_hit_ratio_shared_prefix: hits.ratio(hits.hit_shared),
+        message_requests: hits.message_requests,
         users,
+    }
+}
+
+/// The shape of the conversations, their gaps and their times, summed over the corpus.
+#[derive(Default)]
+struct Shape {
+    /// Agents per depth (0: the main agents).
+    depth_counts: Vec<usize>,
+    joined: usize,
+    background: usize,
+    with_sub: usize,
+    /// The client gaps after an agent's first request, and the rules that made them.
+    gaps: Vec<f64>,
+    rules: BTreeMap<String, usize>,
+    offsets: Vec<f64>,
+    walls: Vec<f64>,
+    per_conv: Vec<u32>,
+    /// Recorded server time, and the most requests one conversation had in flight at once.
+    busy_ms: f64,
+    peak: usize,
+}
+
+impl Shape {
+    /// Adds conversation `c`.
+    fn add(&mut self, c: &Conversation) {
+        self.per_conv.push(c.requests() as u32);
+        if c.agents.len() > 1 {
+            self.with_sub += 1;
+        }
+        let mut wall = 0f64;
+        let mut intervals: Vec<(f64, f64)> = Vec::new();
+        for (ai, a) in c.agents.iter().enumerate() {
+            self.agent(c, ai);
+            for (k, r) in a.requests.iter().enumerate() {
+                if k > 0 {
+                    self.gaps.push(r.gap.ms);
+                    *self.rules.entry(r.gap.rule.name().to_owned()).or_insert(0) += 1;
+                }
+                let end = r.trace_ms + r.server_ms.unwrap_or(0.0);
+                wall = wall.max(end);
+                if let Some(s) = r.server_ms {
+                    self.busy_ms += s;
+                    intervals.push((r.trace_ms, end));
+                }
+            }
+        }
+        self.walls.push(wall);
+        self.peak = self.peak.max(max_overlap(&mut intervals));
+    }
+
+    /// Counts agent `ai` of `c`: its depth, and for a subagent its join and spawn offset.
+    fn agent(&mut self, c: &Conversation, ai: usize) {
+        let mut d = 0;
+        let mut cur = ai;
+        while let Some(l) = &c.agents[cur].parent {
+            cur = l.agent;
+            d += 1;
+        }
+        if self.depth_counts.len() <= d {
+            self.depth_counts.resize(d + 1, 0);
+        }
+        self.depth_counts[d] += 1;
+        if let Some(l) = &c.agents[ai].parent {
+            if l.join.is_some() {
+                self.joined += 1;
+            } else {
+                self.background += 1;
+            }
+            self.offsets.push(l.spawn_offset_ms);
+        }
+    }
+
+    /// The load of `n` users (none when the trace records no wall or server time).
+    fn users_load(&self, n: usize, requests: usize, conversations: usize) -> Option<UsersLoad> {
+        let total_wall: f64 = self.walls.iter().sum();
+        (total_wall > 0.0 && self.busy_ms > 0.0).then(|| UsersLoad {
+            users: n,
+            mean_in_flight: n as f64 * self.busy_ms / total_wall,
+            peak_in_flight_bound: n * self.peak,
+            request_rate_per_s: n as f64 * requests as f64 / (total_wall / 1e3),
+            conversation_rate_per_s: n as f64 * conversations as f64 / (total_wall / 1e3),
+        })
+    }
+}
+
+/// The trace-ideal prefix cache (infinite, tokens): with each conversation's blocks private
+/// (`local` ids) and with the system prompt + tools blocks shared.
+#[derive(Default)]
+struct Hits {
+    seen_private: HashSet<u64>,
+    seen_shared: HashSet<u64>,
+    input_tokens: u64,
+    hit_private: u64,
+    hit_shared: u64,
+    /// Requests given as messages (no hash ids: outside the hit ratios).
+    message_requests: usize,
+}
+
+impl Hits {
+    /// Sends conversation `ci` (`c`) through the cache: every request in trace order within
+    /// the conversation.
+    fn add(&mut self, ci: usize, c: &Conversation) {
+        let mut order: Vec<(f64, usize, usize)> = Vec::new();
+        for (ai, a) in c.agents.iter().enumerate() {
+            for (k, r) in a.requests.iter().enumerate() {
+                order.push((r.trace_ms, ai, k));
+            }
+        }
+        order.sort_by(|x, y| x.0.total_cmp(&y.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+        for (_, ai, k) in order {
+            self.request(ci, c, &c.agents[ai], k);
+        }
+    }
+
+    /// Request `k` of agent `a` of conversation `ci` (`c`).
+    fn request(&mut self, ci: usize, c: &Conversation, a: &Agent, k: usize) {
+        let r = &a.requests[k];
+        if r.messages.is_some() {
+            self.message_requests += 1;
+            return;
+        }
+        let block = c.block_size.max(1) as u64;
+        self.input_tokens += u64::from(r.input_length);
+        let sys = match (a.system_tokens, a.tool_tokens) {
+            (None, None) if a.is_main() => {
+                c.system_tokens.unwrap_or(0) + c.tool_tokens.unwrap_or(0)
+            }
+            (s, t) => s.unwrap_or(0) + t.unwrap_or(0),
+        };
+        let shared_blocks = u64::from(sys) / block;
+        let ns = match c.hash_scope {
+            HashScope::Local => ci as u64 + 1,
+            HashScope::Global => 0,
+        };
+        let shared = shared_blocks > 0 && c.hash_scope == HashScope::Local;
+        let mut hp = ns;
+        // with the prefix shared, its blocks are keyed by its token count, not by the
+        // conversation; the blocks after it are the conversation's again
+        let mut hs = if shared {
+            mix(u64::MAX, u64::from(sys))
+        } else {
+            ns
+        };
+        let (mut private_hit, mut shared_hit) = (true, true);
+        let input = u64::from(r.input_length);
+        for (i, &id) in r.hash_ids.iter().enumerate() {
+            let i = i as u64;
+            let tokens = input.saturating_sub(i * block).min(block);
+            hp = mix(hp, id);
+            hs = match (shared, i.cmp(&shared_blocks)) {
+                (true, std::cmp::Ordering::Less) => mix(hs, i),
+                (true, _) => mix(mix(hs, ns), id),
+                (false, _) => mix(hs, id),
+            };
+            // a prefix cache: a block hits only after hitting blocks, but every block is
+            // stored
+            private_hit &= !self.seen_private.insert(hp);
+            shared_hit &= !self.seen_shared.insert(hs);
+            self.hit_private += u64::from(private_hit) * tokens;
+            self.hit_shared += u64::from(shared_hit) * tokens;
+        }
+    }
+
+    /// `hit` tokens of every input token (0 without any).
+    fn ratio(&self, hit: u64) -> f64 {
+        if self.input_tokens == 0 {
+            0.0
+        } else {
+            hit as f64 / self.input_tokens as f64
+        }
     }
 }
 

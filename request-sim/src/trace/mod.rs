@@ -42,13 +42,3 @@ pub use options::{
 pub use pipeline::load::{load, parse_reader};
 pub use pipeline::session::history;
 pub use pipeline::{Planned, ReorderWindow, TraceStream};
-
-// The paths the agent corpus readers still use (moved with them in the next step).
-pub mod agent {
-    pub use crate::analyze::agents as analyze;
-    pub use crate::trace::formats::agents::{agent_format, is_agent_corpus, load};
-    pub use crate::trace::formats::{agent_jsonl as jsonl, weka};
-    pub use crate::trace::model::*;
-    pub use crate::trace::pipeline::plan;
-    pub use crate::trace::pipeline::plan::plan;
-}

@@ -25,6 +25,11 @@
 //! - **Client gap** (rule `start_minus_server`): a request's start minus the previous request
 //!   of its agent's completion (`request_received_ms + total_time_ms`), or minus the latest
 //!   completion of the subagents it joins when that is later; at least 0.
+//!
+//! A line is read into the derived structs below: its `agent_context` and `request` stay JSON
+//! until the record turns out to be a `request_end` (the events are skipped unread), `schema`
+//! and `event_type` are checked by named functions. The rows are grouped by trajectory and
+//! checked across lines here, and laid out as session trees by `dynamo/tree.rs`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,13 +37,14 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::agent_fields::{blocks, field_error, parse_object, row_error};
+use self::tree::{single, tree, Row, Trajectory};
+use super::agent_fields::{blocks, field_error, from_value, parse_object, row_error};
 use super::fields;
 use crate::trace::error::{RowError, TraceError};
-use crate::trace::model::{
-    Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
-};
+use crate::trace::model::{Conversation, Corpus};
 use crate::trace::options::LoadOptions;
+
+mod tree;
 
 /// The one schema version read.
 pub const SCHEMA: &str = "dynamo.request.trace.v1";
@@ -46,6 +52,7 @@ pub const SCHEMA: &str = "dynamo.request.trace.v1";
 /// Largest accepted `trace_block_size` (the `--block-size` limit).
 const MAX_BLOCK: u64 = 1 << 20;
 
+/// A line: the record itself, or (`event`) the wrapper of one.
 #[derive(Deserialize)]
 struct Record {
     #[serde(default)]
@@ -62,6 +69,7 @@ struct Record {
     event: Option<Value>,
 }
 
+/// `agent_context`.
 #[derive(Deserialize)]
 struct Context {
     #[serde(alias = "session_id")]
@@ -70,10 +78,11 @@ struct Context {
     parent_trajectory_id: Option<String>,
 }
 
+/// `request` of a `request_end` record.
 #[derive(Deserialize)]
 struct Request {
-    #[serde(default)]
-    request_id: Option<Value>,
+    #[serde(default, deserialize_with = "request_id")]
+    request_id: Option<String>,
     #[serde(default)]
     model: Option<String>,
     #[serde(deserialize_with = "fields::output_length")]
@@ -85,6 +94,7 @@ struct Request {
     replay: Replay,
 }
 
+/// `request.replay`.
 #[derive(Deserialize)]
 struct Replay {
     trace_block_size: u64,
@@ -93,18 +103,13 @@ struct Replay {
     input_sequence_hashes: Vec<u64>,
 }
 
-/// One `request_end` row, checked.
-struct Row {
-    line: usize,
-    trajectory: Option<String>,
-    parent: Option<String>,
-    input_length: u32,
-    output_length: u32,
-    hash_ids: Vec<u64>,
-    start_ms: f64,
-    end_ms: Option<f64>,
-    request_id: Option<String>,
-    model: Option<Arc<str>>,
+/// `request_id`: a string or a number (kept as its text); anything else is no id.
+fn request_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => Some(s),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    })
 }
 
 /// What one line is.
@@ -113,188 +118,109 @@ enum Line {
     Skipped,
 }
 
-fn sub<T: serde::de::DeserializeOwned>(v: Value, prefix: &str) -> Result<T, RowError> {
-    serde_path_to_error::deserialize(v).map_err(|e| {
-        let path = e.path().to_string();
-        let field = if path.is_empty() || path == "." {
-            prefix.to_owned()
-        } else {
-            format!("{prefix}.{path}")
-        };
-        RowError::Field {
-            field,
-            what: e.inner().to_string(),
-        }
-    })
+/// What the rows of a file share: its block size (and the line that set it), the
+/// `--block-size` given, and the hashes renumbered so far.
+struct FileState {
+    block: Option<(u64, usize)>,
+    forced_block: Option<usize>,
+    ids: HashMap<u64, u64>,
 }
 
-struct Ids {
-    map: HashMap<u64, u64>,
-}
-
-impl Ids {
+impl FileState {
+    /// The small id of `hash`: the next one at its first appearance.
     fn id(&mut self, hash: u64) -> u64 {
-        let next = self.map.len() as u64;
-        *self.map.entry(hash).or_insert(next)
+        let next = self.ids.len() as u64;
+        *self.ids.entry(hash).or_insert(next)
+    }
+
+    /// Checks the block size of the row on `line`: in range, the same on every row, and the
+    /// one `--block-size` gives, if given.
+    fn block_size(&mut self, size: u64, line: usize) -> Result<(), String> {
+        if size == 0 || size > MAX_BLOCK {
+            return Err(format!("must be between 1 and {MAX_BLOCK}, found {size}"));
+        }
+        match self.block {
+            None => {
+                if let Some(f) = self.forced_block.filter(|&f| f as u64 != size) {
+                    return Err(format!(
+                        "the file's hash ids are at {size} tokens per block; --block-size {f} contradicts it"
+                    ));
+                }
+                self.block = Some((size, line));
+            }
+            Some((b, first)) if b != size => {
+                return Err(format!(
+                    "{size} differs from {b} on line {first} (one block size per file)"
+                ))
+            }
+            Some(_) => {}
+        }
+        Ok(())
     }
 }
 
+/// Reads line `line`: a request, or an event that is counted and skipped.
 fn check_line(
     text: &str,
     line: usize,
     name: &str,
-    block: &mut Option<(u64, usize)>,
-    forced_block: Option<usize>,
-    ids: &mut Ids,
+    file: &mut FileState,
 ) -> Result<Line, TraceError> {
-    let err = |e| row_error(name, line, e);
-    let outer: Record = parse_object(text).map_err(err)?;
-    let (rec, prefix) = match outer.event {
-        Some(ev @ Value::Object(_)) => (sub::<Record>(ev, "event").map_err(err)?, "event."),
-        Some(other) => {
-            return Err(field_error(
-                name,
-                line,
-                "event",
-                format!(
-                    "expected a trace record object, found {}",
-                    fields::describe_value(&other)
-                ),
-            ))
-        }
-        None => (outer, ""),
-    };
-    let bad = |field: &str, what: String| field_error(name, line, format!("{prefix}{field}"), what);
-    match &rec.schema {
-        Some(Value::String(s)) if s == SCHEMA => {}
-        Some(Value::String(s)) => {
-            return Err(bad(
-                "schema",
-                format!(
-                    "unknown schema {} (this reader knows {SCHEMA})",
-                    fields::quote_short(s)
-                ),
-            ))
-        }
-        Some(v) => {
-            return Err(bad(
-                "schema",
-                format!("expected a string, found {}", fields::describe_value(v)),
-            ))
-        }
-        None => return Err(bad("schema", format!("missing (expected {SCHEMA:?})"))),
+    let at = |e| row_error(name, line, e);
+    let (rec, prefix) = unwrap_event(parse_object(text).map_err(at)?).map_err(at)?;
+    read_record(rec, prefix, line, file).map_err(at)
+}
+
+/// The record of a line: the line itself, or its `event` (then its fields' prefix `event.`).
+fn unwrap_event(outer: Record) -> Result<(Record, &'static str), RowError> {
+    match outer.event {
+        Some(ev @ Value::Object(_)) => Ok((from_value(ev, "event")?, "event.")),
+        Some(other) => Err(RowError::Field {
+            field: "event".into(),
+            what: format!(
+                "expected a trace record object, found {}",
+                fields::describe_value(&other)
+            ),
+        }),
+        None => Ok((outer, "")),
     }
-    let event_type = match &rec.event_type {
-        Some(Value::String(s)) => s.as_str(),
-        Some(v) => {
-            return Err(bad(
-                "event_type",
-                format!("expected a string, found {}", fields::describe_value(v)),
-            ))
-        }
-        None => return Err(bad("event_type", "missing".into())),
+}
+
+/// Reads a record (its fields under `prefix`) into a row, or skips it.
+fn read_record(
+    rec: Record,
+    prefix: &str,
+    line: usize,
+    file: &mut FileState,
+) -> Result<Line, RowError> {
+    let bad = |field: &str, what: String| RowError::Field {
+        field: format!("{prefix}{field}"),
+        what,
     };
-    match event_type {
-        "request_end" => {}
-        "request_payload" | "tool_start" | "tool_end" | "tool_error" => return Ok(Line::Skipped),
-        other => {
-            return Err(bad(
-                "event_type",
-                format!(
-                    "unknown event type {} (known: request_end, request_payload, tool_start, tool_end, tool_error)",
-                    fields::quote_short(other)
-                ),
-            ))
-        }
+    check_schema(rec.schema.as_ref()).map_err(|w| bad("schema", w))?;
+    if !is_request(rec.event_type.as_ref()).map_err(|w| bad("event_type", w))? {
+        return Ok(Line::Skipped);
     }
-    let ctx = match rec.agent_context {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(sub::<Context>(v, &format!("{prefix}agent_context")).map_err(err)?),
-    };
-    if let Some(c) = &ctx {
-        if c.trajectory_id.is_empty() {
-            return Err(bad(
-                "agent_context.trajectory_id",
-                "must not be empty".into(),
-            ));
-        }
-        if c.parent_trajectory_id.as_deref() == Some("") {
-            return Err(bad(
-                "agent_context.parent_trajectory_id",
-                "must not be empty (omit it or use null for a main agent)".into(),
-            ));
-        }
-    }
+    let ctx = context(rec.agent_context, prefix)?;
     let Some(req) = rec.request else {
         return Err(bad(
             "request",
             "missing (a request_end record carries its request)".into(),
         ));
     };
-    let req: Request = sub(req, &format!("{prefix}request")).map_err(err)?;
+    let req: Request = from_value(req, &format!("{prefix}request"))?;
     let r = &req.replay;
-    if r.trace_block_size == 0 || r.trace_block_size > MAX_BLOCK {
-        return Err(bad(
-            "request.replay.trace_block_size",
-            format!(
-                "must be between 1 and {MAX_BLOCK}, found {}",
-                r.trace_block_size
-            ),
-        ));
-    }
-    match *block {
-        None => {
-            if let Some(f) = forced_block {
-                if f as u64 != r.trace_block_size {
-                    return Err(bad(
-                        "request.replay.trace_block_size",
-                        format!(
-                            "the file's hash ids are at {} tokens per block; --block-size {f} contradicts it",
-                            r.trace_block_size
-                        ),
-                    ));
-                }
-            }
-            *block = Some((r.trace_block_size, line));
-        }
-        Some((b, first)) if b != r.trace_block_size => {
-            return Err(bad(
-                "request.replay.trace_block_size",
-                format!(
-                    "{} differs from {b} on line {first} (one block size per file)",
-                    r.trace_block_size
-                ),
-            ))
-        }
-        Some(_) => {}
-    }
+    file.block_size(r.trace_block_size, line)
+        .map_err(|w| bad("request.replay.trace_block_size", w))?;
     let need = blocks(r.input_length, r.trace_block_size as usize);
     let hash_ids: Vec<u64> = r
         .input_sequence_hashes
         .iter()
         .take(need)
-        .map(|&h| ids.id(h))
+        .map(|&h| file.id(h))
         .collect();
-    let end_ms = match req.total_time_ms {
-        Some(t) if !t.is_finite() || !(0.0..=fields::MAX_ABS_TIMESTAMP_MS).contains(&t) => {
-            return Err(bad(
-                "request.total_time_ms",
-                format!(
-                    "must be a number of ms >= 0, found {}",
-                    fields::short_num(t)
-                ),
-            ))
-        }
-        Some(t) => Some(req.request_received_ms + t),
-        None => rec
-            .event_time_unix_ms
-            .filter(|e| e.is_finite() && *e >= req.request_received_ms),
-    };
-    let request_id = match req.request_id {
-        Some(Value::String(s)) => Some(s),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        _ => None,
-    };
+    let end_ms =
+        end_ms(&req, rec.event_time_unix_ms).map_err(|w| bad("request.total_time_ms", w))?;
     let (trajectory, parent) = match ctx {
         Some(c) => (Some(c.trajectory_id), c.parent_trajectory_id),
         None => (None, None),
@@ -308,17 +234,133 @@ fn check_line(
         hash_ids,
         start_ms: req.request_received_ms,
         end_ms,
-        request_id,
+        request_id: req.request_id,
         model: req.model.map(Arc::from),
     }))
 }
 
-/// One trajectory: its rows in start order and its parent.
-struct Trajectory {
-    id: String,
-    line: usize,
-    parent: Option<String>,
-    rows: Vec<Row>,
+/// `schema` must be [`SCHEMA`].
+fn check_schema(schema: Option<&Value>) -> Result<(), String> {
+    match schema {
+        Some(Value::String(s)) if s == SCHEMA => Ok(()),
+        Some(Value::String(s)) => Err(format!(
+            "unknown schema {} (this reader knows {SCHEMA})",
+            fields::quote_short(s)
+        )),
+        Some(v) => Err(format!(
+            "expected a string, found {}",
+            fields::describe_value(v)
+        )),
+        None => Err(format!("missing (expected {SCHEMA:?})")),
+    }
+}
+
+/// Whether `event_type` is a request (`request_end`); the tool and payload events are not.
+fn is_request(event_type: Option<&Value>) -> Result<bool, String> {
+    match event_type {
+        Some(Value::String(s)) => match s.as_str() {
+            "request_end" => Ok(true),
+            "request_payload" | "tool_start" | "tool_end" | "tool_error" => Ok(false),
+            other => Err(format!(
+                "unknown event type {} (known: request_end, request_payload, tool_start, tool_end, tool_error)",
+                fields::quote_short(other)
+            )),
+        },
+        Some(v) => Err(format!(
+            "expected a string, found {}",
+            fields::describe_value(v)
+        )),
+        None => Err("missing".into()),
+    }
+}
+
+/// `agent_context` (fields under `prefix`): none, or a trajectory id and maybe its parent's,
+/// neither empty.
+fn context(v: Option<Value>, prefix: &str) -> Result<Option<Context>, RowError> {
+    let c: Context = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(v) => from_value(v, &format!("{prefix}agent_context"))?,
+    };
+    let empty = |field: &str, what: &str| RowError::Field {
+        field: format!("{prefix}agent_context.{field}"),
+        what: what.into(),
+    };
+    if c.trajectory_id.is_empty() {
+        return Err(empty("trajectory_id", "must not be empty"));
+    }
+    if c.parent_trajectory_id.as_deref() == Some("") {
+        return Err(empty(
+            "parent_trajectory_id",
+            "must not be empty (omit it or use null for a main agent)",
+        ));
+    }
+    Ok(Some(c))
+}
+
+/// The end of a request: its start plus `total_time_ms` (a number of ms >= 0), else the
+/// record's `event_time_unix_ms` when that is not before the start.
+fn end_ms(req: &Request, event_time_ms: Option<f64>) -> Result<Option<f64>, String> {
+    match req.total_time_ms {
+        Some(t) if !t.is_finite() || !(0.0..=fields::MAX_ABS_TIMESTAMP_MS).contains(&t) => {
+            Err(format!(
+                "must be a number of ms >= 0, found {}",
+                fields::short_num(t)
+            ))
+        }
+        Some(t) => Ok(Some(req.request_received_ms + t)),
+        None => Ok(event_time_ms.filter(|e| e.is_finite() && *e >= req.request_received_ms)),
+    }
+}
+
+/// The requests of a file, grouped: trajectories, and the rows without `agent_context`.
+#[derive(Default)]
+struct Grouped {
+    trajectories: Vec<Trajectory>,
+    by_id: HashMap<String, usize>,
+    singles: Vec<(usize, Row)>,
+    /// The conversations in order of first appearance: `Ok(trajectory)` or `Err(single)`.
+    firsts: Vec<Result<usize, usize>>,
+    /// Tool and payload events, counted for the message of a file without requests.
+    ignored: usize,
+}
+
+impl Grouped {
+    /// Adds the row of `line`; a trajectory names the same parent on every row.
+    fn add(&mut self, name: &str, line: usize, row: Row) -> Result<(), TraceError> {
+        let Some(tid) = row.trajectory.clone() else {
+            self.firsts.push(Err(self.singles.len()));
+            self.singles.push((line, row));
+            return Ok(());
+        };
+        let Some(&i) = self.by_id.get(&tid) else {
+            self.by_id.insert(tid.clone(), self.trajectories.len());
+            self.firsts.push(Ok(self.trajectories.len()));
+            self.trajectories.push(Trajectory {
+                id: tid,
+                line,
+                parent: row.parent.clone(),
+                rows: vec![row],
+            });
+            return Ok(());
+        };
+        let t = &mut self.trajectories[i];
+        if t.parent != row.parent {
+            return Err(field_error(
+                name,
+                line,
+                "agent_context.parent_trajectory_id",
+                format!(
+                    "trajectory {} has parent {} here but {} on line {}",
+                    fields::quote_short(&tid),
+                    show(&row.parent),
+                    show(&t.parent),
+                    t.line
+                ),
+            ));
+        }
+        t.rows.push(row);
+        Ok(())
+    }
 }
 
 /// Builds the corpus from every non-blank line.
@@ -327,77 +369,44 @@ pub(crate) fn build(
     lines: &[(usize, String)],
     opts: &LoadOptions,
 ) -> Result<Corpus, TraceError> {
-    let mut block = None;
-    let mut ids = Ids {
-        map: HashMap::new(),
+    let mut file = FileState {
+        block: None,
+        forced_block: opts.block_size,
+        ids: HashMap::new(),
     };
-    // tool and payload events: counted for the message of a file without requests
-    let mut ignored = 0usize;
-    // Conversations in order of first appearance: trajectories and context-free requests.
-    let mut trajectories: Vec<Trajectory> = Vec::new();
-    let mut by_id: HashMap<String, usize> = HashMap::new();
-    let mut singles: Vec<(usize, Row)> = Vec::new();
-    let mut firsts: Vec<Result<usize, usize>> = Vec::new();
+    let mut g = Grouped::default();
     for (line, text) in lines {
-        let row = match check_line(text, *line, name, &mut block, opts.block_size, &mut ids)? {
-            Line::Skipped => {
-                ignored += 1;
-                continue;
-            }
-            Line::Request(r) => r,
-        };
-        let Some(tid) = row.trajectory.clone() else {
-            firsts.push(Err(singles.len()));
-            singles.push((*line, row));
-            continue;
-        };
-        match by_id.get(&tid) {
-            Some(&i) => {
-                let t = &mut trajectories[i];
-                if t.parent != row.parent {
-                    return Err(field_error(
-                        name,
-                        *line,
-                        "agent_context.parent_trajectory_id",
-                        format!(
-                            "trajectory {} has parent {} here but {} on line {}",
-                            fields::quote_short(&tid),
-                            show(&row.parent),
-                            show(&t.parent),
-                            t.line
-                        ),
-                    ));
-                }
-                t.rows.push(row);
-            }
-            None => {
-                by_id.insert(tid.clone(), trajectories.len());
-                firsts.push(Ok(trajectories.len()));
-                trajectories.push(Trajectory {
-                    id: tid,
-                    line: *line,
-                    parent: row.parent.clone(),
-                    rows: vec![row],
-                });
-            }
+        match check_line(text, *line, name, &mut file)? {
+            Line::Skipped => g.ignored += 1,
+            Line::Request(row) => g.add(name, *line, row)?,
         }
     }
-    let Some((block, _)) = block else {
+    let Some((block, _)) = file.block else {
         return Err(TraceError::NoRequests {
             path: name.to_owned(),
-            reason: format!("no request_end records ({ignored} other events)"),
+            reason: format!("no request_end records ({} other events)", g.ignored),
         });
     };
-    for t in &mut trajectories {
+    for t in &mut g.trajectories {
         t.rows
             .sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms).then(a.line.cmp(&b.line)));
     }
-    // Parent links: every parent present, no cycles.
-    let mut parent_of: Vec<Option<usize>> = Vec::with_capacity(trajectories.len());
-    for t in &trajectories {
-        parent_of.push(match &t.parent {
-            None => None,
-            Some(p) => Some(*by_id.get(p).ok_or_else(|| {
+    let parent_of = parents(name, &g)?;
+    check_cycles(name, &g.trajectories, &parent_of)?;
+    Ok(Corpus {
+        conversations: conversations(g, &parent_of, name, block as usize),
+    })
+}
+
+/// The parent of every trajectory (an index), each present in the file.
+fn parents(name: &str, g: &Grouped) -> Result<Vec<Option<usize>>, TraceError> {
+    g.trajectories
+        .iter()
+        .map(|t| {
+            let Some(p) = &t.parent else {
+                return Ok(None);
+            };
+            let i = g.by_id.get(p).ok_or_else(|| {
                 field_error(
                     name,
                     t.line,
@@ -407,9 +416,18 @@ pub(crate) fn build(
                         fields::quote_short(p)
                     ),
                 )
-            })?),
-        });
-    }
+            })?;
+            Ok(Some(*i))
+        })
+        .collect()
+}
+
+/// No trajectory is its own ancestor.
+fn check_cycles(
+    name: &str,
+    trajectories: &[Trajectory],
+    parent_of: &[Option<usize>],
+) -> Result<(), TraceError> {
     for (i, t) in trajectories.iter().enumerate() {
         let mut path = vec![i];
         let mut cur = i;
@@ -431,33 +449,34 @@ pub(crate) fn build(
             cur = p;
         }
     }
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); trajectories.len()];
+    Ok(())
+}
+
+/// The conversations in order of first appearance: a tree per trajectory without a parent, a
+/// conversation of one request per row without `agent_context`.
+fn conversations(
+    g: Grouped,
+    parent_of: &[Option<usize>],
+    name: &str,
+    block: usize,
+) -> Vec<Conversation> {
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); g.trajectories.len()];
     for (i, p) in parent_of.iter().enumerate() {
         if let Some(p) = p {
             children[*p].push(i);
         }
     }
     let source: Arc<str> = Arc::from(name);
-    let block = block as usize;
-    let mut slots: Vec<Option<Trajectory>> = trajectories.into_iter().map(Some).collect();
-    let mut singles: Vec<Option<(usize, Row)>> = singles.into_iter().map(Some).collect();
+    let mut slots: Vec<Option<Trajectory>> = g.trajectories.into_iter().map(Some).collect();
+    let mut singles: Vec<Option<(usize, Row)>> = g.singles.into_iter().map(Some).collect();
     let mut conversations = Vec::new();
-    for first in firsts {
+    for first in g.firsts {
         match first {
             Err(k) => {
                 let Some((line, row)) = singles[k].take() else {
                     continue;
                 };
-                let id = row
-                    .request_id
-                    .clone()
-                    .unwrap_or_else(|| format!("line-{line}"));
-                let first = ClientGap {
-                    ms: 0.0,
-                    rule: GapRule::First,
-                };
-                let requests = vec![request(&row, row.start_ms, first)];
-                conversations.push(conversation(id, &source, block, vec![main(requests)]));
+                conversations.push(single(line, &row, &source, block));
             }
             Ok(i) if parent_of[i].is_none() => {
                 conversations.push(tree(i, &mut slots, &children, &source, block));
@@ -465,167 +484,12 @@ pub(crate) fn build(
             Ok(_) => {}
         }
     }
-    Ok(Corpus { conversations })
+    conversations
 }
 
+/// A parent for messages: quoted, or `none`.
 fn show(p: &Option<String>) -> String {
     p.as_deref()
         .map(fields::quote_short)
         .unwrap_or_else(|| "none".into())
-}
-
-fn main(requests: Vec<AgentRequest>) -> Agent {
-    Agent {
-        id: Arc::from(Agent::MAIN),
-        kind: None,
-        parent: None,
-        system_tokens: None,
-        tool_tokens: None,
-        start_ms: 0.0,
-        requests,
-    }
-}
-
-fn conversation(id: String, source: &Arc<str>, block: usize, agents: Vec<Agent>) -> Conversation {
-    Conversation {
-        id: Arc::from(id),
-        source: source.clone(),
-        block_size: block,
-        hash_scope: HashScope::Global,
-        system_tokens: None,
-        tool_tokens: None,
-        agents,
-    }
-}
-
-fn request(row: &Row, origin: f64, gap: ClientGap) -> AgentRequest {
-    let start = row.start_ms - origin;
-    AgentRequest {
-        trace_ms: start,
-        input_length: row.input_length,
-        output_length: row.output_length,
-        hash_ids: row.hash_ids.clone(),
-        stream: None,
-        gap,
-        server_ms: row.end_ms.map(|e| (e - row.start_ms).max(0.0)),
-        model: row.model.clone(),
-        origin: Origin {
-            line: row.line,
-            pointer: None,
-        },
-        messages: None,
-    }
-}
-
-/// The conversation rooted at trajectory `root`: agents parents first (breadth first, children
-/// by their first start).
-fn tree(
-    root: usize,
-    slots: &mut [Option<Trajectory>],
-    children: &[Vec<usize>],
-    source: &Arc<str>,
-    block: usize,
-) -> Conversation {
-    let first_start = |slots: &[Option<Trajectory>], t: usize| {
-        slots[t].as_ref().map_or(0.0, |x| x.rows[0].start_ms)
-    };
-    let mut order = vec![(root, None::<usize>)];
-    let mut k = 0;
-    while k < order.len() {
-        let (t, _) = order[k];
-        let mut kids = children[t].clone();
-        kids.sort_by(|&a, &b| {
-            first_start(slots, a)
-                .total_cmp(&first_start(slots, b))
-                .then(a.cmp(&b))
-        });
-        order.extend(kids.into_iter().map(|c| (c, Some(k))));
-        k += 1;
-    }
-    let trajs: Vec<Trajectory> = order.iter().filter_map(|(t, _)| slots[*t].take()).collect();
-    let origin = trajs
-        .iter()
-        .flat_map(|t| t.rows.iter().map(|r| r.start_ms))
-        .fold(f64::INFINITY, f64::min);
-    let end_of = |r: &Row| r.end_ms.unwrap_or(r.start_ms);
-    // Spawn and join points of every subagent.
-    let mut links: Vec<Option<ParentLink>> = vec![None; trajs.len()];
-    let mut joined_end: Vec<HashMap<usize, f64>> = vec![HashMap::new(); trajs.len()];
-    for (a, (_, parent)) in order.iter().enumerate() {
-        let Some(p) = *parent else { continue };
-        let child = &trajs[a];
-        let pr = &trajs[p].rows;
-        let c_start = child.rows[0].start_ms;
-        let c_end = child.rows.iter().map(end_of).fold(c_start, f64::max);
-        // A child that started before its parent's first request follows that request.
-        let after = pr.iter().rposition(|r| r.start_ms <= c_start).unwrap_or(0);
-        let spawn_offset_ms = (c_start - end_of(&pr[after])).max(0.0);
-        let busy = pr[after + 1..]
-            .iter()
-            .any(|r| r.start_ms > c_start && r.start_ms < c_end);
-        let join = if busy {
-            None
-        } else {
-            (after + 1..pr.len()).find(|&j| pr[j].start_ms >= c_end)
-        };
-        if let Some(j) = join {
-            let e = joined_end[p].entry(j).or_insert(c_end);
-            *e = e.max(c_end);
-        }
-        links[a] = Some(ParentLink {
-            agent: p,
-            after,
-            spawn_offset_ms,
-            join,
-            inherits_history: false,
-        });
-    }
-    let mut agents = Vec::with_capacity(trajs.len());
-    for (a, t) in trajs.iter().enumerate() {
-        let link = links[a].take();
-        let mut requests = Vec::with_capacity(t.rows.len());
-        for (j, row) in t.rows.iter().enumerate() {
-            let gap = match (j, &link) {
-                (0, None) => ClientGap {
-                    ms: 0.0,
-                    rule: GapRule::First,
-                },
-                (0, Some(l)) => ClientGap {
-                    ms: l.spawn_offset_ms,
-                    rule: GapRule::Spawn,
-                },
-                _ => {
-                    let prev = end_of(&t.rows[j - 1]);
-                    match joined_end[a].get(&j) {
-                        Some(&e) if e > prev => ClientGap {
-                            ms: (row.start_ms - e).max(0.0),
-                            rule: GapRule::AfterJoin,
-                        },
-                        _ => ClientGap {
-                            ms: (row.start_ms - prev).max(0.0),
-                            rule: GapRule::StartMinusServer,
-                        },
-                    }
-                }
-            };
-            requests.push(request(row, origin, gap));
-        }
-        let id = if a == 0 {
-            Agent::MAIN.to_owned()
-        } else if t.id == Agent::MAIN {
-            format!("{}#{a}", t.id)
-        } else {
-            t.id.clone()
-        };
-        agents.push(Agent {
-            id: Arc::from(id),
-            kind: None,
-            parent: link,
-            system_tokens: None,
-            tool_tokens: None,
-            start_ms: t.rows[0].start_ms - origin,
-            requests,
-        });
-    }
-    conversation(trajs[0].id.clone(), source, block, agents)
 }

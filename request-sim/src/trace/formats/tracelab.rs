@@ -93,40 +93,10 @@ fn parse_time(s: &str) -> Result<f64, String> {
 fn check(line: usize, text: &str, name: &str) -> Result<(String, Checked), TraceError> {
     let r: Round = parse_object(text).map_err(|e| row_error(name, line, e))?;
     let sid = fields::session_id(&r.session_id).map_err(|e| row_error(name, line, e))?;
-    let mut inputs: Option<f64> = None;
-    let mut first_out: Option<f64> = None;
-    let mut last_out: Option<f64> = None;
-    for (k, e) in r.timing_events.iter().flatten().enumerate() {
-        let Some(ts) = &e.timestamp else { continue };
-        let t = parse_time(ts)
-            .map_err(|w| field_error(name, line, format!("timing_events[{k}].timestamp"), w))?;
-        match e.event_type.as_str() {
-            "user_message" | "tool_result" => inputs = Some(inputs.map_or(t, |m| m.max(t))),
-            "reasoning" | "text" | "tool_call" => {
-                first_out = Some(first_out.map_or(t, |m| m.min(t)));
-                last_out = Some(last_out.map_or(t, |m| m.max(t)));
-            }
-            // usage reports and event kinds added later carry no request timing
-            _ => {}
-        }
-    }
-    let mut longest_tool_ms = 0f64;
-    for (k, t) in r.tools.iter().flatten().enumerate() {
-        if let Some(ms) = t.tool_wall_latency_ms {
-            if !ms.is_finite() || !(0.0..=fields::MAX_ABS_TIMESTAMP_MS).contains(&ms) {
-                return Err(field_error(
-                    name,
-                    line,
-                    format!("tools[{k}].tool_wall_latency_ms"),
-                    format!(
-                        "must be a number of ms >= 0, found {}",
-                        fields::short_num(ms)
-                    ),
-                ));
-            }
-            longest_tool_ms = longest_tool_ms.max(ms);
-        }
-    }
+    let times = timing(r.timing_events.iter().flatten())
+        .map_err(|(k, w)| field_error(name, line, format!("timing_events[{k}].timestamp"), w))?;
+    let longest_tool_ms = longest_tool(r.tools.iter().flatten())
+        .map_err(|(k, w)| field_error(name, line, format!("tools[{k}].tool_wall_latency_ms"), w))?;
     Ok((
         sid,
         Checked {
@@ -136,11 +106,59 @@ fn check(line: usize, text: &str, name: &str) -> Result<(String, Checked), Trace
             prefix: r.prefix_tokens.unwrap_or(0),
             output: r.output_tokens,
             model: r.model.map(Arc::from),
-            submitted_ms: inputs.or(first_out),
-            end_ms: last_out,
+            submitted_ms: times.inputs.or(times.first_out),
+            end_ms: times.last_out,
             longest_tool_ms,
         },
     ))
+}
+
+/// What a round's timing events say (ms since the Unix epoch): its latest input event, its
+/// earliest and latest model events.
+#[derive(Default)]
+struct Times {
+    inputs: Option<f64>,
+    first_out: Option<f64>,
+    last_out: Option<f64>,
+}
+
+/// The times of `events`; a bad timestamp is `(its index, what)`.
+fn timing<'a>(events: impl Iterator<Item = &'a Event>) -> Result<Times, (usize, String)> {
+    let mut t = Times::default();
+    for (k, e) in events.enumerate() {
+        let Some(ts) = &e.timestamp else { continue };
+        let at = parse_time(ts).map_err(|w| (k, w))?;
+        match e.event_type.as_str() {
+            "user_message" | "tool_result" => t.inputs = Some(t.inputs.map_or(at, |m| m.max(at))),
+            "reasoning" | "text" | "tool_call" => {
+                t.first_out = Some(t.first_out.map_or(at, |m| m.min(at)));
+                t.last_out = Some(t.last_out.map_or(at, |m| m.max(at)));
+            }
+            // usage reports and event kinds added later carry no request timing
+            _ => {}
+        }
+    }
+    Ok(t)
+}
+
+/// The longest `tool_wall_latency_ms` of `tools` (0 without one), each a number of ms >= 0;
+/// a bad one is `(its index, what)`.
+fn longest_tool<'a>(tools: impl Iterator<Item = &'a Tool>) -> Result<f64, (usize, String)> {
+    let mut longest = 0f64;
+    for (k, t) in tools.enumerate() {
+        let Some(ms) = t.tool_wall_latency_ms else {
+            continue;
+        };
+        if !ms.is_finite() || !(0.0..=fields::MAX_ABS_TIMESTAMP_MS).contains(&ms) {
+            let what = format!(
+                "must be a number of ms >= 0, found {}",
+                fields::short_num(ms)
+            );
+            return Err((k, what));
+        }
+        longest = longest.max(ms);
+    }
+    Ok(longest)
 }
 
 /// Builds the corpus from every non-blank line.
@@ -185,34 +203,11 @@ fn conversation(id: &str, rounds: &[Checked], block: usize, source: &Arc<str>) -
     // The recorded timeline: a round without timestamps sits at the previous round's end.
     let mut clock = 0f64;
     for r in rounds {
-        let n = blocks(r.input, block);
-        let mut ids = Vec::with_capacity(n);
-        let gap = match prev {
-            None => ClientGap {
-                ms: 0.0,
-                rule: GapRule::First,
-            },
-            Some(p) => match (r.submitted_ms, p.end_ms) {
-                // submission minus (previous submission + its server time)
-                (Some(s), Some(e)) => ClientGap {
-                    ms: (s - e).max(0.0),
-                    rule: GapRule::StartMinusServer,
-                },
-                _ => ClientGap {
-                    ms: p.longest_tool_ms,
-                    rule: GapRule::ToolTime,
-                },
-            },
+        let shared = match (prev, requests.last()) {
+            (Some(p), Some(last)) => shared_ids(r, p, &last.hash_ids, block),
+            _ => &[],
         };
-        if let (Some(p), Some(last)) = (prev, requests.last()) {
-            let reuse = (r.prefix.min(u64::from(p.input)) as usize / block)
-                .min(last.hash_ids.len())
-                .min(n);
-            ids.extend_from_slice(&last.hash_ids[..reuse]);
-        }
-        let fresh = (n - ids.len()) as u64;
-        ids.extend(next_id..next_id + fresh);
-        next_id += fresh;
+        let ids = mint_ids(shared, blocks(r.input, block), &mut next_id);
         let start = r.submitted_ms.map(|s| s - origin).unwrap_or(clock).max(0.0);
         let end = r.end_ms.map(|e| (e - origin).max(start));
         clock = end.unwrap_or(start);
@@ -222,7 +217,7 @@ fn conversation(id: &str, rounds: &[Checked], block: usize, source: &Arc<str>) -
             output_length: r.output,
             hash_ids: ids,
             stream: None,
-            gap,
+            gap: round_gap(r, prev),
             server_ms: end.map(|e| e - start),
             model: r.model.clone(),
             origin: Origin {
@@ -253,4 +248,44 @@ fn conversation(id: &str, rounds: &[Checked], block: usize, source: &Arc<str>) -
             requests,
         }],
     }
+}
+
+/// The client gap of round `r` after `prev` (none: the first).
+fn round_gap(r: &Checked, prev: Option<&Checked>) -> ClientGap {
+    let Some(p) = prev else {
+        return ClientGap {
+            ms: 0.0,
+            rule: GapRule::First,
+        };
+    };
+    match (r.submitted_ms, p.end_ms) {
+        // submission minus (previous submission + its server time)
+        (Some(s), Some(e)) => ClientGap {
+            ms: (s - e).max(0.0),
+            rule: GapRule::StartMinusServer,
+        },
+        _ => ClientGap {
+            ms: p.longest_tool_ms,
+            rule: GapRule::ToolTime,
+        },
+    }
+}
+
+/// The ids of round `r` shared with the previous round `p` (whose ids are `prev_ids`): the
+/// whole blocks of its prefix that round `p` sent.
+fn shared_ids<'a>(r: &Checked, p: &Checked, prev_ids: &'a [u64], block: usize) -> &'a [u64] {
+    let reuse = (r.prefix.min(u64::from(p.input)) as usize / block)
+        .min(prev_ids.len())
+        .min(blocks(r.input, block));
+    &prev_ids[..reuse]
+}
+
+/// `n` ids: `shared`, then fresh ones from `next_id` on.
+fn mint_ids(shared: &[u64], n: usize, next_id: &mut u64) -> Vec<u64> {
+    let mut ids = Vec::with_capacity(n);
+    ids.extend_from_slice(shared);
+    let fresh = (n - ids.len()) as u64;
+    ids.extend(*next_id..*next_id + fresh);
+    *next_id += fresh;
+    ids
 }

@@ -245,6 +245,60 @@ fn stem(name: &str) -> String {
         .to_owned()
 }
 
+/// The time of entry `e` on the conversation's clock (ms): its agent's start plus its `t`.
+fn entry_time(e: &Entry, start_ms: f64) -> Result<f64, &'static str> {
+    if !(e.t.is_finite() && e.t >= 0.0) {
+        return Err("`t` must be a finite number of seconds >= 0");
+    }
+    let t_ms = start_ms + e.t * 1e3;
+    if !t_ms.is_finite() {
+        return Err("`t` is too large (the time overflows)");
+    }
+    Ok(t_ms)
+}
+
+/// A request entry's fields, checked (times in ms).
+struct RequestEntry {
+    stream: bool,
+    input_length: u32,
+    output_length: u32,
+    hash_ids: Vec<u64>,
+    server_ms: Option<f64>,
+    think_ms: Option<f64>,
+}
+
+/// The fields of request entry `e`: its `type`, `in`, `out` and `hash_ids`, and its
+/// `api_time` and `think_time` (seconds >= 0).
+fn request_entry(e: &Entry) -> Result<RequestEntry, String> {
+    let stream = match e.kind.as_str() {
+        "s" => true,
+        "n" => false,
+        other => {
+            return Err(format!(
+                "unknown `type` {other:?} (expected `n`, `s` or `subagent`)"
+            ))
+        }
+    };
+    let need = |v: Option<u32>, f: &str| v.ok_or_else(|| format!("missing `{f}`"));
+    let input_length = need(e.input, "in")?;
+    let output_length = need(e.output, "out")?;
+    let hash_ids = e.hash_ids.clone().ok_or("missing `hash_ids`")?;
+    let secs = |v: Option<f64>, f: &str| match v {
+        Some(s) if !(s.is_finite() && s >= 0.0) => {
+            Err(format!("`{f}` must be a finite number of seconds >= 0"))
+        }
+        v => Ok(v.map(|s| s * 1e3)),
+    };
+    Ok(RequestEntry {
+        stream,
+        input_length,
+        output_length,
+        hash_ids,
+        server_ms: secs(e.api_time, "api_time")?,
+        think_ms: secs(e.think_time, "think_time")?,
+    })
+}
+
 /// A subagent's facts on its parent's clock, for the parent's join rules.
 struct Child {
     agent: usize,
@@ -281,49 +335,19 @@ impl Builder<'_> {
         let mut prev_end_ms: Option<f64> = None;
         for (k, e) in entries.iter().enumerate() {
             let here = format!("{at}[{k}]");
-            let bad = |what: &str| (here.clone(), what.to_owned());
-            if !(e.t.is_finite() && e.t >= 0.0) {
-                return Err(bad("`t` must be a finite number of seconds >= 0"));
-            }
-            let t_ms = start_ms + e.t * 1e3;
-            if !t_ms.is_finite() {
-                return Err(bad("`t` is too large (the time overflows)"));
-            }
+            let t_ms = entry_time(e, start_ms).map_err(|w| (here.clone(), w.to_owned()))?;
             if e.kind == "subagent" {
                 let child = self.subagent(me, e, t_ms, &here)?;
                 pending.push(child);
                 continue;
             }
-            let stream = match e.kind.as_str() {
-                "s" => true,
-                "n" => false,
-                other => {
-                    return Err(bad(&format!(
-                        "unknown `type` {other:?} (expected `n`, `s` or `subagent`)"
-                    )))
-                }
-            };
-            let need = |v: Option<u32>, f: &str| v.ok_or_else(|| bad(&format!("missing `{f}`")));
-            let input_length = need(e.input, "in")?;
-            let output_length = need(e.output, "out")?;
-            let hash_ids = e
-                .hash_ids
-                .clone()
-                .ok_or_else(|| bad("missing `hash_ids`"))?;
-            let secs = |v: Option<f64>, f: &str| match v {
-                Some(s) if !(s.is_finite() && s >= 0.0) => Err(bad(&format!(
-                    "`{f}` must be a finite number of seconds >= 0"
-                ))),
-                v => Ok(v.map(|s| s * 1e3)),
-            };
-            let server_ms = secs(e.api_time, "api_time")?;
-            let think_ms = secs(e.think_time, "think_time")?;
+            let r = request_entry(e).map_err(|w| (here.clone(), w))?;
             let index = self.conv.agents[me].requests.len();
             let joined: Vec<Child> = std::mem::take(&mut pending);
-            let gap = self.gap(me, index, t_ms, prev_end_ms, think_ms, &joined);
-            let end_ms = t_ms + server_ms.unwrap_or(0.0);
+            let gap = self.gap(me, index, t_ms, prev_end_ms, r.think_ms, &joined);
+            let end_ms = t_ms + r.server_ms.unwrap_or(0.0);
             if !(gap.ms.is_finite() && end_ms.is_finite()) {
-                return Err(bad("the times are too large (they overflow)"));
+                return Err((here, "the times are too large (they overflow)".into()));
             }
             for c in &joined {
                 if let Some(l) = self.conv.agents[c.agent].parent.as_mut() {
@@ -333,12 +357,12 @@ impl Builder<'_> {
             prev_end_ms = Some(end_ms);
             self.conv.agents[me].requests.push(AgentRequest {
                 trace_ms: t_ms,
-                input_length,
-                output_length,
-                hash_ids,
-                stream: Some(stream),
+                input_length: r.input_length,
+                output_length: r.output_length,
+                hash_ids: r.hash_ids,
+                stream: Some(r.stream),
                 gap,
-                server_ms,
+                server_ms: r.server_ms,
                 model: e.model.as_deref().map(Arc::from),
                 origin: Origin {
                     line: 1,

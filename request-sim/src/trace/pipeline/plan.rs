@@ -28,16 +28,21 @@
 //!   block's position instead, so conversations whose agents declare the same prompt sizes
 //!   share them (real agents of one client version send the same tools and system prompt).
 //! - `max_idle_gap_ms` caps every client gap (the number capped is counted).
+//!
+//! This file deals the conversations out (which starts when, and after what) and puts the
+//! requests in replay order; `plan/layout.rs` lays one conversation out.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use llm_common::util::{hash3, mix64, unit};
 
+use self::layout::{lay_out, Item, Rules, Slot};
 use crate::trace::model::{
-    Agent, AgentTurn, ChatPayload, Conversation, Corpus, HashScope, SessionStats, SessionTurn,
-    Sessions, Trace, TraceFormat, TraceRequest, TraceStats,
+    Conversation, Corpus, SessionStats, Sessions, Trace, TraceFormat, TraceStats,
 };
+
+mod layout;
 
 /// At most this many requests are laid out (a population with near-zero gaps and a time limit
 /// would otherwise grow without end).
@@ -97,18 +102,6 @@ pub struct PlanFacts {
     pub share_system_prefix: bool,
 }
 
-/// One request before the replay order is known.
-struct Item {
-    lower_ms: f64,
-    req: TraceRequest,
-    turn: SessionTurn,
-    chat: Option<Arc<ChatPayload>>,
-    /// Tmp ids (positions in `items`) this one waits for: predecessor, joins, prior.
-    parent: Option<usize>,
-    joins: Vec<usize>,
-    prior: Vec<usize>,
-}
-
 /// Lays `corpus` out as a whole trace (requests in replay order, with their sessions).
 pub fn plan(
     corpus: &Corpus,
@@ -119,40 +112,15 @@ pub fn plan(
     if n == 0 {
         return Err("the corpus has no conversations".into());
     }
-    let block_size = corpus.conversations[0].block_size;
-    if let Some(c) = corpus
-        .conversations
-        .iter()
-        .find(|c| c.block_size != block_size)
-    {
-        return Err(format!(
-            "{}: block size {} differs from the corpus's {block_size} ({}); replay one block size at a time",
-            c.source, c.block_size, corpus.conversations[0].source
-        ));
-    }
+    let block_size = one_block_size(corpus)?;
     let order = seeded_order(n, opts.seed);
-    let mut facts = PlanFacts {
-        corpus_conversations: n,
-        users: match opts.population {
-            Population::Users(u) => Some(u),
-            _ => None,
-        },
-        session_rate: match opts.population {
-            Population::Rate(r) => Some(r),
-            _ => None,
-        },
+    let mut facts = PlanFacts::of_options(n, opts);
+    let mut items: Vec<Item> = Vec::new();
+    let mut starts = Starts::new(opts.population);
+    let rules = Rules {
         max_idle_gap_ms: opts.max_idle_gap_ms,
         share_system_prefix: opts.share_system_prefix,
-        ..PlanFacts::default()
     };
-    let mut items: Vec<Item> = Vec::new();
-    let users = match opts.population {
-        Population::Users(u) => u.max(1),
-        _ => 1,
-    };
-    // Per user: the lower bound of the previous conversation's end and its last requests.
-    let mut user_end: Vec<(f64, Vec<usize>)> = vec![(0.0, Vec::new()); users];
-    let mut arrival_ms = 0.0;
     let limit = opts.time_limit_ms;
     for j in 0.. {
         let once = limit.is_none() && opts.max_requests.is_none();
@@ -160,7 +128,6 @@ pub fn plan(
             break;
         }
         let conv = &corpus.conversations[order[j % n]];
-        let pass = j / n;
         if opts
             .max_requests
             .is_some_and(|m| j > 0 && items.len() + conv.requests() > m)
@@ -168,44 +135,117 @@ pub fn plan(
         {
             break;
         }
-        let (start_ms, prior, user) = match opts.population {
-            Population::All => (0.0, Vec::new(), None),
-            Population::Users(_) => {
-                // The user with the earliest end takes it (dealt in turn while all are at 0).
-                let u = (0..users)
-                    .min_by(|&a, &b| user_end[a].0.total_cmp(&user_end[b].0).then(a.cmp(&b)))
-                    .unwrap_or(0);
-                let (end, prior) = std::mem::take(&mut user_end[u]);
-                (end, prior, Some(u))
-            }
-            Population::Rate(r) => {
-                if j > 0 {
-                    let u = unit(hash3(opts.seed, 0x5e55_1011, j as u64));
-                    arrival_ms += -(1.0 - u).ln() / r * 1e3;
-                }
-                (arrival_ms, Vec::new(), None)
-            }
-        };
+        let (start_ms, prior, user) = starts.next(j, opts);
         // Users: the earliest user is past the limit, so all are; arrivals: past it.
         if limit.is_some_and(|l| start_ms >= l) {
             break;
         }
-        let ends = lay_out(
-            conv, pass, start_ms, prior, user, opts, &mut items, &mut facts,
-        )?;
+        let slot = Slot {
+            pass: j / n,
+            start_ms,
+            prior,
+            user,
+        };
+        let ends = lay_out(conv, slot, &rules, &mut items, &mut facts.capped_gaps)?;
         if let Some(u) = user {
-            user_end[u] = ends;
+            starts.user_end[u] = ends;
         }
-        facts.conversations += 1;
-        facts.subagents += conv.agents.len() - 1;
-        facts.joined_subagents += conv
+        facts.count(conv);
+    }
+    facts.requests = items.len();
+    Ok((into_trace(items, format, block_size), facts))
+}
+
+/// The corpus's block size: every conversation's.
+fn one_block_size(corpus: &Corpus) -> Result<usize, String> {
+    let first = &corpus.conversations[0];
+    match corpus
+        .conversations
+        .iter()
+        .find(|c| c.block_size != first.block_size)
+    {
+        None => Ok(first.block_size),
+        Some(c) => Err(format!(
+            "{}: block size {} differs from the corpus's {} ({}); replay one block size at a time",
+            c.source, c.block_size, first.block_size, first.source
+        )),
+    }
+}
+
+impl PlanFacts {
+    /// The facts of a layout of a corpus of `n` conversations with `opts`, before it is made.
+    fn of_options(n: usize, opts: &PlanOptions) -> PlanFacts {
+        PlanFacts {
+            corpus_conversations: n,
+            users: match opts.population {
+                Population::Users(u) => Some(u),
+                _ => None,
+            },
+            session_rate: match opts.population {
+                Population::Rate(r) => Some(r),
+                _ => None,
+            },
+            max_idle_gap_ms: opts.max_idle_gap_ms,
+            share_system_prefix: opts.share_system_prefix,
+            ..PlanFacts::default()
+        }
+    }
+
+    /// Counts conversation `conv`, laid out.
+    fn count(&mut self, conv: &Conversation) {
+        self.conversations += 1;
+        self.subagents += conv.agents.len() - 1;
+        self.joined_subagents += conv
             .agents
             .iter()
             .filter(|a| a.parent.as_ref().is_some_and(|l| l.join.is_some()))
             .count();
     }
-    facts.requests = items.len();
-    Ok((into_trace(items, format, block_size), facts))
+}
+
+/// Where the population's conversations start.
+struct Starts {
+    population: Population,
+    /// Per user: the lower bound of the previous conversation's end and its last requests.
+    user_end: Vec<(f64, Vec<usize>)>,
+    arrival_ms: f64,
+}
+
+impl Starts {
+    fn new(population: Population) -> Starts {
+        let users = match population {
+            Population::Users(u) => u.max(1),
+            _ => 1,
+        };
+        Starts {
+            population,
+            user_end: vec![(0.0, Vec::new()); users],
+            arrival_ms: 0.0,
+        }
+    }
+
+    /// The start (lower bound) of conversation `j`, what it waits for, and its user.
+    fn next(&mut self, j: usize, opts: &PlanOptions) -> (f64, Vec<usize>, Option<usize>) {
+        match self.population {
+            Population::All => (0.0, Vec::new(), None),
+            Population::Users(_) => {
+                // The user with the earliest end takes it (dealt in turn while all are at 0).
+                let ends = &self.user_end;
+                let u = (0..ends.len())
+                    .min_by(|&a, &b| ends[a].0.total_cmp(&ends[b].0).then(a.cmp(&b)))
+                    .unwrap_or(0);
+                let (end, prior) = std::mem::take(&mut self.user_end[u]);
+                (end, prior, Some(u))
+            }
+            Population::Rate(r) => {
+                if j > 0 {
+                    let u = unit(hash3(opts.seed, 0x5e55_1011, j as u64));
+                    self.arrival_ms += -(1.0 - u).ln() / r * 1e3;
+                }
+                (self.arrival_ms, Vec::new(), None)
+            }
+        }
+    }
 }
 
 /// A permutation of `0..n` from `seed` (Fisher–Yates on the workspace's SplitMix64).
@@ -216,209 +256,6 @@ fn seeded_order(n: usize, seed: u64) -> Vec<usize> {
         order.swap(i, j);
     }
     order
-}
-
-/// Lays out one conversation starting at `start_ms` (lower bound); returns the lower bound of
-/// its end and its agents' last requests (what the user's next conversation waits for).
-#[allow(clippy::too_many_arguments)]
-fn lay_out(
-    conv: &Conversation,
-    pass: usize,
-    start_ms: f64,
-    prior: Vec<usize>,
-    user: Option<usize>,
-    opts: &PlanOptions,
-    items: &mut Vec<Item>,
-    facts: &mut PlanFacts,
-) -> Result<(f64, Vec<usize>), String> {
-    let name: Arc<str> = if pass == 0 {
-        conv.id.clone()
-    } else {
-        Arc::from(format!("{}#{pass}", conv.id))
-    };
-    let key: Arc<str> = match user {
-        Some(u) => Arc::from(format!("user:{u}")),
-        None => name.clone(),
-    };
-    let space = namespace(conv, pass);
-    // Tmp id of each (agent, request).
-    let base = items.len();
-    let mut first: Vec<usize> = Vec::with_capacity(conv.agents.len());
-    let mut at = base;
-    for a in &conv.agents {
-        first.push(at);
-        at += a.requests.len();
-    }
-    let id_of = |a: usize, k: usize| first[a] + k;
-    // Joins: (parent agent, request) → the subagents' last requests.
-    let mut joins: HashMap<(usize, usize), Vec<usize>> = HashMap::new();
-    for (s, a) in conv.agents.iter().enumerate() {
-        if let Some(j) = a.parent.as_ref().and_then(|l| Some((l.agent, l.join?))) {
-            joins
-                .entry(j)
-                .or_default()
-                .push(id_of(s, a.requests.len() - 1));
-        }
-    }
-    let trace_end_ms = conv
-        .agents
-        .iter()
-        .flat_map(|a| &a.requests)
-        .map(|r| r.trace_ms + r.server_ms.unwrap_or(0.0))
-        .fold(0.0, f64::max);
-    for (ai, a) in conv.agents.iter().enumerate() {
-        let session: Arc<str> = if a.is_main() {
-            name.clone()
-        } else {
-            Arc::from(format!("{name}::sa:{}", a.id))
-        };
-        for (k, r) in a.requests.iter().enumerate() {
-            let parent = match (&a.parent, k) {
-                (_, k) if k > 0 => Some(id_of(ai, k - 1)),
-                (Some(l), 0) => Some(id_of(l.agent, l.after)),
-                _ => None,
-            };
-            let mut gap = r.gap.ms;
-            if let Some(cap) = opts.max_idle_gap_ms {
-                if gap > cap {
-                    gap = cap;
-                    facts.capped_gaps += 1;
-                }
-            }
-            let my_joins = joins.remove(&(ai, k)).unwrap_or_default();
-            let my_prior = if ai == 0 && k == 0 {
-                prior.clone()
-            } else {
-                Vec::new()
-            };
-            let turn = SessionTurn {
-                id: session.clone(),
-                turn: k as u32 + 1,
-                parent_index: None,
-                trace_gap_ms: parent.or(my_joins.first().copied()).map(|_| gap),
-                agent: Some(Arc::new(AgentTurn {
-                    conversation: name.clone(),
-                    agent: a.id.clone(),
-                    key: key.clone(),
-                    joins: Box::default(),
-                    prior: Box::default(),
-                    gap_rule: r.gap.rule,
-                    conversation_trace_ms: (ai == 0 && k == 0).then_some(trace_end_ms),
-                    conversation_requests: (ai == 0 && k == 0).then_some(conv.requests() as u32),
-                })),
-            };
-            let hash_ids = r
-                .hash_ids
-                .iter()
-                .enumerate()
-                .map(|(i, &h)| block_id(conv, a, i, h, space, opts.share_system_prefix))
-                .collect();
-            items.push(Item {
-                lower_ms: start_ms,
-                req: TraceRequest {
-                    index: 0,
-                    line: r.origin.line,
-                    timestamp_ms: 0.0,
-                    input_length: r.input_length,
-                    output_length: r.output_length,
-                    hash_ids,
-                    session: None,
-                },
-                turn,
-                chat: r.messages.clone(),
-                parent,
-                joins: my_joins,
-                prior: my_prior,
-            });
-        }
-    }
-    lower_bounds(items, base, start_ms)?;
-    let ends: Vec<usize> = conv
-        .agents
-        .iter()
-        .enumerate()
-        .map(|(a, ag)| id_of(a, ag.requests.len() - 1))
-        .collect();
-    let end_ms = ends
-        .iter()
-        .map(|&i| items[i].lower_ms)
-        .fold(start_ms, f64::max);
-    Ok((end_ms, ends))
-}
-
-/// Fills in the lower bounds of `items[base..]` (Kahn's order over their waits within the
-/// conversation; waits outside it are already final).
-fn lower_bounds(items: &mut [Item], base: usize, start_ms: f64) -> Result<(), String> {
-    let n = items.len() - base;
-    let mut indeg = vec![0usize; n];
-    let mut next: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, it) in items[base..].iter().enumerate() {
-        for &d in it.parent.iter().chain(&it.joins) {
-            if d >= base {
-                indeg[i] += 1;
-                next[d - base].push(i);
-            }
-        }
-    }
-    let mut ready: Vec<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
-    let mut done = 0;
-    while let Some(i) = ready.pop() {
-        done += 1;
-        let it = &items[base + i];
-        let deps = it.parent.iter().chain(&it.joins);
-        let latest = deps.map(|&d| items[d].lower_ms).fold(f64::NAN, f64::max);
-        let gap = it.turn.trace_gap_ms.unwrap_or(0.0);
-        items[base + i].lower_ms = if latest.is_nan() {
-            start_ms
-        } else {
-            latest + gap
-        };
-        for &c in &next[i] {
-            indeg[c] -= 1;
-            if indeg[c] == 0 {
-                ready.push(c);
-            }
-        }
-    }
-    if done != n {
-        return Err("the conversation's requests wait for each other in a cycle".into());
-    }
-    Ok(())
-}
-
-/// The namespace of a conversation's hash ids: `None` keeps global ids as given.
-fn namespace(conv: &Conversation, pass: usize) -> Option<u64> {
-    let local = conv.hash_scope == HashScope::Local;
-    (local || pass > 0).then(|| {
-        hash3(
-            llm_common::routing::session_hash(&conv.id),
-            pass as u64,
-            0xa6e7,
-        )
-    })
-}
-
-/// The replay's id of block `i` of a request of agent `a`.
-fn block_id(
-    conv: &Conversation,
-    a: &Agent,
-    i: usize,
-    id: u64,
-    space: Option<u64>,
-    share: bool,
-) -> u64 {
-    if share {
-        let prefix = a.tool_tokens.unwrap_or(0) as usize + a.system_tokens.unwrap_or(0) as usize;
-        if (i + 1) * conv.block_size <= prefix {
-            let sizes = (u64::from(a.tool_tokens.unwrap_or(0)) << 32)
-                | u64::from(a.system_tokens.unwrap_or(0));
-            return hash3(0x5a5e_d000, sizes, i as u64);
-        }
-    }
-    match space {
-        Some(s) => hash3(s, id, 0x1d),
-        None => id,
-    }
 }
 
 /// The items in replay order (stably by lower bound), their waits as replay indexes.
@@ -478,7 +315,8 @@ fn into_trace(mut items: Vec<Item>, format: TraceFormat, block_size: usize) -> T
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::agent::weka;
+    use crate::trace::formats::weka;
+    use crate::trace::model::TraceRequest;
 
     /// A conversation: a main agent (3 requests, 20 s gaps) with one joined subagent (2
     /// requests) after its first request; tools + system = 2 blocks of 16.
