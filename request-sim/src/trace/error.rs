@@ -90,7 +90,7 @@ pub enum RowError {
     /// An agentic corpus format (TraceLab, Dynamo, `dag_jsonl`) reached the row reader: such a
     /// file is read whole, as conversations of agents.
     #[error(
-        "{0} is a corpus of agent conversations, read as a whole (trace/formats/agents.rs), not row by row"
+        "{0} is a corpus of agent conversations, read as a whole, not row by row"
     )]
     Agentic(&'static str),
     /// The format could not be detected from this line.
