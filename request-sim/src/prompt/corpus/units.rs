@@ -178,7 +178,6 @@ fn ms(t: Instant) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
     use std::sync::Arc;
 
     use super::super::spec::fixture as data;
