@@ -147,6 +147,7 @@ fn analyze_pair(
 /// `transform TRACE -o OUT`: the trace reshaped (or synthesized from a fit of it), written.
 pub fn transform(args: TransformArgs) -> Result<u8> {
     let t = std::time::Instant::now();
+    crate::util::refuse_input_as_output(&args.output, "-o", &args.trace, "trace")?;
     let (start_ms, end_ms) = match &args.reshape.time_window {
         Some(w) => trace::options::parse_time_window(w).map_err(Error::config)?,
         None => (None, None),
@@ -276,8 +277,8 @@ pub(crate) fn synthesize(
     let mut out = crate::util::create_output(path)?;
     let n = fit
         .generate(duration, r.rate, args.seed, &mut out)
-        .and_then(|n| std::io::Write::flush(&mut out).map(|()| n))
         .map_err(io)?;
+    out.commit()?;
     let shared = fit.templates.iter().filter(|t| t.shared > 0).count();
     eprintln!(
         "request-sim: fitted {} requests over {:.1} s ({:.3} req/s, burstiness {:.2} around the rate curve, {} of them reusing an earlier prefix); wrote {n} requests over {duration} s{} to {} in {:.2} s",
@@ -299,11 +300,13 @@ pub(crate) fn synthesize(
     Ok(0)
 }
 
-/// Writes a trace as JSONL to `path` (`-`: standard output).
+/// Writes a trace as JSONL to `path` (`-`: standard output); on an error, a file already at
+/// `path` is left as it was.
 pub(crate) fn write_trace(path: &Path, t: &trace::Trace) -> Result<()> {
     let mut out = crate::util::create_output(path)?;
     trace::formats::write::write_jsonl(t, &mut out)
-        .map_err(|e| Error::Report(format!("cannot write {}: {e}", path.display())))
+        .map_err(|e| Error::Report(format!("cannot write {}: {e}", path.display())))?;
+    out.commit()
 }
 
 /// One instance's prefix cache when `analyze --instances` is not given `--cache-tokens`: the
@@ -609,11 +612,6 @@ pub fn convert(args: ConvertArgs) -> Result<u8> {
     use crate::convert::{self, ConvertOptions, Counter};
     use crate::trace::formats::log::{pointer, LogFields};
     let t = std::time::Instant::now();
-    let counter = match (&args.tokenizer, &args.endpoint) {
-        (Some(tok), _) => Counter::local(tok, args.tokenizer_config.as_deref())?,
-        (None, Some(ep)) => Counter::server(ep, args.model.clone())?,
-        (None, None) => return Err(Error::config("convert needs --tokenizer or --endpoint")),
-    };
     let p = |f: &Option<String>| f.as_deref().map(pointer);
     let opts = ConvertOptions {
         input: args.log.clone(),
@@ -639,7 +637,16 @@ pub fn convert(args: ConvertArgs) -> Result<u8> {
             s => s.map(|s| s * 1e3),
         },
     };
-    let rep = convert::convert(&opts, &counter)?;
+    // Before the tokenizer loads and anything is read: `-o LOG` would destroy the log.
+    convert::check_paths(&opts)?;
+    let counter = match (&args.tokenizer, &args.endpoint) {
+        (Some(tok), _) => Counter::local(tok, args.tokenizer_config.as_deref())?,
+        (None, Some(ep)) => Counter::server(ep, args.model.clone())?,
+        (None, None) => return Err(Error::config("convert needs --tokenizer or --endpoint")),
+    };
+    let (rep, stopped) = convert::convert(&opts, &counter).inspect_err(|_| {
+        eprintln!("request-sim: convert: {}", nothing_written(&opts));
+    })?;
     let analysis = if args.no_analyze {
         None
     } else {
@@ -665,5 +672,34 @@ pub fn convert(args: ConvertArgs) -> Result<u8> {
             t.elapsed().as_secs_f64()
         );
     }
-    Ok(0)
+    match stopped {
+        None => Ok(0),
+        Some(e) => {
+            eprintln!(
+                "request-sim: convert: the log could not be read to its end: the {} requests converted from the lines before the error are written to {}{}; the rest of the log is not converted",
+                rep.converted,
+                args.output.display(),
+                args.keep_text
+                    .as_ref()
+                    .map_or(String::new(), |k| format!(" (and {})", k.display()))
+            );
+            Err(e.into())
+        }
+    }
+}
+
+/// What a failed conversion left: no output written, files already at the output paths as
+/// they were.
+fn nothing_written(opts: &crate::convert::ConvertOptions) -> String {
+    let paths = std::iter::once(&opts.output).chain(opts.keep_text.as_ref());
+    let each: Vec<String> = paths
+        .map(|p| {
+            if p.exists() {
+                format!("{} is left as it was", p.display())
+            } else {
+                format!("{} is not created", p.display())
+            }
+        })
+        .collect();
+    format!("nothing written: {}", each.join(", "))
 }

@@ -1,7 +1,10 @@
 //! Helpers below every stage of the pipeline (trace → … → report), holding no stage's types:
-//! the one percentile interpolation both the trace analysis and the run statistics use, and the
-//! one way JSON files and JSON on stdout are written.
+//! the one percentile interpolation both the trace analysis and the run statistics use, the
+//! one way JSON files and JSON on stdout are written, and the one way a command's output file is
+//! written (whole or not at all, never over its input: [`OutputFile`], [`refuse_input_as_output`]).
 //! (The workspace's one SplitMix64 mixer is `llm_common::util`, the lowest crate.)
+
+use std::path::{Path, PathBuf};
 
 /// Give the memory freed so far back to the operating system. mimalloc (the binaries' global
 /// allocator) keeps freed pages for reuse; start-up's tokenizer, once dropped, would otherwise
@@ -60,16 +63,211 @@ pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> crat
     std::fs::write(path, text + "\n").map_err(|e| crate::Error::write(path, e))
 }
 
-/// A buffered writer to `path`, or to standard output when `path` is `-` (the commands that
-/// write a trace).
-pub fn create_output(path: &std::path::Path) -> crate::Result<Box<dyn std::io::Write>> {
+/// Where a command writes a trace: standard output (`-`), or a file written whole or not at
+/// all ([`OutputFile`]). Call [`Output::commit`] when everything is written; dropped without
+/// it, a file output is left as it was.
+pub enum Output {
+    Stdout(std::io::BufWriter<std::io::StdoutLock<'static>>),
+    File(OutputFile),
+}
+
+impl Output {
+    /// Flush, and put a file output in place ([`OutputFile::commit`]).
+    pub fn commit(self) -> crate::Result<()> {
+        match self {
+            Output::Stdout(mut w) => std::io::Write::flush(&mut w)
+                .map_err(|e| crate::Error::io("cannot write to stdout", e)),
+            Output::File(f) => f.commit(),
+        }
+    }
+}
+
+impl std::io::Write for Output {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Output::Stdout(w) => w.write(buf),
+            Output::File(f) => f.write(buf),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Output::Stdout(w) => w.write_all(buf),
+            Output::File(f) => f.write_all(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Output::Stdout(w) => w.flush(),
+            Output::File(f) => f.flush(),
+        }
+    }
+}
+
+/// A buffered writer to `path` ([`OutputFile`]), or to standard output when `path` is `-`
+/// (the commands that write a trace).
+pub fn create_output(path: &Path) -> crate::Result<Output> {
     Ok(if path.as_os_str() == "-" {
-        Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
+        Output::Stdout(std::io::BufWriter::new(std::io::stdout().lock()))
     } else {
-        let file = std::fs::File::create(path)
-            .map_err(|e| crate::Error::io(format!("cannot write {}", path.display()), e))?;
-        Box::new(std::io::BufWriter::new(file))
+        Output::File(OutputFile::create(path)?)
     })
+}
+
+/// A file written whole or not at all. The bytes go to a temporary file beside `path`
+/// (`.NAME.tmp-PID`, in the same directory so the rename stays on one file system);
+/// [`OutputFile::commit`] renames it over `path`. Dropped without a commit (an error on the
+/// way), the temporary file is removed and whatever was at `path` is untouched. A `path` that
+/// is not a regular file (`/dev/null`, `/dev/stdout`, a named pipe) is written directly: it
+/// cannot be replaced, and holds nothing to lose.
+pub struct OutputFile {
+    /// Where the file goes (a symbolic link's target: the link stays a link).
+    path: PathBuf,
+    /// The temporary file, `None` when writing `path` directly.
+    tmp: Option<PathBuf>,
+    out: std::io::BufWriter<std::fs::File>,
+}
+
+impl OutputFile {
+    /// A new output for `path` (its directory created when missing).
+    pub fn create(path: &Path) -> crate::Result<OutputFile> {
+        let cannot = |e| crate::Error::write(path, e);
+        // Follow a symbolic link, so the trace lands where it points (a dangling one is
+        // replaced).
+        let target = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+            }
+            _ => path.to_path_buf(),
+        };
+        let existing = std::fs::metadata(&target).ok();
+        if existing.as_ref().is_some_and(|m| !m.is_file()) {
+            let file = std::fs::File::create(&target).map_err(cannot)?;
+            return Ok(OutputFile {
+                path: target,
+                tmp: None,
+                out: std::io::BufWriter::with_capacity(1 << 20, file),
+            });
+        }
+        let dir = target.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| crate::Error::io(format!("cannot create {}", dir.display()), e))?;
+        }
+        let name = target
+            .file_name()
+            .ok_or_else(|| crate::Error::config(format!("{}: not a file name", path.display())))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".tmp-{}", std::process::id()));
+        let tmp = target.with_file_name(tmp_name);
+        let file = std::fs::File::create(&tmp).map_err(cannot)?;
+        // A replaced file keeps its permissions.
+        if let Some(m) = &existing {
+            let _ = file.set_permissions(m.permissions());
+        }
+        Ok(OutputFile {
+            path: target,
+            tmp: Some(tmp),
+            out: std::io::BufWriter::with_capacity(1 << 20, file),
+        })
+    }
+
+    /// Flush, sync and rename into place: from here `path` holds everything written.
+    pub fn commit(mut self) -> crate::Result<()> {
+        let cannot = |e| crate::Error::write(&self.path, e);
+        std::io::Write::flush(&mut self.out).map_err(cannot)?;
+        let Some(tmp) = self.tmp.take() else {
+            return Ok(());
+        };
+        let placed = self
+            .out
+            .get_ref()
+            .sync_all()
+            .and_then(|()| std::fs::rename(&tmp, &self.path));
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(cannot(e));
+        }
+        Ok(())
+    }
+}
+
+impl std::io::Write for OutputFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl Drop for OutputFile {
+    /// Not committed: the temporary file goes, `path` is as it was.
+    fn drop(&mut self) {
+        if let Some(tmp) = self.tmp.take() {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
+/// Refuses to write `output` (named by `flag`) when it is the file `input` (named by `what`):
+/// the same path once canonicalised, or on unix the same device and inode (a hard link). `-`
+/// as the input is standard input, compared when it is a file. Checked before anything is read,
+/// so the input is never overwritten with its own conversion.
+pub fn refuse_input_as_output(
+    output: &Path,
+    flag: &str,
+    input: &Path,
+    what: &str,
+) -> crate::Result<()> {
+    if output.as_os_str() == "-" || !same_file(output, input) {
+        return Ok(());
+    }
+    Err(crate::Error::config(format!(
+        "{}: {flag} names the {what} {} itself: writing it would destroy the {what}; give {flag} another path",
+        output.display(),
+        input.display()
+    )))
+}
+
+/// True when `a` and `b` are one existing regular file (see [`refuse_input_as_output`]; two
+/// names of `/dev/null` are not one input and output).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let stdin = Path::new("/dev/stdin");
+    let resolve = |p: &Path| {
+        if p.as_os_str() == "-" && cfg!(unix) {
+            stdin.to_path_buf()
+        } else {
+            p.to_path_buf()
+        }
+    };
+    let (a, b) = (resolve(a), resolve(b));
+    let (Ok(ma), Ok(mb)) = (std::fs::metadata(&a), std::fs::metadata(&b)) else {
+        return false;
+    };
+    if !(ma.is_file() && mb.is_file()) {
+        return false;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        if (ma.dev(), ma.ino()) == (mb.dev(), mb.ino()) {
+            return true;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (&ma, &mb);
+    matches!(
+        (std::fs::canonicalize(&a), std::fs::canonicalize(&b)),
+        (Ok(x), Ok(y)) if x == y
+    )
 }
 
 /// Write `text` to stdout. A closed pipe (`request-sim analyze ... | head`) is not an error: the
@@ -106,5 +304,31 @@ mod tests {
         assert!((percentile_sorted(&v, 90.0) - 3.7).abs() < 1e-12);
         assert_eq!(percentile_sorted(&[7.0], 99.0), 7.0);
         assert_eq!(percentile_sorted(&[], 99.0), 0.0);
+    }
+
+    #[test]
+    fn an_output_file_is_whole_or_left_as_it_was() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/out.jsonl");
+        let mut f = OutputFile::create(&path).unwrap();
+        f.write_all(b"new\n").unwrap();
+        assert!(!path.exists(), "nothing in place before the commit");
+        f.commit().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
+        let mut f = OutputFile::create(&path).unwrap();
+        f.write_all(b"half").unwrap();
+        drop(f);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temporary file left");
+        // A link to the file is the file; /dev/null is not an input.
+        let link = dir.path().join("link");
+        std::fs::hard_link(&path, &link).unwrap();
+        assert!(same_file(&link, &path));
+        assert!(!same_file(&link, &dir.path().join("missing")));
+        assert!(!same_file(Path::new("/dev/null"), Path::new("/dev/null")));
+        let e = refuse_input_as_output(&link, "-o", &path, "log").unwrap_err();
+        assert!(e.to_string().contains("-o names the log"), "{e}");
     }
 }

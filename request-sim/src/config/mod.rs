@@ -68,6 +68,11 @@ impl ReplayConfig {
         let early_stop = requests::early_stop(&a.requests)?;
         let threads = schedule::threads(&a.schedule)?;
         let paths = output::output_paths(&a.output)?;
+        let trace_file = match &source {
+            TraceSource::File(p) => Some(p.as_path()),
+            TraceSource::BuiltinDemo => None,
+        };
+        output::check_output_files(&a.output, (&paths.0, &paths.1), trace_file)?;
         let report = output::report_settings(&a.output)?;
         let server_metrics = validity::server_metrics(&a.validity)?;
         let live_metrics = output::live_metrics(&a.output.live_metrics)?;

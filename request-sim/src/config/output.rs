@@ -2,7 +2,7 @@
 //! it, the result files, the report's percentiles and goodput SLOs ([`report_config`], shared
 //! with `request-sim report`), the console and the live metrics page.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cli::{LiveMetricsFlags, OutputArgs, ReportFlags};
@@ -105,6 +105,36 @@ pub(super) fn output_paths(a: &OutputArgs) -> Result<(PathBuf, PathBuf)> {
         ));
     }
     Ok((output_path, summary_path))
+}
+
+/// The files a replay writes must not be the trace it reads (`--dataset-path`), nor
+/// `--save-prompts` one of the other two: each would be overwritten before or while the other
+/// is read or written.
+pub(super) fn check_output_files(
+    a: &OutputArgs,
+    (records, summary): (&Path, &Path),
+    trace: Option<&Path>,
+) -> Result<()> {
+    let mut outputs = vec![("--output-path", records), ("--summary-path", summary)];
+    if let Some(p) = &a.save_prompts {
+        outputs.push(("--save-prompts", p.as_path()));
+    }
+    for &(flag, path) in &outputs {
+        if let Some(t) = trace {
+            crate::util::refuse_input_as_output(path, flag, t, "trace (--dataset-path)")?;
+        }
+    }
+    if let Some(p) = &a.save_prompts {
+        for (flag, other) in [("--output-path", records), ("--summary-path", summary)] {
+            if p == other || crate::util::same_file(p, other) {
+                return Err(Error::config(format!(
+                    "{}: --save-prompts must differ from {flag} (the run would overwrite the saved prompts)",
+                    p.display()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The report the report flags ask for (`replay` and `report`); `default_percentiles` when

@@ -27,9 +27,8 @@ mod blocks;
 mod count;
 mod sessions;
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -38,6 +37,7 @@ use serde_json::Value;
 use crate::prompt::chat_messages;
 use crate::trace::formats::log::{self, LogFields, LogRow, LogShape, Output, TimeFormat};
 use crate::trace::{RowError, TraceError};
+use crate::util::OutputFile;
 use crate::{Error, Result};
 
 pub use crate::trace::pipeline::session::SessionIds;
@@ -111,6 +111,10 @@ pub struct ConvertReport {
     pub output_tokens: u64,
     /// Requests whose output length was counted from the response text (no usage in the log).
     pub output_from_text: usize,
+    /// Why the log was not read to its end (a damaged file: `file: read error after line N`),
+    /// when it was not; the requests converted before it are written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
 }
 
 /// One request counted: everything the ordered stage needs, no text.
@@ -198,14 +202,21 @@ fn random_salt() -> Vec<u8> {
     out
 }
 
-fn create(path: &Path) -> Result<BufWriter<File>> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+/// The outputs must not be the log, nor each other: refused before anything is read (writing
+/// `-o LOG` would destroy the log).
+pub fn check_paths(opts: &ConvertOptions) -> Result<()> {
+    let log = &opts.input;
+    crate::util::refuse_input_as_output(&opts.output, "-o", log, "log")?;
+    if let Some(text) = &opts.keep_text {
+        crate::util::refuse_input_as_output(text, "--keep-text", log, "log")?;
+        if text == &opts.output || crate::util::same_file(text, &opts.output) {
+            return Err(Error::config(format!(
+                "{}: --keep-text must differ from -o (the text trace would overwrite the trace)",
+                text.display()
+            )));
+        }
     }
-    File::create(path)
-        .map(|f| BufWriter::with_capacity(1 << 20, f))
-        .map_err(|e| Error::write(path, e))
+    Ok(())
 }
 
 /// Milliseconds to three decimals (microseconds), as written.
@@ -216,7 +227,17 @@ fn round_ms(ms: f64) -> f64 {
 /// Converts `opts.input` into `opts.output` (and `--keep-text`), counting with `counter`: the
 /// log is read in batches (`read_batch`), each batch counted in parallel (`count_batch`),
 /// then numbered and written in log order (`Ordered`).
-pub fn convert(opts: &ConvertOptions, counter: &Counter) -> Result<ConvertReport> {
+///
+/// The outputs are written whole or not at all ([`OutputFile`]): on an error (nothing
+/// converted, a write error) files already at their paths are left as they were. A log that
+/// cannot be read to its end (a damaged compressed file) keeps what was converted before the
+/// damage: the outputs are written, and the read error is returned beside the report (whose
+/// `stopped_by` says it) for the caller to fail with.
+pub fn convert(
+    opts: &ConvertOptions,
+    counter: &Counter,
+) -> Result<(ConvertReport, Option<TraceError>)> {
+    check_paths(opts)?;
     let mut reader = log::open(
         &opts.input,
         opts.shape,
@@ -225,22 +246,27 @@ pub fn convert(opts: &ConvertOptions, counter: &Counter) -> Result<ConvertReport
     )?;
     let mut ordered = Ordered::open(opts, reader.name().to_owned(), counter)?;
     let mut batch: Vec<Item> = Vec::with_capacity(BATCH);
-    let mut done = false;
-    while !done {
-        done = read_batch(&mut reader, &mut batch)?;
+    loop {
+        // On a read error the batch holds the lines read before it: they are converted too.
+        let read = read_batch(&mut reader, &mut batch);
         let counted = count_batch(&batch, counter, &ordered.ids);
         for (item, c) in batch.iter().zip(counted) {
             ordered.take(item, c)?;
         }
+        match read {
+            Ok(false) => {}
+            Ok(true) => return ordered.finish(&reader).map(|rep| (rep, None)),
+            Err(e) => return ordered.finish_cut(&reader, e),
+        }
     }
-    ordered.finish(&reader)
 }
 
 /// The log reader [`log::open`] gives.
 type Reader = log::LogReader<Box<dyn std::io::BufRead + Send>>;
 
 /// Fills `batch` (emptied first) with up to [`BATCH`] items; true when the log is at its end.
-fn read_batch(reader: &mut Reader, batch: &mut Vec<Item>) -> Result<bool> {
+/// On a read error, `batch` keeps the items read before it.
+fn read_batch(reader: &mut Reader, batch: &mut Vec<Item>) -> Result<bool, TraceError> {
     batch.clear();
     while batch.len() < BATCH {
         match reader.next_line()? {
@@ -280,9 +306,9 @@ struct Ordered<'a> {
     name: String,
     ids: BlockIds,
     sessions: SessionIds,
-    out: BufWriter<File>,
+    out: OutputFile,
     /// The `--keep-text` messages trace.
-    text_out: Option<BufWriter<File>>,
+    text_out: Option<OutputFile>,
     rep: ConvertReport,
     /// Time of the first request written (timestamps are relative to it).
     first: Option<f64>,
@@ -301,8 +327,12 @@ impl<'a> Ordered<'a> {
         };
         let ids = BlockIds::new(&salt, opts.block_size).forget_after(opts.forget_after_ms);
         let sessions = SessionIds::with_idle(opts.forget_after_ms);
-        let out = create(&opts.output)?;
-        let text_out = opts.keep_text.as_deref().map(create).transpose()?;
+        let out = OutputFile::create(&opts.output)?;
+        let text_out = opts
+            .keep_text
+            .as_deref()
+            .map(OutputFile::create)
+            .transpose()?;
         let rep = ConvertReport {
             input: name.clone(),
             output: opts.output.display().to_string(),
@@ -418,9 +448,35 @@ impl<'a> Ordered<'a> {
             .map_err(|e| Error::write(path, e))
     }
 
-    /// The report completed from the reader and the numbering, the files flushed; with
-    /// nothing converted, the files removed and the error saying why.
+    /// The report completed from the reader and the numbering, the files put in place; with
+    /// nothing converted, no file written (those already there left as they were) and the
+    /// error saying why.
     fn finish(mut self, reader: &Reader) -> Result<ConvertReport> {
+        self.complete_report(reader);
+        if self.rep.converted == 0 {
+            return Err(nothing_converted(self.name, &self.rep));
+        }
+        self.commit()
+    }
+
+    /// The log could not be read past a line (`e`): what was converted before it is written,
+    /// and the report says where the conversion stopped; with nothing converted, the error
+    /// alone.
+    fn finish_cut(
+        mut self,
+        reader: &Reader,
+        e: TraceError,
+    ) -> Result<(ConvertReport, Option<TraceError>)> {
+        self.complete_report(reader);
+        if self.rep.converted == 0 {
+            return Err(e.into());
+        }
+        self.rep.stopped_by = Some(e.to_string());
+        Ok((self.commit()?, Some(e)))
+    }
+
+    /// The report's facts of the whole read: the reader's counts and the numbering's.
+    fn complete_report(&mut self, reader: &Reader) {
         let (opts, rep) = (self.opts, &mut self.rep);
         rep.lines_read = reader.lines_read;
         rep.spans_passed_over = reader.spans_passed_over;
@@ -438,19 +494,13 @@ impl<'a> Ordered<'a> {
             rep.first_time_ms = f;
             rep.span_s = (self.latest - self.earliest) / 1000.0;
         }
-        self.out
-            .flush()
-            .map_err(|e| Error::write(&opts.output, e))?;
-        if let (Some(w), Some(path)) = (self.text_out.as_mut(), opts.keep_text.as_deref()) {
-            w.flush().map_err(|e| Error::write(path, e))?;
-        }
-        if self.rep.converted == 0 {
-            drop(self.out);
-            let _ = std::fs::remove_file(&opts.output);
-            if let Some(p) = &opts.keep_text {
-                let _ = std::fs::remove_file(p);
-            }
-            return Err(nothing_converted(self.name, &self.rep));
+    }
+
+    /// The trace (and the text trace) renamed into place.
+    fn commit(self) -> Result<ConvertReport> {
+        self.out.commit()?;
+        if let Some(w) = self.text_out {
+            w.commit()?;
         }
         Ok(self.rep)
     }
@@ -490,6 +540,13 @@ pub fn render_report(r: &ConvertReport) -> String {
     let _ = writeln!(s, "  skipped:             {}", r.skipped);
     for e in &r.skipped_examples {
         let _ = writeln!(s, "    {e}");
+    }
+    if let Some(why) = &r.stopped_by {
+        let _ = writeln!(
+            s,
+            "  STOPPED EARLY:       {why}: the {} requests of the lines before it are converted and written; the rest of the log is not",
+            r.converted
+        );
     }
     if r.spans_passed_over > 0 {
         let _ = writeln!(

@@ -78,7 +78,7 @@ pub(super) fn run(
         .as_ref()
         .filter(|_| reason == StopReason::TraceError)
     {
-        note(format!("error: {e}"));
+        note(format!("error: {e}{}", cut_off_words(&feed)));
     }
     let exit_code = exit_code(cfg, &summary, reason);
     Ok(RunOutcome { summary, exit_code })
@@ -260,10 +260,11 @@ fn routed_ideal(cfg: &ReplayConfig, trace: &Loaded, summary: &mut Summary) {
 /// after it stopped, a slice whose end was not read.
 fn feed_warnings(summary: &mut Summary, feed: &FeedEnd, reason: StopReason) {
     if let Some(e) = &feed.error {
+        let cut = cut_off_words(feed);
         summary.warnings.push(if reason == StopReason::TraceError {
-            format!("the run stopped at a bad trace row: {e}")
+            format!("the run stopped at a bad trace row: {e}{cut}")
         } else {
-            format!("the trace has a bad row after the requests sent: {e}")
+            format!("the trace has a bad row after the requests sent: {e}{cut}")
         });
     }
     if !feed.ended {
@@ -271,6 +272,17 @@ fn feed_warnings(summary: &mut Summary, feed: &FeedEnd, reason: StopReason) {
             "the streamed trace was not read to the end of its slice after the stop: `planned` is unknown and `never_sent` counts the {} requests read but not sent",
             summary.run.outcome.never_sent
         ));
+    }
+}
+
+/// The valid requests read before the feed's error and never sent (a streamed trace's reorder
+/// window), in words; empty when there were none.
+fn cut_off_words(feed: &FeedEnd) -> String {
+    match feed.cut_off {
+        0 => String::new(),
+        n => format!(
+            " ({n} valid requests read before it were not sent: they are counted in never_sent)"
+        ),
     }
 }
 

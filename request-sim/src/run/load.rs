@@ -149,8 +149,7 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
     if let Some((whole, name, facts)) = agent_corpus(cfg)? {
         let mut loaded = whole_loaded(cfg, whole.clone(), name, "an agent corpus");
         loaded.agents = Some(facts);
-        let inner: Box<dyn Iterator<Item = std::result::Result<Planned, TraceError>> + Send> =
-            Box::new(trace::pipeline::stream::planned(whole).map(Ok));
+        let inner = Source::Whole(Box::new(trace::pipeline::stream::planned(whole)));
         return start_feed(cfg, loaded, inner);
     }
     let stream = match &cfg.trace.source {
@@ -181,12 +180,12 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
     } else {
         None
     };
-    let (inner, loaded): (Box<dyn Iterator<Item = _> + Send>, _) = match why_whole {
+    let (inner, loaded) = match why_whole {
         Some(why) => {
             let whole = Arc::new(stream.into_whole()?);
             let loaded = whole_loaded(cfg, whole.clone(), name.clone(), why);
             (
-                Box::new(trace::pipeline::stream::planned(whole).map(Ok)),
+                Source::Whole(Box::new(trace::pipeline::stream::planned(whole))),
                 loaded,
             )
         }
@@ -204,7 +203,13 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
                 cut: (0, 0),
                 agents: None,
             };
-            (Box::new(stream), loaded)
+            (
+                Source::Stream {
+                    stream: Box::new(stream),
+                    cut: None,
+                },
+                loaded,
+            )
         }
     };
     if let Stats::Whole(st) = &loaded.stats {
@@ -214,11 +219,7 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
 }
 
 /// The feed over `inner` (this shard's share, trace-ideal hits) and its first requests.
-fn start_feed(
-    cfg: &ReplayConfig,
-    mut loaded: Loaded,
-    inner: Box<dyn Iterator<Item = std::result::Result<Planned, TraceError>> + Send>,
-) -> Result<(Loaded, Feed)> {
+fn start_feed(cfg: &ReplayConfig, mut loaded: Loaded, inner: Source) -> Result<(Loaded, Feed)> {
     let (block_size, name) = (loaded.block_size, loaded.name.clone());
     let mut feed = RunFeed {
         skipped: match (&loaded.stats, cfg.trace.load.skip_invalid) {
@@ -230,6 +231,7 @@ fn start_feed(
             _ => None,
         },
         inner,
+        failed: false,
         ideal: IdealCache::new(block_size, IdealCache::MAX_BLOCKS),
         shard: cfg.trace.shard,
         max_output: cfg.requests.max_output_tokens,
@@ -431,14 +433,49 @@ fn skipped_note(name: &str, st: &TraceStats) {
     ));
 }
 
+/// Where this run's requests come from.
+enum Source {
+    /// The trace streamed from its file; `cut`: after an error, the requests it had read and
+    /// not released ([`TraceStream::cut`]).
+    Stream {
+        stream: Box<TraceStream>,
+        cut: Option<std::vec::IntoIter<Planned>>,
+    },
+    /// A trace (or an agent corpus laid out) whole in memory.
+    Whole(Box<dyn Iterator<Item = Planned> + Send>),
+}
+
+impl Source {
+    fn next(&mut self) -> Option<std::result::Result<Planned, TraceError>> {
+        match self {
+            Source::Stream { stream, .. } => stream.next(),
+            Source::Whole(requests) => requests.next().map(Ok),
+        }
+    }
+
+    /// After an error ended the feed: the next request read before it that will never be sent
+    /// (a streamed trace's reorder window; the rest of a whole trace).
+    fn next_cut_off(&mut self) -> Option<Planned> {
+        match self {
+            Source::Stream { stream, cut } => {
+                cut.get_or_insert_with(|| stream.cut().into_iter()).next()
+            }
+            Source::Whole(requests) => requests.next(),
+        }
+    }
+}
+
 /// The planned requests of this run: every request of the slice gets its trace-ideal hits
 /// (the cache sees all shards' requests, as the server does), then this shard's share is kept
-/// and outputs are capped.
+/// and outputs are capped. After an error (a bad row), the requests of this shard read before
+/// it follow the error: the feeder counts them as never sent (`schedule::Feed`).
 struct RunFeed {
     /// `--skip-invalid` on a streamed trace: its counts, said once the stream has ended (or
     /// is dropped); taken when said.
     skipped: Option<Arc<Mutex<TraceStats>>>,
-    inner: Box<dyn Iterator<Item = std::result::Result<Planned, TraceError>> + Send>,
+    inner: Source,
+    /// An error has ended the feed: what follows is cut off.
+    failed: bool,
     ideal: IdealCache,
     shard: Option<Shard>,
     max_output: Option<u32>,
@@ -454,6 +491,14 @@ impl RunFeed {
             let st = h.lock().unwrap_or_else(|p| p.into_inner()).clone();
             skipped_note(&self.name, &st);
         }
+    }
+
+    /// True when the request is this shard's (every request without `--shard`).
+    fn mine(&self, p: &Planned) -> bool {
+        self.shard.is_none_or(|s| {
+            let key = p.turn.as_ref().map(|t| &*t.id);
+            shard::owner(key, p.req.index, s.count) == s.index
+        })
     }
 
     /// A row the endpoint cannot take: a `messages` row needs a chat endpoint, a
@@ -486,22 +531,33 @@ impl Iterator for RunFeed {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
+            if self.failed {
+                let Some(p) = self.inner.next_cut_off() else {
+                    self.say_skipped();
+                    return None;
+                };
+                if self.mine(&p) {
+                    return Some(Ok(p));
+                }
+                continue;
+            }
             let Some(next) = self.inner.next() else {
                 self.say_skipped();
                 return None;
             };
             let mut p = match next {
                 Ok(p) => p,
-                Err(e) => return Some(Err(e.into())),
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e.into()));
+                }
             };
             p.ideal_hit = self.ideal.hits(&p.req);
-            if let Some(s) = self.shard {
-                let key = p.turn.as_ref().map(|t| &*t.id);
-                if shard::owner(key, p.req.index, s.count) != s.index {
-                    continue;
-                }
+            if !self.mine(&p) {
+                continue;
             }
             if let Some(e) = self.unsendable(&p) {
+                self.failed = true;
                 return Some(Err(e));
             }
             if let Some(cap) = self.max_output {
@@ -516,7 +572,7 @@ impl Drop for RunFeed {
     fn drop(&mut self) {
         if self.skipped.is_some() {
             // Dropping the stream publishes its counts.
-            self.inner = Box::new(std::iter::empty());
+            self.inner = Source::Whole(Box::new(std::iter::empty()));
             self.say_skipped();
         }
     }

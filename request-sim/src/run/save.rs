@@ -92,8 +92,8 @@ pub(super) fn save_prompts(
     sessions: &Sessions,
 ) -> Result<usize> {
     let err = |e: std::io::Error| Error::io(format!("--save-prompts {}", path.display()), e);
-    let file = std::fs::File::create(path).map_err(err)?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    // Written whole or not at all: an error on the way leaves a file already at `path` as it was.
+    let mut out = crate::util::OutputFile::create(path)?;
     let mut text = String::new();
     let mut ids = Vec::new();
     let chat = save_as == SaveAs::Messages;
@@ -146,6 +146,6 @@ pub(super) fn save_prompts(
         line.push(b'\n');
         out.write_all(&line).map_err(err)?;
     }
-    out.flush().map_err(err)?;
+    out.commit()?;
     Ok(requests.len())
 }

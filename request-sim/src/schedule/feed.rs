@@ -8,6 +8,10 @@
 //! feed's natural end (every request dispatched), or an error of the trace (a bad row far into
 //! a streamed file). After the run stops early the feeder counts the rest of the slice for at
 //! most [`COUNT_REST_MAX`], so the summary can say how many requests were never sent.
+//!
+//! After an error the feed may still give requests: those it had read before the error and not
+//! given (a streamed trace's reorder window). They are counted, never dealt: no valid request
+//! read is lost from the count of those never sent.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -19,7 +23,8 @@ use crossbeam_channel::Sender;
 use super::stop::StopReason;
 use crate::trace::Planned;
 
-/// The planned requests of a run, in replay order, or the error that ends them.
+/// The planned requests of a run, in replay order, or the error that ends them; after the
+/// error, the requests read before it that will never be sent (counted, not dealt).
 pub type Feed = Box<dyn Iterator<Item = crate::Result<Planned>> + Send>;
 
 /// After an early stop, the rest of the slice is counted for at most this long.
@@ -30,8 +35,11 @@ pub const COUNT_REST_MAX: Duration = Duration::from_secs(2);
 pub struct FeedEnd {
     /// Requests dealt to the producers.
     pub dealt: usize,
-    /// Requests of the slice counted (not dealt) after the run stopped.
+    /// Requests of the slice counted (not dealt): after the run stopped, and those the feed had
+    /// read before its error ([`FeedEnd::cut_off`]).
     pub counted: usize,
+    /// Requests the feed had read before its error and never gave (part of `counted`).
+    pub cut_off: usize,
     /// The feed was read to its end (or to its error): `dealt + counted` is the whole slice.
     pub ended: bool,
     /// The error that ended the feed (a bad row of a streamed trace).
@@ -130,6 +138,7 @@ fn deal(
             None => break,
             Some(Err(e)) => {
                 *state.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                count_cut_off(&mut feed, &mut end);
                 break;
             }
             Some(Ok(p)) => {
@@ -157,14 +166,16 @@ fn deal(
     end
 }
 
-/// Count the rest of the slice (for `planned`), for at most [`COUNT_REST_MAX`].
+/// Count the rest of the slice (for `planned`), for at most [`COUNT_REST_MAX`] up to an error,
+/// then what the feed had read before the error.
 fn count_rest(feed: &mut Feed, end: &mut FeedEnd) {
     let until = Instant::now() + COUNT_REST_MAX;
-    for item in feed.by_ref() {
+    while let Some(item) = feed.next() {
         match item {
             Ok(_) => end.counted += 1,
             Err(e) => {
                 end.error = Some(e);
+                count_cut_off(feed, end);
                 break;
             }
         }
@@ -173,4 +184,12 @@ fn count_rest(feed: &mut Feed, end: &mut FeedEnd) {
         }
     }
     end.ended = true;
+}
+
+/// After the feed's error: the requests it had read before it, counted (they are few: a
+/// reorder window's, or the rest of a trace already in memory).
+fn count_cut_off(feed: &mut Feed, end: &mut FeedEnd) {
+    let n = feed.by_ref().filter(Result::is_ok).count();
+    end.cut_off += n;
+    end.counted += n;
 }

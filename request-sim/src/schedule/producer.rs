@@ -514,8 +514,10 @@ mod tests {
     #[test]
     fn a_feed_error_ends_the_requests_where_it_happened() {
         let mut items: Vec<crate::Result<Planned>> = feed((0..10).map(req).collect()).collect();
-        items.truncate(7);
+        // Two requests read before the error and not given (a reorder window's) follow it.
+        let cut_off = items.split_off(7);
         items.push(Err(crate::Error::config("t.jsonl:9: bad row")));
+        items.extend(cut_off.into_iter().take(2));
         let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
             body: Bytes::new(),
             intended_prompt_tokens: 0,
@@ -542,7 +544,8 @@ mod tests {
             .take_feed_error()
             .is_some_and(|e| e.to_string().contains("t.jsonl:9")));
         let end = p.finish();
-        assert_eq!(end.planned(), Some(7));
+        // Counted, never dealt: the slice is the 7 sent and the 2 cut off.
+        assert_eq!((end.dealt, end.cut_off, end.planned()), (7, 2, Some(9)));
     }
 
     /// Bodies of 1,000 bytes; requests `burst` at t = 0, then one every `gap_ms`.

@@ -68,6 +68,16 @@ pub(super) fn check_args(args: &SweepArgs) -> Result<Option<(f64, f64)>> {
         }
         seen.push(name);
     }
+    let users = &args.replay.trace.users;
+    if let Some((_, &u)) = users
+        .iter()
+        .enumerate()
+        .find(|&(k, u)| users[..k].contains(u))
+    {
+        return Err(Error::config(format!(
+            "--users: {u} is given twice (its second point would overwrite the first's directory users-{u})"
+        )));
+    }
     check_point_flags(&args.replay)?;
     if args.replay.trace.users.len() > 1
         && (!args.scale_factors.is_empty() || !args.search.is_empty())

@@ -784,3 +784,149 @@ fn measure_a_log() {
     assert_eq!(equal, rows.len());
     assert!((analyzed - direct).abs() < 1e-12);
 }
+
+/// Issue #39, defect 1: `convert LOG -o LOG` truncated the log before reading it (the log was
+/// gone). An output that is the input (the same path, or another name of the same file) is
+/// refused before anything is read, and the log is left whole; so is `--keep-text LOG`.
+#[test]
+fn an_output_that_is_the_log_is_refused_and_the_log_kept() {
+    let Some(q) = qwen3_or_skip("convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.jsonl");
+    std::fs::copy(log_fixture("openai.jsonl"), &log).unwrap();
+    let before = std::fs::read(&log).unwrap();
+    let link = dir.path().join("also-log.jsonl");
+    std::fs::hard_link(&log, &link).unwrap();
+    let other = dir.path().join("t.jsonl");
+    let spelled = dir.path().join(".").join("log.jsonl");
+    for (out, extra) in [
+        (&log, vec![]),
+        (&spelled, vec![]),
+        (&link, vec![]),
+        (&other, vec!["--keep-text", log.to_str().unwrap()]),
+    ] {
+        let (code, _, stderr) = convert(&q, &log, out, &extra);
+        assert_eq!(code, 1, "{out:?} {extra:?}: {stderr}");
+        assert!(
+            stderr.contains("names the log") && stderr.contains("itself"),
+            "{stderr}"
+        );
+        assert_eq!(std::fs::read(&log).unwrap(), before, "the log was changed");
+        assert!(!other.exists());
+    }
+}
+
+/// Issue #39, defect 1: on an error an existing `-o` file was deleted (`convert empty.jsonl
+/// -o existing.t`). A conversion that writes nothing leaves the files at its output paths as
+/// they were, and says so.
+#[test]
+fn a_failed_convert_leaves_existing_outputs_as_they_were() {
+    let Some(q) = qwen3_or_skip("convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "\n").unwrap();
+    let allbad = dir.path().join("allbad.jsonl");
+    std::fs::write(&allbad, "{\"timestamp\": 1}\nnot json\n").unwrap();
+    let existing = dir.path().join("existing.t");
+    let text = dir.path().join("existing-text.t");
+    for log in [&empty, &allbad] {
+        std::fs::write(&existing, "precious trace\n").unwrap();
+        std::fs::write(&text, "precious text\n").unwrap();
+        let (code, _, stderr) =
+            convert(&q, log, &existing, &["--keep-text", text.to_str().unwrap()]);
+        assert_eq!(code, 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!("{} is left as it was", existing.display())),
+            "{stderr}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&existing).unwrap(),
+            "precious trace\n"
+        );
+        assert_eq!(std::fs::read_to_string(&text).unwrap(), "precious text\n");
+        // No temporary file is left behind.
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 4, "{names:?}");
+    }
+}
+
+/// A `messages` log of `n` requests with words of their own (so it compresses little).
+fn varied_log(path: &Path, n: usize) {
+    let mut rng = Lcg::new(39);
+    let words = [
+        "orchid", "fern", "moss", "lichen", "cactus", "palm", "ivy", "sedge",
+    ];
+    let mut text = String::new();
+    for i in 0..n {
+        let content: Vec<String> = (0..40)
+            .map(|_| format!("{}{}", words[rng.below(8) as usize], rng.below(100_000)))
+            .collect();
+        let row = serde_json::json!({
+            "timestamp": i * 100,
+            "messages": [{"role": "user", "content": content.join(" ")}],
+            "output_length": 5,
+        });
+        text.push_str(&row.to_string());
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Issue #39, defect 1: a truncated `.gz` log left both outputs empty, and the good lines
+/// before the damage were not written. They are now converted and written (more than a batch
+/// of them, and the part of a batch before the damage), the report says where it stopped, and
+/// the exit status is still 1.
+#[test]
+fn a_damaged_log_keeps_the_requests_before_the_damage() {
+    let Some(q) = qwen3_or_skip("convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("log.jsonl");
+    varied_log(&plain, 800);
+    let whole = dir.path().join("whole.jsonl");
+    let (_, all) = convert_ok(&q, &plain, &whole, &["--salt", "s", "--no-analyze"]);
+    assert_eq!(all.len(), 800);
+    let gz = dir.path().join("log.jsonl.gz");
+    compress(&plain, &gz, "gz");
+    let mut bytes = std::fs::read(&gz).unwrap();
+    bytes.truncate(bytes.len() * 6 / 10);
+    std::fs::write(&gz, bytes).unwrap();
+    let out = dir.path().join("t.jsonl");
+    let text = dir.path().join("text.jsonl");
+    std::fs::write(&out, "an older trace\n").unwrap();
+    let (code, rep, stderr) = convert(
+        &q,
+        &gz,
+        &out,
+        &["--salt", "s", "--keep-text", text.to_str().unwrap()],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("(gzip: truncated or corrupt file?)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("could not be read to its end") && stderr.contains("are written to"),
+        "{stderr}"
+    );
+    let rows = read_json_lines(&out);
+    assert!(rows.len() > 256 && rows.len() < 800, "{} rows", rows.len());
+    assert_eq!(rows[..], all[..rows.len()], "the rows before the damage");
+    assert_eq!(read_json_lines(&text).len(), rows.len());
+    let c = &rep["convert"];
+    assert_eq!(c["converted"].as_u64(), Some(rows.len() as u64));
+    assert!(
+        c["stopped_by"]
+            .as_str()
+            .is_some_and(|s| s.contains("log.jsonl.gz: read error after line")),
+        "{c}"
+    );
+}

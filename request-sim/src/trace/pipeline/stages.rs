@@ -240,6 +240,17 @@ impl<B: BufRead> Pipeline<B> {
         }
     }
 
+    /// After a row error ended the reading (`Stream` mode): the earliest of the rows read before
+    /// it and still held in the window, through the time-order stages (the slice keeps it or
+    /// drops it, as it would have); `None` when none is left or the slice has ended.
+    pub(crate) fn next_held(&mut self) -> Option<Released> {
+        if self.stopped {
+            return None;
+        }
+        let h = self.reorder.pop_ready(None, true)?;
+        Some(self.release(h))
+    }
+
     /// The file-order stages: one row read, its `delay` resolved, flagged, into the window.
     fn read(&mut self) -> Result<(), TraceError> {
         let next = match self.first.take() {

@@ -12,6 +12,10 @@
 //! - Bailian traces link turns through `parent_chat_id` over the whole file (a map of every
 //!   chat id): they are loaded whole ([`TraceStream::into_whole`]).
 //!
+//! - A row error (a bad row, a read error, a row beyond the window) ends the stream there. The
+//!   valid rows read before it and still held in the window are not lost: [`TraceStream::cut`]
+//!   gives them, so a replay counts them as never sent.
+//!
 //! [`Planned`] is one request as the replay pipeline takes it; a whole [`Trace`] in memory is
 //! turned into the same items by [`planned`].
 
@@ -124,6 +128,23 @@ impl TraceStream {
         let mut pipeline = std::mem::replace(&mut self.pipeline, idle);
         pipeline.make_whole();
         collect(pipeline)
+    }
+
+    /// Ends the stream where it is (after an error, or when its reader gives up on it): the
+    /// requests of the rows read but not yet released, those held in the reorder window, in
+    /// time order with their replay indexes, as the slice would have kept them. They are valid
+    /// requests of the slice that will never be sent. Empty at the end of the file or of the
+    /// slice (nothing is held then).
+    pub fn cut(&mut self) -> Vec<Planned> {
+        self.done = true;
+        let mut held = Vec::new();
+        while let Some(r) = self.pipeline.next_held() {
+            if let Out::Kept(p) = r.out {
+                held.push(p);
+            }
+        }
+        self.publish();
+        held
     }
 
     /// Where the counts of the rows read go when the stream ends (or is dropped): the
@@ -245,6 +266,29 @@ mod tests {
         )
         .collect();
         assert!(got.iter().any(|r| r.is_err()));
+    }
+
+    #[test]
+    fn the_rows_held_when_a_bad_row_ends_the_stream_are_cut_not_lost() {
+        let mut text = String::new();
+        for t in 0..10 {
+            text.push_str(&row(f64::from(t) * 100.0, Some("s")));
+        }
+        text.push_str("{\"timestamp\": \n");
+        let window = ReorderWindow {
+            ms: 350.0,
+            rows: 100,
+        };
+        let mut s = stream(&text, &LoadOptions::default(), window);
+        let sent: Vec<Planned> = s.by_ref().map_while(Result::ok).collect();
+        // Rows more than 350 ms before the newest (900 ms) had left the window.
+        assert_eq!(sent.len(), 6);
+        assert!(s.next().is_none(), "the stream ends at its error");
+        let cut = s.cut();
+        let idx: Vec<usize> = cut.iter().map(|p| p.req.index).collect();
+        assert_eq!(idx, vec![6, 7, 8, 9]);
+        assert!(cut.iter().all(|p| p.turn.is_some()));
+        assert!(s.cut().is_empty(), "taken once");
     }
 
     #[test]

@@ -3,6 +3,7 @@ mod faults;
 mod input;
 mod keepalive;
 mod limits;
+mod outputs;
 mod responses;
 mod security;
 mod signals;

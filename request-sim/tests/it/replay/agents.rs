@@ -278,3 +278,37 @@ fn a_users_sweep_does_not_count_cut_requests_against_the_slo() {
     }
     assert_eq!(r.capacity_users, Some(2), "{}", r.answer);
 }
+
+/// Issue #39, defect 3: `sweep --users 1,1` would run both points into `users-1/`, the second
+/// overwriting the first. Like `--scale-factors 1,1`, it is refused before anything runs, and
+/// no point directory is made.
+#[test]
+fn a_users_sweep_refuses_a_number_given_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep_dir = dir.path().join("sweep");
+    let corpus = corpus_dir();
+    let (code, _, stderr) = run_cli(
+        [
+            "sweep",
+            "--users",
+            "1,2,1",
+            "--sweep-dir",
+            sweep_dir.to_str().unwrap(),
+            "--dataset-path",
+            corpus.to_str().unwrap(),
+            "--dry-run",
+            "--time-in-secs",
+            "0.5",
+            "--max-idle-gap",
+            "0.02",
+            "--quiet",
+        ],
+        &[],
+    );
+    assert_ne!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("--users: 1 is given twice") && stderr.contains("users-1"),
+        "{stderr}"
+    );
+    assert!(!sweep_dir.join("users-1").exists());
+}

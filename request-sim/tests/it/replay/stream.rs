@@ -1,7 +1,8 @@
 //! Streamed traces: rows out of time order within the reorder window replay in time order with
 //! every index once (plain and gzip the same); a row beyond the window is a `file:line` error,
 //! before anything is sent when it is among the first rows, and a clean stop with one record
-//! per request sent when it comes later.
+//! per request sent when it comes later, the valid rows read before it and not sent counted in
+//! `never_sent`.
 
 use std::ffi::OsStr;
 use std::io::Write;
@@ -174,11 +175,14 @@ fn a_row_beyond_the_window_mid_run_stops_with_one_record_per_request_sent() {
     let s = read_json(&summary_path(&out));
     assert_eq!(s["run"]["stop_reason"], "trace_error", "{err}");
     let sent = recs.len();
-    // Everything before the bad row that had left the window was sent, once.
+    // Everything before the bad row that had left the window was sent, once; the rows still
+    // in the window when the bad row was read are counted as never sent.
     assert!(sent > 4000 && sent < bad_row, "{sent}");
     check_in_order(&recs, sent, &times[..]);
     assert_eq!(s["scheduled"], sent);
-    assert_eq!(s["run"]["planned"], sent);
+    let never_sent = s["run"]["never_sent"].as_u64().unwrap() as usize;
+    assert_eq!(sent + never_sent, bad_row, "every row before the bad one");
+    assert_eq!(s["run"]["planned"], bad_row);
     assert!(
         s["warnings"]
             .as_array()
@@ -188,4 +192,77 @@ fn a_row_beyond_the_window_mid_run_stops_with_one_record_per_request_sent() {
         "{}",
         s["warnings"]
     );
+}
+
+/// `n` rows 10 ms apart in time order, line `bad` (1-based) broken JSON.
+fn write_with_broken_line(dir: &Path, n: usize, bad: usize) -> PathBuf {
+    let path = dir.join(format!("t{n}.jsonl"));
+    let mut text = String::new();
+    for i in 0..n {
+        if i + 1 == bad {
+            text.push_str("{\"timestamp\": \n");
+            continue;
+        }
+        text.push_str(&format!(
+            "{{\"timestamp\": {}, \"input_length\": 20, \"output_length\": 2, \"session_id\": \"s{}\"}}\n",
+            i * 10,
+            i % 37
+        ));
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Issue #39, defect 4: 3,000 rows 10 ms apart, broken JSON at line 2901, `replay --dry-run`:
+/// the run stopped with 1,899 scheduled, and the 1,001 valid rows read before the bad one (held
+/// in the reorder window) were neither sent nor counted (`never_sent` 0). Every valid row read
+/// before the bad row is now sent or counted in `never_sent` (reason `trace_error`); on shards,
+/// each run counts its own share.
+#[test]
+fn a_bad_row_far_into_a_stream_counts_the_rows_it_cut_off() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = write_with_broken_line(tmp.path(), 3000, 2901);
+    let out = tmp.path().join("r.jsonl");
+    let (code, err) = dry_run(&trace, &out, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!("{}:2901: ", trace.display())),
+        "{err}"
+    );
+    let s = read_json(&summary_path(&out));
+    let (scheduled, never_sent) = (
+        s["scheduled"].as_u64().unwrap(),
+        s["run"]["never_sent"].as_u64().unwrap(),
+    );
+    assert_eq!(read_json_lines(&out).len() as u64, scheduled);
+    assert!(
+        scheduled > 1000 && never_sent > 900,
+        "{scheduled} + {never_sent}"
+    );
+    assert_eq!(
+        scheduled + never_sent,
+        2900,
+        "every valid row before the bad one"
+    );
+    assert_eq!(s["run"]["planned"], 2900);
+    assert_eq!(s["run"]["never_sent_reason"], "trace_error");
+    assert!(
+        err.contains(&format!("{never_sent} valid requests read before it")),
+        "{err}"
+    );
+    // Two shards (a longer trace: each reads its first 1,024 requests before it starts): each
+    // counts its own share of the rows cut off.
+    let trace = write_with_broken_line(tmp.path(), 6000, 5901);
+    let mut total = 0;
+    for k in 0..2 {
+        let out = tmp.path().join(format!("shard{k}.jsonl"));
+        let (code, err) = dry_run(&trace, &out, &["--shard", &format!("{k}/2")]);
+        assert_eq!(code, 1, "{err}");
+        let s = read_json(&summary_path(&out));
+        let n = s["scheduled"].as_u64().unwrap() + s["run"]["never_sent"].as_u64().unwrap();
+        assert!(n > 2000 && n < 4000, "shard {k}: {n}");
+        assert!(s["run"]["never_sent"].as_u64().unwrap() > 300, "shard {k}");
+        total += n;
+    }
+    assert_eq!(total, 5900);
 }
