@@ -5,9 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use request_sim::trace::{
-    ideal_prefix_hits, parse_reader, Arrivals, LoadOptions, Reshape, TraceFormat,
-};
+use request_sim::analyze::ideal_prefix_hits;
+use request_sim::trace::{parse_reader, Arrivals, LoadOptions, Reshape, TraceFormat};
 
 const FORMATS: [Option<TraceFormat>; 6] = [
     None,
