@@ -45,6 +45,16 @@ struct Message<'a> {
     role: &'static str,
 }
 
+/// A synthetic Responses input item: a message that names its `type`, as the Responses API
+/// specifies (llama.cpp's server refuses an item without one).
+#[derive(Serialize)]
+struct InputMessage<'a> {
+    content: &'a str,
+    role: &'static str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
 #[derive(Serialize)]
 #[serde(untagged)]
 enum CompletionPrompt<'a> {
@@ -76,7 +86,7 @@ struct OpenAiBody<'a> {
 #[derive(Serialize)]
 struct ResponsesBody<'a> {
     model: &'a str,
-    input: [Message<'a>; 1],
+    input: [InputMessage<'a>; 1],
     max_output_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     min_tokens: Option<u32>,
@@ -479,9 +489,10 @@ pub fn encode_body(
         ApiKind::Responses => {
             let body = ResponsesBody {
                 model: &params.model,
-                input: [Message {
-                    role: "user",
+                input: [InputMessage {
                     content: text,
+                    role: "user",
+                    kind: "message",
                 }],
                 max_output_tokens: max_tokens,
                 min_tokens: exact.then_some(max_tokens),
@@ -672,7 +683,8 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             v,
-            serde_json::json!({"model": "m", "input": [{"role": "user", "content": " a b"}],
+            serde_json::json!({"model": "m",
+                "input": [{"type": "message", "role": "user", "content": " a b"}],
                 "max_output_tokens": 7, "min_tokens": 7, "ignore_eos": true, "stream": true,
                 "store": false})
         );
@@ -760,7 +772,10 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         let items = v["input"].as_array().unwrap();
         assert_eq!(items.len(), 4);
-        assert_eq!(items[0]["role"], "system");
+        assert_eq!(
+            (items[0]["type"].as_str(), items[0]["role"].as_str()),
+            (Some("message"), Some("system"))
+        );
         assert_eq!(items[2]["type"], "function_call");
         assert_eq!(items[3]["type"], "function_call_output");
         assert_eq!(v["tools"][0]["name"], "f");

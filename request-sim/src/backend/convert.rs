@@ -6,11 +6,14 @@
 //!   messages become one user message of `tool_result` blocks; content parts become blocks
 //!   (`text` as is, `image_url` as an `image` with a base64 or URL source); `tools` become
 //!   `{name, description, input_schema}`.
-//! - **OpenAI Responses**: every message becomes an `input` item in place (system and
-//!   developer messages stay items of their role); an assistant's `tool_calls` become
-//!   `function_call` items after its text, `tool` messages `function_call_output` items;
-//!   content parts become `input_text` / `input_image`; an assistant's content is its text;
-//!   `tools` become the flat `{type: "function", name, description, parameters}`.
+//! - **OpenAI Responses**: every message becomes an `input` item in place, each naming its
+//!   `type` (llama.cpp's server refuses an item without one): a message is
+//!   `{type: "message", role, content}` (system and developer messages stay items of their
+//!   role); an assistant's `tool_calls` become `function_call` items after its text, `tool`
+//!   messages `function_call_output` items; content parts become `input_text` /
+//!   `input_image`; an assistant's content is its text as one `output_text` part (the shape
+//!   of a Responses answer, the only one llama.cpp takes for an assistant item); `tools`
+//!   become the flat `{type: "function", name, description, parameters}`.
 //!
 //! Anything already in the target shape (an Anthropic block, a flat tool) and anything not
 //! understood is passed as given; a reasoning field of a recorded answer is not carried (both
@@ -258,11 +261,13 @@ pub fn to_responses(messages: &Value) -> Value {
                 let text = plain_text(content);
                 let calls = m.get("tool_calls").and_then(Value::as_array);
                 if !text.is_empty() || calls.is_none_or(|c| c.is_empty()) {
-                    out.push(json!({"content": text, "role": "assistant"}));
+                    out.push(json!({"type": "message", "role": "assistant",
+                        "content": [{"type": "output_text", "text": text}]}));
                 }
                 out.extend(calls.into_iter().flatten().map(function_call));
             }
-            _ => out.push(json!({"content": responses_content(content), "role": role})),
+            _ => out.push(json!({"type": "message", "role": role,
+                "content": responses_content(content)})),
         }
     }
     Value::Array(out)
@@ -397,6 +402,33 @@ mod tests {
         );
     }
 
+    /// llama.cpp's server refuses an input item without `type` ("Cannot determine type of
+    /// 'item'"), and takes an assistant message only as `output_text` parts.
+    #[test]
+    fn responses_message_items_carry_their_type() {
+        let row = json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi."},
+            {"role": "assistant", "content": "Hello."},
+            {"role": "user", "content": "Again."}
+        ]);
+        let items = to_responses(&row);
+        assert_eq!(
+            items,
+            json!([
+                {"type": "message", "role": "system", "content": "Be brief."},
+                {"type": "message", "role": "user", "content": "Hi."},
+                {"type": "message", "role": "assistant",
+                 "content": [{"type": "output_text", "text": "Hello."}]},
+                {"type": "message", "role": "user", "content": "Again."}
+            ])
+        );
+        // Every item of an agent row names its type too.
+        for item in to_responses(&agent_row()).as_array().unwrap() {
+            assert!(item["type"].is_string(), "{item}");
+        }
+    }
+
     #[test]
     fn responses_items_in_place() {
         let items = to_responses(&agent_row());
@@ -404,9 +436,13 @@ mod tests {
         assert_eq!(i.len(), 10, "{items:#}");
         assert_eq!(
             i[0],
-            json!({"role": "system", "content": "You are a coding agent."})
+            json!({"type": "message", "role": "system", "content": "You are a coding agent."})
         );
-        assert_eq!(i[2], json!({"role": "assistant", "content": "Reading it."}));
+        assert_eq!(
+            i[2],
+            json!({"type": "message", "role": "assistant",
+                   "content": [{"type": "output_text", "text": "Reading it."}]})
+        );
         assert_eq!(
             i[3],
             json!({"type": "function_call", "call_id": "call_1", "name": "read", "arguments": "{\"path\":\"a.rs\"}"})

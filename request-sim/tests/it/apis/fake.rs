@@ -458,12 +458,13 @@ fn messages_rows_carry_their_tools_in_each_api() {
     assert_eq!(
         b["input"],
         json!([
-            {"role": "system", "content": "You are a coding agent."},
-            {"role": "user", "content": "Fix the test."},
-            {"role": "assistant", "content": "Reading it."},
+            {"type": "message", "role": "system", "content": "You are a coding agent."},
+            {"type": "message", "role": "user", "content": "Fix the test."},
+            {"type": "message", "role": "assistant",
+             "content": [{"type": "output_text", "text": "Reading it."}]},
             {"type": "function_call", "call_id": "toolu_1", "name": "read_file", "arguments": "{\"path\":\"a.rs\"}"},
             {"type": "function_call_output", "call_id": "toolu_1", "output": "fn main() {}"},
-            {"role": "user", "content": "Go on."}
+            {"type": "message", "role": "user", "content": "Go on."}
         ])
     );
     assert_eq!(
