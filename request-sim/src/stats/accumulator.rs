@@ -395,15 +395,18 @@ impl Accumulator {
         let (max_output_tokens_per_s, max_concurrent_requests) = self.per_second_peaks();
         let max_in_flight = peak_overlap(&self.all_spans);
         let drift = self.drift_stats();
+        // Every record, inside the measurement window or not: the window only selects which
+        // records the statistics use, a record outside it is not missing.
+        let outside = self.window.as_ref().map_or(0, |w| w.outside);
+        let recorded = self.status.total + outside;
         // scheduled = 0 means unknown (e.g. re-summarising a JSONL without run info).
         let scheduled = if info.outcome.scheduled == 0 {
-            self.status.total
+            recorded
         } else {
             info.outcome.scheduled
         };
-        let outside = self.window.as_ref().map_or(0, |w| w.outside);
-        let counts_add_up = self.status.total + outside == scheduled;
-        let warnings = self.warnings(info, scheduled, &drift);
+        let counts_add_up = recorded == scheduled;
+        let warnings = self.warnings(info, (recorded, scheduled), &drift);
         let latency = self.latencies();
 
         let mut cache = self.cache;
@@ -518,17 +521,18 @@ impl Accumulator {
         }
     }
 
-    /// What makes the numbers doubtful: missing records, no success, no usage, prompt tokens
-    /// off, drift without real-time scheduling, inexact prompts at start-up.
-    fn warnings(&self, info: &RunInfo, scheduled: usize, drift: &DriftStats) -> Vec<String> {
+    /// What makes the numbers doubtful: missing records (`counts`: every record, inside the
+    /// measurement window or not, and the requests scheduled), no success, no usage, prompt
+    /// tokens off, drift without real-time scheduling, inexact prompts at start-up.
+    fn warnings(&self, info: &RunInfo, counts: (usize, usize), drift: &DriftStats) -> Vec<String> {
+        let (recorded, scheduled) = counts;
         let exact = &self.exact;
         let mut warnings = Vec::new();
-        if self.status.total != scheduled {
+        if recorded != scheduled {
             warnings.push(format!(
-                "records ({}) do not account for every scheduled request ({}): {} missing",
-                self.status.total,
-                scheduled,
-                scheduled as i64 - self.status.total as i64
+                "records ({recorded}) do not account for every scheduled request ({scheduled}): {} {}",
+                recorded.abs_diff(scheduled),
+                if recorded < scheduled { "missing" } else { "too many" }
             ));
         }
         if self.completed == 0 && self.status.total > 0 && self.status.dry_run == 0 {

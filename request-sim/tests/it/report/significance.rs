@@ -374,6 +374,60 @@ fn a_window_counts_the_requests_sent_inside_it() {
     assert!(err.contains("END must be after START"), "{err}");
 }
 
+/// Records sent outside `--measure-window` are not missing: no "do not account for every
+/// scheduled request" warning for them (issue #39 defect 6), whether the run's scheduled count
+/// is known or read from the records; a record truly missing still warns.
+#[test]
+fn records_outside_the_window_are_not_missing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("r.jsonl");
+    write_jsonl(&path, &steady_records());
+    let missing = |s: &request_sim::stats::Summary| {
+        s.warnings
+            .iter()
+            .find(|w| w.contains("do not account for every scheduled request"))
+            .cloned()
+    };
+    for window in ["10..20", "auto"] {
+        let cfg = ReportConfig {
+            window: Some(MeasureWindow::parse(window).unwrap()),
+            ..ReportConfig::default()
+        };
+        let s = report_from_records(&path, &cfg, None).unwrap();
+        assert_eq!(missing(&s), None, "{window}: {:?}", s.warnings);
+        assert!(s.counts_add_up, "{window}");
+        let mut info = request_sim::stats::RunInfo::default();
+        info.outcome.scheduled = 600;
+        let s = report_from_records(&path, &cfg, Some(info.clone())).unwrap();
+        assert_eq!(missing(&s), None, "{window}: {:?}", s.warnings);
+        assert!(s.counts_add_up, "{window}");
+        // One scheduled request without a record is missing, window or not.
+        info.outcome.scheduled = 601;
+        let s = report_from_records(&path, &cfg, Some(info)).unwrap();
+        assert_eq!(
+            missing(&s).as_deref(),
+            Some("records (600) do not account for every scheduled request (601): 1 missing"),
+            "{window}"
+        );
+        assert!(!s.counts_add_up, "{window}");
+    }
+    // The same through the command line: nothing about missing records.
+    let (code, out, err) = run_cli(
+        [
+            OsStr::new("report"),
+            path.as_os_str(),
+            "--measure-window".as_ref(),
+            "auto".as_ref(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains("do not account") && !err.contains("do not account"),
+        "{out}\n{err}"
+    );
+}
+
 #[test]
 fn repeat_zero_is_refused_with_the_reason() {
     let tmp = tempfile::tempdir().unwrap();
