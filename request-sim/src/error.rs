@@ -34,6 +34,11 @@ pub enum Error {
     /// cannot use (start-up requests: model list, calibration, `/tokenize`).
     #[error("{0}")]
     Server(String),
+    /// The server could not be reached at all by a start-up request (the model list, the
+    /// `/tokenize` probe): no connection could be opened. Exits 5 like a run in which no
+    /// request succeeded ([`Error::exit_code`]).
+    #[error("{0}")]
+    Unreachable(String),
     /// Reading or writing a file (records, summary, result files) failed.
     #[error("{what}: {source}")]
     Io {
@@ -63,6 +68,15 @@ impl Error {
     /// A server error.
     pub fn server(msg: impl Into<String>) -> Error {
         Error::Server(msg.into())
+    }
+
+    /// The exit status of a command that failed with this error: 5 when the server could not
+    /// be reached ([`Error::Unreachable`], as for a run whose requests all failed), else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Unreachable(_) => 5,
+            _ => 1,
+        }
     }
 
     /// A report error.
@@ -100,6 +114,7 @@ impl Error {
             Error::Trace(_) => "trace",
             Error::Prompt(_) => "prompt",
             Error::Server(_) => "server",
+            Error::Unreachable(_) => "unreachable",
             Error::Io { .. } => "io",
             Error::Report(_) => "report",
             Error::Internal(_) => "internal",
@@ -131,5 +146,8 @@ mod tests {
         .into();
         assert!(matches!(e, Error::Trace(_)));
         assert_eq!(e.to_string(), "t.jsonl: the file is empty (no data lines)");
+        assert_eq!(e.exit_code(), 1);
+        let e = Error::Unreachable("cannot connect to http://h:1/v1/models".into());
+        assert_eq!((e.kind(), e.exit_code()), ("unreachable", 5));
     }
 }

@@ -45,7 +45,7 @@ pub use client::{
     DEFAULT_POOL_IDLE_TIMEOUT_S,
 };
 pub use endpoint::{sanitize_url, Endpoint, ANTHROPIC_VERSION};
-pub use send::{execute, served_by, Outcome, RequestOpts};
+pub use send::{connect_failure, execute, served_by, Outcome, RequestOpts};
 pub use state::{ProtocolError, ResponseState, Usage};
 pub use status::{ServedBy, Status};
 pub use stream::{read_stream, StreamReader};

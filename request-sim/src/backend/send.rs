@@ -166,6 +166,27 @@ impl From<ExchangeError> for Failure {
     }
 }
 
+/// Why no connection could be opened, when `e` is such a failure (`None` for any other
+/// error): "connection refused" for a closed port, else the innermost I/O or resolver error
+/// (e.g. "failed to lookup address information: Name or service not known").
+pub fn connect_failure(e: &reqwest::Error) -> Option<String> {
+    if !e.is_connect() {
+        return None;
+    }
+    let mut cause = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return Some("connection refused".to_string());
+            }
+        }
+        cause = inner.to_string();
+        src = inner.source();
+    }
+    Some(cause)
+}
+
 /// True when `e` (from `send()`, so before any response byte) says the peer closed an
 /// established connection: hyper's "connection closed before message completed", or a reset
 /// / broken pipe while writing the request. Connect errors (a new connection that could not

@@ -54,11 +54,14 @@ pub(super) async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Resu
         .timeout(Duration::from_secs(10))
         .send()
         .await
-        .map_err(|e| {
-            Error::server(format!(
+        .map_err(|e| match crate::backend::connect_failure(&e) {
+            Some(cause) => Error::Unreachable(format!(
+                "cannot connect to {url} (the start-up request that finds the model; {hint} to skip it): {cause}; is the server running and listening there?"
+            )),
+            None => Error::server(format!(
                 "cannot reach {url} to find the model ({hint}): {}",
                 e.without_url()
-            ))
+            )),
         })?;
     if !resp.status().is_success() {
         // A refused key is not fixed by naming the model.

@@ -474,18 +474,19 @@ fn vocabulary(
         (None, None) => (
             Vocab::builtin(),
             Truth::None,
-            no_tokenizer_reason(cfg, server),
+            no_tokenizer_reason(cfg, server)?,
         ),
     })
 }
 
 /// Why neither a local tokenizer nor the server's `/tokenize` counts the prompts (`None` for the
 /// built-in simulator, which needs neither): the true reason of each case, since the server
-/// was asked only when none of the others holds.
-fn no_tokenizer_reason(cfg: &ReplayConfig, server: &Server) -> Option<String> {
+/// was asked only when none of the others holds. A server no connection can be opened to is
+/// an [`Error::Unreachable`] (exit 5), not a reason.
+fn no_tokenizer_reason(cfg: &ReplayConfig, server: &Server) -> Result<Option<String>> {
     let url = server.ep.display_url();
-    Some(match cfg.target.server {
-        Target::BuiltinSimulator => return None,
+    Ok(Some(match cfg.target.server {
+        Target::BuiltinSimulator => return Ok(None),
         _ if cfg.prompts.no_server_tokenize => "no --tokenizer, --no-server-tokenize".into(),
         _ if cfg.requests.dry_run => {
             "no --tokenizer; a dry run does not ask the server's /tokenize".into()
@@ -493,29 +494,37 @@ fn no_tokenizer_reason(cfg: &ReplayConfig, server: &Server) -> Option<String> {
         _ if !server.ep.kind.is_openai() => format!(
             "no --tokenizer; {url} is not an OpenAI-style endpoint, so no /tokenize is asked"
         ),
-        _ => match reach_error(server) {
+        _ => match reach_error(server)? {
             Some(e) => format!("no --tokenizer, and {url} cannot be asked for its /tokenize ({e})"),
             None => "no --tokenizer and the server has no POST /tokenize".into(),
         },
-    })
+    }))
 }
 
-/// Why the server cannot be asked at all: unreachable, or it refuses the API key (`None` when
-/// it answers anything else over HTTP).
-fn reach_error(server: &Server) -> Option<String> {
+/// Why the server cannot be asked at all: it refuses the API key, or fails otherwise (`None`
+/// when it answers anything else over HTTP); no connection opened is [`Error::Unreachable`].
+fn reach_error(server: &Server) -> Result<Option<String>> {
     let req = server
         .ep
         .authorize(server.client.get(server.ep.base_url()))
         .timeout(std::time::Duration::from_secs(5));
     // `send` starts the timeout's timer: inside the runtime.
-    match server.rt.block_on(async { req.send().await }) {
+    Ok(match server.rt.block_on(async { req.send().await }) {
         Ok(r) if matches!(r.status().as_u16(), 401 | 403) => Some(format!(
             "it answered {}: the API key was refused; pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY",
             r.status()
         )),
         Ok(_) => None,
-        Err(e) => Some(e.without_url().to_string()),
-    }
+        Err(e) => match crate::backend::connect_failure(&e) {
+            Some(cause) => {
+                return Err(Error::Unreachable(format!(
+                    "cannot connect to {}/tokenize (the start-up probe for the server's tokenizer, asked without --tokenizer): {cause}; is the server running and listening there?",
+                    server.ep.base_url()
+                )))
+            }
+            None => Some(e.without_url().to_string()),
+        },
+    })
 }
 
 /// Prompts of the built-in word list against a server: one line that says whether they are

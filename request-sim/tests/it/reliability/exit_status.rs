@@ -56,6 +56,46 @@ fn no_successful_request_exits_5() {
     }
 }
 
+/// A closed port found by a start-up probe (no `--model-name`: `GET /v1/models`; no
+/// `--tokenizer`: the server's `/tokenize`) exits 5 like a run whose requests all failed to
+/// connect, with a message naming the endpoint (issue #39 defect 11).
+#[test]
+fn a_closed_port_at_start_up_exits_5() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "trace.jsonl", 3, 200.0, 16, 4);
+    let port = closed_port();
+    let base = format!("http://127.0.0.1:{port}");
+    for (path, extra, probe) in [
+        ("/v1/chat/completions", &[][..], "/v1/models"),
+        (
+            "/v1/chat/completions",
+            &["--model-name", "m"][..],
+            "/tokenize",
+        ),
+        ("/v1/responses", &[][..], "/v1/models"),
+    ] {
+        let mut args: Vec<String> = [
+            "replay",
+            "--endpoint",
+            &format!("{base}{path}"),
+            "--dataset-path",
+            &trace.display().to_string(),
+            "--output-path",
+            &dir.path().join("records.jsonl").display().to_string(),
+            "--quiet",
+            "--no-server-metrics",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let (code, _, stderr) = run_cli(&args, &[]);
+        assert_eq!(code, 5, "{path} {extra:?}: {stderr}");
+        let want = format!("cannot connect to {base}{probe}");
+        assert!(stderr.contains(&want), "{path} {extra:?}: {stderr}");
+        assert!(stderr.contains("connection refused"), "{stderr}");
+    }
+}
+
 #[test]
 fn max_error_rate_is_a_ci_threshold() {
     let dir = tempfile::tempdir().unwrap();

@@ -154,8 +154,8 @@ fn misleading_messages_say_the_truth() {
         Case {
             name: "unreachable server",
             args: replay(&["--endpoint", "http://127.0.0.1:9/v1/chat/completions", "--model-name", "m", "--chat-overhead", "0"]),
-            code: Some(1),
-            says: vec!["cannot be asked for its /tokenize (error sending request"],
+            code: Some(5),
+            says: vec!["cannot connect to http://127.0.0.1:9/tokenize (the start-up probe for the server's tokenizer, asked without --tokenizer): connection refused"],
             not: vec![wrong_tokenize],
         },
         Case {
