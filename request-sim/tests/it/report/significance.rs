@@ -426,6 +426,29 @@ fn records_outside_the_window_are_not_missing() {
         !out.contains("do not account") && !err.contains("do not account"),
         "{out}\n{err}"
     );
+    // A replay (built-in simulator) with a window, every --repeat round: no such warning.
+    let trace = write_trace(tmp.path(), "t.jsonl", 40, 2000.0, 16, 2);
+    let dir = tmp.path().join("run");
+    let (code, out, err) = run_cli(
+        [
+            OsStr::new("replay"),
+            "--dataset-path".as_ref(),
+            trace.as_os_str(),
+            "--result-dir".as_ref(),
+            dir.as_os_str(),
+            "--measure-window".as_ref(),
+            "1..1.5".as_ref(),
+            "--repeat".as_ref(),
+            "2".as_ref(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("Records = scheduled:").count(), 2, "{out}");
+    assert!(
+        !out.contains("do not account") && !err.contains("do not account"),
+        "{out}\n{err}"
+    );
 }
 
 #[test]
