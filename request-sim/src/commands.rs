@@ -636,6 +636,14 @@ pub fn convert(args: ConvertArgs) -> Result<u8> {
             }
             s => s.map(|s| s * 1e3),
         },
+        reorder_window_ms: match args.reorder_window {
+            s if s.is_finite() && s >= 0.0 => s * 1e3,
+            s => {
+                return Err(Error::config(format!(
+                    "--reorder-window must be a number of seconds >= 0, got {s}"
+                )))
+            }
+        },
     };
     // Before the tokenizer loads and anything is read: `-o LOG` would destroy the log.
     convert::check_paths(&opts)?;
