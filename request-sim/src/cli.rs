@@ -119,6 +119,13 @@ pub struct ConvertArgs {
     /// log's requests and distinct blocks).
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub forget_after: Option<f64>,
+    /// Requests are written in start-time order (sessions are inferred in that order): one
+    /// may start up to SECS of log time before the newest start read (a log written as
+    /// requests complete is out of start order by up to its longest request). Memory holds
+    /// the requests of the last SECS; a request later than that is an error naming this flag.
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true,
+          default_value_t = crate::convert::DEFAULT_REORDER_WINDOW_S)]
+    pub reorder_window: f64,
     /// Skip the analyze of the converted trace at the end (it loads the whole trace).
     #[arg(long)]
     pub no_analyze: bool,

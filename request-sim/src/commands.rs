@@ -4,7 +4,8 @@ use std::path::Path;
 
 use crate::analyze::{analyze_columns, read_columns, AnalyzeOptions, Columns, RoutingOptions};
 use crate::cli::{
-    AnalyzeArgs, CompareArgs, ConvertArgs, ReplayArgs, ReportArgs, TransformArgs, VerifyArgs,
+    AnalyzeArgs, CompareArgs, ConvertArgs, ReplayArgs, ReportArgs, TraceArgs, TransformArgs,
+    VerifyArgs,
 };
 use crate::config::{load_options, report_config, reshape_settings, ReplayConfig};
 use crate::prompt;
@@ -155,6 +156,11 @@ pub fn transform(args: TransformArgs) -> Result<u8> {
     if args.synthesize {
         return synthesize(&args, start_ms, end_ms);
     }
+    if let Some(d) = args.duration {
+        return Err(Error::config(format!(
+            "--duration {d} is the length of a --synthesize trace; without --synthesize it does nothing (to keep a part of the trace, use --time-window START..END)"
+        )));
+    }
     let reshape = reshape_settings(&args.reshape, args.max_idle_gap, args.seed)?;
     let opts = LoadOptions {
         start_ms,
@@ -180,6 +186,11 @@ pub fn transform(args: TransformArgs) -> Result<u8> {
     );
     if opts.reshape.infer_sessions {
         eprintln!("request-sim: {}", infer_report(st));
+    }
+    if let (Some(gap), false) = (args.max_idle_gap, out.sessions.any()) {
+        eprintln!(
+            "request-sim: note: --max-idle-gap {gap}: the trace has no sessions, so nothing was capped (it caps the think time between a session's turns; --infer-sessions finds sessions from hash ids)"
+        );
     }
     if out.block_size != 512 && out.format != trace::TraceFormat::Bailian {
         eprintln!(
@@ -243,11 +254,17 @@ pub(crate) fn synthesize(
         (r.rate_series.is_some(), "--rate-series"),
         (r.sample_sessions.is_some(), "--sample-sessions"),
         (args.max_idle_gap.is_some(), "--max-idle-gap"),
+        (r.infer_sessions, "--infer-sessions"),
     ];
     if let Some((_, flag)) = other.iter().find(|(on, _)| *on) {
         return Err(Error::config(format!(
             "--synthesize takes --duration, --rate, --seed and --time-window (the part of the trace fitted); {flag} reshapes an existing trace: transform it first, then synthesize from the result"
         )));
+    }
+    if args.compare && args.output.as_os_str() == "-" {
+        return Err(Error::config(
+            "--synthesize --compare reads the new trace back: give -o a file, not `-`",
+        ));
     }
     let duration = args.duration.unwrap_or(0.0);
     if !(duration.is_finite() && duration > 0.0) {
@@ -297,7 +314,35 @@ pub(crate) fn synthesize(
             fit.block_size, fit.block_size
         );
     }
+    if args.compare {
+        compare_synthesized(args, &trace, fit.block_size)?;
+    }
     Ok(0)
+}
+
+/// `--synthesize --compare`: the analysis of the part of the trace fitted and of the new trace,
+/// side by side.
+fn compare_synthesized(
+    args: &TransformArgs,
+    fitted: &trace::Trace,
+    block_size: usize,
+) -> Result<()> {
+    let written = TraceArgs {
+        block_size: Some(block_size),
+        ..TraceArgs::default()
+    };
+    let new = read_columns(&args.output, &load_options(&written))?;
+    let (aa, ab) = analyze_pair(Columns::from_trace(fitted), new, &[]);
+    let original = match &args.reshape.time_window {
+        Some(w) => format!("{} (fitted, --time-window {w})", args.trace.display()),
+        None => args.trace.display().to_string(),
+    };
+    let synthesized = args.output.display().to_string();
+    report::print_stdout(&report::against::render_against(
+        &aa,
+        &ab,
+        (&original, &synthesized),
+    ))
 }
 
 /// Writes a trace as JSONL to `path` (`-`: standard output); on an error, a file already at
@@ -635,6 +680,14 @@ pub fn convert(args: ConvertArgs) -> Result<u8> {
                 )))
             }
             s => s.map(|s| s * 1e3),
+        },
+        reorder_window_ms: match args.reorder_window {
+            s if s.is_finite() && s >= 0.0 => s * 1e3,
+            s => {
+                return Err(Error::config(format!(
+                    "--reorder-window must be a number of seconds >= 0, got {s}"
+                )))
+            }
         },
     };
     // Before the tokenizer loads and anything is read: `-o LOG` would destroy the log.

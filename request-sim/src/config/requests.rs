@@ -239,11 +239,11 @@ pub(super) fn agent_sessions(
         }
         return Ok(sessions);
     }
-    if a.requests.sessions.timing == crate::schedule::Timing::Open
-        && a.requests.sessions.think_time.is_some()
-    {
+    let think = a.requests.sessions.think_time;
+    let fixed = matches!(think, Some(crate::schedule::ThinkTime::FixedMs(_)));
+    if fixed || (a.requests.sessions.timing == crate::schedule::Timing::Open && think.is_some()) {
         return Err(Error::config(
-            "--think-time with an agent corpus: its requests wait for the trace's own client gaps (cap them with --max-idle-gap)",
+            "--think-time with an agent corpus: its requests wait for the trace's own client gaps, whatever --think-time says (cap them with --max-idle-gap)",
         ));
     }
     Ok(crate::schedule::SessionOptions {

@@ -17,7 +17,9 @@
 //! `--keep-text FILE` writes a `messages` trace with the text beside it, for the user's own use.
 //!
 //! Streaming: lines are read in batches of [`BATCH`], counted in parallel (the chat template
-//! and the tokenizer are the cost), then numbered and written in log order. What is kept across
+//! and the tokenizer are the cost), then put in start-time order within `--reorder-window`
+//! (`reorder.rs`: a log written as requests complete is out of start order), and numbered
+//! (blocks, sessions) and written in that order. What is kept across
 //! rows is one entry per distinct block (hash → id, 16 bytes plus the map's overhead) and one
 //! per request for session inference (its messages' hash → session, 16 bytes), plus a counter
 //! of turns per session (4 bytes): no text, so a 10 GB log converts in memory proportional to
@@ -25,6 +27,7 @@
 
 mod blocks;
 mod count;
+mod reorder;
 mod sessions;
 
 use std::io::Write;
@@ -68,7 +71,14 @@ pub struct ConvertOptions {
     /// `--forget-after`: sessions idle and blocks unseen for this long (log time, ms) are
     /// forgotten, which bounds memory on an endless log (`None`: exact, nothing forgotten).
     pub forget_after_ms: Option<f64>,
+    /// `--reorder-window`: requests are written in start-time order; one may start up to this
+    /// long (log time, ms) before the newest start read (a log written at completion).
+    pub reorder_window_ms: f64,
 }
+
+/// Default `--reorder-window`, seconds: longer than most requests take (a log written at
+/// completion is out of start order by up to its longest request).
+pub const DEFAULT_REORDER_WINDOW_S: f64 = 600.0;
 
 /// What a conversion found: the report printed at its end (and `--json`).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -103,8 +113,12 @@ pub struct ConvertReport {
     pub first_time_ms: f64,
     /// Last minus first request time, seconds.
     pub span_s: f64,
-    /// Requests earlier than one before them in the log (kept; the trace's readers sort).
+    /// Requests that start earlier than one before them in the log (written in start order).
     pub out_of_order: usize,
+    /// `--reorder-window` (seconds).
+    pub reorder_window_s: f64,
+    /// The most requests held at once to put them in start order.
+    pub reorder_held_max: usize,
     pub block_size: usize,
     pub distinct_blocks: usize,
     pub input_tokens: u64,
@@ -250,7 +264,7 @@ pub fn convert(
         // On a read error the batch holds the lines read before it: they are converted too.
         let read = read_batch(&mut reader, &mut batch);
         let counted = count_batch(&batch, counter, &ordered.ids);
-        for (item, c) in batch.iter().zip(counted) {
+        for (item, c) in batch.drain(..).zip(counted) {
             ordered.take(item, c)?;
         }
         match read {
@@ -298,14 +312,24 @@ fn count_batch(
     }
 }
 
-/// The ordered stage of a conversion: takes the counted requests in log order, numbers their
-/// blocks and sessions, writes their rows, and keeps the report.
+/// A counted request held until its turn in start-time order: no text unless `--keep-text`.
+struct Held {
+    session: Option<String>,
+    counted: Counted,
+    /// Its messages and tools, for `--keep-text`.
+    text: Option<(Value, Option<Value>)>,
+}
+
+/// The ordered stage of a conversion: takes the counted requests in log order, puts them in
+/// start-time order (`reorder.rs`), numbers their blocks and sessions (in that order), writes
+/// their rows, and keeps the report.
 struct Ordered<'a> {
     opts: &'a ConvertOptions,
     /// The log's name, as the reader gives it (`<stdin>` for `-`).
     name: String,
     ids: BlockIds,
     sessions: SessionIds,
+    order: reorder::StartOrder<Held>,
     out: OutputFile,
     /// The `--keep-text` messages trace.
     text_out: Option<OutputFile>,
@@ -338,6 +362,7 @@ impl<'a> Ordered<'a> {
             output: opts.output.display().to_string(),
             counted_by: counter.describe(),
             block_size: opts.block_size,
+            reorder_window_s: opts.reorder_window_ms / 1e3,
             ..ConvertReport::default()
         };
         Ok(Ordered {
@@ -345,6 +370,7 @@ impl<'a> Ordered<'a> {
             name,
             ids,
             sessions,
+            order: reorder::StartOrder::new(opts.reorder_window_ms),
             out,
             text_out,
             rep,
@@ -356,8 +382,8 @@ impl<'a> Ordered<'a> {
     }
 
     /// One item of a batch and its count: written, or counted as skipped with its reason.
-    fn take(&mut self, item: &Item, c: std::result::Result<Counted, String>) -> Result<()> {
-        let line = match item {
+    fn take(&mut self, item: Item, c: std::result::Result<Counted, String>) -> Result<()> {
+        let line = match &item {
             Item::Row(l, _) | Item::Bad(l, _) => *l,
         };
         if matches!(item, Item::Row(..)) {
@@ -379,23 +405,70 @@ impl<'a> Ordered<'a> {
         let Item::Row(_, row) = item else {
             return Ok(());
         };
-        self.write(row, &c)
+        self.hold(line, row, c)
     }
 
-    /// A counted request: its session and hash ids numbered, its trace row (and text row)
-    /// written, its tokens added to the report.
-    fn write(&mut self, row: &LogRow, c: &Counted) -> Result<()> {
-        let base = *self.first.get_or_insert(row.time_ms);
-        if row.time_ms < self.latest {
+    /// A counted request held for its turn in start order; those whose turn has come written.
+    fn hold(&mut self, line: usize, row: LogRow, c: Counted) -> Result<()> {
+        let time = row.time_ms;
+        if time < self.latest {
             self.rep.out_of_order += 1;
         }
-        self.latest = self.latest.max(row.time_ms);
-        self.earliest = self.earliest.min(row.time_ms);
+        self.latest = self.latest.max(time);
+        self.earliest = self.earliest.min(time);
+        let held = Held {
+            session: row.session,
+            counted: c,
+            text: self
+                .opts
+                .keep_text
+                .is_some()
+                .then_some((row.messages, row.tools)),
+        };
+        if let Err(late) = self.order.push(time, held) {
+            return Err(self.too_late(line, time, late));
+        }
+        self.rep.reorder_held_max = self.rep.reorder_held_max.max(self.order.held());
+        self.release(false)
+    }
+
+    /// A request that starts before one already written: the window was too narrow.
+    fn too_late(&self, line: usize, time: f64, late: reorder::TooLate) -> Error {
+        let behind_s = (late.newest_ms - time) / 1e3;
+        let what = format!(
+            "this request starts {behind_s:.3} s before the latest start read and {:.3} s before \
+             a request already written: the log is out of start-time order by more than \
+             --reorder-window {} s; raise --reorder-window to at least {}",
+            (late.written_ms - time) / 1e3,
+            self.opts.reorder_window_ms / 1e3,
+            behind_s.floor() + 1.0
+        );
+        TraceError::Row {
+            path: self.name.clone(),
+            line,
+            error: RowError::Json(what),
+        }
+        .into()
+    }
+
+    /// Writes the held requests whose turn has come (`all`: every one, at the end).
+    fn release(&mut self, all: bool) -> Result<()> {
+        while let Some((time, held)) = self.order.pop(all) {
+            self.write(time, &held)?;
+        }
+        Ok(())
+    }
+
+    /// A counted request in start order: its session and hash ids numbered, its trace row
+    /// (and text row) written, its tokens added to the report.
+    fn write(&mut self, time_ms: f64, held: &Held) -> Result<()> {
+        let c = &held.counted;
+        let base = *self.first.get_or_insert(time_ms);
         let (session, _turn) =
             self.sessions
-                .assign_chain(row.session.as_deref(), &c.messages, row.time_ms);
-        let hash_ids = self.ids.number(&c.blocks, row.time_ms);
-        let timestamp = round_ms(row.time_ms - base);
+                .assign_chain(held.session.as_deref(), &c.messages, time_ms);
+        let hash_ids = self.ids.number(&c.blocks, time_ms);
+        let timestamp = round_ms(time_ms - base);
         self.line_buf.clear();
         serde_json::to_writer(
             &mut self.line_buf,
@@ -412,7 +485,7 @@ impl<'a> Ordered<'a> {
         self.out
             .write_all(&self.line_buf)
             .map_err(|e| Error::write(&self.opts.output, e))?;
-        self.write_text(row, c, timestamp, session.to_string())?;
+        self.write_text(held, timestamp, session.to_string())?;
         self.rep.converted += 1;
         self.rep.input_tokens += u64::from(c.input_length);
         self.rep.output_tokens += u64::from(c.output_length);
@@ -421,14 +494,12 @@ impl<'a> Ordered<'a> {
     }
 
     /// The request's row of the `--keep-text` messages trace, when asked for.
-    fn write_text(
-        &mut self,
-        row: &LogRow,
-        c: &Counted,
-        timestamp: f64,
-        session_id: String,
-    ) -> Result<()> {
-        let (Some(w), Some(path)) = (self.text_out.as_mut(), self.opts.keep_text.as_deref()) else {
+    fn write_text(&mut self, held: &Held, timestamp: f64, session_id: String) -> Result<()> {
+        let (Some(w), Some(path), Some((messages, tools))) = (
+            self.text_out.as_mut(),
+            self.opts.keep_text.as_deref(),
+            held.text.as_ref(),
+        ) else {
             return Ok(());
         };
         self.line_buf.clear();
@@ -437,9 +508,9 @@ impl<'a> Ordered<'a> {
             &TextRow {
                 timestamp,
                 session_id,
-                messages: &row.messages,
-                tools: row.tools.as_ref(),
-                output_length: c.output_length,
+                messages,
+                tools: tools.as_ref(),
+                output_length: held.counted.output_length,
             },
         )
         .map_err(|e| Error::internal(format!("cannot serialise a text row: {e}")))?;
@@ -452,6 +523,7 @@ impl<'a> Ordered<'a> {
     /// nothing converted, no file written (those already there left as they were) and the
     /// error saying why.
     fn finish(mut self, reader: &Reader) -> Result<ConvertReport> {
+        self.release(true)?;
         self.complete_report(reader);
         if self.rep.converted == 0 {
             return Err(nothing_converted(self.name, &self.rep));
@@ -467,6 +539,7 @@ impl<'a> Ordered<'a> {
         reader: &Reader,
         e: TraceError,
     ) -> Result<(ConvertReport, Option<TraceError>)> {
+        self.release(true)?;
         self.complete_report(reader);
         if self.rep.converted == 0 {
             return Err(e.into());
@@ -576,8 +649,8 @@ pub fn render_report(r: &ConvertReport) -> String {
     if r.out_of_order > 0 {
         let _ = writeln!(
             s,
-            "  out of order:        {} requests earlier than one before them (readers sort them)",
-            r.out_of_order
+            "  out of order:        {} requests start earlier than one before them in the log: written in start-time order (--reorder-window {} s; at most {} requests held)",
+            r.out_of_order, r.reorder_window_s, r.reorder_held_max
         );
     }
     let _ = writeln!(

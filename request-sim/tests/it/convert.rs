@@ -930,3 +930,96 @@ fn a_damaged_log_keeps_the_requests_before_the_damage() {
         "{c}"
     );
 }
+
+/// A LiteLLM-shaped log written as requests complete (sorted by `endTime`): 12 conversations
+/// of 3 turns 12 s apart, each request 0.5-39.5 s long (as in the issue: a turn may start
+/// before the one it extends is logged, e.g. a slow answer the user did not wait for).
+/// Returns the log's lines and each request's (start s, conversation), in start order.
+fn completion_order_log() -> (String, Vec<(f64, usize)>) {
+    let mut rows = Vec::new();
+    for k in 0..12usize {
+        let mut start = k as f64 * 1.5;
+        let mut messages = vec![
+            serde_json::json!({"role": "system", "content": format!("You plan trips to city number {k} of the atlas.")}),
+        ];
+        for j in 0..3usize {
+            messages.push(serde_json::json!({"role": "user", "content": format!("Conversation {k} asks question {j} about museums and parks.")}));
+            let dur = 0.5 + ((k * 11 + j * 7) % 40) as f64;
+            let end = start + dur;
+            let line = serde_json::json!({
+                "id": format!("c{k}-{j}"), "call_type": "acompletion", "model": "qwen3",
+                "startTime": 1_715_342_400.0 + start, "endTime": 1_715_342_400.0 + end,
+                "messages": messages.clone(), "completion_tokens": 5 + j,
+            });
+            rows.push((end, start, k, line.to_string()));
+            messages.push(serde_json::json!({"role": "assistant", "content": format!("Answer {j} of conversation {k}.")}));
+            start += 12.0;
+        }
+    }
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let log = rows.iter().map(|r| format!("{}\n", r.3)).collect();
+    let mut truth: Vec<(f64, usize)> = rows.iter().map(|r| (r.1, r.2)).collect();
+    truth.sort_by(|a, b| a.0.total_cmp(&b.0));
+    (log, truth)
+}
+
+/// Issue #39 defect 2: a log in completion order converts into a trace in start-time order
+/// (it replays without a reorder window) with the conversations as sessions; a window too
+/// narrow for the log is an error naming `--reorder-window`.
+#[test]
+fn a_log_in_completion_order_converts_in_start_order() {
+    let Some(q) = qwen3_or_skip("convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("litellm_by_end.jsonl");
+    let (text, truth) = completion_order_log();
+    std::fs::write(&log, text).unwrap();
+    let out = dir.path().join("t.jsonl");
+    let (rep, rows) = convert_ok(&q, &log, &out, &["--block-size", "16"]);
+    let c = &rep["convert"];
+    assert_eq!(c["log_format"], "litellm");
+    assert!(c["out_of_order"].as_u64().unwrap() > 0, "{c}");
+    // The 12 conversations (inferred in log order: 16), each request in its own one.
+    assert_eq!(c["sessions"].as_u64(), Some(12), "{c}");
+    assert_eq!(c["multi_turn_sessions"].as_u64(), Some(12), "{c}");
+    // Start-time order, relative to the first start.
+    let want: Vec<f64> = truth.iter().map(|t| (t.0 * 1000.0).round()).collect();
+    assert_eq!(timestamps(&rows), want);
+    let mut pairs: HashSet<(String, usize)> = HashSet::new();
+    for (r, t) in rows.iter().zip(&truth) {
+        pairs.insert((r["session_id"].as_str().unwrap().to_owned(), t.1));
+    }
+    assert_eq!(pairs.len(), 12, "a session mixes conversations: {pairs:?}");
+    // It replays as it is (default reorder window).
+    let (code, _, stderr) = run_cli(
+        [
+            "replay",
+            "--dataset-path",
+            out.to_str().unwrap(),
+            "--dry-run",
+            "--scale-factor",
+            "100",
+            "-o",
+            dir.path().join("r.jsonl").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    // A window narrower than the log's disorder: an error naming the flag, nothing written.
+    let narrow = dir.path().join("narrow.jsonl");
+    let (code, _, err) = convert(&q, &log, &narrow, &["--reorder-window", "5"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("out of start-time order by more than --reorder-window 5 s")
+            && err.contains("raise --reorder-window to at least"),
+        "{err}"
+    );
+    assert!(!narrow.exists());
+    let (code, _, err) = convert(&q, &log, &narrow, &["--reorder-window", "-1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--reorder-window must be a number of seconds >= 0"),
+        "{err}"
+    );
+}

@@ -192,6 +192,26 @@ fn agent_flags_need_an_agent_corpus() {
     assert!(err.contains("--users needs an agent corpus"), "{err}");
 }
 
+/// Issue #39 defect 8: `--timing closed --think-time 100` on an agent corpus was accepted and
+/// ignored (the summary said "think time trace"): a fixed think time is refused; `trace`, what
+/// a corpus uses, is accepted.
+#[test]
+fn a_fixed_think_time_is_refused_for_an_agent_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = base_args("http://127.0.0.1:9", &corpus_dir(), dir.path());
+    args.extend(["--timing", "closed", "--think-time"].map(String::from));
+    let mut fixed = args.clone();
+    fixed.push("100".into());
+    let err = config(&strs(&fixed)).unwrap_err().to_string();
+    assert!(
+        err.contains("--think-time with an agent corpus")
+            && err.contains("the trace's own client gaps"),
+        "{err}"
+    );
+    args.push("trace".into());
+    assert!(config(&strs(&args)).is_ok());
+}
+
 /// `sweep --users 1,2` of the fixture corpus against a fresh llm-sim with a 5 s TTFT SLO,
 /// into `sweep_dir`, with `extra` flags.
 fn sweep_users(sweep_dir: &Path, extra: &[&str]) -> (u8, request_sim::sweep::SweepResult) {

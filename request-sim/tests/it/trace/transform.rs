@@ -849,3 +849,112 @@ fn replay_infers_sessions_too() {
     assert_eq!(sessions.len(), 5, "{sessions:?}");
     assert!(records.iter().all(|r| r.session_id.is_some()));
 }
+
+/// `request-sim transform ARGS`: exit code, stdout, stderr.
+fn transform_cli(args: &[&str]) -> (i32, String, String) {
+    let mut argv = vec!["transform"];
+    argv.extend_from_slice(args);
+    run_cli(argv, &[])
+}
+
+/// Issue #39 defect 8: `--synthesize --compare` prints the fitted and the new trace side by
+/// side (it printed nothing); with `-o -` it is refused (the new trace is read back).
+#[test]
+fn synthesize_compare_prints_both_traces_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, conversation_trace(40, 120.0, 5, true)).unwrap();
+    let out = dir.path().join("synth.jsonl");
+    let (i, o) = (input.to_str().unwrap(), out.to_str().unwrap());
+    let (code, stdout, err) =
+        transform_cli(&[i, "-o", o, "--synthesize", "--duration", "60", "--compare"]);
+    assert_eq!(code, 0, "{err}");
+    for row in [
+        "Mean rate (req/s)",
+        "Input P90",
+        "Ideal hit ratio",
+        "synth.jsonl",
+    ] {
+        assert!(stdout.contains(row), "{row} in\n{stdout}");
+    }
+    let (code, _, err) = transform_cli(&[
+        i,
+        "-o",
+        "-",
+        "--synthesize",
+        "--duration",
+        "60",
+        "--compare",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("give -o a file, not `-`"), "{err}");
+}
+
+/// Issue #39 defect 8: `--duration` without `--synthesize` did nothing; it is refused.
+#[test]
+fn duration_without_synthesize_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, conversation_trace(10, 60.0, 5, true)).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let (code, _, err) = transform_cli(&[
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--duration",
+        "10",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--duration 10 is the length of a --synthesize trace")
+            && err.contains("--time-window"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+/// Issue #39 defect 8: `--synthesize --infer-sessions` ignored the inference; it is refused.
+#[test]
+fn synthesize_refuses_infer_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, conversation_trace(10, 60.0, 5, true)).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let (code, _, err) = transform_cli(&[
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--synthesize",
+        "--duration",
+        "10",
+        "--infer-sessions",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--infer-sessions reshapes an existing trace: transform it first"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+/// Issue #39 defect 8: `--max-idle-gap` on a trace without sessions caps nothing, and says so.
+#[test]
+fn max_idle_gap_without_sessions_says_nothing_was_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.jsonl");
+    let note = "--max-idle-gap 5: the trace has no sessions, so nothing was capped";
+    let trace = trace_fixture("mooncake.jsonl");
+    let run = |input: &str| {
+        let (code, _, err) =
+            transform_cli(&[input, "-o", out.to_str().unwrap(), "--max-idle-gap", "5"]);
+        assert_eq!(code, 0, "{err}");
+        err
+    };
+    let err = run(trace.to_str().unwrap());
+    assert!(err.contains(note), "{err}");
+    // A trace with sessions: no note.
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, conversation_trace(10, 60.0, 5, true)).unwrap();
+    let err = run(input.to_str().unwrap());
+    assert!(!err.contains("no sessions"), "{err}");
+}
