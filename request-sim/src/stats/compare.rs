@@ -86,11 +86,20 @@ impl Verdict {
         }
     }
 
-    /// The interval of the change, in percent of A.
+    /// The 95% interval of the change `(B - A) / |A|`, in percent: the bootstrap's interval of
+    /// each resample's own change; Welch's interval of the difference of means over A's mean,
+    /// its lower bound held at -100% (every headline metric is non-negative, so B cannot be
+    /// less than 0).
     pub fn ci_pct(&self) -> Option<(f64, f64)> {
         let d = self.diff?;
+        if let Some(r) = d.rel_ci_pct {
+            return Some(r);
+        }
         let a = self.a.filter(|a| *a != 0.0)?;
-        Some((d.ci_low / a.abs() * 100.0, d.ci_high / a.abs() * 100.0))
+        Some((
+            (d.ci_low / a.abs() * 100.0).max(-100.0),
+            d.ci_high / a.abs() * 100.0,
+        ))
     }
 
     /// Significant at 95% (`None`: not tested).

@@ -93,6 +93,11 @@ pub struct Diff {
     pub diff: f64,
     pub ci_low: f64,
     pub ci_high: f64,
+    /// The 95% interval of the relative change `(B - A) / |A|`, in percent, from the same
+    /// resamples (the bootstrap: each resample's change over its own A, so a non-negative
+    /// metric's interval never goes below -100%); `None` for Welch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rel_ci_pct: Option<(f64, f64)>,
 }
 
 impl Diff {
@@ -120,6 +125,7 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Diff> {
             diff,
             ci_low: diff,
             ci_high: diff,
+            rel_ci_pct: None,
         });
     }
     // Welch–Satterthwaite degrees of freedom.
@@ -131,6 +137,7 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Diff> {
         diff,
         ci_low: diff - half,
         ci_high: diff + half,
+        rel_ci_pct: None,
     })
 }
 
@@ -259,7 +266,7 @@ pub fn bootstrap(
         resample_weights(b.len(), &mut rng, &mut wb);
         if let (Some(x), Some(y)) = (pa.stats(&wa, stats), pb.stats(&wb, stats)) {
             for (d, (x, y)) in diffs.iter_mut().zip(x.into_iter().zip(y)) {
-                d.push(y - x);
+                d.push((x, y));
             }
         }
     }
@@ -291,24 +298,44 @@ pub fn bootstrap_ratio(
         let ra = ratio(&mut (0..a.len()).map(|_| a[rng.random_range(0..a.len())]));
         let rb = ratio(&mut (0..b.len()).map(|_| b[rng.random_range(0..b.len())]));
         if let (Some(x), Some(y)) = (ra, rb) {
-            diffs.push(y - x);
+            diffs.push((x, y));
         }
     }
     ci_of(sa, sb, diffs)
 }
 
-fn ci_of(a: f64, b: f64, mut diffs: Vec<f64>) -> Option<Diff> {
-    if diffs.is_empty() {
+/// The percentile interval of the resampled `(A*, B*)` pairs: of `B* - A*`, and of the
+/// relative change `(B* - A*) / |A*|` in percent (over the resamples whose A* is not 0; `None`
+/// when fewer than half are). The relative interval is not the difference's interval divided
+/// by A: a resample with a large A* has a large negative difference but a change of at most
+/// -100% for a non-negative metric.
+fn ci_of(a: f64, b: f64, pairs: Vec<(f64, f64)>) -> Option<Diff> {
+    if pairs.is_empty() {
         return None;
     }
+    let mut diffs: Vec<f64> = pairs.iter().map(|(x, y)| y - x).collect();
     diffs.sort_unstable_by(f64::total_cmp);
+    let mut rel: Vec<f64> = pairs
+        .iter()
+        .filter(|(x, _)| *x != 0.0)
+        .map(|(x, y)| (y - x) / x.abs() * 100.0)
+        .collect();
+    rel.sort_unstable_by(f64::total_cmp);
     let tail = (1.0 - LEVEL) / 2.0 * 100.0;
+    let interval = |v: &[f64]| {
+        (
+            super::samples::percentile_sorted(v, tail),
+            super::samples::percentile_sorted(v, 100.0 - tail),
+        )
+    };
+    let (ci_low, ci_high) = interval(&diffs);
     Some(Diff {
         a,
         b,
         diff: b - a,
-        ci_low: super::samples::percentile_sorted(&diffs, tail),
-        ci_high: super::samples::percentile_sorted(&diffs, 100.0 - tail),
+        ci_low,
+        ci_high,
+        rel_ci_pct: (rel.len() * 2 >= pairs.len()).then(|| interval(&rel)),
     })
 }
 

@@ -555,3 +555,32 @@ fn the_comparison_page_marks_worse_rows() {
     );
     assert!(html.contains("+50.0%"), "{html}");
 }
+
+/// Issue #39 defect 7: a bootstrap interval in percent of A is that of each resample's own
+/// change, so a latency's change never goes below -100% (dividing the interval of the
+/// difference by A gave P90 TTFT [-513.4%, +2.0%] when a resample's A was far above A).
+#[test]
+fn a_relative_interval_of_a_latency_stays_above_minus_100_percent() {
+    let with_ttft = |seed: u64, tail: f64| -> Vec<Record> {
+        synthetic(12, seed)
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut r)| {
+                r.ttft_ms = Some(if i == 10 { tail } else { 10.0 + i as f64 });
+                r.itl_ms = None;
+                r
+            })
+            .collect()
+    };
+    let a = with_ttft(21, 5000.0);
+    let c = compare(&side("A", a.clone()), &side("B", with_ttft(21, 4000.0))).unwrap();
+    let v = c.verdicts.iter().find(|v| v.key == "p90_ttft_ms").unwrap();
+    let d = v.diff.unwrap();
+    // The interval of the difference reaches far below -A ...
+    assert!(d.ci_low < -v.a.unwrap(), "{d:?}");
+    // ... but the change in percent does not go below -100%.
+    let (lo, hi) = v.ci_pct().unwrap();
+    assert!((-100.0..=hi).contains(&lo), "[{lo}, {hi}] {d:?}");
+    let text = request_sim::report::render_verdicts(&c);
+    assert!(!text.contains("-1000") && !text.contains("−"), "{text}");
+}
