@@ -39,7 +39,10 @@ pub struct MeanCi {
     pub mean: f64,
     /// Sample standard deviation (n - 1); 0 for one value.
     pub std: f64,
-    /// `mean ∓ t · std / √n`; `None` with fewer than two values.
+    /// `mean ∓ t · std / √n`; `None` with fewer than two values. When no value is negative
+    /// (every headline metric: latencies, throughputs, the hit ratio) the lower bound is held
+    /// at 0: the t interval is symmetric and, over a few spread repeats, reaches below 0, which
+    /// such a mean cannot.
     pub ci_low: Option<f64>,
     pub ci_high: Option<f64>,
     pub min: f64,
@@ -62,7 +65,7 @@ fn mean_var(v: &[f64]) -> Option<(f64, f64)> {
 }
 
 /// The 95% Student-t interval of the mean of `values` (`None` when there are none or one is
-/// not finite).
+/// not finite), its lower bound held at 0 when no value is negative.
 pub fn mean_ci(values: &[f64]) -> Option<MeanCi> {
     if values.iter().any(|x| !x.is_finite()) {
         return None;
@@ -75,7 +78,14 @@ pub fn mean_ci(values: &[f64]) -> Option<MeanCi> {
         n,
         mean,
         std,
-        ci_low: half.map(|h| mean - h),
+        ci_low: half.map(|h| {
+            let low = mean - h;
+            if values.iter().all(|x| *x >= 0.0) {
+                low.max(0.0)
+            } else {
+                low
+            }
+        }),
         ci_high: half.map(|h| mean + h),
         min: values.iter().copied().fold(f64::INFINITY, f64::min),
         max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
@@ -357,6 +367,18 @@ mod tests {
             assert!((t - want).abs() < 1e-3, "df {df}: {t} vs {want}");
         }
         assert_eq!(t_quantile(0.0), None);
+    }
+
+    #[test]
+    fn the_interval_of_a_non_negative_mean_stays_at_or_above_0() {
+        // Issue #39 defect 7: three spread repeats of a latency gave P90 TTFT [-16.71, 63.71].
+        let c = mean_ci(&[2.0, 10.0, 58.0]).unwrap();
+        assert_eq!(c.ci_low, Some(0.0), "{c:?}");
+        let half = 4.302_652_7 * c.std / 3f64.sqrt();
+        assert!((c.ci_high.unwrap() - (c.mean + half)).abs() < 1e-4, "{c:?}");
+        // A metric that can be negative keeps its symmetric interval.
+        let c = mean_ci(&[-2.0, 10.0, 58.0]).unwrap();
+        assert!(c.ci_low.unwrap() < 0.0, "{c:?}");
     }
 
     #[test]
