@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use super::format::{change, change_interval, row_value, wide_or_dash};
 use crate::stats::compare::{Comparison, Method};
+use crate::stats::headline::open_loop;
 use crate::stats::latency::{p_word, Metric};
 use crate::stats::Summary;
 
@@ -115,7 +116,14 @@ pub fn render_compare(a: &Summary, b: &Summary) -> String {
         }
     }
     let find = |rs: &[Row], l: &str| rs.iter().find(|r| r.0 == l).map(|r| r.1);
+    // An open-loop schedule sets the throughputs: their change is shown, not marked.
+    let open = open_loop(a) == Some(true) && open_loop(b) == Some(true);
     for (label, better) in labels {
+        let better = if open && label.contains("throughput") && !label.starts_with("Peak") {
+            Better::Neither
+        } else {
+            better
+        };
         let va = find(&ra, &label);
         let vb = find(&rb, &label);
         // Only two known values are compared (and ranked).
@@ -145,6 +153,12 @@ pub fn render_compare(a: &Summary, b: &Summary) -> String {
     }
     let _ = writeln!(out, "{}", "=".repeat(78));
     let _ = writeln!(out, "change = (B - A) / A;  + better, ! worse");
+    if open {
+        let _ = writeln!(
+            out,
+            "both runs are open loop: their throughputs are set by the schedule, not marked"
+        );
+    }
     out
 }
 
@@ -168,10 +182,7 @@ pub fn render_verdicts(c: &Comparison) -> String {
     for v in &c.verdicts {
         let change = change(v.change_pct());
         let ci = change_interval(v.ci_pct());
-        let verdict = match (&v.note, v.method) {
-            (Some(n), Method::None) => format!("not tested: {n}"),
-            _ => v.word().to_string(),
-        };
+        let verdict = v.verdict_text();
         let _ = writeln!(
             out,
             "{:<34} {:>11} {:>11} {:>8}  {:<19} {verdict}",

@@ -16,7 +16,7 @@ use super::console::console_items;
 use super::format::{change, change_interval, wide_or_na};
 use super::table::Item;
 use crate::error::{Error, Result};
-use crate::stats::compare::{Comparison, Method};
+use crate::stats::compare::Comparison;
 use crate::stats::repeats::RepeatSet;
 use crate::stats::{now_rfc3339, Summary};
 
@@ -323,10 +323,7 @@ pub fn write_compare_html(path: &Path, a: &str, b: &str, c: &Comparison) -> Resu
                 num(v.b),
                 change(v.change_pct()),
                 change_interval(v.ci_pct()),
-                match (&v.note, v.method) {
-                    (Some(n), Method::None) => format!("not tested: {n}"),
-                    _ => v.word().to_string(),
-                },
+                v.verdict_text(),
             ],
             mark: match (v.worse(), v.significant()) {
                 (Some(true), _) => "worse",

@@ -119,6 +119,15 @@ impl Verdict {
         )
     }
 
+    /// The verdict column: [`Verdict::word`], `not tested: <why>`, or [`SCHEDULE_SET`].
+    pub fn verdict_text(&self) -> String {
+        match (&self.note, self.method) {
+            (Some(n), Method::None) if n == SCHEDULE_SET => n.clone(),
+            (Some(n), Method::None) => format!("not tested: {n}"),
+            _ => self.word().to_string(),
+        }
+    }
+
     /// `significantly worse`, `significantly better`, `no significant difference` or
     /// `not tested`.
     pub fn word(&self) -> &'static str {
@@ -148,6 +157,9 @@ pub struct Comparison {
 /// A metric to compare: key, label, which direction is better, where its values come from.
 type MetricKey = (String, String, Better, Source);
 
+/// The note of a throughput both runs' open-loop schedules set.
+pub const SCHEDULE_SET: &str = "set by the schedule (open loop): not ranked";
+
 /// Every bootstrap verdict by key (see [`bootstrap_all`]).
 type Boot = BTreeMap<String, Option<Diff>>;
 
@@ -165,17 +177,31 @@ pub fn compare(a: &Side, b: &Side) -> Result<Comparison, String> {
     let ha = side_headlines(a);
     let hb = side_headlines(b);
     let keys = metric_keys(&ha, &hb);
+    let schedule_set = |k: &str| {
+        let set = |hs: &[Headline]| hs.iter().any(|h| h.key == k && h.schedule_set);
+        set(&ha) && set(&hb)
+    };
     let boot = if welch_ok {
         BTreeMap::new()
     } else {
         bootstrap_all(a, b, &keys)
     };
-    let verdicts = keys
+    let mut notes = notes;
+    if keys.iter().any(|k| schedule_set(&k.0)) {
+        notes.push("both runs are open loop: each request was sent at its trace time whatever the server did, so request and output throughput are set by the schedule and not ranked (compare the latencies, or replay closed loop)".to_string());
+    }
+    let verdicts: Vec<Verdict> = keys
         .iter()
         .map(|k| {
             let va = ha.iter().find(|h| h.key == k.0).and_then(|h| h.value);
             let vb = hb.iter().find(|h| h.key == k.0).and_then(|h| h.value);
-            verdict(k, (va, vb), (a, b), welch_ok, &boot)
+            let mut v = verdict(k, (va, vb), (a, b), welch_ok, &boot);
+            if schedule_set(&k.0) {
+                v.method = Method::None;
+                v.diff = None;
+                v.note = Some(SCHEDULE_SET.to_string());
+            }
+            v
         })
         .collect();
     Ok(Comparison {

@@ -10,6 +10,7 @@ use super::latency::{p_word, Metric};
 use super::per_record::record_tpot;
 use super::summary::Summary;
 use crate::record::{Record, Status};
+use crate::schedule::Timing;
 
 /// Which direction of a metric is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,18 +43,42 @@ pub struct Headline {
     pub source: Source,
     /// The run's value; `None` when the run could not measure it.
     pub value: Option<f64>,
+    /// Request or output throughput of an open-loop run: the schedule sets it (every request
+    /// is sent at its trace time whatever the server does), so it is shown, not ranked.
+    pub schedule_set: bool,
+}
+
+/// Whether the run sent its requests open loop, each at its scheduled time whatever the answers
+/// (a plain trace, or sessions with `--timing open`); `false` for closed-loop sessions and agent
+/// corpora (a turn waits for its parent); `None` when the summary does not say (records
+/// re-summarised without their run's settings).
+pub fn open_loop(s: &Summary) -> Option<bool> {
+    let r = &s.run;
+    if r.agents.is_some() {
+        return Some(false);
+    }
+    if let Some(x) = &r.sessions {
+        return Some(x.timing == Timing::Open);
+    }
+    if let Some(t) = s.sessions.as_ref().and_then(|x| x.timing) {
+        return Some(t == Timing::Open);
+    }
+    (r.trace_path.is_some() || r.started_at.is_some()).then_some(true)
 }
 
 /// The headline metrics of `s`, in the console table's order.
 pub fn headlines(s: &Summary) -> Vec<Headline> {
+    let open = open_loop(s) == Some(true);
     let mut v = Vec::new();
     let mut push = |key: String, label: String, better, source, value| {
+        let schedule_set = open && (key == "request_throughput" || key == "output_throughput");
         v.push(Headline {
             key,
             label,
             better,
             source,
             value,
+            schedule_set,
         })
     };
     push(

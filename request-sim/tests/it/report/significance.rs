@@ -7,7 +7,7 @@ use std::path::Path;
 use request_sim::record::{Record, Status};
 use request_sim::stats::compare::{compare, FailIfWorse, Method, Side};
 use request_sim::stats::inference::{bootstrap, mean_ci, welch, Statistic};
-use request_sim::stats::repeats::RepeatSet;
+use request_sim::stats::repeats::{RepeatRun, RepeatSet};
 use request_sim::stats::{report_from_records, MeasureWindow, ReportConfig};
 
 use crate::support::{
@@ -583,4 +583,73 @@ fn a_relative_interval_of_a_latency_stays_above_minus_100_percent() {
     assert!((-100.0..=hi).contains(&lo), "[{lo}, {hi}] {d:?}");
     let text = request_sim::report::render_verdicts(&c);
     assert!(!text.contains("-1000") && !text.contains("−"), "{text}");
+}
+
+/// A repeat set of `records` whose repeats' request throughputs are `thr` (all else equal).
+fn open_loop_set(records: &[Record], thr: &[f64]) -> Side {
+    let mut base = side("set", records.to_vec());
+    base.summary.run.trace_path = Some("t.jsonl".into());
+    let summaries: Vec<_> = thr
+        .iter()
+        .map(|t| {
+            let mut s = base.summary.clone();
+            s.request_throughput = *t;
+            s
+        })
+        .collect();
+    let runs = (1..=thr.len())
+        .map(|i| RepeatRun {
+            repeat: i,
+            seed: i as u64,
+            dir: String::new(),
+            records: String::new(),
+            summary: String::new(),
+            cache: "reset".into(),
+            exit_code: 0,
+        })
+        .collect();
+    base.repeats = Some(RepeatSet::new(runs, &summaries));
+    base
+}
+
+/// Issue #39 defect 7: the throughput of an open-loop replay is set by its schedule; a -0.1%
+/// change between two repeat sets was called "significantly worse". It is shown, not ranked.
+#[test]
+fn open_loop_throughput_is_set_by_the_schedule_not_ranked() {
+    let r: Vec<Record> = synthetic(60, 4)
+        .into_iter()
+        .map(|mut r| {
+            r.itl_ms = None;
+            r
+        })
+        .collect();
+    let a = open_loop_set(&r, &[10.00, 10.001, 10.002]);
+    let b = open_loop_set(&r, &[9.990, 9.991, 9.992]);
+    let c = compare(&a, &b).unwrap();
+    assert_eq!(c.method, Method::Welch);
+    let v = c
+        .verdicts
+        .iter()
+        .find(|v| v.key == "request_throughput")
+        .unwrap();
+    assert_eq!(v.method, Method::None, "{v:?}");
+    assert_eq!(v.significant(), None, "{v:?}");
+    let text = request_sim::report::render_verdicts(&c);
+    assert!(!text.contains("significantly worse"), "{text}");
+    assert!(
+        text.contains("set by the schedule (open loop): not ranked"),
+        "{text}"
+    );
+    assert!(text.contains("note: both runs are open loop"), "{text}");
+    let mut sb = b.summary.clone();
+    sb.request_throughput = 5.0;
+    let table = request_sim::report::render_compare(&a.summary, &sb);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("Request throughput"))
+        .unwrap();
+    assert!(row.trim_end().ends_with('%'), "{table}");
+    assert!(table.contains("set by the schedule, not marked"), "{table}");
+    let gate = FailIfWorse::parse("request_throughput:0").unwrap();
+    assert!(gate.check(&c).unwrap_err().contains("set by the schedule"));
 }
