@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::format::{change, change_interval, row_value, wide_or_dash};
+use super::format::{change, change_interval, row_value, wide_or_dash, wide_or_na};
 use crate::stats::compare::{Comparison, Method};
 use crate::stats::headline::open_loop;
 use crate::stats::latency::{p_word, Metric};
@@ -162,9 +162,15 @@ pub fn render_compare(a: &Summary, b: &Summary) -> String {
     out
 }
 
-/// A value of the verdict table: two decimals, none from 100,000 up; `-`: unknown.
-fn cell(v: Option<f64>) -> String {
-    wide_or_dash(v, 2)
+/// A value of the verdict table: two decimals, none from 100,000 up; `n/a`: the run has the
+/// metric but could not measure it (as in the side-by-side table); `-`: the run has no such
+/// metric.
+fn cell(v: Option<f64>, present: bool) -> String {
+    if present {
+        wide_or_na(v, 2)
+    } else {
+        wide_or_dash(v, 2)
+    }
 }
 
 /// The verdicts of a comparison: for each headline metric A and B (repeat means with Welch),
@@ -187,8 +193,8 @@ pub fn render_verdicts(c: &Comparison) -> String {
             out,
             "{:<34} {:>11} {:>11} {:>8}  {:<19} {verdict}",
             v.label,
-            cell(v.a),
-            cell(v.b),
+            cell(v.a, v.present.0),
+            cell(v.b, v.present.1),
             change,
             ci
         );

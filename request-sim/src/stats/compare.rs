@@ -75,6 +75,11 @@ pub struct Verdict {
     /// Why the metric was not tested.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Whether A and B have the metric at all (a percentile configured, goodput with an SLO):
+    /// a metric a side has but could not measure has a value of `None` and is `n/a`, one it
+    /// does not have is `-`.
+    #[serde(skip)]
+    pub present: (bool, bool),
 }
 
 impl Verdict {
@@ -193,9 +198,16 @@ pub fn compare(a: &Side, b: &Side) -> Result<Comparison, String> {
     let verdicts: Vec<Verdict> = keys
         .iter()
         .map(|k| {
-            let va = ha.iter().find(|h| h.key == k.0).and_then(|h| h.value);
-            let vb = hb.iter().find(|h| h.key == k.0).and_then(|h| h.value);
+            let (xa, xb) = (
+                ha.iter().find(|h| h.key == k.0),
+                hb.iter().find(|h| h.key == k.0),
+            );
+            let (va, vb) = (xa.and_then(|h| h.value), xb.and_then(|h| h.value));
             let mut v = verdict(k, (va, vb), (a, b), welch_ok, &boot);
+            v.present = (xa.is_some(), xb.is_some());
+            if va.is_none() || vb.is_none() {
+                v.note = Some(unknown_note(&k.0, (xa, xb), (a, b)));
+            }
             if schedule_set(&k.0) {
                 v.method = Method::None;
                 v.diff = None;
@@ -269,9 +281,10 @@ fn verdict(
         method: Method::None,
         diff: None,
         note: None,
+        present: (true, true),
     };
     if va.is_none() || vb.is_none() {
-        v.note = Some("unknown in one run".to_string());
+        v.note = Some("not measured in one run".to_string());
     } else if welch_ok {
         welch_verdict(&mut v, a, b);
     } else if *source == Source::PerRun {
@@ -291,6 +304,40 @@ fn verdict(
         v.note = Some("no per-request records".to_string());
     }
     v
+}
+
+/// Why a metric has no value on a side: a side without the metric (`only in A`), or one that
+/// could not measure it, with the reason when it is known (ITL: records without `itl_ms`,
+/// written without `--record-itl`).
+fn unknown_note(
+    key: &str,
+    (xa, xb): (Option<&Headline>, Option<&Headline>),
+    (a, b): (&Side, &Side),
+) -> String {
+    match (xa, xb) {
+        (None, _) => return "only in B".to_string(),
+        (_, None) => return "only in A".to_string(),
+        _ => {}
+    }
+    let unknown: Vec<(&str, &Side)> = [("A", xa, a), ("B", xb, b)]
+        .into_iter()
+        .filter(|(_, h, _)| h.is_some_and(|h| h.value.is_none()))
+        .map(|(n, _, s)| (n, s))
+        .collect();
+    let which = match unknown.as_slice() {
+        [(n, _)] => (*n).to_string(),
+        _ => "A and B".to_string(),
+    };
+    let no_itl = |s: &Side| {
+        s.records
+            .as_ref()
+            .is_some_and(|r| clusters(r, Metric::Itl).is_empty())
+    };
+    if key.contains("_itl_") && unknown.iter().all(|(_, s)| no_itl(s)) {
+        format!("no ITL values in {which}: the records keep none (replay with --record-itl)")
+    } else {
+        format!("not measured in {which}")
+    }
 }
 
 /// Welch's t over the repeats' values of `v`'s metric, into `v` (or why it could not be).

@@ -653,3 +653,37 @@ fn open_loop_throughput_is_set_by_the_schedule_not_ranked() {
     let gate = FailIfWorse::parse("request_throughput:0").unwrap();
     assert!(gate.check(&c).unwrap_err().contains("set by the schedule"));
 }
+
+/// Issue #39 defect 7: records without ITL values (no `--record-itl`): a `--fail-if-worse`
+/// gate on an ITL metric names that reason, and both tables show the ITL rows as `n/a`.
+#[test]
+fn records_without_itl_say_why_and_show_n_a_in_both_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a: Vec<Record> = synthetic(100, 5)
+        .into_iter()
+        .map(|mut r| {
+            r.itl_ms = None;
+            r
+        })
+        .collect();
+    let (pa, pb) = (tmp.path().join("a.jsonl"), tmp.path().join("b.jsonl"));
+    write_jsonl(&pa, &a);
+    write_jsonl(&pb, &slower(&a, 1.2));
+    let (code, out, err) = compare_cli(&[
+        pa.as_os_str(),
+        pb.as_os_str(),
+        "--fail-if-worse".as_ref(),
+        "p99_itl_ms:5".as_ref(),
+    ]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains("no ITL values in A and B: the records keep none (replay with --record-itl)"),
+        "{err}"
+    );
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("P99 ITL")).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    for row in rows {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cells[3..5], ["n/a", "n/a"], "{row}");
+    }
+}
