@@ -567,6 +567,16 @@ pub fn compare(args: CompareArgs) -> Result<u8> {
         if a.repeats.is_none() && b.repeats.is_none() {
             text.push_str(&report::render_compare(&a.summary, &b.summary));
             text.push('\n');
+        } else {
+            let sets: Vec<&str> = [("A", &a), ("B", &b)]
+                .iter()
+                .filter(|(_, s)| s.repeats.is_some())
+                .map(|(n, _)| *n)
+                .collect();
+            text.push_str(&format!(
+                "No side-by-side table of run values: {} a repeat set, whose values are one per repeat, not one run's (each repeat's summary is in its directory, listed in repeats.json). The table below gives each headline metric's mean over the repeats.\n\n",
+                if sets.len() == 2 { "A and B are each".to_string() } else { format!("{} is", sets[0]) }
+            ));
         }
         text.push_str(&report::compare::render_verdicts(&c));
         report::print_stdout(&format!("{text}\n"))?;

@@ -687,3 +687,50 @@ fn records_without_itl_say_why_and_show_n_a_in_both_tables() {
         assert_eq!(&cells[3..5], ["n/a", "n/a"], "{row}");
     }
 }
+
+/// Issue #39 defect 7: two repeat sets get no side-by-side table of run values; `compare` says
+/// why instead of leaving it out silently.
+#[test]
+fn two_repeat_sets_say_why_there_is_no_side_by_side_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r: Vec<Record> = synthetic(60, 8)
+        .into_iter()
+        .map(|mut r| {
+            r.itl_ms = None;
+            r
+        })
+        .collect();
+    let mut runs = Vec::new();
+    let mut summaries = Vec::new();
+    for i in 1..=2 {
+        let dir = tmp.path().join(format!("repeat-{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (records, summary) = (dir.join("records.jsonl"), dir.join("summary.json"));
+        write_jsonl(&records, &r);
+        let s = report_from_records(&records, &ReportConfig::default(), None).unwrap();
+        std::fs::write(&summary, serde_json::to_string(&s).unwrap()).unwrap();
+        summaries.push(s);
+        runs.push(RepeatRun {
+            repeat: i,
+            seed: i as u64,
+            dir: dir.display().to_string(),
+            records: records.display().to_string(),
+            summary: summary.display().to_string(),
+            cache: "reset".into(),
+            exit_code: 0,
+        });
+    }
+    let set = RepeatSet::new(runs, &summaries);
+    std::fs::write(
+        tmp.path().join("repeats.json"),
+        serde_json::to_string(&set).unwrap(),
+    )
+    .unwrap();
+    let (code, out, err) = compare_cli(&[tmp.path().as_os_str(), tmp.path().as_os_str()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("No side-by-side table of run values: A and B are each a repeat set"),
+        "{out}"
+    );
+    assert!(out.contains("Welch's t over the repeats"), "{out}");
+}
