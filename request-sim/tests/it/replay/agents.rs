@@ -333,6 +333,36 @@ fn a_users_sweep_refuses_a_number_given_twice() {
     assert!(!sweep_dir.join("users-1").exists());
 }
 
+/// Issue #39: a `sweep --users` refused by the replay's checks (here a fixed --think-time,
+/// which an agent corpus refuses) left an empty sweep directory behind; it makes none.
+#[test]
+fn a_refused_users_sweep_leaves_no_sweep_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep_dir = dir.path().join("sweep");
+    let corpus = corpus_dir();
+    let (code, _, stderr) = run_cli(
+        [
+            "sweep",
+            "--users",
+            "1,2",
+            "--sweep-dir",
+            sweep_dir.to_str().unwrap(),
+            "--dataset-path",
+            corpus.to_str().unwrap(),
+            "--dry-run",
+            "--time-in-secs",
+            "0.5",
+            "--think-time",
+            "100",
+            "--quiet",
+        ],
+        &[],
+    );
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("--think-time"), "{stderr}");
+    assert!(!sweep_dir.exists(), "{stderr}");
+}
+
 /// A one-agent corpus whose three requests are 2 s of think time apart (0.05 s each on the
 /// server): 4.15 s of trace wall time, 0.35 s with the gaps capped at 0.1 s.
 fn write_long_gap_corpus(dir: &Path) -> std::path::PathBuf {
