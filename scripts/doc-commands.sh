@@ -37,8 +37,15 @@ HAVE_Q=0; [[ -f $Q/tokenizer.json ]] && HAVE_Q=1
 
 T=$(mktemp -d /tmp/doc-commands.XXXXXX)
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; }
+# The stand-in servers stopped (and waited for, so none writes into $T as it goes), then the
+# scratch directory removed; on any exit, Ctrl-C included.
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+  rm -rf "$T"
+}
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 # --- the stand-ins ---------------------------------------------------------------------------
 # A conversation trace: 20 sessions of 3 turns, each turn's hash ids extending the last one.
@@ -196,12 +203,17 @@ run docs/reliability.md:exit 5 "$RS" replay --endpoint "http://127.0.0.1:$CLOSED
 echo
 echo "== flags named in README.md and docs/ that no command has"
 KNOWN=$T/known.txt
+# Every subcommand's help, the list read from `request-sim --help` (a new subcommand counts
+# without an edit here).
+SUBCOMMANDS=$("$RS" --help | sed -n '/^Commands:/,/^$/p' | awk 'NR > 1 && $1 != "help" && NF {print $1}')
+[[ -n "$SUBCOMMANDS" ]] || { echo "no subcommands in request-sim --help"; exit 100; }
 {
-  for c in replay analyze report compare verify-prompts sweep; do "$RS" "$c" --help; done
+  "$RS" --help
+  for c in $SUBCOMMANDS; do "$RS" "$c" --help; done
   "$BIN/client" --help; "$BIN/trace_replay" --help; "$BIN/llm-sim" --help
 } 2>/dev/null | grep -o -- '--[a-z0-9][a-z0-9-]*' | sort -u >"$KNOWN"
 # Other tools' flags the pages quote (cargo, vLLM, llama.cpp, AIPerf, UCM's accepted-and-ignored
-# flags), and anchors of headings.
+# flags, this repository's scripts: make_azure2024_csv.py --rows), and anchors of headings.
 cat >>"$KNOWN" <<'EOF'
 --all
 --all-targets
@@ -228,6 +240,7 @@ cat >>"$KNOWN" <<'EOF'
 --release
 --request-rate
 --requests
+--rows
 --test
 --trace
 --workspace

@@ -587,19 +587,23 @@ pub struct ReshapeArgs {
     /// Cut longer prompts to this many tokens (and their hash ids with them).
     #[arg(long, value_name = "TOKENS")]
     pub max_input_length: Option<u32>,
-    /// New session start times from an arrival process at --rate (requests per second); the
-    /// turns of a session keep their gaps. gamma takes --burstiness.
+    /// New session start times from an arrival process at --rate session starts per second;
+    /// the later turns of a session keep their gaps. gamma takes --burstiness.
     #[arg(long, value_enum)]
     pub retime: Option<RetimeKind>,
-    /// Mean request rate of --retime (requests per second).
-    #[arg(long, value_name = "REQ/S", allow_negative_numbers = true)]
+    /// Mean rate of --retime: session starts per second. A row without a session is a session
+    /// of one, so on a trace without sessions this is the request rate; on a trace with
+    /// sessions the requests arrive at another rate, set by the turns and their gaps
+    /// (transform prints it). With --synthesize:
+    /// requests per second of the new trace.
+    #[arg(long, value_name = "PER_S", allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// --retime gamma: coefficient of variation of the gaps between session starts (1 =
     /// Poisson, more = burstier).
     #[arg(long, value_name = "CV", allow_negative_numbers = true)]
     pub burstiness: Option<f64>,
     /// New session starts from a Poisson process whose rate follows this file: `SECONDS RATE`
-    /// lines (requests per second, linear in between).
+    /// lines (session starts per second, as --rate; linear in between).
     #[arg(long, value_name = "FILE")]
     pub rate_series: Option<PathBuf>,
     /// Give rows without a session the one their hash ids continue: a request whose hash ids

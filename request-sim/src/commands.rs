@@ -187,6 +187,9 @@ pub fn transform(args: TransformArgs) -> Result<u8> {
     if opts.reshape.infer_sessions {
         eprintln!("request-sim: {}", infer_report(st));
     }
+    if let (Some(rate), true) = (args.reshape.rate, out.sessions.any()) {
+        eprintln!("request-sim: note: {}", session_rate_note(rate, &out));
+    }
     if let (Some(gap), false) = (args.max_idle_gap, out.sessions.any()) {
         eprintln!(
             "request-sim: note: --max-idle-gap {gap}: the trace has no sessions, so nothing was capped (it caps the think time between a session's turns; --infer-sessions finds sessions from hash ids)"
@@ -212,6 +215,23 @@ pub fn transform(args: TransformArgs) -> Result<u8> {
         ))?;
     }
     Ok(0)
+}
+
+/// `--retime --rate R` on a trace with sessions: R is the rate of session starts, and the
+/// requests arrive faster; the rate they arrive at in the new trace, in one sentence.
+fn session_rate_note(rate: f64, out: &trace::Trace) -> String {
+    let first = out.requests.first().map_or(0.0, |r| r.timestamp_ms);
+    let last = out.requests.last().map_or(0.0, |r| r.timestamp_ms);
+    let span_s = (last - first) / 1e3;
+    let per_s = if span_s > 0.0 {
+        format!("{:.1} req/s", out.requests.len() as f64 / span_s)
+    } else {
+        "n/a req/s".to_string()
+    };
+    format!(
+        "--rate {rate}: {rate} session starts per second (the trace has sessions; their later turns keep their gaps); requests arrive at {per_s} on average ({} requests over {span_s:.1} s)",
+        out.requests.len()
+    )
 }
 
 /// What `--infer-sessions` found, in one sentence (counts of the rows read, before copies).

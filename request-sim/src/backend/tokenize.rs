@@ -201,6 +201,12 @@ impl ServerTokenizer {
         Ok(ids)
     }
 
+    /// Whether the server's `/tokenize` takes chat messages ([`chat_ids`](Self::chat_ids)):
+    /// vLLM's does, llama.cpp's does not.
+    pub fn takes_chat_messages(&self) -> bool {
+        self.shape == Shape::Vllm
+    }
+
     /// Token ids of a whole chat request as the server's chat template renders it with the
     /// generation prompt (`POST /tokenize` with `messages` and `tools`, vLLM shape; llama.cpp's
     /// `/tokenize` takes no messages). `request-sim convert` counts prompts with it.

@@ -67,6 +67,14 @@ impl Counter {
                     ep.display_url()
                 ))
             })?;
+        // Every request is counted with its messages: a /tokenize that takes none would fail
+        // on every row, so it is refused once, before the log is read.
+        if !st.takes_chat_messages() {
+            return Err(Error::config(format!(
+                "{} takes no chat messages (llama.cpp's server), and convert counts each request's messages through the chat template: give --tokenizer instead",
+                st.tokenize_url()
+            )));
+        }
         Ok(Counter::Server {
             st: Box::new(st),
             _rt: Box::new(rt),

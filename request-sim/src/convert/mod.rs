@@ -93,8 +93,11 @@ pub struct ConvertReport {
     /// Requests read (an OpenTelemetry line may hold several, or none).
     pub requests_read: usize,
     pub converted: usize,
-    /// Lines and requests skipped as bad.
+    /// Lines and requests skipped as bad: `skipped_lines` (lines that could not be read as a
+    /// request: not JSON, no time, ...) plus the requests read that could not be counted, so
+    /// `requests_read = converted + skipped - skipped_lines`.
     pub skipped: usize,
+    pub skipped_lines: usize,
     /// The first few reasons, `file:line: why`.
     pub skipped_examples: Vec<String>,
     /// OpenTelemetry spans without `gen_ai.input.messages` (not requests).
@@ -393,6 +396,9 @@ impl<'a> Ordered<'a> {
             Ok(c) => c,
             Err(why) => {
                 self.rep.skipped += 1;
+                if matches!(item, Item::Bad(..)) {
+                    self.rep.skipped_lines += 1;
+                }
                 if self.rep.skipped_examples.len() < MAX_EXAMPLES {
                     let name = &self.name;
                     self.rep
@@ -610,7 +616,13 @@ pub fn render_report(r: &ConvertReport) -> String {
     let _ = writeln!(s, "  lines read:          {}", r.lines_read);
     let _ = writeln!(s, "  requests read:       {}", r.requests_read);
     let _ = writeln!(s, "  converted:           {}", r.converted);
-    let _ = writeln!(s, "  skipped:             {}", r.skipped);
+    let _ = writeln!(
+        s,
+        "  skipped:             {} ({} of the requests read, {} lines not read as a request)",
+        r.skipped,
+        r.skipped - r.skipped_lines,
+        r.skipped_lines
+    );
     for e in &r.skipped_examples {
         let _ = writeln!(s, "    {e}");
     }

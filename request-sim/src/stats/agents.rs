@@ -27,7 +27,8 @@ pub struct AgentSummary {
     pub subagents_spawned: usize,
     pub subagents_joined: usize,
     /// Completed conversations: first send → last completion (s), p50 and p99, and the same
-    /// conversations' own wall time in the trace.
+    /// conversations' own wall time in the trace (with `--max-idle-gap`, with the gaps capped
+    /// as the replay plays them: `plan/layout.rs`).
     pub wall_time_p50_s: Option<f64>,
     pub wall_time_p99_s: Option<f64>,
     pub trace_wall_time_p50_s: Option<f64>,

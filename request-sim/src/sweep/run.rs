@@ -40,8 +40,6 @@ fn trace_rate(cfg: &ReplayConfig) -> Result<f64> {
 pub fn sweep(args: SweepArgs) -> Result<u8> {
     let start = check_args(&args)?;
     let dir = sweep_dir(&args);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     let mut base = args.replay.clone();
     // Every point is bounded in requests and in time; the request limit is part of the slice
     // (the offered rate is measured on it), the time limit is set per point.
@@ -63,8 +61,13 @@ pub fn sweep(args: SweepArgs) -> Result<u8> {
     let probe = ReplayConfig::from_args(probe_args)?;
     let slo_words =
         (!probe.output.report.slo.is_empty()).then(|| probe.output.report.slo.describe());
+    let rate = trace_rate(&probe)?;
+    // Made only once the flags, the settings and the trace passed their checks: a refused
+    // sweep leaves no empty directory behind.
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     let sw = Sweep {
-        rate: trace_rate(&probe)?,
+        rate,
         dir: dir.clone(),
         base,
         stop: watch_interrupts(),

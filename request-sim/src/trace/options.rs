@@ -85,11 +85,13 @@ pub const MAX_COPIES: f64 = 1024.0;
 /// How arrivals are re-timed (`--retime`, `--rate`, `--burstiness`, `--rate-series`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Arrivals {
-    /// Exponential gaps between session starts: `rate` requests per second on average.
+    /// Exponential gaps between session starts: `rate` session starts per second on average
+    /// (a row without a session is a session of one: on a trace without sessions, requests).
     Poisson { rate: f64 },
     /// Gamma-distributed gaps with coefficient of variation `cv` (1 = Poisson; more: burstier).
     Gamma { rate: f64, cv: f64 },
-    /// A Poisson process whose rate follows a piecewise-linear series (req/s over seconds).
+    /// A Poisson process of session starts whose rate follows a piecewise-linear series
+    /// (session starts per second over seconds).
     Series(RateSeries),
 }
 
@@ -294,7 +296,7 @@ impl Reshape {
                 if !(rate.is_finite() && *rate > 0.0) =>
             {
                 Err(format!(
-                    "--rate must be a number of requests per second > 0, got {rate}"
+                    "--rate must be a number of session starts (requests, on a trace without sessions) per second > 0, got {rate}"
                 ))
             }
             Some(Arrivals::Gamma { cv, .. }) if !(cv.is_finite() && *cv > 0.0) => {

@@ -559,6 +559,20 @@ fn bad_rows_are_skipped_with_their_line_and_reason() {
         (c["converted"].as_u64(), c["skipped"].as_u64()),
         (Some(2), Some(5))
     );
+    // Issue #39: the counts add up. Lines that could not be read as a request (not JSON, no
+    // time, ...) are skipped without being requests read: they are counted apart.
+    let n = |k: &str| c[k].as_u64().unwrap();
+    assert!(n("skipped_lines") > 0, "{c}");
+    assert_eq!(
+        n("requests_read") + n("skipped_lines"),
+        n("converted") + n("skipped"),
+        "{c}"
+    );
+    let skipped_line = format!(
+        "skipped:             5 ({} of the requests read, {} lines not read as a request)",
+        n("skipped") - n("skipped_lines"),
+        n("skipped_lines")
+    );
     let ex: Vec<&str> = c["skipped_examples"]
         .as_array()
         .unwrap()
@@ -594,7 +608,10 @@ fn bad_rows_are_skipped_with_their_line_and_reason() {
         &[],
     );
     assert_eq!(code, 0);
-    assert!(stdout.contains("skipped:             5"), "{stdout}");
+    assert!(
+        stdout.contains(&skipped_line),
+        "{skipped_line} in\n{stdout}"
+    );
     assert!(
         stdout.contains(&format!("{name}:2: field `/timestamp`")),
         "{stdout}"

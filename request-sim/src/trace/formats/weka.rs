@@ -114,6 +114,16 @@ pub fn is_corpus(path: &Path) -> bool {
         && looks_like(&head)
 }
 
+/// Why a directory cannot be read where one trace file is (`transform`, `analyze --against`,
+/// a trace that is not a Weka corpus), in one sentence: what a directory can be.
+pub fn directory_refusal(path: &Path) -> String {
+    if is_corpus(path) {
+        "is a directory of .json or .json.gz files, a Weka agent corpus: `replay` and `analyze` (without --against) read it; `transform` and `analyze --against` take a request trace, one file, not an agent corpus".into()
+    } else {
+        "is a directory, and no Weka agent corpus (no .json or .json.gz files): a directory is read only as a Weka corpus (by `replay` and `analyze`); every other trace, a tracelab, dynamo or dag_jsonl corpus included, is one file".into()
+    }
+}
+
 /// The trace files of a directory (`*.json`, `*.json.gz`), sorted by name.
 fn corpus_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?

@@ -20,6 +20,7 @@ use super::session::{self, RowSession};
 use super::stages::{Mode, Out, Pipeline, Released, ReorderWindow};
 use crate::trace::error::TraceError;
 use crate::trace::formats::rows::{buffered, RowReader};
+use crate::trace::formats::weka;
 use crate::trace::model::Trace;
 use crate::trace::options::LoadOptions;
 
@@ -33,7 +34,7 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
     if path.is_dir() {
         return Err(TraceError::Open {
             path: name,
-            error: std::io::Error::other("is a directory"),
+            error: std::io::Error::other(weka::directory_refusal(path)),
         });
     }
     let file = File::open(path).map_err(|error| TraceError::Open {

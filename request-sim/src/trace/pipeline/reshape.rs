@@ -87,7 +87,7 @@ impl Reshape {
     fn retime_sessions(&self, rows: &mut [&mut RawRow], stats: &mut TraceStats) {
         let keys = session_keys(rows);
         let sessions = keys.iter().filter(|k| k.first).count();
-        let mut starts = self.arrivals(sessions, rows.len()).into_iter();
+        let mut starts = self.arrivals(sessions).into_iter();
         // Per session: (its previous turn's original time, its new time).
         let mut prev: HashMap<u64, (f64, f64)> = HashMap::new();
         for (raw, key) in rows.iter_mut().zip(&keys) {
@@ -114,17 +114,18 @@ impl Reshape {
         }
     }
 
-    /// `sessions` new start times (ms, increasing) for a trace of `requests` requests: the
-    /// session rate is the request rate times sessions per request.
-    fn arrivals(&self, sessions: usize, requests: usize) -> Vec<f64> {
+    /// `sessions` new start times (ms, increasing). The rate (`--rate`, `--rate-series`) is
+    /// the rate of session starts: a row without a session is a session of one, so on a trace
+    /// without sessions it is the request rate; on a trace with sessions the request rate
+    /// follows from the turns and their gaps, which are kept (`transform` prints it).
+    fn arrivals(&self, sessions: usize) -> Vec<f64> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(mix64(self.seed ^ Tag::Retime as u64));
-        let per_request = sessions as f64 / requests.max(1) as f64;
         let mut out = Vec::with_capacity(sessions);
         let mut t = 0.0f64;
         match &self.retime {
             None => {}
             Some(Arrivals::Poisson { rate }) => {
-                let lambda = rate * per_request;
+                let lambda = *rate;
                 for _ in 0..sessions {
                     let e: f64 = Exp1.sample(&mut rng);
                     t += e / lambda;
@@ -132,7 +133,7 @@ impl Reshape {
                 }
             }
             Some(Arrivals::Gamma { rate, cv }) => {
-                let lambda = rate * per_request;
+                let lambda = *rate;
                 let shape = 1.0 / (cv * cv);
                 let gamma = Gamma::new(shape, 1.0 / (lambda * shape)).ok();
                 for _ in 0..sessions {
@@ -145,7 +146,7 @@ impl Reshape {
                 let mut area = 0.0;
                 for _ in 0..sessions {
                     let e: f64 = Exp1.sample(&mut rng);
-                    area += e / per_request;
+                    area += e;
                     match series.invert(area) {
                         Some(s) => out.push(s * 1e3),
                         None => break,

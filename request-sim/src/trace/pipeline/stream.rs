@@ -65,7 +65,9 @@ impl TraceStream {
             error,
         };
         if path.is_dir() {
-            return Err(open_err(std::io::Error::other("is a directory")));
+            return Err(open_err(std::io::Error::other(
+                crate::trace::formats::weka::directory_refusal(path),
+            )));
         }
         let file = std::fs::File::open(path).map_err(open_err)?;
         TraceStream::from_reader(&name, file, opts, window)

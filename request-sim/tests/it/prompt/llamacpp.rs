@@ -380,3 +380,41 @@ fn builtin_words_against_llm_sim_need_no_flag() {
     assert_eq!(recs.len(), 6);
     assert!(recs.iter().all(|r| r.prompt_tokens == Some(r.input_length)));
 }
+
+/// Issue #39: `convert --endpoint` against a server whose `/tokenize` takes no chat messages
+/// (llama.cpp's) repeated the same error for every row; it stops once, before reading the log,
+/// and writes nothing.
+#[test]
+fn convert_refuses_a_tokenize_without_chat_messages_once() {
+    let Some(q) = qwen3() else {
+        return;
+    };
+    let fake = FakeLlamaCpp::start(
+        q.tok.clone(),
+        Mode {
+            n_vocab_meta: false,
+            tokenize: true,
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let log = crate::support::data_path("logs").join("bad_rows.jsonl");
+    let out = dir.path().join("t.jsonl");
+    let (code, stdout, stderr) = crate::support::run_cli(
+        [
+            "convert",
+            log.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--endpoint",
+            &fake.base_url(),
+            "--no-analyze",
+        ],
+        &[],
+    );
+    assert_ne!(code, 0, "{stdout}{stderr}");
+    let said = "/tokenize takes no chat messages (llama.cpp's server), and convert counts each request's messages through the chat template: give --tokenizer instead";
+    let all = format!("{stdout}{stderr}");
+    assert_eq!(all.matches("takes no chat messages").count(), 1, "{all}");
+    assert!(all.contains(said), "{all}");
+    assert!(!out.exists());
+}

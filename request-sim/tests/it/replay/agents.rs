@@ -332,3 +332,104 @@ fn a_users_sweep_refuses_a_number_given_twice() {
     );
     assert!(!sweep_dir.join("users-1").exists());
 }
+
+/// Issue #39: a `sweep --users` refused by the replay's checks (here a fixed --think-time,
+/// which an agent corpus refuses) left an empty sweep directory behind; it makes none.
+#[test]
+fn a_refused_users_sweep_leaves_no_sweep_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep_dir = dir.path().join("sweep");
+    let corpus = corpus_dir();
+    let (code, _, stderr) = run_cli(
+        [
+            "sweep",
+            "--users",
+            "1,2",
+            "--sweep-dir",
+            sweep_dir.to_str().unwrap(),
+            "--dataset-path",
+            corpus.to_str().unwrap(),
+            "--dry-run",
+            "--time-in-secs",
+            "0.5",
+            "--think-time",
+            "100",
+            "--quiet",
+        ],
+        &[],
+    );
+    assert_ne!(code, 0, "{stderr}");
+    assert!(stderr.contains("--think-time"), "{stderr}");
+    assert!(!sweep_dir.exists(), "{stderr}");
+}
+
+/// A one-agent corpus whose three requests are 2 s of think time apart (0.05 s each on the
+/// server): 4.15 s of trace wall time, 0.35 s with the gaps capped at 0.1 s.
+fn write_long_gap_corpus(dir: &Path) -> std::path::PathBuf {
+    let corpus = dir.join("corpus");
+    std::fs::create_dir_all(&corpus).unwrap();
+    let req = |t: f64, ids: &str, think: f64| {
+        format!(
+            r#"{{"t":{t},"type":"s","model":"m","in":128,"out":4,"hash_ids":[{ids}],"input_types":["text"],"output_types":["text"],"stop":"","api_time":0.05,"think_time":{think}}}"#
+        )
+    };
+    let text = format!(
+        r#"{{"id":"long","models":["m"],"block_size":16,"hash_id_scope":"local","requests":[{},{},{}]}}"#,
+        req(0.0, "1,2,3,4,5,6,7,8", 0.0),
+        req(2.05, "1,2,3,4,5,6,7,9", 2.0),
+        req(4.1, "1,2,3,4,5,6,7,10", 2.0)
+    );
+    std::fs::write(corpus.join("long.json"), text).unwrap();
+    corpus
+}
+
+/// The conversation's trace wall time the layout puts on its first request.
+fn planned_trace_ms(corpus: &Path, cap_ms: Option<f64>) -> f64 {
+    let (trace, facts) = plan(
+        &weka::load(corpus).unwrap(),
+        TraceFormat::Weka,
+        &PlanOptions {
+            max_idle_gap_ms: cap_ms,
+            ..PlanOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(facts.capped_gaps, if cap_ms.is_some() { 2 } else { 0 });
+    let turn = trace.sessions.get(trace.requests[0].index).unwrap();
+    turn.agent.as_ref().unwrap().conversation_trace_ms.unwrap()
+}
+
+/// Issue #39 defect 10: the agent summary's "Trace wall time" was the uncapped recorded time
+/// beside a run whose gaps `--max-idle-gap` capped (4.15 s against a 0.35 s run). With the cap
+/// it is the trace's wall time with the same capped gaps, and its label says so.
+#[test]
+fn trace_wall_time_uses_the_capped_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_long_gap_corpus(dir.path());
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+    let uncapped = planned_trace_ms(&corpus, None);
+    assert!(close(uncapped, 4150.0), "{uncapped}");
+    let capped = planned_trace_ms(&corpus, Some(100.0));
+    assert!(close(capped, 350.0), "{capped}");
+    // The replay's summary.
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut args = base_args(&sim.base_url(), &corpus, &out);
+    args.extend(["--max-idle-gap", "0.1"].map(String::from));
+    let outcome = replay(&strs(&args));
+    assert_eq!(outcome.exit_code, 0);
+    let summary = read_summary_file(&summary_path(&out.join("records.jsonl")));
+    let a = summary.agents.as_ref().expect("an agent section");
+    assert_eq!(a.conversations_completed, 1);
+    let t = a.trace_wall_time_p50_s.unwrap();
+    assert!((t - 0.35).abs() < 1e-6, "trace wall time {t} s");
+    let text = request_sim::report::console::render_console(&summary);
+    assert!(
+        text.contains("Trace wall time, gaps ≤ 0.1 s, p50 / p99 (s):"),
+        "{text}"
+    );
+}

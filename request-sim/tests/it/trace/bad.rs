@@ -5,7 +5,7 @@ use std::path::Path;
 
 use request_sim::trace::{load, parse_reader, LoadOptions, TraceError, TraceFormat};
 
-use crate::support::{bad_traces_dir, trace_fixture};
+use crate::support::{bad_traces_dir, data_path, run_cli, trace_fixture};
 
 /// (file, line at fault (None: file-level error), the message after `path:line: `).
 const CORPUS: &[(&str, Option<usize>, &str)] = &[
@@ -252,9 +252,43 @@ fn missing_file_and_directory() {
     );
     let err = load(&bad_traces_dir(), &LoadOptions::default()).unwrap_err();
     assert!(
-        err.to_string().ends_with(": cannot open: is a directory"),
+        err.to_string().contains(": cannot open: is a directory of .json or .json.gz files, a Weka agent corpus: `replay` and `analyze` (without --against) read it"),
         "{err}"
     );
+}
+
+/// Issue #39: a directory of `dag_jsonl` files (`replay`), `analyze <weka dir> --against T`
+/// and `transform <weka dir>` said only "cannot open: is a directory"; each says what a
+/// directory can be.
+#[test]
+fn a_directory_where_a_trace_file_goes_says_what_a_directory_can_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let dags = dir.path().join("dags");
+    std::fs::create_dir_all(&dags).unwrap();
+    std::fs::copy(trace_fixture("agent/dag.jsonl"), dags.join("a.jsonl")).unwrap();
+    let weka = data_path("agents");
+    let (weka, dags) = (weka.to_str().unwrap(), dags.to_str().unwrap());
+    let out = dir.path().join("out.jsonl");
+    let trace = trace_fixture("mooncake.jsonl");
+    let no_corpus = "is a directory, and no Weka agent corpus (no .json or .json.gz files): a directory is read only as a Weka corpus (by `replay` and `analyze`); every other trace, a tracelab, dynamo or dag_jsonl corpus included, is one file";
+    let corpus = "is a directory of .json or .json.gz files, a Weka agent corpus: `replay` and `analyze` (without --against) read it; `transform` and `analyze --against` take a request trace, one file, not an agent corpus";
+    let cases: [(Vec<&str>, &str); 3] = [
+        (
+            vec!["replay", "--dataset-path", dags, "--dry-run"],
+            no_corpus,
+        ),
+        (
+            vec!["analyze", weka, "--against", trace.to_str().unwrap()],
+            corpus,
+        ),
+        (vec!["transform", weka, "-o", out.to_str().unwrap()], corpus),
+    ];
+    for (args, want) in cases {
+        let (code, _, err) = run_cli(&args, &[]);
+        assert_ne!(code, 0, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {want} in\n{err}");
+    }
+    assert!(!out.exists());
 }
 
 /// Deterministic pseudo-random mutations of valid traces: never a panic, always Ok or a

@@ -249,12 +249,64 @@ fn poisson_retime_gives_the_rate_and_keeps_turn_gaps() {
             assert!((a - b).abs() < 1e-6, "{id}: {a} vs {b}");
         }
     }
-    // Session starts at 20 × sessions/requests per second: the request rate over the starts
-    // is 20/s within 10% (1500 sessions).
+    // --rate is the rate of session starts (issue #39 defect 9): 20 session starts per second
+    // within 10%.
     let starts: Vec<f64> = session_times(&re).values().map(|t| t[0]).collect();
+    assert!(starts.len() >= 200, "{} sessions", starts.len());
     let span = starts.iter().cloned().fold(0.0, f64::max) / 1e3;
-    let rate = re.requests.len() as f64 / span;
-    assert!((rate / 20.0 - 1.0).abs() < 0.1, "{rate} req/s");
+    let rate = starts.len() as f64 / span;
+    assert!((rate / 20.0 - 1.0).abs() < 0.1, "{rate} session starts/s");
+}
+
+/// Issue #39 defect 9: `transform --retime poisson --rate 5` on a session trace wrote 300
+/// requests over 96 s and said nothing. `--rate` is the rate of session starts: the sessions
+/// start at 5/s, and the note gives the request rate of the new trace.
+#[test]
+fn retime_rate_on_sessions_is_session_starts_and_the_note_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, conversation_trace(300, 600.0, 11, true)).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let (code, _, err) = transform_cli(&[
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--retime",
+        "poisson",
+        "--rate",
+        "5",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let t = request_sim::trace::load(&out, &LoadOptions::default()).unwrap();
+    let starts: Vec<f64> = session_times(&t).values().map(|t| t[0]).collect();
+    assert!(starts.len() >= 40, "{} sessions", starts.len());
+    let span = starts.iter().cloned().fold(0.0, f64::max) / 1e3;
+    let rate = starts.len() as f64 / span;
+    assert!((rate / 5.0 - 1.0).abs() < 0.35, "{rate} session starts/s");
+    let first = t.requests[0].timestamp_ms;
+    let last = t.requests[t.requests.len() - 1].timestamp_ms;
+    let per_s = t.requests.len() as f64 / ((last - first) / 1e3);
+    let note = "--rate 5: 5 session starts per second (the trace has sessions; their later turns keep their gaps); requests arrive at ";
+    let said: f64 = err
+        .split_once(note)
+        .and_then(|(_, rest)| rest.split_once(" req/s on average"))
+        .map(|(n, _)| n.parse().unwrap())
+        .unwrap_or_else(|| panic!("{note} in\n{err}"));
+    assert!((said - per_s).abs() < 0.06, "{said} vs {per_s}");
+    // Without sessions every row is a session of one: --rate is the request rate, no note.
+    let flat = dir.path().join("flat.jsonl");
+    std::fs::write(&flat, conversation_trace(300, 600.0, 11, false)).unwrap();
+    let (code, _, err) = transform_cli(&[
+        flat.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--retime",
+        "poisson",
+        "--rate",
+        "5",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("session starts per second"), "{err}");
 }
 
 /// CV of the gaps between sorted times.
@@ -490,7 +542,7 @@ fn bad_values_are_refused_with_the_flag_or_the_line() {
         ),
         (
             vec!["--retime", "poisson", "--rate", "0"],
-            "--rate must be a number of requests per second > 0, got 0",
+            "--rate must be a number of session starts (requests, on a trace without sessions) per second > 0, got 0",
         ),
         (vec!["--retime", "poisson"], "--retime needs --rate"),
         (vec!["--rate", "3"], "--rate needs --retime"),

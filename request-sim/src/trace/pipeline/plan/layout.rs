@@ -10,7 +10,7 @@ use std::sync::Arc;
 use llm_common::util::hash3;
 
 use crate::trace::model::{
-    Agent, AgentTurn, ChatPayload, Conversation, HashScope, SessionTurn, TraceRequest,
+    Agent, AgentRequest, AgentTurn, ChatPayload, Conversation, HashScope, SessionTurn, TraceRequest,
 };
 
 /// One request before the replay order is known.
@@ -169,6 +169,9 @@ pub(super) fn lay_out(
         }
     }
     lower_bounds(items, base, start_ms)?;
+    if let Some(cap) = rules.max_idle_gap_ms {
+        capped_trace_time(conv, cap, items, base, l.trace_end_ms);
+    }
     let ends = l.ends();
     let end_ms = ends
         .iter()
@@ -276,6 +279,68 @@ fn lower_bounds(items: &mut [Item], base: usize, start_ms: f64) -> Result<(), St
         return Err("the conversation's requests wait for each other in a cycle".into());
     }
     Ok(())
+}
+
+/// `--max-idle-gap`: the conversation's own trace wall time (on its first request) as the
+/// replay plays it, with the gaps capped: the recorded wall time less what the cap takes off
+/// the longest chain of requests (each request ends its recorded server time after its gap
+/// past the latest request it waits for). No gap cut: the recorded wall time.
+fn capped_trace_time(
+    conv: &Conversation,
+    cap: f64,
+    items: &mut [Item],
+    base: usize,
+    trace_ms: f64,
+) {
+    let reqs: Vec<&AgentRequest> = conv.agents.iter().flat_map(|a| &a.requests).collect();
+    let chain = |capped: bool| {
+        longest_chain(&items[base..], base, |i| {
+            let gap = reqs.get(i).map_or(0.0, |r| r.gap.ms);
+            let server = reqs.get(i).and_then(|r| r.server_ms).unwrap_or(0.0);
+            (if capped { gap.min(cap) } else { gap }, server)
+        })
+    };
+    let cut = chain(false) - chain(true);
+    if cut <= 0.0 {
+        return;
+    }
+    if let Some(agent) = items[base].turn.agent.as_mut() {
+        Arc::make_mut(agent).conversation_trace_ms = Some((trace_ms - cut).max(0.0));
+    }
+}
+
+/// The end of the longest chain of `items` (tmp ids from `base`, a conversation whose
+/// waits have no cycle: `lower_bounds` checked): a request starts its gap after the latest end
+/// it waits for (the first at 0, its gap not counted) and ends its server time later;
+/// `times(i)`: request `i`'s (gap, server time), ms.
+fn longest_chain(items: &[Item], base: usize, times: impl Fn(usize) -> (f64, f64)) -> f64 {
+    let n = items.len();
+    let mut indeg = vec![0usize; n];
+    let mut next: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, it) in items.iter().enumerate() {
+        for &d in it.parent.iter().chain(&it.joins) {
+            if d >= base && d - base < n {
+                indeg[i] += 1;
+                next[d - base].push(i);
+            }
+        }
+    }
+    let mut end = vec![0.0f64; n];
+    let mut ready: Vec<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
+    while let Some(i) = ready.pop() {
+        let it = &items[i];
+        let deps = it.parent.iter().chain(&it.joins).filter(|&&d| d >= base);
+        let latest = deps.map(|&d| end[d - base]).fold(f64::NAN, f64::max);
+        let (gap, server) = times(i);
+        end[i] = if latest.is_nan() { 0.0 } else { latest + gap } + server;
+        for &c in &next[i] {
+            indeg[c] -= 1;
+            if indeg[c] == 0 {
+                ready.push(c);
+            }
+        }
+    }
+    end.into_iter().fold(0.0, f64::max)
 }
 
 /// The namespace of a conversation's hash ids: `None` keeps global ids as given.
