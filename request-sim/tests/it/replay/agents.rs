@@ -299,32 +299,40 @@ fn a_users_sweep_does_not_count_cut_requests_against_the_slo() {
     assert_eq!(r.capacity_users, Some(2), "{}", r.answer);
 }
 
+/// `sweep --users USERS` of the test corpus, a dry run of at most 0.5 s a point, with `extra`
+/// flags, into `sweep/` of a new temporary directory: the directory, the sweep directory's
+/// path, the exit code and stderr.
+fn users_sweep(
+    users: &str,
+    extra: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf, i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep_dir = dir.path().join("sweep");
+    let corpus = corpus_dir();
+    let mut argv = vec![
+        "sweep",
+        "--users",
+        users,
+        "--sweep-dir",
+        sweep_dir.to_str().unwrap(),
+        "--dataset-path",
+        corpus.to_str().unwrap(),
+        "--dry-run",
+        "--time-in-secs",
+        "0.5",
+        "--quiet",
+    ];
+    argv.extend_from_slice(extra);
+    let (code, _, stderr) = run_cli(argv, &[]);
+    (dir, sweep_dir, code, stderr)
+}
+
 /// Issue #39, defect 3: `sweep --users 1,1` would run both points into `users-1/`, the second
 /// overwriting the first. Like `--scale-factors 1,1`, it is refused before anything runs, and
 /// no point directory is made.
 #[test]
 fn a_users_sweep_refuses_a_number_given_twice() {
-    let dir = tempfile::tempdir().unwrap();
-    let sweep_dir = dir.path().join("sweep");
-    let corpus = corpus_dir();
-    let (code, _, stderr) = run_cli(
-        [
-            "sweep",
-            "--users",
-            "1,2,1",
-            "--sweep-dir",
-            sweep_dir.to_str().unwrap(),
-            "--dataset-path",
-            corpus.to_str().unwrap(),
-            "--dry-run",
-            "--time-in-secs",
-            "0.5",
-            "--max-idle-gap",
-            "0.02",
-            "--quiet",
-        ],
-        &[],
-    );
+    let (_dir, sweep_dir, code, stderr) = users_sweep("1,2,1", &["--max-idle-gap", "0.02"]);
     assert_ne!(code, 0, "{stderr}");
     assert!(
         stderr.contains("--users: 1 is given twice") && stderr.contains("users-1"),
@@ -337,27 +345,7 @@ fn a_users_sweep_refuses_a_number_given_twice() {
 /// which an agent corpus refuses) left an empty sweep directory behind; it makes none.
 #[test]
 fn a_refused_users_sweep_leaves_no_sweep_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    let sweep_dir = dir.path().join("sweep");
-    let corpus = corpus_dir();
-    let (code, _, stderr) = run_cli(
-        [
-            "sweep",
-            "--users",
-            "1,2",
-            "--sweep-dir",
-            sweep_dir.to_str().unwrap(),
-            "--dataset-path",
-            corpus.to_str().unwrap(),
-            "--dry-run",
-            "--time-in-secs",
-            "0.5",
-            "--think-time",
-            "100",
-            "--quiet",
-        ],
-        &[],
-    );
+    let (_dir, sweep_dir, code, stderr) = users_sweep("1,2", &["--think-time", "100"]);
     assert_ne!(code, 0, "{stderr}");
     assert!(stderr.contains("--think-time"), "{stderr}");
     assert!(!sweep_dir.exists(), "{stderr}");

@@ -221,6 +221,25 @@ fn fail_if_worse_gates_parse_and_decide() {
         .contains("not a percentage"));
 }
 
+/// Two records files in `dir`, `a.jsonl` (`n` synthetic records without ITL values) and
+/// `b.jsonl` (the same 1.2 times slower): their paths and A's records.
+fn runs_without_itl(
+    dir: &std::path::Path,
+    n: usize,
+) -> (std::path::PathBuf, std::path::PathBuf, Vec<Record>) {
+    let a: Vec<Record> = synthetic(n, 5)
+        .into_iter()
+        .map(|mut r| {
+            r.itl_ms = None;
+            r
+        })
+        .collect();
+    let (pa, pb) = (dir.join("a.jsonl"), dir.join("b.jsonl"));
+    write_jsonl(&pa, &a);
+    write_jsonl(&pb, &slower(&a, 1.2));
+    (pa, pb, a)
+}
+
 /// `request-sim compare ARGS...`.
 fn compare_cli(args: &[&OsStr]) -> (i32, String, String) {
     run_cli([&[OsStr::new("compare")], args].concat(), &[])
@@ -230,16 +249,7 @@ fn compare_cli(args: &[&OsStr]) -> (i32, String, String) {
 fn compare_exit_status_follows_fail_if_worse() {
     let tmp = tempfile::tempdir().unwrap();
     // Without ITL values (the bootstrap of every gap is the slow part in a debug build).
-    let a: Vec<Record> = synthetic(300, 5)
-        .into_iter()
-        .map(|mut r| {
-            r.itl_ms = None;
-            r
-        })
-        .collect();
-    let (pa, pb) = (tmp.path().join("a.jsonl"), tmp.path().join("b.jsonl"));
-    write_jsonl(&pa, &a);
-    write_jsonl(&pb, &slower(&a, 1.2));
+    let (pa, pb, a) = runs_without_itl(tmp.path(), 300);
     let run = |extra: &[&str]| {
         let mut args: Vec<&OsStr> = vec![pa.as_os_str(), pb.as_os_str()];
         args.extend(extra.iter().map(OsStr::new));
@@ -659,16 +669,7 @@ fn open_loop_throughput_is_set_by_the_schedule_not_ranked() {
 #[test]
 fn records_without_itl_say_why_and_show_n_a_in_both_tables() {
     let tmp = tempfile::tempdir().unwrap();
-    let a: Vec<Record> = synthetic(100, 5)
-        .into_iter()
-        .map(|mut r| {
-            r.itl_ms = None;
-            r
-        })
-        .collect();
-    let (pa, pb) = (tmp.path().join("a.jsonl"), tmp.path().join("b.jsonl"));
-    write_jsonl(&pa, &a);
-    write_jsonl(&pb, &slower(&a, 1.2));
+    let (pa, pb, _) = runs_without_itl(tmp.path(), 100);
     let (code, out, err) = compare_cli(&[
         pa.as_os_str(),
         pb.as_os_str(),

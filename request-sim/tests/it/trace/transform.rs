@@ -263,19 +263,10 @@ fn poisson_retime_gives_the_rate_and_keeps_turn_gaps() {
 /// start at 5/s, and the note gives the request rate of the new trace.
 #[test]
 fn retime_rate_on_sessions_is_session_starts_and_the_note_says_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in.jsonl");
-    std::fs::write(&input, conversation_trace(300, 600.0, 11, true)).unwrap();
-    let out = dir.path().join("out.jsonl");
-    let (code, _, err) = transform_cli(&[
-        input.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--retime",
-        "poisson",
-        "--rate",
-        "5",
-    ]);
+    let (dir, out, code, _, err) = transform_conversations(
+        conversation_trace(300, 600.0, 11, true),
+        &["--retime", "poisson", "--rate", "5"],
+    );
     assert_eq!(code, 0, "{err}");
     let t = request_sim::trace::load(&out, &LoadOptions::default()).unwrap();
     let starts: Vec<f64> = session_times(&t).values().map(|t| t[0]).collect();
@@ -909,6 +900,23 @@ fn transform_cli(args: &[&str]) -> (i32, String, String) {
     run_cli(argv, &[])
 }
 
+/// `trace` written to `in.jsonl` of a new temporary directory, then
+/// `transform in.jsonl -o out.jsonl ARGS`: the directory (kept while the test reads it), the
+/// output's path, the exit code, stdout and stderr.
+fn transform_conversations(
+    trace: String,
+    args: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf, i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, trace).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let mut argv = vec![input.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    argv.extend_from_slice(args);
+    let (code, stdout, stderr) = transform_cli(&argv);
+    (dir, out, code, stdout, stderr)
+}
+
 /// Issue #39 defect 8: `--synthesize --compare` prints the fitted and the new trace side by
 /// side (it printed nothing); with `-o -` it is refused (the new trace is read back).
 #[test]
@@ -945,17 +953,8 @@ fn synthesize_compare_prints_both_traces_side_by_side() {
 /// Issue #39 defect 8: `--duration` without `--synthesize` did nothing; it is refused.
 #[test]
 fn duration_without_synthesize_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in.jsonl");
-    std::fs::write(&input, conversation_trace(10, 60.0, 5, true)).unwrap();
-    let out = dir.path().join("out.jsonl");
-    let (code, _, err) = transform_cli(&[
-        input.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--duration",
-        "10",
-    ]);
+    let (_dir, out, code, _, err) =
+        transform_conversations(conversation_trace(10, 60.0, 5, true), &["--duration", "10"]);
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("--duration 10 is the length of a --synthesize trace")
@@ -968,19 +967,10 @@ fn duration_without_synthesize_is_refused() {
 /// Issue #39 defect 8: `--synthesize --infer-sessions` ignored the inference; it is refused.
 #[test]
 fn synthesize_refuses_infer_sessions() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in.jsonl");
-    std::fs::write(&input, conversation_trace(10, 60.0, 5, true)).unwrap();
-    let out = dir.path().join("out.jsonl");
-    let (code, _, err) = transform_cli(&[
-        input.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--synthesize",
-        "--duration",
-        "10",
-        "--infer-sessions",
-    ]);
+    let (_dir, out, code, _, err) = transform_conversations(
+        conversation_trace(10, 60.0, 5, true),
+        &["--synthesize", "--duration", "10", "--infer-sessions"],
+    );
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("--infer-sessions reshapes an existing trace: transform it first"),
