@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 use crate::trace::model::TraceRequest;
 
 /// An unbounded prefix cache over the requests seen so far, in replay order.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct IdealCache {
     /// Chain hash of a block → tokens it held when cached (the most any request used).
     stored: FxHashMap<u64, u32>,
@@ -44,14 +44,19 @@ impl IdealCache {
     /// its blocks are cached. `None` once the cache holds more than its cap of distinct blocks
     /// (the hits of later requests would be undercounted).
     pub fn hits(&mut self, req: &TraceRequest) -> Option<u32> {
+        self.hits_of(&req.hash_ids, req.input_length)
+    }
+
+    /// [`IdealCache::hits`] of a request of `input_length` tokens with these `hash_ids`.
+    pub fn hits_of(&mut self, hash_ids: &[u64], input_length: u32) -> Option<u32> {
         if self.full {
             return None;
         }
         let (mut key, mut hit, mut matching) = (0u64, 0u64, true);
-        for (i, &id) in req.hash_ids.iter().enumerate() {
+        for (i, &id) in hash_ids.iter().enumerate() {
             key = llm_common::util::mix64(key.rotate_left(23) ^ id);
             // Block i holds `block` tokens, the last one the rest of the input.
-            let left = u64::from(req.input_length).saturating_sub(i as u64 * self.block);
+            let left = u64::from(input_length).saturating_sub(i as u64 * self.block);
             let cur = left.min(self.block) as u32;
             let have = self.stored.entry(key).or_insert(0);
             if matching {

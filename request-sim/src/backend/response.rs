@@ -1,12 +1,12 @@
 //! Turning response bytes into timings and token counts, per API, following the
 //! `vllm bench serve` definitions (see `docs/metrics.md`):
 //!
-//! - a *token-bearing* message is an SSE message with a non-empty `choices` list (OpenAI), a
-//!   `token` (TGI), or a content delta of the typed event streams (Responses' `*.delta`
-//!   events, Anthropic's `content_block_delta`; see [`super::events`]); TTFT is the first,
-//!   E2EL the last, ITL the gaps between consecutive ones;
-//! - the first *content* message (non-empty text) is kept separately (`ttfc`), since chat
-//!   servers often send a role-only first chunk;
+//! - a *token event* is an SSE message with a non-empty `choices` list (OpenAI) other than the
+//!   role-only preamble chat servers send first, a `token` (TGI), or a content delta of the
+//!   typed event streams (Responses' `*.delta` events, Anthropic's `content_block_delta`; see
+//!   [`super::events`]); TTFT is the first, E2EL the last, ITL the gaps between consecutive
+//!   ones (unlike `vllm bench serve`, which counts the preamble: `docs/metrics.md`);
+//! - the first *content* message (non-empty text) is kept separately (`ttfc`);
 //! - output tokens come from `usage.completion_tokens` (TGI: `details.generated_tokens`).
 //!
 //! This file reads the OpenAI (chat, completions) and TGI messages and hands the typed streams
@@ -53,6 +53,30 @@ struct WireDelta<'a> {
     reasoning_content: Option<&'a RawValue>,
     #[serde(borrow)]
     reasoning: Option<&'a RawValue>,
+    #[serde(borrow)]
+    role: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tool_calls: Option<&'a RawValue>,
+}
+
+impl WireDelta<'_> {
+    /// Text, thinking or tool-call arguments in it.
+    fn has_content(&self) -> bool {
+        non_empty(self.content)
+            || non_empty(self.reasoning_content)
+            || non_empty(self.reasoning)
+            || self
+                .tool_calls
+                .is_some_and(|t| !matches!(t.get(), "null" | "[]"))
+    }
+
+    /// The role-only preamble chat servers send before the first token (vLLM:
+    /// `{"role": "assistant", "content": ""}`): it carries no token. A delta without a role
+    /// whose content is `""` is a token all the same (vLLM sends one for a token that is part
+    /// of a multi-byte character).
+    fn is_role_preamble(&self) -> bool {
+        self.role.is_some() && !self.has_content()
+    }
 }
 
 #[derive(Deserialize)]
@@ -142,17 +166,14 @@ impl ResponseState {
         }
         if let Some(choices) = &chunk.choices {
             if let Some(c) = choices.first() {
-                let content = c
-                    .delta
-                    .as_ref()
-                    .map(|d| {
-                        non_empty(d.content)
-                            || non_empty(d.reasoning_content)
-                            || non_empty(d.reasoning)
-                    })
-                    .unwrap_or(false)
-                    || non_empty(c.text);
-                self.token_at(now, content);
+                let delta = c.delta.as_ref();
+                // The role preamble before the first token is no token event (docs/metrics.md).
+                let preamble =
+                    self.first_token.is_none() && delta.is_some_and(|d| d.is_role_preamble());
+                let content = delta.is_some_and(WireDelta::has_content) || non_empty(c.text);
+                if !preamble {
+                    self.token_at(now, content);
+                }
                 if let Some(a) = &mut self.answer {
                     append_text(a, c.delta.as_ref().and_then(|d| d.content));
                     append_text(a, c.text);

@@ -13,7 +13,7 @@ pub mod reader;
 pub mod writer;
 
 pub use reader::{read_records, read_records_from, ReadStats, RecordReader};
-pub use writer::{write_records, Annotate, Finished, RecordWriter, WriterStats};
+pub use writer::{write_records, Annotate, Finished, RecordWriter, SentBlocks, WriterStats};
 
 // How a request ended and which instance served it are what the sending path tells the
 // record: defined in `backend`, named here too.
@@ -54,7 +54,7 @@ pub struct Record {
     pub error: Option<String>,
     /// First SSE message with a non-empty `choices` list (or first token event) - sent.
     pub ttft_ms: Option<f64>,
-    /// First chunk carrying non-empty content - sent (differs from TTFT for role-only chunks).
+    /// First token event carrying non-empty text - sent (differs from TTFT when the first tokens carry no text).
     pub ttfc_ms: Option<f64>,
     /// Last token-bearing chunk - sent.
     pub e2e_ms: Option<f64>,

@@ -20,6 +20,19 @@ use super::Record;
 pub struct Finished {
     pub record: Record,
     pub itl_ms: Vec<f64>,
+    /// A sent request's prefix blocks, for the trace-ideal hit ratio over the requests the
+    /// server processed ([`crate::stats::ideal`]); `None` for a request never sent.
+    pub blocks: Option<SentBlocks>,
+}
+
+/// The prefix blocks of a sent request and its place in the send order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentBlocks {
+    /// Send sequence number: 0, 1, 2, … over the run's sent requests, in send order.
+    pub seq: u64,
+    pub input_length: u32,
+    /// The trace's hash ids (empty when it has none).
+    pub hash_ids: Vec<u64>,
 }
 
 /// Handle to the writer thread, which owns the state `S` its sink updates (the summary's
@@ -48,7 +61,7 @@ impl<S: Send + 'static> RecordWriter<S> {
         path: Option<&Path>,
         record_itl: bool,
         state: S,
-        sink: impl FnMut(&mut S, &Record, &[f64]) + Send + 'static,
+        sink: impl FnMut(&mut S, &Finished) + Send + 'static,
     ) -> io::Result<(Self, Sender<Finished>)> {
         Self::spawn_annotated(path, record_itl, None, state, sink)
     }
@@ -60,7 +73,7 @@ impl<S: Send + 'static> RecordWriter<S> {
         record_itl: bool,
         mut annotate: Option<Annotate>,
         mut state: S,
-        mut sink: impl FnMut(&mut S, &Record, &[f64]) + Send + 'static,
+        mut sink: impl FnMut(&mut S, &Finished) + Send + 'static,
     ) -> io::Result<(Self, Sender<Finished>)> {
         let file = match path {
             Some(p) => {
@@ -78,7 +91,7 @@ impl<S: Send + 'static> RecordWriter<S> {
         let handle = std::thread::Builder::new()
             .name("record-writer".into())
             .spawn(move || {
-                let mut see = |r: &Record, itl: &[f64]| sink(&mut state, r, itl);
+                let mut see = |f: &Finished| sink(&mut state, f);
                 let stats = writer_loop(file, path, rx, record_itl, &mut annotate, &mut see)?;
                 Ok((stats, state))
             })?;
@@ -110,7 +123,7 @@ fn writer_loop(
     rx: Receiver<Finished>,
     record_itl: bool,
     annotate: &mut Option<Annotate>,
-    sink: &mut dyn FnMut(&Record, &[f64]),
+    sink: &mut dyn FnMut(&Finished),
 ) -> io::Result<WriterStats> {
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_BYTES * 2);
     let mut written = 0usize;
@@ -131,7 +144,7 @@ fn writer_loop(
             if let Some(a) = annotate.as_mut() {
                 a(&mut fin.record);
             }
-            sink(&fin.record, &fin.itl_ms);
+            sink(&fin);
             if file.is_some() {
                 if record_itl {
                     fin.record.itl_ms = Some(std::mem::take(&mut fin.itl_ms));

@@ -94,17 +94,14 @@ fn benchmark_section(t: &mut Table, s: &Summary) {
         "Peak output token throughput (tok/s):",
         s.max_output_tokens_per_s,
     );
-    t.float(
-        "Peak concurrent requests:",
-        s.max_concurrent_requests as f64,
-    );
+    t.row("Peak concurrent requests:", s.max_concurrent_requests);
     t.float("Total Token throughput (tok/s):", s.total_token_throughput);
     for metric in Metric::VLLM {
         t.metric(metric, s.latency.get(metric));
     }
 }
 
-/// Time to first content token, where role-only first chunks make it differ from TTFT.
+/// Time to first content token, which differs from TTFT when the first tokens carry no text.
 fn ttfc_section(t: &mut Table, s: &Summary) {
     let (ttfc, ttft) = (&s.latency.ttfc, &s.latency.ttft);
     if ttfc.count > 0 && (ttfc.mean != ttft.mean || ttfc.count != ttft.count) {
@@ -169,6 +166,14 @@ fn cache_section(t: &mut Table, s: &Summary) {
             "Trace-ideal cache hit ratio (%):",
             pct(s.cache.ideal_hit_ratio),
         );
+        if let (Some(n), Some(sent)) = (s.cache.ideal_requests, s.cache.ideal_sent) {
+            if n < sent {
+                t.row(
+                    "  ideal counted over:",
+                    format!("{n} of {sent} sent requests (those the server processed)"),
+                );
+            }
+        }
     }
     t.row("Cached tokens:", s.cache.cached_tokens);
 }

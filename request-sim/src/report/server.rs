@@ -109,15 +109,14 @@ pub(super) fn server_section(t: &mut Table, srv: &ServerSummary) {
     });
 }
 
-/// `mean / p50 / p99` of a server-side histogram, each percentile as the buckets support it:
-/// a value, `≤ X` (its bucket starts at 0), `X–Y` (a wide bucket) or `> X` (above the last
-/// bound); `(coarse buckets)` after it when any percentile is only bounded, and the simulated
-/// time's scale when the server is a simulator running faster than the wall clock.
+/// `mean / p50 / p99` of a server-side histogram, every percentile in one format: the range
+/// the buckets (and the mean) support, `lo–hi` ms, `hi` being `∞` above the last finite bound;
+/// then the simulated time's scale when the server is a simulator running faster than the wall
+/// clock. The summary JSON keeps the interpolated value where the bucket is narrow.
 pub fn render_hist(h: &HistSummary) -> String {
     let mean = num(h.mean_ms, 1);
     let p50 = percentile_cell(h.p50_ms, h.p50_bounds_ms);
     let p99 = percentile_cell(h.p99_ms, h.p99_bounds_ms);
-    let flag = if h.coarse { " (coarse buckets)" } else { "" };
     let sim = match h.time_scale {
         Some(x) => format!(
             " (simulated time ×{}: ÷{} for the wall clock)",
@@ -126,15 +125,16 @@ pub fn render_hist(h: &HistSummary) -> String {
         ),
         None => String::new(),
     };
-    format!("{mean} / {p50} / {p99}{flag}{sim}")
+    format!("{mean} / {p50} / {p99}{sim}")
 }
 
-/// One percentile as the buckets support it (see [`render_hist`]).
+/// One percentile as the range that holds it (see [`render_hist`]); `n/a` without data.
 fn percentile_cell(value: Option<f64>, bounds: Option<(f64, Option<f64>)>) -> String {
-    match (value, bounds) {
-        (None, Some((lo, Some(hi)))) if lo <= 0.0 => format!("≤ {hi:.1}"),
-        (None, Some((lo, Some(hi)))) => format!("{lo:.1}–{hi:.1}"),
-        (None, Some((lo, None))) => format!("> {lo:.1}"),
-        _ => num(value, 1),
+    let bound = |x: f64| trim_num((x * 10.0).round() / 10.0);
+    match (bounds, value) {
+        (Some((lo, Some(hi))), _) => format!("{}–{}", bound(lo), bound(hi)),
+        (Some((lo, None)), _) => format!("{}–∞", bound(lo)),
+        (None, Some(v)) => format!("{}–{}", bound(v), bound(v)),
+        (None, None) => num(None, 1),
     }
 }

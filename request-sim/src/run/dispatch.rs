@@ -140,6 +140,7 @@ fn task_context(
         gate: pipeline.gate.clone(),
         warmth: server.warmth.clone(),
         first_sent_us: AtomicU64::new(u64::MAX),
+        send_seq: AtomicU64::new(0),
         live: pipeline.live.clone(),
     })
 }

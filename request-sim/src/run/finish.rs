@@ -29,10 +29,11 @@ pub(super) fn run(
     trace: &Loaded,
     server: &Server,
     prompts: &Prompts,
-    drained: Drained,
+    mut drained: Drained,
     startup: StartupTimes,
 ) -> Result<RunOutcome> {
-    let info = run_info(cfg, trace, server, prompts, &drained, startup);
+    let served_ideal = drained.accumulator.take_served_ideal();
+    let info = run_info(cfg, trace, server, prompts, &drained, startup, served_ideal);
     let Drained {
         dispatched,
         reason,
@@ -168,6 +169,7 @@ fn run_info(
     prompts: &Prompts,
     drained: &Drained,
     startup: StartupTimes,
+    served_ideal: Option<crate::stats::ideal::IdealCount>,
 ) -> RunInfo {
     let d = &drained.dispatched;
     let r = &d.result;
@@ -176,10 +178,18 @@ fn run_info(
     let planned = drained.feed.planned();
     let seen = planned.unwrap_or(drained.feed.dealt + drained.feed.counted);
     let never_sent = seen.saturating_sub(r.dispatched);
-    let ideal = r
-        .ideal_hits
-        .filter(|_| r.any_hash_ids && r.input_tokens > 0)
-        .map(|h| h as f64 / r.input_tokens as f64);
+    // Over the requests the server processed (`stats::ideal`); the dispatcher's count (every
+    // request handed over) when the records were not tracked.
+    let ideal = served_ideal.map_or_else(
+        || {
+            let ratio = r
+                .ideal_hits
+                .filter(|_| r.any_hash_ids && r.input_tokens > 0)
+                .map(|h| h as f64 / r.input_tokens as f64);
+            (ratio, None, None)
+        },
+        |c| (c.ratio, Some(c.processed), Some(c.sent)),
+    );
     RunInfo {
         started_at: Some(d.started_at.clone()),
         trace_path: Some(trace.name.clone()),
@@ -207,7 +217,9 @@ fn run_info(
                 exact: v.exact,
             }),
             prompt_corpus: prompts.corpus.clone(),
-            ideal_cache_hit_ratio: ideal,
+            ideal_cache_hit_ratio: ideal.0,
+            ideal_cache_hit_requests: ideal.1,
+            ideal_cache_hit_sent: ideal.2,
         },
         outcome: RunEnd {
             scheduled: d.result.dispatched,

@@ -66,7 +66,13 @@ pub(super) fn run(
     let gate = (cfg.requests.sessions.timing == Timing::Closed && sessions.any())
         .then(|| Arc::new(SessionGate::new(&sessions, sessions.turns.len())));
     let scraper = start_scraper(cfg, server)?;
-    let (writer, tx) = start_writer(cfg, scraper.as_ref(), progress.clone(), live.clone())?;
+    let (writer, tx) = start_writer(
+        cfg,
+        trace.block_size,
+        scraper.as_ref(),
+        progress.clone(),
+        live.clone(),
+    )?;
     let control = Arc::new(Control {
         stop: Default::default(),
         stopping: CancellationToken::new(),
@@ -246,6 +252,7 @@ fn start_scraper(cfg: &ReplayConfig, server: &Server) -> Result<Option<Scraper>>
 /// its send, on the writer's thread.
 fn start_writer(
     cfg: &ReplayConfig,
+    block_size: usize,
     scraper: Option<&Scraper>,
     progress: Arc<Progress>,
     live: Option<Arc<LiveMetrics>>,
@@ -260,17 +267,19 @@ fn start_writer(
             }
         }) as Annotate
     });
+    let mut acc = Accumulator::new(&cfg.output.report);
+    acc.track_served_ideal(block_size);
     let writer = RecordWriter::spawn_annotated(
         Some(&cfg.output.records_path),
         cfg.output.record_itl,
         annotate,
-        Accumulator::new(&cfg.output.report),
-        move |acc: &mut Accumulator, rec: &Record, itl: &[f64]| {
-            progress.on_done(rec.status);
+        acc,
+        move |acc: &mut Accumulator, fin: &Finished| {
+            progress.on_done(fin.record.status);
             if let Some(l) = &live {
-                l.on_record(rec, itl);
+                l.on_record(&fin.record, &fin.itl_ms);
             }
-            acc.add(rec, itl);
+            acc.add_finished(fin);
         },
     )
     .map_err(|e| Error::write(&cfg.output.records_path, e))?;

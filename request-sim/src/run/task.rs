@@ -11,7 +11,7 @@ use futures_util::FutureExt;
 use super::control::Control;
 use crate::backend::{self, Endpoint};
 use crate::config::{EarlyStop, ReplayConfig, TimeoutRule};
-use crate::record::{Finished, Record, Status, TokenSource};
+use crate::record::{Finished, Record, SentBlocks, Status, TokenSource};
 use crate::report;
 use crate::schedule::sessions::{sleep_until_precise, Done, LiveAnswer, SessionGate, ThinkTime};
 use crate::schedule::{Prepared, Realtime, StopReason};
@@ -32,6 +32,8 @@ pub(super) struct TaskCtx {
     pub(super) warmth: Option<Arc<backend::warm::Warmth>>,
     /// Earliest send of the run, µs after `start` (u64::MAX until the first send).
     pub(super) first_sent_us: AtomicU64,
+    /// Requests sent so far: the next one's send sequence number ([`SentBlocks::seq`]).
+    pub(super) send_seq: AtomicU64,
     /// `--metrics-port`: the live metrics (sent and scheduled counts).
     pub(super) live: Option<Arc<crate::observe::export::LiveMetrics>>,
 }
@@ -280,6 +282,7 @@ fn record(start: Instant, planned: &Planned, scheduled: Instant, ending: Ending)
                 ..base
             },
             itl_ms: Vec::new(),
+            blocks: None,
         },
         Ending::Sent(sent) => sent.complete(start, base),
     }
@@ -343,6 +346,7 @@ impl Sent {
         Finished {
             record,
             itl_ms: st.itl_ms,
+            blocks: None,
         }
     }
 }
@@ -445,7 +449,7 @@ pub(super) async fn run_one(
 ) {
     let Prepared {
         body,
-        planned,
+        mut planned,
         intended_prompt_tokens,
         ..
     } = prepared;
@@ -470,6 +474,7 @@ pub(super) async fn run_one(
         collect_answer: keep_answer,
     };
     let sent = Instant::now();
+    let seq = ctx.send_seq.fetch_add(1, Ordering::Relaxed);
     if let Some(l) = ctx.live.as_ref().filter(|_| !ctx.settings.dry_run) {
         l.on_sent();
     }
@@ -491,7 +496,12 @@ pub(super) async fn run_one(
         input_length,
         released,
     };
-    let done = record(ctx.start, &planned, scheduled, Ending::Sent(sent));
+    let mut done = record(ctx.start, &planned, scheduled, Ending::Sent(sent));
+    done.blocks = Some(SentBlocks {
+        seq,
+        input_length,
+        hash_ids: std::mem::take(&mut planned.req.hash_ids),
+    });
     if let Some(sent_ms) = done.record.sent_ms {
         ctx.first_sent_us
             .fetch_min((sent_ms.max(0.0) * 1e3) as u64, Ordering::Relaxed);

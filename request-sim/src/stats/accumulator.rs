@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::agents::AgentAcc;
 use super::config::ReportConfig;
+use super::ideal::{IdealCount, ServedIdeal};
 use super::latency::Latencies;
 use super::per_record::{end_ms, error_kind, in_one_piece, output_tokens_of, record_tpot};
 use super::run_info::{RunInfo, RunServer};
@@ -14,7 +15,7 @@ use super::summary::{
     CacheStats, DriftStats, OutputTokenSources, StatusCounts, Summary, TokenExactness,
 };
 use super::window::{inside, MeasureWindow, WindowAuto, WindowReport};
-use crate::record::{Record, Status, TokenSource};
+use crate::record::{Finished, Record, Status, TokenSource};
 
 /// Output tokens per time bucket, with a bucket width that doubles whenever the run gets too
 /// long for [`MAX_BINS`] buckets (1 ms buckets up to ~70 minutes; memory stays <= 16 MiB).
@@ -125,6 +126,9 @@ pub struct Accumulator {
     itl_missing: usize,
     /// `--measure-window`: only requests sent inside it are counted.
     window: Option<Window>,
+    /// A run's trace-ideal hit ratio over the requests the server processed (every sent
+    /// record, inside the window or not: the cache saw them all).
+    served_ideal: Option<ServedIdeal>,
 }
 
 /// The measurement window of an [`Accumulator`]: its span (ms of the run), what was asked,
@@ -172,6 +176,7 @@ impl Accumulator {
             retried: 0,
             sessions: SessionAcc::default(),
             agents: AgentAcc::default(),
+            served_ideal: None,
             one_piece: 0,
             itl_missing: 0,
             window: match cfg.window {
@@ -230,6 +235,25 @@ impl Accumulator {
     /// Add one record. `itl_ms` are its inter-token latencies (the engine passes them even
     /// when the record does not keep them; when empty, the record's own `itl_ms` is used);
     /// only used for successful requests, as vLLM does.
+    /// Track the trace-ideal hit ratio over the requests the server processed, for blocks of
+    /// `block_size` tokens ([`Accumulator::add_finished`] feeds it).
+    pub fn track_served_ideal(&mut self, block_size: usize) {
+        self.served_ideal = Some(ServedIdeal::new(block_size));
+    }
+
+    /// A run's finished request: its record, ITL, and (when sent) its prefix blocks.
+    pub fn add_finished(&mut self, fin: &Finished) {
+        if let (Some(ideal), Some(b)) = (&mut self.served_ideal, &fin.blocks) {
+            ideal.add(&fin.record, b);
+        }
+        self.add(&fin.record, &fin.itl_ms);
+    }
+
+    /// What [`Accumulator::track_served_ideal`] counted (taken: once).
+    pub fn take_served_ideal(&mut self) -> Option<IdealCount> {
+        self.served_ideal.take().map(ServedIdeal::finish)
+    }
+
     pub fn add(&mut self, rec: &Record, itl_ms: &[f64]) {
         if let Some(w) = &mut self.window {
             if let Some(t) = rec.sent_ms {
@@ -413,6 +437,8 @@ impl Accumulator {
         cache.hit_ratio = (cache.prompt_tokens > 0)
             .then(|| cache.cached_tokens as f64 / cache.prompt_tokens as f64);
         cache.ideal_hit_ratio = info.prompts.ideal_cache_hit_ratio;
+        cache.ideal_requests = info.prompts.ideal_cache_hit_requests;
+        cache.ideal_sent = info.prompts.ideal_cache_hit_sent;
         let mut exact = self.exact;
         exact.exact_ratio =
             (exact.with_usage > 0).then(|| exact.exact as f64 / exact.with_usage as f64);

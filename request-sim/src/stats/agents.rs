@@ -184,7 +184,12 @@ pub fn routed_ideal_hit_ratio<'a>(
     block_size: usize,
     request: impl Fn(usize) -> Option<&'a TraceRequest>,
 ) -> Option<(f64, usize)> {
-    let mut sent: Vec<&Record> = records.iter().filter(|r| r.sent_ms.is_some()).collect();
+    // The requests the server processed (as `stats::ideal` counts them).
+    let processed = |r: &&Record| {
+        r.sent_ms.is_some()
+            && (matches!(r.status, Status::Ok | Status::DryRun) || r.ttft_ms.is_some())
+    };
+    let mut sent: Vec<&Record> = records.iter().filter(processed).collect();
     sent.sort_by(|a, b| {
         a.sent_ms
             .unwrap_or(0.0)

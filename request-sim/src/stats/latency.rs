@@ -12,7 +12,7 @@ pub struct Latencies {
     pub tpot: MetricStats,
     pub itl: MetricStats,
     pub e2el: MetricStats,
-    /// Time to first content token (differs from TTFT for role-only first chunks).
+    /// Time to first content token (differs from TTFT when the first tokens carry no text).
     pub ttfc: MetricStats,
 }
 
@@ -24,7 +24,7 @@ pub enum Metric {
     Tpot,
     Itl,
     E2el,
-    /// Time to first content token (differs from TTFT for role-only first chunks).
+    /// Time to first content token (differs from TTFT when the first tokens carry no text).
     Ttfc,
 }
 

@@ -13,6 +13,7 @@
 //!   section (agent corpora).
 //! - [`merge`]: several shards' records as one run, with each shard's send drift.
 //! - [`window`]: `--measure-window` (a span of the run, or the steady span found).
+//! - [`ideal`]: the trace-ideal hit ratio over the requests the server processed.
 //! - [`headline`]: the headline metrics; [`inference`]: intervals, Welch's t, the bootstrap;
 //!   [`repeats`]: a repeat set's intervals; [`compare`]: two runs' verdicts.
 //!
@@ -23,6 +24,7 @@ pub mod agents;
 pub mod compare;
 pub mod config;
 pub mod headline;
+pub mod ideal;
 pub mod inference;
 pub mod latency;
 pub mod merge;

@@ -117,9 +117,15 @@ pub struct RunPrompts {
     pub prompt_verification: Option<PromptVerification>,
     /// `--prompt-corpus`: the corpus and the share of prompt tokens that are its text.
     pub prompt_corpus: Option<crate::prompt::CorpusReport>,
-    /// Prefix-cache hit ratio an infinite cache would reach on the replayed requests
-    /// (from the trace's hash ids), to compare with the server-reported one.
+    /// Prefix-cache hit ratio an infinite cache would reach on the requests the server
+    /// processed, in send order (from the trace's hash ids; `crate::stats::ideal`), to compare
+    /// with the server-reported one.
     pub ideal_cache_hit_ratio: Option<f64>,
+    /// Requests that ratio counts (answered, or with a first token) of those sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ideal_cache_hit_requests: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ideal_cache_hit_sent: Option<u64>,
 }
 
 /// What became of the scheduled requests and how the run ended. Part of [`RunInfo`] (its keys

@@ -149,8 +149,13 @@ pub struct CacheStats {
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
     pub hit_ratio: Option<f64>,
-    /// Trace-ideal (infinite cache) hit ratio from the run info, when known.
+    /// Trace-ideal (infinite cache) hit ratio from the run info, when known: over the
+    /// requests the server processed (`ideal_requests` of the `ideal_sent` sent).
     pub ideal_hit_ratio: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ideal_requests: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ideal_sent: Option<u64>,
 }
 
 /// Server `usage.prompt_tokens` vs the trace's `input_length`.

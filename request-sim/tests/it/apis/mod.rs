@@ -4,3 +4,4 @@
 mod fake;
 mod garbage;
 mod sim;
+mod vllm_streams;

@@ -660,3 +660,57 @@ fn a_burst_bigger_than_the_pool_gets_its_connections_opened_ahead() {
         assert_eq!((d.warm_gets, d.warm_bursts), want, "warm {warm}: {d:?}");
     }
 }
+
+/// Issue #38: the trace-ideal hit ratio counts only the requests the server processed, in send
+/// order; a refused request (over llm-sim's `max_model_len`, HTTP 400) neither counts nor
+/// leaves blocks behind. And the role preamble of a chat stream is no token: one ITL sample per
+/// gap between tokens, none of them ~0.
+#[test]
+fn the_ideal_hit_ratio_is_over_the_requests_the_server_processed() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    // Blocks of 512. Request 1 (4096 tokens) is refused; had it been served, request 2 would
+    // hit all 4 of its blocks.
+    let rows = [
+        (0, 1024, "[1, 2]"),
+        (50, 4096, "[1, 2, 3, 4, 5, 6, 7, 8]"),
+        (600, 2048, "[1, 2, 3, 4]"),
+        (1200, 1536, "[1, 2, 3]"),
+    ];
+    let text: String = rows
+        .iter()
+        .map(|(t, n, ids)| {
+            format!("{{\"timestamp\": {t}, \"input_length\": {n}, \"output_length\": 6, \"hash_ids\": {ids}}}\n")
+        })
+        .collect();
+    std::fs::write(&trace, text).unwrap();
+    let sim = start_sim(llm_sim::SimConfig {
+        max_model_len: 3000,
+        ..llm_sim::SimConfig::default()
+    });
+    let out = dir.path().join("out");
+    let mut args = base_args(&sim.base_url(), &trace, &out);
+    args.push("--stream".into());
+    let outcome = replay(&strs(&args));
+    let s = &outcome.summary;
+    assert_eq!(s.status.http_error, 1, "{:?}", s.status);
+    // Served: 0 + 1024 + 1536 hits over 1024 + 2048 + 1536 tokens (counting the refused one:
+    // 4608 / 8704).
+    let ideal = s.cache.ideal_hit_ratio.unwrap();
+    assert!((ideal - 2560.0 / 4608.0).abs() < 1e-9, "{ideal}");
+    assert_eq!(
+        (s.cache.ideal_requests, s.cache.ideal_sent),
+        (Some(3), Some(4))
+    );
+    // Role preamble: 6 tokens, 6 token events, 5 gaps each.
+    let recs = read_records(&out.join("records.jsonl"));
+    for r in recs.iter().filter(|r| r.status == Status::Ok) {
+        assert_eq!(r.chunks, 6, "{r:?}");
+    }
+    let itl = &s.latency.itl;
+    assert_eq!(
+        itl.count,
+        3 * 5,
+        "a role chunk counted as a token adds a ~0 ms gap each"
+    );
+}

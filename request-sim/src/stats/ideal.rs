@@ -1,0 +1,181 @@
+//! The trace-ideal prefix-cache hit ratio over the requests the server processed
+//! ([`ServedIdeal`]): what an unbounded cache would hit if it had seen exactly the requests
+//! the server worked on, in the order they were sent.
+//!
+//! A request the server refused (an HTTP 400 for a prompt over `--max-model-len`), one that
+//! could not connect, and one never sent neither count nor leave blocks behind: the server
+//! never cached them. "Processed" is a request answered `ok`, or one whose first token came
+//! (a timeout or cut mid-stream still prefilled its prompt). A `--dry-run` counts every
+//! request (the plan's ideal).
+//!
+//! Records complete out of send order; each sent request carries its send sequence number
+//! ([`SentBlocks::seq`], dense over the sent requests), and requests are applied to the cache
+//! in that order through a reorder buffer that holds only the requests still waiting for an
+//! earlier one, so memory follows the requests in flight, not the run's length.
+
+use std::collections::BTreeMap;
+
+use crate::analyze::IdealCache;
+use crate::record::{Record, SentBlocks, Status};
+
+/// The ideal over the processed requests, built as their records arrive.
+#[derive(Debug, Clone)]
+pub struct ServedIdeal {
+    cache: IdealCache,
+    /// Send sequence number of the next request to apply.
+    next: u64,
+    /// Requests that arrived before an earlier-sent one: seq → (processed, blocks).
+    waiting: BTreeMap<u64, (bool, SentBlocks)>,
+    hits: Option<u64>,
+    input: u64,
+    processed: u64,
+    sent: u64,
+    any_hash_ids: bool,
+}
+
+/// What [`ServedIdeal`] counted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IdealCount {
+    /// Hit ratio an unbounded cache reaches on the processed requests (`None`: no request had
+    /// hash ids, or the cache outgrew its cap).
+    pub ratio: Option<f64>,
+    /// Requests counted (processed by the server) of those sent.
+    pub processed: u64,
+    pub sent: u64,
+}
+
+impl ServedIdeal {
+    pub fn new(block_size: usize) -> ServedIdeal {
+        ServedIdeal {
+            cache: IdealCache::new(block_size, IdealCache::MAX_BLOCKS),
+            next: 0,
+            waiting: BTreeMap::new(),
+            hits: Some(0),
+            input: 0,
+            processed: 0,
+            sent: 0,
+            any_hash_ids: false,
+        }
+    }
+
+    /// The record of a sent request and its blocks (records of unsent requests carry none).
+    pub fn add(&mut self, rec: &Record, blocks: &SentBlocks) {
+        let processed = matches!(rec.status, Status::Ok | Status::DryRun) || rec.ttft_ms.is_some();
+        if blocks.seq != self.next {
+            self.waiting.insert(blocks.seq, (processed, blocks.clone()));
+            return;
+        }
+        self.apply(processed, blocks);
+        while let Some(e) = self.waiting.first_entry() {
+            if *e.key() != self.next {
+                break;
+            }
+            let (p, b) = e.remove();
+            self.apply(p, &b);
+        }
+    }
+
+    fn apply(&mut self, processed: bool, blocks: &SentBlocks) {
+        self.next = blocks.seq + 1;
+        self.sent += 1;
+        if !processed {
+            return;
+        }
+        self.processed += 1;
+        self.any_hash_ids |= !blocks.hash_ids.is_empty();
+        self.input += u64::from(blocks.input_length);
+        let hit = self.cache.hits_of(&blocks.hash_ids, blocks.input_length);
+        self.hits = self.hits.zip(hit).map(|(a, b)| a + u64::from(b));
+    }
+
+    /// The ratio over every request seen. A gap in the sequence (a sent request whose record
+    /// never came, which the run refuses anyway) is skipped rather than waited for.
+    pub fn finish(mut self) -> IdealCount {
+        while let Some((seq, (p, b))) = self.waiting.pop_first() {
+            self.next = seq;
+            self.apply(p, &b);
+        }
+        let ratio = self
+            .hits
+            .filter(|_| self.any_hash_ids && self.input > 0)
+            .map(|h| h as f64 / self.input as f64);
+        IdealCount {
+            ratio,
+            processed: self.processed,
+            sent: self.sent,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(status: Status, ttft: Option<f64>) -> Record {
+        Record {
+            ttft_ms: ttft,
+            ..Record::new(0, 0, status)
+        }
+    }
+
+    fn blocks(seq: u64, input_length: u32, hash_ids: &[u64]) -> SentBlocks {
+        SentBlocks {
+            seq,
+            input_length,
+            hash_ids: hash_ids.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_refused_request_neither_counts_nor_warms_the_cache() {
+        // Request 1 (refused) would have cached block 7 for request 2.
+        let mut ideal = ServedIdeal::new(4);
+        ideal.add(&rec(Status::Ok, Some(1.0)), &blocks(0, 8, &[1, 2]));
+        ideal.add(&rec(Status::HttpError, None), &blocks(1, 12, &[1, 2, 7]));
+        ideal.add(&rec(Status::Ok, Some(1.0)), &blocks(2, 12, &[1, 2, 7]));
+        let c = ideal.finish();
+        // Request 2 hits blocks 1 and 2 only: 8 of 8 + 12 tokens.
+        assert_eq!(c.ratio, Some(8.0 / 20.0));
+        assert_eq!((c.processed, c.sent), (2, 3));
+    }
+
+    #[test]
+    fn records_arriving_out_of_send_order_give_the_send_order_ideal() {
+        let mut in_order = ServedIdeal::new(4);
+        let mut shuffled = ServedIdeal::new(4);
+        let reqs = [
+            (Status::Ok, 8, vec![1u64, 2]),
+            (Status::Ok, 12, vec![1, 2, 3]),
+            (Status::Timeout, 16, vec![1, 2, 3, 4]),
+            (Status::Ok, 16, vec![1, 2, 3, 4]),
+        ];
+        for (i, (s, n, h)) in reqs.iter().enumerate() {
+            let ttft = (*s != Status::HttpError).then_some(1.0);
+            in_order.add(&rec(*s, ttft), &blocks(i as u64, *n, h));
+        }
+        for i in [3usize, 1, 0, 2] {
+            let (s, n, h) = &reqs[i];
+            shuffled.add(&rec(*s, Some(1.0)), &blocks(i as u64, *n, h));
+        }
+        let (a, b) = (in_order.finish(), shuffled.finish());
+        // 0 + 8 + 12 + 16 hits over 8 + 12 + 16 + 16 tokens.
+        assert_eq!(a.ratio, Some(36.0 / 52.0));
+        assert_eq!(a, b);
+        assert!(shuffled_waiting_is_empty_after_finish());
+    }
+
+    fn shuffled_waiting_is_empty_after_finish() -> bool {
+        let mut s = ServedIdeal::new(4);
+        s.add(&rec(Status::Ok, Some(1.0)), &blocks(1, 4, &[1]));
+        assert_eq!(s.waiting.len(), 1, "seq 1 waits for seq 0");
+        s.add(&rec(Status::Ok, Some(1.0)), &blocks(0, 4, &[1]));
+        s.waiting.is_empty()
+    }
+
+    #[test]
+    fn no_hash_ids_no_ratio() {
+        let mut ideal = ServedIdeal::new(4);
+        ideal.add(&rec(Status::Ok, Some(1.0)), &blocks(0, 8, &[]));
+        assert_eq!(ideal.finish().ratio, None);
+    }
+}
