@@ -291,7 +291,14 @@ pub struct ServerView {
     /// `--speedup`, `llm_sim:speedup`); absent for a real server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_scale: Option<f64>,
+    /// The KV-cache block size in tokens, from vLLM's `vllm:cache_config_info` (its
+    /// `block_size` label): the unit the server caches prefixes in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<u32>,
 }
+
+/// vLLM's cache configuration, as labels of a gauge of 1.
+const CACHE_CONFIG: &str = "vllm:cache_config_info";
 
 /// llm-sim's gauge of its `--speedup`.
 const TIME_SCALE: &str = "llm_sim:speedup";
@@ -355,6 +362,7 @@ impl ServerView {
             e2e,
             queue,
             time_scale: _,
+            block_size: _,
         } = self;
         [
             running,
@@ -400,6 +408,11 @@ impl ServerView {
             e2e: first_hist(page, E2E),
             queue: first_hist(page, QUEUE),
             time_scale: page.max(TIME_SCALE).filter(|x| *x > 0.0 && *x != 1.0),
+            block_size: page
+                .samples(CACHE_CONFIG)
+                .filter_map(|s| s.labels.get("block_size")?.parse::<u32>().ok())
+                .filter(|b| *b > 0)
+                .max(),
         }
     }
 }

@@ -133,6 +133,10 @@ pub struct InstanceSummary {
     /// `--speedup`, from its `llm_sim:speedup`); `None` for a real server.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_scale: Option<f64>,
+    /// KV-cache block size in tokens (vLLM's `vllm:cache_config_info`); the cluster's: the
+    /// largest of its instances'.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<u32>,
 }
 
 /// The client-side numbers printed next to the server's.
@@ -259,6 +263,7 @@ fn instance(
         e2e: hist(&deltas.e2e),
         queue: hist(&deltas.queue),
         time_scale: scale,
+        block_size: last.and_then(|v| v.block_size),
     };
     (s, deltas)
 }
@@ -290,6 +295,7 @@ pub fn summarize(r: &ScrapeResult, client: ClientSide) -> ServerSummary {
         let (s, d) = instance(inst, points, start);
         cluster.engine = cluster.engine.or(s.engine);
         cluster.time_scale = cluster.time_scale.or(s.time_scale);
+        cluster.block_size = cluster.block_size.max(s.block_size);
         cluster.scrapes_ok += s.scrapes_ok;
         cluster.scrapes_failed += s.scrapes_failed;
         sum_opt(&mut cluster.requests, s.requests);

@@ -174,6 +174,12 @@ fn cache_section(t: &mut Table, s: &Summary) {
                 );
             }
         }
+        if let Some(b) = s.cache.server_block_size {
+            t.row(
+                &format!("  at the server's {b}-token blocks (%):"),
+                pct(s.cache.ideal_hit_ratio_server_blocks),
+            );
+        }
     }
     t.row("Cached tokens:", s.cache.cached_tokens);
 }

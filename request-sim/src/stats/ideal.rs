@@ -31,10 +31,13 @@ pub struct ServedIdeal {
     processed: u64,
     sent: u64,
     any_hash_ids: bool,
+    /// (trace-ideal hit tokens, prompt tokens) of each processed request, for the ideal at
+    /// the server's block size ([`IdealCount::ratio_at_block`]); 8 bytes a request.
+    per_request: Vec<(u32, u32)>,
 }
 
 /// What [`ServedIdeal`] counted.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IdealCount {
     /// Hit ratio an unbounded cache reaches on the processed requests (`None`: no request had
     /// hash ids, or the cache outgrew its cap).
@@ -42,6 +45,24 @@ pub struct IdealCount {
     /// Requests counted (processed by the server) of those sent.
     pub processed: u64,
     pub sent: u64,
+    per_request: Vec<(u32, u32)>,
+}
+
+impl IdealCount {
+    /// The ideal of a server that caches whole blocks of `block` tokens (vLLM): a request's
+    /// shared prefix counts only as far as it fills whole server blocks, and never its last
+    /// token (vLLM recomputes at least one). `None` without a ratio.
+    pub fn ratio_at_block(&self, block: u32) -> Option<f64> {
+        self.ratio?;
+        let block = u64::from(block.max(1));
+        let (mut hit, mut input) = (0u64, 0u64);
+        for &(h, n) in &self.per_request {
+            let usable = u64::from(h.min(n.saturating_sub(1)));
+            hit += usable / block * block;
+            input += u64::from(n);
+        }
+        (input > 0).then(|| hit as f64 / input as f64)
+    }
 }
 
 impl ServedIdeal {
@@ -55,6 +76,7 @@ impl ServedIdeal {
             processed: 0,
             sent: 0,
             any_hash_ids: false,
+            per_request: Vec::new(),
         }
     }
 
@@ -85,6 +107,9 @@ impl ServedIdeal {
         self.any_hash_ids |= !blocks.hash_ids.is_empty();
         self.input += u64::from(blocks.input_length);
         let hit = self.cache.hits_of(&blocks.hash_ids, blocks.input_length);
+        if let Some(h) = hit {
+            self.per_request.push((h, blocks.input_length));
+        }
         self.hits = self.hits.zip(hit).map(|(a, b)| a + u64::from(b));
     }
 
@@ -103,6 +128,7 @@ impl ServedIdeal {
             ratio,
             processed: self.processed,
             sent: self.sent,
+            per_request: self.per_request,
         }
     }
 }
@@ -170,6 +196,22 @@ mod tests {
         assert_eq!(s.waiting.len(), 1, "seq 1 waits for seq 0");
         s.add(&rec(Status::Ok, Some(1.0)), &blocks(0, 4, &[1]));
         s.waiting.is_empty()
+    }
+
+    #[test]
+    fn the_ideal_at_the_servers_block_size_counts_whole_blocks() {
+        // Trace blocks of 16; the second request shares 48 tokens (3 blocks), the third all
+        // 64 of its tokens.
+        let mut ideal = ServedIdeal::new(16);
+        ideal.add(&rec(Status::Ok, Some(1.0)), &blocks(0, 64, &[1, 2, 3, 4]));
+        ideal.add(&rec(Status::Ok, Some(1.0)), &blocks(1, 64, &[1, 2, 3, 9]));
+        ideal.add(&rec(Status::Ok, Some(1.0)), &blocks(2, 64, &[1, 2, 3, 4]));
+        let c = ideal.finish();
+        assert_eq!(c.ratio, Some((48.0 + 64.0) / 192.0));
+        // Server blocks of 32: 48 shared → 32; 64 shared → 63 usable → 32.
+        assert_eq!(c.ratio_at_block(32), Some(64.0 / 192.0));
+        // Of 16: 48, and 63 → 48.
+        assert_eq!(c.ratio_at_block(16), Some(96.0 / 192.0));
     }
 
     #[test]

@@ -156,6 +156,12 @@ pub struct CacheStats {
     pub ideal_requests: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ideal_sent: Option<u64>,
+    /// The server's KV block size (vLLM's `cache_config_info`) when it differs from the
+    /// trace's, and the ideal at it: shared prefixes count in whole server blocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_block_size: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ideal_hit_ratio_server_blocks: Option<f64>,
 }
 
 /// Server `usage.prompt_tokens` vs the trace's `input_length`.

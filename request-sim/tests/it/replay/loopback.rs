@@ -714,3 +714,53 @@ fn the_ideal_hit_ratio_is_over_the_requests_the_server_processed() {
         "a role chunk counted as a token adds a ~0 ms gap each"
     );
 }
+
+/// Issue #38: the server's block size is read from `vllm:cache_config_info`; a trace whose
+/// blocks are no multiple of it gets a warning and the ideal at the server's block size,
+/// which is what a whole-block cache (llm-sim, as vLLM) then reaches.
+#[test]
+fn the_servers_block_size_gives_the_ideal_it_can_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    // 16-token trace blocks; each request extends the previous one by 40 tokens.
+    let mut text = String::new();
+    let mut ids: Vec<u64> = Vec::new();
+    for i in 0..8u32 {
+        let n = 40 * (i + 1);
+        while (ids.len() as u32) * 16 < n {
+            ids.push(ids.len() as u64 + 1);
+        }
+        text.push_str(&format!(
+            "{{\"timestamp\": {}, \"input_length\": {n}, \"output_length\": 2, \"hash_ids\": {ids:?}}}\n",
+            i * 100
+        ));
+    }
+    std::fs::write(&trace, text).unwrap();
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 32,
+        ..llm_sim::SimConfig::default()
+    });
+    let out = dir.path().join("out");
+    // Completions: no chat template, so the prompt's tokens are the trace's blocks exactly.
+    let mut args = base_args(&format!("{}/v1/completions", sim.base_url()), &trace, &out);
+    args.retain(|a| a != "--no-server-metrics");
+    args.extend(["--block-size".into(), "16".into()]);
+    let s = replay(&strs(&args)).summary;
+    assert_eq!(s.status.ok, 8);
+    assert_eq!(s.cache.server_block_size, Some(32));
+    let at_server = s.cache.ideal_hit_ratio_server_blocks.unwrap();
+    let ideal = s.cache.ideal_hit_ratio.unwrap();
+    assert!(at_server < ideal, "{at_server} vs {ideal}");
+    let served = s.cache.hit_ratio.unwrap();
+    assert!(
+        (served - at_server).abs() < 1e-9,
+        "server {served} vs ideal at its blocks {at_server}"
+    );
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("16-token blocks do not map onto the server's 32-token")),
+        "{:?}",
+        s.warnings
+    );
+}

