@@ -27,7 +27,7 @@ use serde_json::value::RawValue;
 
 use super::state::{
     append_text, error_text, malformed_body, malformed_event, non_empty, truncate, AnthropicUsage,
-    ProtocolError, ResponseState, Usage,
+    Carried, ProtocolError, ResponseState, Usage,
 };
 
 /// `{"type": .., "message": ..}` of an Anthropic error.
@@ -66,6 +66,9 @@ struct AnthropicBlock<'a> {
     text: Option<&'a RawValue>,
     #[serde(borrow)]
     thinking: Option<&'a RawValue>,
+    /// A `tool_use` block's arguments (an object).
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -96,10 +99,16 @@ struct ResponsesDetails {
 }
 
 #[derive(Deserialize)]
+struct ResponsesOutputDetails {
+    reasoning_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
 struct ResponsesUsage {
     input_tokens: Option<u32>,
     output_tokens: Option<u32>,
     input_tokens_details: Option<ResponsesDetails>,
+    output_tokens_details: Option<ResponsesOutputDetails>,
 }
 
 impl From<ResponsesUsage> for Usage {
@@ -108,8 +117,29 @@ impl From<ResponsesUsage> for Usage {
             prompt_tokens: u.input_tokens,
             completion_tokens: u.output_tokens,
             cached_tokens: u.input_tokens_details.and_then(|d| d.cached_tokens),
+            reasoning_tokens: u.output_tokens_details.and_then(|d| d.reasoning_tokens),
         }
     }
+}
+
+/// What a Responses `*.delta` event of type `kind` carries, when its delta is not empty:
+/// reasoning (summary) text, function-call (or custom tool) arguments, else answer text.
+fn responses_delta_carries(kind: &str, delta: Option<&RawValue>) -> Carried {
+    if !non_empty(delta) {
+        Carried::NOTHING
+    } else if kind.contains("reasoning") {
+        Carried::REASONING
+    } else if kind.contains("arguments") || kind.contains("tool_call") {
+        Carried::TOOL
+    } else {
+        Carried::ANSWER
+    }
+}
+
+/// The length in bytes of the JSON string `raw` once decoded (0 for anything else).
+fn string_bytes(raw: Option<&RawValue>) -> u64 {
+    raw.and_then(|r| serde_json::from_str::<Cow<'_, str>>(r.get()).ok())
+        .map_or(0, |s| s.len() as u64)
 }
 
 #[derive(Deserialize)]
@@ -126,6 +156,9 @@ struct ResponsesItem<'a> {
     kind: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     content: Option<Vec<ResponsesPart<'a>>>,
+    /// A `function_call` item's arguments.
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
 }
 
 /// The `response` object (of the final events, or a whole non-streaming answer).
@@ -148,6 +181,9 @@ struct ResponsesEvent<'a> {
     delta: Option<&'a RawValue>,
     #[serde(borrow)]
     response: Option<ResponsesObject<'a>>,
+    /// The item of `response.output_item.added`.
+    #[serde(borrow)]
+    item: Option<ResponsesItem<'a>>,
     message: Option<String>,
     #[serde(borrow)]
     code: Option<&'a RawValue>,
@@ -226,8 +262,17 @@ impl ResponseState {
                 }
                 self.end(now);
             }
+            "response.output_item.added" => {
+                if ev.item.and_then(|i| i.kind).as_deref() == Some("function_call") {
+                    self.tool_calls += 1;
+                }
+            }
             k if k.ends_with(".delta") => {
-                self.token_at(now, non_empty(ev.delta));
+                let carried = responses_delta_carries(k, ev.delta);
+                if carried.tool {
+                    self.tool_arg_bytes += string_bytes(ev.delta);
+                }
+                self.token_at(now, carried);
                 if k == "response.output_text.delta" {
                     if let Some(a) = &mut self.answer {
                         append_text(a, ev.delta);
@@ -259,21 +304,29 @@ impl ResponseState {
         let Some(output) = r.output else {
             return Err(ProtocolError("response has no output".into()));
         };
-        let mut content = false;
+        let mut carried = Carried::NOTHING;
         for item in &output {
-            if item.kind.as_deref() == Some("function_call") {
-                content = true;
+            match item.kind.as_deref() {
+                Some("function_call") => {
+                    carried.tool = true;
+                    self.tool_calls += 1;
+                    self.tool_arg_bytes += string_bytes(item.arguments);
+                }
+                Some("reasoning") => {
+                    carried.reasoning |= item.content.iter().flatten().any(|p| non_empty(p.text));
+                }
+                _ => {}
             }
             for part in item.content.iter().flatten() {
                 if part.kind.as_deref() == Some("output_text") {
-                    content |= non_empty(part.text);
+                    carried.answer |= non_empty(part.text);
                     if let Some(a) = &mut self.answer {
                         append_text(a, part.text);
                     }
                 }
             }
         }
-        self.token_at(now, content);
+        self.token_at(now, carried);
         self.usage = r.usage.map(Into::into);
         self.end(now);
         Ok(())
@@ -332,19 +385,32 @@ impl ResponseState {
             }
             "content_block_start" => {
                 // The opening block is normally empty; text in it is the first content.
+                // A tool_use block's start carries the tool's name: a token event.
                 if let Some(b) = ev.content_block {
-                    if non_empty(b.text) || non_empty(b.thinking) {
-                        self.token_at(now, true);
+                    let tool = b.kind.as_deref() == Some("tool_use");
+                    if tool {
+                        self.tool_calls += 1;
+                    }
+                    let carried = Carried {
+                        reasoning: non_empty(b.thinking),
+                        answer: non_empty(b.text),
+                        tool,
+                    };
+                    if carried.any() {
+                        self.token_at(now, carried);
                         self.append_answer(b.text);
                     }
                 }
             }
             "content_block_delta" => {
                 let d = ev.delta;
-                let content = d.as_ref().is_some_and(|d| {
-                    non_empty(d.text) || non_empty(d.thinking) || non_empty(d.partial_json)
+                let carried = d.as_ref().map_or(Carried::NOTHING, |d| Carried {
+                    reasoning: non_empty(d.thinking),
+                    answer: non_empty(d.text),
+                    tool: non_empty(d.partial_json),
                 });
-                self.token_at(now, content);
+                self.tool_arg_bytes += string_bytes(d.as_ref().and_then(|d| d.partial_json));
+                self.token_at(now, carried);
                 self.append_answer(d.and_then(|d| d.text));
             }
             "message_delta" => {
@@ -375,19 +441,23 @@ impl ResponseState {
         let Some(blocks) = m.content else {
             return Err(ProtocolError("response has no content".into()));
         };
-        let mut content = false;
+        let mut carried = Carried::NOTHING;
         for b in &blocks {
             match b.kind.as_deref() {
                 Some("text") => {
-                    content |= non_empty(b.text);
+                    carried.answer |= non_empty(b.text);
                     self.append_answer(b.text);
                 }
-                Some("thinking") => content |= non_empty(b.thinking),
-                Some("tool_use") => content = true,
+                Some("thinking") => carried.reasoning |= non_empty(b.thinking),
+                Some("tool_use") => {
+                    carried.tool = true;
+                    self.tool_calls += 1;
+                    self.tool_arg_bytes += b.input.map_or(0, |i| i.get().len() as u64);
+                }
                 _ => {}
             }
         }
-        self.token_at(now, content);
+        self.token_at(now, carried);
         if let Some(u) = m.usage {
             self.add_anthropic_usage(u);
         }
@@ -440,9 +510,13 @@ mod tests {
         let t0 = st.first_token.unwrap();
         // message_start, content_block_start and ping (events 1..3) carry no token.
         assert_eq!(st.first_token, st.first_content);
-        assert_eq!(st.chunks, 3);
-        assert_eq!(st.content_chunks, 3);
-        assert_eq!(st.itl_ms, vec![10.0, 30.0]);
+        // The tool_use block's start (its name) is a token event too.
+        assert_eq!(st.chunks, 4);
+        assert_eq!(st.content_chunks, 4);
+        assert_eq!(st.itl_ms, vec![10.0, 20.0, 10.0]);
+        assert_eq!((st.answer_chunks, st.tool_chunks, st.tool_calls), (2, 2, 1));
+        assert_eq!(st.tool_arg_bytes, 7);
+        assert_eq!(st.first_tool.unwrap() - t0, Duration::from_millis(30));
         assert_eq!(st.last_token.unwrap() - t0, Duration::from_millis(40));
         assert!(st.finished);
         assert_eq!(st.done.unwrap() - t0, Duration::from_millis(70));
@@ -452,6 +526,7 @@ mod tests {
                 prompt_tokens: Some(25),
                 completion_tokens: Some(3),
                 cached_tokens: Some(20),
+                reasoning_tokens: None,
             })
         );
         assert_eq!(st.answer.as_deref(), Some("Hello there"));
@@ -492,6 +567,7 @@ mod tests {
             prompt_tokens: Some(57),
             completion_tokens: Some(4),
             cached_tokens: Some(0),
+            reasoning_tokens: None,
         };
         for cut in 0..=b.len() {
             let st = read(vec![&b[..cut], &b[cut..]]);
@@ -526,6 +602,7 @@ mod tests {
                 prompt_tokens: None,
                 completion_tokens: Some(4),
                 cached_tokens: None,
+                reasoning_tokens: None,
             })
         );
     }
@@ -581,6 +658,7 @@ mod tests {
                 prompt_tokens: Some(69),
                 completion_tokens: Some(7),
                 cached_tokens: Some(64),
+                reasoning_tokens: None,
             })
         );
         assert_eq!(st.answer.as_deref(), Some("Hi"));
@@ -632,6 +710,7 @@ mod tests {
                 prompt_tokens: Some(40),
                 completion_tokens: Some(2),
                 cached_tokens: Some(32),
+                reasoning_tokens: Some(0),
             })
         );
         assert_eq!(st.answer.as_deref(), Some("Hi you"));

@@ -46,6 +46,6 @@ pub use client::{
 };
 pub use endpoint::{sanitize_url, Endpoint, ANTHROPIC_VERSION};
 pub use send::{connect_failure, execute, served_by, Outcome, RequestOpts};
-pub use state::{ProtocolError, ResponseState, Usage};
+pub use state::{Carried, ProtocolError, ResponseState, Usage};
 pub use status::{ServedBy, Status};
 pub use stream::{read_stream, StreamReader};

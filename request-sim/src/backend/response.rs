@@ -19,8 +19,8 @@ use serde_json::value::RawValue;
 
 use super::api::ApiKind;
 use super::state::{
-    append_text, error_text, malformed_body, non_empty, truncate, ProtocolError, ResponseState,
-    Usage,
+    append_text, error_text, malformed_body, non_empty, truncate, Carried, ProtocolError,
+    ResponseState, Usage,
 };
 
 #[derive(Deserialize)]
@@ -28,11 +28,17 @@ struct WireUsage {
     prompt_tokens: Option<u32>,
     completion_tokens: Option<u32>,
     prompt_tokens_details: Option<WireDetails>,
+    completion_tokens_details: Option<WireCompletionDetails>,
 }
 
 #[derive(Deserialize)]
 struct WireDetails {
     cached_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct WireCompletionDetails {
+    reasoning_tokens: Option<u32>,
 }
 
 impl From<WireUsage> for Usage {
@@ -41,8 +47,28 @@ impl From<WireUsage> for Usage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
             cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
         }
     }
+}
+
+/// One entry of a chat delta's (or message's) `tool_calls`: the first chunk of a call has its
+/// `id` and function `name`, later ones `arguments` pieces. A tool-call delta of another shape
+/// is a protocol error.
+#[derive(Deserialize)]
+struct WireToolCall<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    function: Option<WireFunction<'a>>,
+}
+
+#[derive(Deserialize)]
+struct WireFunction<'a> {
+    #[serde(borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    arguments: Option<std::borrow::Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -55,19 +81,40 @@ struct WireDelta<'a> {
     reasoning: Option<&'a RawValue>,
     #[serde(borrow)]
     role: Option<&'a RawValue>,
-    #[serde(borrow)]
-    tool_calls: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<WireToolCall<'a>>>,
 }
 
 impl WireDelta<'_> {
+    /// What it carried: thinking, answer text, a tool call.
+    fn carried(&self) -> Carried {
+        Carried {
+            reasoning: non_empty(self.reasoning_content) || non_empty(self.reasoning),
+            answer: non_empty(self.content),
+            tool: self.tool_calls.as_ref().is_some_and(|t| !t.is_empty()),
+        }
+    }
+
     /// Text, thinking or tool-call arguments in it.
     fn has_content(&self) -> bool {
-        non_empty(self.content)
-            || non_empty(self.reasoning_content)
-            || non_empty(self.reasoning)
-            || self
-                .tool_calls
-                .is_some_and(|t| !matches!(t.get(), "null" | "[]"))
+        self.carried().any()
+    }
+
+    /// Tool calls begun in it (entries with an `id` or a function `name`), and the bytes of
+    /// the arguments it streamed.
+    fn tool_call_parts(&self) -> (u32, u64) {
+        let mut calls = 0u32;
+        let mut bytes = 0u64;
+        for t in self.tool_calls.iter().flatten() {
+            let f = t.function.as_ref();
+            if non_empty(t.id) || f.is_some_and(|f| non_empty(f.name)) {
+                calls += 1;
+            }
+            bytes += f
+                .and_then(|f| f.arguments.as_ref())
+                .map_or(0, |a| a.len() as u64);
+        }
+        (calls, bytes)
     }
 
     /// The role-only preamble chat servers send before the first token (vLLM:
@@ -170,9 +217,15 @@ impl ResponseState {
                 // The role preamble before the first token is no token event (docs/metrics.md).
                 let preamble =
                     self.first_token.is_none() && delta.is_some_and(|d| d.is_role_preamble());
-                let content = delta.is_some_and(WireDelta::has_content) || non_empty(c.text);
+                let mut carried = delta.map_or(Carried::NOTHING, WireDelta::carried);
+                carried.answer |= non_empty(c.text);
                 if !preamble {
-                    self.token_at(now, content);
+                    self.token_at(now, carried);
+                }
+                if let Some(d) = delta {
+                    let (calls, bytes) = d.tool_call_parts();
+                    self.tool_calls += calls;
+                    self.tool_arg_bytes += bytes;
                 }
                 if let Some(a) = &mut self.answer {
                     append_text(a, c.delta.as_ref().and_then(|d| d.content));
@@ -200,7 +253,12 @@ impl ResponseState {
             )));
         }
         if let Some(tok) = &ev.token {
-            self.token_at(now, !tok.special);
+            let carried = if tok.special {
+                Carried::NOTHING
+            } else {
+                Carried::ANSWER
+            };
+            self.token_at(now, carried);
         }
         if ev.generated_text.is_some() || ev.details.is_some() {
             self.finished = true;
@@ -238,13 +296,15 @@ impl ResponseState {
                 let Some(c) = choices.first() else {
                     return Err(ProtocolError("response has no choices".into()));
                 };
-                let content = c
-                    .message
-                    .as_ref()
-                    .map(|m| non_empty(m.content))
-                    .unwrap_or(false)
-                    || non_empty(c.text);
-                self.token_at(now, content);
+                let message = c.message.as_ref();
+                let mut carried = message.map_or(Carried::NOTHING, WireDelta::carried);
+                carried.answer |= non_empty(c.text);
+                self.token_at(now, carried);
+                if let Some(m) = message {
+                    let (calls, bytes) = m.tool_call_parts();
+                    self.tool_calls += calls;
+                    self.tool_arg_bytes += bytes;
+                }
                 if let Some(a) = &mut self.answer {
                     append_text(a, c.message.as_ref().and_then(|m| m.content));
                     append_text(a, c.text);
@@ -262,7 +322,12 @@ impl ResponseState {
                 let Some(text) = ev.generated_text else {
                     return Err(ProtocolError("response has no generated_text".into()));
                 };
-                self.token_at(now, !text.is_empty());
+                let carried = if text.is_empty() {
+                    Carried::NOTHING
+                } else {
+                    Carried::ANSWER
+                };
+                self.token_at(now, carried);
                 if let Some(a) = &mut self.answer {
                     a.push_str(&text);
                 }
@@ -304,18 +369,21 @@ mod tests {
         let (st, r) = feed(ApiKind::Chat, CHAT);
         r.unwrap();
         let t0 = st.first_token.unwrap();
-        assert_eq!(st.chunks, 3);
+        // The role preamble is no token event: TTFT at " hello", one gap.
+        assert_eq!(st.chunks, 2);
         assert_eq!(st.content_chunks, 2);
-        assert_eq!(st.first_content.unwrap() - t0, Duration::from_millis(10));
-        assert_eq!(st.last_token.unwrap() - t0, Duration::from_millis(20));
-        assert_eq!(st.itl_ms, vec![10.0, 10.0]);
+        assert_eq!(st.first_content, st.first_token);
+        assert_eq!(st.first_answer, st.first_token);
+        assert_eq!(st.last_token.unwrap() - t0, Duration::from_millis(10));
+        assert_eq!(st.itl_ms, vec![10.0]);
         assert!(st.finished);
         assert_eq!(
             st.usage,
             Some(Usage {
                 prompt_tokens: Some(12),
                 completion_tokens: Some(2),
-                cached_tokens: Some(8)
+                cached_tokens: Some(8),
+                reasoning_tokens: None,
             })
         );
     }

@@ -16,6 +16,50 @@ pub struct Usage {
     pub prompt_tokens: Option<u32>,
     pub completion_tokens: Option<u32>,
     pub cached_tokens: Option<u32>,
+    /// `completion_tokens_details.reasoning_tokens` (Responses:
+    /// `output_tokens_details.reasoning_tokens`) as the server reported it, 0 included.
+    pub reasoning_tokens: Option<u32>,
+}
+
+/// What one token event carried (several at once in a chunk that has, say, the last thinking
+/// and the first answer text).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// Thinking text: chat `reasoning_content` / `reasoning`, Responses reasoning (summary)
+    /// text, Messages `thinking`.
+    pub reasoning: bool,
+    /// Answer text: chat `content`, completions `text`, Responses output text, Messages text.
+    pub answer: bool,
+    /// A tool call's name or arguments.
+    pub tool: bool,
+}
+
+impl Carried {
+    pub const NOTHING: Carried = Carried {
+        reasoning: false,
+        answer: false,
+        tool: false,
+    };
+    pub const ANSWER: Carried = Carried {
+        reasoning: false,
+        answer: true,
+        tool: false,
+    };
+    pub const REASONING: Carried = Carried {
+        reasoning: true,
+        answer: false,
+        tool: false,
+    };
+    pub const TOOL: Carried = Carried {
+        reasoning: false,
+        answer: false,
+        tool: true,
+    };
+
+    /// Any text, thinking or tool call in it.
+    pub fn any(self) -> bool {
+        self.reasoning || self.answer || self.tool
+    }
 }
 
 /// Why a response could not be understood.
@@ -33,8 +77,18 @@ pub struct ResponseState {
     pub itl_ms: Vec<f64>,
     /// Token-bearing messages.
     pub chunks: u32,
-    /// Messages with non-empty text.
+    /// Messages with non-empty text (thinking, answer or tool call).
     pub content_chunks: u32,
+    /// The first token event carrying answer text / a tool call.
+    pub first_answer: Option<Instant>,
+    pub first_tool: Option<Instant>,
+    /// Token events carrying thinking, answer text, tool calls (an event may carry several).
+    pub reasoning_chunks: u32,
+    pub answer_chunks: u32,
+    pub tool_chunks: u32,
+    /// Tool calls the answer made, and the bytes of their streamed arguments.
+    pub tool_calls: u32,
+    pub tool_arg_bytes: u64,
     pub usage: Option<Usage>,
     /// `data: [DONE]` seen (OpenAI) / final event with details seen (TGI).
     pub finished: bool,
@@ -94,6 +148,7 @@ impl AnthropicUsage {
             prompt_tokens: prompt,
             completion_tokens: self.output_tokens,
             cached_tokens: self.cache_read_input_tokens,
+            reasoning_tokens: None,
         }
     }
 }
@@ -164,7 +219,20 @@ impl ResponseState {
         }
     }
 
-    pub(super) fn token_at(&mut self, now: Instant, has_content: bool) {
+    /// A token event at `now` that carried `c`.
+    pub(super) fn token_at(&mut self, now: Instant, c: Carried) {
+        let has_content = c.any();
+        if c.reasoning {
+            self.reasoning_chunks += 1;
+        }
+        if c.answer {
+            self.answer_chunks += 1;
+            self.first_answer.get_or_insert(now);
+        }
+        if c.tool {
+            self.tool_chunks += 1;
+            self.first_tool.get_or_insert(now);
+        }
         if self.first_token.is_none() {
             self.first_token = Some(now);
         } else if let Some(prev) = self.last_token {

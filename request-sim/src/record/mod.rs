@@ -81,8 +81,32 @@ pub struct Record {
     /// Output tokens received (see `output_tokens_source`).
     pub output_tokens: Option<u32>,
     pub output_tokens_source: Option<TokenSource>,
-    /// Number of token-bearing chunks received.
+    /// Number of token events received (docs/metrics.md: the role preamble is none; a chunk
+    /// merged from several tokens is one).
     pub chunks: u32,
+    /// Thinking, answer and tool calls apart (docs/metrics.md, "Reasoning and tool calls"),
+    /// only in records of answers that carried thinking or a tool call.
+    /// Time to the first answer token (text after any thinking) - sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfa_ms: Option<f64>,
+    /// Time to the first tool-call token (its name or arguments) - sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttf_tool_ms: Option<f64>,
+    /// Token events that carried thinking, counted from the stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u32>,
+    /// The server's `completion_tokens_details.reasoning_tokens` when it reported a count
+    /// above 0 (vLLM 0.32 reports 0 for an answer that was all thinking: no count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens_usage: Option<u32>,
+    /// Token events that carried answer text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_tokens: Option<u32>,
+    /// Tool calls made, and the bytes of their streamed arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_arg_bytes: Option<u64>,
     /// Bailian session ids.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat_id: Option<i64>,
@@ -173,6 +197,13 @@ impl Record {
             output_tokens: None,
             output_tokens_source: None,
             chunks: 0,
+            ttfa_ms: None,
+            ttf_tool_ms: None,
+            reasoning_tokens: None,
+            reasoning_tokens_usage: None,
+            answer_tokens: None,
+            tool_calls: None,
+            tool_arg_bytes: None,
             chat_id: None,
             parent_chat_id: None,
             turn: None,

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::format::{num, pct, percent_or_na};
+use super::format::{num, pct, percent_or_na, trim_num};
 use super::server::server_section;
 use super::table::{Item, Table};
 use crate::stats::agents::AgentSummary;
@@ -43,6 +43,9 @@ fn table(s: &Summary) -> Table {
     cache_section(&mut t, s);
     if let Some(ss) = &s.sessions {
         sessions_section(&mut t, ss);
+    }
+    if let Some(r) = &s.reasoning {
+        reasoning_section(&mut t, r, &s.percentiles);
     }
     if let Some(a) = &s.agents {
         agents_section(&mut t, a);
@@ -365,5 +368,48 @@ fn exactness_section(t: &mut Table, s: &Summary) {
     }
     if let Some(seed) = s.run.seed {
         t.row("Seed:", seed);
+    }
+}
+
+/// Thinking, answer and tool calls apart (reasoning models, tool calls).
+fn reasoning_section(
+    t: &mut Table,
+    r: &crate::stats::reasoning::ReasoningSummary,
+    percentiles: &[f64],
+) {
+    let p = |m: &crate::stats::samples::MetricStats, q: f64| num(m.known_percentile(q), 2);
+    let hi = percentiles.iter().copied().fold(50.0_f64, f64::max);
+    t.header("Reasoning and tool calls", '-');
+    t.row("Requests with thinking:", r.requests_with_reasoning);
+    if r.ttfa_ms.count > 0 {
+        t.row(
+            &format!("Time to first answer P50 / P{} (ms):", trim_num(hi)),
+            format!("{} / {}", p(&r.ttfa_ms, 50.0), p(&r.ttfa_ms, hi)),
+        );
+    }
+    if r.requests_with_reasoning > 0 {
+        t.row(
+            "Thinking tokens per request (mean):",
+            num(r.reasoning_tokens_mean, 1),
+        );
+        t.row("Thinking TPOT P50 (ms):", p(&r.reasoning_tpot_ms, 50.0));
+        t.row(
+            "Server reasoning counts (= stream):",
+            format!(
+                "{} ({})",
+                r.reasoning_usage_reported, r.reasoning_usage_equal
+            ),
+        );
+    }
+    if r.answer_tpot_ms.count > 0 {
+        t.row("Answer TPOT P50 (ms):", p(&r.answer_tpot_ms, 50.0));
+    }
+    if r.requests_with_tool_calls > 0 {
+        t.row(
+            "Tool calls (requests / calls):",
+            format!("{} / {}", r.requests_with_tool_calls, r.tool_calls),
+        );
+        t.row("Tool argument bytes:", r.tool_arg_bytes);
+        t.row("Time to first tool call P50 (ms):", p(&r.ttf_tool_ms, 50.0));
     }
 }

@@ -318,6 +318,10 @@ impl Sent {
             _ => None,
         };
         let sent_ms = ms_between(start, at);
+        // Thinking or a tool call in the answer: the record splits it.
+        let split = st.reasoning_chunks > 0
+            || st.tool_chunks > 0
+            || usage.reasoning_tokens.is_some_and(|n| n > 0);
         let record = Record {
             sent_ms: Some(sent_ms),
             drift_ms: Some(((sent_ms - base.scheduled_ms) * 1e3).round() / 1e3),
@@ -335,6 +339,14 @@ impl Sent {
             output_tokens,
             output_tokens_source: source,
             chunks: st.chunks,
+            ttfa_ms: split.then(|| rel(st.first_answer)).flatten(),
+            ttf_tool_ms: rel(st.first_tool),
+            reasoning_tokens: split.then_some(st.reasoning_chunks),
+            reasoning_tokens_usage: usage.reasoning_tokens.filter(|n| *n > 0),
+            answer_tokens: split.then_some(st.answer_chunks),
+            tool_calls: (st.tool_calls > 0).then_some(st.tool_calls),
+            tool_arg_bytes: (st.tool_calls > 0 || st.tool_arg_bytes > 0)
+                .then_some(st.tool_arg_bytes),
             session_wait_ms: released.map(|r| r.wait_ms),
             think_ms: released.and_then(|r| r.think_ms),
             join_wait_ms: released.and_then(|r| r.join_wait_ms),

@@ -7,6 +7,7 @@ use super::config::ReportConfig;
 use super::ideal::{IdealCount, ServedIdeal};
 use super::latency::Latencies;
 use super::per_record::{end_ms, error_kind, in_one_piece, output_tokens_of, record_tpot};
+use super::reasoning::ReasoningAcc;
 use super::run_info::{RunInfo, RunServer};
 use super::samples::{QuantizedSamples, Samples};
 use super::sessions::SessionAcc;
@@ -120,6 +121,7 @@ pub struct Accumulator {
     retried: usize,
     sessions: SessionAcc,
     agents: AgentAcc,
+    reasoning: ReasoningAcc,
     /// Completed requests of more than one output token that came in one piece.
     one_piece: usize,
     /// Completed requests streamed in several chunks whose ITL values were not given.
@@ -176,6 +178,7 @@ impl Accumulator {
             retried: 0,
             sessions: SessionAcc::default(),
             agents: AgentAcc::default(),
+            reasoning: ReasoningAcc::default(),
             served_ideal: None,
             one_piece: 0,
             itl_missing: 0,
@@ -266,6 +269,7 @@ impl Accumulator {
         }
         self.sessions.add(rec);
         self.agents.add(rec);
+        self.reasoning.add(rec);
         let itl_ms = if itl_ms.is_empty() {
             rec.itl_ms.as_deref().unwrap_or(&[])
         } else {
@@ -452,6 +456,7 @@ impl Accumulator {
             band: w.auto.map(|a| a.band),
             median_in_flight: w.auto.map(|a| a.median),
         });
+        let reasoning = self.reasoning.finish(&self.percentiles);
         Summary {
             completed: self.completed,
             failed: self.failed,
@@ -476,6 +481,7 @@ impl Accumulator {
             counts_add_up,
             retried: self.retried,
             sessions: self.sessions.finish(info.sessions.as_ref()),
+            reasoning,
             agents: self
                 .agents
                 .finish(info.agents.as_ref(), info.prompts.ideal_cache_hit_ratio),

@@ -252,6 +252,10 @@ pub struct Summary {
     /// Sessions (multi-turn conversations), when the records carry session ids.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sessions: Option<super::sessions::SessionSummary>,
+    /// Thinking, answer and tool calls apart, when some completed answer carried thinking or
+    /// a tool call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<super::reasoning::ReasoningSummary>,
     /// Agent conversations, when the records carry them (agent corpora).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<super::agents::AgentSummary>,

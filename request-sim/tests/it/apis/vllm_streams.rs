@@ -93,3 +93,50 @@ fn responses_and_messages_deltas_are_the_token_events() {
     let m = read(ApiKind::Messages, "messages_stream.sse");
     assert_eq!(m.chunks, 5, "5 text deltas");
 }
+
+/// A replay against a server that answers with a stream recorded from vLLM: the record's
+/// thinking / answer / tool split is what the stream carried (issue #40).
+fn replay_recorded(name: &str) -> request_sim::record::Record {
+    use crate::support::*;
+    let server = RawServer::start(Script::sse(&[&recorded(name)]));
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "t.jsonl", 1, 10.0, 16, 8);
+    let mut args = base_args(&server.url("/v1/chat/completions"), &trace, dir.path());
+    args.extend(["--stream", "--record-itl"].map(String::from));
+    let out = replay(&strs(&args));
+    assert_eq!(out.summary.status.ok, 1, "{:?}", out.summary.error_examples);
+    let mut recs = read_records(&dir.path().join("records.jsonl"));
+    recs.remove(0)
+}
+
+#[test]
+fn a_reasoning_stream_is_recorded_as_thinking() {
+    let r = replay_recorded("chat_stream_reasoning.sse");
+    assert_eq!(r.output_tokens, Some(6));
+    assert_eq!(r.reasoning_tokens, Some(6), "6 reasoning deltas");
+    // vLLM reported `reasoning_tokens: 0` for them: not a count.
+    assert_eq!(r.reasoning_tokens_usage, None);
+    assert_eq!(
+        (r.answer_tokens, r.ttfa_ms),
+        (Some(0), None),
+        "no answer came"
+    );
+    assert_eq!((r.tool_calls, r.ttf_tool_ms), (None, None));
+}
+
+#[test]
+fn a_forced_tool_call_is_recorded_as_one_call() {
+    let r = replay_recorded("chat_stream_tool_named.sse");
+    assert_eq!(r.output_tokens, Some(24));
+    assert_eq!(r.chunks, 2);
+    assert_eq!(r.tool_calls, Some(1));
+    assert_eq!(r.tool_arg_bytes, Some(2), "arguments streamed: `\"!`");
+    assert_eq!(r.ttf_tool_ms, r.ttft_ms);
+    assert_eq!((r.reasoning_tokens, r.answer_tokens), (Some(0), Some(0)));
+    let required = replay_recorded("chat_stream_tool_required.sse");
+    assert!(required.tool_calls.unwrap() >= 1);
+    assert_eq!(
+        required.itl_ms.as_ref().unwrap().len() as u32,
+        required.chunks - 1
+    );
+}
