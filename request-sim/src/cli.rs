@@ -681,7 +681,8 @@ pub struct TraceArgs {
 /// What a report computes and where its files go: the same flags for `replay` and `report`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ReportFlags {
-    /// SLOs for goodput, vLLM syntax: ttft:MS tpot:MS e2el:MS.
+    /// SLOs for goodput, vLLM syntax: ttft:MS tpot:MS e2el:MS, and ttfa:MS (time to the first
+    /// answer token, after any thinking).
     #[arg(long, num_args = 1..)]
     pub goodput: Vec<String>,
     /// Percentiles to report, comma-separated (each in (0, 100]; sorted, repeats dropped).

@@ -11,6 +11,7 @@ use super::reasoning::ReasoningAcc;
 use super::run_info::{RunInfo, RunServer};
 use super::samples::{QuantizedSamples, Samples};
 use super::sessions::SessionAcc;
+use super::slo::ttfa_of;
 use super::slo::Slo;
 use super::summary::{
     CacheStats, DriftStats, OutputTokenSources, StatusCounts, Summary, TokenExactness,
@@ -327,7 +328,9 @@ impl Accumulator {
             _ => {
                 if rec.status == Status::Cancelled
                     && !self.slo.is_empty()
-                    && !self.slo.broken_before_cut(rec.ttft_ms, rec.cut_ms)
+                    && !self
+                        .slo
+                        .broken_before_cut_answer(rec.ttft_ms, rec.ttfa_ms, rec.cut_ms)
                 {
                     self.slo_undecided += 1;
                 }
@@ -387,7 +390,7 @@ impl Accumulator {
         if !self.slo.is_empty()
             && self
                 .slo
-                .is_met(rec.ttft_ms, tpot.unwrap_or(0.0), rec.e2e_ms)
+                .is_met(rec.ttft_ms, tpot.unwrap_or(0.0), rec.e2e_ms, ttfa_of(rec))
         {
             self.good += 1;
         }

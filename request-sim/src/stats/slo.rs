@@ -14,10 +14,25 @@ pub struct Slo {
     pub tpot_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2el_ms: Option<f64>,
+    /// Time to the first answer token (reasoning models: after the thinking), `ttfa:MS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfa_ms: Option<f64>,
+}
+
+/// A record's time to its first answer token, as the `ttfa` SLO judges it: `ttfa_ms` when the
+/// answer carried thinking or a tool call (`None` when no answer text came), else the first
+/// token, which was the answer's.
+pub fn ttfa_of(r: &crate::record::Record) -> Option<f64> {
+    let split = r.reasoning_tokens.is_some() || r.tool_calls.is_some();
+    if split {
+        r.ttfa_ms
+    } else {
+        r.ttft_ms
+    }
 }
 
 impl Slo {
-    /// Parse `KEY:MS` items (`ttft`, `tpot`, `e2el`; values in milliseconds, > 0).
+    /// Parse `KEY:MS` items (`ttft`, `tpot`, `e2el`, `ttfa`; values in milliseconds, > 0).
     /// Each item may also hold several space- or comma-separated pairs.
     pub fn parse(specs: &[String]) -> Result<Slo, String> {
         let mut slo = Slo::default();
@@ -29,7 +44,7 @@ impl Slo {
                 let (key, value) = item.split_once(':').ok_or_else(|| {
                     format!(
                         "invalid goodput SLO `{item}`: expected KEY:VALUE with KEY one of \
-                         ttft, tpot, e2el and VALUE in milliseconds (e.g. ttft:200)"
+                         ttft, tpot, e2el, ttfa and VALUE in milliseconds (e.g. ttft:200)"
                     )
                 })?;
                 let key_l = key.trim().to_ascii_lowercase();
@@ -44,13 +59,14 @@ impl Slo {
                     ));
                 }
                 let slot = match Metric::from_key(&key_l) {
+                    _ if key_l == "ttfa" => &mut slo.ttfa_ms,
                     Some(Metric::Ttft) => &mut slo.ttft_ms,
                     Some(Metric::Tpot) => &mut slo.tpot_ms,
                     Some(Metric::E2el) => &mut slo.e2el_ms,
                     _ => {
                         return Err(format!(
                             "invalid goodput SLO `{item}`: unknown metric `{key}` \
-                             (valid: ttft, tpot, e2el)"
+                             (valid: ttft, tpot, e2el, ttfa)"
                         ))
                     }
                 };
@@ -65,17 +81,30 @@ impl Slo {
 
     /// True when no limit is set (then no goodput is reported).
     pub fn is_empty(&self) -> bool {
-        self.ttft_ms.is_none() && self.tpot_ms.is_none() && self.e2el_ms.is_none()
+        self.ttft_ms.is_none()
+            && self.tpot_ms.is_none()
+            && self.e2el_ms.is_none()
+            && self.ttfa_ms.is_none()
     }
 
     /// Whether a completed request meets every given limit. `tpot_ms` is 0 for requests with
     /// at most one output token (as vLLM counts them); a missing measured value fails its limit.
-    pub fn is_met(&self, ttft_ms: Option<f64>, tpot_ms: f64, e2el_ms: Option<f64>) -> bool {
+    /// `ttfa_ms`: [`ttfa_of`] the record.
+    pub fn is_met(
+        &self,
+        ttft_ms: Option<f64>,
+        tpot_ms: f64,
+        e2el_ms: Option<f64>,
+        ttfa_ms: Option<f64>,
+    ) -> bool {
         let ok = |limit: Option<f64>, v: Option<f64>| match limit {
             None => true,
             Some(l) => v.is_some_and(|v| v <= l),
         };
-        ok(self.ttft_ms, ttft_ms) && ok(self.tpot_ms, Some(tpot_ms)) && ok(self.e2el_ms, e2el_ms)
+        ok(self.ttft_ms, ttft_ms)
+            && ok(self.tpot_ms, Some(tpot_ms))
+            && ok(self.e2el_ms, e2el_ms)
+            && ok(self.ttfa_ms, ttfa_ms)
     }
 
     /// Whether a request the run cut (`cancelled`, `cut_ms` after its send; `None` when it
@@ -84,27 +113,39 @@ impl Slo {
     /// request that broke none cannot be judged: it is left out of the good share (neither
     /// good nor bad), as a run's end says nothing about how it would have done.
     pub fn broken_before_cut(&self, ttft_ms: Option<f64>, cut_ms: Option<f64>) -> bool {
+        self.broken_before_cut_answer(ttft_ms, None, cut_ms)
+    }
+
+    /// [`Slo::broken_before_cut`], with the `ttfa` limit judged as the TTFT one on the time to
+    /// the first answer token (`ttfa_ms`, `None` when none had come).
+    pub fn broken_before_cut_answer(
+        &self,
+        ttft_ms: Option<f64>,
+        ttfa_ms: Option<f64>,
+        cut_ms: Option<f64>,
+    ) -> bool {
         let Some(cut) = cut_ms else {
             return false;
         };
-        let ttft_late = self
-            .ttft_ms
-            .is_some_and(|l| ttft_ms.map_or(cut > l, |t| t > l));
+        let late = |limit: Option<f64>, v: Option<f64>| {
+            limit.is_some_and(|l| v.map_or(cut > l, |t| t > l))
+        };
         let e2el_late = self.e2el_ms.is_some_and(|l| cut > l);
-        ttft_late || e2el_late
+        late(self.ttft_ms, ttft_ms) || late(self.ttfa_ms, ttfa_ms) || e2el_late
     }
 
     /// `ttft:200 tpot:50` form, for display.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         let limits = [
-            (Metric::Ttft, self.ttft_ms),
-            (Metric::Tpot, self.tpot_ms),
-            (Metric::E2el, self.e2el_ms),
+            (Metric::Ttft.key(), self.ttft_ms),
+            (Metric::Tpot.key(), self.tpot_ms),
+            (Metric::E2el.key(), self.e2el_ms),
+            ("ttfa", self.ttfa_ms),
         ];
-        for (metric, limit) in limits {
+        for (key, limit) in limits {
             if let Some(v) = limit {
-                parts.push(format!("{}:{v}", metric.key()));
+                parts.push(format!("{key}:{v}"));
             }
         }
         parts.join(" ")
@@ -166,8 +207,45 @@ mod tests {
     #[test]
     fn inclusive_limits() {
         let slo = Slo::parse(&s(&["ttft:200", "tpot:50"])).unwrap();
-        assert!(slo.is_met(Some(200.0), 50.0, None));
-        assert!(!slo.is_met(Some(200.1), 50.0, None));
-        assert!(!slo.is_met(None, 1.0, None));
+        assert!(slo.is_met(Some(200.0), 50.0, None, None));
+        assert!(!slo.is_met(Some(200.1), 50.0, None, None));
+        assert!(!slo.is_met(None, 1.0, None, None));
+    }
+}
+
+#[cfg(test)]
+mod ttfa_tests {
+    use super::*;
+    use crate::record::{Record, Status};
+
+    #[test]
+    fn ttfa_limits_the_first_answer_token() {
+        let slo = Slo::parse(&["ttfa:1000".to_string()]).unwrap();
+        assert_eq!(slo.ttfa_ms, Some(1000.0));
+        assert_eq!(slo.describe(), "ttfa:1000");
+        // Thought for 4 s, answered at 4.1 s: TTFT 80 ms meets nothing here.
+        let thinking = Record {
+            ttft_ms: Some(80.0),
+            ttfa_ms: Some(4100.0),
+            reasoning_tokens: Some(40),
+            ..Record::new(0, 0, Status::Ok)
+        };
+        assert!(!slo.is_met(thinking.ttft_ms, 0.0, None, ttfa_of(&thinking)));
+        // No thinking: the first token was the answer's.
+        let plain = Record {
+            ttft_ms: Some(300.0),
+            ..Record::new(1, 0, Status::Ok)
+        };
+        assert!(slo.is_met(plain.ttft_ms, 0.0, None, ttfa_of(&plain)));
+        // All thinking, no answer: it fails.
+        let no_answer = Record {
+            ttft_ms: Some(80.0),
+            reasoning_tokens: Some(6),
+            ..Record::new(2, 0, Status::Ok)
+        };
+        assert!(!slo.is_met(no_answer.ttft_ms, 0.0, None, ttfa_of(&no_answer)));
+        // Cut before any answer, after the limit: broken.
+        assert!(slo.broken_before_cut_answer(Some(80.0), None, Some(1500.0)));
+        assert!(!slo.broken_before_cut_answer(Some(80.0), None, Some(500.0)));
     }
 }
