@@ -98,6 +98,11 @@ pub struct LiveMetrics {
     in_flight: Gauge,
     prompt_tokens: Counter,
     generation_tokens: Counter,
+    /// Thinking and tool calls (reasoning models, agents): time to the first answer token,
+    /// thinking token events, tool calls.
+    ttfa: Histogram,
+    reasoning_tokens: Counter,
+    tool_calls: Counter,
 }
 
 /// Status label set of the requests counter.
@@ -180,7 +185,26 @@ impl LiveMetrics {
             "generation_tokens",
             "Output tokens (usage, else token-bearing chunks) of requests that ended ok",
         );
+        let ttfa = hist(
+            &mut reg,
+            "time_to_first_answer_token_seconds",
+            "Client time to the first answer token of requests that ended ok and carried thinking or a tool call, from the send",
+            TTFT_BUCKETS,
+        );
+        let reasoning_tokens = counter(
+            &mut reg,
+            "reasoning_tokens",
+            "Thinking token events counted from the streams of requests that ended ok",
+        );
+        let tool_calls = counter(
+            &mut reg,
+            "tool_calls",
+            "Tool calls in the answers of requests that ended ok",
+        );
         let m = LiveMetrics {
+            ttfa,
+            reasoning_tokens,
+            tool_calls,
             ttft,
             tpot,
             itl,
@@ -239,6 +263,13 @@ impl LiveMetrics {
         for v in itl {
             self.itl.observe(v / 1e3);
         }
+        if let Some(v) = rec.ttfa_ms {
+            self.ttfa.observe(v / 1e3);
+        }
+        self.reasoning_tokens
+            .inc_by(u64::from(rec.reasoning_tokens.unwrap_or(0)));
+        self.tool_calls
+            .inc_by(u64::from(rec.tool_calls.unwrap_or(0)));
         self.prompt_tokens.inc_by(u64::from(rec.input_length));
         self.generation_tokens
             .inc_by(u64::from(rec.output_tokens.unwrap_or(rec.chunks)));
