@@ -181,7 +181,7 @@ if want repeat; then
     "$VENV/bin/python" - "$dir" >>"$OUT/repeat.txt" <<'EOF'
 import json, sys, glob
 d = sys.argv[1]
-for p in sorted(glob.glob(f"{d}/repeat-*/*.summary.json")):
+for p in sorted(glob.glob(f"{d}/repeat-*/summary.json")):
     s = json.load(open(p))
     print(f"{p.split('/')[-2]}: records {s['status']['total']}/{s['scheduled']}, ok {s['status']['ok']}, cached tokens {s['cache']['cached_tokens']}, server hits {(s.get('server') or {}).get('cluster', {}).get('prefix_hits')}")
 EOF
@@ -191,13 +191,14 @@ fi
 if want sweep; then
     log "sweep: two scale factors"
     "$RS" sweep --endpoint "$URL" --stream "${COMMON[@]}" --max-requests 60 \
-        --scale-factors 1,2 --result-dir "$OUT/sweep" >"$OUT/sweep.txt" 2>&1 || echo "sweep exit $?" >>"$OUT/sweep.txt"
+        --scale-factors 1,2 --sweep-dir "$OUT/sweep" >"$OUT/sweep.txt" 2>&1 || echo "sweep exit $?" >>"$OUT/sweep.txt"
 fi
 
 if want agents; then
     log "agent corpus (the Weka-format fixtures) on chat"
     run agents-weka 1 --endpoint "$URL" --stream --dataset-path \
-        "$ROOT/request-sim/tests/data/agents" --max-output-tokens 8 --quiet --time-in-secs 120
+        "$ROOT/request-sim/tests/data/agents" --max-output-tokens 8 --quiet --users 4 \
+        --max-requests 200 --time-in-secs 120
 fi
 
 if want convert || want live; then
@@ -236,9 +237,11 @@ while time.time() < end:
     frames += 1
     ts, events = msgspec.msgpack.decode(parts[-1])[:2]
     for e in events:
-        counts[e[0]] = counts.get(e[0], 0) + 1
-        if e[0] == "BlockStored":
-            sizes.add(e[4])
+        # vLLM 0.32 sends maps tagged by `type`; older versions arrays tagged first.
+        kind = e["type"] if isinstance(e, dict) else e[0]
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind == "BlockStored":
+            sizes.add(e["block_size"] if isinstance(e, dict) else e[4])
 open(out, "w").write(f"{mode} {endpoint}: {frames} frames, events {counts}, block sizes {sorted(sizes)}\n")
 EOF
 }
@@ -251,7 +254,7 @@ if want kv; then
     reset_cache
     curl -sf "$URL/v1/completions" -H 'content-type: application/json' \
         -d '{"model":"qwen3","prompt":"hello","max_tokens":1}' >/dev/null
-    wait
+    wait || true
     if [[ "${REUSE:-0}" != 1 ]]; then
         log "KV events, connect form (vLLM connects to tcp://127.0.0.1:$((KV_PORT + 1)))"
         stop_vllm

@@ -45,7 +45,7 @@ fn table(s: &Summary) -> Table {
         sessions_section(&mut t, ss);
     }
     if let Some(r) = &s.reasoning {
-        reasoning_section(&mut t, r, &s.percentiles);
+        reasoning_section(&mut t, r, &s.latency.ttfa, &s.percentiles);
     }
     if let Some(a) = &s.agents {
         agents_section(&mut t, a);
@@ -375,16 +375,17 @@ fn exactness_section(t: &mut Table, s: &Summary) {
 fn reasoning_section(
     t: &mut Table,
     r: &crate::stats::reasoning::ReasoningSummary,
+    ttfa: &crate::stats::samples::MetricStats,
     percentiles: &[f64],
 ) {
     let p = |m: &crate::stats::samples::MetricStats, q: f64| num(m.known_percentile(q), 2);
     let hi = percentiles.iter().copied().fold(50.0_f64, f64::max);
     t.header("Reasoning and tool calls", '-');
     t.row("Requests with thinking:", r.requests_with_reasoning);
-    if r.ttfa_ms.count > 0 {
+    if ttfa.count > 0 {
         t.row(
             &format!("Time to first answer P50 / P{} (ms):", trim_num(hi)),
-            format!("{} / {}", p(&r.ttfa_ms, 50.0), p(&r.ttfa_ms, hi)),
+            format!("{} / {}", p(ttfa, 50.0), p(ttfa, hi)),
         );
     }
     if r.requests_with_reasoning > 0 {

@@ -93,6 +93,7 @@ pub struct Accumulator {
     slo: Slo,
     ttft: Samples,
     ttfc: Samples,
+    ttfa: Samples,
     tpot: Samples,
     e2el: Samples,
     itl: QuantizedSamples,
@@ -153,6 +154,7 @@ impl Accumulator {
             slo: cfg.slo,
             ttft: Samples::default(),
             ttfc: Samples::default(),
+            ttfa: Samples::default(),
             tpot: Samples::default(),
             e2el: Samples::default(),
             itl: QuantizedSamples::default(),
@@ -368,6 +370,9 @@ impl Accumulator {
         if let Some(t) = rec.ttft_ms {
             self.ttft.push(t);
         }
+        if let Some(t) = rec.ttfa_ms {
+            self.ttfa.push(t);
+        }
         if let Some(t) = rec.ttfc_ms {
             self.ttfc.push(t);
         }
@@ -553,6 +558,7 @@ impl Accumulator {
             itl: self.itl.stats(ps),
             e2el: self.e2el.stats(ps),
             ttfc: self.ttfc.stats(ps),
+            ttfa: self.ttfa.stats(ps),
         }
     }
 

@@ -104,7 +104,9 @@ pub fn headlines(s: &Summary) -> Vec<Headline> {
             Some(g),
         );
     }
-    for metric in Metric::VLLM {
+    // TTFA only for runs whose answers carried thinking or tool calls.
+    let ttfa = (s.latency.ttfa.count > 0).then_some(Metric::Ttfa);
+    for metric in Metric::VLLM.into_iter().chain(ttfa) {
         let (k, label, m) = (metric.key(), metric.label(), s.latency.get(metric));
         let known = |x: f64| m.known().then_some(x);
         push(
@@ -152,6 +154,7 @@ pub fn clusters(records: &[Record], metric: Metric) -> Vec<Cluster> {
         .filter_map(|r| match metric {
             Metric::Ttft => r.ttft_ms.map(|x| vec![x]),
             Metric::Ttfc => r.ttfc_ms.map(|x| vec![x]),
+            Metric::Ttfa => r.ttfa_ms.map(|x| vec![x]),
             Metric::E2el => r.e2e_ms.map(|x| vec![x]),
             Metric::Tpot => record_tpot(r).map(|x| vec![x]),
             Metric::Itl => r.itl_ms.clone().filter(|v| !v.is_empty()),

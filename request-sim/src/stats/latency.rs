@@ -14,6 +14,9 @@ pub struct Latencies {
     pub e2el: MetricStats,
     /// Time to first content token (differs from TTFT when the first tokens carry no text).
     pub ttfc: MetricStats,
+    /// Time to the first answer token, over the completed answers that carried thinking or a
+    /// tool call (`ttfa_ms`; empty for a run without them).
+    pub ttfa: MetricStats,
 }
 
 /// A latency metric of [`Latencies`]: its key in JSON (`mean_ttft_ms`), its label in the
@@ -26,16 +29,19 @@ pub enum Metric {
     E2el,
     /// Time to first content token (differs from TTFT when the first tokens carry no text).
     Ttfc,
+    /// Time to the first answer token (after thinking or a tool call).
+    Ttfa,
 }
 
 impl Metric {
     /// Every metric, in the order of the summary's JSON keys.
-    pub const ALL: [Metric; 5] = [
+    pub const ALL: [Metric; 6] = [
         Metric::Ttft,
         Metric::Tpot,
         Metric::Itl,
         Metric::E2el,
         Metric::Ttfc,
+        Metric::Ttfa,
     ];
 
     /// vLLM's metrics, in the order of its result table.
@@ -49,6 +55,7 @@ impl Metric {
             Metric::Itl => "itl",
             Metric::E2el => "e2el",
             Metric::Ttfc => "ttfc",
+            Metric::Ttfa => "ttfa",
         }
     }
 
@@ -60,6 +67,7 @@ impl Metric {
             Metric::Itl => "ITL",
             Metric::E2el => "E2EL",
             Metric::Ttfc => "TTFC",
+            Metric::Ttfa => "TTFA",
         }
     }
 
@@ -71,6 +79,7 @@ impl Metric {
             Metric::Itl => "Inter-token Latency",
             Metric::E2el => "End-to-end Latency",
             Metric::Ttfc => "Time to First Content Token",
+            Metric::Ttfa => "Time to First Answer Token",
         }
     }
 
@@ -89,6 +98,7 @@ impl Latencies {
             Metric::Itl => &self.itl,
             Metric::E2el => &self.e2el,
             Metric::Ttfc => &self.ttfc,
+            Metric::Ttfa => &self.ttfa,
         }
     }
     fn get_mut(&mut self, metric: Metric) -> &mut MetricStats {
@@ -98,6 +108,7 @@ impl Latencies {
             Metric::Itl => &mut self.itl,
             Metric::E2el => &mut self.e2el,
             Metric::Ttfc => &mut self.ttfc,
+            Metric::Ttfa => &mut self.ttfa,
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The reasoning and tool-call section of a summary: time to the first answer token, thinking
-//! and answer apart, tool calls; only when some completed answer carried thinking or a tool
+//! The reasoning and tool-call section of a summary: thinking and answer apart, tool calls (the
+//! time to the first answer token is a latency metric, `Metric::Ttfa`); only when some completed answer carried thinking or a tool
 //! call (`docs/metrics.md`, "Reasoning and tool calls").
 //!
 //! Token counts here are token events of the stream (a chunk vLLM merged from several tokens
@@ -18,9 +18,6 @@ pub struct ReasoningSummary {
     /// Completed requests whose answer carried thinking / a tool call.
     pub requests_with_reasoning: usize,
     pub requests_with_tool_calls: usize,
-    /// Time to the first answer token (ms), over completed requests that got one after
-    /// thinking or a tool call.
-    pub ttfa_ms: MetricStats,
     /// Thinking token events per request that thought.
     pub reasoning_tokens_mean: Option<f64>,
     /// Requests whose server reported a reasoning count above 0, and how many of those equal
@@ -44,7 +41,6 @@ pub struct ReasoningSummary {
 pub struct ReasoningAcc {
     with_reasoning: usize,
     with_tools: usize,
-    ttfa: Samples,
     reasoning_tokens: u64,
     usage_reported: usize,
     usage_equal: usize,
@@ -64,9 +60,6 @@ impl ReasoningAcc {
         let tools = r.tool_calls.unwrap_or(0);
         if thinking == 0 && tools == 0 && r.reasoning_tokens_usage.is_none() {
             return;
-        }
-        if let Some(t) = r.ttfa_ms {
-            self.ttfa.push(t);
         }
         if thinking > 0 {
             self.with_reasoning += 1;
@@ -107,7 +100,6 @@ impl ReasoningAcc {
         Some(ReasoningSummary {
             requests_with_reasoning: self.with_reasoning,
             requests_with_tool_calls: self.with_tools,
-            ttfa_ms: self.ttfa.stats(percentiles),
             reasoning_tokens_mean: (self.with_reasoning > 0)
                 .then(|| self.reasoning_tokens as f64 / self.with_reasoning as f64),
             reasoning_usage_reported: self.usage_reported,
@@ -150,8 +142,6 @@ mod tests {
         });
         let s = acc.finish(&[50.0, 99.0]).unwrap();
         assert_eq!(s.requests_with_reasoning, 2);
-        assert_eq!(s.ttfa_ms.count, 1);
-        assert_eq!(s.ttfa_ms.mean, 4080.0);
         assert_eq!(s.reasoning_tokens_mean, Some(8.0));
         assert_eq!(s.reasoning_tpot_ms.count, 2);
         assert!((s.reasoning_tpot_ms.min - 100.0).abs() < 1e-9);

@@ -59,7 +59,7 @@ impl Slo {
                     ));
                 }
                 let slot = match Metric::from_key(&key_l) {
-                    _ if key_l == "ttfa" => &mut slo.ttfa_ms,
+                    Some(Metric::Ttfa) => &mut slo.ttfa_ms,
                     Some(Metric::Ttft) => &mut slo.ttft_ms,
                     Some(Metric::Tpot) => &mut slo.tpot_ms,
                     Some(Metric::E2el) => &mut slo.e2el_ms,
@@ -141,7 +141,7 @@ impl Slo {
             (Metric::Ttft.key(), self.ttft_ms),
             (Metric::Tpot.key(), self.tpot_ms),
             (Metric::E2el.key(), self.e2el_ms),
-            ("ttfa", self.ttfa_ms),
+            (Metric::Ttfa.key(), self.ttfa_ms),
         ];
         for (key, limit) in limits {
             if let Some(v) = limit {

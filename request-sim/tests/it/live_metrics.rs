@@ -233,7 +233,10 @@ fn the_page_scraped_during_and_after_a_replay_matches_its_records() {
         out_tokens as f64
     );
     let thinking: u32 = ok.iter().filter_map(|r| r.reasoning_tokens).sum();
-    assert_eq!(value(last, "request_sim:reasoning_tokens_total"), thinking as f64);
+    assert_eq!(
+        value(last, "request_sim:reasoning_tokens_total"),
+        thinking as f64
+    );
     let calls: u32 = ok.iter().filter_map(|r| r.tool_calls).sum();
     assert_eq!(value(last, "request_sim:tool_calls_total"), calls as f64);
     let in_tokens: u32 = ok.iter().map(|r| r.input_length).sum();

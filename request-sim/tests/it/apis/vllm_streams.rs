@@ -140,3 +140,59 @@ fn a_forced_tool_call_is_recorded_as_one_call() {
         required.chunks - 1
     );
 }
+
+#[test]
+fn thinking_then_answer_gives_the_time_to_first_answer() {
+    use crate::support::*;
+    use std::time::Duration;
+    let chunk =
+        |delta: &str| format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{delta}}}]}}\n\n");
+    let pieces = [
+        chunk(r#"{"role":"assistant","content":""}"#),
+        chunk(r#"{"reasoning":"Let"}"#),
+        chunk(r#"{"reasoning":" me"}"#),
+        chunk(r#"{"content":"Yes"}"#),
+        chunk(r#"{"content":"."}"#),
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":16,\"completion_tokens\":4,\"completion_tokens_details\":{\"reasoning_tokens\":2}}}\n\ndata: [DONE]\n\n".to_string(),
+    ];
+    let bytes: Vec<&[u8]> = pieces.iter().map(|p| p.as_bytes()).collect();
+    // 100 ms of thinking before the answer (piece 0 is the response head).
+    let script = Script::sse(&bytes).wait_before(4, Duration::from_millis(100));
+    let server = RawServer::start(script);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "t.jsonl", 1, 10.0, 16, 4);
+    let mut args = base_args(&server.url("/v1/chat/completions"), &trace, dir.path());
+    args.extend(["--stream", "--record-itl", "--goodput", "ttfa:50"].map(String::from));
+    let out = replay(&strs(&args));
+    let r = read_records(&dir.path().join("records.jsonl")).remove(0);
+    assert_eq!((r.reasoning_tokens, r.answer_tokens), (Some(2), Some(2)));
+    assert_eq!(r.reasoning_tokens_usage, Some(2));
+    let (ttft, ttfa) = (r.ttft_ms.unwrap(), r.ttfa_ms.unwrap());
+    // TTFA is the first answer chunk's arrival: TTFT + the recorded gaps up to it.
+    let itl = r.itl_ms.clone().unwrap();
+    assert_eq!(itl.len(), 3);
+    assert!(
+        (ttfa - (ttft + itl[0] + itl[1])).abs() < 0.01,
+        "{ttfa} vs {ttft} + {itl:?}"
+    );
+    // At least the wait, less what Nagle's algorithm on the test server may hold back of the
+    // first pieces (≤ 40 ms).
+    assert!(ttfa - ttft >= 55.0, "{ttfa} - {ttft}: {r:?}");
+    let s = &out.summary;
+    assert_eq!(s.latency.ttfa.count, 1);
+    let reasoning = s.reasoning.as_ref().unwrap();
+    assert_eq!(
+        (
+            reasoning.requests_with_reasoning,
+            reasoning.reasoning_usage_equal
+        ),
+        (1, 1)
+    );
+    // ttfa:50 is broken by the thinking.
+    assert_eq!(s.good_requests, Some(0));
+    let keys: Vec<String> = request_sim::stats::headline::headlines(s)
+        .into_iter()
+        .map(|h| h.key)
+        .collect();
+    assert!(keys.iter().any(|k| k == "p99_ttfa_ms"), "{keys:?}");
+}
