@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::http::{json_response, Api, Body};
 
-/// A vLLM-style error: `{"object":"error","message":..,"type":..,"param":null,"code":..}`
+/// A vLLM 0.32 error: `{"error":{"message":..,"type":..,"param":..,"code":..}}`
 /// (TGI routes: `{"error":..,"error_type":..}`).
 pub fn error_response(api: Api, status: StatusCode, message: &str) -> Response<Body> {
     match api {
@@ -34,9 +34,23 @@ pub fn error_response(api: Api, status: StatusCode, message: &str) -> Response<B
     };
     json_response(
         status,
-        &json!({"object": "error", "message": message, "type": kind, "param": null,
-                "code": status.as_u16()}),
+        &json!({"error": {"message": message, "type": kind, "param": openai_param(status, message),
+                "code": status.as_u16()}}),
     )
+}
+
+/// The request field an error blames, as vLLM 0.32 names it: `input_tokens` for a prompt past
+/// the context length, `model` for an unknown model; null otherwise.
+fn openai_param(status: StatusCode, message: &str) -> Value {
+    if status == StatusCode::NOT_FOUND && message.starts_with("The model `") {
+        json!("model")
+    } else if message.contains("maximum context length") {
+        json!("input_tokens")
+    } else if let Some(rest) = message.split("(parameter=").nth(1) {
+        json!(rest.split(',').next().unwrap_or_default())
+    } else {
+        Value::Null
+    }
 }
 
 /// A request the server refuses, before it reaches the engine.
