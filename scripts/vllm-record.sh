@@ -24,8 +24,8 @@
 #   chat.json chat_stream.sse completions.json completions_stream.sse responses.json
 #   responses_stream_usage.sse messages.json messages_stream_usage.sse  (prompt-cache hits:
 #   each is sent after an unrecorded warm-up with the same prompt)
-#   error_chat_context_400.json error_chat_unknown_model_404.json error_messages_context_400.json
-#   error_messages_unknown_model_404.json
+#   error_{chat,responses,messages}_context_400.json  (a prompt over max-model-len)
+#   error_{chat,responses,messages}_unknown_model_404.json
 #   metrics.txt             GET /metrics after the requests, the `vllm:` families only (no
 #                           `_created` series)
 #   kv_events_vllm_binds.hex / kv_events_vllm_connects.hex  one ZeroMQ multipart message a line,
@@ -120,6 +120,8 @@ plan = [
     ("error_chat_context_400.json", "/v1/chat/completions",
      {**chat, "messages": [{"role": "user", "content": over}]}, False),
     ("error_chat_unknown_model_404.json", "/v1/chat/completions", {**chat, "model": "nope"}, False),
+    ("error_responses_context_400.json", "/v1/responses", {**resp, "input": over}, False),
+    ("error_responses_unknown_model_404.json", "/v1/responses", {**resp, "model": "nope"}, False),
     ("error_messages_context_400.json", "/v1/messages",
      {**msgs, "messages": [{"role": "user", "content": over}]}, False),
     ("error_messages_unknown_model_404.json", "/v1/messages", {**msgs, "model": "nope"}, False),
@@ -139,8 +141,10 @@ for name, path, body, warm in plan:
         f.write(data)
     # The 400's prompt is long: keep the request small in the manifest (the test rebuilds it).
     shown = body
-    if "context_400" in name:
+    if "context_400" in name and "messages" in body:
         shown = {**body, "messages": [{"role": "user", "content": "hello * %d" % (max_len + 10)}]}
+    elif "context_400" in name:
+        shown = {**body, "input": "hello * %d" % (max_len + 10)}
     manifest.append({"file": name, "method": "POST", "path": path, "status": status,
                      "stream": bool(body.get("stream")), "body": shown})
 

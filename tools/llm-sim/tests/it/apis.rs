@@ -264,27 +264,28 @@ async fn error_shapes_of_each_api() {
     let (status, v) = post_json(&b, "/v1/messages", &body).await;
     assert_eq!(status, 400);
     assert_eq!(v["type"], "error");
-    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert_eq!(v["error"]["type"], "BadRequestError");
     assert!(v["error"]["message"]
         .as_str()
         .unwrap()
         .contains("max_tokens"));
     let (status, v) = post_json(&b, "/v1/messages", &json!({"max_tokens": 1})).await;
     assert_eq!(status, 400);
-    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert_eq!(v["error"]["type"], "BadRequestError");
     let mut wrong = messages_body("bake", 1, false);
     wrong["model"] = json!("claude-x");
     let (status, v) = post_json(&b, "/v1/messages", &wrong).await;
     assert_eq!(
         (status, v["error"]["type"].as_str()),
-        (404, Some("not_found_error"))
+        (404, Some("NotFoundError"))
     );
     let mut wrong = responses_body("bake", 1, false);
     wrong["model"] = json!("gpt-x");
     let (status, v) = post_json(&b, "/v1/responses", &wrong).await;
     assert_eq!(status, 404);
-    assert_eq!(v["error"]["type"], "invalid_request_error");
-    assert_eq!(v["error"]["code"], "model_not_found");
+    assert_eq!(v["error"]["type"], "NotFoundError");
+    assert_eq!(v["error"]["param"], "model");
+    assert_eq!(v["error"]["code"], 404);
     assert!(v["error"]["message"].as_str().unwrap().contains("gpt-x"));
     let bad_item = json!({"input": [{"type": "input_image"}], "max_output_tokens": 1});
     let (status, v) = post_json(&b, "/v1/responses", &bad_item).await;
@@ -301,12 +302,12 @@ async fn error_shapes_of_each_api() {
     let (status, v) = post_json(&b, "/v1/messages", &messages_body("bake", 1, false)).await;
     assert_eq!(
         (status, v["error"]["type"].as_str()),
-        (503, Some("overloaded_error"))
+        (503, Some("ServiceUnavailableError"))
     );
     let (status, v) = post_json(&b, "/v1/responses", &responses_body("bake", 1, false)).await;
     assert_eq!(
         (status, v["error"]["type"].as_str()),
-        (503, Some("server_error"))
+        (503, Some("ServiceUnavailableError"))
     );
     server.faults().update(|f| f.error_503_rate = 0.0).unwrap();
     server.shutdown().await;
@@ -332,7 +333,7 @@ async fn api_key_in_anthropic_header() {
     let r = send("k2").await.unwrap();
     assert_eq!(r.status(), 401);
     let v: Value = r.json().await.unwrap();
-    assert_eq!(v["error"]["type"], "authentication_error");
+    assert_eq!(v["error"]["type"], "AuthenticationError");
     server.shutdown().await;
 }
 
@@ -515,7 +516,7 @@ async fn count_tokens_tells_the_prompt_of_the_same_request() {
     let (status, v) = post_json(&b, "/v1/messages/count_tokens", &body).await;
     assert_eq!(
         (status, v["error"]["type"].as_str()),
-        (404, Some("not_found_error"))
+        (404, Some("NotFoundError"))
     );
     server.shutdown().await;
 }
