@@ -149,7 +149,14 @@ pub(super) fn resolve_lengths(
             "{name}={max} cannot be greater than max_model_len={limit}. Please request fewer output tokens. (parameter={name}, value={max})"
         )));
     }
-    let max = max.min(limit - p).max(1);
+    if p == limit {
+        // No room for one output token: vLLM 0.32 cuts max_tokens to 0 and refuses that.
+        return Err(bad(
+            api,
+            format!("{name} must be at least 1, got 0. (parameter={name}, value=0)"),
+        ));
+    }
+    let max = max.min(limit - p);
     let blocks = (p + max).div_ceil(u64::from(state.cfg.block_size));
     if blocks > u64::from(state.cfg.num_gpu_blocks) {
         return Err(bad(

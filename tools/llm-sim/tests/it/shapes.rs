@@ -305,7 +305,10 @@ async fn bad_requests_get_vllm_errors() {
         "maximum context length is 100",
     )
     .await;
-    // As vLLM 0.32: a prompt that fits with max_tokens cut to what is left is served.
+    // As vLLM 0.32: a prompt of exactly the context length leaves no room for one token.
+    let full = completion_body(json!(words(100, 0)), 5, false);
+    expect_400(&b, cmpl, full, "max_tokens must be at least 1, got 0").await;
+    // A prompt that fits with max_tokens cut to what is left is served.
     let r = post(&b, chat, &chat_body(&words(60, 0), 80, false)).await;
     assert_eq!(r.status().as_u16(), 200);
     let v: Value = r.json().await.unwrap();
@@ -381,7 +384,7 @@ async fn bad_requests_get_vllm_errors() {
     let page = metrics(&b).await;
     assert_eq!(
         metric_with(&page, "llm_sim:http_responses_total", "status=\"400\""),
-        15.0
+        16.0
     );
     assert_eq!(
         metric_with(&page, "llm_sim:http_responses_total", "status=\"422\""),
