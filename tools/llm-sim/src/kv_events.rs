@@ -5,11 +5,16 @@
 //! with `array_like=True`, events tagged by class name): a PUB socket sends three frames per
 //! engine step that changed the cache: the topic, an 8-byte big-endian sequence number (from 0,
 //! per engine), and a msgpack array `[timestamp, [events...], data_parallel_rank]`, where each
-//! event is one of
-//! - `["BlockStored", block_hashes, parent_block_hash|nil, token_ids, block_size, lora_id=nil,
-//!   medium="GPU", lora_name=nil]`,
-//! - `["BlockRemoved", block_hashes, medium="GPU"]`,
-//! - `["AllBlocksCleared"]`.
+//! event is a map tagged by `type` (msgspec `tag=True`; vLLM 0.32 as recorded in
+//! request-sim/tests/data/vllm-0.32/kv_events_*.hex), one of
+//! - `{type: "BlockStored", block_hashes, parent_block_hash|nil, token_ids, block_size,
+//!   lora_id: nil, medium: "GPU", lora_name: nil, extra_keys: [nil per block], group_idx: 0,
+//!   kv_cache_spec_kind: "full_attention"}`,
+//! - `{type: "BlockRemoved", block_hashes, medium: "GPU", group_idx: 0}`,
+//! - `{type: "AllBlocksCleared"}`.
+//!
+//! Older vLLM sent each event as a positional array (`["BlockStored", block_hashes, ...]`);
+//! [`decode_batch`] reads both.
 //!
 //! As vLLM, an endpoint with `*` or `::` is bound, any other is connected to (the subscriber
 //! binds), and engine `i` of a cluster publishes on the endpoint's port + `i` with
@@ -48,59 +53,100 @@ pub enum KvEvent {
 impl KvEvent {
     fn to_value(&self) -> Value {
         let hashes = |h: &[u64]| Value::Array(h.iter().map(|&x| Value::from(x)).collect());
+        let map = |fields: Vec<(&str, Value)>| {
+            Value::Map(
+                fields
+                    .into_iter()
+                    .map(|(k, v)| (Value::from(k), v))
+                    .collect(),
+            )
+        };
         match self {
             KvEvent::BlockStored {
                 block_hashes,
                 parent_block_hash,
                 token_ids,
                 block_size,
-            } => Value::Array(vec![
-                Value::from("BlockStored"),
-                hashes(block_hashes),
-                parent_block_hash.map_or(Value::Nil, Value::from),
-                Value::Array(token_ids.iter().map(|&t| Value::from(t)).collect()),
-                Value::from(*block_size),
-                Value::Nil,
-                Value::from(MEDIUM_GPU),
-                Value::Nil,
+            } => map(vec![
+                ("type", Value::from("BlockStored")),
+                ("block_hashes", hashes(block_hashes)),
+                (
+                    "parent_block_hash",
+                    parent_block_hash.map_or(Value::Nil, Value::from),
+                ),
+                (
+                    "token_ids",
+                    Value::Array(token_ids.iter().map(|&t| Value::from(t)).collect()),
+                ),
+                ("block_size", Value::from(*block_size)),
+                ("lora_id", Value::Nil),
+                ("medium", Value::from(MEDIUM_GPU)),
+                ("lora_name", Value::Nil),
+                (
+                    "extra_keys",
+                    Value::Array(vec![Value::Nil; block_hashes.len()]),
+                ),
+                ("group_idx", Value::from(0)),
+                ("kv_cache_spec_kind", Value::from("full_attention")),
             ]),
-            KvEvent::BlockRemoved { block_hashes } => Value::Array(vec![
-                Value::from("BlockRemoved"),
-                hashes(block_hashes),
-                Value::from(MEDIUM_GPU),
+            KvEvent::BlockRemoved { block_hashes } => map(vec![
+                ("type", Value::from("BlockRemoved")),
+                ("block_hashes", hashes(block_hashes)),
+                ("medium", Value::from(MEDIUM_GPU)),
+                ("group_idx", Value::from(0)),
             ]),
-            KvEvent::AllBlocksCleared => Value::Array(vec![Value::from("AllBlocksCleared")]),
+            KvEvent::AllBlocksCleared => map(vec![("type", Value::from("AllBlocksCleared"))]),
         }
     }
 
-    /// Reads one event back from its msgpack value (what a subscriber does).
+    /// Reads one event back from its msgpack value (what a subscriber does): vLLM 0.32's map
+    /// tagged by `type`, or the positional array of older vLLM (`[tag, fields...]`).
     pub fn from_value(v: &Value) -> Result<KvEvent, String> {
-        let a = v.as_array().ok_or("an event must be an array")?;
-        let tag = a
-            .first()
+        if !matches!(v, Value::Map(_) | Value::Array(_)) {
+            return Err("an event must be a map or an array".into());
+        }
+        let field = |k: &str, i: usize| event_field(v, k, i);
+        let tag = field("type", 0)
             .and_then(Value::as_str)
             .ok_or("missing event tag")?;
-        let u64s = |i: usize| -> Result<Vec<u64>, String> {
-            a.get(i)
+        let u64s = |k: &str, i: usize| -> Result<Vec<u64>, String> {
+            field(k, i)
                 .and_then(Value::as_array)
-                .ok_or(format!("{tag}: field {i} must be an array"))?
+                .ok_or(format!("{tag}: `{k}` must be an array"))?
                 .iter()
-                .map(|x| x.as_u64().ok_or(format!("{tag}: non-integer in field {i}")))
+                .map(|x| x.as_u64().ok_or(format!("{tag}: non-integer in `{k}`")))
                 .collect()
         };
         match tag {
             "BlockStored" => Ok(KvEvent::BlockStored {
-                block_hashes: u64s(1)?,
-                parent_block_hash: a.get(2).and_then(Value::as_u64),
-                token_ids: u64s(3)?.into_iter().map(|t| t as u32).collect(),
-                block_size: a.get(4).and_then(Value::as_u64).ok_or("block_size")? as u32,
+                block_hashes: u64s("block_hashes", 1)?,
+                parent_block_hash: field("parent_block_hash", 2).and_then(Value::as_u64),
+                token_ids: u64s("token_ids", 3)?
+                    .into_iter()
+                    .map(|t| t as u32)
+                    .collect(),
+                block_size: field("block_size", 4)
+                    .and_then(Value::as_u64)
+                    .ok_or("block_size")? as u32,
             }),
             "BlockRemoved" => Ok(KvEvent::BlockRemoved {
-                block_hashes: u64s(1)?,
+                block_hashes: u64s("block_hashes", 1)?,
             }),
             "AllBlocksCleared" => Ok(KvEvent::AllBlocksCleared),
             other => Err(format!("unknown event `{other}`")),
         }
+    }
+}
+
+/// Field `key` of a map-form event, or field `index` of an array-form one.
+fn event_field<'a>(v: &'a Value, key: &str, index: usize) -> Option<&'a Value> {
+    match v {
+        Value::Map(m) => m
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(_, v)| v),
+        Value::Array(a) => a.get(index),
+        _ => None,
     }
 }
 
@@ -234,12 +280,46 @@ mod tests {
         let v = rmpv::decode::read_value(&mut &bytes[..]).unwrap();
         let a = v.as_array().unwrap();
         assert_eq!(a.len(), 3);
-        let stored = a[1].as_array().unwrap()[0].as_array().unwrap();
-        assert_eq!(stored.len(), 8);
-        assert_eq!(stored[0].as_str(), Some("BlockStored"));
-        assert!(stored[2].is_nil());
-        assert_eq!(stored[6].as_str(), Some("GPU"));
+        let stored = &a[1].as_array().unwrap()[0];
+        assert_eq!(stored.as_map().unwrap().len(), 11);
+        let get = |k| event_field(stored, k, 0).unwrap();
+        assert_eq!(get("type").as_str(), Some("BlockStored"));
+        assert!(get("parent_block_hash").is_nil());
+        assert_eq!(get("medium").as_str(), Some("GPU"));
+        assert_eq!(get("extra_keys").as_array().unwrap().len(), 2);
         assert_eq!(decode_batch(&bytes).unwrap(), (12.5, events, Some(3)));
+    }
+
+    #[test]
+    fn older_array_form_still_decodes() {
+        let v = Value::Array(vec![
+            Value::from(1.5),
+            Value::Array(vec![
+                Value::Array(vec![
+                    Value::from("BlockStored"),
+                    Value::Array(vec![Value::from(9u64)]),
+                    Value::from(4u64),
+                    Value::Array((0..2u32).map(Value::from).collect()),
+                    Value::from(2u32),
+                    Value::Nil,
+                    Value::from("GPU"),
+                    Value::Nil,
+                ]),
+                Value::Array(vec![Value::from("AllBlocksCleared")]),
+            ]),
+        ]);
+        let mut bytes = Vec::new();
+        rmpv::encode::write_value(&mut bytes, &v).unwrap();
+        let want = vec![
+            KvEvent::BlockStored {
+                block_hashes: vec![9],
+                parent_block_hash: Some(4),
+                token_ids: vec![0, 1],
+                block_size: 2,
+            },
+            KvEvent::AllBlocksCleared,
+        ];
+        assert_eq!(decode_batch(&bytes).unwrap(), (1.5, want, None));
     }
 
     #[test]

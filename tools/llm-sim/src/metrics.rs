@@ -251,9 +251,10 @@ impl Metrics {
         );
         let _ = write!(
             out,
-            "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig.\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{{lbl},block_size=\"{}\",enable_prefix_caching=\"{}\",num_gpu_blocks=\"{}\",num_cpu_blocks=\"0\",cache_dtype=\"auto\"}} 1.0\n",
+            "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig.\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{{block_size=\"{}\",cache_dtype=\"auto\",enable_prefix_caching=\"{}\",engine=\"{}\",num_cpu_blocks=\"None\",num_gpu_blocks=\"{}\"}} 1.0\n",
             cfg.block_size,
             if cfg.enable_prefix_caching { "True" } else { "False" },
+            cfg.engine_index,
             cfg.num_gpu_blocks,
         );
     }

@@ -131,19 +131,32 @@ pub(super) fn resolve_lengths(
             ));
         }
     }
-    if p + max > limit {
-        let msg = if api == Api::Tgi {
-            format!(
-                "Input validation error: `inputs` tokens + `max_new_tokens` must be <= {limit}. Given: {p} `inputs` tokens and {max} `max_new_tokens`"
-            )
-        } else {
-            format!(
-                "This model's maximum context length is {limit} tokens. However, you requested {} tokens ({p} in the messages, {max} in the completion). Please reduce the length of the messages or completion.",
-                p + max
-            )
-        };
-        return Err(bad(api, msg));
+    if api == Api::Tgi && p + max > limit {
+        return Err(bad(api, format!(
+            "Input validation error: `inputs` tokens + `max_new_tokens` must be <= {limit}. Given: {p} `inputs` tokens and {max} `max_new_tokens`"
+        )));
     }
+    // vLLM 0.32: a prompt past the context length is refused; so is a max_tokens past it; a
+    // prompt + max_tokens past it is served with max_tokens cut to what fits.
+    if p > limit {
+        return Err(bad(api, format!(
+            "This model's maximum context length is {limit} tokens. However, your prompt contains at least {} input tokens, which exceeds this limit even without any output tokens. Please reduce the length of the input prompt. (parameter=input_tokens, value={})",
+            limit + 1, limit + 1
+        )));
+    }
+    if max > limit {
+        return Err(bad(api, format!(
+            "{name}={max} cannot be greater than max_model_len={limit}. Please request fewer output tokens. (parameter={name}, value={max})"
+        )));
+    }
+    if p == limit {
+        // No room for one output token: vLLM 0.32 cuts max_tokens to 0 and refuses that.
+        return Err(bad(
+            api,
+            format!("{name} must be at least 1, got 0. (parameter={name}, value=0)"),
+        ));
+    }
+    let max = max.min(limit - p);
     let blocks = (p + max).div_ceil(u64::from(state.cfg.block_size));
     if blocks > u64::from(state.cfg.num_gpu_blocks) {
         return Err(bad(

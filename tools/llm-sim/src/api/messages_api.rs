@@ -225,7 +225,7 @@ fn usage(meta: &Meta, n: u32, cached: u32) -> Value {
 pub(super) fn message_object(meta: &Meta, model: &str, text: &str, n: u32, cached: u32) -> Value {
     json!({"id": meta.id, "type": "message", "role": "assistant", "model": model,
            "content": [{"type": "text", "text": text}], "stop_reason": stop_reason(meta),
-           "stop_sequence": null, "usage": usage(meta, n, cached)})
+           "usage": usage(meta, n, cached)})
 }
 
 fn write_event(buf: &mut BytesMut, name: &str, data: &Value) {
@@ -239,9 +239,12 @@ fn write_event(buf: &mut BytesMut, name: &str, data: &Value) {
 
 /// `message_start`, once the request is scheduled (its usage tells the cache hit).
 pub(super) fn write_start(meta: &Meta, model: &str, cached: u32, buf: &mut BytesMut) {
+    // vLLM 0.32: the whole prompt as `input_tokens` here, the split (uncached input, cache
+    // reads) only in `message_delta`.
+    let _ = cached;
     let mut message = json!({"id": meta.id, "type": "message", "role": "assistant",
         "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
-        "usage": usage(meta, 0, cached)});
+        "usage": {"input_tokens": meta.prompt_tokens, "output_tokens": 0}});
     if meta.plan.missing_usage {
         if let Some(o) = message.as_object_mut() {
             o.remove("usage");
@@ -254,7 +257,7 @@ pub(super) fn write_start(meta: &Meta, model: &str, cached: u32, buf: &mut Bytes
     );
 }
 
-/// `content_block_start` and a `ping`, with the first token.
+/// `content_block_start`, with the first token (vLLM 0.32 sends no `ping`).
 pub(super) fn write_first(buf: &mut BytesMut) {
     write_event(
         buf,
@@ -262,7 +265,6 @@ pub(super) fn write_first(buf: &mut BytesMut) {
         &json!({"type": "content_block_start", "index": 0,
                 "content_block": {"type": "text", "text": ""}}),
     );
-    write_event(buf, "ping", &json!({"type": "ping"}));
 }
 
 /// Everything of a `content_block_delta` event before the token's text.

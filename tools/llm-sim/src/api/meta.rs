@@ -43,3 +43,6 @@ pub(super) const RESET_PAUSE: Duration = Duration::from_millis(100);
 pub(super) fn reset_error() -> io::Error {
     io::Error::new(io::ErrorKind::ConnectionReset, "simulated connection reset")
 }
+
+/// The `system_fingerprint` of OpenAI answers (vLLM 0.32 sends `vllm-<version>-<hash>`).
+pub const SYSTEM_FINGERPRINT: &str = "llm-sim";

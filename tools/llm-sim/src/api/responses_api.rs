@@ -184,18 +184,23 @@ fn item_id(meta: &Meta) -> String {
 
 fn usage(meta: &Meta, n: u32, cached: u32) -> Value {
     json!({"input_tokens": meta.prompt_tokens,
-           "input_tokens_details": {"cached_tokens": cached},
-           "output_tokens": n, "output_tokens_details": {"reasoning_tokens": 0},
+           "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0,
+               "input_tokens_per_turn": [], "cached_tokens_per_turn": []},
+           "output_tokens": n, "output_tokens_details": {"reasoning_tokens": 0,
+               "tool_output_tokens": 0, "output_tokens_per_turn": [],
+               "tool_output_tokens_per_turn": []},
            "total_tokens": meta.prompt_tokens + n})
 }
 
-fn text_part(text: &str) -> Value {
-    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+/// An `output_text` part: `logprobs` `[]` while it streams, null once done (as vLLM 0.32).
+fn text_part(text: &str, done: bool) -> Value {
+    let logprobs = if done { Value::Null } else { json!([]) };
+    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs})
 }
 
 fn message_item(meta: &Meta, status: &str, content: Vec<Value>) -> Value {
     json!({"id": item_id(meta), "type": "message", "status": status, "role": "assistant",
-           "content": content})
+           "content": content, "phase": null})
 }
 
 /// The `response` object; `output` and `usage` absent while in progress (`text` None).
@@ -208,14 +213,21 @@ fn response_json(meta: &Meta, model: &str, done: Option<(&str, u32, u32)>) -> Va
     let (output, usage) = match done {
         None => (json!([]), Value::Null),
         Some((text, n, cached)) => (
-            json!([message_item(meta, "completed", vec![text_part(text)])]),
+            json!([message_item(meta, "completed", vec![text_part(text, true)])]),
             usage(meta, n, cached),
         ),
     };
+    // vLLM 0.32's keys, its nulls and request echoes included (no `error` key).
     let mut v = json!({"id": meta.id, "object": "response", "created_at": meta.created,
-        "status": status, "error": null, "incomplete_details": incomplete, "model": model,
-        "output": output, "parallel_tool_calls": true, "previous_response_id": null,
-        "tool_choice": "auto", "tools": [], "usage": usage});
+        "status": status, "incomplete_details": incomplete, "instructions": null,
+        "metadata": null, "model": model, "output": output, "parallel_tool_calls": true,
+        "temperature": 1.0, "tool_choice": "none", "tools": [], "top_p": 1.0,
+        "background": false, "max_output_tokens": meta.max_tokens, "max_tool_calls": null,
+        "previous_response_id": null, "prompt": null, "reasoning": null,
+        "service_tier": "auto", "text": null, "top_logprobs": null, "truncation": "disabled",
+        "usage": usage, "user": null, "presence_penalty": 0.0, "frequency_penalty": 0.0,
+        "kv_transfer_params": null, "ec_transfer_params": null, "input_messages": null,
+        "output_messages": null});
     if done.is_some() && meta.plan.missing_usage {
         if let Some(o) = v.as_object_mut() {
             o.remove("usage");
@@ -265,7 +277,7 @@ pub(super) fn write_first(meta: &Meta, buf: &mut BytesMut) {
         buf,
         "response.content_part.added",
         3,
-        json!({"item_id": id, "output_index": 0, "content_index": 0, "part": text_part("")}),
+        json!({"item_id": id, "output_index": 0, "content_index": 0, "part": text_part("", false)}),
     );
 }
 
@@ -304,13 +316,13 @@ pub(super) fn write_tail(
     done["logprobs"] = json!([]);
     write_event(buf, "response.output_text.done", seq, done);
     let mut part = ids;
-    part["part"] = text_part(text);
+    part["part"] = text_part(text, true);
     write_event(buf, "response.content_part.done", seq + 1, part);
     write_event(
         buf,
         "response.output_item.done",
         seq + 2,
-        json!({"output_index": 0, "item": message_item(meta, "completed", vec![text_part(text)])}),
+        json!({"output_index": 0, "item": message_item(meta, "completed", vec![text_part(text, true)])}),
     );
     let r = response_json(meta, model, Some((text, n, cached)));
     write_event(buf, "response.completed", seq + 3, json!({"response": r}));

@@ -13,7 +13,7 @@ use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::Response;
 
 use super::http::{Api, Body};
-use super::meta::{reset_error, word, Meta, RESET_PAUSE};
+use super::meta::{reset_error, word, Meta, RESET_PAUSE, SYSTEM_FINGERPRINT};
 use super::{messages_api, responses_api};
 use crate::engine::{CancelOnDrop, ReqShared};
 use crate::state::AppState;
@@ -192,6 +192,8 @@ fn write_chat_token(st: &SseState, i: u32, w: &str, last: bool, buf: &mut BytesM
         buf.extend_from_slice(
             b"{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]",
         );
+        // vLLM 0.32's first chunk only.
+        buf.extend_from_slice(b",\"prompt_token_ids\":null,\"prompt_text\":null");
         if meta.continuous_usage {
             buf.extend_from_slice(b",\"usage\":");
             buf.extend_from_slice(
@@ -206,9 +208,9 @@ fn write_chat_token(st: &SseState, i: u32, w: &str, last: bool, buf: &mut BytesM
     if last {
         buf.extend_from_slice(b"\"},\"logprobs\":null,\"finish_reason\":\"");
         buf.extend_from_slice(meta.finish.as_bytes());
-        buf.extend_from_slice(b"\",\"stop_reason\":null}]");
+        buf.extend_from_slice(b"\",\"stop_reason\":null,\"token_ids\":null}]");
     } else {
-        buf.extend_from_slice(b"\"},\"logprobs\":null,\"finish_reason\":null}]");
+        buf.extend_from_slice(b"\"},\"logprobs\":null,\"finish_reason\":null,\"token_ids\":null}]");
     }
     if meta.continuous_usage {
         buf.extend_from_slice(b",\"usage\":");
@@ -219,6 +221,11 @@ fn write_chat_token(st: &SseState, i: u32, w: &str, last: bool, buf: &mut BytesM
     buf.extend_from_slice(b"}\n\n");
 }
 
+/// The end of a completion chunk's choice after its finish reason (vLLM 0.32's keys; no
+/// `usage` key follows unless usage is continuous).
+const COMPLETION_CHOICE_END: &[u8] =
+    b",\"stop_reason\":null,\"prompt_token_ids\":null,\"token_ids\":null}]";
+
 /// Token `i` (`w`) as a completion chunk.
 fn write_completion_token(st: &SseState, i: u32, w: &str, last: bool, buf: &mut BytesMut) {
     let meta = &st.meta;
@@ -228,21 +235,19 @@ fn write_completion_token(st: &SseState, i: u32, w: &str, last: bool, buf: &mut 
     if last {
         buf.extend_from_slice(b"\",\"logprobs\":null,\"finish_reason\":\"");
         buf.extend_from_slice(meta.finish.as_bytes());
-        buf.extend_from_slice(b"\",\"stop_reason\":null}]");
+        buf.extend_from_slice(b"\"");
+        buf.extend_from_slice(COMPLETION_CHOICE_END);
     } else {
-        buf.extend_from_slice(
-            b"\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}]",
-        );
+        buf.extend_from_slice(b"\",\"logprobs\":null,\"finish_reason\":null");
+        buf.extend_from_slice(COMPLETION_CHOICE_END);
     }
     if meta.continuous_usage {
         buf.extend_from_slice(b",\"usage\":");
         buf.extend_from_slice(
             usage_json(meta.prompt_tokens, i + 1, st.guard.0.cached_tokens()).as_bytes(),
         );
-        buf.extend_from_slice(b"}\n\n");
-    } else {
-        buf.extend_from_slice(b",\"usage\":null}\n\n");
     }
+    buf.extend_from_slice(b"}\n\n");
 }
 
 /// Token `i` (`w`) as a Responses or Messages delta event, after the events opening the
@@ -312,9 +317,14 @@ fn write_tail(st: &SseState, buf: &mut BytesMut) {
         } else {
             "text_completion"
         };
-        let usage = usage_json(meta.prompt_tokens, st.sent, st.guard.0.cached_tokens());
+        let mut usage = usage_json(meta.prompt_tokens, st.sent, st.guard.0.cached_tokens());
+        if meta.api == Api::Chat {
+            // vLLM 0.32's chat (not completions) stream also reports the cache blocks created.
+            usage.truncate(usage.len() - 2);
+            usage.push_str(",\"created_cache_tokens\":0}}");
+        }
         let line = format!(
-            "data: {{\"id\":\"{}\",\"object\":\"{object}\",\"created\":{},\"model\":{},\"choices\":[],\"usage\":{usage}}}\n\n",
+            "data: {{\"id\":\"{}\",\"object\":\"{object}\",\"created\":{},\"model\":{},\"choices\":[],\"usage\":{usage},\"system_fingerprint\":\"{SYSTEM_FINGERPRINT}\"}}\n\n",
             meta.id, meta.created, st.state.model_json
         );
         buf.extend_from_slice(line.as_bytes());

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::error::error_response;
 use super::http::{full, Api, Body};
-use super::meta::{reset_error, word, Meta, RESET_PAUSE};
+use super::meta::{reset_error, word, Meta, RESET_PAUSE, SYSTEM_FINGERPRINT};
 use super::{messages_api, responses_api};
 use crate::engine::{CancelOnDrop, Progress, ReqShared};
 use crate::state::AppState;
@@ -67,21 +67,39 @@ fn body_json(meta: &Meta, model: &str, text: &str, n: u32, cached: u32) -> serde
     let usage: serde_json::Value = if meta.plan.missing_usage {
         serde_json::Value::Null
     } else {
+        // As vLLM 0.32 with --enable-prompt-tokens-details: chat reports the cache blocks it
+        // created (0 here: llm-sim does not count them), completions a null.
+        let created = if meta.api == Api::Chat {
+            json!(0)
+        } else {
+            json!(null)
+        };
         json!({"prompt_tokens": meta.prompt_tokens, "total_tokens": meta.prompt_tokens + n,
-               "completion_tokens": n, "prompt_tokens_details": {"cached_tokens": cached}})
+               "completion_tokens": n, "prompt_tokens_details": {"cached_tokens": cached,
+               "created_cache_tokens": created, "multimodal_tokens": null},
+               "completion_tokens_details": null})
     };
     let mut v = match meta.api {
+        // vLLM 0.32's keys, its nulls included (docs/llm-sim.md, "Differences from vLLM 0.32").
         Api::Chat => json!({
             "id": meta.id, "object": "chat.completion", "created": meta.created, "model": model,
             "choices": [{"index": 0,
-                "message": {"role": "assistant", "reasoning_content": null, "content": text, "tool_calls": []},
-                "logprobs": null, "finish_reason": meta.finish, "stop_reason": null}],
-            "usage": usage, "prompt_logprobs": null}),
+                "message": {"role": "assistant", "content": text, "refusal": null,
+                    "annotations": null, "audio": null, "function_call": null, "reasoning": null},
+                "logprobs": null, "finish_reason": meta.finish, "stop_reason": null,
+                "token_ids": null, "routed_experts": null}],
+            "service_tier": null, "system_fingerprint": SYSTEM_FINGERPRINT,
+            "usage": usage, "prompt_logprobs": null, "prompt_token_ids": null,
+            "prompt_text": null, "kv_transfer_params": null, "ec_transfer_params": null,
+            "metrics": null}),
         Api::Completion => json!({
             "id": meta.id, "object": "text_completion", "created": meta.created, "model": model,
             "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": meta.finish,
-                "stop_reason": null, "prompt_logprobs": null}],
-            "usage": usage}),
+                "stop_reason": null, "token_ids": null, "prompt_logprobs": null,
+                "prompt_token_ids": null, "routed_experts": null}],
+            "service_tier": null, "system_fingerprint": SYSTEM_FINGERPRINT,
+            "usage": usage, "kv_transfer_params": null, "ec_transfer_params": null,
+            "metrics": null}),
         Api::Responses => responses_api::response_object(meta, model, text, n, cached),
         Api::Messages => messages_api::message_object(meta, model, text, n, cached),
         Api::Tgi => {

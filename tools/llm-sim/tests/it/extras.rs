@@ -68,7 +68,7 @@ async fn tokenize_and_detokenize_in_vllm_shapes() {
     let r = post(&base, "/tokenize", &json!({"prompt": "a", "messages": []})).await;
     assert_eq!(r.status(), 400);
     let v: Value = r.json().await.unwrap();
-    assert_eq!(v["object"], "error");
+    assert_eq!(v["error"]["type"], "BadRequestError");
     let r = post(&base, "/detokenize", &json!({"tokens": "x"})).await;
     assert_eq!(r.status(), 400);
     let r = client()
@@ -132,7 +132,7 @@ async fn reset_prefix_cache_forgets_cached_prefixes() {
         .unwrap();
     assert_eq!(r.status(), 409);
     let v: Value = r.json().await.unwrap();
-    assert_eq!(v["type"], "ConflictError");
+    assert_eq!(v["error"]["type"], "ConflictError");
     let v: Value = long.await.unwrap().json().await.unwrap();
     assert_eq!(
         cached(&v),
@@ -162,7 +162,7 @@ async fn health_is_503_until_ready() {
     .await;
     assert_eq!(r.status(), 503);
     let v: Value = r.json().await.unwrap();
-    assert_eq!(v["type"], "ServiceUnavailableError");
+    assert_eq!(v["error"]["type"], "ServiceUnavailableError");
     loop {
         let r = client().get(format!("{base}/health")).send().await.unwrap();
         if r.status() == 200 {
@@ -239,7 +239,7 @@ async fn bounded_waiting_queue_answers_429() {
         .await;
         assert_eq!(r.status(), 429);
         let v: Value = r.json().await.unwrap();
-        assert_eq!(v["type"], "RateLimitError");
+        assert_eq!(v["error"]["type"], "RateLimitError");
     }
     assert_eq!(first.await.unwrap().status(), 200);
     for w in waiting {

@@ -8,6 +8,7 @@ mod extras;
 mod faults;
 mod kv_events;
 mod metrics;
+mod parity;
 mod presets;
 mod router;
 mod shapes;

@@ -253,8 +253,11 @@ async fn expect_400(base: &str, path: &str, body: Value, needle: &str) {
         .unwrap();
     assert_eq!(resp.status().as_u16(), 400, "{body}");
     let mut v: Value = resp.json().await.unwrap();
-    let msg = v["message"].as_str().unwrap().to_string();
+    let msg = v["error"]["message"].as_str().unwrap().to_string();
     assert!(msg.contains(needle), "message {msg:?} lacks {needle:?}");
+    // The blamed field (vLLM 0.32: `input_tokens`, `max_tokens`, else null) is checked apart.
+    assert!(v["error"]["param"].is_null() || v["error"]["param"].is_string());
+    v["error"]["param"] = Value::Null;
     normalize(&mut v);
     let want: Value = serde_json::from_str(include_str!("../fixtures/error_400.json")).unwrap();
     assert_eq!(v, want);
@@ -298,8 +301,23 @@ async fn bad_requests_get_vllm_errors() {
     expect_400(
         &b,
         chat,
-        chat_body(&words(95, 0), 10, false),
+        chat_body(&words(120, 0), 10, false),
         "maximum context length is 100",
+    )
+    .await;
+    // As vLLM 0.32: a prompt of exactly the context length leaves no room for one token.
+    let full = completion_body(json!(words(100, 0)), 5, false);
+    expect_400(&b, cmpl, full, "max_tokens must be at least 1, got 0").await;
+    // A prompt that fits with max_tokens cut to what is left is served.
+    let r = post(&b, chat, &chat_body(&words(60, 0), 80, false)).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert!(v["usage"]["completion_tokens"].as_u64().unwrap() < 80);
+    expect_400(
+        &b,
+        chat,
+        chat_body("a", 101, false),
+        "max_tokens=101 cannot be greater than max_model_len=100",
     )
     .await;
     let mut n2 = chat_body("a", 5, false);
@@ -342,8 +360,9 @@ async fn bad_requests_get_vllm_errors() {
     let resp = post(&b, chat, &wrong).await;
     assert_eq!(resp.status().as_u16(), 404);
     let v: Value = resp.json().await.unwrap();
-    assert_eq!(v["type"], "NotFoundError");
-    assert_eq!(v["code"], 404);
+    assert_eq!(v["error"]["type"], "NotFoundError");
+    assert_eq!(v["error"]["param"], "model");
+    assert_eq!(v["error"]["code"], 404);
 
     // TGI validation errors are 422 in TGI's shape.
     let resp = post(
@@ -365,7 +384,7 @@ async fn bad_requests_get_vllm_errors() {
     let page = metrics(&b).await;
     assert_eq!(
         metric_with(&page, "llm_sim:http_responses_total", "status=\"400\""),
-        14.0
+        16.0
     );
     assert_eq!(
         metric_with(&page, "llm_sim:http_responses_total", "status=\"422\""),

@@ -79,7 +79,7 @@ async fn hf_tokenizer_with_builtin_chatml() {
     .await;
     assert_eq!(r.status().as_u16(), 400);
     let v: Value = r.json().await.unwrap();
-    assert!(v["message"].as_str().unwrap().contains("99"));
+    assert!(v["error"]["message"].as_str().unwrap().contains("99"));
     assert_eq!(
         prompt_tokens(
             &b,
@@ -159,7 +159,10 @@ async fn template_errors_become_400() {
     assert_eq!(r.status().as_u16(), 400);
     let v: Value = r.json().await.unwrap();
     assert!(
-        v["message"].as_str().unwrap().contains("first message"),
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("first message"),
         "{v}"
     );
     s.shutdown().await;
