@@ -230,20 +230,24 @@ s.setsockopt(zmq.SUBSCRIBE, b"")
 (s.bind if mode == "bind" else s.connect)(endpoint)
 counts, sizes, frames = {}, set(), 0
 end = time.time() + secs
-while time.time() < end:
-    if not s.poll(200):
-        continue
-    parts = s.recv_multipart()
-    frames += 1
-    ts, events = msgspec.msgpack.decode(parts[-1])[:2]
-    for e in events:
-        # vLLM 0.32 sends maps tagged by `type`; older versions arrays tagged first.
-        kind = e["type"] if isinstance(e, dict) else e[0]
-        counts[kind] = counts.get(kind, 0) + 1
-        if kind == "BlockStored":
-            sizes.add(e["block_size"] if isinstance(e, dict) else e[4])
+try:
+    while time.time() < end:
+        if not s.poll(200):
+            continue
+        parts = s.recv_multipart()
+        frames += 1
+        ts, events = msgspec.msgpack.decode(parts[-1])[:2]
+        for e in events:
+            # vLLM 0.32 sends maps tagged by `type`; older versions arrays tagged first.
+            kind = e["type"] if isinstance(e, dict) else e[0]
+            counts[kind] = counts.get(kind, 0) + 1
+            if kind == "BlockStored":
+                sizes.add(e["block_size"] if isinstance(e, dict) else e[4])
+except KeyboardInterrupt:
+    pass
 open(out, "w").write(f"{mode} {endpoint}: {frames} frames, events {counts}, block sizes {sorted(sizes)}\n")
 EOF
+    KV_PID=$!
 }
 
 if want kv; then
@@ -254,15 +258,19 @@ if want kv; then
     reset_cache
     curl -sf "$URL/v1/completions" -H 'content-type: application/json' \
         -d '{"model":"qwen3","prompt":"hello","max_tokens":1}' >/dev/null
-    wait || true
+    wait "$KV_PID" || true
     if [[ "${REUSE:-0}" != 1 ]]; then
         log "KV events, connect form (vLLM connects to tcp://127.0.0.1:$((KV_PORT + 1)))"
         stop_vllm
         kv_listen bind "tcp://127.0.0.1:$((KV_PORT + 1))" 240 "$OUT/kv-connect.txt"
         start_vllm "tcp://127.0.0.1:$((KV_PORT + 1))"
         run kv-connect 1 --endpoint "$URL" --stream "${COMMON[@]}" --max-requests 40
-        kill %1 2>/dev/null || true
-        wait || true
+        reset_cache
+        curl -sf "$URL/v1/completions" -H 'content-type: application/json' \
+            -d '{"model":"qwen3","prompt":"hello","max_tokens":1}' >/dev/null
+        sleep 2
+        kill -INT "$KV_PID" 2>/dev/null || true
+        wait "$KV_PID" || true
         [[ -s "$OUT/kv-connect.txt" ]] || echo "connect form: listener stopped before writing" >"$OUT/kv-connect.txt"
     fi
 fi
