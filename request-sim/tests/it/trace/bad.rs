@@ -252,7 +252,7 @@ fn missing_file_and_directory() {
     );
     let err = load(&bad_traces_dir(), &LoadOptions::default()).unwrap_err();
     assert!(
-        err.to_string().contains(": cannot open: is a directory of .json or .json.gz files, a Weka agent corpus: `replay` and `analyze` (without --against) read it"),
+        err.to_string().contains(": cannot open: is a directory of .json or .json.gz files, a Weka agent corpus: `replay`, `sweep` and `analyze` (without --against) read it"),
         "{err}"
     );
 }
@@ -270,8 +270,8 @@ fn a_directory_where_a_trace_file_goes_says_what_a_directory_can_be() {
     let (weka, dags) = (weka.to_str().unwrap(), dags.to_str().unwrap());
     let out = dir.path().join("out.jsonl");
     let trace = trace_fixture("mooncake.jsonl");
-    let no_corpus = "is a directory, and no Weka agent corpus (no .json or .json.gz files): a directory is read only as a Weka corpus (by `replay` and `analyze`); every other trace, a tracelab, dynamo or dag_jsonl corpus included, is one file";
-    let corpus = "is a directory of .json or .json.gz files, a Weka agent corpus: `replay` and `analyze` (without --against) read it; `transform` and `analyze --against` take a request trace, one file, not an agent corpus";
+    let no_corpus = "is a directory, and no Weka agent corpus (no .json or .json.gz files): a directory is read only as a Weka corpus (by `replay`, `sweep` and `analyze`); every other trace, a tracelab, dynamo or dag_jsonl corpus included, is one file";
+    let corpus = "is a directory of .json or .json.gz files, a Weka agent corpus: `replay`, `sweep` and `analyze` (without --against) read it; `transform` and `analyze --against` take a request trace, one file, not an agent corpus";
     let cases: [(Vec<&str>, &str); 3] = [
         (
             vec!["replay", "--dataset-path", dags, "--dry-run"],
