@@ -46,7 +46,8 @@ pub enum Command {
     /// Replay the same trace slice at several scale factors (one result directory per point)
     /// and answer how much load the server carries (within --goodput SLOs when given). Every
     /// point is bounded: --max-requests (default 2000 in a sweep) and --time-in-secs (default
-    /// 300 s in a sweep); Ctrl-C keeps the points done so far (exit 130).
+    /// 300 s in a sweep; a --users point without either replays the agent corpus once, at most
+    /// 300 s); Ctrl-C keeps the points done so far (exit 130).
     Sweep(Box<SweepArgs>),
     /// Turn a request log (OpenAI-format, LiteLLM, OpenTelemetry GenAI spans, or a messages
     /// trace; plain, .gz, .zst or .bz2) into an anonymized trace: lengths counted by the
