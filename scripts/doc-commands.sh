@@ -2,9 +2,10 @@
 # Runs the commands that README.md and docs/ show, as a user would, against local stand-ins,
 # and checks that every --flag the pages name exists.
 #
-#   scripts/doc-commands.sh            # builds release binaries first
-#   NO_BUILD=1 scripts/doc-commands.sh # uses target/release as it is
-#   BIN=path/to/release scripts/doc-commands.sh
+#   scripts/doc-commands.sh            # builds release binaries first (in $CARGO_TARGET_DIR/release,
+#                                      # else target/release)
+#   NO_BUILD=1 scripts/doc-commands.sh # uses those binaries as they are
+#   BIN=path/to/release scripts/doc-commands.sh   # other binaries (a debug build works too)
 #
 # Each command keeps the documented form; only what cannot be on this machine is replaced:
 # the server (`http://127.0.0.1:8000`, `HOST:PORT`) is an llm-sim this script starts on a free
@@ -30,8 +31,9 @@
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-BIN=${BIN:-$ROOT/target/release}
-if [[ -z "${NO_BUILD:-}" && "$BIN" == "$ROOT/target/release" ]]; then
+RELEASE=${CARGO_TARGET_DIR:-$ROOT/target}/release
+BIN=${BIN:-$RELEASE}
+if [[ -z "${NO_BUILD:-}" && "$BIN" == "$RELEASE" ]]; then
   cargo build --release -p request-sim -p llm-sim --bins --examples >/dev/null || exit 100
 fi
 RS=$BIN/request-sim
