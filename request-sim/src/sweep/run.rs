@@ -54,9 +54,8 @@ pub fn sweep(args: SweepArgs) -> Result<u8> {
     // A `--users` point with neither limit given replays the corpus once (more passes when
     // there are more users than conversations, so each user has one): its own length, not
     // 2,000 requests of repeated conversations for 300 s.
-    let corpus_once = users_sweep
-        && base.trace.max_requests.is_none()
-        && base.schedule.time_in_secs.is_none();
+    let corpus_once =
+        users_sweep && base.trace.max_requests.is_none() && base.schedule.time_in_secs.is_none();
     // Every point is bounded in requests and in time; the request limit is part of the slice
     // (the offered rate is measured on it), the time limit is set per point.
     if base.trace.max_requests.is_none() && !corpus_once {

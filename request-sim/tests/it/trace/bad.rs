@@ -286,7 +286,12 @@ fn a_directory_where_a_trace_file_goes_says_what_a_directory_can_be() {
         ),
         (vec!["transform", weka, "-o", out.to_str().unwrap()], corpus),
         (
-            vec!["transform", tracelab.to_str().unwrap(), "-o", out.to_str().unwrap()],
+            vec![
+                "transform",
+                tracelab.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+            ],
             agentic,
         ),
     ];
