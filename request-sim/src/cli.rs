@@ -252,7 +252,8 @@ pub struct ReplayTraceArgs {
     pub max_idle_gap: Option<f64>,
     /// Agent corpora: replay as N concurrent users, each taking the next conversation (seeded
     /// order) when its previous one ended. Default: every conversation once, all at the start.
-    /// `sweep` takes a list (`--users 1,2,4,8,16`: one point per number).
+    /// `sweep` takes a list (`--users 1,2,4,8,16`: one point per number; without
+    /// --time-in-secs and --max-requests a point replays the corpus once, at most 300 s).
     #[arg(
         long,
         value_name = "N",
