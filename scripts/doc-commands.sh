@@ -2,9 +2,10 @@
 # Runs the commands that README.md and docs/ show, as a user would, against local stand-ins,
 # and checks that every --flag the pages name exists.
 #
-#   scripts/doc-commands.sh            # builds release binaries first
-#   NO_BUILD=1 scripts/doc-commands.sh # uses target/release as it is
-#   BIN=path/to/release scripts/doc-commands.sh
+#   scripts/doc-commands.sh            # builds release binaries first (in $CARGO_TARGET_DIR/release,
+#                                      # else target/release)
+#   NO_BUILD=1 scripts/doc-commands.sh # uses those binaries as they are
+#   BIN=path/to/release scripts/doc-commands.sh   # other binaries (a debug build works too)
 #
 # Each command keeps the documented form; only what cannot be on this machine is replaced:
 # the server (`http://127.0.0.1:8000`, `HOST:PORT`) is an llm-sim this script starts on a free
@@ -15,14 +16,24 @@
 # ok or FAIL with the exit status and the first error line. The exit status is the number of
 # failures (0: every documented command works).
 #
+# Also: `convert` on a log made by scripts/make_conversation_log.py from a few inline dialogs
+# (and on the LiteLLM and OpenTelemetry fixtures of request-sim/tests/data/logs), agent corpora
+# (request-sim/tests/data/agents and traces/agent: replay, analyze, `sweep --users`), `--repeat`
+# with `compare` of two repeat sets, `compare --fail-if-worse` both passing (exit 0) and
+# tripping (exit 7: the same trace against a slower llm-sim), and `--metrics-port` (the page
+# scraped while the run goes).
+#
 # Not run: `scripts/test.sh` (that is CI), the benchmarks (scripts/bench*.sh, cargo bench),
-# scripts/fuzz.sh (needs cargo-fuzz) and scripts/llama-server.sh (a 10-minute build); their
+# scripts/fuzz.sh (needs cargo-fuzz), scripts/llama-server.sh (a 10-minute build), the
+# scripts that need the shared Mooncake trace (scripts/sweep-capacity.sh) and the Rust snippets
+# of docs/llm-sim.md, docs/prompts.md and docs/traces.md (library code, not commands); their
 # pages say how to run them.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-BIN=${BIN:-$ROOT/target/release}
-if [[ -z "${NO_BUILD:-}" && "$BIN" == "$ROOT/target/release" ]]; then
+RELEASE=${CARGO_TARGET_DIR:-$ROOT/target}/release
+BIN=${BIN:-$RELEASE}
+if [[ -z "${NO_BUILD:-}" && "$BIN" == "$RELEASE" ]]; then
   cargo build --release -p request-sim -p llm-sim --bins --examples >/dev/null || exit 100
 fi
 RS=$BIN/request-sim
@@ -89,6 +100,8 @@ fi
 FAILS=0
 RUNS=0
 # run PAGE:LINE EXPECTED_STATUS command...: runs it (90 s at most) in the temporary directory.
+# PAGE:LINE is where the command (or the row of the README's table) is; a letter after the
+# line tells several commands from one line apart.
 run() {
   local where=$1 want=$2; shift 2
   local log=$T/cmd-$RUNS.log
@@ -113,30 +126,30 @@ needs_q() {
 echo "== documented commands (binaries: $BIN, scratch: $T)"
 # README
 run README.md:10 0 "$RS" replay
-run README.md:87 0 "$RS" replay --help
-if needs_q README.md:27; then
-  run README.md:27 0 "$RS" replay --endpoint "$SIMQ/v1/chat/completions" \
+run README.md:116 0 "$RS" replay --help
+if needs_q README.md:28; then
+  run README.md:28 0 "$RS" replay --endpoint "$SIMQ/v1/chat/completions" \
     --tokenizer "$Q/tokenizer.json" --tokenizer-config "$Q/tokenizer_config.json" \
     --dataset-path "$TRACE" --scale-factor 2 --max-requests 30 \
     --goodput ttft:2000 tpot:50 --output-path results/run1.jsonl --result-dir results/run1
-  run README.md:99 0 "$BIN/client" --tokenizer "$Q/tokenizer.json" \
+  run README.md:128 0 "$BIN/client" --tokenizer "$Q/tokenizer.json" \
     --tokenizer-config "$Q/tokenizer_config.json" \
     --endpoint "$SIMQ/v1/chat/completions" --api openai --dataset mooncake \
     --dataset-path "$TRACE" --scale-factor 1.5 --num-producer 2 --stream --max-requests 30
-  run README.md:113 0 "$BIN/trace_replay" --model "$Q" --backend vllm \
+  run README.md:142 0 "$BIN/trace_replay" --model "$Q" --backend vllm \
     --trace-path "$TRACE" --trace-mode trace --host 127.0.0.1 --port "${SIMQ##*:}" \
     --save-result --save-prompts --result-dir ucm
 fi
-run README.md:142 0 "$RS" analyze "$TRACE" --json --plot-dir plots --instances 4 --routing prefix-aware
-run README.md:143 0 "$RS" report results/run1.jsonl --goodput ttft:2000 tpot:50 --result-dir rep
-run README.md:145 0 "$RS" sweep --scale-factors 0.5,1,2,4 --endpoint "$SIM" \
+run README.md:173 0 "$RS" analyze "$TRACE" --json --plot-dir plots --instances 4 --routing prefix-aware
+run README.md:174 0 "$RS" report results/run1.jsonl --goodput ttft:2000 tpot:50 --result-dir rep
+run README.md:178 0 "$RS" sweep --scale-factors 0.5,1,2,4 --endpoint "$SIM" \
   --dataset-path "$TRACE" --max-requests 20 --goodput ttft:2000 tpot:50 --target 0.95
-run README.md:146 0 "$RS" sweep --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+run README.md:179 0 "$RS" sweep --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
   --goodput ttft:2000 tpot:50 --target 0.95 --search 1,8 --max-points 3 --tolerance 0.05
-if needs_q README.md:147; then
-  run README.md:147 0 "$RS" verify-prompts "$TRACE" --tokenizer "$Q"
+if needs_q README.md:183; then
+  run README.md:183 0 "$RS" verify-prompts "$TRACE" --tokenizer "$Q"
 fi
-run README.md:148 0 "$BIN/llm-sim" --help
+run README.md:185 0 "$BIN/llm-sim" --help
 
 # docs/llm-sim.md
 run docs/llm-sim.md:12 0 curl -sfN "$SIM/v1/chat/completions" -H 'content-type: application/json' \
@@ -153,7 +166,7 @@ run docs/reliability.md:80 0 "$RS" replay --endpoint "$IDLE" --dataset-path "$TR
 run docs/metrics.md:115 0 "$RS" report results/run1.jsonl --goodput ttft:2000 --metric-percentiles 50,90,99 --result-dir rep2
 run docs/scale-out.md:12a 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --shard 0/2 --seed 1 --output-path shards/a.jsonl
 run docs/scale-out.md:12b 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --shard 1/2 --seed 1 --output-path shards/b.jsonl
-run README.md:144 0 "$RS" compare results/run1.jsonl shards/a.jsonl
+run README.md:175 0 "$RS" compare results/run1.jsonl shards/a.jsonl
 run docs/metrics.md:127 0 "$RS" report shards/a.jsonl shards/b.jsonl --expected-requests 60
 run docs/scale-out.md:125 0 "$RS" report shards --expected-requests 60
 run docs/server-metrics.md:78 0 "$RS" report results/run1.jsonl --result-dir rep3
@@ -194,6 +207,131 @@ if "$RS" replay --api nonsense 2>&1 | grep -q 'responses'; then
     run "docs/apis.md:$api" 0 "$RS" replay --endpoint "$SIM" --api "$api" --dataset-path "$TRACE" --max-requests 20
     run "docs/apis.md:$api-ns" 0 "$RS" replay --endpoint "$SIM" --api "$api" --no-stream --dataset-path "$TRACE" --max-requests 20
   done
+fi
+
+# README "Other commands" and docs/metrics.md: repeats, the measure window, compare and its gate.
+run README.md:176 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+  --repeat 2 --result-dir rep-a
+run README.md:176b 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+  --repeat 2 --result-dir rep-b
+run README.md:175b 0 "$RS" compare rep-a rep-b --html cmp.html --json
+run README.md:177 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 30 \
+  --measure-window 1..5 --output-path win.jsonl
+run docs/metrics.md:287 0 "$RS" report win.jsonl --measure-window auto
+# The gate: the same slice against the fast llm-sim and against the H100-shaped one (TTFT of
+# ~7 ms TPOT instead of ~1 ms): it passes on a run against itself and trips (7) on the slower.
+run docs/metrics.md:270a 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+  --seed 1 --output-path gate/fast.jsonl
+run docs/metrics.md:270b 0 "$RS" replay --endpoint "$PRESET" --dataset-path "$TRACE" --max-requests 20 \
+  --seed 1 --output-path gate/slow.jsonl
+run docs/metrics.md:270c 0 "$RS" compare gate/fast.jsonl gate/fast.jsonl --fail-if-worse mean_tpot_ms:5
+run README.md:105 7 "$RS" compare gate/fast.jsonl gate/slow.jsonl --fail-if-worse mean_tpot_ms:5
+
+# README and docs/server-metrics.md: --metrics-port, the page scraped while the run goes.
+MPORT=$(free_port)
+run README.md:96 0 bash -c "
+  '$RS' replay --endpoint '$SIM' --dataset-path '$TRACE' --max-requests 30 \
+    --metrics-port $MPORT --metrics-linger 1 --output-path live.jsonl & p=\$!
+  seen=1
+  for _ in \$(seq 1 300); do
+    curl -sf http://127.0.0.1:$MPORT/metrics | grep -q '^request_sim:requests_total' && { seen=0; break; }
+    sleep 0.05
+  done
+  wait \$p || exit \$?
+  (( seen == 0 )) || { echo 'error: no request_sim:requests_total on the --metrics-port page'; exit 1; }"
+
+# README "Agentic workloads", docs/traces.md "Agent corpora", docs/server-metrics.md: the test
+# corpora (a Weka directory; TraceLab, Dynamo and dag_jsonl files) replayed, analyzed, swept.
+AGENTS=$ROOT/request-sim/tests/data/agents
+AGENT_FILES=$ROOT/request-sim/tests/data/traces/agent
+run README.md:59 0 "$RS" replay --endpoint "$SIM" --dataset-path "$AGENTS" --users 2 \
+  --max-idle-gap 0.05 --share-system-prefix --session-header x-session-id
+run README.md:64 0 "$RS" replay --endpoint "$SIM" --dataset-path "$AGENTS" --session-rate 4 \
+  --max-requests 30 --max-idle-gap 0.05
+for f in tracelab.jsonl dynamo.jsonl.gz dag.jsonl; do
+  run "docs/traces.md:259-$f" 0 "$RS" replay --endpoint "$SIM" --dataset-path "$AGENT_FILES/$f" --max-idle-gap 0.05
+done
+run docs/traces.md:442 0 "$RS" analyze "$AGENTS" --max-idle-gap 1 --users 4
+run docs/traces.md:442b 0 "$RS" analyze "$AGENT_FILES/dynamo.jsonl" --json
+run docs/server-metrics.md:290 0 "$RS" sweep --users 1,2,4 --endpoint "$SIM" \
+  --dataset-path "$AGENTS" --time-in-secs 3 --max-idle-gap 10 --goodput ttft:2000 tpot:50 \
+  --sweep-dir results/users1
+run docs/server-metrics.md:296 0 "$RS" sweep --users 1,4 --endpoint "$SIM" --dataset-path "$AGENTS" \
+  --max-idle-gap 0.05 --sweep-dir results/users2
+run docs/server-metrics.md:274 0 "$RS" sweep --scale-factors 0.5,1,2,4 --endpoint "$SIM" \
+  --dataset-path "$TRACE" --max-requests 20 --goodput ttft:2000 tpot:50 --target 0.95 \
+  --sweep-dir results/sweep1
+run docs/server-metrics.md:282 0 "$RS" sweep --endpoint "$SIM" --dataset-path "$TRACE" \
+  --max-requests 20 --goodput ttft:2000 tpot:50 --target 0.95 --search 1,8 \
+  --max-points 3 --tolerance 0.05 --sweep-dir results/search1
+
+# README: prompts from a corpus, sessions, server metrics, drift and error limits.
+CORPUS=$ROOT/request-sim/tests/data/corpus
+run README.md:78 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+  --prompt-corpus "$CORPUS/txt"
+run README.md:79 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+  --prompt-corpus "$CORPUS/rows.jsonl" --prompt-corpus-field text
+run README.md:49 0 "$RS" transform "$TRACE" -o sessions.jsonl --infer-sessions
+run README.md:50 0 "$RS" replay --endpoint "$SIM" --dataset-path sessions.jsonl --max-requests 30 \
+  --timing closed --think-time trace --skip-after-failed-parent --session-user --session-header x-session-id
+run README.md:54 0 "$RS" replay --endpoint "$SIM" --dataset-path "$T/messages.jsonl" \
+  --timing closed --live-history
+run README.md:88 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+  --server-metrics "$SIM/metrics,$PRESET/metrics" --metrics-interval 0.2 --record-itl
+run README.md:99 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+  --max-drift-ms 1000 --strict --max-error-rate 0.5 --no-server-metrics
+
+# docs/transform.md "A what-if": a window, copies, inferred sessions, replayed through llm-sim's
+# built-in router in front of two instances.
+run docs/transform.md:101 0 "$RS" transform "$TRACE" -o win.jsonl --time-window 0..900
+run docs/transform.md:102 0 "$RS" transform win.jsonl -o win_amp4.jsonl --amplify 4 --seed 1
+run docs/transform.md:103 0 "$RS" transform win.jsonl -o win_sessions_amp4.jsonl --infer-sessions --amplify 4 --seed 1
+RPORT=$(free_port)
+start_sim CLUSTER --instances 2 --router prefix-aware --router-port "$RPORT" --preset fast \
+  --speedup 10 --num-gpu-blocks 500000
+for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$RPORT/v1/models" && break; sleep 0.1; done
+run docs/transform.md:105 0 "$RS" replay --dataset-path win_amp4.jsonl --endpoint "http://127.0.0.1:$RPORT" \
+  --scale-factor 4 --seed 1 --session-header x-session-id --max-requests 60
+
+# docs/convert.md and the README's convert row: a request log made as the page's "Measured"
+# made it (scripts/make_conversation_log.py; here from six inline dialogs), compressed as the
+# page's first example, converted, and the trace and the kept text replayed.
+python3 - "$T/dialogs.json" <<'EOF'
+import json, sys
+verticals = ["coffee", "pizza", "burgers"]
+items = ["a large latte", "a pepperoni pizza", "two cheeseburgers", "a green tea", "garlic bread", "fries"]
+dialogs = []
+for d in range(6):
+    item = items[d]
+    dialogs.append({"vertical": verticals[d % 3], "utterances": [
+        {"speaker": "user", "text": f"Hi, I would like to order {item} please."},
+        {"speaker": "assistant", "text": f"Sure, {item}. Anything else with that?"},
+        {"speaker": "user", "text": "No, that is all. How long will it take?"},
+        {"speaker": "assistant", "text": "About ten minutes. Thank you for your order!"},
+    ]})
+json.dump(dialogs, open(sys.argv[1], "w"))
+EOF
+if needs_q docs/convert.md:4; then
+  run docs/convert.md:164 0 python3 "$ROOT/scripts/make_conversation_log.py" "$T/dialogs.json" -o conv_log.jsonl --rate 2
+  (cd "$T" && zstd -qf conv_log.jsonl -o requests.jsonl.zst)
+  run docs/convert.md:4 0 "$RS" convert requests.jsonl.zst -o trace.jsonl --tokenizer "$Q" --block-size 16
+  run docs/convert.md:5 0 "$RS" replay --dataset-path trace.jsonl --block-size 16 --endpoint "$SIMQ" \
+    --tokenizer "$Q" --scale-factor 4
+  run docs/convert.md:171 0 "$RS" convert conv_log.jsonl -o conv_trace.jsonl --tokenizer "$Q" \
+    --block-size 16 --keep-text conv_text.jsonl
+  run docs/convert.md:174 0 "$RS" replay --endpoint "$SIMQ" --dataset-path conv_trace.jsonl --block-size 16 \
+    --tokenizer "$Q" --scale-factor 20
+  run docs/convert.md:175 0 "$RS" replay --endpoint "$SIMQ" --dataset-path conv_text.jsonl --dataset messages \
+    --scale-factor 20
+  run README.md:184 0 "$RS" convert conv_log.jsonl -o conv_trace2.jsonl --tokenizer "$Q" --block-size 16 \
+    --keep-text conv_text2.jsonl --forget-after 600 --reorder-window 60
+  run docs/convert.md:17 0 bash -c "gzip -c conv_log.jsonl | '$RS' convert - -o conv_stdin.jsonl --tokenizer '$Q' --json --no-analyze"
+  run docs/convert.md:23 0 "$RS" convert "$ROOT/request-sim/tests/data/logs/litellm.jsonl" -o lite.jsonl \
+    --tokenizer "$Q" --session-field trace_id
+  run docs/convert.md:24 0 "$RS" convert "$ROOT/request-sim/tests/data/logs/otel.jsonl" -o otel.jsonl \
+    --tokenizer "$Q" --log-format otel
+  run docs/convert.md:51 0 "$RS" convert conv_log.jsonl -o conv_ep.jsonl --endpoint "$SIMQ" --model "$Q" \
+    --block-size 16 --no-analyze
 fi
 
 # The exit statuses docs/reliability.md documents: nothing succeeded.

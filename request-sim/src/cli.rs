@@ -46,7 +46,8 @@ pub enum Command {
     /// Replay the same trace slice at several scale factors (one result directory per point)
     /// and answer how much load the server carries (within --goodput SLOs when given). Every
     /// point is bounded: --max-requests (default 2000 in a sweep) and --time-in-secs (default
-    /// 300 s in a sweep); Ctrl-C keeps the points done so far (exit 130).
+    /// 300 s in a sweep; a --users point without either replays the agent corpus once, at most
+    /// 300 s); Ctrl-C keeps the points done so far (exit 130).
     Sweep(Box<SweepArgs>),
     /// Turn a request log (OpenAI-format, LiteLLM, OpenTelemetry GenAI spans, or a messages
     /// trace; plain, .gz, .zst or .bz2) into an anonymized trace: lengths counted by the
@@ -251,7 +252,8 @@ pub struct ReplayTraceArgs {
     pub max_idle_gap: Option<f64>,
     /// Agent corpora: replay as N concurrent users, each taking the next conversation (seeded
     /// order) when its previous one ended. Default: every conversation once, all at the start.
-    /// `sweep` takes a list (`--users 1,2,4,8,16`: one point per number).
+    /// `sweep` takes a list (`--users 1,2,4,8,16`: one point per number; without
+    /// --time-in-secs and --max-requests a point replays the corpus once, at most 300 s).
     #[arg(
         long,
         value_name = "N",

@@ -113,7 +113,7 @@ pub(super) fn run(
     if let Some(reason) = sources
         .fallback
         .as_deref()
-        .filter(|_| trace.format != TraceFormat::Messages)
+        .filter(|_| !trace.format.sends_rows_as_written())
     {
         judge_fallback(cfg, server, reason, sources.truth, verification.as_ref())?;
     }

@@ -455,6 +455,16 @@ pub fn differences(a: &Summary, b: &Summary) -> Vec<(String, String, String)> {
     let show = |v: serde_json::Value| match v {
         serde_json::Value::Null => "(unknown)".to_string(),
         serde_json::Value::String(s) => s,
+        // An object as `key value, ...` (the session settings), not raw JSON.
+        serde_json::Value::Object(o) => o
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => format!("{k} {s}"),
+                v => format!("{k} {v}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
         v => v.to_string(),
     };
     let j = |s: &Summary| -> Vec<(&'static str, serde_json::Value)> {
@@ -499,8 +509,41 @@ pub fn differences(a: &Summary, b: &Summary) -> Vec<(String, String, String)> {
             // Unknown on one side is not a difference (re-summarised records have no settings).
             x.1 != y.1 && !x.1.is_null() && !y.1.is_null()
         })
-        .map(|(x, y)| (x.0.to_string(), show(x.1), show(y.1)))
+        .map(|(x, y)| {
+            let (ta, tb) = match x.0 {
+                "measure_window" => (
+                    window_words(a.measure_window.as_ref()),
+                    window_words(b.measure_window.as_ref()),
+                ),
+                "goodput_slo" => (slo_words(&a.goodput_slo), slo_words(&b.goodput_slo)),
+                _ => (show(x.1), show(y.1)),
+            };
+            (x.0.to_string(), ta, tb)
+        })
         .collect()
+}
+
+/// A run's measure window in words: `none (every request)`, `10..20 s`, `auto: 1.0..59.0 s`.
+fn window_words(w: Option<&super::window::WindowReport>) -> String {
+    let Some(w) = w else {
+        return "none (every request)".to_string();
+    };
+    let end = w.end_s.map_or("end".to_string(), |e| format!("{e}"));
+    let span = format!("{}..{end} s", w.start_s);
+    if w.mode == "auto" {
+        format!("auto: {span}")
+    } else {
+        span
+    }
+}
+
+/// A run's SLOs in words (`none` without any).
+fn slo_words(slo: &super::slo::Slo) -> String {
+    if slo.is_empty() {
+        "none".to_string()
+    } else {
+        slo.describe()
+    }
 }
 
 /// A measure window's asked span (mode, start, end), without its counts.

@@ -36,6 +36,10 @@ pub(super) struct Sweep {
     pub(super) stop: Arc<AtomicBool>,
     pub(super) slo: Option<String>,
     pub(super) target: f64,
+    /// A `--users` sweep without --time-in-secs and --max-requests: the corpus's conversations
+    /// and requests; a point replays it once (more passes when there are more users than
+    /// conversations).
+    pub(super) corpus: Option<(usize, usize)>,
 }
 
 /// A flag set by SIGINT or SIGTERM for the rest of the process. A replay listens only while
@@ -129,6 +133,12 @@ impl Sweep {
         a.schedule.scale_factor = f;
         if let Some(u) = users {
             a.trace.users = vec![u];
+            if let Some((conversations, requests)) = self.corpus {
+                // Whole passes of the corpus (the layout takes whole conversations up to the
+                // limit), enough for each user to have a conversation.
+                let passes = u.div_ceil(conversations.max(1)).max(1);
+                a.trace.max_requests = Some(passes * requests);
+            }
         }
         a.prompts.seed = Some(point_seed(self.base.prompts.seed, k));
         a.schedule.time_in_secs = Some(

@@ -34,6 +34,15 @@ fn trace_rate(cfg: &ReplayConfig) -> Result<f64> {
     })
 }
 
+/// An agent corpus's conversations and requests (`None` for a trace read row by row).
+fn corpus_size(cfg: &ReplayConfig) -> Result<Option<(usize, usize)>> {
+    let crate::config::TraceSource::File(p) = &cfg.trace.source else {
+        return Ok(None);
+    };
+    Ok(crate::trace::formats::agents::load(p, &cfg.trace.load)?
+        .map(|(corpus, _)| (corpus.conversations.len(), corpus.requests())))
+}
+
 /// Run the sweep; returns the process exit code (130 when interrupted). With
 /// `--scale-factors`, each of them in order; without, the capacity search
 /// ([`Search`](super::Search)).
@@ -41,17 +50,18 @@ pub fn sweep(args: SweepArgs) -> Result<u8> {
     let start = check_args(&args)?;
     let dir = sweep_dir(&args);
     let mut base = args.replay.clone();
+    let users_sweep = base.trace.users.len() > 1;
+    // A `--users` point with neither limit given replays the corpus once (more passes when
+    // there are more users than conversations, so each user has one): its own length, not
+    // 2,000 requests of repeated conversations for 300 s.
+    let corpus_once =
+        users_sweep && base.trace.max_requests.is_none() && base.schedule.time_in_secs.is_none();
     // Every point is bounded in requests and in time; the request limit is part of the slice
     // (the offered rate is measured on it), the time limit is set per point.
-    if base.trace.max_requests.is_none() {
+    if base.trace.max_requests.is_none() && !corpus_once {
         base.trace.max_requests = Some(DEFAULT_POINT_REQUESTS);
         eprintln!(
             "request-sim: sweep: every point replays at most {DEFAULT_POINT_REQUESTS} requests (--max-requests to change)"
-        );
-    }
-    if base.schedule.time_in_secs.is_none() {
-        eprintln!(
-            "request-sim: sweep: every point stops sending after {DEFAULT_POINT_SECS:.0} s (--time-in-secs to change)"
         );
     }
     let mut probe_args = base.clone();
@@ -62,6 +72,21 @@ pub fn sweep(args: SweepArgs) -> Result<u8> {
     let slo_words =
         (!probe.output.report.slo.is_empty()).then(|| probe.output.report.slo.describe());
     let rate = trace_rate(&probe)?;
+    let corpus = if corpus_once {
+        corpus_size(&probe)?
+    } else {
+        None
+    };
+    if let Some((c, r)) = corpus {
+        eprintln!(
+            "request-sim: sweep: every point replays the corpus once ({c} conversations, {r} requests; repeated as needed to give each user a conversation; --time-in-secs or --max-requests to change)"
+        );
+    }
+    if base.schedule.time_in_secs.is_none() {
+        eprintln!(
+            "request-sim: sweep: every point stops sending after {DEFAULT_POINT_SECS:.0} s at most (--time-in-secs to change)"
+        );
+    }
     // Made only once the flags, the settings and the trace passed their checks: a refused
     // sweep leaves no empty directory behind.
     std::fs::create_dir_all(&dir)
@@ -73,6 +98,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8> {
         stop: watch_interrupts(),
         slo: slo_words.clone(),
         target: args.target,
+        corpus,
     };
     let mut result = SweepResult {
         slo: slo_words,

@@ -380,6 +380,67 @@ fn litellm_otel_and_messages_logs() {
     );
 }
 
+/// Issue #39: a LiteLLM log whose rows carry no `completion_tokens` (nor `call_type` or
+/// `model_parameters`) is still LiteLLM's: its times are read from `startTime` (it was taken
+/// for an OpenAI log, and every row failed with "no time here"); a row's output is its
+/// response's usage or text, and a row with neither is skipped saying so.
+#[test]
+fn a_litellm_log_without_completion_tokens_is_read_as_litellm() {
+    let Some(q) = qwen3_or_skip("convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("litellm_lean.jsonl");
+    let user = |text: &str| serde_json::json!([{"role": "user", "content": text}]);
+    let rows = [
+        serde_json::json!({"startTime": 1715342400.25, "messages": user("orchids in winter"),
+            "response": {"choices": [{"message": {"content": "they rebloom"}}]}}),
+        serde_json::json!({"startTime": 1715342402.0, "messages": user("ferns in the sun"),
+            "response": {"usage": {"completion_tokens": 12}}}),
+        serde_json::json!({"startTime": 1715342403.0, "messages": user("cacti at night"),
+            "status": "failure"}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&log, text).unwrap();
+    let out = dir.path().join("t.jsonl");
+    let (rep, rows) = convert_ok(&q, &log, &out, &[]);
+    let c = &rep["convert"];
+    assert_eq!(c["log_format"], "litellm", "{c}");
+    assert_eq!(timestamps(&rows), vec![0.0, 1750.0]);
+    assert_eq!(rows[1]["output_length"].as_u64(), Some(12));
+    assert!(rows[0]["output_length"].as_u64().unwrap() > 0);
+    assert_eq!(
+        (c["converted"].as_u64(), c["skipped"].as_u64()),
+        (Some(2), Some(1))
+    );
+    let why = c["skipped_examples"][0].as_str().unwrap();
+    assert!(
+        why.starts_with(&format!("{}:3: ", log.display()))
+            && why.contains("no output token count (usage) here")
+            && why.contains("no response text to count at /response/choices/0/message/content")
+            && why.contains("--output-field"),
+        "{why}"
+    );
+}
+
+/// Issue #39: `convert` on a directory said only "cannot open: is a directory"; it says what
+/// `convert` reads, and how to give it several logs.
+#[test]
+fn convert_on_a_directory_says_what_it_reads() {
+    let Some(q) = qwen3_or_skip("convert") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.jsonl");
+    let (code, _, stderr) = convert(&q, &data_path("logs"), &out, &[]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("is a directory: `convert` reads one request log, a file (plain, .gz, .zst or .bz2) or `-` for standard input; for a directory of logs, pipe them in time order into `convert -`"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+}
+
 /// A one-request-per-line log whose times are `times` (JSON values), in the OpenAI shape.
 fn log_with_times(path: &Path, times: &[Value]) {
     let mut s = String::new();

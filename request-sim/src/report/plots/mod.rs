@@ -178,8 +178,9 @@ impl<'s> Frame<'s> {
         } else {
             (22, 15, 45, 70, 14)
         };
+        let (caption, caption_px) = fit_caption(area, self.caption, caption_px, margin);
         let mut chart = ChartBuilder::on(area)
-            .caption(self.caption, (FAMILY, caption_px))
+            .caption(caption, (FAMILY, caption_px))
             .margin(margin)
             .x_label_area_size(x_area)
             .y_label_area_size(y_area)
@@ -197,6 +198,41 @@ impl<'s> Frame<'s> {
             .map_err(err)?;
         Ok(chart)
     }
+}
+
+/// The smallest caption size a frame shrinks to before it shortens the caption.
+const MIN_CAPTION_PX: u32 = 10;
+
+/// `caption` at the largest size from `px` down to [`MIN_CAPTION_PX`] whose width fits `area`
+/// less its margins (plotters centres a caption and cuts what overflows both edges: a long
+/// panel caption lost its start and end); shortened with an ellipsis if even the smallest does
+/// not fit.
+fn fit_caption<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    caption: &str,
+    px: u32,
+    margin: u32,
+) -> (String, u32) {
+    let room = area.dim_in_pixel().0.saturating_sub(2 * margin);
+    let width = |text: &str, px: u32| {
+        area.estimate_text_size(text, &TextStyle::from((FAMILY, px).into_font()))
+            .map_or(0, |(w, _)| w)
+    };
+    if let Some(px) = (MIN_CAPTION_PX..=px.max(MIN_CAPTION_PX))
+        .rev()
+        .find(|&p| width(caption, p) <= room)
+    {
+        return (caption.to_owned(), px);
+    }
+    let mut chars: Vec<char> = caption.chars().collect();
+    while !chars.is_empty() {
+        chars.pop();
+        let short = format!("{}…", chars.iter().collect::<String>().trim_end());
+        if width(&short, MIN_CAPTION_PX) <= room {
+            return (short, MIN_CAPTION_PX);
+        }
+    }
+    (String::new(), MIN_CAPTION_PX)
 }
 
 /// A line series with its legend entry.
@@ -265,3 +301,38 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #39: the ITL panel's caption of `latency_cdf.png` (a 600-pixel panel of the
+    /// 1200 × 800 figure) was wider than its panel at the panels' 17 px and lost both ends.
+    #[test]
+    fn a_long_panel_caption_is_shrunk_to_fit_its_panel() {
+        register_font().unwrap();
+        let mut buf = vec![0u8; 600 * 400 * 3];
+        let area = BitMapBackend::with_buffer(&mut buf, (600, 400)).into_drawing_area();
+        let caption =
+            "ITL: mean gap per request, n=2000 (all 30000 gaps: mean 12.34 ms, as the summary)";
+        let width = |text: &str, px: u32| {
+            area.estimate_text_size(text, &TextStyle::from((FAMILY, px).into_font()))
+                .unwrap()
+                .0
+        };
+        let room = 600 - 2 * 10;
+        assert!(width(caption, 17) > room, "the case no longer overflows");
+        let (text, px) = fit_caption(&area, caption, 17, 10);
+        assert_eq!(text, caption);
+        assert!((MIN_CAPTION_PX..17).contains(&px), "{px}");
+        assert!(width(&text, px) <= room);
+        // A short caption keeps its size.
+        assert_eq!(fit_caption(&area, "TTFT", 17, 10), ("TTFT".to_owned(), 17));
+        // One too long for any size is shortened, never cut at both ends.
+        let long = "x".repeat(400);
+        let (text, px) = fit_caption(&area, &long, 17, 10);
+        assert_eq!(px, MIN_CAPTION_PX);
+        assert!(text.ends_with('…') && text.starts_with('x'), "{text}");
+        assert!(width(&text, px) <= room);
+    }
+}

@@ -85,6 +85,13 @@ impl TraceFormat {
         )
     }
 
+    /// Every row is sent as written (its messages): no prompt is built from the word list,
+    /// so nothing needs its token counts to be exact.
+    pub fn sends_rows_as_written(self) -> bool {
+        // Every dag_jsonl turn carries its messages (`dag/line.rs` refuses one without).
+        matches!(self, TraceFormat::Messages | TraceFormat::Dag)
+    }
+
     /// Default hash block size (tokens per hash id) of the format.
     pub fn default_block_size(self) -> usize {
         match self {

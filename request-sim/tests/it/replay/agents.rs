@@ -274,6 +274,78 @@ fn sweep_over_users_answers_how_many_users_fit() {
     assert!(!svg.contains("served = offered"), "no rate diagonal");
 }
 
+/// Issue #39 (found by scripts/doc-commands.sh): a `dag_jsonl` file against an llm-sim without
+/// a tokenizer was refused ("prompts cannot have the trace's token counts: built-in word
+/// list ...") although every dag turn is sent as its messages, so no prompt is built from
+/// the word list; like a `messages` trace, it replays.
+#[test]
+fn a_dag_trace_replays_against_a_server_without_a_vocabulary_listing() {
+    let sim = start_sim(llm_sim::SimConfig::default());
+    let url = sim.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("dag.jsonl");
+    let (code, _, stderr) = run_cli(
+        [
+            "replay",
+            "--endpoint",
+            &url,
+            "--dataset-path",
+            trace_fixture("agent/dag.jsonl").to_str().unwrap(),
+            "--max-idle-gap",
+            "0.02",
+            "--output-path",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let recs = read_records_by_index(&out);
+    assert_eq!(recs.len(), 13, "{stderr}");
+    assert!(recs.iter().all(|r| r.status == Status::Ok), "{stderr}");
+}
+
+/// Issue #39: without --time-in-secs and --max-requests, a users point ran 300 s of repeated
+/// conversations (up to 2,000 requests), so a sweep of a small corpus took minutes a point.
+/// It replays the corpus once, repeated only as far as gives every user a conversation (the
+/// test corpus: 3 conversations, 21 requests; 4 users take two passes), and says so.
+#[test]
+fn a_users_sweep_point_replays_the_corpus_once_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep_dir = dir.path().join("sweep");
+    let started = std::time::Instant::now();
+    let (code, _, stderr) = run_cli(
+        [
+            "sweep",
+            "--users",
+            "1,4",
+            "--sweep-dir",
+            sweep_dir.to_str().unwrap(),
+            "--dataset-path",
+            corpus_dir().to_str().unwrap(),
+            "--dry-run",
+            "--max-idle-gap",
+            "0.02",
+            "--quiet",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("every point replays the corpus once (3 conversations, 21 requests"),
+        "{stderr}"
+    );
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+    for (users, want) in [(1, 21), (4, 42)] {
+        let recs = read_records_by_index(&sweep_dir.join(format!("users-{users}/records.jsonl")));
+        assert_eq!(recs.len(), want, "{users} users");
+        assert!(
+            recs.iter().all(|r| r.status != Status::Cancelled),
+            "{users} users: the time limit cut none"
+        );
+    }
+}
+
 /// Requests the time limit cuts (a conversation still running at the end) are neither good nor
 /// bad: a fast server carries every point of a users sweep even when `--time-in-secs` cuts
 /// conversations short.

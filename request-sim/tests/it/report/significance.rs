@@ -178,6 +178,33 @@ fn clearly_different_records_are_significant_and_identical_ones_are_not() {
     assert!(same.differences.is_empty(), "{:?}", same.differences);
 }
 
+/// Issue #39: a measure window on one side only was named as
+/// `measure_window (unknown) (A) vs {"mode":"fixed",...} (B)`, and SLOs as raw JSON; both are
+/// said in words.
+#[test]
+fn differing_windows_and_slos_are_named_in_words() {
+    let a = synthetic(200, 3);
+    let mut sa = side("A", a.clone());
+    let mut sb = side("B", a);
+    sb.summary.measure_window = Some(request_sim::stats::window::WindowReport {
+        mode: "fixed".into(),
+        start_s: 10.0,
+        end_s: Some(20.0),
+        inside: 100,
+        outside: 100,
+        band: None,
+        median_in_flight: None,
+    });
+    sa.summary.goodput_slo = request_sim::stats::Slo::parse(&["ttft:2000".to_string()]).unwrap();
+    let c = compare(&sa, &sb).unwrap();
+    let text = request_sim::report::render_verdicts(&c);
+    assert!(
+        text.contains("goodput_slo ttft:2000 (A) vs none (B); measure_window none (every request) (A) vs 10..20 s (B)"),
+        "{text}"
+    );
+    assert!(!text.contains("(unknown)") && !text.contains('{'), "{text}");
+}
+
 #[test]
 fn different_traces_are_refused_and_different_settings_named() {
     let a = synthetic(200, 3);

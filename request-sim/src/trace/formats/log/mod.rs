@@ -76,9 +76,26 @@ impl LogShape {
         {
             return Ok(LogShape::Otel);
         }
-        if has("startTime")
-            && (has("call_type") || has("completion_tokens") || has("model_parameters"))
-        {
+        // LiteLLM's `StandardLoggingPayload`: `startTime` (which no other shape reads) with
+        // any of the payload's own keys, or with none of the times the openai shape reads. A
+        // row need not carry `completion_tokens` (a failed call, a proxy logging less): a log
+        // without it is still LiteLLM's, and its rows say what they lack.
+        const LITELLM_KEYS: &[&str] = &[
+            "call_type",
+            "completion_tokens",
+            "prompt_tokens",
+            "total_tokens",
+            "model_parameters",
+            "endTime",
+            "completionStartTime",
+            "response_cost",
+            "hidden_params",
+        ];
+        let openai_time = LogShape::OpenAi.defaults().time.iter().any(|p| {
+            p.strip_prefix('/')
+                .is_some_and(|k| !k.contains('/') && has(k))
+        });
+        if has("startTime") && (LITELLM_KEYS.iter().any(|k| has(k)) || !openai_time) {
             return Ok(LogShape::LiteLlm);
         }
         if has("messages")
@@ -245,7 +262,11 @@ pub fn open(
         if path.is_dir() {
             return Err(TraceError::Open {
                 path: name,
-                error: std::io::Error::other("is a directory"),
+                error: std::io::Error::other(
+                    "is a directory: `convert` reads one request log, a file (plain, .gz, .zst \
+                     or .bz2) or `-` for standard input; for a directory of logs, pipe them in \
+                     time order into `convert -`",
+                ),
             });
         }
         Box::new(std::fs::File::open(path).map_err(|error| TraceError::Open {
@@ -436,8 +457,14 @@ impl<B: BufRead> LogReader<B> {
                         d.output,
                         "--output-field",
                     );
-                    if let RowError::Field { what, .. } = &mut e {
-                        what.push_str(" and no response text to count");
+                    if let (RowError::Field { what, .. }, None, false) =
+                        (&mut e, &fields.output, d.output_text.is_empty())
+                    {
+                        *what = format!(
+                            "no output token count (usage) here, and no response text to count at {} \
+                             (name the count's place with --output-field as a JSON pointer)",
+                            d.output_text.join(", ")
+                        );
                     }
                     return Err(e);
                 }
@@ -570,6 +597,19 @@ mod tests {
         assert_eq!(
             d(json!({"startTime": 1.5, "messages": [], "completion_tokens": 3})),
             LogShape::LiteLlm
+        );
+        // Without completion_tokens (a failed call, a proxy that logs less): still LiteLLM's.
+        assert_eq!(
+            d(json!({"startTime": 1.5, "messages": [], "prompt_tokens": 3})),
+            LogShape::LiteLlm
+        );
+        assert_eq!(
+            d(json!({"startTime": 1.5, "messages": []})),
+            LogShape::LiteLlm
+        );
+        assert_eq!(
+            d(json!({"startTime": 1.5, "timestamp": 2, "messages": [], "response": {}})),
+            LogShape::OpenAi
         );
         assert_eq!(d(json!({"resourceSpans": []})), LogShape::Otel);
         assert_eq!(
