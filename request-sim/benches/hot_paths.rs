@@ -243,12 +243,13 @@ fn bench_record(c: &mut Criterion) {
                     .map(|r| Finished {
                         record: r.clone(),
                         itl_ms: itl.clone(),
+                        blocks: None,
                     })
                     .collect::<Vec<_>>()
             },
             |batch| {
-                let (writer, tx) = RecordWriter::spawn(Some(&path), false, (), |_, r, itl| {
-                    black_box(r.index + itl.len());
+                let (writer, tx) = RecordWriter::spawn(Some(&path), false, (), |_, f| {
+                    black_box(f.record.index + f.itl_ms.len());
                 })
                 .unwrap();
                 for f in batch {

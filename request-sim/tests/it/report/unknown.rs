@@ -241,8 +241,8 @@ fn itl_panel_shows_what_the_records_hold() {
     let itl = &out.summary.latency.itl;
     assert_eq!(
         itl.count,
-        30 * 6,
-        "the role chunk and 6 tokens: 6 gaps per request"
+        30 * 5,
+        "6 tokens: 5 gaps per request (the role preamble is no token)"
     );
     let svg = std::fs::read_to_string(results.join("latency_cdf.svg")).unwrap();
     assert!(
