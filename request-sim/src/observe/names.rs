@@ -499,3 +499,17 @@ mod tests {
         assert!(!v.is_empty());
     }
 }
+
+#[cfg(test)]
+mod vllm_page {
+    use super::*;
+
+    /// vLLM 0.32's own `/metrics` page (recorded, `tests/data/vllm-0.32/`): its block size.
+    #[test]
+    fn the_block_size_of_a_real_vllm_page() {
+        let text = include_str!("../../tests/data/vllm-0.32/vllm_metrics.txt");
+        let page = crate::observe::prom::parse(text).unwrap();
+        assert_eq!(page.samples(CACHE_CONFIG).count(), 1);
+        assert_eq!(ServerView::of(&page).block_size, Some(32));
+    }
+}
