@@ -262,10 +262,10 @@ impl ResponseState {
                 }
                 self.end(now);
             }
-            "response.output_item.added" => {
-                if ev.item.and_then(|i| i.kind).as_deref() == Some("function_call") {
-                    self.tool_calls += 1;
-                }
+            "response.output_item.added"
+                if ev.item.and_then(|i| i.kind).as_deref() == Some("function_call") =>
+            {
+                self.tool_calls += 1;
             }
             k if k.ends_with(".delta") => {
                 let carried = responses_delta_carries(k, ev.delta);

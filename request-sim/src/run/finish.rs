@@ -468,7 +468,7 @@ fn server_blocks(
     summary.cache.server_block_size = Some(server_block);
     let at = ideal.and_then(|c| c.ratio_at_block(server_block));
     summary.cache.ideal_hit_ratio_server_blocks = at;
-    if trace_block % server_block as usize != 0 {
+    if !trace_block.is_multiple_of(server_block as usize) {
         summary.warnings.push(format!(
             "the trace's {trace_block}-token blocks do not map onto the server's \
              {server_block}-token KV blocks: the server caches only whole blocks of its own, so \
