@@ -178,7 +178,10 @@ fn bench_sse(c: &mut Criterion) {
     let now = Instant::now();
     let check = parse_stream(&events, now);
     assert!(check.finished);
-    assert_eq!(check.chunks, OUTPUT_TOKENS + 1);
+    assert_eq!(
+        check.chunks, OUTPUT_TOKENS,
+        "the role preamble is no token event"
+    );
     assert_eq!(check.usage.unwrap().completion_tokens, Some(OUTPUT_TOKENS));
 
     let mut g = c.benchmark_group("sse");

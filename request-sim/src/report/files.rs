@@ -47,7 +47,7 @@ pub fn write_summary_json(path: &Path, summary: &Summary) -> crate::Result<()> {
 }
 
 /// Columns of `requests.csv` and the Details sheet.
-pub const DETAIL_COLUMNS: [&str; 25] = [
+pub const DETAIL_COLUMNS: [&str; 30] = [
     "index",
     "line",
     "timestamp_ms",
@@ -70,6 +70,11 @@ pub const DETAIL_COLUMNS: [&str; 25] = [
     "output_tokens",
     "output_tokens_source",
     "chunks",
+    "ttfa_ms",
+    "ttf_tool_ms",
+    "reasoning_tokens",
+    "answer_tokens",
+    "tool_calls",
     "chat_id",
     "parent_chat_id",
     "turn",
@@ -132,6 +137,11 @@ fn detail_row(r: &Record) -> Vec<Cell> {
             )
         }),
         Cell::Num(r.chunks as f64),
+        n(r.ttfa_ms),
+        n(r.ttf_tool_ms),
+        n(r.reasoning_tokens),
+        n(r.answer_tokens),
+        n(r.tool_calls),
         i(r.chat_id),
         i(r.parent_chat_id),
         n(r.turn),
