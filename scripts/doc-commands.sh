@@ -362,6 +362,7 @@ cat >>"$KNOWN" <<'EOF'
 --burstiness
 --check
 --custom-dataset-type
+--enable-auto-tool-choice
 --enable-prompt-tokens-details
 --example
 --extra-body
