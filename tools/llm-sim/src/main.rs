@@ -58,6 +58,10 @@ struct Cli {
     /// Completion length when a request gives no max_tokens.
     #[arg(long)]
     default_max_tokens: Option<u32>,
+    /// Share of each chat answer's tokens streamed first as thinking (`delta.reasoning`), as a
+    /// reasoning model behind vLLM's reasoning parser; usage reports them as reasoning_tokens.
+    #[arg(long)]
+    reasoning_share: Option<f64>,
     /// Most sequences running at once.
     #[arg(long)]
     max_num_seqs: Option<usize>,
@@ -182,6 +186,7 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
     set!(
         max_model_len,
         default_max_tokens,
+        reasoning_share,
         max_num_seqs,
         max_num_batched_tokens,
         block_size,

@@ -196,3 +196,45 @@ fn thinking_then_answer_gives_the_time_to_first_answer() {
         .collect();
     assert!(keys.iter().any(|k| k == "p99_ttfa_ms"), "{keys:?}");
 }
+
+/// llm-sim with `--reasoning-share 0.5`: every streamed chat answer of 8 tokens thinks for 4
+/// (`delta.reasoning`), then answers 4; the records split it exactly as generated (issue #40).
+#[test]
+fn llm_sim_thinking_is_recorded_as_generated() {
+    use crate::support::*;
+    let sim = start_sim(llm_sim::SimConfig {
+        reasoning_share: 0.5,
+        step_fixed_us: 1_000.0,
+        ..llm_sim::SimConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "t.jsonl", 40, 400.0, 16, 8);
+    let mut args = base_args(&sim.base_url(), &trace, dir.path());
+    args.extend(["--stream", "--record-itl"].map(String::from));
+    let out = replay(&strs(&args));
+    assert_eq!(out.summary.status.ok, 40);
+    for r in read_records(&dir.path().join("records.jsonl")) {
+        assert_eq!(r.output_tokens, Some(8), "{r:?}");
+        assert_eq!(
+            (r.reasoning_tokens, r.answer_tokens),
+            (Some(4), Some(4)),
+            "{r:?}"
+        );
+        assert_eq!(r.reasoning_tokens_usage, Some(4));
+        let itl = r.itl_ms.clone().unwrap();
+        assert_eq!(itl.len(), 7, "one token per chunk: output tokens - 1 gaps");
+        let (ttft, ttfa) = (r.ttft_ms.unwrap(), r.ttfa_ms.unwrap());
+        assert!(ttfa >= ttft);
+        let at: f64 = ttft + itl[..4].iter().sum::<f64>();
+        assert!(
+            (ttfa - at).abs() < 0.01,
+            "TTFA {ttfa} = the 5th token's arrival {at}"
+        );
+    }
+    let s = out.summary.reasoning.unwrap();
+    assert_eq!(
+        (s.requests_with_reasoning, s.reasoning_usage_equal),
+        (40, 40)
+    );
+    assert_eq!(s.reasoning_tokens_mean, Some(4.0));
+}

@@ -26,6 +26,16 @@ pub(super) struct Meta {
     pub(super) tgi_details: bool,
     pub(super) plan: FaultPlan,
     pub(super) fault_at: u32,
+    /// Chat: the first tokens of the answer that are thinking (`--reasoning-share`).
+    pub(super) reasoning: u32,
+}
+
+/// The thinking tokens of a chat answer of `n` tokens with `share` of them thinking.
+pub(super) fn reasoning_tokens(api: Api, n: u32, share: f64) -> u32 {
+    if api != Api::Chat || share <= 0.0 {
+        return 0;
+    }
+    ((f64::from(n) * share).round() as u32).min(n)
 }
 
 /// Output token `i` of the request whose output seed is `seed`: its id and its word.

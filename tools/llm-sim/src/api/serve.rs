@@ -12,7 +12,7 @@ use hyper::{Response, StatusCode};
 use super::error::{error_response, ApiError};
 use super::http::{Api, Body};
 use super::job::Job;
-use super::meta::Meta;
+use super::meta::{reasoning_tokens, Meta};
 use super::parse::parse_job;
 use super::stream::stream_response;
 use super::whole::whole_response;
@@ -190,6 +190,7 @@ async fn serve(state: Arc<AppState>, n: u64, plan: FaultPlan, job: Job) -> Respo
         tgi_details: job.tgi_details,
         plan,
         fault_at: plan.position(length),
+        reasoning: reasoning_tokens(api, length, state.cfg.reasoning_share),
     };
     count_plan_faults(&state, &plan);
     if job.stream {

@@ -203,7 +203,11 @@ fn write_chat_token(st: &SseState, i: u32, w: &str, last: bool, buf: &mut BytesM
         buf.extend_from_slice(b"}\n\n");
     }
     buf.extend_from_slice(st.prefix.as_bytes());
-    buf.extend_from_slice(b"{\"content\":\" ");
+    if i < meta.reasoning {
+        buf.extend_from_slice(b"{\"reasoning\":\" ");
+    } else {
+        buf.extend_from_slice(b"{\"content\":\" ");
+    }
     buf.extend_from_slice(w.as_bytes());
     if last {
         buf.extend_from_slice(b"\"},\"logprobs\":null,\"finish_reason\":\"");
@@ -321,7 +325,15 @@ fn write_tail(st: &SseState, buf: &mut BytesMut) {
         if meta.api == Api::Chat {
             // vLLM 0.32's chat (not completions) stream also reports the cache blocks created.
             usage.truncate(usage.len() - 2);
-            usage.push_str(",\"created_cache_tokens\":0}}");
+            usage.push_str(",\"created_cache_tokens\":0}");
+            // With thinking, the count of it (vLLM 0.32 reports 0 here: docs/llm-sim.md).
+            if meta.reasoning > 0 {
+                let n = meta.reasoning.min(st.sent);
+                usage.push_str(&format!(
+                    ",\"completion_tokens_details\":{{\"reasoning_tokens\":{n}}}"
+                ));
+            }
+            usage.push('}');
         }
         let line = format!(
             "data: {{\"id\":\"{}\",\"object\":\"{object}\",\"created\":{},\"model\":{},\"choices\":[],\"usage\":{usage},\"system_fingerprint\":\"{SYSTEM_FINGERPRINT}\"}}\n\n",

@@ -50,7 +50,10 @@ pub(super) async fn whole_response(
         text.push_str(word(meta.output_seed, i).1);
     }
     let cached = guard.0.cached_tokens();
-    let v = body_json(&meta, state.cfg.model_name.as_str(), &text, n, cached);
+    let mut v = body_json(&meta, state.cfg.model_name.as_str(), &text, n, cached);
+    if meta.reasoning > 0 {
+        split_thinking(&mut v, &meta, n);
+    }
     let mut resp = body_response(&meta, v.to_string().into_bytes());
     if meta.api == Api::Tgi {
         let h = resp.headers_mut();
@@ -147,5 +150,26 @@ fn body_response(meta: &Meta, mut body: Vec<u8>) -> Response<Body> {
         r
     } else {
         full(StatusCode::OK, "application/json", body)
+    }
+}
+
+/// A chat answer whose first `meta.reasoning` tokens are thinking: `message.reasoning` holds
+/// them, `message.content` the rest (`null` when nothing is left), and usage counts them.
+fn split_thinking(v: &mut serde_json::Value, meta: &Meta, n: u32) {
+    let r = meta.reasoning.min(n);
+    let words = |range: std::ops::Range<u32>| {
+        range
+            .map(|i| format!(" {}", word(meta.output_seed, i).1))
+            .collect::<String>()
+    };
+    let message = &mut v["choices"][0]["message"];
+    message["reasoning"] = json!(words(0..r));
+    message["content"] = if r < n {
+        json!(words(r..n))
+    } else {
+        json!(null)
+    };
+    if v["usage"].is_object() {
+        v["usage"]["completion_tokens_details"] = json!({"reasoning_tokens": r});
     }
 }
