@@ -280,6 +280,7 @@ impl ResponseState {
         body: &[u8],
         now: Instant,
     ) -> Result<(), ProtocolError> {
+        self.whole = true;
         let bad = |e: serde_json::Error| malformed_body(e, body);
         match kind {
             ApiKind::Responses => self.on_responses_body(body, now)?,

@@ -89,6 +89,8 @@ pub struct ResponseState {
     /// Tool calls the answer made, and the bytes of their streamed arguments.
     pub tool_calls: u32,
     pub tool_arg_bytes: u64,
+    /// The answer came whole (not streamed): its token counts are the server's, not events.
+    pub whole: bool,
     pub usage: Option<Usage>,
     /// `data: [DONE]` seen (OpenAI) / final event with details seen (TGI).
     pub finished: bool,

@@ -341,9 +341,21 @@ impl Sent {
             chunks: st.chunks,
             ttfa_ms: split.then(|| rel(st.first_answer)).flatten(),
             ttf_tool_ms: rel(st.first_tool),
-            reasoning_tokens: split.then_some(st.reasoning_chunks),
+            // A whole (non-streamed) answer is one event: its thinking is the server's count.
+            reasoning_tokens: match st.whole {
+                true => usage.reasoning_tokens.filter(|n| *n > 0),
+                false => split.then_some(st.reasoning_chunks),
+            },
             reasoning_tokens_usage: usage.reasoning_tokens.filter(|n| *n > 0),
-            answer_tokens: split.then_some(st.answer_chunks),
+            answer_tokens: match st.whole {
+                true => split
+                    .then(|| {
+                        let thinking = usage.reasoning_tokens.unwrap_or(0);
+                        output_tokens.map(|n| n.saturating_sub(thinking))
+                    })
+                    .flatten(),
+                false => split.then_some(st.answer_chunks),
+            },
             tool_calls: (st.tool_calls > 0).then_some(st.tool_calls),
             tool_arg_bytes: (st.tool_calls > 0 || st.tool_arg_bytes > 0)
                 .then_some(st.tool_arg_bytes),

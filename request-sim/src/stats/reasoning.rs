@@ -61,10 +61,13 @@ impl ReasoningAcc {
         if thinking == 0 && tools == 0 && r.reasoning_tokens_usage.is_none() {
             return;
         }
+        // An answer in one piece (not streamed) has no time between its tokens.
+        let streamed = r.chunks > 1;
         if thinking > 0 {
             self.with_reasoning += 1;
             self.reasoning_tokens += u64::from(thinking);
             let per = match (r.ttft_ms, r.ttfa_ms, r.e2e_ms) {
+                _ if !streamed => None,
                 (Some(a), Some(b), _) => Some((b - a) / f64::from(thinking)),
                 (Some(a), None, Some(e)) if thinking > 1 => Some((e - a) / f64::from(thinking - 1)),
                 _ => None,
@@ -78,7 +81,7 @@ impl ReasoningAcc {
             self.usage_equal += usize::from(n == thinking);
         }
         if let (Some(a), Some(e), Some(n)) = (r.ttfa_ms, r.e2e_ms, r.answer_tokens) {
-            if n > 1 {
+            if n > 1 && streamed {
                 self.answer_tpot.push((e - a) / f64::from(n - 1));
             }
         }
@@ -119,6 +122,7 @@ mod tests {
 
     fn rec(ttft: f64, ttfa: Option<f64>, e2e: f64, thinking: u32, answer: u32) -> Record {
         Record {
+            chunks: thinking + answer,
             ttft_ms: Some(ttft),
             ttfa_ms: ttfa,
             e2e_ms: Some(e2e),

@@ -238,3 +238,33 @@ fn llm_sim_thinking_is_recorded_as_generated() {
     );
     assert_eq!(s.reasoning_tokens_mean, Some(4.0));
 }
+
+/// Not streamed, the same answers: one body, so the split is the server's count (issue #40).
+#[test]
+fn llm_sim_thinking_not_streamed_takes_the_servers_count() {
+    use crate::support::*;
+    let sim = start_sim(llm_sim::SimConfig {
+        reasoning_share: 0.5,
+        ..llm_sim::SimConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "t.jsonl", 10, 100.0, 16, 8);
+    let mut args = base_args(&sim.base_url(), &trace, dir.path());
+    args.push("--no-stream".into());
+    let out = replay(&strs(&args));
+    assert_eq!(out.summary.status.ok, 10);
+    for r in read_records(&dir.path().join("records.jsonl")) {
+        assert_eq!(
+            (r.reasoning_tokens, r.answer_tokens),
+            (Some(4), Some(4)),
+            "{r:?}"
+        );
+        assert_eq!(r.reasoning_tokens_usage, Some(4));
+        assert_eq!(r.ttfa_ms, r.ttft_ms, "one body: the answer came with it");
+    }
+    let s = out.summary.reasoning.unwrap();
+    assert_eq!(
+        s.reasoning_tpot_ms.count, 0,
+        "no time between the tokens of one body"
+    );
+}
