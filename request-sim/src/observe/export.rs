@@ -185,22 +185,7 @@ impl LiveMetrics {
             "generation_tokens",
             "Output tokens (usage, else token-bearing chunks) of requests that ended ok",
         );
-        let ttfa = hist(
-            &mut reg,
-            "time_to_first_answer_token_seconds",
-            "Client time to the first answer token of requests that ended ok and carried thinking or a tool call, from the send",
-            TTFT_BUCKETS,
-        );
-        let reasoning_tokens = counter(
-            &mut reg,
-            "reasoning_tokens",
-            "Thinking token events counted from the streams of requests that ended ok",
-        );
-        let tool_calls = counter(
-            &mut reg,
-            "tool_calls",
-            "Tool calls in the answers of requests that ended ok",
-        );
+        let (ttfa, reasoning_tokens, tool_calls) = register_reasoning(&mut reg);
         let m = LiveMetrics {
             ttfa,
             reasoning_tokens,
@@ -274,6 +259,30 @@ impl LiveMetrics {
         self.generation_tokens
             .inc_by(u64::from(rec.output_tokens.unwrap_or(rec.chunks)));
     }
+}
+
+/// The thinking and tool-call metrics: the time to the first answer token, thinking token
+/// events, tool calls.
+fn register_reasoning(reg: &mut Registry) -> (Histogram, Counter, Counter) {
+    let ttfa = Histogram::new(TTFT_BUCKETS.iter().copied());
+    reg.register(
+        "request_sim:time_to_first_answer_token_seconds",
+        "Client time to the first answer token of requests that ended ok and carried thinking or a tool call, from the send",
+        ttfa.clone(),
+    );
+    let reasoning = Counter::default();
+    reg.register(
+        "request_sim:reasoning_tokens",
+        "Thinking token events counted from the streams of requests that ended ok",
+        reasoning.clone(),
+    );
+    let tools = Counter::default();
+    reg.register(
+        "request_sim:tool_calls",
+        "Tool calls in the answers of requests that ended ok",
+        tools.clone(),
+    );
+    (ttfa, reasoning, tools)
 }
 
 /// The page's server: a thread with its own runtime, answering `GET /metrics` until stopped.

@@ -59,31 +59,23 @@ fn an_empty_content_without_a_role_is_a_token() {
     let part = r#"data: {"choices":[{"index":0,"delta":{"content":""}}]}"#;
     let rest = r#"data: {"choices":[{"index":0,"delta":{"content":"好"}}]}"#;
     let usage = r#"data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
-    let msgs: Vec<String> = [pre, part, rest, usage, "data: [DONE]"]
-        .iter()
-        .map(|m| format!("{m}\n\n"))
-        .collect();
-    let st = read_stream(
-        ApiKind::Chat,
-        msgs.iter().map(|m| m.as_bytes()),
-        Instant::now(),
-    )
-    .unwrap();
+    let st = read_chat(&[pre, part, rest, usage, "data: [DONE]"]);
     assert_eq!(st.chunks, 2);
     assert_eq!(st.content_chunks, 1);
     // A role in a later chunk that carries text is a token too (servers that repeat it).
     let both = r#"data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"a"}}]}"#;
-    let msgs: Vec<String> = [both, rest, usage, "data: [DONE]"]
-        .iter()
-        .map(|m| format!("{m}\n\n"))
-        .collect();
-    let st = read_stream(
+    assert_eq!(read_chat(&[both, rest, usage, "data: [DONE]"]).chunks, 2);
+}
+
+/// A chat stream of these SSE lines, each its own network read.
+fn read_chat(lines: &[&str]) -> request_sim::backend::ResponseState {
+    let msgs: Vec<String> = lines.iter().map(|m| format!("{m}\n\n")).collect();
+    read_stream(
         ApiKind::Chat,
         msgs.iter().map(|m| m.as_bytes()),
         Instant::now(),
     )
-    .unwrap();
-    assert_eq!(st.chunks, 2);
+    .unwrap()
 }
 
 #[test]
