@@ -26,8 +26,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::state::{
-    append_text, error_text, malformed_body, malformed_event, non_empty, truncate, AnthropicUsage,
-    Carried, ProtocolError, ResponseState, Usage,
+    append_text, error_text, expect_string, malformed_body, malformed_event, non_empty, truncate,
+    AnthropicUsage, Carried, ProtocolError, ResponseState, Usage,
 };
 
 /// `{"type": .., "message": ..}` of an Anthropic error.
@@ -269,6 +269,9 @@ impl ResponseState {
             }
             k if k.ends_with(".delta") => {
                 let carried = responses_delta_carries(k, ev.delta);
+                if carried.any() {
+                    expect_string(ev.delta, &format!("the delta of a `{k}` event"), data)?;
+                }
                 if carried.tool {
                     self.tool_arg_bytes += string_bytes(ev.delta);
                 }
@@ -404,6 +407,15 @@ impl ResponseState {
             }
             "content_block_delta" => {
                 let d = ev.delta;
+                if let Some(d) = &d {
+                    expect_string(d.text, "a `content_block_delta`'s `text`", data)?;
+                    expect_string(d.thinking, "a `content_block_delta`'s `thinking`", data)?;
+                    expect_string(
+                        d.partial_json,
+                        "an `input_json_delta`'s `partial_json`",
+                        data,
+                    )?;
+                }
                 let carried = d.as_ref().map_or(Carried::NOTHING, |d| Carried {
                     reasoning: non_empty(d.thinking),
                     answer: non_empty(d.text),

@@ -19,8 +19,8 @@ use serde_json::value::RawValue;
 
 use super::api::ApiKind;
 use super::state::{
-    append_text, error_text, malformed_body, non_empty, truncate, Carried, ProtocolError,
-    ResponseState, Usage,
+    append_text, error_text, expect_string, malformed_body, non_empty, truncate, Carried,
+    ProtocolError, ResponseState, Usage,
 };
 
 #[derive(Deserialize)]
@@ -214,6 +214,12 @@ impl ResponseState {
         if let Some(choices) = &chunk.choices {
             if let Some(c) = choices.first() {
                 let delta = c.delta.as_ref();
+                expect_string(c.text, "a choice's `text`", data)?;
+                if let Some(d) = delta {
+                    expect_string(d.content, "a delta's `content`", data)?;
+                    expect_string(d.reasoning, "a delta's `reasoning`", data)?;
+                    expect_string(d.reasoning_content, "a delta's `reasoning_content`", data)?;
+                }
                 // The role preamble before the first token is no token event (docs/metrics.md).
                 let preamble =
                     self.first_token.is_none() && delta.is_some_and(|d| d.is_role_preamble());

@@ -160,6 +160,22 @@ pub(super) fn non_empty(v: Option<&RawValue>) -> bool {
     matches!(v, Some(r) if { let s = r.get(); s != "\"\"" && s != "null" })
 }
 
+/// A token-bearing field (`what`) of a stream event must be a JSON string (or `null`): a number
+/// or an object there is a protocol error, not a token of unknown kind.
+pub(super) fn expect_string(
+    v: Option<&RawValue>,
+    what: &str,
+    data: &[u8],
+) -> Result<(), ProtocolError> {
+    match v {
+        Some(r) if !r.get().starts_with('"') && r.get() != "null" => Err(ProtocolError(format!(
+            "{what} is not a string: {}",
+            truncate(&String::from_utf8_lossy(data), 200)
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub(super) fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();

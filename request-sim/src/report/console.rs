@@ -146,6 +146,9 @@ fn requests_section(t: &mut Table, s: &Summary) {
     );
     for (kind, n) in &s.errors {
         t.row(&format!("  {kind}:"), n);
+        if let Some(e) = s.error_examples.get(kind) {
+            let _ = writeln!(t, "    first: {e}");
+        }
     }
     if s.retried > 0 {
         t.row("Retried on a fresh connection:", s.retried);

@@ -116,7 +116,9 @@ pub struct Accumulator {
     all_spans: Vec<(f64, f64)>,
     tokens: TokenTimeline,
     errors: BTreeMap<String, usize>,
-    error_examples: BTreeMap<String, String>,
+    /// Per error kind, the error of the lowest request index seen (the same whatever the
+    /// order records arrive in) and that index.
+    error_examples: BTreeMap<String, (usize, String)>,
     cache: CacheStats,
     exact: TokenExactness,
     sources: OutputTokenSources,
@@ -342,13 +344,18 @@ impl Accumulator {
                 let kind = error_kind(rec);
                 *self.errors.entry(kind.clone()).or_insert(0) += 1;
                 if let Some(e) = &rec.error {
-                    self.error_examples.entry(kind).or_insert_with(|| {
-                        let mut s: String = e.chars().take(200).collect();
-                        if s.len() < e.len() {
+                    let slot = self
+                        .error_examples
+                        .entry(kind)
+                        .or_insert((usize::MAX, String::new()));
+                    if rec.index < slot.0 {
+                        let mut s = format!("request {}: ", rec.index);
+                        s.extend(e.chars().take(200));
+                        if e.chars().nth(200).is_some() {
                             s.push('…');
                         }
-                        s
-                    });
+                        *slot = (rec.index, s);
+                    }
                 }
             }
         }
@@ -494,7 +501,11 @@ impl Accumulator {
                 .agents
                 .finish(info.agents.as_ref(), info.prompts.ideal_cache_hit_ratio),
             errors: self.errors,
-            error_examples: self.error_examples,
+            error_examples: self
+                .error_examples
+                .into_iter()
+                .map(|(k, (_, e))| (k, e))
+                .collect(),
             cache,
             token_exactness: exact,
             output_tokens_source: self.sources,

@@ -305,3 +305,35 @@ fn error_status_with_an_endless_body_is_an_http_error() {
     expect(&r, Status::HttpError, "HTTP 503: {\"message\":\"over");
     assert_eq!(r[0].http_status, Some(503));
 }
+
+/// A tool-call delta of the wrong shape, on each API that streams tool calls: a protocol error
+/// whose first example names the request index, never a token and never a panic.
+#[test]
+fn malformed_tool_call_delta_is_a_protocol_error_with_the_request_index() {
+    let chat: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":5}}]}}]}\n\n";
+    let responses: &[u8] = b"event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"delta\":{\"a\":1}}\n\n";
+    let messages: &[u8] = b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":7}}\n\n";
+    for (path, body) in [
+        (CHAT, chat),
+        ("/v1/responses", responses),
+        ("/v1/messages", messages),
+    ] {
+        let server = RawServer::start(Script::sse(&[body]));
+        let dir = tempfile::tempdir().unwrap();
+        let trace = write_trace(dir.path(), "t.jsonl", 2, 10.0, 16, 4);
+        let mut args = base_args(&server.url(path), &trace, dir.path());
+        args.extend(["--request-timeout".to_string(), "3".to_string()]);
+        let out = replay(&strs(&args));
+        let records = read_records(&dir.path().join("records.jsonl"));
+        assert_eq!(records.len(), 2, "{path}");
+        for r in &records {
+            assert_eq!(r.status, Status::ProtocolError, "{path}: {r:?}");
+            assert_eq!(r.chunks, 0, "{path}: no token counted");
+        }
+        let first = &out.summary.error_examples["protocol_error"];
+        assert!(
+            first.starts_with("request 0: ") || first.starts_with("request 1: "),
+            "{path}: {first:?}"
+        );
+    }
+}
