@@ -52,6 +52,11 @@ impl From<WireUsage> for Usage {
     }
 }
 
+/// A field that is there and not `null` (`""` included).
+fn present(v: Option<&RawValue>) -> bool {
+    v.is_some_and(|r| r.get() != "null")
+}
+
 /// One entry of a chat delta's (or message's) `tool_calls`: the first chunk of a call has its
 /// `id` and function `name`, later ones `arguments` pieces. A tool-call delta of another shape
 /// is a protocol error.
@@ -226,7 +231,14 @@ impl ResponseState {
                 let mut carried = delta.map_or(Carried::NOTHING, WireDelta::carried);
                 carried.answer |= non_empty(c.text);
                 if !preamble {
-                    self.token_at(now, carried);
+                    // `content: ""` after the first token: an answer token whose bytes are
+                    // held back (part of a multi-byte character), an answer event all the same.
+                    let held = !carried.any() && delta.is_some_and(|d| present(d.content));
+                    if held {
+                        self.token_event(now, Carried::ANSWER, false);
+                    } else {
+                        self.token_at(now, carried);
+                    }
                 }
                 if let Some(d) = delta {
                     let (calls, bytes) = d.tool_call_parts();

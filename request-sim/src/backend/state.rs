@@ -239,7 +239,14 @@ impl ResponseState {
 
     /// A token event at `now` that carried `c`.
     pub(super) fn token_at(&mut self, now: Instant, c: Carried) {
-        let has_content = c.any();
+        self.token_event(now, c, c.any());
+    }
+
+    /// A token event at `now` that carried `c`; `visible`: it had text (a chat answer token
+    /// whose bytes the server held back, `content: ""`, is an answer token without text: no
+    /// first content yet).
+    pub(super) fn token_event(&mut self, now: Instant, c: Carried, visible: bool) {
+        let has_content = visible;
         if c.reasoning {
             self.reasoning_chunks += 1;
         }

@@ -392,18 +392,18 @@ fn reasoning_section(
         );
     }
     if r.requests_with_reasoning > 0 {
+        // Token events: a server that holds back a token (part of a multi-byte character)
+        // sends it merged with the next (docs/metrics.md).
         t.row(
-            "Thinking tokens per request (mean):",
+            "Thinking token events per request (mean):",
             num(r.reasoning_tokens_mean, 1),
         );
         t.row("Thinking TPOT P50 (ms):", p(&r.reasoning_tpot_ms, 50.0));
-        t.row(
-            "Server reasoning counts (= stream):",
-            format!(
-                "{} ({})",
-                r.reasoning_usage_reported, r.reasoning_usage_equal
-            ),
-        );
+        let server = match r.reasoning_usage_reported {
+            0 => "none reported".to_string(),
+            n => format!("{n} ({} equal the stream)", r.reasoning_usage_equal),
+        };
+        t.row("Server reasoning-token counts:", server);
     }
     if r.answer_tpot_ms.count > 0 {
         t.row("Answer TPOT P50 (ms):", p(&r.answer_tpot_ms, 50.0));

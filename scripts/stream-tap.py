@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""A logging reverse proxy for checking request-sim's stream split against a real server.
+
+    stream-tap.py LISTEN_PORT UPSTREAM_URL LOG.jsonl
+
+Forwards every request to UPSTREAM_URL unchanged and streams the answer back unchanged. For
+each answered POST it appends one JSON line to LOG.jsonl, in the order requests arrived:
+    {"seq": n, "path": "/v1/chat/completions", "status": 200,
+     "events": [[ms_since_request, "reasoning"|"answer"|"tool"], ...],
+     "tool_calls": k, "tool_arg_bytes": b, "usage": {...}}
+where each event is one SSE data line that carried thinking, answer text or a tool call
+(name or arguments), read here independently of request-sim's parser. Used by
+scripts/vllm.sh (checks `reasoning` and `tools`); needs aiohttp (vLLM's venv has it).
+"""
+import asyncio
+import json
+import sys
+import time
+
+from aiohttp import ClientSession, ClientTimeout, web
+
+
+def kinds_of_chat(ev):
+    """What one chat chunk carried: a list of kinds, tool calls begun, argument bytes."""
+    out, calls, arg = [], 0, 0
+    for c in ev.get("choices") or []:
+        d = c.get("delta") or {}
+        if d.get("reasoning") or d.get("reasoning_content"):
+            out.append("reasoning")
+        tcs = d.get("tool_calls") or []
+        held = d.get("content") == "" and "role" not in d and not out and not tcs
+        if d.get("content") or held:
+            # `content: ""` outside the role preamble: a token whose bytes were held back.
+            out.append("answer")
+        if tcs:
+            out.append("tool")
+        for t in tcs:
+            f = t.get("function") or {}
+            if t.get("id") or f.get("name"):
+                calls += 1
+            arg += len((f.get("arguments") or "").encode())
+    return out, calls, arg
+
+
+def kinds_of_responses(ev):
+    k = ev.get("type", "")
+    if k == "response.output_item.added" and (ev.get("item") or {}).get("type") == "function_call":
+        return [], 1, 0
+    if k.endswith(".delta") and ev.get("delta"):
+        if "reasoning" in k:
+            return ["reasoning"], 0, 0
+        if "arguments" in k:
+            return ["tool"], 0, len(ev["delta"].encode())
+        return ["answer"], 0, 0
+    return [], 0, 0
+
+
+def kinds_of_messages(ev):
+    k = ev.get("type", "")
+    if k == "content_block_start":
+        b = ev.get("content_block") or {}
+        if b.get("type") == "tool_use":
+            return ["tool"], 1, 0
+        if b.get("thinking"):
+            return ["reasoning"], 0, 0
+        if b.get("text"):
+            return ["answer"], 0, 0
+    if k == "content_block_delta":
+        d = ev.get("delta") or {}
+        if d.get("thinking"):
+            return ["reasoning"], 0, 0
+        if d.get("text"):
+            return ["answer"], 0, 0
+        if d.get("partial_json"):
+            return ["tool"], 0, len(d["partial_json"].encode())
+    return [], 0, 0
+
+
+def usage_of(ev):
+    u = ev.get("usage")
+    if u is None and isinstance(ev.get("response"), dict):
+        u = ev["response"].get("usage")
+    if u is None and isinstance(ev.get("message"), dict):
+        u = ev["message"].get("usage")
+    return u
+
+
+async def main():
+    port, upstream, log_path = int(sys.argv[1]), sys.argv[2].rstrip("/"), sys.argv[3]
+    log = open(log_path, "a", buffering=1)
+    seq = 0
+    session = ClientSession(timeout=ClientTimeout(total=None))
+
+    async def handle(request):
+        nonlocal seq
+        my = seq
+        seq += 1
+        body = await request.read()
+        t0 = time.monotonic()
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
+        async with session.request(request.method, upstream + request.path_qs, data=body, headers=headers) as up:
+            resp = web.StreamResponse(status=up.status)
+            for k, v in up.headers.items():
+                if k.lower() in ("content-type", "cache-control"):
+                    resp.headers[k] = v
+            await resp.prepare(request)
+            path = request.path
+            kinds_of = kinds_of_responses if path.endswith("/responses") else (
+                kinds_of_messages if path.endswith("/messages") else kinds_of_chat)
+            events, calls, arg, usage, buf = [], 0, 0, None, b""
+            async for piece in up.content.iter_any():
+                now = (time.monotonic() - t0) * 1000.0
+                await resp.write(piece)
+                buf += piece
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    line = line.strip()
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        continue
+                    try:
+                        ev = json.loads(data)
+                    except ValueError:
+                        continue
+                    ks, c, a = kinds_of(ev)
+                    calls += c
+                    arg += a
+                    for k in ks:
+                        events.append([round(now, 3), k])
+                    usage = usage_of(ev) or usage
+            await resp.write_eof()
+        if request.method == "POST":
+            log.write(json.dumps({"seq": my, "path": path, "status": up.status, "events": events,
+                                  "tool_calls": calls, "tool_arg_bytes": arg, "usage": usage}) + "\n")
+        return resp
+
+    app = web.Application(client_max_size=64 << 20)
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    print(f"stream-tap: 127.0.0.1:{port} -> {upstream}, log {log_path}", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
