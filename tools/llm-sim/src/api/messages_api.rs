@@ -276,7 +276,13 @@ fn usage(meta: &Meta, n: u32, cached: u32) -> Value {
 /// The non-streaming answer: the `message` object, its content a `thinking` block (with its
 /// signature), then a `text` block (when there is text) or a `tool_use` block (its input the
 /// arguments' JSON); a single empty text block when there is nothing, as vLLM 0.32.
-pub(super) fn message_object(meta: &Meta, model: &str, parts: &Parts, n: u32, cached: u32) -> Value {
+pub(super) fn message_object(
+    meta: &Meta,
+    model: &str,
+    parts: &Parts,
+    n: u32,
+    cached: u32,
+) -> Value {
     let mut content = Vec::new();
     if !parts.thinking.is_empty() {
         content.push(json!({"type": "thinking", "thinking": parts.thinking,
@@ -287,8 +293,10 @@ pub(super) fn message_object(meta: &Meta, model: &str, parts: &Parts, n: u32, ca
     }
     if let Some(args) = &parts.args {
         let input: Value = serde_json::from_str(args).unwrap_or_else(|_| json!({}));
-        content.push(json!({"type": "tool_use", "id": meta.call_id(), "name": tool_name(meta),
-            "input": input}));
+        content.push(
+            json!({"type": "tool_use", "id": meta.call_id(), "name": tool_name(meta),
+            "input": input}),
+        );
     }
     if content.is_empty() {
         content.push(json!({"type": "text", "text": ""}));
@@ -332,7 +340,10 @@ pub(super) fn write_start(meta: &Meta, model: &str, cached: u32, buf: &mut Bytes
 pub(super) fn open_segment(meta: &Meta, kind: Kind, buf: &mut BytesMut) -> String {
     let index = meta.output_index(kind);
     let (block, delta) = match kind {
-        Kind::Thinking => (json!({"type": "thinking", "thinking": ""}), "thinking_delta\",\"thinking"),
+        Kind::Thinking => (
+            json!({"type": "thinking", "thinking": ""}),
+            "thinking_delta\",\"thinking",
+        ),
         Kind::Text => (json!({"type": "text", "text": ""}), "text_delta\",\"text"),
         Kind::Tool => (
             json!({"type": "tool_use", "id": meta.call_id(), "name": tool_name(meta), "input": {}}),

@@ -244,7 +244,11 @@ fn call_item(meta: &Meta, status: &str, args: &str) -> Value {
 fn output_items(meta: &Meta, parts: &Parts, streamed: bool) -> Value {
     let mut out = Vec::new();
     if !parts.thinking.is_empty() {
-        let status = if streamed { json!("completed") } else { Value::Null };
+        let status = if streamed {
+            json!("completed")
+        } else {
+            Value::Null
+        };
         out.push(reasoning_item(meta, status, Some(&parts.thinking)));
     }
     if let Some(args) = &parts.args {
@@ -298,7 +302,11 @@ pub(super) fn response_object(
     n: u32,
     cached: u32,
 ) -> Value {
-    response_json(meta, model, Some((output_items(meta, parts, false), n, cached)))
+    response_json(
+        meta,
+        model,
+        Some((output_items(meta, parts, false), n, cached)),
+    )
 }
 
 fn write_event(buf: &mut BytesMut, name: &str, seq: &mut u32, mut data: Value) {
@@ -321,7 +329,12 @@ pub(super) fn write_head(meta: &Meta, model: &str, buf: &mut BytesMut) {
     let r = response_json(meta, model, None);
     let mut seq = 0;
     write_event(buf, "response.created", &mut seq, json!({"response": r}));
-    write_event(buf, "response.in_progress", &mut seq, json!({"response": r}));
+    write_event(
+        buf,
+        "response.in_progress",
+        &mut seq,
+        json!({"response": r}),
+    );
 }
 
 /// The sequence number of the first event after the head.
@@ -435,6 +448,10 @@ pub(super) fn write_completed(
     seq: &mut u32,
     buf: &mut BytesMut,
 ) {
-    let r = response_json(meta, model, Some((output_items(meta, parts, true), n, cached)));
+    let r = response_json(
+        meta,
+        model,
+        Some((output_items(meta, parts, true), n, cached)),
+    );
     write_event(buf, "response.completed", seq, json!({"response": r}));
 }

@@ -158,7 +158,9 @@ impl Meta {
 
     /// The whole arguments of the tool call (its fragments of tokens `reasoning..n`).
     pub(super) fn arguments(&self, n: u32) -> String {
-        (self.reasoning.min(n)..n).map(|i| self.fragment(i)).collect()
+        (self.reasoning.min(n)..n)
+            .map(|i| self.fragment(i))
+            .collect()
     }
 
     /// The words of output tokens `range`, each after a space.
@@ -251,11 +253,22 @@ mod tests {
             {"type": "function", "function": {"name": "b"}}
         ]);
         let t = pick_tool(Some(&tools), Some(&json!("required")), 0.0, &[1]).unwrap();
-        assert_eq!((t.name.as_str(), t.key.as_str(), t.named), ("a", "city", false));
+        assert_eq!(
+            (t.name.as_str(), t.key.as_str(), t.named),
+            ("a", "city", false)
+        );
         let named = json!({"type": "function", "function": {"name": "b"}});
         let t = pick_tool(Some(&tools), Some(&named), 0.0, &[1]).unwrap();
-        assert_eq!((t.name.as_str(), t.key.as_str(), t.named), ("b", "input", true));
-        let t = pick_tool(Some(&tools), Some(&json!({"type": "tool", "name": "b"})), 0.0, &[1]);
+        assert_eq!(
+            (t.name.as_str(), t.key.as_str(), t.named),
+            ("b", "input", true)
+        );
+        let t = pick_tool(
+            Some(&tools),
+            Some(&json!({"type": "tool", "name": "b"})),
+            0.0,
+            &[1],
+        );
         assert_eq!(t.unwrap().name, "b");
         assert!(pick_tool(Some(&tools), Some(&json!({"type": "any"})), 0.0, &[1]).is_some());
         assert!(pick_tool(Some(&tools), Some(&json!("none")), 1.0, &[1]).is_none());
