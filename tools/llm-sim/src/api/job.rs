@@ -70,7 +70,8 @@ pub(super) fn chat_like_job(state: &AppState, req: ChatLike) -> Result<Job, ApiE
         req.tool_choice.as_ref(),
         state.cfg.tool_call_share,
         &prompt,
-    );
+    )
+    .map_err(|e| bad(api, e))?;
     Ok(Job {
         api,
         user: req.user,

@@ -2,9 +2,11 @@
 //! `tool_use` and `tool_result` blocks) rendered as chat messages, as vLLM's Anthropic
 //! endpoint converts them (so the prompt goes through the same chat template, engine and
 //! prefix cache as a chat completion), and the answer in Anthropic's shapes: the `message`
-//! object, or the event stream `message_start`, `content_block_start`, `ping`,
-//! `content_block_delta` (`text_delta`) per token, `content_block_stop`, `message_delta`,
-//! `message_stop`, each with its `event:` line. Usage splits the prompt as a server with
+//! object, or the event stream `message_start`, then per content block (`thinking` while the
+//! model thinks, then `text` or `tool_use`) `content_block_start`, one `content_block_delta`
+//! per token (`thinking_delta`, `text_delta`, `input_json_delta`; a thinking block's
+//! `signature_delta` last) and `content_block_stop`; then `message_delta` and `message_stop`,
+//! each with its `event:` line. Usage splits the prompt as a server with
 //! automatic prefix caching reports it: `cache_read_input_tokens` the prefix-cache hit,
 //! `input_tokens` the rest, `cache_creation_input_tokens` 0. Its error object is in `error.rs`
 //! with the other APIs'.

@@ -228,7 +228,8 @@ fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
         req.tool_choice.as_ref(),
         state.cfg.tool_call_share,
         &prompt,
-    );
+    )
+    .map_err(|e| bad(api, e))?;
     Ok(Job {
         api,
         user: req.user,

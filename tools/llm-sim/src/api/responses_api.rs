@@ -2,10 +2,13 @@
 //! rendered as chat messages (so the prompt goes through the same chat template, engine and
 //! prefix cache as a chat completion), and the response in the Responses shapes: the
 //! `response` object, or the typed event stream (`response.created`, `response.in_progress`,
-//! `response.output_item.added`, `response.content_part.added`, `response.output_text.delta`
-//! per token, `response.output_text.done`, `response.content_part.done`,
-//! `response.output_item.done`, `response.completed`), each event with an `event:` line and a
-//! `sequence_number`. Its error object is in `error.rs` with the other APIs'.
+//! then per output item — a `reasoning` item while the model thinks, then a `message` or a
+//! `function_call` item — `response.output_item.added`, `response.content_part.added` (not
+//! for a call), one delta event per token (`response.reasoning_text.delta`,
+//! `response.output_text.delta`, `response.function_call_arguments.delta`), its `.done`
+//! event(s) and `response.output_item.done`; finally `response.completed`), each event with
+//! an `event:` line and a `sequence_number`. Its error object is in `error.rs` with the other
+//! APIs'.
 
 use std::fmt::Write as _;
 

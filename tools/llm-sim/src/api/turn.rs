@@ -9,7 +9,7 @@ use super::meta::{word, Meta};
 use crate::util::mix64;
 
 /// The tool call a turn ends in.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(super) struct ToolCall {
     /// The function called: the named one, or the first of the request's tools.
     pub name: String,
@@ -63,14 +63,17 @@ fn prompt_draw(prompt: &[u32]) -> f64 {
 
 /// The tool call a request ends in, if any: it has chat-shaped `tools`, and its `tool_choice`
 /// is `required` (Anthropic: `any`) or names a function, or is `auto` (or absent) and the
-/// prompt's draw falls under `share`.
+/// prompt's draw falls under `share`. A named function missing from `tools` is an error (as
+/// vLLM answers it: 400).
 pub(super) fn pick_tool(
     tools: Option<&Value>,
     tool_choice: Option<&Value>,
     share: f64,
     prompt: &[u32],
-) -> Option<ToolCall> {
-    let list = tools?.as_array().filter(|l| !l.is_empty())?;
+) -> Result<Option<ToolCall>, String> {
+    let Some(list) = tools.and_then(Value::as_array).filter(|l| !l.is_empty()) else {
+        return Ok(None);
+    };
     let name_of = |t: &Value| {
         t.get("function")
             .and_then(|f| f.get("name"))
@@ -78,13 +81,13 @@ pub(super) fn pick_tool(
             .map(str::to_owned)
     };
     let (tool, named) = match choice(tool_choice) {
-        Choice::None => return None,
-        Choice::Auto if share <= 0.0 || prompt_draw(prompt) >= share => return None,
+        Choice::None => return Ok(None),
+        Choice::Auto if share <= 0.0 || prompt_draw(prompt) >= share => return Ok(None),
         Choice::Auto | Choice::Required => (&list[0], false),
-        Choice::Named(n) => {
-            let found = list.iter().find(|t| name_of(t).as_deref() == Some(&n));
-            (found.unwrap_or(&list[0]), true)
-        }
+        Choice::Named(n) => match list.iter().find(|t| name_of(t).as_deref() == Some(&n)) {
+            Some(t) => (t, true),
+            None => return Err(format!("Tool '{n}' has not been passed in `tools`.")),
+        },
     };
     let key = tool
         .get("function")
@@ -93,11 +96,11 @@ pub(super) fn pick_tool(
         .and_then(Value::as_object)
         .and_then(|o| o.keys().next().cloned())
         .unwrap_or_else(|| "input".to_string());
-    Some(ToolCall {
+    Ok(Some(ToolCall {
         name: name_of(tool).unwrap_or_default(),
         key,
         named,
-    })
+    }))
 }
 
 /// The kind of an output token.
@@ -252,36 +255,43 @@ mod tests {
                 {"type": "object", "properties": {"city": {"type": "string"}}}}},
             {"type": "function", "function": {"name": "b"}}
         ]);
-        let t = pick_tool(Some(&tools), Some(&json!("required")), 0.0, &[1]).unwrap();
+        let pick = |choice: Option<&Value>, share: f64| {
+            pick_tool(Some(&tools), choice, share, &[1]).unwrap()
+        };
+        let t = pick(Some(&json!("required")), 0.0).unwrap();
         assert_eq!(
             (t.name.as_str(), t.key.as_str(), t.named),
             ("a", "city", false)
         );
         let named = json!({"type": "function", "function": {"name": "b"}});
-        let t = pick_tool(Some(&tools), Some(&named), 0.0, &[1]).unwrap();
+        let t = pick(Some(&named), 0.0).unwrap();
         assert_eq!(
             (t.name.as_str(), t.key.as_str(), t.named),
             ("b", "input", true)
         );
-        let t = pick_tool(
-            Some(&tools),
-            Some(&json!({"type": "tool", "name": "b"})),
-            0.0,
-            &[1],
-        );
+        let t = pick(Some(&json!({"type": "tool", "name": "b"})), 0.0);
         assert_eq!(t.unwrap().name, "b");
-        assert!(pick_tool(Some(&tools), Some(&json!({"type": "any"})), 0.0, &[1]).is_some());
-        assert!(pick_tool(Some(&tools), Some(&json!("none")), 1.0, &[1]).is_none());
-        assert!(pick_tool(Some(&tools), None, 0.0, &[1]).is_none());
-        assert!(pick_tool(Some(&tools), None, 1.0, &[1]).is_some());
-        assert!(pick_tool(None, Some(&json!("required")), 1.0, &[1]).is_none());
+        assert!(pick(Some(&json!({"type": "any"})), 0.0).is_some());
+        assert!(pick(Some(&json!("none")), 1.0).is_none());
+        assert!(pick(None, 0.0).is_none());
+        assert!(pick(None, 1.0).is_some());
+        assert_eq!(
+            pick_tool(None, Some(&json!("required")), 1.0, &[1]),
+            Ok(None)
+        );
+        let unknown = json!({"type": "function", "function": {"name": "c"}});
+        assert!(pick_tool(Some(&tools), Some(&unknown), 0.0, &[1]).is_err());
     }
 
     #[test]
     fn the_share_picks_about_its_fraction_of_prompts() {
         let tools = json!([{"type": "function", "function": {"name": "a"}}]);
         let picked = (0..1000u32)
-            .filter(|&p| pick_tool(Some(&tools), None, 0.3, &[p, 7]).is_some())
+            .filter(|&p| {
+                pick_tool(Some(&tools), None, 0.3, &[p, 7])
+                    .unwrap()
+                    .is_some()
+            })
             .count();
         assert!((250..350).contains(&picked), "{picked}");
     }

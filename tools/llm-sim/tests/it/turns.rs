@@ -221,6 +221,10 @@ async fn chat_whole_tool_call_and_its_finish_reason() {
     );
     assert_eq!(ev[n as usize]["choices"][0]["finish_reason"], "stop");
     assert!(chat_stream_args(&s).1["zone"].is_string());
+    // A named function that is not among the tools: 400, as vLLM.
+    let unknown = json!({"type": "function", "function": {"name": "nope"}});
+    let (status, v) = post_json(&b, "/v1/chat/completions", &eos_chat_body(unknown, false)).await;
+    assert_eq!(status, 400, "{v}");
     server.shutdown().await;
 }
 
