@@ -112,10 +112,15 @@ pub struct SimConfig {
     pub max_model_len: u32,
     /// Completion length when a request gives no `max_tokens` (capped by `max_model_len`).
     pub default_max_tokens: u32,
-    /// Share of each chat answer's tokens streamed first as thinking (`delta.reasoning`, as
-    /// vLLM 0.32 with a reasoning parser), the rest as the answer; 0 (default): no thinking.
+    /// Share of each answer's tokens (chat, Responses, Messages) streamed first as thinking
+    /// (chat's `delta.reasoning`, as vLLM 0.32 with a reasoning parser), the rest as the
+    /// answer; 0 (default): no thinking. A request's thinking budget beats it.
     #[serde(default)]
     pub reasoning_share: f64,
+    /// Share of the requests with `tools` (and `tool_choice` auto or absent) whose turn ends
+    /// in a tool call, drawn from a hash of the prompt's token ids; 0 (default): none.
+    #[serde(default)]
+    pub tool_call_share: f64,
 
     /// Most sequences running at once (vLLM `--max-num-seqs`).
     pub max_num_seqs: usize,
@@ -218,6 +223,7 @@ impl Default for SimConfig {
             max_model_len: 262_144,
             default_max_tokens: 256,
             reasoning_share: 0.0,
+            tool_call_share: 0.0,
             max_num_seqs: 256,
             max_num_batched_tokens: 8192,
             block_size: 16,
@@ -405,6 +411,9 @@ impl SimConfig {
         }
         if !(0.0..=1.0).contains(&self.reasoning_share) {
             return Err("reasoning_share must be in [0, 1]".into());
+        }
+        if !(0.0..=1.0).contains(&self.tool_call_share) {
+            return Err("tool_call_share must be in [0, 1]".into());
         }
         if self.num_gpu_blocks == 0 {
             return Err("num_gpu_blocks must be at least 1".into());

@@ -58,10 +58,14 @@ struct Cli {
     /// Completion length when a request gives no max_tokens.
     #[arg(long)]
     default_max_tokens: Option<u32>,
-    /// Share of each chat answer's tokens streamed first as thinking (`delta.reasoning`), as a
-    /// reasoning model behind vLLM's reasoning parser; usage reports them as reasoning_tokens.
+    /// Share of each answer's tokens (chat, Responses, Messages) streamed first as thinking, as
+    /// a reasoning model behind vLLM's reasoning parser; usage reports them as reasoning_tokens.
     #[arg(long)]
     reasoning_share: Option<f64>,
+    /// Share of the requests with tools (tool_choice auto) whose turn is a tool call, drawn
+    /// from a hash of the prompt's token ids.
+    #[arg(long)]
+    tool_call_share: Option<f64>,
     /// Most sequences running at once.
     #[arg(long)]
     max_num_seqs: Option<usize>,
@@ -187,6 +191,7 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
         max_model_len,
         default_max_tokens,
         reasoning_share,
+        tool_call_share,
         max_num_seqs,
         max_num_batched_tokens,
         block_size,

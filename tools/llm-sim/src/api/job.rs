@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::error::{bad, ApiError};
 use super::http::Api;
+use super::turn::{pick_tool, ToolCall};
 use crate::state::AppState;
 use crate::tokenize::ChatMessage;
 
@@ -25,6 +26,11 @@ pub struct Job {
     pub(super) include_usage: bool,
     pub(super) continuous_usage: bool,
     pub(super) tgi_details: bool,
+    /// The request's thinking budget (chat and completions' `thinking_token_budget`,
+    /// Anthropic's `thinking.budget_tokens`), which beats `--reasoning-share`.
+    pub(super) thinking_budget: Option<u32>,
+    /// The tool call the turn ends in (`turn::pick_tool`).
+    pub(super) tool: Option<ToolCall>,
 }
 
 /// A request of an API whose input is rendered as chat messages (Responses, Messages): what
@@ -40,6 +46,9 @@ pub(super) struct ChatLike {
     pub min_tokens: Option<i64>,
     pub ignore_eos: Option<bool>,
     pub stream: bool,
+    /// The request's `tool_choice`, as its API spells it.
+    pub tool_choice: Option<serde_json::Value>,
+    pub thinking_budget: Option<u32>,
 }
 
 /// Tokenizes a chat-like request's messages with the chat template the chat path uses (so a
@@ -56,6 +65,13 @@ pub(super) fn chat_like_job(state: &AppState, req: ChatLike) -> Result<Job, ApiE
         .map_err(|e| bad(api, e))?;
     let max_tokens = resolve_lengths(state, api, prompt.len(), req.max_tokens, req.min_tokens)?;
     let min_tokens = req.min_tokens.unwrap_or(0) as u32;
+    let tool = pick_tool(
+        req.tools.as_ref(),
+        req.tool_choice.as_ref(),
+        state.cfg.tool_call_share,
+        &prompt,
+    )
+    .map_err(|e| bad(api, e))?;
     Ok(Job {
         api,
         user: req.user,
@@ -67,6 +83,8 @@ pub(super) fn chat_like_job(state: &AppState, req: ChatLike) -> Result<Job, ApiE
         include_usage: true,
         continuous_usage: false,
         tgi_details: false,
+        thinking_budget: req.thinking_budget,
+        tool,
     })
 }
 

@@ -2,9 +2,11 @@
 //! `tool_use` and `tool_result` blocks) rendered as chat messages, as vLLM's Anthropic
 //! endpoint converts them (so the prompt goes through the same chat template, engine and
 //! prefix cache as a chat completion), and the answer in Anthropic's shapes: the `message`
-//! object, or the event stream `message_start`, `content_block_start`, `ping`,
-//! `content_block_delta` (`text_delta`) per token, `content_block_stop`, `message_delta`,
-//! `message_stop`, each with its `event:` line. Usage splits the prompt as a server with
+//! object, or the event stream `message_start`, then per content block (`thinking` while the
+//! model thinks, then `text` or `tool_use`) `content_block_start`, one `content_block_delta`
+//! per token (`thinking_delta`, `text_delta`, `input_json_delta`; a thinking block's
+//! `signature_delta` last) and `content_block_stop`; then `message_delta` and `message_stop`,
+//! each with its `event:` line. Usage splits the prompt as a server with
 //! automatic prefix caching reports it: `cache_read_input_tokens` the prefix-cache hit,
 //! `input_tokens` the rest, `cache_creation_input_tokens` 0. Its error object is in `error.rs`
 //! with the other APIs'.
@@ -17,6 +19,7 @@ use super::error::{bad, ApiError};
 use super::http::Api;
 use super::job::{chat_like_job, check_model, parse, ChatLike, Job};
 use super::meta::Meta;
+use super::turn::{Kind, Parts};
 use crate::state::AppState;
 use crate::tokenize::ChatMessage;
 
@@ -38,6 +41,12 @@ struct MessagesRequest {
     stream: Option<bool>,
     #[serde(default)]
     tools: Option<Vec<Value>>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    /// `{"type":"enabled","budget_tokens":N}`: the model thinks for min(N, n) tokens;
+    /// `{"type":"disabled"}`: it does not think; otherwise `--reasoning-share`.
+    #[serde(default)]
+    thinking: Option<Value>,
     #[serde(default)]
     metadata: Option<Value>,
 }
@@ -62,7 +71,38 @@ pub(super) fn job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     if req.max_tokens.is_none() {
         return Err(bad(Api::Messages, "max_tokens: Field required"));
     }
-    chat_like_job(state, chat_like(req)?)
+    let budget = thinking_budget(req.thinking.as_ref(), req.max_tokens.unwrap_or(0))?;
+    let mut c = chat_like(req)?;
+    c.thinking_budget = budget;
+    chat_like_job(state, c)
+}
+
+/// The thinking budget of Anthropic's `thinking`: `budget_tokens` (at least 1, and less than
+/// `max_tokens` as vLLM checks; vLLM's floor of 1024 is not enforced) when enabled, 0 when
+/// disabled, none (the share) otherwise.
+fn thinking_budget(thinking: Option<&Value>, max_tokens: i64) -> Result<Option<u32>, ApiError> {
+    let Some(t) = thinking else {
+        return Ok(None);
+    };
+    match t.get("type").and_then(Value::as_str) {
+        Some("enabled") => {
+            let b = t.get("budget_tokens").and_then(Value::as_i64);
+            match b {
+                Some(b) if b < 1 => Err(bad(
+                    Api::Messages,
+                    format!("thinking.budget_tokens: must be at least 1, got {b}"),
+                )),
+                Some(b) if b >= max_tokens => Err(bad(
+                    Api::Messages,
+                    "thinking.budget_tokens must be less than max_tokens",
+                )),
+                Some(b) => Ok(Some(b as u32)),
+                None => Err(bad(Api::Messages, "thinking.budget_tokens: Field required")),
+            }
+        }
+        Some("disabled") => Ok(Some(0)),
+        _ => Ok(None),
+    }
 }
 
 /// `POST /v1/messages/count_tokens` (Anthropic's, as vLLM and SGLang serve it): the prompt
@@ -120,6 +160,8 @@ fn chat_like(req: MessagesRequest) -> Result<ChatLike, ApiError> {
         min_tokens: req.min_tokens,
         ignore_eos: req.ignore_eos,
         stream: req.stream.unwrap_or(false),
+        tool_choice: req.tool_choice,
+        thinking_budget: None,
     })
 }
 
@@ -209,9 +251,21 @@ fn add_message(messages: &mut Vec<ChatMessage>, m: InMessage) -> Result<(), Stri
 fn stop_reason(meta: &Meta) -> &'static str {
     if meta.finish == "length" {
         "max_tokens"
+    } else if meta.tool.is_some() {
+        "tool_use"
     } else {
         "end_turn"
     }
+}
+
+/// A thinking block's signature (vLLM 0.32: a random uuid's 32 hex digits; here from the id).
+fn signature(meta: &Meta) -> String {
+    let hex = meta.id.strip_prefix("msg_").unwrap_or(&meta.id);
+    format!("{:0<32}", &hex[..hex.len().min(32)])
+}
+
+fn tool_name(meta: &Meta) -> &str {
+    meta.tool.as_ref().map(|t| t.name.as_str()).unwrap_or("")
 }
 
 /// The prompt split as Anthropic counts it: uncached input, cache reads, cache writes.
@@ -221,10 +275,36 @@ fn usage(meta: &Meta, n: u32, cached: u32) -> Value {
            "output_tokens": n})
 }
 
-/// The non-streaming answer: the `message` object.
-pub(super) fn message_object(meta: &Meta, model: &str, text: &str, n: u32, cached: u32) -> Value {
+/// The non-streaming answer: the `message` object, its content a `thinking` block (with its
+/// signature), then a `text` block (when there is text) or a `tool_use` block (its input the
+/// arguments' JSON); a single empty text block when there is nothing, as vLLM 0.32.
+pub(super) fn message_object(
+    meta: &Meta,
+    model: &str,
+    parts: &Parts,
+    n: u32,
+    cached: u32,
+) -> Value {
+    let mut content = Vec::new();
+    if !parts.thinking.is_empty() {
+        content.push(json!({"type": "thinking", "thinking": parts.thinking,
+            "signature": signature(meta)}));
+    }
+    if !parts.text.is_empty() {
+        content.push(json!({"type": "text", "text": parts.text}));
+    }
+    if let Some(args) = &parts.args {
+        let input: Value = serde_json::from_str(args).unwrap_or_else(|_| json!({}));
+        content.push(
+            json!({"type": "tool_use", "id": meta.call_id(), "name": tool_name(meta),
+            "input": input}),
+        );
+    }
+    if content.is_empty() {
+        content.push(json!({"type": "text", "text": ""}));
+    }
     json!({"id": meta.id, "type": "message", "role": "assistant", "model": model,
-           "content": [{"type": "text", "text": text}], "stop_reason": stop_reason(meta),
+           "content": content, "stop_reason": stop_reason(meta),
            "usage": usage(meta, n, cached)})
 }
 
@@ -257,29 +337,56 @@ pub(super) fn write_start(meta: &Meta, model: &str, cached: u32, buf: &mut Bytes
     );
 }
 
-/// `content_block_start`, with the first token (vLLM 0.32 sends no `ping`).
-pub(super) fn write_first(buf: &mut BytesMut) {
+/// `content_block_start` of the block of token kind `kind`, with its first token (vLLM 0.32
+/// sends no `ping`). Returns everything of the block's delta events before the text.
+pub(super) fn open_segment(meta: &Meta, kind: Kind, buf: &mut BytesMut) -> String {
+    let index = meta.output_index(kind);
+    let (block, delta) = match kind {
+        Kind::Thinking => (
+            json!({"type": "thinking", "thinking": ""}),
+            "thinking_delta\",\"thinking",
+        ),
+        Kind::Text => (json!({"type": "text", "text": ""}), "text_delta\",\"text"),
+        Kind::Tool => (
+            json!({"type": "tool_use", "id": meta.call_id(), "name": tool_name(meta), "input": {}}),
+            "input_json_delta\",\"partial_json",
+        ),
+    };
     write_event(
         buf,
         "content_block_start",
-        &json!({"type": "content_block_start", "index": 0,
-                "content_block": {"type": "text", "text": ""}}),
+        &json!({"type": "content_block_start", "index": index, "content_block": block}),
     );
+    format!(
+        "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{index},\"delta\":{{\"type\":\"{delta}\":\""
+    )
 }
 
-/// Everything of a `content_block_delta` event before the token's text.
-pub(super) const DELTA_PREFIX: &str = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"";
 /// Everything of a `content_block_delta` event after the token's text.
 pub(super) const DELTA_SUFFIX: &[u8] = b"\"}}\n\n";
 
-/// `content_block_stop`, `message_delta` (stop reason, usage with the output tokens) and
-/// `message_stop` after `n` tokens.
-pub(super) fn write_tail(meta: &Meta, n: u32, cached: u32, buf: &mut BytesMut) {
+/// The events closing the block of token kind `kind`: a thinking block's `signature_delta`
+/// (as vLLM 0.32), then `content_block_stop`.
+pub(super) fn close_segment(meta: &Meta, kind: Kind, buf: &mut BytesMut) {
+    let index = meta.output_index(kind);
+    if kind == Kind::Thinking {
+        write_event(
+            buf,
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index,
+                "delta": {"type": "signature_delta", "signature": signature(meta)}}),
+        );
+    }
     write_event(
         buf,
         "content_block_stop",
-        &json!({"type": "content_block_stop", "index": 0}),
+        &json!({"type": "content_block_stop", "index": index}),
     );
+}
+
+/// `message_delta` (stop reason, usage with the output tokens) and `message_stop` after `n`
+/// tokens.
+pub(super) fn write_tail(meta: &Meta, n: u32, cached: u32, buf: &mut BytesMut) {
     let mut delta = json!({"type": "message_delta",
         "delta": {"stop_reason": stop_reason(meta), "stop_sequence": null},
         "usage": usage(meta, n, cached)});

@@ -6,6 +6,7 @@ use std::io;
 use std::time::Duration;
 
 use super::http::Api;
+use super::turn::ToolCall;
 use crate::engine::output_token;
 use crate::faults::FaultPlan;
 use crate::vocab::builtin_words;
@@ -26,16 +27,11 @@ pub(super) struct Meta {
     pub(super) tgi_details: bool,
     pub(super) plan: FaultPlan,
     pub(super) fault_at: u32,
-    /// Chat: the first tokens of the answer that are thinking (`--reasoning-share`).
+    /// The first tokens of the answer that are thinking (`--reasoning-share`, or the
+    /// request's thinking budget; chat, Responses, Messages).
     pub(super) reasoning: u32,
-}
-
-/// The thinking tokens of a chat answer of `n` tokens with `share` of them thinking.
-pub(super) fn reasoning_tokens(api: Api, n: u32, share: f64) -> u32 {
-    if api != Api::Chat || share <= 0.0 {
-        return 0;
-    }
-    ((f64::from(n) * share).round() as u32).min(n)
+    /// The tool call the turn ends in after the thinking (`turn.rs`), if any.
+    pub(super) tool: Option<ToolCall>,
 }
 
 /// Output token `i` of the request whose output seed is `seed`: its id and its word.

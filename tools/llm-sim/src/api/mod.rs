@@ -10,6 +10,7 @@
 //! - `error`: [`ApiError`] and every API's error body;
 //! - `job`: [`Job`], a request parsed and validated (lengths, model), whatever its API;
 //! - `meta`: what a served request's response is made of, its output words;
+//! - `turn`: the turn's thinking, text or tool call (`tool_choice`, `--tool-call-share`);
 //! - `responses_api`, `messages_api`: the Responses and Messages conversions and shapes;
 //! - `parse`: the chat, completions and TGI requests, and [`parse_job`] for every API;
 //! - `tokens`: `/tokenize`, `/detokenize`, `/v1/messages/count_tokens`;
@@ -26,6 +27,7 @@ mod responses_api;
 mod serve;
 mod stream;
 mod tokens;
+mod turn;
 mod whole;
 
 pub use error::{error_response, ApiError};

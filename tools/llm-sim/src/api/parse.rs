@@ -7,6 +7,7 @@ use serde::Deserialize;
 use super::error::{bad, ApiError};
 use super::http::Api;
 use super::job::{check_model, parse, resolve_lengths, Job};
+use super::turn::pick_tool;
 use super::{messages_api, responses_api};
 use crate::state::AppState;
 use crate::tokenize::ChatMessage;
@@ -55,6 +56,11 @@ struct ChatRequest {
     #[serde(default)]
     tools: Option<serde_json::Value>,
     #[serde(default)]
+    tool_choice: Option<serde_json::Value>,
+    /// vLLM's thinking budget: the model thinks for at most this many tokens.
+    #[serde(default)]
+    thinking_token_budget: Option<i64>,
+    #[serde(default)]
     max_tokens: Option<i64>,
     #[serde(default)]
     max_completion_tokens: Option<i64>,
@@ -87,6 +93,9 @@ struct CompletionRequest {
     #[serde(default)]
     model: Option<String>,
     prompt: Prompt,
+    /// Accepted as vLLM does; completions have no reasoning parser, so it changes nothing.
+    #[serde(default)]
+    thinking_token_budget: Option<i64>,
     #[serde(default)]
     max_tokens: Option<i64>,
     #[serde(default)]
@@ -214,6 +223,13 @@ fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     let max = req.max_completion_tokens.or(req.max_tokens);
     let max_tokens = resolve_lengths(state, api, prompt.len(), max, req.min_tokens)?;
     let min_tokens = req.min_tokens.unwrap_or(0) as u32;
+    let tool = pick_tool(
+        req.tools.as_ref(),
+        req.tool_choice.as_ref(),
+        state.cfg.tool_call_share,
+        &prompt,
+    )
+    .map_err(|e| bad(api, e))?;
     Ok(Job {
         api,
         user: req.user,
@@ -225,7 +241,21 @@ fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
         include_usage,
         continuous_usage,
         tgi_details: false,
+        thinking_budget: thinking_budget(api, req.thinking_token_budget)?,
+        tool,
     })
+}
+
+/// vLLM's `thinking_token_budget`: a non-negative integer.
+fn thinking_budget(api: Api, v: Option<i64>) -> Result<Option<u32>, ApiError> {
+    match v {
+        Some(b) if b < 0 => Err(bad(
+            api,
+            format!("`thinking_token_budget` must be a non-negative integer, got {b}."),
+        )),
+        Some(b) => Ok(Some(b.min(i64::from(u32::MAX)) as u32)),
+        None => Ok(None),
+    }
 }
 
 fn completion_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
@@ -265,6 +295,8 @@ fn completion_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
         include_usage,
         continuous_usage,
         tgi_details: false,
+        thinking_budget: thinking_budget(api, req.thinking_token_budget)?,
+        tool: None,
     })
 }
 
@@ -288,5 +320,7 @@ fn tgi_job(state: &AppState, body: &[u8], stream: bool) -> Result<Job, ApiError>
         include_usage: false,
         continuous_usage: false,
         tgi_details: params.details.unwrap_or(false),
+        thinking_budget: None,
+        tool: None,
     })
 }

@@ -2,10 +2,13 @@
 //! rendered as chat messages (so the prompt goes through the same chat template, engine and
 //! prefix cache as a chat completion), and the response in the Responses shapes: the
 //! `response` object, or the typed event stream (`response.created`, `response.in_progress`,
-//! `response.output_item.added`, `response.content_part.added`, `response.output_text.delta`
-//! per token, `response.output_text.done`, `response.content_part.done`,
-//! `response.output_item.done`, `response.completed`), each event with an `event:` line and a
-//! `sequence_number`. Its error object is in `error.rs` with the other APIs'.
+//! then per output item — a `reasoning` item while the model thinks, then a `message` or a
+//! `function_call` item — `response.output_item.added`, `response.content_part.added` (not
+//! for a call), one delta event per token (`response.reasoning_text.delta`,
+//! `response.output_text.delta`, `response.function_call_arguments.delta`), its `.done`
+//! event(s) and `response.output_item.done`; finally `response.completed`), each event with
+//! an `event:` line and a `sequence_number`. Its error object is in `error.rs` with the other
+//! APIs'.
 
 use std::fmt::Write as _;
 
@@ -17,6 +20,7 @@ use super::error::{bad, ApiError};
 use super::http::Api;
 use super::job::{chat_like_job, parse, ChatLike, Job};
 use super::meta::Meta;
+use super::turn::{Kind, Parts};
 use crate::state::AppState;
 use crate::tokenize::ChatMessage;
 
@@ -38,6 +42,12 @@ struct ResponsesRequest {
     stream: Option<bool>,
     #[serde(default)]
     tools: Option<Vec<Value>>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    /// `{"effort": ..}`: accepted; the thinking share is `--reasoning-share` whatever it says.
+    #[serde(default)]
+    #[allow(dead_code)]
+    reasoning: Option<Value>,
     #[serde(default)]
     user: Option<String>,
 }
@@ -85,6 +95,8 @@ pub(super) fn job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
             min_tokens: req.min_tokens,
             ignore_eos: req.ignore_eos,
             stream: req.stream.unwrap_or(false),
+            tool_choice: req.tool_choice,
+            thinking_budget: None,
         },
     )
 }
@@ -176,17 +188,27 @@ fn item_text(content: Option<&Value>) -> Result<String, String> {
     }
 }
 
-/// The output message item's id (from the response's id).
-fn item_id(meta: &Meta) -> String {
+/// An output item's id: `prefix` (`msg`, `rs`, `fc`) and the response id's first hex digits.
+fn item_id(meta: &Meta, prefix: &str) -> String {
     let hex = meta.id.strip_prefix("resp_").unwrap_or(&meta.id);
-    format!("msg_{}", &hex[..hex.len().min(16)])
+    format!("{prefix}_{}", &hex[..hex.len().min(16)])
+}
+
+/// The id of the item of token kind `kind`.
+fn kind_item_id(meta: &Meta, kind: Kind) -> String {
+    match kind {
+        Kind::Thinking => item_id(meta, "rs"),
+        Kind::Text => item_id(meta, "msg"),
+        Kind::Tool => item_id(meta, "fc"),
+    }
 }
 
 fn usage(meta: &Meta, n: u32, cached: u32) -> Value {
     json!({"input_tokens": meta.prompt_tokens,
            "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0,
                "input_tokens_per_turn": [], "cached_tokens_per_turn": []},
-           "output_tokens": n, "output_tokens_details": {"reasoning_tokens": 0,
+           "output_tokens": n, "output_tokens_details": {
+               "reasoning_tokens": meta.reasoning.min(n),
                "tool_output_tokens": 0, "output_tokens_per_turn": [],
                "tool_output_tokens_per_turn": []},
            "total_tokens": meta.prompt_tokens + n})
@@ -199,23 +221,62 @@ fn text_part(text: &str, done: bool) -> Value {
 }
 
 fn message_item(meta: &Meta, status: &str, content: Vec<Value>) -> Value {
-    json!({"id": item_id(meta), "type": "message", "status": status, "role": "assistant",
+    json!({"id": item_id(meta, "msg"), "type": "message", "status": status, "role": "assistant",
            "content": content, "phase": null})
 }
 
-/// The `response` object; `output` and `usage` absent while in progress (`text` None).
-fn response_json(meta: &Meta, model: &str, done: Option<(&str, u32, u32)>) -> Value {
-    let (status, incomplete) = match (done, meta.finish) {
+/// A `reasoning` item (vLLM 0.32's keys): no content while it streams.
+fn reasoning_item(meta: &Meta, status: Value, text: Option<&str>) -> Value {
+    let content = match text {
+        Some(t) => json!([{"text": t, "type": "reasoning_text"}]),
+        None => Value::Null,
+    };
+    json!({"id": item_id(meta, "rs"), "summary": [], "type": "reasoning", "content": content,
+           "encrypted_content": null, "status": status})
+}
+
+/// A `function_call` item with its arguments so far.
+fn call_item(meta: &Meta, status: &str, args: &str) -> Value {
+    let name = meta.tool.as_ref().map(|t| t.name.as_str()).unwrap_or("");
+    json!({"arguments": args, "call_id": meta.call_id(), "name": name, "type": "function_call",
+           "id": item_id(meta, "fc"), "namespace": null, "status": status})
+}
+
+/// The output items of a finished answer: its reasoning (status `completed` when it was
+/// streamed, null in one body, as vLLM 0.32), then its message or its function call.
+fn output_items(meta: &Meta, parts: &Parts, streamed: bool) -> Value {
+    let mut out = Vec::new();
+    if !parts.thinking.is_empty() {
+        let status = if streamed {
+            json!("completed")
+        } else {
+            Value::Null
+        };
+        out.push(reasoning_item(meta, status, Some(&parts.thinking)));
+    }
+    if let Some(args) = &parts.args {
+        out.push(call_item(meta, "completed", args));
+    } else if !parts.text.is_empty() {
+        out.push(message_item(
+            meta,
+            "completed",
+            vec![text_part(&parts.text, true)],
+        ));
+    }
+    Value::Array(out)
+}
+
+/// The `response` object; `output` and `usage` absent while in progress (`done` None).
+fn response_json(meta: &Meta, model: &str, done: Option<(Value, u32, u32)>) -> Value {
+    let (status, incomplete) = match (&done, meta.finish) {
         (None, _) => ("in_progress", Value::Null),
         (Some(_), "length") => ("incomplete", json!({"reason": "max_output_tokens"})),
         (Some(_), _) => ("completed", Value::Null),
     };
+    let finished = done.is_some();
     let (output, usage) = match done {
         None => (json!([]), Value::Null),
-        Some((text, n, cached)) => (
-            json!([message_item(meta, "completed", vec![text_part(text, true)])]),
-            usage(meta, n, cached),
-        ),
+        Some((output, n, cached)) => (output, usage(meta, n, cached)),
     };
     // vLLM 0.32's keys, its nulls and request echoes included (no `error` key).
     let mut v = json!({"id": meta.id, "object": "response", "created_at": meta.created,
@@ -228,7 +289,7 @@ fn response_json(meta: &Meta, model: &str, done: Option<(&str, u32, u32)>) -> Va
         "usage": usage, "user": null, "presence_penalty": 0.0, "frequency_penalty": 0.0,
         "kv_transfer_params": null, "ec_transfer_params": null, "input_messages": null,
         "output_messages": null});
-    if done.is_some() && meta.plan.missing_usage {
+    if finished && meta.plan.missing_usage {
         if let Some(o) = v.as_object_mut() {
             o.remove("usage");
         }
@@ -237,15 +298,26 @@ fn response_json(meta: &Meta, model: &str, done: Option<(&str, u32, u32)>) -> Va
 }
 
 /// The non-streaming answer: the finished `response` object.
-pub(super) fn response_object(meta: &Meta, model: &str, text: &str, n: u32, cached: u32) -> Value {
-    response_json(meta, model, Some((text, n, cached)))
+pub(super) fn response_object(
+    meta: &Meta,
+    model: &str,
+    parts: &Parts,
+    n: u32,
+    cached: u32,
+) -> Value {
+    response_json(
+        meta,
+        model,
+        Some((output_items(meta, parts, false), n, cached)),
+    )
 }
 
-fn write_event(buf: &mut BytesMut, name: &str, seq: u32, mut data: Value) {
+fn write_event(buf: &mut BytesMut, name: &str, seq: &mut u32, mut data: Value) {
     if let Some(o) = data.as_object_mut() {
         o.insert("type".into(), json!(name));
-        o.insert("sequence_number".into(), json!(seq));
+        o.insert("sequence_number".into(), json!(*seq));
     }
+    *seq += 1;
     buf.extend_from_slice(b"event: ");
     buf.extend_from_slice(name.as_bytes());
     buf.extend_from_slice(b"\ndata: ");
@@ -254,76 +326,135 @@ fn write_event(buf: &mut BytesMut, name: &str, seq: u32, mut data: Value) {
     buf.extend_from_slice(b"\n\n");
 }
 
-/// Sequence numbers: 0 and 1 the head, 2 and 3 the item and part added, then one per token.
-const FIRST_DELTA_SEQ: u32 = 4;
-
-/// `response.created` and `response.in_progress`, sent when the request is accepted.
+/// `response.created` and `response.in_progress` (sequence numbers 0 and 1), sent when the
+/// request is accepted.
 pub(super) fn write_head(meta: &Meta, model: &str, buf: &mut BytesMut) {
     let r = response_json(meta, model, None);
-    write_event(buf, "response.created", 0, json!({"response": r}));
-    write_event(buf, "response.in_progress", 1, json!({"response": r}));
-}
-
-/// `response.output_item.added` and `response.content_part.added`, with the first token.
-pub(super) fn write_first(meta: &Meta, buf: &mut BytesMut) {
-    let id = item_id(meta);
+    let mut seq = 0;
+    write_event(buf, "response.created", &mut seq, json!({"response": r}));
     write_event(
         buf,
-        "response.output_item.added",
-        2,
-        json!({"output_index": 0, "item": message_item(meta, "in_progress", vec![])}),
-    );
-    write_event(
-        buf,
-        "response.content_part.added",
-        3,
-        json!({"item_id": id, "output_index": 0, "content_index": 0, "part": text_part("", false)}),
+        "response.in_progress",
+        &mut seq,
+        json!({"response": r}),
     );
 }
 
-/// Everything of a `response.output_text.delta` event before the token's text.
-pub(super) fn delta_prefix(meta: &Meta) -> String {
+/// The sequence number of the first event after the head.
+pub(super) const FIRST_SEQ: u32 = 2;
+
+/// The events opening the output item of token kind `kind`, with its first token: a
+/// reasoning item and its `reasoning_text` part, a message and its `output_text` part, or a
+/// function call (no part). Returns everything of the item's delta events before the text.
+pub(super) fn open_segment(meta: &Meta, kind: Kind, seq: &mut u32, buf: &mut BytesMut) -> String {
+    let index = meta.output_index(kind);
+    let id = kind_item_id(meta, kind);
+    let (item, part) = match kind {
+        Kind::Thinking => (
+            reasoning_item(meta, json!("in_progress"), None),
+            Some(json!({"text": "", "type": "reasoning_text"})),
+        ),
+        Kind::Text => (
+            message_item(meta, "in_progress", vec![]),
+            Some(text_part("", false)),
+        ),
+        Kind::Tool => (call_item(meta, "in_progress", ""), None),
+    };
+    let added = json!({"output_index": index, "item": item});
+    write_event(buf, "response.output_item.added", seq, added);
+    if let Some(part) = part {
+        let ids = json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
+        write_event(buf, "response.content_part.added", seq, ids);
+    }
+    let name = match kind {
+        Kind::Thinking => "response.reasoning_text.delta",
+        Kind::Text => "response.output_text.delta",
+        Kind::Tool => "response.function_call_arguments.delta",
+    };
+    let content_index = if kind == Kind::Tool {
+        ""
+    } else {
+        ",\"content_index\":0"
+    };
     format!(
-        "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"item_id\":\"{}\",\"output_index\":0,\"content_index\":0,\"delta\":\"",
-        item_id(meta)
+        "event: {name}\ndata: {{\"type\":\"{name}\",\"item_id\":\"{id}\",\"output_index\":{index}{content_index},\"delta\":\""
     )
 }
 
-/// Everything of token `i`'s delta event after its text.
-pub(super) fn end_delta(i: u32, buf: &mut BytesMut) {
-    buf.extend_from_slice(b"\",\"logprobs\":[],\"sequence_number\":");
+/// Everything of a delta event of token kind `kind` after its text.
+pub(super) fn end_delta(kind: Kind, seq: &mut u32, buf: &mut BytesMut) {
+    if kind == Kind::Text {
+        buf.extend_from_slice(b"\",\"logprobs\":[],\"sequence_number\":");
+    } else {
+        buf.extend_from_slice(b"\",\"sequence_number\":");
+    }
     // Written in place: this runs once per token of every Responses stream.
-    let _ = write!(buf, "{}", FIRST_DELTA_SEQ + i);
+    let _ = write!(buf, "{}", *seq);
+    *seq += 1;
     buf.extend_from_slice(b"}\n\n");
 }
 
-/// The closing events after `n` tokens of `text`, ending with `response.completed` (status
-/// `incomplete` with `incomplete_details.reason` `max_output_tokens` when the length limit
-/// ended it) carrying the usage.
-pub(super) fn write_tail(
+/// The events closing the output item of token kind `kind` whose text (or arguments) is
+/// `text`: its `.done` event(s), `response.content_part.done` (not for a function call) and
+/// `response.output_item.done`.
+pub(super) fn close_segment(
     meta: &Meta,
-    model: &str,
+    kind: Kind,
     text: &str,
-    n: u32,
-    cached: u32,
+    seq: &mut u32,
     buf: &mut BytesMut,
 ) {
-    let id = item_id(meta);
-    let seq = FIRST_DELTA_SEQ + n;
-    let ids = json!({"item_id": id, "output_index": 0, "content_index": 0});
-    let mut done = ids.clone();
-    done["text"] = json!(text);
-    done["logprobs"] = json!([]);
-    write_event(buf, "response.output_text.done", seq, done);
-    let mut part = ids;
-    part["part"] = text_part(text, true);
-    write_event(buf, "response.content_part.done", seq + 1, part);
-    write_event(
-        buf,
-        "response.output_item.done",
-        seq + 2,
-        json!({"output_index": 0, "item": message_item(meta, "completed", vec![text_part(text, true)])}),
+    let index = meta.output_index(kind);
+    let id = kind_item_id(meta, kind);
+    let ids = json!({"item_id": id, "output_index": index, "content_index": 0});
+    let (part, item) = match kind {
+        Kind::Thinking => {
+            let mut done = ids.clone();
+            done["text"] = json!(text);
+            write_event(buf, "response.reasoning_text.done", seq, done);
+            let part = json!({"text": text, "type": "reasoning_text"});
+            (part, reasoning_item(meta, json!("completed"), Some(text)))
+        }
+        Kind::Text => {
+            let mut done = ids.clone();
+            done["text"] = json!(text);
+            done["logprobs"] = json!([]);
+            write_event(buf, "response.output_text.done", seq, done);
+            let part = text_part(text, true);
+            (part.clone(), message_item(meta, "completed", vec![part]))
+        }
+        Kind::Tool => {
+            let name = meta.tool.as_ref().map(|t| t.name.as_str()).unwrap_or("");
+            let done = json!({"item_id": id, "output_index": index, "arguments": text,
+                "name": name});
+            write_event(buf, "response.function_call_arguments.done", seq, done);
+            (Value::Null, call_item(meta, "completed", text))
+        }
+    };
+    if !part.is_null() {
+        let mut p = ids;
+        p["part"] = part;
+        write_event(buf, "response.content_part.done", seq, p);
+    }
+    let done = json!({"output_index": index, "item": item});
+    write_event(buf, "response.output_item.done", seq, done);
+}
+
+/// `response.completed` after `n` tokens (`parts`), carrying the output items and the usage
+/// (status `incomplete` with `incomplete_details.reason` `max_output_tokens` when the length
+/// limit ended it).
+pub(super) fn write_completed(
+    meta: &Meta,
+    model: &str,
+    parts: &Parts,
+    (n, cached): (u32, u32),
+    seq: &mut u32,
+    buf: &mut BytesMut,
+) {
+    let r = response_json(
+        meta,
+        model,
+        Some((output_items(meta, parts, true), n, cached)),
     );
-    let r = response_json(meta, model, Some((text, n, cached)));
-    write_event(buf, "response.completed", seq + 3, json!({"response": r}));
+    write_event(buf, "response.completed", seq, json!({"response": r}));
 }

@@ -12,9 +12,10 @@ use hyper::{Response, StatusCode};
 use super::error::{error_response, ApiError};
 use super::http::{Api, Body};
 use super::job::Job;
-use super::meta::{reasoning_tokens, Meta};
+use super::meta::Meta;
 use super::parse::parse_job;
 use super::stream::stream_response;
+use super::turn::reasoning_tokens;
 use super::whole::whole_response;
 use crate::engine::{NewRequest, ReqShared};
 use crate::faults::FaultPlan;
@@ -173,6 +174,7 @@ async fn serve(state: Arc<AppState>, n: u64, plan: FaultPlan, job: Job) -> Respo
             "The engine is shutting down.",
         );
     }
+    let reasoning = reasoning_tokens(api, length, state.cfg.reasoning_share, job.thinking_budget);
     let meta = Meta {
         api,
         id: request_id(api, state.id_seed, n),
@@ -190,7 +192,9 @@ async fn serve(state: Arc<AppState>, n: u64, plan: FaultPlan, job: Job) -> Respo
         tgi_details: job.tgi_details,
         plan,
         fault_at: plan.position(length),
-        reasoning: reasoning_tokens(api, length, state.cfg.reasoning_share),
+        reasoning,
+        // A turn that thinks to its last token never reaches its tool call.
+        tool: job.tool.filter(|_| reasoning < length),
     };
     count_plan_faults(&state, &plan);
     if job.stream {

@@ -3,6 +3,7 @@
 //! `responses_api.rs` and `messages_api.rs`), written as the engine produces the tokens, with
 //! the plan's faults (a stall, a malformed chunk, a connection reset at the fault position).
 
+use std::fmt::Write as _;
 use std::io;
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use hyper::Response;
 
 use super::http::{Api, Body};
 use super::meta::{reset_error, word, Meta, RESET_PAUSE, SYSTEM_FINGERPRINT};
+use super::turn::{escaped, Kind};
 use super::{messages_api, responses_api};
 use crate::engine::{CancelOnDrop, ReqShared};
 use crate::state::AppState;
@@ -30,8 +32,11 @@ struct SseState {
     done: bool,
     /// The events announcing the response were written (Responses, Messages).
     head_sent: bool,
-    /// The text so far (TGI's last event, the Responses and Messages closing events).
+    /// The text so far (TGI's last event); Responses and Messages: of the current output
+    /// item (its closing events).
     text: String,
+    /// Responses: the next event's `sequence_number`.
+    seq: u32,
     buf: BytesMut,
 }
 
@@ -50,8 +55,12 @@ pub(super) fn stream_response(
             "data: {{\"id\":\"{}\",\"object\":\"text_completion\",\"created\":{},\"model\":{model_json},\"choices\":[{{\"index\":0,\"text\":\"",
             meta.id, meta.created
         ),
-        Api::Responses => responses_api::delta_prefix(&meta),
-        Api::Messages => messages_api::DELTA_PREFIX.to_string(),
+        // Set as each output item or block opens; until then, the first one's (a malformed
+        // chunk before the first token cuts it).
+        Api::Responses => {
+            responses_api::open_segment(&meta, meta.kind(0), &mut 0, &mut BytesMut::new())
+        }
+        Api::Messages => messages_api::open_segment(&meta, meta.kind(0), &mut BytesMut::new()),
         Api::Tgi => String::new(),
     };
     let text = if matches!(meta.api, Api::Tgi | Api::Responses | Api::Messages) {
@@ -69,6 +78,7 @@ pub(super) fn stream_response(
         done: false,
         head_sent: false,
         text,
+        seq: responses_api::FIRST_SEQ,
         buf: BytesMut::with_capacity(4096),
     };
     let stream = futures_util::stream::unfold(st, next_frame);
@@ -129,7 +139,7 @@ async fn next_frame(mut st: SseState) -> Option<(Result<Frame<Bytes>, io::Error>
     }
     st.sent = upto;
     if p.finished && st.sent >= p.generated {
-        write_tail(&st, &mut buf);
+        write_tail(&mut st, &mut buf);
         st.done = true;
     }
     let frame = buf.split().freeze();
@@ -203,18 +213,28 @@ fn write_chat_token(st: &SseState, i: u32, w: &str, last: bool, buf: &mut BytesM
         buf.extend_from_slice(b"}\n\n");
     }
     buf.extend_from_slice(st.prefix.as_bytes());
-    if i < meta.reasoning {
-        buf.extend_from_slice(b"{\"reasoning\":\" ");
-    } else {
-        buf.extend_from_slice(b"{\"content\":\" ");
+    match meta.kind(i) {
+        Kind::Thinking => {
+            buf.extend_from_slice(b"{\"reasoning\":\" ");
+            buf.extend_from_slice(w.as_bytes());
+        }
+        Kind::Text => {
+            buf.extend_from_slice(b"{\"content\":\" ");
+            buf.extend_from_slice(w.as_bytes());
+        }
+        Kind::Tool => write_chat_tool_delta(meta, i, buf),
     }
-    buf.extend_from_slice(w.as_bytes());
+    // The delta's string, then the delta (a tool call's function, call and list before it).
+    match meta.kind(i) {
+        Kind::Tool => buf.extend_from_slice(b"\"}}]}"),
+        _ => buf.extend_from_slice(b"\"}"),
+    }
     if last {
-        buf.extend_from_slice(b"\"},\"logprobs\":null,\"finish_reason\":\"");
-        buf.extend_from_slice(meta.finish.as_bytes());
+        buf.extend_from_slice(b",\"logprobs\":null,\"finish_reason\":\"");
+        buf.extend_from_slice(meta.chat_finish().as_bytes());
         buf.extend_from_slice(b"\",\"stop_reason\":null,\"token_ids\":null}]");
     } else {
-        buf.extend_from_slice(b"\"},\"logprobs\":null,\"finish_reason\":null,\"token_ids\":null}]");
+        buf.extend_from_slice(b",\"logprobs\":null,\"finish_reason\":null,\"token_ids\":null}]");
     }
     if meta.continuous_usage {
         buf.extend_from_slice(b",\"usage\":");
@@ -223,6 +243,26 @@ fn write_chat_token(st: &SseState, i: u32, w: &str, last: bool, buf: &mut BytesM
         );
     }
     buf.extend_from_slice(b"}\n\n");
+}
+
+/// Token `i`'s tool-call delta up to the end of its arguments fragment (the caller closes it
+/// with `"}}]}`): `{"content":null,"tool_calls":[{...,"function":{...,"arguments":"FRAGMENT`
+/// (vLLM 0.32's hermes parser keys); the first also carries the call's id, type and name.
+fn write_chat_tool_delta(meta: &Meta, i: u32, buf: &mut BytesMut) {
+    buf.extend_from_slice(b"{\"content\":null,\"tool_calls\":[{");
+    if i == meta.reasoning {
+        let name = meta.tool.as_ref().map(|t| t.name.as_str()).unwrap_or("");
+        let _ = write!(
+            buf,
+            "\"id\":\"{}\",\"type\":\"function\",\"index\":0,\"function\":{{\"name\":\"{}\",",
+            meta.call_id(),
+            escaped(name)
+        );
+    } else {
+        buf.extend_from_slice(b"\"index\":0,\"function\":{");
+    }
+    buf.extend_from_slice(b"\"arguments\":\"");
+    buf.extend_from_slice(escaped(&meta.fragment(i)).as_bytes());
 }
 
 /// The end of a completion chunk's choice after its finish reason (vLLM 0.32's keys; no
@@ -254,27 +294,46 @@ fn write_completion_token(st: &SseState, i: u32, w: &str, last: bool, buf: &mut 
     buf.extend_from_slice(b"}\n\n");
 }
 
-/// Token `i` (`w`) as a Responses or Messages delta event, after the events opening the
-/// output when it is the first.
+/// Token `i` (`w`) as a Responses or Messages delta event, after the events closing the
+/// previous output item (or block) and opening its own when it is the first of its kind.
 fn write_chat_like_token(st: &mut SseState, i: u32, w: &str, buf: &mut BytesMut) {
-    let meta = &st.meta;
-    st.text.push(' ');
-    st.text.push_str(w);
-    if i == 0 {
-        if meta.api == Api::Responses {
-            responses_api::write_first(meta, buf);
-        } else {
-            messages_api::write_first(buf);
+    let kind = st.meta.kind(i);
+    if i == 0 || st.meta.kind(i - 1) != kind {
+        if i > 0 {
+            close_segment(st, st.meta.kind(i - 1), buf);
         }
+        st.prefix = match st.meta.api {
+            Api::Responses => responses_api::open_segment(&st.meta, kind, &mut st.seq, buf),
+            _ => messages_api::open_segment(&st.meta, kind, buf),
+        };
     }
     buf.extend_from_slice(st.prefix.as_bytes());
-    buf.extend_from_slice(b" ");
-    buf.extend_from_slice(w.as_bytes());
-    if meta.api == Api::Responses {
-        responses_api::end_delta(i, buf);
+    if kind == Kind::Tool {
+        let fragment = st.meta.fragment(i);
+        buf.extend_from_slice(escaped(&fragment).as_bytes());
+        st.text.push_str(&fragment);
+    } else {
+        buf.extend_from_slice(b" ");
+        buf.extend_from_slice(w.as_bytes());
+        st.text.push(' ');
+        st.text.push_str(w);
+    }
+    if st.meta.api == Api::Responses {
+        responses_api::end_delta(kind, &mut st.seq, buf);
     } else {
         buf.extend_from_slice(messages_api::DELTA_SUFFIX);
     }
+}
+
+/// The events closing the output item (Responses) or block (Messages) of token kind `kind`;
+/// the next item's text starts afresh.
+fn close_segment(st: &mut SseState, kind: Kind, buf: &mut BytesMut) {
+    if st.meta.api == Api::Responses {
+        responses_api::close_segment(&st.meta, kind, &st.text, &mut st.seq, buf);
+    } else {
+        messages_api::close_segment(&st.meta, kind, buf);
+    }
+    st.text.clear();
 }
 
 /// Token `i` (`id`, `w`) as a TGI stream event; the last one carries the whole text (and the
@@ -303,14 +362,19 @@ fn write_tgi_token(st: &mut SseState, i: u32, id: u32, w: &str, last: bool, buf:
     buf.extend_from_slice(line.as_bytes());
 }
 
-fn write_tail(st: &SseState, buf: &mut BytesMut) {
-    let meta = &st.meta;
+fn write_tail(st: &mut SseState, buf: &mut BytesMut) {
     let cached = st.guard.0.cached_tokens();
+    if matches!(st.meta.api, Api::Responses | Api::Messages) && st.sent > 0 {
+        close_segment(st, st.meta.kind(st.sent - 1), buf);
+    }
+    let meta = &st.meta;
     let model = st.state.cfg.model_name.as_str();
     match meta.api {
         Api::Tgi => return,
         Api::Responses => {
-            return responses_api::write_tail(meta, model, &st.text, st.sent, cached, buf)
+            let parts = meta.parts(st.sent);
+            let counts = (st.sent, cached);
+            return responses_api::write_completed(meta, model, &parts, counts, &mut st.seq, buf);
         }
         Api::Messages => return messages_api::write_tail(meta, st.sent, cached, buf),
         _ => {}

@@ -14,6 +14,7 @@ use serde_json::json;
 use super::error::error_response;
 use super::http::{full, Api, Body};
 use super::meta::{reset_error, word, Meta, RESET_PAUSE, SYSTEM_FINGERPRINT};
+use super::turn::Parts;
 use super::{messages_api, responses_api};
 use crate::engine::{CancelOnDrop, Progress, ReqShared};
 use crate::state::AppState;
@@ -44,16 +45,9 @@ pub(super) async fn whole_response(
         tokio::time::sleep(state.wall(meta.plan.stall_ms)).await;
     }
     let n = p.generated;
-    let mut text = String::with_capacity(n as usize * 5);
-    for i in 0..n {
-        text.push(' ');
-        text.push_str(word(meta.output_seed, i).1);
-    }
+    let parts = meta.parts(n);
     let cached = guard.0.cached_tokens();
-    let mut v = body_json(&meta, state.cfg.model_name.as_str(), &text, n, cached);
-    if meta.reasoning > 0 {
-        split_thinking(&mut v, &meta, n);
-    }
+    let v = body_json(&meta, state.cfg.model_name.as_str(), &parts, n, cached);
     let mut resp = body_response(&meta, v.to_string().into_bytes());
     if meta.api == Api::Tgi {
         let h = resp.headers_mut();
@@ -64,9 +58,10 @@ pub(super) async fn whole_response(
     resp
 }
 
-/// The answer's JSON in the API's shape, after `n` tokens of `text` with `cached` prompt tokens
+/// The answer's JSON in the API's shape, after `n` tokens (`parts`) with `cached` prompt tokens
 /// from the prefix cache (without `usage` when the plan leaves it out).
-fn body_json(meta: &Meta, model: &str, text: &str, n: u32, cached: u32) -> serde_json::Value {
+fn body_json(meta: &Meta, model: &str, parts: &Parts, n: u32, cached: u32) -> serde_json::Value {
+    let text = parts.text.as_str();
     let usage: serde_json::Value = if meta.plan.missing_usage {
         serde_json::Value::Null
     } else {
@@ -82,14 +77,16 @@ fn body_json(meta: &Meta, model: &str, text: &str, n: u32, cached: u32) -> serde
                "created_cache_tokens": created, "multimodal_tokens": null},
                "completion_tokens_details": null})
     };
+    let mut usage = usage;
+    if meta.api == Api::Chat && meta.reasoning > 0 && usage.is_object() {
+        usage["completion_tokens_details"] = json!({"reasoning_tokens": meta.reasoning.min(n)});
+    }
     let mut v = match meta.api {
         // vLLM 0.32's keys, its nulls included (docs/llm-sim.md, "Differences from vLLM 0.32").
         Api::Chat => json!({
             "id": meta.id, "object": "chat.completion", "created": meta.created, "model": model,
-            "choices": [{"index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": null,
-                    "annotations": null, "audio": null, "function_call": null, "reasoning": null},
-                "logprobs": null, "finish_reason": meta.finish, "stop_reason": null,
+            "choices": [{"index": 0, "message": chat_message(meta, parts),
+                "logprobs": null, "finish_reason": meta.chat_finish(), "stop_reason": null,
                 "token_ids": null, "routed_experts": null}],
             "service_tier": null, "system_fingerprint": SYSTEM_FINGERPRINT,
             "usage": usage, "prompt_logprobs": null, "prompt_token_ids": null,
@@ -103,8 +100,8 @@ fn body_json(meta: &Meta, model: &str, text: &str, n: u32, cached: u32) -> serde
             "service_tier": null, "system_fingerprint": SYSTEM_FINGERPRINT,
             "usage": usage, "kv_transfer_params": null, "ec_transfer_params": null,
             "metrics": null}),
-        Api::Responses => responses_api::response_object(meta, model, text, n, cached),
-        Api::Messages => messages_api::message_object(meta, model, text, n, cached),
+        Api::Responses => responses_api::response_object(meta, model, parts, n, cached),
+        Api::Messages => messages_api::message_object(meta, model, parts, n, cached),
         Api::Tgi => {
             if meta.tgi_details && !meta.plan.missing_usage {
                 let tokens: Vec<serde_json::Value> = (0..n)
@@ -153,23 +150,18 @@ fn body_response(meta: &Meta, mut body: Vec<u8>) -> Response<Body> {
     }
 }
 
-/// A chat answer whose first `meta.reasoning` tokens are thinking: `message.reasoning` holds
-/// them, `message.content` the rest (`null` when nothing is left), and usage counts them.
-fn split_thinking(v: &mut serde_json::Value, meta: &Meta, n: u32) {
-    let r = meta.reasoning.min(n);
-    let words = |range: std::ops::Range<u32>| {
-        range
-            .map(|i| format!(" {}", word(meta.output_seed, i).1))
-            .collect::<String>()
-    };
-    let message = &mut v["choices"][0]["message"];
-    message["reasoning"] = json!(words(0..r));
-    message["content"] = if r < n {
-        json!(words(r..n))
-    } else {
-        json!(null)
-    };
-    if v["usage"].is_object() {
-        v["usage"]["completion_tokens_details"] = json!({"reasoning_tokens": r});
+/// Chat's `message`: `reasoning` the thinking (null without), `content` the text (null when
+/// there is none after thinking or a tool call), `tool_calls` the call with its whole
+/// arguments (the key left out without one, as vLLM 0.32).
+fn chat_message(meta: &Meta, parts: &Parts) -> serde_json::Value {
+    let nothing_left = parts.text.is_empty() && (meta.reasoning > 0 || parts.args.is_some());
+    let mut m = json!({"role": "assistant",
+        "content": if nothing_left { json!(null) } else { json!(parts.text) },
+        "refusal": null, "annotations": null, "audio": null, "function_call": null,
+        "reasoning": if meta.reasoning > 0 { json!(parts.thinking) } else { json!(null) }});
+    if let (Some(tool), Some(args)) = (&meta.tool, &parts.args) {
+        m["tool_calls"] = json!([{"id": meta.call_id(), "type": "function",
+            "function": {"name": tool.name, "arguments": args}}]);
     }
+    m
 }

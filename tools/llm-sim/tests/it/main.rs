@@ -17,3 +17,4 @@ mod shapes;
 mod support;
 mod tokenizer;
 mod trace_cache;
+mod turns;

@@ -28,7 +28,15 @@ fn fixture(name: &str) -> String {
 
 /// Paths (file, then the shape path) where llm-sim's shape differs from vLLM's on purpose;
 /// each is explained in docs/llm-sim.md.
-const KEPT: &[(&str, &str)] = &[];
+const KEPT: &[(&str, &str)] = &[
+    // The tool call's first chunk carries its first arguments fragment with the name (one
+    // output token per chunk); vLLM's named call streamed its name alone, then one chunk of
+    // arguments (the last).
+    (
+        "chat_stream_tool_named.sse",
+        ".choices[].delta.tool_calls[].function.arguments",
+    ),
+];
 
 /// The shape of a JSON value: every path (`.key`, `[]` for any array element) with the set of
 /// JSON types seen there.
@@ -220,6 +228,81 @@ async fn parity_http_answers_and_metrics() {
     let page = metrics(&base).await;
     diffs.extend(metric_diffs(&fixture("metrics.txt"), &page));
     server.shutdown().await;
+    assert!(
+        diffs.is_empty(),
+        "llm-sim differs from vLLM 0.32:\n{}",
+        diffs.join("\n")
+    );
+}
+
+/// The recorded streams of a reasoning parser and of forced tool calls (no request manifest:
+/// llm-sim is sent equivalent requests): the same kinds of chunks in the same order, each
+/// kind's shape the union of its chunks' (llm-sim's first tool-call chunk also carries the
+/// first arguments fragment; vLLM's argument chunks have that key, so the union is the same),
+/// the same finish reason.
+#[tokio::test]
+async fn parity_reasoning_and_tool_call_streams() {
+    let tools = json!([{"type": "function", "function": {"name": "get_weather", "parameters":
+        {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+    let named = json!({"type": "function", "function": {"name": "get_weather"}});
+    let cases = [
+        ("chat_stream_reasoning.sse", 1.0, None),
+        (
+            "chat_stream_tool_required.sse",
+            0.0,
+            Some(json!("required")),
+        ),
+        ("chat_stream_tool_named.sse", 0.0, Some(named)),
+    ];
+    let mut diffs = Vec::new();
+    for (file, share, choice) in cases {
+        let server = start_server(SimConfig {
+            reasoning_share: share,
+            ..vllm_like()
+        })
+        .await;
+        let mut body = chat_body(&words(30, 0), 6, true);
+        body["model"] = json!("qwen3");
+        if let Some(c) = choice {
+            body["tools"] = tools.clone();
+            body["tool_choice"] = c;
+        }
+        let sim = stream(&server.base_url(), "/v1/chat/completions", &body).await;
+        let text: String = sim
+            .events
+            .iter()
+            .map(|e| format!("data: {}\n\n", e.data))
+            .collect();
+        server.shutdown().await;
+        let recorded = fixture(file);
+        let (v_order, v_shapes) = stream_shape(&recorded);
+        let (s_order, s_shapes) = stream_shape(&text);
+        if v_order != s_order {
+            diffs.push(format!("{file}: event kinds {s_order:?}, vLLM {v_order:?}"));
+        }
+        for (k, vs) in &v_shapes {
+            let empty = Shape::new();
+            diffs.extend(shape_diff(
+                file,
+                &format!("[{k}]"),
+                vs,
+                s_shapes.get(k).unwrap_or(&empty),
+            ));
+        }
+        let finish = |t: &str| {
+            parse_sse(t)
+                .iter()
+                .filter_map(|(_, d)| serde_json::from_str::<Value>(d).ok())
+                .find_map(|v| v["choices"][0]["finish_reason"].as_str().map(str::to_owned))
+        };
+        if finish(&recorded) != finish(&text) {
+            diffs.push(format!(
+                "{file}: finish {:?}, vLLM {:?}",
+                finish(&text),
+                finish(&recorded)
+            ));
+        }
+    }
     assert!(
         diffs.is_empty(),
         "llm-sim differs from vLLM 0.32:\n{}",
