@@ -6,14 +6,16 @@
 Forwards every request to UPSTREAM_URL unchanged and streams the answer back unchanged. For
 each answered POST it appends one JSON line to LOG.jsonl, in the order requests arrived:
     {"seq": n, "path": "/v1/chat/completions", "status": 200,
-     "events": [[ms_since_request, "reasoning"|"answer"|"tool"], ...],
+     "events": [[ms_since_request, ["reasoning"|"answer"|"tool", ...]], ...],
      "tool_calls": k, "tool_arg_bytes": b, "usage": {...}}
 where each event is one SSE data line that carried thinking, answer text or a tool call
-(name or arguments), read here independently of request-sim's parser. Used by
+(name or arguments), with what it carried (a chunk can carry the last thinking and the first
+answer text at once), read here independently of request-sim's parser. Used by
 scripts/vllm.sh (checks `reasoning` and `tools`); needs aiohttp (vLLM's venv has it).
 """
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -25,12 +27,17 @@ def kinds_of_chat(ev):
     out, calls, arg = [], 0, 0
     for c in ev.get("choices") or []:
         d = c.get("delta") or {}
-        if d.get("reasoning") or d.get("reasoning_content"):
-            out.append("reasoning")
         tcs = d.get("tool_calls") or []
-        held = d.get("content") == "" and "role" not in d and not out and not tcs
-        if d.get("content") or held:
-            # `content: ""` outside the role preamble: a token whose bytes were held back.
+        # `reasoning: ""` / `content: ""` outside the role preamble, with nothing else in the
+        # delta: a token whose bytes the server held back (part of a multi-byte character).
+        visible = d.get("reasoning") or d.get("reasoning_content") or d.get("content") or tcs
+        held = not visible and "role" not in d
+        if d.get("reasoning") or d.get("reasoning_content") or (
+                held and (d.get("reasoning") == "" or d.get("reasoning_content") == "")):
+            out.append("reasoning")
+        elif held and d.get("content") == "":
+            out.append("answer")
+        if d.get("content"):
             out.append("answer")
         if tcs:
             out.append("tool")
@@ -88,6 +95,8 @@ def usage_of(ev):
 async def main():
     port, upstream, log_path = int(sys.argv[1]), sys.argv[2].rstrip("/"), sys.argv[3]
     log = open(log_path, "a", buffering=1)
+    # TAP_RAW=FILE: also every data line, parsed, with its arrival time (for debugging).
+    raw = open(os.environ["TAP_RAW"], "a", buffering=1) if os.environ.get("TAP_RAW") else None
     seq = 0
     session = ClientSession(timeout=ClientTimeout(total=None))
 
@@ -125,10 +134,12 @@ async def main():
                     except ValueError:
                         continue
                     ks, c, a = kinds_of(ev)
+                    if raw is not None:
+                        raw.write(json.dumps({"seq": my, "ms": round(now, 3), "kinds": ks, "data": ev}) + "\n")
                     calls += c
                     arg += a
-                    for k in ks:
-                        events.append([round(now, 3), k])
+                    if ks:
+                        events.append([round(now, 3), ks])
                     usage = usage_of(ev) or usage
             await resp.write_eof()
         if request.method == "POST":

@@ -122,6 +122,18 @@ impl WireDelta<'_> {
         (calls, bytes)
     }
 
+    /// What a delta of empty text stands for: a thinking token (`reasoning: ""`) or an
+    /// answer token (`content: ""`) whose bytes are held back; `None` for anything else.
+    fn held(&self) -> Option<Carried> {
+        if present(self.reasoning) || present(self.reasoning_content) {
+            Some(Carried::REASONING)
+        } else if present(self.content) {
+            Some(Carried::ANSWER)
+        } else {
+            None
+        }
+    }
+
     /// The role-only preamble chat servers send before the first token (vLLM:
     /// `{"role": "assistant", "content": ""}`): it carries no token. A delta without a role
     /// whose content is `""` is a token all the same (vLLM sends one for a token that is part
@@ -231,13 +243,12 @@ impl ResponseState {
                 let mut carried = delta.map_or(Carried::NOTHING, WireDelta::carried);
                 carried.answer |= non_empty(c.text);
                 if !preamble {
-                    // `content: ""` after the first token: an answer token whose bytes are
-                    // held back (part of a multi-byte character), an answer event all the same.
-                    let held = !carried.any() && delta.is_some_and(|d| present(d.content));
-                    if held {
-                        self.token_event(now, Carried::ANSWER, false);
-                    } else {
-                        self.token_at(now, carried);
+                    // `reasoning: ""` or `content: ""` after the first token: a thinking or
+                    // answer token whose bytes the server held back (part of a multi-byte
+                    // character), a thinking or answer event all the same.
+                    match delta.map(WireDelta::held).filter(|_| !carried.any()) {
+                        Some(Some(held)) => self.token_event(now, held, false),
+                        _ => self.token_at(now, carried),
                     }
                 }
                 if let Some(d) = delta {
@@ -405,6 +416,33 @@ mod tests {
                 reasoning_tokens: None,
             })
         );
+    }
+
+    /// vLLM 0.32's held-back tokens (part of a multi-byte character) stream as empty text:
+    /// `reasoning: ""` is a thinking event, `content: ""` an answer event, though neither is
+    /// content yet (TTFC waits for text).
+    #[test]
+    fn empty_text_after_the_first_token_is_a_held_back_token_of_its_kind() {
+        let ev = [
+            CHAT[0],
+            r#"{"choices":[{"index":0,"delta":{"reasoning":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"reasoning":" think"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":" yes"}}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#,
+            "[DONE]",
+        ];
+        let (st, r) = feed(ApiKind::Chat, &ev);
+        r.unwrap();
+        let t0 = st.first_token.unwrap();
+        assert_eq!(
+            (st.chunks, st.reasoning_chunks, st.answer_chunks),
+            (4, 2, 2)
+        );
+        assert_eq!(st.content_chunks, 2);
+        assert_eq!(st.first_content.unwrap() - t0, Duration::from_millis(10));
+        assert_eq!(st.first_answer.unwrap() - t0, Duration::from_millis(20));
+        assert_eq!(st.itl_ms, vec![10.0, 10.0, 10.0]);
     }
 
     #[test]
