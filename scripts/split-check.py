@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Compares request-sim's records of a streamed replay with what scripts/stream-tap.py saw.
 
-    split-check.py NAME RECORDS.jsonl TAP.jsonl [BUDGET_RULE]
+    split-check.py NAME RECORDS.jsonl TAP.jsonl TRACE.jsonl [BUDGET_RULE]
 
-Requests are matched in send order (the replay sends one at a time, so the tap's arrival order
-is the records' `sent_ms` order). Prints one tab-separated row:
-    name, records, ok, split = tap (thinking events, answer events, token events), tool calls and argument
-    bytes = tap, thinking events = rule (BUDGET_RULE `budget-1:TRACE`: the trace row's
-    `thinking_token_budget` less the one prompt token after `<think>`, at most; `all`: every
-    output token, at most), TTFA >= TTFT, TTFA = TTFT + the ITL gaps before the first answer
-    event (within 0.01 ms), |(TTFA - TTFT) - tap's| p50 / max (ms), tool-call TPOT from usage.
+A record is matched with what the tap saw by its trace row (`line`): the tap logs the first 60
+characters of each request's last message, and TRACE (a `messages` trace whose rows have
+distinct last messages) gives each line's. Prints one tab-separated row:
+    name; records; ok; matched with the tap; split = tap (thinking events, answer events, token
+    events all equal); tool calls and argument bytes = tap; thinking events = the rule
+    (`budget-1`: the row's `thinking_token_budget` less one, the prompt's token after `<think>`
+    counting against the budget; `all`: every output token, with how many fell short because
+    vLLM merged tokens into one chunk); TTFA >= TTFT; TTFA = TTFT + the ITL gaps before the
+    first event that carried answer text (within 0.01 ms); |(TTFA - TTFT) - the tap's| p50 /
+    max (ms: the tap is a Python proxy on the same cores, so this is a sanity check, not an
+    oracle); the median TPOT of tool-call answers (from usage).
 """
 import collections
 import json
@@ -18,23 +22,23 @@ import sys
 
 
 def main():
-    name, rec_path, tap_path = sys.argv[1:4]
-    rule = sys.argv[4] if len(sys.argv) > 4 else ""
-    budgets = {}
-    if rule.startswith("budget-1:"):
-        rule, trace = rule.split(":", 1)
-        for n, line in enumerate(open(trace), 1):
-            budgets[n] = (json.loads(line).get("extra") or {}).get("thinking_token_budget")
+    name, rec_path, tap_path, trace = sys.argv[1:5]
+    rule = sys.argv[5] if len(sys.argv) > 5 else ""
+    rows = {n: json.loads(line) for n, line in enumerate(open(trace), 1)}
+    budgets = {n: (r.get("extra") or {}).get("thinking_token_budget") for n, r in rows.items()}
+    keys = {n: r["messages"][-1]["content"][:60] for n, r in rows.items()}
     recs = [json.loads(l) for l in open(rec_path)]
-    recs.sort(key=lambda r: (r.get("sent_ms") is None, r.get("sent_ms") or 0))
-    taps = [json.loads(l) for l in open(tap_path)]
-    taps = [t for t in taps if t["path"].endswith(("/completions", "/responses", "/messages"))
-            and "tokenize" not in t["path"]]
+    by_key = {}
+    for line in open(tap_path):
+        t = json.loads(line)
+        if t["path"].endswith(("/completions", "/responses", "/messages")):
+            by_key.setdefault(t["key"], t)
+    taps = [by_key.get(keys.get(r.get("line"))) for r in recs]
     ok = [r for r in recs if r["status"] == "ok"]
     split_eq = tools_eq = rule_ok = rule_n = ttfa_ge = ttfa_itl = 0
     diffs, tool_tpot, merged = [], [], 0
     for r, t in zip(recs, taps):
-        if r["status"] != "ok":
+        if r["status"] != "ok" or t is None:
             continue
         k = collections.Counter(kind for e in t["events"] for kind in e[1])
         mine = (r.get("reasoning_tokens") or 0, r.get("answer_tokens") or 0, r["chunks"])
@@ -64,7 +68,8 @@ def main():
             tool_tpot.append(r["tpot_ms"])
     with_ttfa = sum(1 for r in ok if r.get("ttfa_ms") is not None)
     row = [
-        name, f"{len(recs)}", f"{len(ok)}", f"{split_eq}/{len(ok)}", f"{tools_eq}/{len(ok)}",
+        name, f"{len(recs)}", f"{len(ok)}", f"{sum(t is not None for t in taps)}",
+        f"{split_eq}/{len(ok)}", f"{tools_eq}/{len(ok)}",
         f"{rule_ok}/{rule_n}" + (f" ({merged} merged)" if merged else "") if rule_n else "-",
         f"{ttfa_ge}/{with_ttfa}" if with_ttfa else "-",
         f"{ttfa_itl}/{with_ttfa}" if with_ttfa else "-",

@@ -5,7 +5,8 @@
 
 Forwards every request to UPSTREAM_URL unchanged and streams the answer back unchanged. For
 each answered POST it appends one JSON line to LOG.jsonl, in the order requests arrived:
-    {"seq": n, "path": "/v1/chat/completions", "status": 200,
+    {"seq": n, "key": "first 60 characters of the last message", "path": "/v1/chat/completions",
+     "status": 200,
      "events": [[ms_since_request, ["reasoning"|"answer"|"tool", ...]], ...],
      "tool_calls": k, "tool_arg_bytes": b, "usage": {...}}
 where each event is one SSE data line that carried thinking, answer text or a tool call
@@ -41,6 +42,10 @@ def kinds_of_chat(ev):
             out.append("answer")
         if tcs:
             out.append("tool")
+        if "delta" in c and not out and "role" not in d:
+            # A delta that carried nothing: still a token event (vLLM's final `{}` with the
+            # finish reason after a tool parser swallowed the last tokens).
+            out.append("none")
         for t in tcs:
             f = t.get("function") or {}
             if t.get("id") or f.get("name"):
@@ -53,7 +58,8 @@ def kinds_of_responses(ev):
     k = ev.get("type", "")
     if k == "response.output_item.added" and (ev.get("item") or {}).get("type") == "function_call":
         return [], 1, 0
-    if k.endswith(".delta") and ev.get("delta"):
+    # `delta: ""`: a token whose bytes the server held back (part of a multi-byte character).
+    if k.endswith(".delta") and (ev.get("delta") or ev.get("delta") == ""):
         if "reasoning" in k:
             return ["reasoning"], 0, 0
         if "arguments" in k:
@@ -73,14 +79,29 @@ def kinds_of_messages(ev):
         if b.get("text"):
             return ["answer"], 0, 0
     if k == "content_block_delta":
+        # Empty text is a held-back token of its kind; a `signature_delta` is no token.
         d = ev.get("delta") or {}
-        if d.get("thinking"):
+        if d.get("thinking") is not None:
             return ["reasoning"], 0, 0
-        if d.get("text"):
+        if d.get("text") is not None:
             return ["answer"], 0, 0
-        if d.get("partial_json"):
+        if d.get("partial_json") is not None:
             return ["tool"], 0, len(d["partial_json"].encode())
     return [], 0, 0
+
+
+def key_of(body):
+    """The first 60 characters of the request's last message (or prompt / input) text: what
+    scripts/split-check.py matches a request with its trace row by."""
+    try:
+        b = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(b, dict):
+        return None
+    m = b.get("messages") or b.get("input") or b.get("prompt")
+    text = m[-1].get("content") if isinstance(m, list) and m and isinstance(m[-1], dict) else m
+    return text[:60] if isinstance(text, str) else None
 
 
 def usage_of(ev):
@@ -143,7 +164,8 @@ async def main():
                     usage = usage_of(ev) or usage
             await resp.write_eof()
         if request.method == "POST":
-            log.write(json.dumps({"seq": my, "path": path, "status": up.status, "events": events,
+            log.write(json.dumps({"seq": my, "key": key_of(body), "path": path,
+                                  "status": up.status, "events": events,
                                   "tool_calls": calls, "tool_arg_bytes": arg, "usage": usage}) + "\n")
         return resp
 

@@ -3,7 +3,7 @@
 #
 #   scripts/vllm.sh                 # install (once), start vLLM, run every check, print tables
 #   scripts/vllm.sh apis            # only the API table (also: repeat, sweep, agents, convert,
-#                                   #   live, kv, long; several may be given)
+#                                   #   live, kv, long, reasoning, tools; several may be given)
 #   REUSE=1 scripts/vllm.sh         # use a vLLM already serving on $PORT (started as below)
 #
 # Not run in CI: the venv is ~6 GB (scripts/vllm-install.sh, a few minutes). Steps:
@@ -25,8 +25,15 @@
 #      - kv: vLLM's own KV events received during a replay, bind form (vLLM binds, a SUB
 #        connects) and connect form (vLLM restarted to connect to a SUB that binds);
 #      - long: $LONG conversation-trace requests at the trace's rate: records = scheduled,
-#        exact, drift p99.
-# Environment: PORT (18500), KV_PORT (5557), REQUESTS (200 per API run), LONG (1000),
+#        exact, drift p99;
+#      - reasoning: vLLM restarted with `--reasoning-parser deepseek_r1`, a thinking budget
+#        (`--reasoning-config`) and a chat template that opens <think>; 100 all-thinking answers
+#        on chat, Responses and Messages and 100 chat answers with `thinking_token_budget`;
+#        tools: restarted with `--enable-auto-tool-choice --tool-call-parser hermes`, 100
+#        `tool_choice: required` and 100 named-tool chat requests. Each replay goes through
+#        scripts/stream-tap.py (a logging proxy that splits vLLM's stream on its own) and
+#        scripts/split-check.py compares the records with it.
+# Environment: PORT (18500), KV_PORT (5557), TAP_PORT (PORT + 100), REQUESTS (200 per API run), LONG (1000),
 # MAXLEN (1024), TRACE (the Mooncake conversation trace in ../shared/traces, else the test
 # fixture), REQUEST_SIM (default: target/release/request-sim, built if missing), OUT
 # (.cache/vllm/runs/<time>), KEEP=1 (leave vLLM running).
@@ -48,7 +55,7 @@ TRACE="${TRACE:-$ROOT/../shared/traces/mooncake_conversation_trace.jsonl}"
 [[ -f "$TRACE" ]] || TRACE="$ROOT/request-sim/tests/data/traces/conversation_sample.jsonl"
 RS="${REQUEST_SIM:-$ROOT/target/release/request-sim}"
 CHECKS=("$@")
-[[ ${#CHECKS[@]} -gt 0 ]] || CHECKS=(apis repeat sweep agents convert live kv long)
+[[ ${#CHECKS[@]} -gt 0 ]] || CHECKS=(apis repeat sweep agents convert live kv long reasoning tools)
 SERVER_PID=""
 
 log() { echo "vllm.sh: $(date +%T) $*" >&2; }
@@ -65,6 +72,7 @@ fi
 # (b) vLLM, with KV events in the bind form (`tcp://*:PORT`) or, given an endpoint, the other.
 start_vllm() {
     local kv_endpoint="$1"
+    shift
     log "starting vllm serve on $URL (KV events: $kv_endpoint)"
     (
         cd "$CACHE"
@@ -72,7 +80,8 @@ start_vllm() {
             exec "$VENV/bin/vllm" serve "$MODEL" --served-model-name qwen3 \
             --host 127.0.0.1 --port "$PORT" --block-size 32 --enable-prefix-caching \
             --enable-prompt-tokens-details --max-model-len 8192 \
-            --kv-events-config "{\"enable_kv_cache_events\":true,\"publisher\":\"zmq\",\"endpoint\":\"$kv_endpoint\",\"topic\":\"kv\"}"
+            --kv-events-config "{\"enable_kv_cache_events\":true,\"publisher\":\"zmq\",\"endpoint\":\"$kv_endpoint\",\"topic\":\"kv\"}" \
+            "$@"
     ) >"$OUT/vllm-serve.log" 2>&1 &
     SERVER_PID=$!
     local t0=$SECONDS
@@ -93,7 +102,12 @@ stop_vllm() {
 cleanup() { [[ "${KEEP:-0}" == 1 ]] || stop_vllm; }
 trap cleanup EXIT
 
-if [[ "${REUSE:-0}" == 1 ]] && curl -sf "$URL/v1/models" >/dev/null; then
+# reasoning and tools start vLLM with their own flags; the other checks share this one.
+PLAIN=0
+for c in "${CHECKS[@]}"; do [[ "$c" == reasoning || "$c" == tools ]] || PLAIN=1; done
+if [[ "$PLAIN" == 0 ]]; then
+    :
+elif [[ "${REUSE:-0}" == 1 ]] && curl -sf "$URL/v1/models" >/dev/null; then
     log "using the vLLM already on $URL"
 else
     start_vllm "tcp://*:$KV_PORT"
@@ -281,9 +295,103 @@ if want long; then
         --max-requests "$LONG"
 fi
 
+# Reasoning and tool calls (issue #40): vLLM restarted with a reasoning parser, then with a tool
+# parser; each replay goes through scripts/stream-tap.py, which splits vLLM's stream on its own,
+# and scripts/split-check.py compares that with the records (one row per run).
+SPLITS="$OUT/splits.tsv"
+TAP_PORT="${TAP_PORT:-$((PORT + 100))}"
+split_traces() { # the messages traces of these checks, 100 rows each, distinct prompts
+    "$VENV/bin/python" - "$OUT" <<'EOF'
+import json, random, sys
+out = sys.argv[1]
+rng = random.Random(7)
+words = "alpha beta gamma delta kappa lambda sigma omega river stone cloud field".split()
+def prompt(i):
+    return f"Request {i}: " + " ".join(rng.choice(words) for _ in range(20 + i % 30))
+tools = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                    "days": {"type": "integer"}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "search", "description": "Search the web",
+     "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                    "required": ["query"]}}},
+]
+named = {"type": "function", "function": {"name": "get_weather"}}
+def write(name, gap_ms, row):
+    with open(f"{out}/{name}.jsonl", "w") as f:
+        for i in range(100):
+            r = {"timestamp": i * gap_ms, "messages": [{"role": "user", "content": prompt(i)}]}
+            r.update(row(i))
+            f.write(json.dumps(r) + "\n")
+write("reason_all", 300, lambda i: {"output_length": 12})
+write("reason_budget", 300, lambda i: {"output_length": 16,
+                                       "extra": {"thinking_token_budget": 2 + i % 8}})
+write("tools_required", 600, lambda i: {"output_length": 24 + i % 24, "tools": tools,
+                                        "extra": {"tool_choice": "required"}})
+write("tools_named", 600, lambda i: {"output_length": 24 + i % 24, "tools": tools,
+                                     "extra": {"tool_choice": named}})
+EOF
+}
+# split_run NAME API_PATH TRACE [RULE]: one replay through the tap, then its row.
+split_run() {
+    local name="$1" path="$2" trace="$OUT/$3.jsonl" rule="${4:-}" dir="$OUT/$1"
+    mkdir -p "$dir"
+    : >"$dir/tap.jsonl"
+    "$VENV/bin/python" "$ROOT/scripts/stream-tap.py" "$TAP_PORT" "$URL" "$dir/tap.jsonl" \
+        >"$dir/tap.log" 2>&1 &
+    local tap=$!
+    until curl -s -o /dev/null "http://127.0.0.1:$TAP_PORT/v1/models"; do sleep 0.5; done
+    "$RS" replay --endpoint "http://127.0.0.1:$TAP_PORT$path" --model-name qwen3 --stream \
+        --dataset-path "$trace" --record-itl --output-path "$dir/records.jsonl" --quiet \
+        >"$dir/console.txt" 2>"$dir/stderr.txt" || true
+    kill "$tap" 2>/dev/null || true
+    wait "$tap" 2>/dev/null || true
+    python3 "$ROOT/scripts/split-check.py" "$name" "$dir/records.jsonl" "$dir/tap.jsonl" \
+        "$trace" $rule >>"$SPLITS"
+    tail -n1 "$SPLITS" >&2
+}
+if want reasoning || want tools; then
+    if [[ -z "$SERVER_PID" ]] && curl -sf "$URL/v1/models" >/dev/null; then
+        log "reasoning/tools restart vLLM with other flags: stop the one on $URL first"
+        exit 1
+    fi
+    split_traces
+    : >"$SPLITS"
+fi
+if want reasoning; then
+    # A chat template that opens <think> in the prompt, as DeepSeek-R1's does: vLLM counts a
+    # thinking budget from there (the "\n" after it is the budget's first token).
+    "$VENV/bin/python" - "$MODEL/tokenizer_config.json" "$OUT/qwen3-think.jinja" <<'EOF'
+import json, sys
+t = json.load(open(sys.argv[1]))["chat_template"]
+old = "{{- '<|im_start|>assistant\\n' }}"
+assert old in t
+open(sys.argv[2], "w").write(t.replace(old, "{{- '<|im_start|>assistant\\n<think>\\n' }}", 1))
+EOF
+    stop_vllm
+    start_vllm "tcp://*:$KV_PORT" --reasoning-parser deepseek_r1 \
+        --reasoning-config '{"reasoning_start_str":"<think>","reasoning_end_str":"</think>"}' \
+        --chat-template "$OUT/qwen3-think.jinja"
+    split_run reason-all-chat /v1/chat/completions reason_all all
+    split_run reason-budget-chat /v1/chat/completions reason_budget budget-1
+    split_run reason-all-responses /v1/responses reason_all all
+    split_run reason-all-messages /v1/messages reason_all all
+fi
+if want tools; then
+    stop_vllm
+    start_vllm "tcp://*:$KV_PORT" --enable-auto-tool-choice --tool-call-parser hermes
+    split_run tools-required-chat /v1/chat/completions tools_required
+    split_run tools-named-chat /v1/chat/completions tools_named
+fi
+
 {
     header "request-sim against real vLLM 0.32 ($(basename "$TRACE"), prompts ≤ $MAXLEN tokens, 8 output tokens)"
     table "$ROWS"
+    if [[ -s "$SPLITS" ]]; then
+        printf '\nThinking and tool calls: records against the stream as scripts/stream-tap.py split it\n'
+        { printf 'run\trecords\tok\tmatched\tsplit = tap\ttools = tap\tthinking = rule\tTTFA>=TTFT\tTTFA = TTFT+ITL\t|dTTFA| vs tap p50/max ms\ttool TPOT ms\n'; cat "$SPLITS"; } |
+            column -t -s $'\t'
+    fi
     for f in repeat.txt sweep.txt convert.txt kv-bind.txt kv-connect.txt; do
         [[ -s "$OUT/$f" ]] && { printf '\n== %s\n' "$f"; tail -n 25 "$OUT/$f"; }
     done

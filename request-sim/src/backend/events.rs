@@ -50,6 +50,8 @@ impl AnthropicError {
 
 #[derive(Deserialize)]
 struct AnthropicDelta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
     #[serde(borrow)]
     text: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -125,15 +127,27 @@ impl From<ResponsesUsage> for Usage {
 /// What a Responses `*.delta` event of type `kind` carries, when its delta is not empty:
 /// reasoning (summary) text, function-call (or custom tool) arguments, else answer text.
 fn responses_delta_carries(kind: &str, delta: Option<&RawValue>) -> Carried {
-    if !non_empty(delta) {
+    if non_empty(delta) {
+        responses_delta_kind(kind)
+    } else {
         Carried::NOTHING
-    } else if kind.contains("reasoning") {
+    }
+}
+
+/// What a Responses `*.delta` event of type `kind` carries by its name.
+fn responses_delta_kind(kind: &str) -> Carried {
+    if kind.contains("reasoning") {
         Carried::REASONING
     } else if kind.contains("arguments") || kind.contains("tool_call") {
         Carried::TOOL
     } else {
         Carried::ANSWER
     }
+}
+
+/// `raw` is the empty JSON string.
+fn is_empty_string(raw: Option<&RawValue>) -> bool {
+    raw.is_some_and(|r| r.get() == "\"\"")
 }
 
 /// The length in bytes of the JSON string `raw` once decoded (0 for anything else).
@@ -275,7 +289,12 @@ impl ResponseState {
                 if carried.tool {
                     self.tool_arg_bytes += string_bytes(ev.delta);
                 }
-                self.token_at(now, carried);
+                if !carried.any() && is_empty_string(ev.delta) {
+                    // `delta: ""`: a token of the event's kind whose bytes were held back.
+                    self.token_event(now, responses_delta_kind(k), false);
+                } else {
+                    self.token_at(now, carried);
+                }
                 if k == "response.output_text.delta" {
                     if let Some(a) = &mut self.answer {
                         append_text(a, ev.delta);
@@ -416,13 +435,26 @@ impl ResponseState {
                         data,
                     )?;
                 }
+                // A thinking block's closing `signature_delta` carries no token.
+                if d.as_ref().and_then(|d| d.kind.as_deref()) == Some("signature_delta") {
+                    return Ok(());
+                }
                 let carried = d.as_ref().map_or(Carried::NOTHING, |d| Carried {
                     reasoning: non_empty(d.thinking),
                     answer: non_empty(d.text),
                     tool: non_empty(d.partial_json),
                 });
                 self.tool_arg_bytes += string_bytes(d.as_ref().and_then(|d| d.partial_json));
-                self.token_at(now, carried);
+                // Empty text: a token of that kind whose bytes the server held back.
+                let held = d.as_ref().filter(|_| !carried.any()).map(|d| Carried {
+                    reasoning: is_empty_string(d.thinking),
+                    answer: is_empty_string(d.text),
+                    tool: is_empty_string(d.partial_json),
+                });
+                match held.filter(|h| h.any()) {
+                    Some(h) => self.token_event(now, h, false),
+                    None => self.token_at(now, carried),
+                }
                 self.append_answer(d.and_then(|d| d.text));
             }
             "message_delta" => {
@@ -617,6 +649,44 @@ mod tests {
                 reasoning_tokens: None,
             })
         );
+    }
+
+    /// vLLM 0.32's thinking block: a held-back token streams as empty text (a thinking event
+    /// all the same) and the block closes with a `signature_delta`, which is no token.
+    #[test]
+    fn messages_empty_thinking_is_a_token_and_the_signature_is_none() {
+        let ev = [
+            MESSAGES[0],
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"a"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"x"}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":2}}"#,
+            r#"{"type":"message_stop"}"#,
+        ];
+        let (st, r) = feed(ApiKind::Messages, &ev);
+        r.unwrap();
+        assert_eq!((st.chunks, st.reasoning_chunks, st.content_chunks), (2, 2, 1));
+        assert_eq!(st.itl_ms, vec![10.0]);
+    }
+
+    /// A Responses `delta: ""` is a held-back token of the event's kind.
+    #[test]
+    fn responses_empty_delta_is_a_token_of_its_kind() {
+        let ev = [
+            r#"{"type":"response.reasoning_text.delta","delta":"a"}"#,
+            r#"{"type":"response.reasoning_text.delta","delta":""}"#,
+            r#"{"type":"response.output_text.delta","delta":""}"#,
+            r#"{"type":"response.output_text.delta","delta":"b"}"#,
+            r#"{"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":1,"output_tokens":4}}}"#,
+        ];
+        let (st, r) = feed(ApiKind::Responses, &ev);
+        r.unwrap();
+        let t0 = st.first_token.unwrap();
+        assert_eq!((st.chunks, st.reasoning_chunks, st.answer_chunks), (4, 2, 2));
+        assert_eq!(st.first_answer.unwrap() - t0, Duration::from_millis(20));
+        assert_eq!(st.content_chunks, 2);
     }
 
     #[test]
