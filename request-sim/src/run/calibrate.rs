@@ -231,6 +231,7 @@ fn calibrate(
     let ep = &srv.ep;
     const K: usize = 64;
     let probe = TraceRequest {
+        reasoning: Default::default(),
         index: usize::MAX,
         line: 0,
         timestamp_ms: 0.0,

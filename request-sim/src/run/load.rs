@@ -562,6 +562,7 @@ impl Iterator for RunFeed {
             }
             if let Some(cap) = self.max_output {
                 p.req.output_length = p.req.output_length.min(cap);
+                p.req.reasoning = p.req.reasoning.capped(cap);
             }
             return Some(Ok(p));
         }

@@ -11,6 +11,8 @@
 //!   `agent_jsonl.rs` reads line by line and dispatches; `agents.rs` picks and loads one.
 //! - `log/`: request logs (OpenAI-format, LiteLLM, OpenTelemetry GenAI spans, `messages`
 //!   traces), the source `request-sim convert` makes traces from.
+//! - `reasoning_fields.rs`: a row's recorded thinking length and thinking budget, under the
+//!   spellings real logs use (read by `messages.rs`).
 //! - `write.rs`: a trace written as JSONL (`transform`, `synthesize`, `convert`).
 
 pub(crate) mod agent_fields;
@@ -28,6 +30,7 @@ pub(crate) mod lines;
 pub mod log;
 pub(crate) mod messages;
 pub(crate) mod mooncake;
+pub(crate) mod reasoning_fields;
 pub(crate) mod rows;
 pub(crate) mod tracelab;
 pub mod weka;
