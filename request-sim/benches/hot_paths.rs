@@ -97,6 +97,7 @@ fn bench_body(c: &mut Criterion) {
         stream: true,
         exact_output: true,
         extra: None,
+        thinking: Default::default(),
     };
     let mut g = c.benchmark_group("body");
     g.throughput(Throughput::Bytes(text.len() as u64));
@@ -107,7 +108,7 @@ fn bench_body(c: &mut Criterion) {
                 ApiKind::Chat,
                 &params,
                 PromptPayload::Text(black_box(&text)),
-                OUTPUT_TOKENS,
+                (OUTPUT_TOKENS, None),
                 &mut out,
             );
             black_box(out.len())
@@ -120,7 +121,7 @@ fn bench_body(c: &mut Criterion) {
                 ApiKind::Completions,
                 &params,
                 PromptPayload::TokenIds(black_box(&ids)),
-                OUTPUT_TOKENS,
+                (OUTPUT_TOKENS, None),
                 &mut out,
             );
             black_box(out.len())

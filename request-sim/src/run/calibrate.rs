@@ -247,7 +247,13 @@ fn calibrate(
         stream: false,
         ..params.clone()
     };
-    backend::encode_body(ep.kind, &p, PromptPayload::Text(&text), 1, &mut body);
+    backend::encode_body(
+        ep.kind,
+        &p,
+        PromptPayload::Text(&text),
+        (1, None),
+        &mut body,
+    );
     let mut probe_ep = ep.clone();
     probe_ep.stream = false;
     let out = srv.rt.block_on(backend::execute(

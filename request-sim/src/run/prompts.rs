@@ -262,6 +262,7 @@ fn body_and_overhead(
         stream: server.ep.stream,
         exact_output: cfg.requests.exact_output,
         extra: None,
+        thinking: cfg.requests.thinking_budget,
     };
     let tokenizer = sources.tokenizer.as_ref();
     let overhead = match dry_run_overhead(cfg, server, tokenizer)? {
