@@ -9,6 +9,8 @@
 //! - Agent corpora, read whole into a `trace::model::Corpus`: `weka.rs` (JSON files or a
 //!   directory), and the JSONL ones `tracelab.rs`, `dynamo.rs`, `dag.rs`, which
 //!   `agent_jsonl.rs` reads line by line and dispatches; `agents.rs` picks and loads one.
+//! - Synthesized: `servegen.rs` (a ServeGen directory of arrival patterns and length PMFs,
+//!   generated row by row, fed to the same pipeline through `rows.rs`).
 //! - `log/`: request logs (OpenAI-format, LiteLLM, OpenTelemetry GenAI spans, `messages`
 //!   traces), the source `request-sim convert` makes traces from.
 //! - `reasoning_fields.rs`: a row's recorded thinking length and thinking budget, under the
@@ -32,6 +34,7 @@ pub(crate) mod messages;
 pub(crate) mod mooncake;
 pub(crate) mod reasoning_fields;
 pub(crate) mod rows;
+pub(crate) mod servegen;
 pub(crate) mod tracelab;
 pub mod weka;
 pub mod write;

@@ -31,6 +31,12 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
         return parse_reader("<stdin>", std::io::stdin(), opts);
     }
     let name = path.display().to_string();
+    if crate::trace::formats::detect::is_servegen_dir(path) {
+        // Generated whole: bounded by --end-ms / --time-window / --max-requests, or the
+        // workload's whole span (`docs/traces.md`, "ServeGen").
+        let window = super::ReorderWindow::default();
+        return super::TraceStream::open(path, opts, window)?.into_whole();
+    }
     if path.is_dir() {
         return Err(TraceError::Open {
             path: name,
