@@ -1,5 +1,5 @@
 //! The thinking budget a request sends for a trace row that recorded its thinking length (or
-//! asked for a budget): `docs/backends.md`, "Thinking budget".
+//! asked for a budget): `docs/apis.md`, "Thinking budget".
 //!
 //! - `max_tokens` stays the row's whole output (thinking + answer): OpenAI's and vLLM's
 //!   `max_tokens` count reasoning tokens.

@@ -173,8 +173,9 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
     } else if cfg.output.save_prompts.is_some() {
         Some("--save-prompts")
     } else if cfg.requests.sessions.timing == Timing::Closed {
-        if format == TraceFormat::Azure {
-            return Err(no_sessions(&name, "an azure trace has no session ids"));
+        if matches!(format, TraceFormat::Azure | TraceFormat::ServeGen) {
+            let why = format!("a {} trace has no session ids", format.name());
+            return Err(no_sessions(&name, &why));
         }
         Some("--timing closed sessions")
     } else {
