@@ -86,6 +86,45 @@ pub(crate) fn reasoning(
 ) -> Result<Reasoning, RowError> {
     let tokens = one_count(row, &LENGTH_PATHS)?;
     let budget = one_count(row, &BUDGET_PATHS)?.map(|(_, n)| n);
+    checked(tokens, budget, output_length)
+}
+
+/// The flat spellings of a typed row (`generic.rs`): `reasoning_length` / `reasoning_tokens`
+/// and `thinking_token_budget`, checked as [`reasoning`] checks them.
+pub(crate) fn flat(
+    (length, tokens, budget): (Option<u64>, Option<u64>, Option<u64>),
+    output_length: u32,
+) -> Result<Reasoning, RowError> {
+    let count = |name: &str, v: Option<u64>| {
+        v.map(|n| {
+            fields::check_length(n, 0)
+                .map(|n| (name.to_owned(), n))
+                .map_err(|w| bad(name, w))
+        })
+        .transpose()
+    };
+    let (length, tokens) = (
+        count("reasoning_length", length)?,
+        count("reasoning_tokens", tokens)?,
+    );
+    if let (Some((_, a)), Some((name, b))) = (&length, &tokens) {
+        if a != b {
+            return Err(bad(
+                name,
+                format!("{b} disagrees with `reasoning_length` = {a} on the same row"),
+            ));
+        }
+    }
+    let budget = count("thinking_token_budget", budget)?.map(|(_, n)| n);
+    checked(length.or(tokens), budget, Some(output_length))
+}
+
+/// A recorded length (named by its field) and a budget, the length at most `output_length`.
+fn checked(
+    tokens: Option<(String, u32)>,
+    budget: Option<u32>,
+    output_length: Option<u32>,
+) -> Result<Reasoning, RowError> {
     if let (Some((name, r)), Some(out)) = (&tokens, output_length) {
         if *r > out {
             return Err(bad(
