@@ -174,8 +174,11 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         Some("--save-prompts")
     } else if cfg.requests.sessions.timing == Timing::Closed {
         if matches!(format, TraceFormat::Azure | TraceFormat::ServeGen) {
-            let why = format!("a {} trace has no session ids", format.name());
-            return Err(no_sessions(&name, &why));
+            let why = match format {
+                TraceFormat::Azure => "an azure trace has no session ids",
+                _ => "a servegen workload has no session ids",
+            };
+            return Err(no_sessions(&name, why));
         }
         Some("--timing closed sessions")
     } else {

@@ -49,6 +49,20 @@ pub(crate) fn buffered<'a, R: Read + Send + 'a>(
     ))
 }
 
+/// The row reader of ServeGen directory `dir`: its workload (`servegen.rs`), generated row by
+/// row from `--seed` (`opts.reshape.seed`), for the pipeline of a stream or a whole load.
+pub(crate) fn servegen_reader(
+    dir: &std::path::Path,
+    opts: &LoadOptions,
+) -> Result<RowReader<Box<dyn BufRead + Send>>, TraceError> {
+    let name = dir.display().to_string();
+    opts.check(&name)?;
+    let workload = super::servegen::Workload::open(dir, opts.reshape.seed)?;
+    let empty: Box<dyn BufRead + Send> = Box::new(std::io::empty());
+    Ok(RowReader::new(&name, empty, None, opts)
+        .with_generated(TraceFormat::ServeGen, Box::new(workload.rows())))
+}
+
 /// The rows of one trace input, parsed one at a time.
 pub(crate) struct RowReader<B> {
     name: String,

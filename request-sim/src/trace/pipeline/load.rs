@@ -34,8 +34,10 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
     if crate::trace::formats::detect::is_servegen_dir(path) {
         // Generated whole: bounded by --end-ms / --time-window / --max-requests, or the
         // workload's whole span (`docs/traces.md`, "ServeGen").
-        let window = super::ReorderWindow::default();
-        return super::TraceStream::open(path, opts, window)?.into_whole();
+        let rows = crate::trace::formats::rows::servegen_reader(path, opts)?;
+        let mut pipeline = Pipeline::new(rows, opts, ReorderWindow::default(), Mode::Whole);
+        pipeline.start(opts.block_size)?;
+        return collect(pipeline);
     }
     if path.is_dir() {
         return Err(TraceError::Open {

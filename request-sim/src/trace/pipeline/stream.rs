@@ -83,12 +83,7 @@ impl TraceStream {
         opts: &LoadOptions,
         window: ReorderWindow,
     ) -> Result<TraceStream, TraceError> {
-        let name = dir.display().to_string();
-        opts.check(&name)?;
-        let workload = crate::trace::formats::servegen::Workload::open(dir, opts.reshape.seed)?;
-        let empty: Box<dyn BufRead + Send> = Box::new(std::io::empty());
-        let rows = RowReader::new(&name, empty, None, opts)
-            .with_generated(TraceFormat::ServeGen, Box::new(workload.rows()));
+        let rows = crate::trace::formats::rows::servegen_reader(dir, opts)?;
         let mut pipeline = Pipeline::new(rows, opts, window, Mode::Stream);
         pipeline.start(opts.block_size)?;
         Ok(TraceStream {
