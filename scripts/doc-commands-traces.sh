@@ -43,6 +43,11 @@ for f in mooncake.jsonl bailian.jsonl azure.csv generic.jsonl mooncake.jsonl.gz;
     check "analyze $f" "Trace Analysis" "$RS" analyze "$DATA/$f"
 done
 check "analyze azure: no block size" "none (no hash ids" "$RS" analyze "$DATA/azure.csv"
+check "analyze a servegen directory" "servegen" "$RS" analyze request-sim/tests/data/servegen/reason
+check "replay a servegen reason workload" "Thinking = trace's reasoning length:" \
+    "$RS" replay --dataset-path request-sim/tests/data/servegen/reason --max-requests 4 --scale-factor 50 -o "$TMP/servegen.jsonl"
+check "transform a servegen slice keeps reasoning_tokens" "reasoning_tokens" bash -c \
+    "$RS transform request-sim/tests/data/servegen/reason --time-window 0..20 -o - 2>/dev/null | head -1"
 check "zcat | analyze -" "Requests:" bash -c "zcat $DATA/mooncake.jsonl.gz | $RS analyze -"
 check "analyze --json" "" bash -c "$RS analyze $DATA/mooncake.jsonl --json | jq -e .prefix_cache.hit_ratio"
 check "analyze --instances 4 --routing" "Upper bound of any policy" \

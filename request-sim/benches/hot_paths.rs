@@ -30,6 +30,7 @@ const BLOCK: usize = 512;
 fn request(index: usize) -> TraceRequest {
     let blocks = (PROMPT_TOKENS as usize).div_ceil(BLOCK) as u64;
     TraceRequest {
+        reasoning: Default::default(),
         index,
         line: index + 1,
         timestamp_ms: 0.0,
@@ -96,6 +97,7 @@ fn bench_body(c: &mut Criterion) {
         stream: true,
         exact_output: true,
         extra: None,
+        thinking: Default::default(),
     };
     let mut g = c.benchmark_group("body");
     g.throughput(Throughput::Bytes(text.len() as u64));
@@ -106,7 +108,7 @@ fn bench_body(c: &mut Criterion) {
                 ApiKind::Chat,
                 &params,
                 PromptPayload::Text(black_box(&text)),
-                OUTPUT_TOKENS,
+                (OUTPUT_TOKENS, None),
                 &mut out,
             );
             black_box(out.len())
@@ -119,7 +121,7 @@ fn bench_body(c: &mut Criterion) {
                 ApiKind::Completions,
                 &params,
                 PromptPayload::TokenIds(black_box(&ids)),
-                OUTPUT_TOKENS,
+                (OUTPUT_TOKENS, None),
                 &mut out,
             );
             black_box(out.len())

@@ -430,6 +430,11 @@ pub struct RequestArgs {
     /// that reject those vLLM extensions).
     #[arg(long)]
     pub no_exact_output: bool,
+    /// A row's recorded thinking length (or budget) as the API's budget field: `auto` (vLLM's
+    /// `thinking_token_budget` on chat/completions, `thinking.budget_tokens` on Messages when
+    /// 1024 <= it < max_tokens) or `off` (for servers that reject unknown fields).
+    #[arg(long, value_enum, value_name = "MODE", default_value = "auto")]
+    pub thinking_budget: crate::backend::ThinkingBudget,
     /// Accept streams without usage (output tokens are then counted from chunks).
     #[arg(long)]
     pub allow_missing_usage: bool,

@@ -203,6 +203,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, &(t, input, ids))| TraceRequest {
+                    reasoning: Default::default(),
                     index: i,
                     line: i + 1,
                     timestamp_ms: t,

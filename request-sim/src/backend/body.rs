@@ -5,10 +5,12 @@
 //! a `messages` row without `output_length` asks for [`MESSAGES_DEFAULT_MAX_TOKENS`]); all of
 //! them add vLLM's `min_tokens` and `ignore_eos` with `exact_output`, which vLLM-style servers
 //! honour on every API and strict servers ignore or refuse (TGI: `ignore_eos_token`).
+//! A row's thinking budget adds the API's budget field ([`super::thinking`]).
 
 use serde::Serialize;
 
 use super::api::ApiKind;
+use super::thinking::thinking_field;
 
 /// The prompt of one request.
 #[derive(Debug, Clone, Copy)]
@@ -29,6 +31,8 @@ pub struct BodyParams {
     pub exact_output: bool,
     /// Extra top-level JSON fields merged into OpenAI bodies (`--extra-body`).
     pub extra: Option<serde_json::Map<String, serde_json::Value>>,
+    /// `--thinking-budget`: whether a row's thinking budget is sent.
+    pub thinking: super::thinking::ThinkingBudget,
 }
 
 #[derive(Serialize)]
@@ -74,6 +78,8 @@ struct OpenAiBody<'a> {
     min_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ignore_eos: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_token_budget: Option<serde_json::Value>,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
@@ -108,6 +114,8 @@ struct MessagesBody<'a> {
     min_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ignore_eos: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<serde_json::Value>,
     stream: bool,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
@@ -147,7 +155,7 @@ pub fn encode_chat_row_body(
     session_user: Option<&str>,
     out: &mut Vec<u8>,
 ) {
-    encode_chat_row_body_marked(params, chat, session_user, out, None);
+    encode_chat_row_body_marked(params, chat, (None, session_user), out, None);
 }
 
 /// A top-level field of a chat row body, borrowed where it can be.
@@ -158,13 +166,14 @@ enum Field<'a> {
     Owned(serde_json::Value),
 }
 
-/// Like [`encode_chat_row_body`]; with `marks`, also the byte range of every message of the
+/// Like [`encode_chat_row_body`], with the row's thinking budget `thinking`
+/// ([`crate::trace::Reasoning::budget_to_send`]); with `marks`, also the byte range of every message of the
 /// row's `messages` in `out` (`--live-history` swaps recorded answers at these places). The
 /// messages are written one by one, which gives the same bytes as writing the array at once.
 pub fn encode_chat_row_body_marked(
     params: &BodyParams,
     chat: &crate::trace::ChatPayload,
-    session_user: Option<&str>,
+    (thinking, session_user): (Option<u32>, Option<&str>),
     out: &mut Vec<u8>,
     marks: Option<&mut Vec<std::ops::Range<usize>>>,
 ) {
@@ -191,6 +200,10 @@ pub fn encode_chat_row_body_marked(
             set_field(&mut body, "min_tokens", Field::Owned(Value::from(n)));
             set_field(&mut body, "ignore_eos", Field::Owned(Value::from(true)));
         }
+    }
+    let max_tokens = chat.max_tokens.map_or(u32::MAX, |n| n.max(1));
+    if let Some((k, v)) = thinking_field(ApiKind::Chat, params.thinking, thinking, max_tokens) {
+        set_field(&mut body, k, Field::Owned(v));
     }
     set_field(
         &mut body,
@@ -226,14 +239,17 @@ pub fn encode_row_body(
     kind: ApiKind,
     params: &BodyParams,
     chat: &crate::trace::ChatPayload,
-    session_user: Option<&str>,
+    (thinking, session_user): (Option<u32>, Option<&str>),
     out: &mut Vec<u8>,
 ) {
     use serde_json::Value;
     let anthropic = match kind {
         ApiKind::Messages => true,
         ApiKind::Responses => false,
-        _ => return encode_chat_row_body(params, chat, session_user, out),
+        _ => {
+            let user = (thinking, session_user);
+            return encode_chat_row_body_marked(params, chat, user, out, None);
+        }
     };
     out.clear();
     let mut body: Vec<(&str, Field<'_>)> = Vec::with_capacity(12);
@@ -280,6 +296,12 @@ pub fn encode_row_body(
             Field::Owned(Value::from(MESSAGES_DEFAULT_MAX_TOKENS)),
         ),
         (None, false) => {}
+    }
+    let max_tokens = chat
+        .max_tokens
+        .map_or(MESSAGES_DEFAULT_MAX_TOKENS, |n| n.max(1));
+    if let Some((k, v)) = thinking_field(kind, params.thinking, thinking, max_tokens) {
+        set_field(&mut body, k, Field::Owned(v));
     }
     set_field(
         &mut body,
@@ -454,11 +476,12 @@ pub fn encode_body(
     kind: ApiKind,
     params: &BodyParams,
     prompt: PromptPayload<'_>,
-    max_tokens: u32,
+    (max_tokens, thinking): (u32, Option<u32>),
     out: &mut Vec<u8>,
 ) {
     out.clear();
     let exact = params.exact_output;
+    let thinking = thinking_field(kind, params.thinking, thinking, max_tokens).map(|(_, v)| v);
     let text = match prompt {
         PromptPayload::Text(t) => t,
         PromptPayload::TokenIds(_) => "",
@@ -478,6 +501,7 @@ pub fn encode_body(
                 max_tokens,
                 min_tokens: exact.then_some(max_tokens),
                 ignore_eos: exact.then_some(true),
+                thinking_token_budget: thinking,
                 stream: params.stream,
                 stream_options: params.stream.then_some(StreamOptions {
                     include_usage: true,
@@ -513,6 +537,7 @@ pub fn encode_body(
                 max_tokens,
                 min_tokens: exact.then_some(max_tokens),
                 ignore_eos: exact.then_some(true),
+                thinking,
                 stream: params.stream,
                 extra: params.extra.as_ref(),
             };
@@ -545,6 +570,7 @@ mod tests {
             stream,
             exact_output: true,
             extra: None,
+            thinking: Default::default(),
         }
     }
 
@@ -555,7 +581,7 @@ mod tests {
             ApiKind::Chat,
             &params(true),
             PromptPayload::Text(" a\"b"),
-            7,
+            (7, None),
             &mut out,
         );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -580,7 +606,7 @@ mod tests {
             ApiKind::Completions,
             &p,
             PromptPayload::TokenIds(&[1, 2, 3]),
-            5,
+            (5, None),
             &mut out,
         );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -610,7 +636,13 @@ mod tests {
         };
         let mut out = Vec::new();
         let mut marks = Vec::new();
-        encode_chat_row_body_marked(&params(false), &chat, None, &mut out, Some(&mut marks));
+        encode_chat_row_body_marked(
+            &params(false),
+            &chat,
+            (None, None),
+            &mut out,
+            Some(&mut marks),
+        );
         let mut plain = Vec::new();
         encode_chat_row_body(&params(false), &chat, None, &mut plain);
         assert_eq!(out, plain, "marking does not change the bytes");
@@ -677,7 +709,7 @@ mod tests {
             ApiKind::Responses,
             &params(true),
             PromptPayload::Text(" a b"),
-            7,
+            (7, None),
             &mut out,
         );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -697,7 +729,7 @@ mod tests {
             ApiKind::Messages,
             &p,
             PromptPayload::Text(" a b"),
-            5,
+            (5, None),
             &mut out,
         );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -735,7 +767,13 @@ mod tests {
             text_input: None,
         };
         let mut out = Vec::new();
-        encode_row_body(ApiKind::Messages, &params(true), &chat, Some("s"), &mut out);
+        encode_row_body(
+            ApiKind::Messages,
+            &params(true),
+            &chat,
+            (None, Some("s")),
+            &mut out,
+        );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["system"], "Be brief.");
         assert_eq!(v["messages"].as_array().unwrap().len(), 3);
@@ -766,7 +804,7 @@ mod tests {
             ApiKind::Responses,
             &params(false),
             &chat,
-            Some("s"),
+            (None, Some("s")),
             &mut out,
         );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -788,17 +826,29 @@ mod tests {
 
         // No output_length: Anthropic's required max_tokens gets the default; Responses none.
         chat.max_tokens = None;
-        encode_row_body(ApiKind::Messages, &params(false), &chat, None, &mut out);
+        encode_row_body(
+            ApiKind::Messages,
+            &params(false),
+            &chat,
+            (None, None),
+            &mut out,
+        );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["max_tokens"], MESSAGES_DEFAULT_MAX_TOKENS);
         assert!(v.get("min_tokens").is_none() && v.get("metadata").is_none());
-        encode_row_body(ApiKind::Responses, &params(false), &chat, None, &mut out);
+        encode_row_body(
+            ApiKind::Responses,
+            &params(false),
+            &chat,
+            (None, None),
+            &mut out,
+        );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert!(v.get("max_output_tokens").is_none());
         // Chat: the chat encoder's bytes.
         let mut plain = Vec::new();
         encode_chat_row_body(&params(true), &chat, None, &mut plain);
-        encode_row_body(ApiKind::Chat, &params(true), &chat, None, &mut out);
+        encode_row_body(ApiKind::Chat, &params(true), &chat, (None, None), &mut out);
         assert_eq!(out, plain);
     }
 
@@ -809,7 +859,7 @@ mod tests {
             ApiKind::TgiGenerateStream,
             &params(true),
             PromptPayload::Text("hi"),
-            9,
+            (9, None),
             &mut out,
         );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();

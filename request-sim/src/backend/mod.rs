@@ -8,7 +8,7 @@
 //! - [`warm`]: keep-alive connections opened before they are needed;
 //! - [`tokenize`]: the server's `/tokenize` as a prompt encoder;
 //! - [`convert`]: a `messages` row in the shapes of the Responses and Messages APIs;
-//! - [`body`]: typed request bodies per API;
+//! - [`body`]: typed request bodies per API; [`thinking`]: the thinking budget they carry;
 //! - [`send`]: [`execute`], which sends one request and classifies how it ended ([`status`]:
 //!   the [`Status`] it ended with, the instance that served it);
 //! - [`sse`]: the incremental SSE parser shared by all streaming APIs;
@@ -32,6 +32,7 @@ pub mod sse;
 pub mod state;
 pub mod status;
 pub mod stream;
+pub mod thinking;
 pub mod tokenize;
 pub mod warm;
 
@@ -49,3 +50,4 @@ pub use send::{connect_failure, execute, served_by, Outcome, RequestOpts};
 pub use state::{Carried, ProtocolError, ResponseState, Usage};
 pub use status::{ServedBy, Status};
 pub use stream::{read_stream, StreamReader};
+pub use thinking::{thinking_field, ThinkingBudget};

@@ -98,6 +98,8 @@ impl TimeoutRule {
 pub struct RequestPolicy {
     pub stream: bool,
     pub exact_output: bool,
+    /// `--thinking-budget`: send a row's thinking budget (`backend/thinking.rs`).
+    pub thinking_budget: crate::backend::ThinkingBudget,
     /// `--max-output-tokens`: cap on every request's output_length.
     pub max_output_tokens: Option<u32>,
     pub timeout: TimeoutRule,
@@ -123,6 +125,7 @@ impl RequestPolicy {
         RequestPolicy {
             stream,
             exact_output: !r.no_exact_output,
+            thinking_budget: r.thinking_budget,
             max_output_tokens: r.max_output_tokens,
             timeout,
             grace: Duration::from_secs_f64(r.grace_secs),

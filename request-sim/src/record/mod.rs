@@ -92,6 +92,10 @@ pub struct Record {
     /// Time to the first tool-call token (its name or arguments) - sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttf_tool_ms: Option<f64>,
+    /// The trace row's recorded thinking length (tokens of its `output_length`; `docs/traces.md`,
+    /// "Reasoning"), what `reasoning_tokens` is compared with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_length: Option<u32>,
     /// Token events that carried thinking, counted from the stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u32>,
@@ -199,6 +203,7 @@ impl Record {
             chunks: 0,
             ttfa_ms: None,
             ttf_tool_ms: None,
+            reasoning_length: None,
             reasoning_tokens: None,
             reasoning_tokens_usage: None,
             answer_tokens: None,

@@ -405,6 +405,12 @@ fn reasoning_section(
         };
         t.row("Server reasoning-token counts:", server);
     }
+    if r.reasoning_length_rows > 0 {
+        t.row(
+            "Thinking = trace's reasoning length:",
+            format!("{} of {}", r.reasoning_exact_rows, r.reasoning_length_rows),
+        );
+    }
     if r.answer_tpot_ms.count > 0 {
         t.row("Answer TPOT P50 (ms):", p(&r.answer_tpot_ms, 50.0));
     }

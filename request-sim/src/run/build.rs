@@ -84,9 +84,10 @@ impl Bodies {
             .as_ref()
             .and_then(|a| a.get(p.req.index))
             .filter(|s| !s.is_empty() && kind.is_chat());
+        let thinking = p.req.reasoning.budget_to_send();
         let live = match spans {
             None => {
-                backend::encode_row_body(kind, params, chat, user, &mut body);
+                backend::encode_row_body(kind, params, chat, (thinking, user), &mut body);
                 None
             }
             Some(spans) => {
@@ -94,7 +95,7 @@ impl Bodies {
                 backend::encode_chat_row_body_marked(
                     params,
                     chat,
-                    user,
+                    (thinking, user),
                     &mut body,
                     Some(&mut marks),
                 );
@@ -152,7 +153,8 @@ impl Bodies {
             + BODY_SLACK;
         let mut body = Vec::with_capacity(hint);
         // Servers reject max_tokens 0: rows with output_length 0 ask for one token.
-        backend::encode_body(kind, params, payload, req.output_length.max(1), &mut body);
+        let tokens = (req.output_length.max(1), req.reasoning.budget_to_send());
+        backend::encode_body(kind, params, payload, tokens, &mut body);
         if let Some(u) = user {
             // The session id as the API carries it (OpenAI `user`, Anthropic `metadata`).
             backend::append_session_user(kind, &mut body, u);

@@ -231,6 +231,7 @@ fn calibrate(
     let ep = &srv.ep;
     const K: usize = 64;
     let probe = TraceRequest {
+        reasoning: Default::default(),
         index: usize::MAX,
         line: 0,
         timestamp_ms: 0.0,
@@ -246,7 +247,13 @@ fn calibrate(
         stream: false,
         ..params.clone()
     };
-    backend::encode_body(ep.kind, &p, PromptPayload::Text(&text), 1, &mut body);
+    backend::encode_body(
+        ep.kind,
+        &p,
+        PromptPayload::Text(&text),
+        (1, None),
+        &mut body,
+    );
     let mut probe_ep = ep.clone();
     probe_ep.stream = false;
     let out = srv.rt.block_on(backend::execute(

@@ -173,8 +173,12 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
     } else if cfg.output.save_prompts.is_some() {
         Some("--save-prompts")
     } else if cfg.requests.sessions.timing == Timing::Closed {
-        if format == TraceFormat::Azure {
-            return Err(no_sessions(&name, "an azure trace has no session ids"));
+        if matches!(format, TraceFormat::Azure | TraceFormat::ServeGen) {
+            let why = match format {
+                TraceFormat::Azure => "an azure trace has no session ids",
+                _ => "a servegen workload has no session ids",
+            };
+            return Err(no_sessions(&name, why));
         }
         Some("--timing closed sessions")
     } else {
@@ -263,6 +267,7 @@ fn start_feed(cfg: &ReplayConfig, mut loaded: Loaded, inner: Source) -> Result<(
     }
     let head: Vec<Planned> = feed.by_ref().take(HEAD).collect::<Result<_>>()?;
     describe(cfg, &loaded, &head, t.elapsed().as_secs_f64() * 1e3);
+    thinking_note(cfg, &loaded, &head);
     session_label_warning(cfg, &loaded, &head);
     loaded.head = head.clone();
     Ok((loaded, Box::new(head.into_iter().map(Ok).chain(feed))))
@@ -380,6 +385,57 @@ fn describe(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned], head_ms: f64)
         note(format!(
             "shard {}/{}: {share} (record indexes are the trace's)",
             s.index, s.count
+        ));
+    }
+}
+
+/// The Messages API cannot carry every row's thinking budget (`backend/thinking.rs`): how many
+/// rows go without, said once (over the whole trace when it is loaded whole, else over the
+/// first requests read).
+fn thinking_note(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned]) {
+    use crate::backend::{thinking::messages_thinking_budget, ThinkingBudget};
+    let Target::Remote(ep) = &cfg.target.server else {
+        return;
+    };
+    if ep.kind != ApiKind::Messages || cfg.requests.thinking_budget == ThinkingBudget::Off {
+        return;
+    }
+    let cap = cfg.requests.max_output_tokens.unwrap_or(u32::MAX);
+    // (rows with a budget, rows whose budget the Messages API cannot take)
+    let mut counts = (0usize, 0usize);
+    let mut count = |req: &crate::trace::TraceRequest, chat: Option<&crate::trace::ChatPayload>| {
+        let Some(b) = req.reasoning.capped(cap).budget_to_send() else {
+            return;
+        };
+        let max_tokens = match chat.filter(|c| !c.is_literal()) {
+            Some(c) => c
+                .max_tokens
+                .map_or(crate::backend::body::MESSAGES_DEFAULT_MAX_TOKENS, |n| {
+                    n.max(1)
+                }),
+            None => req.output_length.min(cap).max(1),
+        };
+        counts.0 += 1;
+        counts.1 += usize::from(messages_thinking_budget(b, max_tokens).is_none());
+    };
+    let scope = match &loaded.whole {
+        Some(w) => {
+            for (i, r) in w.requests.iter().enumerate() {
+                count(r, w.chats.get(i).and_then(|c| c.as_deref()));
+            }
+            "the trace's"
+        }
+        None => {
+            for p in head {
+                count(&p.req, p.chat.as_deref());
+            }
+            "the first requests'"
+        }
+    };
+    if counts.1 > 0 {
+        note(format!(
+            "--thinking-budget: {} of {scope} {} rows with a thinking length or budget send no `thinking` (the Messages API needs 1024 <= budget_tokens < max_tokens)",
+            counts.1, counts.0
         ));
     }
 }
@@ -562,6 +618,7 @@ impl Iterator for RunFeed {
             }
             if let Some(cap) = self.max_output {
                 p.req.output_length = p.req.output_length.min(cap);
+                p.req.reasoning = p.req.reasoning.capped(cap);
             }
             return Some(Ok(p));
         }

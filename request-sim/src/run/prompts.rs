@@ -262,6 +262,7 @@ fn body_and_overhead(
         stream: server.ep.stream,
         exact_output: cfg.requests.exact_output,
         extra: None,
+        thinking: cfg.requests.thinking_budget,
     };
     let tokenizer = sources.tokenizer.as_ref();
     let overhead = match dry_run_overhead(cfg, server, tokenizer)? {
@@ -617,12 +618,13 @@ fn save_prompts(
                     == s.index
             })
         })
-        .map(|r| TraceRequest {
-            output_length: cfg
-                .requests
-                .max_output_tokens
-                .map_or(r.output_length, |c| r.output_length.min(c)),
-            ..r.clone()
+        .map(|r| {
+            let cap = cfg.requests.max_output_tokens.unwrap_or(u32::MAX);
+            TraceRequest {
+                output_length: r.output_length.min(cap),
+                reasoning: r.reasoning.capped(cap),
+                ..r.clone()
+            }
         })
         .collect();
     let t = Instant::now();

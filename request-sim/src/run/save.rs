@@ -1,5 +1,6 @@
 //! `--save-prompts`: every request's prompt as built, written as a `messages` trace
 //! (AIPerf-style JSONL: `timestamp` ms, `session_id`, `messages`, `tools`, `output_length`,
+//! `reasoning_tokens`, `thinking_token_budget`,
 //! `extra`) that request-sim replays as the same request bodies and AIPerf's trace replay
 //! accepts. Completions endpoints get `text_input` rows, and with `--token-ids`
 //! `prompt_token_ids` rows (request-sim's own: AIPerf's trace rows carry text only).
@@ -76,6 +77,12 @@ struct Row<'a, M: Serialize> {
     tools: Option<&'a serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     output_length: Option<u32>,
+    /// The row's thinking length and budget (`docs/traces.md`, "Reasoning"), so the saved row
+    /// sends the same thinking budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_token_budget: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
@@ -111,6 +118,8 @@ pub(super) fn save_prompts(
                     messages: (!row.is_literal()).then_some(&row.messages),
                     tools: row.tools.as_ref(),
                     output_length: row.max_tokens,
+                    reasoning_tokens: req.reasoning.tokens,
+                    thinking_token_budget: req.reasoning.budget,
                     extra: row.extra.as_ref(),
                 },
             ),
@@ -137,6 +146,8 @@ pub(super) fn save_prompts(
                         }]),
                         tools: None,
                         output_length: Some(req.output_length),
+                        reasoning_tokens: req.reasoning.tokens,
+                        thinking_token_budget: req.reasoning.budget,
                         extra: None,
                     },
                 )

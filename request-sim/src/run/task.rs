@@ -263,6 +263,7 @@ fn record(start: Instant, planned: &Planned, scheduled: Instant, ending: Ending)
         scheduled_ms: ms_between(start, scheduled),
         input_length: req.input_length,
         output_length: req.output_length,
+        reasoning_length: req.reasoning.tokens,
         chat_id: session.map(|s| s.chat_id),
         parent_chat_id: session.map(|s| s.parent_chat_id),
         turn,

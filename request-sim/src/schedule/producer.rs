@@ -437,6 +437,7 @@ mod tests {
 
     fn req(i: usize) -> TraceRequest {
         TraceRequest {
+            reasoning: Default::default(),
             index: i,
             line: i + 1,
             timestamp_ms: i as f64,

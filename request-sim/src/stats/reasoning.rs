@@ -24,6 +24,10 @@ pub struct ReasoningSummary {
     /// the stream's.
     pub reasoning_usage_reported: usize,
     pub reasoning_usage_equal: usize,
+    /// Completed requests whose trace row recorded a thinking length (`reasoning_length`), and
+    /// how many of those streamed exactly that many thinking tokens.
+    pub reasoning_length_rows: usize,
+    pub reasoning_exact_rows: usize,
     /// Time per thinking token: (TTFA − TTFT) / thinking tokens (the last thinking token ends
     /// where the answer begins); without an answer (E2EL − TTFT) / (thinking tokens − 1).
     pub reasoning_tpot_ms: MetricStats,
@@ -44,6 +48,8 @@ pub struct ReasoningAcc {
     reasoning_tokens: u64,
     usage_reported: usize,
     usage_equal: usize,
+    length_rows: usize,
+    exact_rows: usize,
     reasoning_tpot: Samples,
     answer_tpot: Samples,
     tool_calls: u64,
@@ -58,6 +64,10 @@ impl ReasoningAcc {
         }
         let thinking = r.reasoning_tokens.unwrap_or(0);
         let tools = r.tool_calls.unwrap_or(0);
+        if let Some(expected) = r.reasoning_length {
+            self.length_rows += 1;
+            self.exact_rows += usize::from(expected == thinking);
+        }
         if thinking == 0 && tools == 0 && r.reasoning_tokens_usage.is_none() {
             return;
         }
@@ -97,7 +107,11 @@ impl ReasoningAcc {
 
     /// The section; `None` when no completed answer thought or called a tool.
     pub fn finish(&self, percentiles: &[f64]) -> Option<ReasoningSummary> {
-        if self.with_reasoning == 0 && self.with_tools == 0 && self.usage_reported == 0 {
+        if self.with_reasoning == 0
+            && self.with_tools == 0
+            && self.usage_reported == 0
+            && self.length_rows == 0
+        {
             return None;
         }
         Some(ReasoningSummary {
@@ -107,6 +121,8 @@ impl ReasoningAcc {
                 .then(|| self.reasoning_tokens as f64 / self.with_reasoning as f64),
             reasoning_usage_reported: self.usage_reported,
             reasoning_usage_equal: self.usage_equal,
+            reasoning_length_rows: self.length_rows,
+            reasoning_exact_rows: self.exact_rows,
             reasoning_tpot_ms: self.reasoning_tpot.stats(percentiles),
             answer_tpot_ms: self.answer_tpot.stats(percentiles),
             tool_calls: self.tool_calls,
@@ -152,6 +168,22 @@ mod tests {
         assert!((s.reasoning_tpot_ms.max - 400.0).abs() < 1e-9);
         assert_eq!(s.answer_tpot_ms.mean, 100.0);
         assert_eq!(s.tool_calls, 0);
+    }
+
+    #[test]
+    fn streamed_thinking_is_compared_with_the_rows_recorded_length() {
+        let mut acc = ReasoningAcc::default();
+        for (expected, streamed) in [(10, 10), (6, 5), (0, 0)] {
+            acc.add(&Record {
+                reasoning_length: Some(expected),
+                ..rec(80.0, None, 580.0, streamed, 0)
+            });
+        }
+        // A row without a recorded length is not compared.
+        acc.add(&rec(80.0, None, 580.0, 4, 0));
+        let s = acc.finish(&[50.0]).unwrap();
+        assert_eq!((s.reasoning_length_rows, s.reasoning_exact_rows), (3, 2));
+        assert_eq!(s.requests_with_reasoning, 3);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! same way (hash id normalisation, the [`RowFlags`] counted in [`TraceStats`]): the meeting
 //! point of `formats/` and `pipeline/`. It imports only `model.rs`.
 
-use crate::trace::model::{ChatPayload, SessionInfo, TraceStats};
+use crate::trace::model::{ChatPayload, Reasoning, SessionInfo, TraceStats};
 
 /// One parsed, validated row before the trace-level rules.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +23,8 @@ pub(crate) struct RawRow {
     /// The chat request of a messages row (boxed: every row of every format carries this
     /// field, and a held row of a whole-trace load is that much smaller).
     pub chat: Option<Box<ChatPayload>>,
+    /// A recorded thinking length and/or a thinking budget (`messages`, ServeGen `reason`).
+    pub reasoning: Reasoning,
 }
 
 impl RawRow {
@@ -38,6 +40,7 @@ impl RawRow {
             session_id: None,
             delay_ms: None,
             chat: None,
+            reasoning: Reasoning::default(),
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::trace::options::LoadOptions;
 pub fn agent_format(path: &Path, forced: Option<TraceFormat>) -> Option<TraceFormat> {
     match forced {
         Some(f) => f.is_agentic().then_some(f),
+        None if super::detect::is_servegen_dir(path) => None,
         None if weka::is_corpus(path) => Some(TraceFormat::Weka),
         None => jsonl::detect_file(path, None).ok().flatten(),
     }

@@ -1,4 +1,4 @@
-//! Format detection from the first data line.
+//! Format detection from the first data line (or, for a directory, its files).
 
 use crate::trace::error::RowError;
 use crate::trace::model::TraceFormat;
@@ -41,6 +41,12 @@ impl Keys {
         };
         is_v1(self.schema.as_ref()) || is_v1(self.event.as_ref().and_then(|e| e.get("schema")))
     }
+}
+
+/// True when `path` is a ServeGen directory: it holds `chunk-<i>-trace.csv` files
+/// (`servegen.rs`).
+pub fn is_servegen_dir(path: &std::path::Path) -> bool {
+    path.is_dir() && !super::servegen::trace_files(path).is_empty()
 }
 
 /// Detects the format from the first non-blank line of a file:

@@ -3,7 +3,9 @@
 //!
 //! `timestamp` in milliseconds (integer or float); `hash_ids` optional (absent or `null`: every
 //! prompt is unique); block size from `--block-size` (default 512); `session_id` optional (a
-//! string or an integer: rows sharing one are the turns of a session). Unknown fields are ignored.
+//! string or an integer: rows sharing one are the turns of a session); `reasoning_tokens` (or
+//! `reasoning_length`) and `thinking_token_budget` optional (`reasoning_fields.rs`). Unknown
+//! fields are ignored.
 
 use super::fields;
 use crate::trace::error::RowError;
@@ -21,6 +23,13 @@ struct Row {
     hash_ids: Option<Vec<u64>>,
     #[serde(default)]
     session_id: Option<serde_json::Value>,
+    /// Reasoning (`docs/traces.md`, "Reasoning"), the flat spellings.
+    #[serde(default)]
+    reasoning_length: Option<u64>,
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+    #[serde(default)]
+    thinking_token_budget: Option<u64>,
 }
 
 /// Parses one non-blank line.
@@ -30,7 +39,16 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
         None | Some(serde_json::Value::Null) => None,
         Some(v) => Some(fields::session_id(v)?),
     };
+    let reasoning = super::reasoning_fields::flat(
+        (
+            row.reasoning_length,
+            row.reasoning_tokens,
+            row.thinking_token_budget,
+        ),
+        row.output_length,
+    )?;
     Ok(RawRow {
+        reasoning,
         timestamp_ms: row.timestamp,
         input_length: row.input_length,
         output_length: row.output_length,
@@ -61,6 +79,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.hash_ids, Some(vec![9]));
+    }
+
+    #[test]
+    fn reasoning_is_read_and_checked() {
+        let r = parse_line(r#"{"timestamp": 3, "input_length": 10, "output_length": 8, "reasoning_tokens": 5, "thinking_token_budget": 6}"#).unwrap();
+        assert_eq!((r.reasoning.tokens, r.reasoning.budget), (Some(5), Some(6)));
+        let e = parse_line(
+            r#"{"timestamp": 3, "input_length": 10, "output_length": 8, "reasoning_length": 9}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "field `reasoning_length`: 9 thinking tokens exceed the row's output_length 8 (the output length counts thinking and answer)");
     }
 
     #[test]

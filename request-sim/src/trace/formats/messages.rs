@@ -13,6 +13,9 @@
 //! - `timestamp` (ms) or `delay` (ms after the previous turn of the same session; needs
 //!   `session_id` and an earlier turn). One of them is required.
 //! - `output_length` (optional): sent as the token budget; absent = the server decides.
+//! - A recorded thinking length (`reasoning_tokens`, `reasoning_length`,
+//!   `usage.completion_tokens_details.reasoning_tokens`, ...) and a thinking budget
+//!   (`thinking_token_budget`, `thinking.budget_tokens`): `reasoning_fields.rs`.
 //! - `extra` (optional object): merged into the request body as given.
 //! - `input_length` / `text_input` are refused: a `messages` row is sent as given.
 //! - A row with `text_input` (a string) instead of `messages` is AIPerf's literal prompt: sent
@@ -213,6 +216,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
     let extra = take_extra(&mut row)?;
     let timing = timing(&row)?;
     let output_length = output_length(&row)?;
+    let reasoning = super::reasoning_fields::reasoning(&row, output_length)?;
     Ok(RawRow {
         timestamp_ms: timing.timestamp_ms.unwrap_or(f64::NAN),
         input_length: 0,
@@ -230,6 +234,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
             text_input: prompt.text_input,
             prompt_token_ids: prompt.token_ids,
         })),
+        reasoning,
     })
 }
 
@@ -465,6 +470,45 @@ mod tests {
             "field `tools`: expected an array of tool definitions, found an object"
         );
         assert!(err(r#"{"messages": [{"role": "user", "content": "x"}]}"#).contains("`timestamp`"));
+    }
+}
+
+#[cfg(test)]
+mod reasoning_tests {
+    use super::*;
+    use crate::trace::model::Reasoning;
+
+    #[test]
+    fn a_row_carries_its_thinking_length_and_budget() {
+        let r = parse_line(r#"{"timestamp": 0, "messages": [{"role": "user", "content": "x"}], "output_length": 900, "usage": {"completion_tokens_details": {"reasoning_tokens": 700}}, "thinking_token_budget": 1024}"#).unwrap();
+        assert_eq!(r.output_length, 900);
+        assert_eq!(
+            r.reasoning,
+            Reasoning {
+                tokens: Some(700),
+                budget: Some(1024)
+            }
+        );
+        let e = parse_line(r#"{"timestamp": 0, "messages": [{"role": "user", "content": "x"}], "output_length": 9, "reasoning_tokens": 10}"#).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "field `reasoning_tokens`: 10 thinking tokens exceed the row's output_length 9"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_bad_thinking_length_is_reported_at_its_line() {
+        let text = "{\"timestamp\": 0, \"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"output_length\": 4}\n\
+                    {\"timestamp\": 1, \"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"output_length\": 4, \"reasoning_tokens\": 5}\n";
+        let opts = crate::trace::LoadOptions::default();
+        let e = crate::trace::parse_reader("r.jsonl", text.as_bytes(), &opts).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("r.jsonl:2: field `reasoning_tokens`: 5 thinking tokens exceed"),
+            "{e}"
+        );
     }
 }
 

@@ -9,8 +9,12 @@
 //! - Agent corpora, read whole into a `trace::model::Corpus`: `weka.rs` (JSON files or a
 //!   directory), and the JSONL ones `tracelab.rs`, `dynamo.rs`, `dag.rs`, which
 //!   `agent_jsonl.rs` reads line by line and dispatches; `agents.rs` picks and loads one.
+//! - Synthesized: `servegen.rs` (a ServeGen directory of arrival patterns and length PMFs,
+//!   generated row by row, fed to the same pipeline through `rows.rs`).
 //! - `log/`: request logs (OpenAI-format, LiteLLM, OpenTelemetry GenAI spans, `messages`
 //!   traces), the source `request-sim convert` makes traces from.
+//! - `reasoning_fields.rs`: a row's recorded thinking length and thinking budget, under the
+//!   spellings real logs use (read by `messages.rs`).
 //! - `write.rs`: a trace written as JSONL (`transform`, `synthesize`, `convert`).
 
 pub(crate) mod agent_fields;
@@ -28,7 +32,9 @@ pub(crate) mod lines;
 pub mod log;
 pub(crate) mod messages;
 pub(crate) mod mooncake;
+pub(crate) mod reasoning_fields;
 pub(crate) mod rows;
+pub(crate) mod servegen;
 pub(crate) mod tracelab;
 pub mod weka;
 pub mod write;

@@ -49,6 +49,20 @@ pub(crate) fn buffered<'a, R: Read + Send + 'a>(
     ))
 }
 
+/// The row reader of ServeGen directory `dir`: its workload (`servegen.rs`), generated row by
+/// row from `--seed` (`opts.reshape.seed`), for the pipeline of a stream or a whole load.
+pub(crate) fn servegen_reader(
+    dir: &std::path::Path,
+    opts: &LoadOptions,
+) -> Result<RowReader<Box<dyn BufRead + Send>>, TraceError> {
+    let name = dir.display().to_string();
+    opts.check(&name)?;
+    let workload = super::servegen::Workload::open(dir, opts.reshape.seed)?;
+    let empty: Box<dyn BufRead + Send> = Box::new(std::io::empty());
+    Ok(RowReader::new(&name, empty, None, opts)
+        .with_generated(TraceFormat::ServeGen, Box::new(workload.rows())))
+}
+
 /// The rows of one trace input, parsed one at a time.
 pub(crate) struct RowReader<B> {
     name: String,
@@ -67,6 +81,8 @@ pub(crate) struct RowReader<B> {
     /// `rows`, `skipped_invalid`, `invalid_examples`, `failed_requests` and `dropped_failed`
     /// (the file-level counts).
     stats: TraceStats,
+    /// Rows generated rather than read (a ServeGen workload): their "line" is their number.
+    generated: Option<Box<dyn Iterator<Item = Result<RawRow, TraceError>> + Send>>,
 }
 
 impl<B: BufRead> RowReader<B> {
@@ -89,7 +105,19 @@ impl<B: BufRead> RowReader<B> {
             format: opts.format,
             csv: None,
             stats: TraceStats::default(),
+            generated: None,
         }
+    }
+
+    /// Rows taken from `rows` (generated, in format `format`) instead of the input.
+    pub(crate) fn with_generated(
+        mut self,
+        format: TraceFormat,
+        rows: Box<dyn Iterator<Item = Result<RawRow, TraceError>> + Send>,
+    ) -> RowReader<B> {
+        self.format = Some(format);
+        self.generated = Some(rows);
+        self
     }
 
     /// The name errors are reported under.
@@ -118,6 +146,15 @@ impl<B: BufRead> RowReader<B> {
 
     /// The next valid row and its 1-based line, `None` at the end of the input.
     pub(crate) fn next_row(&mut self) -> Result<Option<(usize, RawRow)>, TraceError> {
+        if let Some(rows) = &mut self.generated {
+            let Some(row) = rows.next().transpose()? else {
+                return Ok(None);
+            };
+            self.saw_data = true;
+            self.line += 1;
+            self.stats.rows += 1;
+            return Ok(Some((self.line, row)));
+        }
         loop {
             let kind =
                 read_line_capped(&mut self.input, &mut self.buf, self.cap).map_err(|error| {
@@ -262,6 +299,9 @@ fn parse(
                 fatal: true,
             })
         }
+        TraceFormat::ServeGen => Err(RowError::Undetectable(
+            "a ServeGen workload is a directory of chunk-<i>-trace.csv and chunk-<i>-dataset.json files (give the directory)".into(),
+        )),
         // An agentic corpus is read whole (`trace/formats/agents.rs`), never line by line.
         TraceFormat::Weka => Err(RowError::Undetectable(
             "a weka trace is a corpus of whole JSON files (give the file or its directory as --dataset-path)".into(),

@@ -6,7 +6,8 @@
 //! - Every other trace is written as Mooncake rows (`timestamp`, `input_length`,
 //!   `output_length`, `hash_ids`), with a `session_id` when the request belongs to a session
 //!   (which makes the file a generic trace). Requests without hash ids (Azure) are written
-//!   without them.
+//!   without them. A recorded thinking length and budget are written as `reasoning_tokens` and
+//!   `thinking_token_budget` (a ServeGen workload written out keeps its thinking lengths).
 //! - A `messages` trace carries prompt text that this writer does not reproduce: refused.
 
 use std::io::Write;
@@ -24,6 +25,11 @@ struct Row<'a> {
     hash_ids: Option<&'a [u64]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     session_id: Option<&'a str>,
+    /// A row's recorded thinking length and budget (`docs/traces.md`, "Reasoning").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_token_budget: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -64,6 +70,8 @@ pub fn write_jsonl(trace: &Trace, out: &mut dyn Write) -> Result<(), String> {
                 output_length: r.output_length,
                 hash_ids: (!r.hash_ids.is_empty()).then_some(r.hash_ids.as_slice()),
                 session_id: trace.sessions.get(r.index).map(|t| &*t.id),
+                reasoning_tokens: r.reasoning.tokens,
+                thinking_token_budget: r.reasoning.budget,
             }),
         }
         .map_err(|e| e.to_string())?;

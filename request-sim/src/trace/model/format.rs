@@ -32,11 +32,15 @@ pub enum TraceFormat {
     /// Weka / kv-cache-tester agentic JSON: one conversation (with subagents) per file, a
     /// directory of files is a corpus; read whole by `trace/formats/weka.rs`, never row by row.
     Weka,
+    /// ServeGen (`alibaba/ServeGen`): a directory of per-client arrival patterns and length
+    /// PMFs, a workload synthesized row by row (`trace/formats/servegen.rs`).
+    #[serde(rename = "servegen")]
+    ServeGen,
 }
 
 impl TraceFormat {
     /// Every format, in `--dataset` order.
-    pub const ALL: [TraceFormat; 10] = [
+    pub const ALL: [TraceFormat; 11] = [
         TraceFormat::Mooncake,
         TraceFormat::Bailian,
         TraceFormat::Azure,
@@ -47,10 +51,11 @@ impl TraceFormat {
         TraceFormat::Dynamo,
         TraceFormat::Dag,
         TraceFormat::Weka,
+        TraceFormat::ServeGen,
     ];
 
     /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`, `burstgpt`,
-    /// `tracelab`, `dynamo`, `dag_jsonl`, `weka`).
+    /// `tracelab`, `dynamo`, `dag_jsonl`, `weka`, `servegen`).
     pub fn name(self) -> &'static str {
         match self {
             TraceFormat::Mooncake => "mooncake",
@@ -63,6 +68,7 @@ impl TraceFormat {
             TraceFormat::Dynamo => "dynamo",
             TraceFormat::Dag => "dag_jsonl",
             TraceFormat::Weka => "weka",
+            TraceFormat::ServeGen => "servegen",
         }
     }
 
@@ -102,7 +108,8 @@ impl TraceFormat {
             TraceFormat::Azure
             | TraceFormat::Generic
             | TraceFormat::Messages
-            | TraceFormat::BurstGpt => 512,
+            | TraceFormat::BurstGpt
+            | TraceFormat::ServeGen => 512,
             // TraceLab's `prefix_tokens` are minted into blocks of 64 tokens (`--block-size` overrides).
             TraceFormat::Tracelab => 64,
             // The file says (`trace_block_size`); 64 is what Dynamo writes by default.

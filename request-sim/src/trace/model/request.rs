@@ -32,6 +32,34 @@ pub struct TraceRequest {
     /// One id per `block_size` prompt tokens (already normalised, see `docs/traces.md`).
     pub hash_ids: Vec<u64>,
     pub session: Option<SessionInfo>,
+    /// The thinking the row recorded or asked for (`docs/traces.md`, "Reasoning").
+    pub reasoning: Reasoning,
+}
+
+/// The reasoning a trace row carries (`docs/traces.md`, "Reasoning"); both `None` on most
+/// rows. Two `Option<u32>`: the row stays small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reasoning {
+    /// Tokens of the recorded output that were thinking (at most `output_length`, which stays
+    /// the whole output: thinking + answer).
+    pub tokens: Option<u32>,
+    /// A thinking budget the row asked for.
+    pub budget: Option<u32>,
+}
+
+impl Reasoning {
+    /// The thinking budget a request sends: the recorded length, else the row's budget.
+    pub fn budget_to_send(self) -> Option<u32> {
+        self.tokens.or(self.budget)
+    }
+
+    /// The same with the recorded length cut to an output capped at `output` tokens.
+    pub fn capped(self, output: u32) -> Reasoning {
+        Reasoning {
+            tokens: self.tokens.map(|t| t.min(output)),
+            budget: self.budget,
+        }
+    }
 }
 
 /// A request for unit tests: trace time 0, line `index + 1`, one output token, no session.
@@ -45,6 +73,7 @@ pub(crate) fn test_request(index: usize, hash_ids: Vec<u64>, input_length: u32) 
         output_length: 1,
         hash_ids,
         session: None,
+        reasoning: Reasoning::default(),
     }
 }
 

@@ -31,6 +31,14 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
         return parse_reader("<stdin>", std::io::stdin(), opts);
     }
     let name = path.display().to_string();
+    if crate::trace::formats::detect::is_servegen_dir(path) {
+        // Generated whole: bounded by --end-ms / --time-window / --max-requests, or the
+        // workload's whole span (`docs/traces.md`, "ServeGen").
+        let rows = crate::trace::formats::rows::servegen_reader(path, opts)?;
+        let mut pipeline = Pipeline::new(rows, opts, ReorderWindow::default(), Mode::Whole);
+        pipeline.start(opts.block_size)?;
+        return collect(pipeline);
+    }
     if path.is_dir() {
         return Err(TraceError::Open {
             path: name,

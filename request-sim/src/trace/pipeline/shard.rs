@@ -90,6 +90,7 @@ mod tests {
 
     fn req(index: usize) -> TraceRequest {
         TraceRequest {
+            reasoning: Default::default(),
             index,
             line: index + 1,
             timestamp_ms: index as f64,

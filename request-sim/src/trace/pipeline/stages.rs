@@ -336,6 +336,7 @@ impl<B: BufRead> Pipeline<B> {
             output_length: raw.output_length,
             hash_ids: raw.hash_ids.take().unwrap_or_default(),
             session: raw.session.take(),
+            reasoning: raw.reasoning,
         };
         Released {
             line,

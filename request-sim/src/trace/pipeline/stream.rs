@@ -64,6 +64,9 @@ impl TraceStream {
             path: name.clone(),
             error,
         };
+        if crate::trace::formats::detect::is_servegen_dir(path) {
+            return TraceStream::servegen(path, opts, window);
+        }
         if path.is_dir() {
             return Err(open_err(std::io::Error::other(
                 crate::trace::formats::weka::directory_refusal(path),
@@ -71,6 +74,24 @@ impl TraceStream {
         }
         let file = std::fs::File::open(path).map_err(open_err)?;
         TraceStream::from_reader(&name, file, opts, window)
+    }
+
+    /// A ServeGen directory's workload, generated row by row (`formats/servegen.rs`) from
+    /// `--seed` (`opts.reshape.seed`).
+    fn servegen(
+        dir: &Path,
+        opts: &LoadOptions,
+        window: ReorderWindow,
+    ) -> Result<TraceStream, TraceError> {
+        let rows = crate::trace::formats::rows::servegen_reader(dir, opts)?;
+        let mut pipeline = Pipeline::new(rows, opts, window, Mode::Stream);
+        pipeline.start(opts.block_size)?;
+        Ok(TraceStream {
+            pipeline,
+            opts: opts.clone(),
+            done: false,
+            shared: Arc::new(Mutex::new(TraceStats::default())),
+        })
     }
 
     /// A stream over any reader; `name` is used in error messages.

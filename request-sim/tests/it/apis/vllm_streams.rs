@@ -260,3 +260,33 @@ fn llm_sim_thinking_not_streamed_takes_the_servers_count() {
         "no time between the tokens of one body"
     );
 }
+
+/// Rows that recorded their thinking length: the summary counts how many streamed exactly that
+/// many thinking tokens (llm-sim thinks for half of every 8-token answer, whatever the row's
+/// `thinking_token_budget` says).
+#[test]
+fn a_rows_recorded_thinking_length_is_compared_with_the_stream() {
+    use crate::support::*;
+    let sim = start_sim(llm_sim::SimConfig {
+        reasoning_share: 0.5,
+        ..llm_sim::SimConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("r.jsonl");
+    let rows: String = (0..6)
+        .map(|i| {
+            let r = if i < 4 { 4 } else { 6 };
+            format!("{{\"timestamp\": {}, \"input_length\": 16, \"output_length\": 8, \"reasoning_tokens\": {r}}}\n", i * 20)
+        })
+        .collect();
+    std::fs::write(&trace, rows).unwrap();
+    let mut args = base_args(&sim.base_url(), &trace, dir.path());
+    args.push("--stream".into());
+    let out = replay(&strs(&args));
+    assert_eq!(out.summary.status.ok, 6);
+    let records = read_records_by_index(&dir.path().join("records.jsonl"));
+    let lengths: Vec<Option<u32>> = records.iter().map(|r| r.reasoning_length).collect();
+    assert_eq!(lengths, [4, 4, 4, 4, 6, 6].map(Some));
+    let s = out.summary.reasoning.unwrap();
+    assert_eq!((s.reasoning_length_rows, s.reasoning_exact_rows), (6, 4));
+}

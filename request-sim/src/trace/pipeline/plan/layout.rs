@@ -225,6 +225,7 @@ fn item(
     Item {
         lower_ms: start_ms,
         req: TraceRequest {
+            reasoning: Default::default(),
             index: 0,
             line: r.origin.line,
             timestamp_ms: 0.0,
