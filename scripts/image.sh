@@ -70,6 +70,9 @@ build() {
   "${PODMAN[@]}" build --quiet -f deploy/Dockerfile -t "$IMAGE" "$ctx" >/dev/null
   local bytes; bytes=$("${PODMAN[@]}" image inspect --format '{{.Size}}' "$IMAGE")
   say "built=$IMAGE size_bytes=$bytes size_mb=$(awk -v b="$bytes" 'BEGIN{printf "%.1f", b/1e6}') build_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}')"
+  # What a registry would hold and a node pull: the layers gzipped (`podman save`, docker-archive).
+  local gz; gz=$("${PODMAN[@]}" save --format docker-archive "$IMAGE" 2>/dev/null | gzip -6 | wc -c)
+  say "compressed_mb=$(awk -v b="$gz" 'BEGIN{printf "%.1f", b/1e6}') (podman save | gzip -6)"
   # What the image runs as, and that it is not root.
   local user; user=$("${PODMAN[@]}" image inspect --format '{{.Config.User}}' "$IMAGE")
   [[ "$user" == 10001:10001 ]] || { echo "image.sh: image user is '$user', expected 10001:10001" >&2; exit 1; }
