@@ -126,30 +126,30 @@ needs_q() {
 echo "== documented commands (binaries: $BIN, scratch: $T)"
 # README
 run README.md:10 0 "$RS" replay
-run README.md:116 0 "$RS" replay --help
-if needs_q README.md:28; then
-  run README.md:28 0 "$RS" replay --endpoint "$SIMQ/v1/chat/completions" \
+run README.md:117 0 "$RS" replay --help
+if needs_q README.md:29; then
+  run README.md:29 0 "$RS" replay --endpoint "$SIMQ/v1/chat/completions" \
     --tokenizer "$Q/tokenizer.json" --tokenizer-config "$Q/tokenizer_config.json" \
     --dataset-path "$TRACE" --scale-factor 2 --max-requests 30 \
     --goodput ttft:2000 tpot:50 --output-path results/run1.jsonl --result-dir results/run1
-  run README.md:128 0 "$BIN/client" --tokenizer "$Q/tokenizer.json" \
+  run README.md:129 0 "$BIN/client" --tokenizer "$Q/tokenizer.json" \
     --tokenizer-config "$Q/tokenizer_config.json" \
     --endpoint "$SIMQ/v1/chat/completions" --api openai --dataset mooncake \
     --dataset-path "$TRACE" --scale-factor 1.5 --num-producer 2 --stream --max-requests 30
-  run README.md:142 0 "$BIN/trace_replay" --model "$Q" --backend vllm \
+  run README.md:143 0 "$BIN/trace_replay" --model "$Q" --backend vllm \
     --trace-path "$TRACE" --trace-mode trace --host 127.0.0.1 --port "${SIMQ##*:}" \
     --save-result --save-prompts --result-dir ucm
 fi
-run README.md:173 0 "$RS" analyze "$TRACE" --json --plot-dir plots --instances 4 --routing prefix-aware
-run README.md:174 0 "$RS" report results/run1.jsonl --goodput ttft:2000 tpot:50 --result-dir rep
-run README.md:178 0 "$RS" sweep --scale-factors 0.5,1,2,4 --endpoint "$SIM" \
+run README.md:174 0 "$RS" analyze "$TRACE" --json --plot-dir plots --instances 4 --routing prefix-aware
+run README.md:175 0 "$RS" report results/run1.jsonl --goodput ttft:2000 tpot:50 --result-dir rep
+run README.md:179 0 "$RS" sweep --scale-factors 0.5,1,2,4 --endpoint "$SIM" \
   --dataset-path "$TRACE" --max-requests 20 --goodput ttft:2000 tpot:50 --target 0.95
-run README.md:179 0 "$RS" sweep --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+run README.md:180 0 "$RS" sweep --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
   --goodput ttft:2000 tpot:50 --target 0.95 --search 1,8 --max-points 3 --tolerance 0.05
-if needs_q README.md:183; then
-  run README.md:183 0 "$RS" verify-prompts "$TRACE" --tokenizer "$Q"
+if needs_q README.md:184; then
+  run README.md:184 0 "$RS" verify-prompts "$TRACE" --tokenizer "$Q"
 fi
-run README.md:185 0 "$BIN/llm-sim" --help
+run README.md:186 0 "$BIN/llm-sim" --help
 
 # docs/llm-sim.md
 run docs/llm-sim.md:12 0 curl -sfN "$SIM/v1/chat/completions" -H 'content-type: application/json' \
@@ -166,7 +166,7 @@ run docs/reliability.md:80 0 "$RS" replay --endpoint "$IDLE" --dataset-path "$TR
 run docs/metrics.md:115 0 "$RS" report results/run1.jsonl --goodput ttft:2000 --metric-percentiles 50,90,99 --result-dir rep2
 run docs/scale-out.md:12a 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --shard 0/2 --seed 1 --output-path shards/a.jsonl
 run docs/scale-out.md:12b 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --shard 1/2 --seed 1 --output-path shards/b.jsonl
-run README.md:175 0 "$RS" compare results/run1.jsonl shards/a.jsonl
+run README.md:176 0 "$RS" compare results/run1.jsonl shards/a.jsonl
 run docs/metrics.md:127 0 "$RS" report shards/a.jsonl shards/b.jsonl --expected-requests 60
 run docs/scale-out.md:125 0 "$RS" report shards --expected-requests 60
 run docs/server-metrics.md:78 0 "$RS" report results/run1.jsonl --result-dir rep3
@@ -210,12 +210,12 @@ if "$RS" replay --api nonsense 2>&1 | grep -q 'responses'; then
 fi
 
 # README "Other commands" and docs/metrics.md: repeats, the measure window, compare and its gate.
-run README.md:176 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+run README.md:177 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
   --repeat 2 --result-dir rep-a
-run README.md:176b 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+run README.md:177b 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
   --repeat 2 --result-dir rep-b
-run README.md:175b 0 "$RS" compare rep-a rep-b --html cmp.html --json
-run README.md:177 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 30 \
+run README.md:176b 0 "$RS" compare rep-a rep-b --html cmp.html --json
+run README.md:178 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 30 \
   --measure-window 1..5 --output-path win.jsonl
 run docs/metrics.md:287 0 "$RS" report win.jsonl --measure-window auto
 # The gate: the same slice against the fast llm-sim and against the H100-shaped one (TTFT of
@@ -225,11 +225,11 @@ run docs/metrics.md:270a 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE
 run docs/metrics.md:270b 0 "$RS" replay --endpoint "$PRESET" --dataset-path "$TRACE" --max-requests 20 \
   --seed 1 --output-path gate/slow.jsonl
 run docs/metrics.md:270c 0 "$RS" compare gate/fast.jsonl gate/fast.jsonl --fail-if-worse mean_tpot_ms:5
-run README.md:105 7 "$RS" compare gate/fast.jsonl gate/slow.jsonl --fail-if-worse mean_tpot_ms:5
+run README.md:106 7 "$RS" compare gate/fast.jsonl gate/slow.jsonl --fail-if-worse mean_tpot_ms:5
 
 # README and docs/server-metrics.md: --metrics-port, the page scraped while the run goes.
 MPORT=$(free_port)
-run README.md:96 0 bash -c "
+run README.md:97 0 bash -c "
   '$RS' replay --endpoint '$SIM' --dataset-path '$TRACE' --max-requests 30 \
     --metrics-port $MPORT --metrics-linger 1 --output-path live.jsonl & p=\$!
   seen=1
@@ -244,9 +244,9 @@ run README.md:96 0 bash -c "
 # corpora (a Weka directory; TraceLab, Dynamo and dag_jsonl files) replayed, analyzed, swept.
 AGENTS=$ROOT/request-sim/tests/data/agents
 AGENT_FILES=$ROOT/request-sim/tests/data/traces/agent
-run README.md:59 0 "$RS" replay --endpoint "$SIM" --dataset-path "$AGENTS" --users 2 \
+run README.md:60 0 "$RS" replay --endpoint "$SIM" --dataset-path "$AGENTS" --users 2 \
   --max-idle-gap 0.05 --share-system-prefix --session-header x-session-id
-run README.md:64 0 "$RS" replay --endpoint "$SIM" --dataset-path "$AGENTS" --session-rate 4 \
+run README.md:65 0 "$RS" replay --endpoint "$SIM" --dataset-path "$AGENTS" --session-rate 4 \
   --max-requests 30 --max-idle-gap 0.05
 for f in tracelab.jsonl dynamo.jsonl.gz dag.jsonl; do
   run "docs/traces.md:259-$f" 0 "$RS" replay --endpoint "$SIM" --dataset-path "$AGENT_FILES/$f" --max-idle-gap 0.05
@@ -267,18 +267,18 @@ run docs/server-metrics.md:282 0 "$RS" sweep --endpoint "$SIM" --dataset-path "$
 
 # README: prompts from a corpus, sessions, server metrics, drift and error limits.
 CORPUS=$ROOT/request-sim/tests/data/corpus
-run README.md:78 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
-  --prompt-corpus "$CORPUS/txt"
 run README.md:79 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+  --prompt-corpus "$CORPUS/txt"
+run README.md:80 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
   --prompt-corpus "$CORPUS/rows.jsonl" --prompt-corpus-field text
-run README.md:49 0 "$RS" transform "$TRACE" -o sessions.jsonl --infer-sessions
-run README.md:50 0 "$RS" replay --endpoint "$SIM" --dataset-path sessions.jsonl --max-requests 30 \
+run README.md:50 0 "$RS" transform "$TRACE" -o sessions.jsonl --infer-sessions
+run README.md:51 0 "$RS" replay --endpoint "$SIM" --dataset-path sessions.jsonl --max-requests 30 \
   --timing closed --think-time trace --skip-after-failed-parent --session-user --session-header x-session-id
-run README.md:54 0 "$RS" replay --endpoint "$SIM" --dataset-path "$T/messages.jsonl" \
+run README.md:55 0 "$RS" replay --endpoint "$SIM" --dataset-path "$T/messages.jsonl" \
   --timing closed --live-history
-run README.md:88 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+run README.md:89 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
   --server-metrics "$SIM/metrics,$PRESET/metrics" --metrics-interval 0.2 --record-itl
-run README.md:99 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
+run README.md:100 0 "$RS" replay --endpoint "$SIM" --dataset-path "$TRACE" --max-requests 20 \
   --max-drift-ms 1000 --strict --max-error-rate 0.5 --no-server-metrics
 
 # docs/transform.md "A what-if": a window, copies, inferred sessions, replayed through llm-sim's
@@ -323,7 +323,7 @@ if needs_q docs/convert.md:4; then
     --tokenizer "$Q" --scale-factor 20
   run docs/convert.md:175 0 "$RS" replay --endpoint "$SIMQ" --dataset-path conv_text.jsonl --dataset messages \
     --scale-factor 20
-  run README.md:184 0 "$RS" convert conv_log.jsonl -o conv_trace2.jsonl --tokenizer "$Q" --block-size 16 \
+  run README.md:185 0 "$RS" convert conv_log.jsonl -o conv_trace2.jsonl --tokenizer "$Q" --block-size 16 \
     --keep-text conv_text2.jsonl --forget-after 600 --reorder-window 60
   run docs/convert.md:17 0 bash -c "gzip -c conv_log.jsonl | '$RS' convert - -o conv_stdin.jsonl --tokenizer '$Q' --json --no-analyze"
   run docs/convert.md:23 0 "$RS" convert "$ROOT/request-sim/tests/data/logs/litellm.jsonl" -o lite.jsonl \
