@@ -276,10 +276,13 @@ impl ResponseState {
                 }
                 self.end(now);
             }
+            // A function call's item carries its name: the call's first token event, as chat's
+            // name chunk and Messages' `tool_use` block start.
             "response.output_item.added"
                 if ev.item.and_then(|i| i.kind).as_deref() == Some("function_call") =>
             {
                 self.tool_calls += 1;
+                self.token_at(now, Carried::TOOL);
             }
             k if k.ends_with(".delta") => {
                 let carried = responses_delta_carries(k, ev.delta);
@@ -667,7 +670,10 @@ mod tests {
         ];
         let (st, r) = feed(ApiKind::Messages, &ev);
         r.unwrap();
-        assert_eq!((st.chunks, st.reasoning_chunks, st.content_chunks), (2, 2, 1));
+        assert_eq!(
+            (st.chunks, st.reasoning_chunks, st.content_chunks),
+            (2, 2, 1)
+        );
         assert_eq!(st.itl_ms, vec![10.0]);
     }
 
@@ -684,7 +690,10 @@ mod tests {
         let (st, r) = feed(ApiKind::Responses, &ev);
         r.unwrap();
         let t0 = st.first_token.unwrap();
-        assert_eq!((st.chunks, st.reasoning_chunks, st.answer_chunks), (4, 2, 2));
+        assert_eq!(
+            (st.chunks, st.reasoning_chunks, st.answer_chunks),
+            (4, 2, 2)
+        );
         assert_eq!(st.first_answer.unwrap() - t0, Duration::from_millis(20));
         assert_eq!(st.content_chunks, 2);
     }

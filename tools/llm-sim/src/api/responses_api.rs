@@ -424,6 +424,8 @@ pub(super) fn close_segment(
             (part.clone(), message_item(meta, "completed", vec![part]))
         }
         Kind::Tool => {
+            // A call of its opening token only streamed no fragment: its arguments are `{}`.
+            let text = if text.is_empty() { "{}" } else { text };
             let name = meta.tool.as_ref().map(|t| t.name.as_str()).unwrap_or("");
             let done = json!({"item_id": id, "output_index": index, "arguments": text,
                 "name": name});

@@ -306,6 +306,10 @@ fn write_chat_like_token(st: &mut SseState, i: u32, w: &str, buf: &mut BytesMut)
             Api::Responses => responses_api::open_segment(&st.meta, kind, &mut st.seq, buf),
             _ => messages_api::open_segment(&st.meta, kind, buf),
         };
+        if kind == Kind::Tool {
+            // The event opening the call (its name) is the call's first token.
+            return;
+        }
     }
     buf.extend_from_slice(st.prefix.as_bytes());
     if kind == Kind::Tool {

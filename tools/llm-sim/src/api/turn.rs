@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use super::http::Api;
 use super::meta::{word, Meta};
 use crate::util::mix64;
 
@@ -139,31 +140,46 @@ impl Meta {
     }
 
     /// The raw JSON text of the tool call's argument fragment carried by output token `i`.
-    /// With k tool tokens: k = 1 is `{}`; otherwise the first is `{"KEY": "`, the last `"}`,
-    /// and each one between a word (` w`): concatenated, `{"KEY": " w w .."}`.
+    /// Chat: the call's k tokens carry k fragments (the first with the call's name).
+    /// Responses and Messages: the event opening the call (the `function_call` item, the
+    /// `tool_use` block: its name) is the first token, so the other k − 1 carry the fragments
+    /// and the first carries none. With m fragments: m = 1 is `{}`; otherwise the first is
+    /// `{"KEY": "`, the last `"}`, and each one between a word (` w`): concatenated,
+    /// `{"KEY": " w w .."}`.
     pub(super) fn fragment(&self, i: u32) -> String {
         let Some(tool) = &self.tool else {
             return String::new();
         };
-        let k = self.tool_tokens();
-        let j = i - self.reasoning;
-        if k == 1 {
+        let (j, m) = match self.api {
+            Api::Responses | Api::Messages => match (i - self.reasoning).checked_sub(1) {
+                Some(j) => (j, self.tool_tokens() - 1),
+                None => return String::new(),
+            },
+            _ => (i - self.reasoning, self.tool_tokens()),
+        };
+        if m == 1 {
             "{}".to_string()
         } else if j == 0 {
             let key = serde_json::to_string(&tool.key).unwrap_or_else(|_| "\"input\"".into());
             format!("{{{key}: \"")
-        } else if j + 1 == k {
+        } else if j + 1 == m {
             "\"}".to_string()
         } else {
             format!(" {}", word(self.output_seed, i).1)
         }
     }
 
-    /// The whole arguments of the tool call (its fragments of tokens `reasoning..n`).
+    /// The whole arguments of the tool call (its fragments of tokens `reasoning..n`; `{}`
+    /// when a Responses or Messages call had only its opening token).
     pub(super) fn arguments(&self, n: u32) -> String {
-        (self.reasoning.min(n)..n)
+        let args: String = (self.reasoning.min(n)..n)
             .map(|i| self.fragment(i))
-            .collect()
+            .collect();
+        if args.is_empty() {
+            "{}".to_string()
+        } else {
+            args
+        }
     }
 
     /// The words of output tokens `range`, each after a space.
