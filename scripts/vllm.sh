@@ -385,8 +385,10 @@ if want tools; then
 fi
 
 {
-    header "request-sim against real vLLM 0.32 ($(basename "$TRACE"), prompts ≤ $MAXLEN tokens, 8 output tokens)"
-    table "$ROWS"
+    if [[ -s "$ROWS" ]]; then
+        header "request-sim against real vLLM 0.32 ($(basename "$TRACE"), prompts ≤ $MAXLEN tokens, 8 output tokens)"
+        table "$ROWS"
+    fi
     if [[ -s "$SPLITS" ]]; then
         printf '\nThinking and tool calls: records against the stream as scripts/stream-tap.py split it\n'
         { printf 'run\trecords\tok\tmatched\tsplit = tap\ttools = tap\tthinking = rule\tTTFA>=TTFT\tTTFA = TTFT+ITL\t|dTTFA| vs tap p50/max ms\ttool TPOT ms\n'; cat "$SPLITS"; } |
