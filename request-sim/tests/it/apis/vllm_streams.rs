@@ -262,8 +262,9 @@ fn llm_sim_thinking_not_streamed_takes_the_servers_count() {
 }
 
 /// Rows that recorded their thinking length: the summary counts how many streamed exactly that
-/// many thinking tokens (llm-sim thinks for half of every 8-token answer, whatever the row's
-/// `thinking_token_budget` says).
+/// many thinking tokens. The request carries it as `thinking_token_budget`, which llm-sim (as
+/// vLLM) thinks for exactly; with `--thinking-budget off` llm-sim thinks for its share, half of
+/// every 8-token answer, and only the rows that recorded 4 match.
 #[test]
 fn a_rows_recorded_thinking_length_is_compared_with_the_stream() {
     use crate::support::*;
@@ -280,13 +281,26 @@ fn a_rows_recorded_thinking_length_is_compared_with_the_stream() {
         })
         .collect();
     std::fs::write(&trace, rows).unwrap();
-    let mut args = base_args(&sim.base_url(), &trace, dir.path());
-    args.push("--stream".into());
-    let out = replay(&strs(&args));
-    assert_eq!(out.summary.status.ok, 6);
-    let records = read_records_by_index(&dir.path().join("records.jsonl"));
-    let lengths: Vec<Option<u32>> = records.iter().map(|r| r.reasoning_length).collect();
-    assert_eq!(lengths, [4, 4, 4, 4, 6, 6].map(Some));
-    let s = out.summary.reasoning.unwrap();
-    assert_eq!((s.reasoning_length_rows, s.reasoning_exact_rows), (6, 4));
+    for (budget, exact) in [("auto", 6), ("off", 4)] {
+        let mut args = base_args(&sim.base_url(), &trace, dir.path());
+        args.extend(["--stream", "--thinking-budget", budget].map(String::from));
+        let out = replay(&strs(&args));
+        assert_eq!(out.summary.status.ok, 6);
+        let records = read_records_by_index(&dir.path().join("records.jsonl"));
+        let lengths: Vec<Option<u32>> = records.iter().map(|r| r.reasoning_length).collect();
+        assert_eq!(lengths, [4, 4, 4, 4, 6, 6].map(Some));
+        let thinking: Vec<Option<u32>> = records.iter().map(|r| r.reasoning_tokens).collect();
+        let want = if exact == 6 {
+            [4, 4, 4, 4, 6, 6]
+        } else {
+            [4; 6]
+        };
+        assert_eq!(thinking, want.map(Some), "--thinking-budget {budget}");
+        let s = out.summary.reasoning.unwrap();
+        assert_eq!(
+            (s.reasoning_length_rows, s.reasoning_exact_rows),
+            (6, exact),
+            "--thinking-budget {budget}"
+        );
+    }
 }

@@ -7,7 +7,8 @@ use serde::Deserialize;
 
 use super::error::{bad, ApiError};
 use super::http::Api;
-use super::turn::{pick_tool, ToolCall};
+use super::meta::ToolCall;
+use super::turn::pick_tool;
 use crate::state::AppState;
 use crate::tokenize::ChatMessage;
 

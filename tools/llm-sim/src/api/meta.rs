@@ -6,7 +6,6 @@ use std::io;
 use std::time::Duration;
 
 use super::http::Api;
-use super::turn::ToolCall;
 use crate::engine::output_token;
 use crate::faults::FaultPlan;
 use crate::vocab::builtin_words;
@@ -52,3 +51,14 @@ pub(super) fn reset_error() -> io::Error {
 
 /// The `system_fingerprint` of OpenAI answers (vLLM 0.32 sends `vllm-<version>-<hash>`).
 pub const SYSTEM_FINGERPRINT: &str = "llm-sim";
+
+/// The tool call a turn ends in (`turn.rs` picks it and streams it).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct ToolCall {
+    /// The function called: the named one, or the first of the request's tools.
+    pub name: String,
+    /// The argument key: the first property of the function's parameters, else `input`.
+    pub key: String,
+    /// `tool_choice` named the function (chat then reports `finish_reason` `stop`, as vLLM).
+    pub named: bool,
+}

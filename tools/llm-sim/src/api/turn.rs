@@ -6,19 +6,8 @@
 use serde_json::Value;
 
 use super::http::Api;
-use super::meta::{word, Meta};
+use super::meta::{word, Meta, ToolCall};
 use crate::util::mix64;
-
-/// The tool call a turn ends in.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct ToolCall {
-    /// The function called: the named one, or the first of the request's tools.
-    pub name: String,
-    /// The argument key: the first property of the function's parameters, else `input`.
-    pub key: String,
-    /// `tool_choice` named the function (chat then reports `finish_reason` `stop`, as vLLM).
-    pub named: bool,
-}
 
 /// What a request's `tool_choice` asks for.
 enum Choice {
