@@ -435,6 +435,11 @@ pub struct RequestArgs {
     /// 1024 <= it < max_tokens) or `off` (for servers that reject unknown fields).
     #[arg(long, value_enum, value_name = "MODE", default_value = "auto")]
     pub thinking_budget: crate::backend::ThinkingBudget,
+    /// Extra top-level fields for every request body, as JSON (`'{"temperature": 0}'`) or
+    /// `@FILE` (vLLM bench's `--extra-body`): sampling options, `tools`/`tool_choice`, vendor
+    /// switches. Fields request-sim sets itself are refused; a `messages` row's `extra` wins.
+    #[arg(long, value_name = "JSON|@FILE", value_parser = crate::config::parse_extra_body)]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     /// Accept streams without usage (output tokens are then counted from chunks).
     #[arg(long)]
     pub allow_missing_usage: bool,

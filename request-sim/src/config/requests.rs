@@ -100,6 +100,8 @@ pub struct RequestPolicy {
     pub exact_output: bool,
     /// `--thinking-budget`: send a row's thinking budget (`backend/thinking.rs`).
     pub thinking_budget: crate::backend::ThinkingBudget,
+    /// `--extra-body`: fields merged into every request body.
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     /// `--max-output-tokens`: cap on every request's output_length.
     pub max_output_tokens: Option<u32>,
     pub timeout: TimeoutRule,
@@ -126,6 +128,7 @@ impl RequestPolicy {
             stream,
             exact_output: !r.no_exact_output,
             thinking_budget: r.thinking_budget,
+            extra_body: r.extra_body,
             max_output_tokens: r.max_output_tokens,
             timeout,
             grace: Duration::from_secs_f64(r.grace_secs),
@@ -287,4 +290,44 @@ mod tests {
         assert_eq!(r.for_output(100), Duration::from_secs(15));
         assert_eq!(r.for_output(1000), Duration::from_secs_f64(65.0));
     }
+}
+
+/// Body fields request-sim writes itself: `--extra-body` may not give them (they would be
+/// written twice, and each has its own flag).
+const OWN_BODY_FIELDS: [&str; 12] = [
+    "model",
+    "messages",
+    "prompt",
+    "input",
+    "inputs",
+    "max_tokens",
+    "max_output_tokens",
+    "min_tokens",
+    "ignore_eos",
+    "stream",
+    "stream_options",
+    "store",
+];
+
+/// `--extra-body JSON|@FILE`: a JSON object of fields for every request body.
+pub fn parse_extra_body(s: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let (text, from) = match s.strip_prefix('@') {
+        Some(path) => (
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?,
+            format!(" in {path}"),
+        ),
+        None => (s.to_string(), String::new()),
+    };
+    let map = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Object(m)) => m,
+        Ok(other) => return Err(format!("expected a JSON object{from}, found {other}")),
+        Err(e) => return Err(format!("not JSON{from}: {e}")),
+    };
+    if let Some(k) = map.keys().find(|k| OWN_BODY_FIELDS.contains(&k.as_str())) {
+        return Err(format!(
+            "`{k}`{from} is a field request-sim sets itself (see --model-name, \
+             --max-output-tokens, --no-exact-output, --stream)"
+        ));
+    }
+    Ok(map)
 }

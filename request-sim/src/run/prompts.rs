@@ -261,7 +261,7 @@ fn body_and_overhead(
         model: sources.model.clone(),
         stream: server.ep.stream,
         exact_output: cfg.requests.exact_output,
-        extra: None,
+        extra: cfg.requests.extra_body.clone(),
         thinking: cfg.requests.thinking_budget,
     };
     let tokenizer = sources.tokenizer.as_ref();

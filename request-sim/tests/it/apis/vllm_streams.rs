@@ -304,3 +304,25 @@ fn a_rows_recorded_thinking_length_is_compared_with_the_stream() {
         );
     }
 }
+
+/// `--extra-body` reaches every request: with `tools` and `tool_choice: required`, llm-sim (as
+/// vLLM) ends every turn in a tool call, and each record counts one.
+#[test]
+fn extra_body_fields_reach_every_request() {
+    use crate::support::*;
+    let sim = start_sim(llm_sim::SimConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "t.jsonl", 4, 30.0, 16, 6);
+    let mut args = base_args(&sim.base_url(), &trace, dir.path());
+    args.extend(["--stream", "--record-itl", "--extra-body"].map(String::from));
+    args.push(
+        r#"{"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}], "tool_choice": "required"}"#
+            .into(),
+    );
+    let out = replay(&strs(&args));
+    assert_eq!(out.summary.status.ok, 4);
+    for r in read_records_by_index(&dir.path().join("records.jsonl")) {
+        assert_eq!(r.tool_calls, Some(1), "{r:?}");
+        assert_eq!((r.chunks, r.answer_tokens), (6, Some(0)), "{r:?}");
+    }
+}
