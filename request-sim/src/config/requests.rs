@@ -259,39 +259,6 @@ pub(super) fn agent_sessions(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn early_stop_parsing() {
-        assert_eq!(EarlyStop::parse("50"), Ok(EarlyStop::Count(50)));
-        assert_eq!(EarlyStop::Count(5).to_string(), "5 failed requests");
-        assert_eq!(
-            EarlyStop::parse("5%").unwrap().to_string(),
-            "more than 5% of the finished requests failed (after 20 finished)"
-        );
-        assert_eq!(EarlyStop::parse("5%"), Ok(EarlyStop::Rate(0.05)));
-        assert_eq!(EarlyStop::parse("0.1"), Ok(EarlyStop::Rate(0.1)));
-        assert!(EarlyStop::parse("0").is_err());
-        assert!(EarlyStop::parse("abc").is_err());
-        assert!(EarlyStop::parse("150%").is_err());
-        assert!(EarlyStop::Count(3).triggered(3, 3));
-        assert!(!EarlyStop::Rate(0.5).triggered(10, 19));
-        assert!(EarlyStop::Rate(0.5).triggered(11, 20));
-    }
-
-    #[test]
-    fn anchor_timeout_rule() {
-        let r = TimeoutRule::FromSlo {
-            ttft_s: 5.0,
-            tpot_s: 0.06,
-        };
-        assert_eq!(r.for_output(100), Duration::from_secs(15));
-        assert_eq!(r.for_output(1000), Duration::from_secs_f64(65.0));
-    }
-}
-
 /// Body fields request-sim writes itself: `--extra-body` may not give them (they would be
 /// written twice, and each has its own flag).
 const OWN_BODY_FIELDS: [&str; 12] = [
@@ -330,4 +297,56 @@ pub fn parse_extra_body(s: &str) -> Result<serde_json::Map<String, serde_json::V
         ));
     }
     Ok(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn early_stop_parsing() {
+        assert_eq!(EarlyStop::parse("50"), Ok(EarlyStop::Count(50)));
+        assert_eq!(EarlyStop::Count(5).to_string(), "5 failed requests");
+        assert_eq!(
+            EarlyStop::parse("5%").unwrap().to_string(),
+            "more than 5% of the finished requests failed (after 20 finished)"
+        );
+        assert_eq!(EarlyStop::parse("5%"), Ok(EarlyStop::Rate(0.05)));
+        assert_eq!(EarlyStop::parse("0.1"), Ok(EarlyStop::Rate(0.1)));
+        assert!(EarlyStop::parse("0").is_err());
+        assert!(EarlyStop::parse("abc").is_err());
+        assert!(EarlyStop::parse("150%").is_err());
+        assert!(EarlyStop::Count(3).triggered(3, 3));
+        assert!(!EarlyStop::Rate(0.5).triggered(10, 19));
+        assert!(EarlyStop::Rate(0.5).triggered(11, 20));
+    }
+
+    #[test]
+    fn anchor_timeout_rule() {
+        let r = TimeoutRule::FromSlo {
+            ttft_s: 5.0,
+            tpot_s: 0.06,
+        };
+        assert_eq!(r.for_output(100), Duration::from_secs(15));
+        assert_eq!(r.for_output(1000), Duration::from_secs_f64(65.0));
+    }
+
+    #[test]
+    fn extra_body_is_an_object_of_fields_request_sim_does_not_set() {
+        let m =
+            super::parse_extra_body(r#"{"temperature": 0, "tool_choice": "required"}"#).unwrap();
+        assert_eq!(m["temperature"], 0);
+        assert_eq!(m.len(), 2);
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("b.json");
+        std::fs::write(&f, r#"{"top_p": 0.5}"#).unwrap();
+        let m = super::parse_extra_body(&format!("@{}", f.display())).unwrap();
+        assert_eq!(m["top_p"], 0.5);
+        let err = |s: &str| super::parse_extra_body(s).unwrap_err();
+        assert!(err(r#"{"max_tokens": 5}"#)
+            .starts_with("`max_tokens` is a field request-sim sets itself"));
+        assert_eq!(err("[1]"), "expected a JSON object, found [1]");
+        assert!(err("{nope").starts_with("not JSON: "));
+        assert!(err("@/no/such/file").starts_with("cannot read /no/such/file: "));
+    }
 }
