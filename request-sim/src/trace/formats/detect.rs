@@ -25,7 +25,7 @@ struct Keys {
     #[serde(default)]
     round_index: Option<serde::de::IgnoredAny>,
     #[serde(default)]
-    turns: Option<serde::de::IgnoredAny>,
+    turns: Option<serde_json::Value>,
     #[serde(default)]
     schema: Option<serde_json::Value>,
     #[serde(default)]
@@ -49,9 +49,16 @@ pub fn is_servegen_dir(path: &std::path::Path) -> bool {
     path.is_dir() && !super::servegen::trace_files(path).is_empty()
 }
 
+/// True when `path` is a Copilot partition: a directory (`date=YYYY-MM-DD`) holding
+/// `shard-*.jsonl` or `shard-*.jsonl.gz` files (`copilot.rs`).
+pub fn is_copilot_dir(path: &std::path::Path) -> bool {
+    path.is_dir() && !super::copilot::shard_files(path).is_empty()
+}
+
 /// Detects the format from the first non-blank line of a file:
 /// a `schema` `dynamo.request.trace.*` (bare or in `event`) is a Dynamo request trace, one with
-/// `prefix_tokens` and `round_index` is TraceLab, one with `turns` is AIPerf `dag_jsonl`;
+/// `prefix_tokens` and `round_index` is TraceLab, one with `session_id` and `turns` whose first
+/// turn has `llm_calls` is Copilot, any other with `turns` is AIPerf `dag_jsonl`;
 /// a JSON object with `messages` (or `tools`, or a literal `text_input` prompt) is a messages trace, one with `chat_id` is Bailian,
 /// one with `hash_ids` (and no `session_id`) is Mooncake, any other JSON object is Generic (so
 /// a row with `hash_ids` and `session_id` keeps its sessions); a CSV header naming
@@ -69,6 +76,8 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
             TraceFormat::Dynamo
         } else if keys.prefix_tokens.is_some() && keys.round_index.is_some() {
             TraceFormat::Tracelab
+        } else if super::copilot::is_session(keys.session_id.is_some(), keys.turns.as_ref()) {
+            TraceFormat::Copilot
         } else if keys.turns.is_some() {
             TraceFormat::Dag
         } else if keys.messages.is_some()
@@ -148,6 +157,10 @@ mod tests {
         assert_eq!(
             d(r#"{"session_id": "root", "turns": [{"messages": []}]}"#),
             TraceFormat::Dag
+        );
+        assert_eq!(
+            d(r#"{"session_id": "s", "turns": [{"turn_id": "t", "llm_calls": []}]}"#),
+            TraceFormat::Copilot
         );
         assert_eq!(
             d("TIMESTAMP,ContextTokens,GeneratedTokens"),
