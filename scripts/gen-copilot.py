@@ -12,7 +12,8 @@ request_id is its message_id). A call's prompt segments are its predecessor's pl
 parallel with a call of the main chain (same prefix plus a small segment, no tool batch); some
 turns end in a UserCancel call; some prompts carry template tokens the segments do not count.
 
-  scripts/gen-copilot.py --sessions 12 --out request-sim/tests/data/copilot --gzip-from 8
+  scripts/gen-copilot.py --sessions 12 --shard-size 8 --gzip-from 1 --parallel 0.15 \
+      --max-turns 3 --seed 7 --out request-sim/tests/data/copilot   # the test fixture
 """
 
 import argparse

@@ -23,9 +23,11 @@
 //! - **Prefixes** (the trace has no hash ids): a call's segments are its `message_metadata`
 //!   by `sequenceId`. When they add up to less than `tokens.prompt`, the difference is a final
 //!   segment of its own (never shared); when to more, the prompt is cut at `tokens.prompt`.
-//!   Both are counted. A call shares, with the previous call of its session on the same model,
-//!   the tokens of the leading segments they have in common (same type, role, sequence id and
-//!   length), unless its prompt is shorter than that call's (a compaction: a new prefix). The
+//!   Both are counted. A call shares, with the previous main-chain call of its session on the
+//!   same model, the tokens of the leading segments they have in common (same type, role,
+//!   sequence id and length), unless its prompt is shorter than that call's (a compaction: a
+//!   new prefix). A parallel call shares so with the call it overlaps, is never a compaction,
+//!   and is no later call's predecessor. The
 //!   leading `System` segments are shared by every session of the model: their whole blocks
 //!   get the same ids in every session (hash scope global). Shared tokens become whole blocks
 //!   of `--block-size` (default 64) ids; the rest of `ceil(prompt / block)` are fresh ids.
@@ -517,7 +519,8 @@ impl Reader {
             if let Some(r) = c.call.result.as_deref().filter(|r| *r != "Success") {
                 self.counts.result(r);
             }
-            let (ids, sys) = self.prefix(c.call, &mut prev);
+            let overlaps = chain.last.is_some_and(|p| c.start_ms < p.end_ms);
+            let (ids, sys) = self.prefix(c.call, overlaps, &mut prev);
             system_tokens = system_tokens.or((sys > 0).then_some(sys));
             let req = AgentRequest {
                 trace_ms: (c.start_ms - origin).max(0.0),
@@ -573,10 +576,12 @@ impl Reader {
     }
 
     /// The hash ids of call `c` and its system tokens, after the previous call on its model
-    /// (`prev`, updated).
+    /// (`prev`). A call that `overlaps` the main chain's last call shares with it without being
+    /// a compaction, and is no one's predecessor (the next call follows the main chain).
     fn prefix<'a>(
         &mut self,
         c: &'a Call,
+        overlaps: bool,
         prev: &mut HashMap<&'a str, Prev<'a>>,
     ) -> (Vec<u64>, u32) {
         let prompt = c.tokens.prompt;
@@ -593,7 +598,7 @@ impl Reader {
             .min(prompt);
         let before = prev.get(c.model.as_str());
         let shared = match before {
-            Some(p) if prompt < p.prompt => {
+            Some(p) if prompt < p.prompt && !overlaps => {
                 self.counts.compactions += 1;
                 0
             }
@@ -614,14 +619,17 @@ impl Reader {
         let fresh = (n - ids.len()) as u64;
         ids.extend(self.next_id..self.next_id + fresh);
         self.next_id += fresh;
-        prev.insert(
-            c.model.as_str(),
-            Prev {
-                segments,
-                prompt,
-                ids: ids.clone(),
-            },
-        );
+        if !overlaps {
+            let ids = ids.clone();
+            prev.insert(
+                c.model.as_str(),
+                Prev {
+                    segments,
+                    prompt,
+                    ids,
+                },
+            );
+        }
         (ids, system)
     }
 
