@@ -39,7 +39,7 @@
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -53,7 +53,7 @@ use crate::trace::model::{
     Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
     TraceFormat,
 };
-use crate::trace::options::{LoadOptions, DEFAULT_MAX_LINE_BYTES};
+use crate::trace::options::{LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
 
 #[derive(Deserialize)]
 struct Session {
@@ -177,38 +177,11 @@ impl Counts {
     }
 }
 
-/// The shard files of a partition directory (`shard-*.jsonl`, `shard-*.jsonl.gz`), by name.
-pub(crate) fn shard_files(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                n.starts_with("shard-") && (n.ends_with(".jsonl") || n.ends_with(".jsonl.gz"))
-            })
-        })
-        .collect();
-    files.sort();
-    files
-}
-
-/// True when a first data line is a Copilot session: `session_id` and `turns` whose first turn
-/// has `llm_calls`.
-pub(crate) fn is_session(session_id: bool, turns: Option<&serde_json::Value>) -> bool {
-    session_id
-        && turns
-            .and_then(|t| t.as_array())
-            .and_then(|t| t.first())
-            .is_some_and(|t| t.get("llm_calls").is_some())
-}
-
 /// Reads a partition directory (its shards in name order) or one shard (plain or gzip).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<(Corpus, Counts), TraceError> {
     opts.check(&path.display().to_string())?;
     let files = if path.is_dir() {
-        shard_files(path)
+        super::detect::copilot_shards(path)
     } else {
         vec![path.to_path_buf()]
     };
@@ -346,9 +319,7 @@ fn timeline(s: &Session) -> Result<Vec<Timed<'_>>, (String, String)> {
                 );
                 return Err((at("duration_ms"), w));
             }
-            if c.tokens.prompt == 0 {
-                return Err((at("tokens.prompt"), "must be at least 1".into()));
-            }
+            tokens(&c.tokens).map_err(|(f, w)| (at(f), w))?;
             if ids.insert(&c.message_id, calls.len()).is_some() {
                 let w = format!(
                     "{} appears twice in the session",
@@ -384,6 +355,21 @@ fn timeline(s: &Session) -> Result<Vec<Timed<'_>>, (String, String)> {
         batches(turn, t, &ids, &mut calls)?;
     }
     Ok(calls)
+}
+
+/// Checks a call's lengths: a prompt of 1 to [`MAX_LENGTH_TOKENS`] tokens, a completion of at
+/// most that; a bad one is `(its field, what)`.
+fn tokens(t: &Tokens) -> Result<(), (&'static str, String)> {
+    let max = MAX_LENGTH_TOKENS;
+    if t.prompt == 0 || u64::from(t.prompt) > max {
+        let w = format!("must be 1 to {max} tokens, found {}", t.prompt);
+        return Err(("tokens.prompt", w));
+    }
+    if u64::from(t.completion) > max {
+        let w = format!("must be at most {max} tokens, found {}", t.completion);
+        return Err(("tokens.completion", w));
+    }
+    Ok(())
 }
 
 /// Gives each call the duration of the tool batches naming it (summed).

@@ -52,7 +52,37 @@ pub fn is_servegen_dir(path: &std::path::Path) -> bool {
 /// True when `path` is a Copilot partition: a directory (`date=YYYY-MM-DD`) holding
 /// `shard-*.jsonl` or `shard-*.jsonl.gz` files (`copilot.rs`).
 pub fn is_copilot_dir(path: &std::path::Path) -> bool {
-    path.is_dir() && !super::copilot::shard_files(path).is_empty()
+    path.is_dir() && !copilot_shards(path).is_empty()
+}
+
+/// The shard files of a Copilot partition directory (`shard-*.jsonl`, `shard-*.jsonl.gz`), by
+/// name.
+pub(crate) fn copilot_shards(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<std::path::PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with("shard-") && (n.ends_with(".jsonl") || n.ends_with(".jsonl.gz"))
+            })
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// True when a first data line is a Copilot session: `session_id` and `turns` whose first turn
+/// has `llm_calls`.
+fn is_copilot_session(keys: &Keys) -> bool {
+    keys.session_id.is_some()
+        && keys
+            .turns
+            .as_ref()
+            .and_then(|t| t.as_array())
+            .and_then(|t| t.first())
+            .is_some_and(|t| t.get("llm_calls").is_some())
 }
 
 /// Detects the format from the first non-blank line of a file:
@@ -76,7 +106,7 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
             TraceFormat::Dynamo
         } else if keys.prefix_tokens.is_some() && keys.round_index.is_some() {
             TraceFormat::Tracelab
-        } else if super::copilot::is_session(keys.session_id.is_some(), keys.turns.as_ref()) {
+        } else if is_copilot_session(&keys) {
             TraceFormat::Copilot
         } else if keys.turns.is_some() {
             TraceFormat::Dag
