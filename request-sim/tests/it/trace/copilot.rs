@@ -291,3 +291,31 @@ fn copilot_bad_rows_are_one_file_line_error_each() {
         "{e}"
     );
 }
+
+#[test]
+fn copilot_cut_or_damaged_lines_are_errors_not_panics() {
+    let text = std::fs::read_to_string(partition().join("shard-0000.jsonl")).unwrap();
+    let line = text.lines().next().unwrap();
+    let read_bytes = |bytes: &[u8]| {
+        let mut r = Reader::new(&LoadOptions::default());
+        r.read("cut.jsonl", bytes).map_err(|e| e.to_string())
+    };
+    let mut errors = 0;
+    for cut in (1..line.len()).step_by(7) {
+        let e = read_bytes(&line.as_bytes()[..cut]).unwrap_err();
+        assert!(e.starts_with("cut.jsonl:1: "), "{e}");
+        errors += 1;
+    }
+    // a digit, a quote or a bracket replaced by another character, everywhere
+    for at in (0..line.len()).step_by(11) {
+        for b in [b'x', b'-', b'}', b'9'] {
+            let mut bytes = line.as_bytes().to_vec();
+            bytes[at] = b;
+            if let Err(e) = read_bytes(&bytes) {
+                assert!(e.starts_with("cut.jsonl:1: "), "{e}");
+            }
+        }
+    }
+    // every cut is an error on line 1 (the line is 2,711 bytes)
+    assert!(errors > 100, "{errors}");
+}
