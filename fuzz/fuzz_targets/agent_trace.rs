@@ -1,5 +1,5 @@
 //! The JSONL agentic readers (`trace::formats::agent_jsonl::read`: TraceLab rounds, Dynamo request
-//! traces, AIPerf `dag_jsonl`) on arbitrary bytes (plain or gzip), detected or forced. Any
+//! traces, AIPerf `dag_jsonl`, Copilot sessions) on arbitrary bytes (plain or gzip), detected or forced. Any
 //! input must give a corpus or an error, never a panic; a corpus must pass the session tree's
 //! own check and keep the readers' invariants.
 //!
@@ -7,7 +7,7 @@
 //! takes the inputs whose selector byte has bit 4 set: a conversation or an error naming the
 //! file, never a panic; a conversation must pass the check, its requests point into `requests`.
 //!
-//! `FUZZ_FORMAT` (`tracelab`, `dynamo`, `dag_jsonl`, `weka`) forces one reader for the whole
+//! `FUZZ_FORMAT` (`tracelab`, `dynamo`, `dag_jsonl`, `copilot`, `weka`) forces one reader for the whole
 //! run.
 #![no_main]
 
@@ -18,11 +18,12 @@ use request_sim::trace::formats::agent_jsonl::read;
 use request_sim::trace::formats::weka;
 use request_sim::trace::{LoadOptions, TraceFormat};
 
-const FORMATS: [Option<TraceFormat>; 4] = [
+const FORMATS: [Option<TraceFormat>; 5] = [
     None,
     Some(TraceFormat::Tracelab),
     Some(TraceFormat::Dynamo),
     Some(TraceFormat::Dag),
+    Some(TraceFormat::Copilot),
 ];
 
 fn forced() -> Option<TraceFormat> {
@@ -54,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
         }
         return;
     }
-    let format = forced().or(FORMATS[usize::from(sel % 4)]);
+    let format = forced().or(FORMATS[usize::from(sel % 5)]);
     let opts = LoadOptions {
         format,
         // TraceLab mints one id per block of up to 10M tokens per round: at block 1 a few

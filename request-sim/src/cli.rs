@@ -833,8 +833,9 @@ pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
         "dynamo" => Ok(TraceFormat::Dynamo),
         "dag_jsonl" | "dag" => Ok(TraceFormat::Dag),
         "weka" => Ok(TraceFormat::Weka),
+        "copilot" => Ok(TraceFormat::Copilot),
         other => Err(format!(
-            "unknown dataset {other:?}: use mooncake, bailian, azure, burstgpt, generic, messages, tracelab, dynamo, dag_jsonl or weka"
+            "unknown dataset {other:?}: use mooncake, bailian, azure, burstgpt, generic, messages, tracelab, dynamo, dag_jsonl, weka or copilot"
         )),
     }
 }

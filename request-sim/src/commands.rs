@@ -37,6 +37,9 @@ pub fn analyze(args: AnalyzeArgs) -> Result<u8> {
     if let Some((corpus, format)) =
         trace::formats::agents::load(&args.trace, &load_options(&args.format))?
     {
+        for n in &corpus.notes {
+            eprintln!("request-sim: {}: {n}", args.trace.display());
+        }
         return analyze_agents(&args, &corpus, format, t);
     }
     // Streamed: a week-long trace of millions of rows is analysed in the memory of its columns.

@@ -141,6 +141,9 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
             None => String::new(),
         }
     ));
+    for n in &corpus.notes {
+        note(format!("{name}: {n}"));
+    }
     Ok(Some((Arc::new(whole), name, facts)))
 }
 

@@ -31,7 +31,7 @@ pub fn detect_file(
     let jsonl = |f: TraceFormat| {
         matches!(
             f,
-            TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag
+            TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag | TraceFormat::Copilot
         )
     };
     if let Some(f) = forced {
@@ -102,6 +102,15 @@ pub fn read(name: &str, input: impl Read + Send, opts: &LoadOptions) -> Result<C
         TraceFormat::Tracelab => super::tracelab::build(name, &rows, opts)?,
         TraceFormat::Dynamo => super::dynamo::build(name, &rows, opts)?,
         TraceFormat::Dag => super::dag::build(name, &rows, opts)?,
+        TraceFormat::Copilot => {
+            let mut reader = super::copilot::Reader::new(opts);
+            for (line, text) in &rows {
+                reader.add_line(name, *line, text)?;
+            }
+            let (mut corpus, counts) = reader.finish(name)?;
+            corpus.notes.push(counts.note());
+            corpus
+        }
         other => {
             return Err(row_error(
                 name,

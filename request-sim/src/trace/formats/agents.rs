@@ -1,6 +1,6 @@
 //! Agent corpora: which agentic format a path holds ([`agent_format`]) and the reader that
-//! loads it into a [`Corpus`] (Weka JSON files or directories; TraceLab, Dynamo and
-//! `dag_jsonl` JSONL through `agent_jsonl.rs`).
+//! loads it into a [`Corpus`] (Weka JSON files or directories; Copilot shards or `date=`
+//! directories; TraceLab, Dynamo and `dag_jsonl` JSONL through `agent_jsonl.rs`).
 
 use std::path::Path;
 
@@ -17,6 +17,7 @@ pub fn agent_format(path: &Path, forced: Option<TraceFormat>) -> Option<TraceFor
     match forced {
         Some(f) => f.is_agentic().then_some(f),
         None if super::detect::is_servegen_dir(path) => None,
+        None if super::detect::is_copilot_dir(path) => Some(TraceFormat::Copilot),
         None if weka::is_corpus(path) => Some(TraceFormat::Weka),
         None => jsonl::detect_file(path, None).ok().flatten(),
     }
@@ -36,6 +37,11 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Option<(Corpus, TraceForm
     };
     let corpus = match format {
         TraceFormat::Weka => weka::load(path)?,
+        TraceFormat::Copilot => {
+            let (mut corpus, counts) = super::copilot::load(path, opts)?;
+            corpus.notes.push(counts.note());
+            corpus
+        }
         f => jsonl::load(
             path,
             &LoadOptions {

@@ -71,7 +71,10 @@ pub(crate) fn build(
             conversations.push(expand(name, &source, &sessions, &by_id, i)?);
         }
     }
-    Ok(Corpus { conversations })
+    Ok(Corpus {
+        conversations,
+        notes: Vec::new(),
+    })
 }
 
 /// Every line read as a session, and each session's index by id (ids are unique).

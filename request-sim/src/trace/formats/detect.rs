@@ -25,7 +25,7 @@ struct Keys {
     #[serde(default)]
     round_index: Option<serde::de::IgnoredAny>,
     #[serde(default)]
-    turns: Option<serde::de::IgnoredAny>,
+    turns: Option<serde_json::Value>,
     #[serde(default)]
     schema: Option<serde_json::Value>,
     #[serde(default)]
@@ -49,9 +49,46 @@ pub fn is_servegen_dir(path: &std::path::Path) -> bool {
     path.is_dir() && !super::servegen::trace_files(path).is_empty()
 }
 
+/// True when `path` is a Copilot partition: a directory (`date=YYYY-MM-DD`) holding
+/// `shard-*.jsonl` or `shard-*.jsonl.gz` files (`copilot.rs`).
+pub fn is_copilot_dir(path: &std::path::Path) -> bool {
+    path.is_dir() && !copilot_shards(path).is_empty()
+}
+
+/// The shard files of a Copilot partition directory (`shard-*.jsonl`, `shard-*.jsonl.gz`), by
+/// name.
+pub(crate) fn copilot_shards(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<std::path::PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with("shard-") && (n.ends_with(".jsonl") || n.ends_with(".jsonl.gz"))
+            })
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// True when a first data line is a Copilot session: `session_id` and `turns` whose first turn
+/// has `llm_calls`.
+fn is_copilot_session(keys: &Keys) -> bool {
+    keys.session_id.is_some()
+        && keys
+            .turns
+            .as_ref()
+            .and_then(|t| t.as_array())
+            .and_then(|t| t.first())
+            .is_some_and(|t| t.get("llm_calls").is_some())
+}
+
 /// Detects the format from the first non-blank line of a file:
 /// a `schema` `dynamo.request.trace.*` (bare or in `event`) is a Dynamo request trace, one with
-/// `prefix_tokens` and `round_index` is TraceLab, one with `turns` is AIPerf `dag_jsonl`;
+/// `prefix_tokens` and `round_index` is TraceLab, one with `session_id` and `turns` whose first
+/// turn has `llm_calls` is Copilot, any other with `turns` is AIPerf `dag_jsonl`;
 /// a JSON object with `messages` (or `tools`, or a literal `text_input` prompt) is a messages trace, one with `chat_id` is Bailian,
 /// one with `hash_ids` (and no `session_id`) is Mooncake, any other JSON object is Generic (so
 /// a row with `hash_ids` and `session_id` keeps its sessions); a CSV header naming
@@ -69,6 +106,8 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
             TraceFormat::Dynamo
         } else if keys.prefix_tokens.is_some() && keys.round_index.is_some() {
             TraceFormat::Tracelab
+        } else if is_copilot_session(&keys) {
+            TraceFormat::Copilot
         } else if keys.turns.is_some() {
             TraceFormat::Dag
         } else if keys.messages.is_some()
@@ -148,6 +187,10 @@ mod tests {
         assert_eq!(
             d(r#"{"session_id": "root", "turns": [{"messages": []}]}"#),
             TraceFormat::Dag
+        );
+        assert_eq!(
+            d(r#"{"session_id": "s", "turns": [{"turn_id": "t", "llm_calls": []}]}"#),
+            TraceFormat::Copilot
         );
         assert_eq!(
             d("TIMESTAMP,ContextTokens,GeneratedTokens"),

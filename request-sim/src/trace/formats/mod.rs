@@ -8,7 +8,9 @@
 //!   reads one capped line.
 //! - Agent corpora, read whole into a `trace::model::Corpus`: `weka.rs` (JSON files or a
 //!   directory), and the JSONL ones `tracelab.rs`, `dynamo.rs`, `dag.rs`, which
-//!   `agent_jsonl.rs` reads line by line and dispatches; `agents.rs` picks and loads one.
+//!   `agent_jsonl.rs` reads line by line and dispatches; `copilot.rs` (GitHub Copilot
+//!   sessions, a `date=` directory of shards, read one line at a time); `agents.rs` picks and
+//!   loads one.
 //! - Synthesized: `servegen.rs` (a ServeGen directory of arrival patterns and length PMFs,
 //!   generated row by row, fed to the same pipeline through `rows.rs`).
 //! - `log/`: request logs (OpenAI-format, LiteLLM, OpenTelemetry GenAI spans, `messages`
@@ -23,6 +25,7 @@ pub mod agents;
 pub(crate) mod azure;
 pub(crate) mod bailian;
 pub(crate) mod burstgpt;
+pub mod copilot;
 pub(crate) mod dag;
 pub mod detect;
 pub(crate) mod dynamo;

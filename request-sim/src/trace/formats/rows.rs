@@ -293,7 +293,7 @@ fn parse(
         TraceFormat::Bailian => bailian::parse_line(text),
         TraceFormat::Generic => generic::parse_line(text),
         TraceFormat::Messages => messages::parse_line(text),
-        TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag => {
+        TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag | TraceFormat::Copilot => {
             return Err(Bad {
                 error: RowError::Agentic(f.name()),
                 fatal: true,

@@ -189,7 +189,10 @@ pub(crate) fn build(
         rounds.sort_by_key(|r| (r.round_index, r.line));
         conversations.push(conversation(&sid, &rounds, block, &source));
     }
-    Ok(Corpus { conversations })
+    Ok(Corpus {
+        conversations,
+        notes: Vec::new(),
+    })
 }
 
 fn conversation(id: &str, rounds: &[Checked], block: usize, source: &Arc<str>) -> Conversation {

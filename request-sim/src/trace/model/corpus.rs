@@ -29,6 +29,9 @@ use super::chat::ChatPayload;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Corpus {
     pub conversations: Vec<Conversation>,
+    /// What the reader counted or decided, one line each, for the run's notes (Copilot:
+    /// cancelled calls, parallel calls, compactions, segments that miss `prompt`).
+    pub notes: Vec<String>,
 }
 
 impl Corpus {

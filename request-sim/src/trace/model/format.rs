@@ -36,11 +36,15 @@ pub enum TraceFormat {
     /// PMFs, a workload synthesized row by row (`trace/formats/servegen.rs`).
     #[serde(rename = "servegen")]
     ServeGen,
+    /// GitHub Copilot coding-agent trace (June 2026): one session per line (`turns` of
+    /// `llm_calls` and `tool_batches`), a `date=` directory of shards; prefixes built from the
+    /// prompt segments (an agentic corpus, `trace/formats/copilot.rs`).
+    Copilot,
 }
 
 impl TraceFormat {
     /// Every format, in `--dataset` order.
-    pub const ALL: [TraceFormat; 11] = [
+    pub const ALL: [TraceFormat; 12] = [
         TraceFormat::Mooncake,
         TraceFormat::Bailian,
         TraceFormat::Azure,
@@ -52,10 +56,11 @@ impl TraceFormat {
         TraceFormat::Dag,
         TraceFormat::Weka,
         TraceFormat::ServeGen,
+        TraceFormat::Copilot,
     ];
 
     /// The `--dataset` name (`mooncake`, `bailian`, `azure`, `generic`, `messages`, `burstgpt`,
-    /// `tracelab`, `dynamo`, `dag_jsonl`, `weka`, `servegen`).
+    /// `tracelab`, `dynamo`, `dag_jsonl`, `weka`, `servegen`, `copilot`).
     pub fn name(self) -> &'static str {
         match self {
             TraceFormat::Mooncake => "mooncake",
@@ -69,6 +74,7 @@ impl TraceFormat {
             TraceFormat::Dag => "dag_jsonl",
             TraceFormat::Weka => "weka",
             TraceFormat::ServeGen => "servegen",
+            TraceFormat::Copilot => "copilot",
         }
     }
 
@@ -87,7 +93,11 @@ impl TraceFormat {
     pub fn is_agentic(self) -> bool {
         matches!(
             self,
-            TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag | TraceFormat::Weka
+            TraceFormat::Tracelab
+                | TraceFormat::Dynamo
+                | TraceFormat::Dag
+                | TraceFormat::Weka
+                | TraceFormat::Copilot
         )
     }
 
@@ -117,6 +127,8 @@ impl TraceFormat {
             TraceFormat::Dag => 64,
             // The block size of each conversation is in its file; 64 when it is not.
             TraceFormat::Weka => 64,
+            // Prefixes are built (`--block-size` overrides), as TraceLab's.
+            TraceFormat::Copilot => 64,
         }
     }
 }

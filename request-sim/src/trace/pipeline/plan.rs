@@ -340,6 +340,7 @@ mod tests {
     fn corpus() -> Corpus {
         Corpus {
             conversations: vec![conv("c1"), conv("c2")],
+            notes: Vec::new(),
         }
     }
 

@@ -2,6 +2,7 @@ mod agent_formats;
 mod agent_garbage;
 mod analyze;
 mod bad;
+mod copilot;
 mod load;
 mod pipeline;
 mod real;
