@@ -438,7 +438,7 @@ pub struct RequestArgs {
     /// Extra top-level fields for every request body, as JSON (`'{"temperature": 0}'`) or
     /// `@FILE` (vLLM bench's `--extra-body`): sampling options, `tools`/`tool_choice`, vendor
     /// switches. Fields request-sim sets itself are refused; a `messages` row's `extra` wins.
-    #[arg(long, value_name = "JSON|@FILE", value_parser = crate::config::parse_extra_body)]
+    #[arg(long, value_name = "JSON|@FILE", value_parser = crate::backend::parse_extra_body)]
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     /// Accept streams without usage (output tokens are then counted from chunks).
     #[arg(long)]

@@ -26,6 +26,7 @@ pub mod client;
 pub mod convert;
 pub mod endpoint;
 pub mod events;
+mod extra;
 pub mod response;
 pub mod send;
 pub mod sse;
@@ -46,6 +47,7 @@ pub use client::{
     DEFAULT_POOL_IDLE_TIMEOUT_S,
 };
 pub use endpoint::{sanitize_url, Endpoint, ANTHROPIC_VERSION};
+pub use extra::parse_extra_body;
 pub use send::{connect_failure, execute, served_by, Outcome, RequestOpts};
 pub use state::{Carried, ProtocolError, ResponseState, Usage};
 pub use status::{ServedBy, Status};

@@ -18,7 +18,7 @@ mod validity;
 
 pub use output::{report_config, LiveMetricsConfig, OutputConfig};
 pub use prompts::{fresh_seed, PromptConfig};
-pub use requests::{parse_extra_body, EarlyStop, RequestPolicy, TimeoutRule};
+pub use requests::{EarlyStop, RequestPolicy, TimeoutRule};
 pub use schedule::ScheduleConfig;
 pub use target::{Target, TargetConfig};
 pub use trace::{load_options, reshape_settings, AgentSettings, TraceConfig, TraceSource};
