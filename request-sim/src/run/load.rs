@@ -118,6 +118,9 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
                 reason: e,
             })
         })?;
+    facts
+        .check_client_can_start(crate::trace::pipeline::plan::open_file_limit())
+        .map_err(|e| Error::config(format!("agent corpus {name}: {e}")))?;
     let joined = corpus
         .conversations
         .iter()

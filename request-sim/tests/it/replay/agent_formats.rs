@@ -215,3 +215,33 @@ fn dag_live_history_threads_answers_into_turns_and_forks_not_spawns() {
         ]
     );
 }
+
+/// Issue #41: the TraceLab sample replayed with `--time-in-secs 60 --max-idle-gap 1` and no
+/// `--users`/`--session-rate` was laid out as 210,526 conversations and 2,000,000 requests, all
+/// starting at once. The time limit bounds the run: the corpus is sent once.
+#[test]
+fn a_time_limit_without_a_population_flag_sends_the_corpus_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = trace_fixture("agent/tracelab.jsonl");
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let mut args = base_args(&sim.base_url(), &path, dir.path());
+    args.extend(
+        ["--time-in-secs", "60", "--max-idle-gap", "1"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let outcome = replay(&strs(&args));
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records_by_index(&dir.path().join("records.jsonl"));
+    assert_eq!(recs.len(), 6, "records = the corpus's requests");
+    assert_one_record_per_index(&recs, 6);
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+    let convs: std::collections::BTreeSet<&str> = recs
+        .iter()
+        .filter_map(|r| r.conversation.as_deref())
+        .collect();
+    assert_eq!(convs.len(), 2, "{convs:?}");
+}
