@@ -206,6 +206,12 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
             "Conversations laid out (corpus):",
             format!("{} ({})", l.conversations, l.corpus_conversations),
         );
+        if let Some(max) = l.max_input_length {
+            t.row(
+                "Max input length / prompts cut:",
+                format!("{max} / {}", l.capped_inputs),
+            );
+        }
         if let Some(ms) = l.max_idle_gap_ms {
             t.row(
                 "Max idle gap (s) / gaps cut:",

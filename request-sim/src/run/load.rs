@@ -87,19 +87,22 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
     let TraceSource::File(path) = &cfg.trace.source else {
         return Ok(None);
     };
-    let Some((corpus, format)) = trace::formats::agents::load(path, &cfg.trace.load)? else {
+    let Some((mut corpus, format)) = trace::formats::agents::load(path, &cfg.trace.load)? else {
         return Ok(None);
     };
     let name = path.display().to_string();
+    let max_input_length = cfg.trace.load.reshape.max_input_length;
     let reshape = crate::trace::Reshape {
         max_idle_gap_ms: None,
+        max_input_length: None,
         ..cfg.trace.load.reshape.clone()
     };
     if !reshape.is_identity() {
         return Err(Error::config(format!(
-            "{name} is an agent corpus: --amplify, --retime, --rate-series, --sample-sessions, --prefix-scale, --prompt-scale and --max-input-length reshape traces, not agent corpora (--max-idle-gap, --users and --session-rate do)"
+            "{name} is an agent corpus: --amplify, --retime, --rate-series, --sample-sessions, --prefix-scale and --prompt-scale reshape traces, not agent corpora (--max-idle-gap, --max-input-length, --users and --session-rate do)"
         )));
     }
+    let capped = max_input_length.map(|max| capped_note(&name, &mut corpus, max));
     let opts = PlanOptions {
         population: cfg.trace.agents.population,
         seed: cfg.prompts.seed,
@@ -111,13 +114,15 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
             .map(|l| l.as_secs_f64() * 1e3 * cfg.schedule.scale_factor),
         max_requests: cfg.trace.load.max_requests,
     };
-    let (whole, facts) =
+    let (whole, mut facts) =
         crate::trace::pipeline::plan::plan(&corpus, format, &opts).map_err(|e| {
             Error::from(TraceError::NoRequests {
                 path: name.clone(),
                 reason: e,
             })
         })?;
+    facts.max_input_length = max_input_length;
+    facts.capped_inputs = capped.map_or(0, |c| c.cut);
     facts
         .check_client_can_start(crate::trace::pipeline::plan::open_file_limit())
         .map_err(|e| Error::config(format!("agent corpus {name}: {e}")))?;
@@ -145,6 +150,24 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
         }
     ));
     Ok(Some((Arc::new(whole), name, facts)))
+}
+
+/// `--max-input-length` on an agent corpus: its longer prompts cut (`plan/cap.rs`), said.
+fn capped_note(
+    name: &str,
+    corpus: &mut crate::trace::Corpus,
+    max: u32,
+) -> crate::trace::pipeline::plan::Capped {
+    let c = crate::trace::pipeline::plan::cap_inputs(corpus, max);
+    note(format!(
+        "--max-input-length {max}: {} prompts of {name} cut to {max} tokens (each conversation still a prefix chain){}",
+        c.cut,
+        match c.messages_over {
+            0 => String::new(),
+            n => format!("; {n} requests over it are given as messages and sent as written"),
+        }
+    ));
+    c
 }
 
 /// Open the trace, choose how it is read, and read this run's first requests.

@@ -44,7 +44,10 @@ use crate::trace::model::{
     Conversation, Corpus, SessionStats, Sessions, Trace, TraceFormat, TraceStats,
 };
 
+mod cap;
 mod layout;
+
+pub use self::cap::{cap_inputs, Capped};
 
 /// At most this many requests are laid out (a population with near-zero gaps and a time limit
 /// would otherwise grow without end).
@@ -102,6 +105,11 @@ pub struct PlanFacts {
     pub capped_gaps: usize,
     /// The tools + system blocks are shared across conversations.
     pub share_system_prefix: bool,
+    /// `--max-input-length`, and the prompts it cut ([`cap_inputs`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_input_length: Option<u32>,
+    #[serde(default)]
+    pub capped_inputs: usize,
 }
 
 /// Lays `corpus` out as a whole trace (requests in replay order, with their sessions).

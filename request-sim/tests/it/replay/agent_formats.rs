@@ -245,3 +245,35 @@ fn a_time_limit_without_a_population_flag_sends_the_corpus_once() {
         .collect();
     assert_eq!(convs.len(), 2, "{convs:?}");
 }
+
+/// Issue #41: `--max-input-length` was refused on agent corpora, so a corpus with prompts over
+/// a model's context could not be replayed. It cuts the longer prompts (counted in the
+/// summary), each conversation still a prefix chain, and every request is sent.
+#[test]
+fn max_input_length_cuts_an_agent_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = trace_fixture("agent/tracelab.jsonl");
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let mut args = base_args(&sim.base_url(), &path, dir.path());
+    args.extend(
+        ["--max-input-length", "1100", "--max-idle-gap", "0.05"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let outcome = replay(&strs(&args));
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records_by_index(&dir.path().join("records.jsonl"));
+    assert_eq!(recs.len(), 6);
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+    let mut inputs: Vec<u32> = recs.iter().map(|r| r.input_length).collect();
+    inputs.sort();
+    assert_eq!(inputs, [300, 400, 1000, 1100, 1100, 1100]);
+    let layout = outcome.summary.agents.unwrap().layout.unwrap();
+    assert_eq!(
+        (layout.max_input_length, layout.capped_inputs),
+        (Some(1100), 3)
+    );
+}
