@@ -206,6 +206,12 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
             "Conversations laid out (corpus):",
             format!("{} ({})", l.conversations, l.corpus_conversations),
         );
+        if let Some(p) = l.sample_sessions {
+            t.row(
+                "Sample sessions / sampled out:",
+                format!("{p} / {}", l.sampled_out),
+            );
+        }
         if let Some(max) = l.max_input_length {
             t.row(
                 "Max input length / prompts cut:",

@@ -91,17 +91,38 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
         return Ok(None);
     };
     let name = path.display().to_string();
-    let max_input_length = cfg.trace.load.reshape.max_input_length;
+    let (max_input_length, sample) = (
+        cfg.trace.load.reshape.max_input_length,
+        cfg.trace.load.reshape.sample_sessions,
+    );
     let reshape = crate::trace::Reshape {
         max_idle_gap_ms: None,
         max_input_length: None,
+        sample_sessions: None,
         ..cfg.trace.load.reshape.clone()
     };
     if !reshape.is_identity() {
         return Err(Error::config(format!(
-            "{name} is an agent corpus: --amplify, --retime, --rate-series, --sample-sessions, --prefix-scale and --prompt-scale reshape traces, not agent corpora (--max-idle-gap, --max-input-length, --users and --session-rate do)"
+            "{name} is an agent corpus: --amplify, --retime, --rate-series, --prefix-scale and --prompt-scale reshape traces, not agent corpora (--max-idle-gap, --max-input-length, --sample-sessions, --users and --session-rate do)"
         )));
     }
+    let sampled_out = match sample {
+        Some(p) => {
+            let out = crate::trace::pipeline::plan::sample_conversations(
+                &mut corpus,
+                p,
+                cfg.trace.load.reshape.seed,
+            )
+            .map_err(|e| Error::config(format!("agent corpus {name}: {e}")))?;
+            note(format!(
+                "--sample-sessions {p}: {} of {name}'s {} conversations kept",
+                corpus.conversations.len(),
+                corpus.conversations.len() + out
+            ));
+            out
+        }
+        None => 0,
+    };
     let capped = max_input_length.map(|max| capped_note(&name, &mut corpus, max));
     let opts = PlanOptions {
         population: cfg.trace.agents.population,
@@ -123,6 +144,8 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
         })?;
     facts.max_input_length = max_input_length;
     facts.capped_inputs = capped.map_or(0, |c| c.cut);
+    (facts.sample_sessions, facts.sampled_out) = (sample, sampled_out);
+    facts.corpus_conversations += sampled_out;
     facts
         .check_client_can_start(crate::trace::pipeline::plan::open_file_limit())
         .map_err(|e| Error::config(format!("agent corpus {name}: {e}")))?;

@@ -46,8 +46,10 @@ use crate::trace::model::{
 
 mod cap;
 mod layout;
+mod sample;
 
 pub use self::cap::{cap_inputs, Capped};
+pub use self::sample::sample_conversations;
 
 /// At most this many requests are laid out (a population with near-zero gaps and a time limit
 /// would otherwise grow without end).
@@ -110,6 +112,11 @@ pub struct PlanFacts {
     pub max_input_length: Option<u32>,
     #[serde(default)]
     pub capped_inputs: usize,
+    /// `--sample-sessions`, and the conversations it left out ([`sample_conversations`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_sessions: Option<f64>,
+    #[serde(default)]
+    pub sampled_out: usize,
 }
 
 /// Lays `corpus` out as a whole trace (requests in replay order, with their sessions).

@@ -493,3 +493,38 @@ fn trace_wall_time_uses_the_capped_gaps() {
         "{text}"
     );
 }
+
+/// Issue #41: `--sample-sessions` was refused on agent corpora. It keeps whole conversations
+/// (seeded by `--seed`), sends every request of those kept, and counts those left out.
+#[test]
+fn sample_sessions_keeps_whole_conversations_of_an_agent_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, outcome) = replay_corpus(
+        dir.path(),
+        &["--sample-sessions", "0.5", "--max-idle-gap", "0.02"],
+    );
+    assert_eq!(outcome.exit_code, 0);
+    let mut corpus = weka::load(&corpus_dir()).unwrap();
+    let out =
+        request_sim::trace::pipeline::plan::sample_conversations(&mut corpus, 0.5, 7).unwrap();
+    let layout = outcome.summary.agents.unwrap().layout.unwrap();
+    assert_eq!(
+        (
+            layout.sampled_out,
+            layout.conversations,
+            layout.corpus_conversations
+        ),
+        (out, corpus.conversations.len(), 3)
+    );
+    assert!(out > 0 && out < 3, "{out}");
+    assert_eq!(recs.len(), corpus.requests());
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+    let kept: std::collections::BTreeSet<String> = corpus
+        .conversations
+        .iter()
+        .map(|c| c.id.to_string())
+        .collect();
+    let sent: std::collections::BTreeSet<String> =
+        recs.iter().filter_map(|r| r.conversation.clone()).collect();
+    assert_eq!(sent, kept);
+}
