@@ -277,3 +277,56 @@ fn max_input_length_cuts_an_agent_corpus() {
         (Some(1100), 3)
     );
 }
+
+/// Issue #41: in an agent run cut by `--time-in-secs`, the trace-ideal hit ratio (the run's and
+/// the agent section's) is over the requests the server processed, in send order, never over
+/// the turns the limit left unsent.
+#[test]
+fn a_cut_agent_run_ideal_counts_only_the_requests_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = trace_fixture("agent/tracelab.jsonl");
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let mut args = base_args(&sim.base_url(), &path, dir.path());
+    args.extend(
+        ["--time-in-secs", "3", "--max-idle-gap", "5"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let outcome = replay(&strs(&args));
+    assert_eq!(outcome.exit_code, 0);
+    let s = outcome.summary;
+    let recs = read_records_by_index(&dir.path().join("records.jsonl"));
+    let mut sent: Vec<&Record> = recs.iter().filter(|r| r.sent_ms.is_some()).collect();
+    assert_eq!(
+        (sent.len(), s.run.outcome.never_sent),
+        (3, 3),
+        "the limit cut 3 of the 6 turns"
+    );
+    sent.sort_by(|a, b| a.sent_ms.unwrap().total_cmp(&b.sent_ms.unwrap()));
+    let (corpus, format) =
+        request_sim::trace::formats::agents::load(&path, &LoadOptions::default())
+            .unwrap()
+            .unwrap();
+    let opts = PlanOptions {
+        seed: 7,
+        max_idle_gap_ms: Some(5000.0),
+        ..PlanOptions::default()
+    };
+    let (trace, _) = plan(&corpus, format, &opts).unwrap();
+    let mut cache = request_sim::analyze::IdealCache::new(trace.block_size, 1 << 20);
+    let (mut hit, mut input) = (0u64, 0u64);
+    for r in &sent {
+        let req = &trace.requests[r.index];
+        hit += u64::from(cache.hits(req).unwrap());
+        input += u64::from(req.input_length);
+    }
+    let want = hit as f64 / input as f64;
+    assert_eq!(s.cache.ideal_sent, Some(sent.len() as u64));
+    assert!((s.cache.ideal_hit_ratio.unwrap() - want).abs() < 1e-12);
+    let a = s.agents.unwrap();
+    assert!((a.ideal_hit_ratio.unwrap() - want).abs() < 1e-12);
+    assert!((a.routed_ideal_hit_ratio.unwrap() - want).abs() < 1e-12);
+}
