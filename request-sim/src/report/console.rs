@@ -212,6 +212,17 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
                 format!("{p} / {}", l.sampled_out),
             );
         }
+        if l.prefix_scale.is_some() || l.prompt_scale.is_some() {
+            t.row(
+                "Prefix / prompt scale, prompts:",
+                format!(
+                    "{} / {}, {}",
+                    l.prefix_scale.unwrap_or(1.0),
+                    l.prompt_scale.unwrap_or(1.0),
+                    l.scaled_prompts
+                ),
+            );
+        }
         if let Some(max) = l.max_input_length {
             t.row(
                 "Max input length / prompts cut:",

@@ -91,39 +91,7 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
         return Ok(None);
     };
     let name = path.display().to_string();
-    let (max_input_length, sample) = (
-        cfg.trace.load.reshape.max_input_length,
-        cfg.trace.load.reshape.sample_sessions,
-    );
-    let reshape = crate::trace::Reshape {
-        max_idle_gap_ms: None,
-        max_input_length: None,
-        sample_sessions: None,
-        ..cfg.trace.load.reshape.clone()
-    };
-    if !reshape.is_identity() {
-        return Err(Error::config(format!(
-            "{name} is an agent corpus: --amplify, --retime, --rate-series, --prefix-scale and --prompt-scale reshape traces, not agent corpora (--max-idle-gap, --max-input-length, --sample-sessions, --users and --session-rate do)"
-        )));
-    }
-    let sampled_out = match sample {
-        Some(p) => {
-            let out = crate::trace::pipeline::plan::sample_conversations(
-                &mut corpus,
-                p,
-                cfg.trace.load.reshape.seed,
-            )
-            .map_err(|e| Error::config(format!("agent corpus {name}: {e}")))?;
-            note(format!(
-                "--sample-sessions {p}: {} of {name}'s {} conversations kept",
-                corpus.conversations.len(),
-                corpus.conversations.len() + out
-            ));
-            out
-        }
-        None => 0,
-    };
-    let capped = max_input_length.map(|max| capped_note(&name, &mut corpus, max));
+    let reshaped = super::reshape::agent_corpus(cfg, &name, &mut corpus)?;
     let opts = PlanOptions {
         population: cfg.trace.agents.population,
         seed: cfg.prompts.seed,
@@ -142,10 +110,7 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
                 reason: e,
             })
         })?;
-    facts.max_input_length = max_input_length;
-    facts.capped_inputs = capped.map_or(0, |c| c.cut);
-    (facts.sample_sessions, facts.sampled_out) = (sample, sampled_out);
-    facts.corpus_conversations += sampled_out;
+    reshaped.fill(&mut facts);
     facts
         .check_client_can_start(crate::trace::pipeline::plan::open_file_limit())
         .map_err(|e| Error::config(format!("agent corpus {name}: {e}")))?;
@@ -173,24 +138,6 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
         }
     ));
     Ok(Some((Arc::new(whole), name, facts)))
-}
-
-/// `--max-input-length` on an agent corpus: its longer prompts cut (`plan/cap.rs`), said.
-fn capped_note(
-    name: &str,
-    corpus: &mut crate::trace::Corpus,
-    max: u32,
-) -> crate::trace::pipeline::plan::Capped {
-    let c = crate::trace::pipeline::plan::cap_inputs(corpus, max);
-    note(format!(
-        "--max-input-length {max}: {} prompts of {name} cut to {max} tokens (each conversation still a prefix chain){}",
-        c.cut,
-        match c.messages_over {
-            0 => String::new(),
-            n => format!("; {n} requests over it are given as messages and sent as written"),
-        }
-    ));
-    c
 }
 
 /// Open the trace, choose how it is read, and read this run's first requests.

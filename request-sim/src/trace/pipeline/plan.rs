@@ -47,9 +47,11 @@ use crate::trace::model::{
 mod cap;
 mod layout;
 mod sample;
+mod scale;
 
 pub use self::cap::{cap_inputs, Capped};
 pub use self::sample::sample_conversations;
+pub use self::scale::{scale_prompts, Scales};
 
 /// At most this many requests are laid out (a population with near-zero gaps and a time limit
 /// would otherwise grow without end).
@@ -117,6 +119,13 @@ pub struct PlanFacts {
     pub sample_sessions: Option<f64>,
     #[serde(default)]
     pub sampled_out: usize,
+    /// `--prefix-scale` and `--prompt-scale`, and the prompts they scaled ([`scale_prompts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_scale: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_scale: Option<f64>,
+    #[serde(default)]
+    pub scaled_prompts: usize,
 }
 
 /// Lays `corpus` out as a whole trace (requests in replay order, with their sessions).

@@ -330,3 +330,69 @@ fn a_cut_agent_run_ideal_counts_only_the_requests_sent() {
     assert!((a.ideal_hit_ratio.unwrap() - want).abs() < 1e-12);
     assert!((a.routed_ideal_hit_ratio.unwrap() - want).abs() < 1e-12);
 }
+
+/// Issue #41: `--prefix-scale` and `--prompt-scale` were refused on agent corpora. They scale
+/// every prompt by the flat trace's rule (each id the same copies wherever it appears), so
+/// the conversations stay prefix chains, and every request is sent at its scaled length.
+#[test]
+fn prompt_and_prefix_scale_reshape_an_agent_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = trace_fixture("agent/tracelab.jsonl");
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let mut args = base_args(&sim.base_url(), &path, dir.path());
+    args.extend(
+        [
+            "--prefix-scale",
+            "2",
+            "--prompt-scale",
+            "0.5",
+            "--max-idle-gap",
+            "0.05",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let outcome = replay(&strs(&args));
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records_by_index(&dir.path().join("records.jsonl"));
+    assert_eq!(recs.len(), 6);
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+    let (mut corpus, format) =
+        request_sim::trace::formats::agents::load(&path, &LoadOptions::default())
+            .unwrap()
+            .unwrap();
+    let s = request_sim::trace::pipeline::plan::Scales {
+        prefix: 2.0,
+        prompt: 0.5,
+        seed: 7,
+    };
+    assert_eq!(
+        request_sim::trace::pipeline::plan::scale_prompts(&mut corpus, s),
+        (6, 0)
+    );
+    let opts = PlanOptions {
+        seed: 7,
+        max_idle_gap_ms: Some(50.0),
+        ..PlanOptions::default()
+    };
+    let (trace, _) = plan(&corpus, format, &opts).unwrap();
+    for r in &recs {
+        assert_eq!(r.input_length, trace.requests[r.index].input_length);
+    }
+    // The claude conversation's shared blocks doubled: its first prompt (1,000 tokens) grows.
+    let mut inputs: Vec<u32> = recs.iter().map(|r| r.input_length).collect();
+    inputs.sort();
+    assert!(*inputs.last().unwrap() > 1400, "{inputs:?}");
+    let layout = outcome.summary.agents.unwrap().layout.unwrap();
+    assert_eq!(
+        (
+            layout.prefix_scale,
+            layout.prompt_scale,
+            layout.scaled_prompts
+        ),
+        (Some(2.0), Some(0.5), 6)
+    );
+}
