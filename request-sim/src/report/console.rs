@@ -212,6 +212,12 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
                 format!("{p} / {}", l.sampled_out),
             );
         }
+        if let Some(a) = l.amplify {
+            t.row(
+                "Amplify / conversations added:",
+                format!("{a} / {}", l.amplified),
+            );
+        }
         if l.prefix_scale.is_some() || l.prompt_scale.is_some() {
             t.row(
                 "Prefix / prompt scale, prompts:",

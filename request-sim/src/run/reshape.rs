@@ -1,8 +1,8 @@
 //! The trace rules an agent corpus takes before it is laid out (`trace::pipeline::plan`), in
-//! the flat trace's order: `--sample-sessions` (whole conversations), `--prefix-scale` and
-//! `--prompt-scale`, then `--max-input-length` on the final prompts; each said at start-up and
-//! counted in the layout's facts. The others (`--amplify`, `--retime`, `--rate-series`) are
-//! refused.
+//! the flat trace's order: `--sample-sessions` (whole conversations), `--amplify`,
+//! `--prefix-scale` and `--prompt-scale`, then `--max-input-length` on the final prompts; each
+//! said at start-up and counted in the layout's facts. The others (`--retime`,
+//! `--rate-series`) are refused.
 
 use super::note::note;
 use crate::config::ReplayConfig;
@@ -15,6 +15,8 @@ use crate::{Error, Result};
 pub(super) struct Reshaped {
     sample: Option<f64>,
     sampled_out: usize,
+    amplify: Option<f64>,
+    amplified: usize,
     scales: Option<(Option<f64>, Option<f64>)>,
     scaled: usize,
     max_input_length: Option<u32>,
@@ -26,6 +28,8 @@ impl Reshaped {
     pub(super) fn fill(&self, facts: &mut PlanFacts) {
         (facts.sample_sessions, facts.sampled_out) = (self.sample, self.sampled_out);
         facts.corpus_conversations += self.sampled_out;
+        facts.corpus_conversations -= self.amplified;
+        (facts.amplify, facts.amplified) = (self.amplify, self.amplified);
         if let Some((prefix, prompt)) = self.scales {
             (facts.prefix_scale, facts.prompt_scale) = (prefix, prompt);
             facts.scaled_prompts = self.scaled;
@@ -47,15 +51,17 @@ pub(super) fn agent_corpus(
         sample_sessions: None,
         prefix_scale: None,
         prompt_scale: None,
+        amplify: None,
         ..r.clone()
     };
     if !rest.is_identity() {
         return Err(Error::config(format!(
-            "{name} is an agent corpus: --amplify, --retime and --rate-series reshape traces, not agent corpora (--max-idle-gap, --max-input-length, --sample-sessions, --prefix-scale, --prompt-scale, --users and --session-rate do)"
+            "{name} is an agent corpus: --retime and --rate-series reshape traces, not agent corpora (--max-idle-gap, --max-input-length, --sample-sessions, --amplify, --prefix-scale, --prompt-scale, --users and --session-rate do)"
         )));
     }
     let mut out = Reshaped {
         sample: r.sample_sessions,
+        amplify: r.amplify,
         max_input_length: r.max_input_length,
         ..Reshaped::default()
     };
@@ -66,6 +72,15 @@ pub(super) fn agent_corpus(
             "--sample-sessions {p}: {} of {name}'s {} conversations kept",
             corpus.conversations.len(),
             corpus.conversations.len() + out.sampled_out
+        ));
+    }
+    if let Some(a) = r.amplify {
+        let before = corpus.conversations.len();
+        out.amplified = plan::amplify_conversations(corpus, a, r.seed)
+            .map_err(|e| Error::config(format!("agent corpus {name}: {e}")))?;
+        note(format!(
+            "--amplify {a}: {name}'s {before} conversations became {} (copy k of <id> is <id>@k, with its own hash ids)",
+            corpus.conversations.len()
         ));
     }
     if r.prefix_scale.is_some() || r.prompt_scale.is_some() {

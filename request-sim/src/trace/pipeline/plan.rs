@@ -44,11 +44,13 @@ use crate::trace::model::{
     Conversation, Corpus, SessionStats, Sessions, Trace, TraceFormat, TraceStats,
 };
 
+mod amplify;
 mod cap;
 mod layout;
 mod sample;
 mod scale;
 
+pub use self::amplify::amplify_conversations;
 pub use self::cap::{cap_inputs, Capped};
 pub use self::sample::sample_conversations;
 pub use self::scale::{scale_prompts, Scales};
@@ -126,6 +128,11 @@ pub struct PlanFacts {
     pub prompt_scale: Option<f64>,
     #[serde(default)]
     pub scaled_prompts: usize,
+    /// `--amplify`, and the conversations its copies added ([`amplify_conversations`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amplify: Option<f64>,
+    #[serde(default)]
+    pub amplified: usize,
 }
 
 /// Lays `corpus` out as a whole trace (requests in replay order, with their sessions).

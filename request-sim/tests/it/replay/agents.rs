@@ -528,3 +528,28 @@ fn sample_sessions_keeps_whole_conversations_of_an_agent_corpus() {
         recs.iter().filter_map(|r| r.conversation.clone()).collect();
     assert_eq!(sent, kept);
 }
+
+/// Issue #41: `--amplify` was refused on agent corpora. `--amplify 2` replays every
+/// conversation twice, the copy `<id>@1` with its own sessions and hash ids.
+#[test]
+fn amplify_copies_every_conversation_of_an_agent_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, outcome) = replay_corpus(dir.path(), &["--amplify", "2", "--max-idle-gap", "0.02"]);
+    assert_eq!(outcome.exit_code, 0);
+    let corpus = weka::load(&corpus_dir()).unwrap();
+    assert_eq!(recs.len(), 2 * corpus.requests());
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+    let convs: std::collections::BTreeSet<String> =
+        recs.iter().filter_map(|r| r.conversation.clone()).collect();
+    assert_eq!(convs.len(), 6);
+    assert_eq!(convs.iter().filter(|c| c.ends_with("@1")).count(), 3);
+    let layout = outcome.summary.agents.unwrap().layout.unwrap();
+    assert_eq!(
+        (
+            layout.amplify,
+            layout.amplified,
+            layout.corpus_conversations
+        ),
+        (Some(2.0), 3, 3)
+    );
+}
