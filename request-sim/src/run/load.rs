@@ -111,9 +111,12 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
             })
         })?;
     reshaped.fill(&mut facts);
-    facts
-        .check_client_can_start(crate::trace::pipeline::plan::open_file_limit())
-        .map_err(|e| Error::config(format!("agent corpus {name}: {e}")))?;
+    // A dry run opens no connection.
+    if !cfg.requests.dry_run {
+        facts
+            .check_client_can_start(crate::trace::pipeline::plan::open_file_limit())
+            .map_err(|e| Error::config(format!("agent corpus {name}: {e}")))?;
+    }
     let joined = corpus
         .conversations
         .iter()

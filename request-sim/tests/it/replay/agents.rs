@@ -553,3 +553,34 @@ fn amplify_copies_every_conversation_of_an_agent_corpus() {
         (Some(2.0), 3, 3)
     );
 }
+
+/// Issue #41: a population that starts more conversations at once than the client may open
+/// connections for (`ulimit -n`) is refused before the run, saying how to spread it; a dry
+/// run, which opens none, goes ahead.
+#[test]
+fn a_population_past_the_open_file_limit_is_refused_with_how_to_spread_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let run = |extra: &str| {
+        let script = format!(
+            "ulimit -n 300 && exec \"$0\" replay --dataset-path \"$1\" --amplify 20 --output-path \"$2\" --quiet {extra}"
+        );
+        std::process::Command::new("sh")
+            .args(["-c", &script, BIN])
+            .arg(corpus_dir())
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let o = run("");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("its 60 conversations all start at once")
+            && stderr.contains("may open 300 files")
+            && stderr.contains("--users N or --session-rate R (N at most 44)"),
+        "{stderr}"
+    );
+    let o = run("--dry-run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
