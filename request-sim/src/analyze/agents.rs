@@ -4,7 +4,7 @@
 //! with the system prompt + tools shared across conversations, and the load a population of
 //! `--users` concurrent users implies.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -265,8 +265,11 @@ impl Shape {
 /// (`local` ids) and with the system prompt + tools blocks shared.
 #[derive(Default)]
 struct Hits {
-    seen_private: HashSet<u64>,
-    seen_shared: HashSet<u64>,
+    /// Chain key of a block → the most tokens a request put in it (as the replay's
+    /// [`super::IdealCache`]: a cached block shorter than the request's counts its own tokens,
+    /// and matching stops there).
+    seen_private: HashMap<u64, u64>,
+    seen_shared: HashMap<u64, u64>,
     input_tokens: u64,
     hit_private: u64,
     hit_shared: u64,
@@ -320,6 +323,15 @@ impl Hits {
             ns
         };
         let (mut private_hit, mut shared_hit) = (true, true);
+        // a prefix cache: a block hits only after whole hits, as far as its cached tokens go;
+        // every block is stored
+        let step = |seen: &mut HashMap<u64, u64>, key: u64, tokens: u64, matching: &mut bool| {
+            let have = seen.entry(key).or_insert(0);
+            let hit = if *matching { (*have).min(tokens) } else { 0 };
+            *matching &= *have > 0 && *have >= tokens;
+            *have = (*have).max(tokens.max(1));
+            hit
+        };
         let input = u64::from(r.input_length);
         for (i, &id) in r.hash_ids.iter().enumerate() {
             let i = i as u64;
@@ -330,12 +342,8 @@ impl Hits {
                 (true, _) => mix(mix(hs, ns), id),
                 (false, _) => mix(hs, id),
             };
-            // a prefix cache: a block hits only after hitting blocks, but every block is
-            // stored
-            private_hit &= !self.seen_private.insert(hp);
-            shared_hit &= !self.seen_shared.insert(hs);
-            self.hit_private += u64::from(private_hit) * tokens;
-            self.hit_shared += u64::from(shared_hit) * tokens;
+            self.hit_private += step(&mut self.seen_private, hp, tokens, &mut private_hit);
+            self.hit_shared += step(&mut self.seen_shared, hs, tokens, &mut shared_hit);
         }
     }
 
@@ -363,4 +371,35 @@ fn max_overlap(intervals: &mut [(f64, f64)]) -> usize {
         best = best.max(cur);
     }
     best as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::IdealCache;
+    use crate::trace::formats::weka;
+    use crate::trace::pipeline::plan::{plan, PlanOptions};
+    use crate::trace::TraceFormat;
+
+    /// Issue #41: a partial last block reused by a longer prompt hit whole in `analyze`
+    /// (32 of 56 tokens, 57.14%) where the replay's ideal (and the same rows as a flat trace)
+    /// counts only the tokens the cached block held: 16 + 8 of 56, 42.86%.
+    #[test]
+    fn a_partial_last_block_hits_only_its_cached_tokens() {
+        let text = r#"{"id":"c","block_size":16,"requests":[
+            {"t":0.0,"type":"s","in":24,"out":2,"hash_ids":[1,2],"api_time":1.0,"think_time":0.0},
+            {"t":2.0,"type":"s","in":32,"out":2,"hash_ids":[1,2],"api_time":1.0,"think_time":1.0}]}"#;
+        let corpus = Corpus {
+            conversations: vec![weka::parse("c.json", text.as_bytes()).unwrap()],
+        };
+        let a = analyze_agents(&corpus, &AgentAnalyzeOptions::default());
+        assert_eq!(format!("{:.2}", 100.0 * a.ideal_hit_ratio), "42.86");
+        // The replay's trace-ideal over the same corpus laid out.
+        let (t, _) = plan(&corpus, TraceFormat::Weka, &PlanOptions::default()).unwrap();
+        let mut cache = IdealCache::new(t.block_size, IdealCache::MAX_BLOCKS);
+        let hit: u32 = t.requests.iter().map(|r| cache.hits(r).unwrap()).sum();
+        let input: u32 = t.requests.iter().map(|r| r.input_length).sum();
+        assert_eq!((hit, input), (24, 56));
+        assert_eq!(a.ideal_hit_ratio, f64::from(hit) / f64::from(input));
+    }
 }

@@ -206,6 +206,35 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
             "Conversations laid out (corpus):",
             format!("{} ({})", l.conversations, l.corpus_conversations),
         );
+        if let Some(p) = l.sample_sessions {
+            t.row(
+                "Sample sessions / sampled out:",
+                format!("{p} / {}", l.sampled_out),
+            );
+        }
+        if let Some(a) = l.amplify {
+            t.row(
+                "Amplify / conversations added:",
+                format!("{a} / {}", l.amplified),
+            );
+        }
+        if l.prefix_scale.is_some() || l.prompt_scale.is_some() {
+            t.row(
+                "Prefix / prompt scale, prompts:",
+                format!(
+                    "{} / {}, {}",
+                    l.prefix_scale.unwrap_or(1.0),
+                    l.prompt_scale.unwrap_or(1.0),
+                    l.scaled_prompts
+                ),
+            );
+        }
+        if let Some(max) = l.max_input_length {
+            t.row(
+                "Max input length / prompts cut:",
+                format!("{max} / {}", l.capped_inputs),
+            );
+        }
         if let Some(ms) = l.max_idle_gap_ms {
             t.row(
                 "Max idle gap (s) / gaps cut:",

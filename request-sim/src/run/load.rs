@@ -87,19 +87,11 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
     let TraceSource::File(path) = &cfg.trace.source else {
         return Ok(None);
     };
-    let Some((corpus, format)) = trace::formats::agents::load(path, &cfg.trace.load)? else {
+    let Some((mut corpus, format)) = trace::formats::agents::load(path, &cfg.trace.load)? else {
         return Ok(None);
     };
     let name = path.display().to_string();
-    let reshape = crate::trace::Reshape {
-        max_idle_gap_ms: None,
-        ..cfg.trace.load.reshape.clone()
-    };
-    if !reshape.is_identity() {
-        return Err(Error::config(format!(
-            "{name} is an agent corpus: --amplify, --retime, --rate-series, --sample-sessions, --prefix-scale, --prompt-scale and --max-input-length reshape traces, not agent corpora (--max-idle-gap, --users and --session-rate do)"
-        )));
-    }
+    let reshaped = super::reshape::agent_corpus(cfg, &name, &mut corpus)?;
     let opts = PlanOptions {
         population: cfg.trace.agents.population,
         seed: cfg.prompts.seed,
@@ -111,13 +103,20 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
             .map(|l| l.as_secs_f64() * 1e3 * cfg.schedule.scale_factor),
         max_requests: cfg.trace.load.max_requests,
     };
-    let (whole, facts) =
+    let (whole, mut facts) =
         crate::trace::pipeline::plan::plan(&corpus, format, &opts).map_err(|e| {
             Error::from(TraceError::NoRequests {
                 path: name.clone(),
                 reason: e,
             })
         })?;
+    reshaped.fill(&mut facts);
+    // A dry run opens no connection.
+    if !cfg.requests.dry_run {
+        facts
+            .check_client_can_start(crate::trace::pipeline::plan::open_file_limit())
+            .map_err(|e| Error::config(format!("agent corpus {name}: {e}")))?;
+    }
     let joined = corpus
         .conversations
         .iter()

@@ -37,6 +37,7 @@ mod note;
 mod pipeline;
 mod prompts;
 mod reset;
+mod reshape;
 mod save;
 mod server;
 mod task;

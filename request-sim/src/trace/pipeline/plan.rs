@@ -1,18 +1,20 @@
 //! A corpus laid out as the whole trace a replay takes: a **population** of conversations
 //! (`--users N`: N users, each working through conversations one after the other;
 //! `--session-rate R`: conversations starting at Poisson arrivals; neither: every conversation
-//! once, all starting at once), each request with its session links for the release gate
+//! at most once, all starting at once, whatever `--time-in-secs`), each request with its
+//! session links for the release gate
 //! (`schedule/sessions.rs`).
 //!
 //! - Conversations are taken in a seeded order (the same `--seed`, the same order). With
 //!   `--users N` the next conversation of that order goes to the user whose previous one ends
 //!   earliest on the lower-bound clock below (dealt before the run, so a run is reproducible
 //!   and a shard keeps whole users); a user's next conversation waits for every request of the
-//!   previous one. Past the end of the corpus the order repeats, each
-//!   repeat a new conversation (`<id>#<pass>`, its own hash ids). How many are laid out:
-//!   with `--time-in-secs`, until every user (or the arrivals) pass the limit on the lower
-//!   bound below; with `--max-requests`, whole conversations up to that many requests; else
-//!   each conversation once.
+//!   previous one. With `--users` or `--session-rate`, past the end of the corpus the order
+//!   repeats, each repeat a new conversation (`<id>#<pass>`, its own hash ids). How many are
+//!   laid out: with `--time-in-secs`, until every user (or the arrivals) pass the limit on the
+//!   lower bound below; with `--max-requests`, whole conversations up to that many requests;
+//!   else each conversation once. Without a population flag the corpus never repeats: each
+//!   conversation once, `--max-requests` cutting it short.
 //! - Each request's trace time is a **lower bound** of its release: its dependencies' lower
 //!   bounds plus its client gap, as if the server answered in no time. The gate releases it at
 //!   the latest completion it waits for plus its gap, which is never earlier, so the trace
@@ -42,7 +44,16 @@ use crate::trace::model::{
     Conversation, Corpus, SessionStats, Sessions, Trace, TraceFormat, TraceStats,
 };
 
+mod amplify;
+mod cap;
 mod layout;
+mod sample;
+mod scale;
+
+pub use self::amplify::amplify_conversations;
+pub use self::cap::{cap_inputs, Capped};
+pub use self::sample::sample_conversations;
+pub use self::scale::{scale_prompts, Scales};
 
 /// At most this many requests are laid out (a population with near-zero gaps and a time limit
 /// would otherwise grow without end).
@@ -100,6 +111,28 @@ pub struct PlanFacts {
     pub capped_gaps: usize,
     /// The tools + system blocks are shared across conversations.
     pub share_system_prefix: bool,
+    /// `--max-input-length`, and the prompts it cut ([`cap_inputs`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_input_length: Option<u32>,
+    #[serde(default)]
+    pub capped_inputs: usize,
+    /// `--sample-sessions`, and the conversations it left out ([`sample_conversations`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_sessions: Option<f64>,
+    #[serde(default)]
+    pub sampled_out: usize,
+    /// `--prefix-scale` and `--prompt-scale`, and the prompts they scaled ([`scale_prompts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_scale: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_scale: Option<f64>,
+    #[serde(default)]
+    pub scaled_prompts: usize,
+    /// `--amplify`, and the conversations its copies added ([`amplify_conversations`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amplify: Option<f64>,
+    #[serde(default)]
+    pub amplified: usize,
 }
 
 /// Lays `corpus` out as a whole trace (requests in replay order, with their sessions).
@@ -122,8 +155,11 @@ pub fn plan(
         share_system_prefix: opts.share_system_prefix,
     };
     let limit = opts.time_limit_ms;
+    // No population flag: every conversation at most once (a time limit bounds the run, it
+    // does not repeat the corpus; all would start at once).
+    let once =
+        opts.population == Population::All || (limit.is_none() && opts.max_requests.is_none());
     for j in 0.. {
-        let once = limit.is_none() && opts.max_requests.is_none();
         if once && j >= n {
             break;
         }
@@ -154,6 +190,56 @@ pub fn plan(
     }
     facts.requests = items.len();
     Ok((into_trace(items, format, block_size), facts))
+}
+
+/// Descriptors a run keeps for what is not a request's connection (records, logs, the
+/// server's metrics, the runtime).
+const FD_HEADROOM: u64 = 256;
+
+impl PlanFacts {
+    /// Conversations whose first request is released at t = 0: every one laid out without a
+    /// population flag, one per user with `--users`, one with `--session-rate`.
+    pub fn starting_at_once(&self) -> usize {
+        match (self.users, self.session_rate) {
+            (Some(u), _) => u.min(self.conversations),
+            (_, Some(_)) => self.conversations.min(1),
+            _ => self.conversations,
+        }
+    }
+
+    /// Refuses a population that starts more conversations at once than the client can open
+    /// connections for (`open_files`: the process's open-file limit, `ulimit -n`).
+    pub fn check_client_can_start(&self, open_files: Option<u64>) -> Result<(), String> {
+        let Some(limit) = open_files else {
+            return Ok(());
+        };
+        let at_once = self.starting_at_once();
+        let room = limit.saturating_sub(FD_HEADROOM);
+        if (at_once as u64) <= room {
+            return Ok(());
+        }
+        let how = match self.users {
+            Some(u) => format!("--users {u} starts {at_once} conversations at once"),
+            None => format!(
+                "without --users or --session-rate its {at_once} conversations all start at once"
+            ),
+        };
+        Err(format!(
+            "{how}, each needing its own connection, and this process may open {limit} files (ulimit -n; {FD_HEADROOM} kept for the run): spread them with --users N or --session-rate R (N at most {room}), or raise ulimit -n"
+        ))
+    }
+}
+
+/// The process's soft open-file limit (`ulimit -n`), when it has one (read from
+/// `/proc/self/limits`; none elsewhere, or when unlimited).
+pub fn open_file_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// The corpus's block size: every conversation's.
@@ -471,5 +557,56 @@ mod tests {
                 .requests,
             t.requests
         );
+    }
+
+    /// Issue #41: a TraceLab sample of 2 conversations replayed with `--time-in-secs 60` and
+    /// no population flag was laid out as 210,526 conversations (2,000,000 requests) all
+    /// starting at once; without a population flag the corpus is laid out once, whatever the
+    /// time limit or `--max-requests`.
+    #[test]
+    fn no_population_flag_never_repeats_the_corpus() {
+        for (time_limit_ms, max_requests) in [(Some(60_000.0), None), (None, Some(1_000))] {
+            let opts = PlanOptions {
+                time_limit_ms,
+                max_requests,
+                max_idle_gap_ms: Some(1000.0),
+                ..PlanOptions::default()
+            };
+            let (t, facts) = plan(&corpus(), TraceFormat::Weka, &opts).unwrap();
+            assert_eq!((facts.conversations, facts.requests), (2, 10), "{opts:?}");
+            assert_eq!(t.requests.len(), 10);
+            assert_eq!(facts.starting_at_once(), 2);
+        }
+    }
+
+    /// A population that starts more conversations at once than the client can open
+    /// connections for is refused, saying how to spread it.
+    #[test]
+    fn a_population_past_the_open_file_limit_is_refused() {
+        let all = PlanFacts {
+            conversations: 5000,
+            ..PlanFacts::default()
+        };
+        let e = all.check_client_can_start(Some(1024)).unwrap_err();
+        assert!(
+            e.contains("5000 conversations all start at once") && e.contains("--users N"),
+            "{e}"
+        );
+        assert!(all.check_client_can_start(Some(65536)).is_ok());
+        assert!(all.check_client_can_start(None).is_ok());
+        let users = PlanFacts {
+            conversations: 5000,
+            users: Some(900),
+            ..PlanFacts::default()
+        };
+        assert!(users.check_client_can_start(Some(1024)).is_err());
+        let rate = PlanFacts {
+            session_rate: Some(50.0),
+            ..all
+        };
+        assert!(rate.check_client_can_start(Some(1024)).is_ok());
+        if cfg!(target_os = "linux") {
+            assert!(open_file_limit().is_some_and(|n| n > 0));
+        }
     }
 }

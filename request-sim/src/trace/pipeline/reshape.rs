@@ -32,7 +32,7 @@ const COPY_SHIFT: u32 = 44;
 const CHAT_SHIFT: u32 = 40;
 /// Fresh block ids (`--prefix-scale`, `--prompt-scale`) have this bit set, which no amplified
 /// or recorded id below 2^62 has.
-const FRESH_BIT: u64 = 1 << 63;
+pub(crate) const FRESH_BIT: u64 = 1 << 63;
 
 /// What a seeded hash is about (so that two decisions about the same key differ).
 #[derive(Clone, Copy)]
@@ -212,14 +212,14 @@ impl Reshape {
 }
 
 /// `scale` rounded down or up for `what` by a seeded coin (P(up) = the fraction).
-fn rounded(scale: f64, seed: u64, what: u64) -> u64 {
+pub(crate) fn rounded(scale: f64, seed: u64, what: u64) -> u64 {
     let base = scale.floor();
     let up = unit(hash3(seed, what, Tag::Round as u64)) < scale - base;
     base as u64 + u64::from(up)
 }
 
 /// `tokens * scale`, rounded by a seeded coin.
-fn scale_tokens(tokens: u64, scale: f64, seed: u64, what: u64) -> u64 {
+pub(crate) fn scale_tokens(tokens: u64, scale: f64, seed: u64, what: u64) -> u64 {
     let x = tokens as f64 * scale;
     let up = unit(hash3(seed, what, tokens)) < x - x.floor();
     x.floor() as u64 + u64::from(up)

@@ -215,3 +215,184 @@ fn dag_live_history_threads_answers_into_turns_and_forks_not_spawns() {
         ]
     );
 }
+
+/// Issue #41: the TraceLab sample replayed with `--time-in-secs 60 --max-idle-gap 1` and no
+/// `--users`/`--session-rate` was laid out as 210,526 conversations and 2,000,000 requests, all
+/// starting at once. The time limit bounds the run: the corpus is sent once.
+#[test]
+fn a_time_limit_without_a_population_flag_sends_the_corpus_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = trace_fixture("agent/tracelab.jsonl");
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let mut args = base_args(&sim.base_url(), &path, dir.path());
+    args.extend(
+        ["--time-in-secs", "60", "--max-idle-gap", "1"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let outcome = replay(&strs(&args));
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records_by_index(&dir.path().join("records.jsonl"));
+    assert_eq!(recs.len(), 6, "records = the corpus's requests");
+    assert_one_record_per_index(&recs, 6);
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+    let convs: std::collections::BTreeSet<&str> = recs
+        .iter()
+        .filter_map(|r| r.conversation.as_deref())
+        .collect();
+    assert_eq!(convs.len(), 2, "{convs:?}");
+}
+
+/// Issue #41: `--max-input-length` was refused on agent corpora, so a corpus with prompts over
+/// a model's context could not be replayed. It cuts the longer prompts (counted in the
+/// summary), each conversation still a prefix chain, and every request is sent.
+#[test]
+fn max_input_length_cuts_an_agent_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = trace_fixture("agent/tracelab.jsonl");
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let mut args = base_args(&sim.base_url(), &path, dir.path());
+    args.extend(
+        ["--max-input-length", "1100", "--max-idle-gap", "0.05"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let outcome = replay(&strs(&args));
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records_by_index(&dir.path().join("records.jsonl"));
+    assert_eq!(recs.len(), 6);
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+    let mut inputs: Vec<u32> = recs.iter().map(|r| r.input_length).collect();
+    inputs.sort();
+    assert_eq!(inputs, [300, 400, 1000, 1100, 1100, 1100]);
+    let layout = outcome.summary.agents.unwrap().layout.unwrap();
+    assert_eq!(
+        (layout.max_input_length, layout.capped_inputs),
+        (Some(1100), 3)
+    );
+}
+
+/// Issue #41: in an agent run cut by `--time-in-secs`, the trace-ideal hit ratio (the run's and
+/// the agent section's) is over the requests the server processed, in send order, never over
+/// the turns the limit left unsent.
+#[test]
+fn a_cut_agent_run_ideal_counts_only_the_requests_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = trace_fixture("agent/tracelab.jsonl");
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let mut args = base_args(&sim.base_url(), &path, dir.path());
+    args.extend(
+        ["--time-in-secs", "3", "--max-idle-gap", "5"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let outcome = replay(&strs(&args));
+    assert_eq!(outcome.exit_code, 0);
+    let s = outcome.summary;
+    let recs = read_records_by_index(&dir.path().join("records.jsonl"));
+    let mut sent: Vec<&Record> = recs.iter().filter(|r| r.sent_ms.is_some()).collect();
+    assert_eq!(
+        (sent.len(), s.run.outcome.never_sent),
+        (3, 3),
+        "the limit cut 3 of the 6 turns"
+    );
+    sent.sort_by(|a, b| a.sent_ms.unwrap().total_cmp(&b.sent_ms.unwrap()));
+    let (corpus, format) =
+        request_sim::trace::formats::agents::load(&path, &LoadOptions::default())
+            .unwrap()
+            .unwrap();
+    let opts = PlanOptions {
+        seed: 7,
+        max_idle_gap_ms: Some(5000.0),
+        ..PlanOptions::default()
+    };
+    let (trace, _) = plan(&corpus, format, &opts).unwrap();
+    let mut cache = request_sim::analyze::IdealCache::new(trace.block_size, 1 << 20);
+    let (mut hit, mut input) = (0u64, 0u64);
+    for r in &sent {
+        let req = &trace.requests[r.index];
+        hit += u64::from(cache.hits(req).unwrap());
+        input += u64::from(req.input_length);
+    }
+    let want = hit as f64 / input as f64;
+    assert_eq!(s.cache.ideal_sent, Some(sent.len() as u64));
+    assert!((s.cache.ideal_hit_ratio.unwrap() - want).abs() < 1e-12);
+    let a = s.agents.unwrap();
+    assert!((a.ideal_hit_ratio.unwrap() - want).abs() < 1e-12);
+    assert!((a.routed_ideal_hit_ratio.unwrap() - want).abs() < 1e-12);
+}
+
+/// Issue #41: `--prefix-scale` and `--prompt-scale` were refused on agent corpora. They scale
+/// every prompt by the flat trace's rule (each id the same copies wherever it appears), so
+/// the conversations stay prefix chains, and every request is sent at its scaled length.
+#[test]
+fn prompt_and_prefix_scale_reshape_an_agent_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = trace_fixture("agent/tracelab.jsonl");
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let mut args = base_args(&sim.base_url(), &path, dir.path());
+    args.extend(
+        [
+            "--prefix-scale",
+            "2",
+            "--prompt-scale",
+            "0.5",
+            "--max-idle-gap",
+            "0.05",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let outcome = replay(&strs(&args));
+    assert_eq!(outcome.exit_code, 0);
+    let recs = read_records_by_index(&dir.path().join("records.jsonl"));
+    assert_eq!(recs.len(), 6);
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+    let (mut corpus, format) =
+        request_sim::trace::formats::agents::load(&path, &LoadOptions::default())
+            .unwrap()
+            .unwrap();
+    let s = request_sim::trace::pipeline::plan::Scales {
+        prefix: 2.0,
+        prompt: 0.5,
+        seed: 7,
+    };
+    assert_eq!(
+        request_sim::trace::pipeline::plan::scale_prompts(&mut corpus, s),
+        (6, 0)
+    );
+    let opts = PlanOptions {
+        seed: 7,
+        max_idle_gap_ms: Some(50.0),
+        ..PlanOptions::default()
+    };
+    let (trace, _) = plan(&corpus, format, &opts).unwrap();
+    for r in &recs {
+        assert_eq!(r.input_length, trace.requests[r.index].input_length);
+    }
+    // The claude conversation's shared blocks doubled: its first prompt (1,000 tokens) grows.
+    let mut inputs: Vec<u32> = recs.iter().map(|r| r.input_length).collect();
+    inputs.sort();
+    assert!(*inputs.last().unwrap() > 1400, "{inputs:?}");
+    let layout = outcome.summary.agents.unwrap().layout.unwrap();
+    assert_eq!(
+        (
+            layout.prefix_scale,
+            layout.prompt_scale,
+            layout.scaled_prompts
+        ),
+        (Some(2.0), Some(0.5), 6)
+    );
+}

@@ -493,3 +493,94 @@ fn trace_wall_time_uses_the_capped_gaps() {
         "{text}"
     );
 }
+
+/// Issue #41: `--sample-sessions` was refused on agent corpora. It keeps whole conversations
+/// (seeded by `--seed`), sends every request of those kept, and counts those left out.
+#[test]
+fn sample_sessions_keeps_whole_conversations_of_an_agent_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, outcome) = replay_corpus(
+        dir.path(),
+        &["--sample-sessions", "0.5", "--max-idle-gap", "0.02"],
+    );
+    assert_eq!(outcome.exit_code, 0);
+    let mut corpus = weka::load(&corpus_dir()).unwrap();
+    let out =
+        request_sim::trace::pipeline::plan::sample_conversations(&mut corpus, 0.5, 7).unwrap();
+    let layout = outcome.summary.agents.unwrap().layout.unwrap();
+    assert_eq!(
+        (
+            layout.sampled_out,
+            layout.conversations,
+            layout.corpus_conversations
+        ),
+        (out, corpus.conversations.len(), 3)
+    );
+    assert!(out > 0 && out < 3, "{out}");
+    assert_eq!(recs.len(), corpus.requests());
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+    let kept: std::collections::BTreeSet<String> = corpus
+        .conversations
+        .iter()
+        .map(|c| c.id.to_string())
+        .collect();
+    let sent: std::collections::BTreeSet<String> =
+        recs.iter().filter_map(|r| r.conversation.clone()).collect();
+    assert_eq!(sent, kept);
+}
+
+/// Issue #41: `--amplify` was refused on agent corpora. `--amplify 2` replays every
+/// conversation twice, the copy `<id>@1` with its own sessions and hash ids.
+#[test]
+fn amplify_copies_every_conversation_of_an_agent_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let (recs, outcome) = replay_corpus(dir.path(), &["--amplify", "2", "--max-idle-gap", "0.02"]);
+    assert_eq!(outcome.exit_code, 0);
+    let corpus = weka::load(&corpus_dir()).unwrap();
+    assert_eq!(recs.len(), 2 * corpus.requests());
+    assert!(recs.iter().all(|r| r.status == Status::Ok));
+    let convs: std::collections::BTreeSet<String> =
+        recs.iter().filter_map(|r| r.conversation.clone()).collect();
+    assert_eq!(convs.len(), 6);
+    assert_eq!(convs.iter().filter(|c| c.ends_with("@1")).count(), 3);
+    let layout = outcome.summary.agents.unwrap().layout.unwrap();
+    assert_eq!(
+        (
+            layout.amplify,
+            layout.amplified,
+            layout.corpus_conversations
+        ),
+        (Some(2.0), 3, 3)
+    );
+}
+
+/// Issue #41: a population that starts more conversations at once than the client may open
+/// connections for (`ulimit -n`) is refused before the run, saying how to spread it; a dry
+/// run, which opens none, goes ahead.
+#[test]
+fn a_population_past_the_open_file_limit_is_refused_with_how_to_spread_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.jsonl");
+    let run = |extra: &str| {
+        let script = format!(
+            "ulimit -n 300 && exec \"$0\" replay --dataset-path \"$1\" --amplify 20 --output-path \"$2\" --quiet {extra}"
+        );
+        std::process::Command::new("sh")
+            .args(["-c", &script, BIN])
+            .arg(corpus_dir())
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let o = run("");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("its 60 conversations all start at once")
+            && stderr.contains("may open 300 files")
+            && stderr.contains("--users N or --session-rate R (N at most 44)"),
+        "{stderr}"
+    );
+    let o = run("--dry-run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
