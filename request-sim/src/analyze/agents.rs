@@ -391,6 +391,7 @@ mod tests {
             {"t":2.0,"type":"s","in":32,"out":2,"hash_ids":[1,2],"api_time":1.0,"think_time":1.0}]}"#;
         let corpus = Corpus {
             conversations: vec![weka::parse("c.json", text.as_bytes()).unwrap()],
+            notes: Vec::new(),
         };
         let a = analyze_agents(&corpus, &AgentAnalyzeOptions::default());
         assert_eq!(format!("{:.2}", 100.0 * a.ideal_hit_ratio), "42.86");

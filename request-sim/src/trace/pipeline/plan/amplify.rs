@@ -61,6 +61,7 @@ mod tests {
         );
         Corpus {
             conversations: vec![weka::parse("c.json", text.as_bytes()).unwrap()],
+            notes: Vec::new(),
         }
     }
 

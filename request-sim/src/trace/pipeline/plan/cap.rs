@@ -57,6 +57,7 @@ mod tests {
             {"t":4.0,"type":"s","in":56,"out":2,"hash_ids":[1,3,4,5],"api_time":1.0,"think_time":1.0}]}"#;
         let mut corpus = Corpus {
             conversations: vec![weka::parse("c.json", text.as_bytes()).unwrap()],
+            notes: Vec::new(),
         };
         let got = cap_inputs(&mut corpus, 32);
         assert_eq!(

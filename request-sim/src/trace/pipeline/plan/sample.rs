@@ -44,6 +44,7 @@ mod tests {
         };
         Corpus {
             conversations: (0..n).map(conv).collect(),
+            notes: Vec::new(),
         }
     }
 

@@ -90,6 +90,7 @@ mod tests {
             {"t":4.0,"type":"s","in":64,"out":2,"hash_ids":[1,2,3,4],"api_time":1.0,"think_time":1.0}]}"#;
         let mut corpus = Corpus {
             conversations: vec![weka::parse("c.json", text.as_bytes()).unwrap()],
+            notes: Vec::new(),
         };
         let s = Scales {
             prefix: 2.0,
