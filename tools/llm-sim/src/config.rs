@@ -104,6 +104,9 @@ pub struct SimConfig {
     pub port: u16,
     /// The model name served (`/v1/models`, the `model` field of responses).
     pub model_name: String,
+    /// More names the same model answers to (vLLM's `--served-model-name a b c`: every name
+    /// is listed by `/v1/models`; answers carry the first, `model_name`).
+    pub model_aliases: Vec<String>,
     /// HF `tokenizer.json`; `None` uses the built-in one-word-one-token vocabulary.
     pub tokenizer: Option<PathBuf>,
     /// HF `tokenizer_config.json` whose `chat_template` renders chat prompts; `None` uses ChatML.
@@ -212,12 +215,21 @@ fn one() -> f64 {
     1.0
 }
 
+impl SimConfig {
+    /// Every name the model is served under: `model_name`, then the aliases.
+    pub fn served_names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.model_name.as_str())
+            .chain(self.model_aliases.iter().map(String::as_str))
+    }
+}
+
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             host: "127.0.0.1".to_string(),
             port: 0,
             model_name: "llm-sim".to_string(),
+            model_aliases: Vec::new(),
             tokenizer: None,
             tokenizer_config: None,
             max_model_len: 262_144,

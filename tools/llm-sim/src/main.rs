@@ -46,6 +46,10 @@ struct Cli {
     /// Model name served (default: the preset's).
     #[arg(long)]
     model_name: Option<String>,
+    /// Names served, as vLLM's flag: the first is the model's name (answers carry it), the
+    /// others aliases; a request naming none of them gets vLLM's 404.
+    #[arg(long, num_args = 1.., value_name = "NAME")]
+    served_model_name: Vec<String>,
     /// HF tokenizer.json (default: built-in one-word-one-token vocabulary).
     #[arg(long)]
     tokenizer: Option<PathBuf>,
@@ -181,6 +185,10 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
     cfg.port = cli.port;
     if let Some(m) = cli.model_name {
         cfg.model_name = m;
+    }
+    if let Some((first, rest)) = cli.served_model_name.split_first() {
+        cfg.model_name = first.clone();
+        cfg.model_aliases = rest.to_vec();
     }
     cfg.tokenizer = cli.tokenizer;
     cfg.tokenizer_config = cli.tokenizer_config;

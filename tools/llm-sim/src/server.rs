@@ -482,14 +482,18 @@ fn get_route(state: &AppState, path: &str) -> Option<Response<Body>> {
             &json!({"version": format!("llm-sim {}", env!("CARGO_PKG_VERSION"))}),
         ),
         "/v1/models" => {
-            let m = &state.cfg.model_name;
-            json_response(
-                StatusCode::OK,
-                &json!({"object": "list", "data": [{
-                    "id": m, "object": "model", "created": state.started, "owned_by": "vllm",
-                    "root": m, "parent": null, "max_model_len": state.cfg.max_model_len,
-                    "permission": []}]}),
-            )
+            // One entry per served name, all of the same model (vLLM: `root` is its path).
+            let root = &state.cfg.model_name;
+            let data: Vec<_> = state
+                .cfg
+                .served_names()
+                .map(|m| {
+                    json!({"id": m, "object": "model", "created": state.started,
+                        "owned_by": "vllm", "root": root, "parent": null,
+                        "max_model_len": state.cfg.max_model_len, "permission": []})
+                })
+                .collect();
+            json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
         }
         "/metrics" => full(
             StatusCode::OK,

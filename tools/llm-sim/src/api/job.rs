@@ -101,11 +101,15 @@ impl Job {
     }
 }
 
+/// A request naming a model that is none of the served names gets vLLM 0.32's 404.
 pub(super) fn check_model(state: &AppState, model: &Option<String>) -> Result<(), ApiError> {
     match model {
-        Some(m) if *m != state.cfg.model_name => Err(ApiError {
+        Some(m) if !state.cfg.served_names().any(|n| n == m) => Err(ApiError {
             status: StatusCode::NOT_FOUND,
-            message: format!("The model `{m}` does not exist."),
+            message: format!(
+                "The model `{m}` does not exist. Valid aliases: {}.",
+                state.cfg.served_names().collect::<Vec<_>>().join(", ")
+            ),
         }),
         _ => Ok(()),
     }

@@ -511,3 +511,47 @@ async fn huge_step_costs_do_not_crash() {
     assert_eq!(r.status().as_u16(), 200);
     server.shutdown().await;
 }
+
+/// `--served-model-name a b` (vLLM's aliases): `/v1/models` lists both, a request naming either
+/// is served and answered under the first, and another name gets vLLM 0.32's 404 word for word.
+#[tokio::test]
+async fn served_names_are_aliases_and_others_get_vllms_404() {
+    let server = start_server(SimConfig {
+        model_name: "qwen3-8b".into(),
+        model_aliases: vec!["fleet-b".into()],
+        ..SimConfig::default()
+    })
+    .await;
+    let b = server.base_url();
+    let models: Value = client()
+        .get(format!("{b}/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["qwen3-8b", "fleet-b"]);
+    let mut body = chat_body("a", 2, false);
+    body["model"] = json!("fleet-b");
+    let resp = post(&b, "/v1/chat/completions", &body).await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["model"], "qwen3-8b");
+    body["model"] = json!("nope");
+    let resp = post(&b, "/v1/chat/completions", &body).await;
+    assert_eq!(resp.status().as_u16(), 404);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(
+        v,
+        json!({"error": {"message": "The model `nope` does not exist. Valid aliases: qwen3-8b, fleet-b.",
+            "type": "NotFoundError", "param": "model", "code": 404}})
+    );
+    server.shutdown().await;
+}
