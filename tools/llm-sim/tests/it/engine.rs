@@ -294,11 +294,12 @@ async fn running_sequences_never_exceed_max_num_seqs() {
 
 #[tokio::test]
 async fn chunked_prefill_respects_the_token_budget() {
-    // 64 tokens per step at >= 5 ms per step: a 640-token prompt needs 10 steps before its first
-    // token; a 10-token prompt needs one.
+    // 64 tokens per step at >= 20 ms per step: a 640-token prompt needs 10 steps (>= 200 ms)
+    // before its first token; a 10-token prompt needs one (steps long enough that a busy test
+    // machine's scheduling delays of tens of ms do not blur the two).
     let cfg = SimConfig {
         max_num_batched_tokens: 64,
-        step_fixed_us: 5000.0,
+        step_fixed_us: 20_000.0,
         ..SimConfig::default()
     };
     let server = start_server(cfg).await;
@@ -316,7 +317,7 @@ async fn chunked_prefill_respects_the_token_budget() {
     )
     .await;
     assert!(
-        long.ttft() >= Duration::from_millis(20),
+        long.ttft() >= Duration::from_millis(180),
         "{:?}",
         long.ttft()
     );
