@@ -370,6 +370,9 @@ cat >>"$KNOWN" <<'EOF'
 --ignored
 --input-file
 --jinja
+--reasoning-config
+--reasoning-parser
+--tool-call-parser
 --max-concurrency
 --metrics
 --no-default-features
