@@ -746,9 +746,9 @@ mod tests {
         assert_eq!(tgi, b"{}");
     }
 
-    #[test]
-    fn messages_rows_in_each_api() {
-        let mut chat = crate::trace::ChatPayload {
+    /// A `messages` row with a system message, a tool call and its result, tools and extra.
+    fn tool_row() -> crate::trace::ChatPayload {
+        crate::trace::ChatPayload {
             messages: serde_json::json!([
                 {"role": "system", "content": "Be brief."},
                 {"role": "user", "content": "q"},
@@ -765,7 +765,12 @@ mod tests {
             max_tokens: Some(9),
             prompt_token_ids: None,
             text_input: None,
-        };
+        }
+    }
+
+    #[test]
+    fn messages_rows_as_messages() {
+        let chat = tool_row();
         let mut out = Vec::new();
         encode_row_body(
             ApiKind::Messages,
@@ -799,7 +804,12 @@ mod tests {
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys.len(), 10, "{keys:?}");
         assert!(out.starts_with(br#"{"model":"m","system":"Be brief.","messages":["#));
+    }
 
+    #[test]
+    fn messages_rows_as_responses() {
+        let chat = tool_row();
+        let mut out = Vec::new();
         encode_row_body(
             ApiKind::Responses,
             &params(false),
@@ -823,9 +833,15 @@ mod tests {
             (Some(false), Some("s"))
         );
         assert!(v.get("messages").is_none() && v.get("max_tokens").is_none());
+    }
 
-        // No output_length: Anthropic's required max_tokens gets the default; Responses none.
+    /// No output_length: Anthropic's required max_tokens gets the default; Responses none;
+    /// chat: the chat encoder's bytes.
+    #[test]
+    fn messages_rows_without_output_length() {
+        let mut chat = tool_row();
         chat.max_tokens = None;
+        let mut out = Vec::new();
         encode_row_body(
             ApiKind::Messages,
             &params(false),
@@ -845,7 +861,6 @@ mod tests {
         );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert!(v.get("max_output_tokens").is_none());
-        // Chat: the chat encoder's bytes.
         let mut plain = Vec::new();
         encode_chat_row_body(&params(true), &chat, None, &mut plain);
         encode_row_body(ApiKind::Chat, &params(true), &chat, (None, None), &mut out);
