@@ -1,4 +1,5 @@
-//! What the agent corpus readers share: `file:line` errors ([`row_error`], [`field_error`]),
+//! What the agent corpus readers share: their JSONL lines read one at a time
+//! ([`for_each_line`]), `file:line` errors ([`row_error`], [`field_error`]),
 //! one JSON object line (or a part of one kept as a [`Value`]) into a derived struct with the
 //! whole path of a bad field ([`parse_object`], [`from_value`]), the block count of a prompt
 //! ([`blocks`]), and the pieces a derived struct needs for fields that take only some JSON
@@ -10,6 +11,8 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::fields::describe_value;
+use super::lines::{read_line_capped, LineRead};
+use super::rows::buffered;
 use crate::trace::error::{RowError, TraceError};
 
 /// An error on `line` of `name`.
@@ -18,6 +21,48 @@ pub(crate) fn row_error(name: &str, line: usize, error: RowError) -> TraceError 
         path: name.to_owned(),
         line,
         error,
+    }
+}
+
+/// Calls `f(line, text)` for every non-blank line of `input` (plain or compressed) with its
+/// 1-based number, one line in memory at a time; a BOM opening the file is dropped. A line
+/// over `cap` bytes, one that is not UTF-8, and `f`'s errors stop the read.
+pub(crate) fn for_each_line(
+    name: &str,
+    input: impl std::io::Read + Send,
+    cap: usize,
+    mut f: impl FnMut(usize, &str) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
+    let (mut input, compression) = buffered(name, input)?;
+    let mut buf = Vec::new();
+    let mut line = 0usize;
+    loop {
+        let kind =
+            read_line_capped(&mut input, &mut buf, cap).map_err(|error| TraceError::Read {
+                path: name.to_owned(),
+                line,
+                compression,
+                error,
+            })?;
+        line += 1;
+        match kind {
+            LineRead::Eof => return Ok(()),
+            LineRead::TooLong => {
+                return Err(row_error(name, line, RowError::TooLong { limit: cap }))
+            }
+            LineRead::Line => {}
+        }
+        let text = std::str::from_utf8(&buf).map_err(|e| {
+            let column = e.valid_up_to() + 1;
+            row_error(name, line, RowError::NotUtf8 { column })
+        })?;
+        let text = match line {
+            1 => text.strip_prefix('\u{feff}').unwrap_or(text),
+            _ => text,
+        };
+        if !text.trim().is_empty() {
+            f(line, text)?;
+        }
     }
 }
 

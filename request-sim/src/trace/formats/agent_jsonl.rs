@@ -13,7 +13,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::agent_fields::row_error;
+use super::agent_fields::{for_each_line, row_error};
 use super::detect::detect_format;
 use super::lines::{read_line_capped, LineRead};
 use super::rows::buffered;
@@ -151,44 +151,11 @@ pub(crate) fn lines(
     input: impl Read + Send,
     opts: &LoadOptions,
 ) -> Result<Vec<(usize, String)>, TraceError> {
-    let (mut input, compression) = buffered(name, input)?;
     let cap = opts.max_line_bytes.unwrap_or(DEFAULT_MAX_LINE_BYTES);
-    let mut buf = Vec::new();
     let mut rows = Vec::new();
-    let mut line = 0usize;
-    loop {
-        let kind =
-            read_line_capped(&mut input, &mut buf, cap).map_err(|error| TraceError::Read {
-                path: name.to_owned(),
-                line,
-                compression,
-                error,
-            })?;
-        line += 1;
-        match kind {
-            LineRead::Eof => break,
-            LineRead::TooLong => {
-                return Err(row_error(name, line, RowError::TooLong { limit: cap }))
-            }
-            LineRead::Line => {}
-        }
-        let text = std::str::from_utf8(&buf).map_err(|e| {
-            row_error(
-                name,
-                line,
-                RowError::NotUtf8 {
-                    column: e.valid_up_to() + 1,
-                },
-            )
-        })?;
-        let text = if line == 1 {
-            text.strip_prefix('\u{feff}').unwrap_or(text)
-        } else {
-            text
-        };
-        if !text.trim().is_empty() {
-            rows.push((line, text.to_owned()));
-        }
-    }
+    for_each_line(name, input, cap, |line, text| {
+        rows.push((line, text.to_owned()));
+        Ok(())
+    })?;
     Ok(rows)
 }

@@ -44,10 +44,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::agent_fields::{blocks, field_error, parse_object, row_error};
+use super::agent_fields::{blocks, field_error, for_each_line, parse_object, row_error};
 use super::fields;
-use super::lines::{read_line_capped, LineRead};
-use super::rows::buffered;
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::{
     Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
@@ -226,36 +224,10 @@ impl Reader {
 
     /// Reads every session line of `input` (plain or gzip), one line in memory at a time.
     pub fn read(&mut self, name: &str, input: impl Read + Send) -> Result<(), TraceError> {
-        let (mut input, compression) = buffered(name, input)?;
-        let mut buf = Vec::new();
-        let mut line = 0usize;
-        loop {
-            let kind = read_line_capped(&mut input, &mut buf, self.max_line).map_err(|error| {
-                TraceError::Read {
-                    path: name.to_owned(),
-                    line,
-                    compression,
-                    error,
-                }
-            })?;
-            line += 1;
-            match kind {
-                LineRead::Eof => return Ok(()),
-                LineRead::TooLong => {
-                    let limit = self.max_line;
-                    return Err(row_error(name, line, RowError::TooLong { limit }));
-                }
-                LineRead::Line => {}
-            }
-            let text = std::str::from_utf8(&buf).map_err(|e| {
-                let column = e.valid_up_to() + 1;
-                row_error(name, line, RowError::NotUtf8 { column })
-            })?;
-            let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-            if !text.trim().is_empty() {
-                self.add_line(name, line, text)?;
-            }
-        }
+        let cap = self.max_line;
+        for_each_line(name, input, cap, |line, text| {
+            self.add_line(name, line, text)
+        })
     }
 
     /// The corpus read, and what was counted; an error when no session had a call.
