@@ -83,15 +83,9 @@ impl TraceStream {
         opts: &LoadOptions,
         window: ReorderWindow,
     ) -> Result<TraceStream, TraceError> {
+        TraceStream::check(&dir.display().to_string(), opts, window)?;
         let rows = crate::trace::formats::rows::servegen_reader(dir, opts)?;
-        let mut pipeline = Pipeline::new(rows, opts, window, Mode::Stream);
-        pipeline.start(opts.block_size)?;
-        Ok(TraceStream {
-            pipeline,
-            opts: opts.clone(),
-            done: false,
-            shared: Arc::new(Mutex::new(TraceStats::default())),
-        })
+        TraceStream::over(rows, opts, window)
     }
 
     /// A stream over any reader; `name` is used in error messages.
@@ -101,6 +95,14 @@ impl TraceStream {
         opts: &LoadOptions,
         window: ReorderWindow,
     ) -> Result<TraceStream, TraceError> {
+        TraceStream::check(name, opts, window)?;
+        let (input, compression) = buffered(name, reader)?;
+        let rows = RowReader::new(name, input, compression, opts);
+        TraceStream::over(rows, opts, window)
+    }
+
+    /// The options and the reorder window, checked before anything is read.
+    fn check(name: &str, opts: &LoadOptions, window: ReorderWindow) -> Result<(), TraceError> {
         opts.check(name)?;
         if !(window.ms.is_finite() && window.ms >= 0.0) || window.rows == 0 {
             return Err(TraceError::Options {
@@ -111,8 +113,15 @@ impl TraceStream {
                 ),
             });
         }
-        let (input, compression) = buffered(name, reader)?;
-        let rows = RowReader::new(name, input, compression, opts);
+        Ok(())
+    }
+
+    /// The stream of `rows` through the pipeline.
+    fn over(
+        rows: RowReader<Box<dyn BufRead + Send>>,
+        opts: &LoadOptions,
+        window: ReorderWindow,
+    ) -> Result<TraceStream, TraceError> {
         let mut pipeline = Pipeline::new(rows, opts, window, Mode::Stream);
         pipeline.start(opts.block_size)?;
         Ok(TraceStream {
