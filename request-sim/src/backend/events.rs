@@ -287,7 +287,7 @@ impl ResponseState {
             k if k.ends_with(".delta") => {
                 let carried = responses_delta_carries(k, ev.delta);
                 if carried.any() {
-                    expect_string(ev.delta, &format!("the delta of a `{k}` event"), data)?;
+                    expect_string(ev.delta, format_args!("the delta of a `{k}` event"), data)?;
                 }
                 if carried.tool {
                     self.tool_arg_bytes += string_bytes(ev.delta);

@@ -162,9 +162,10 @@ pub(super) fn non_empty(v: Option<&RawValue>) -> bool {
 
 /// A token-bearing field (`what`) of a stream event must be a JSON string (or `null`): a number
 /// or an object there is a protocol error, not a token of unknown kind.
+/// `what` is only formatted for the error: nothing is allocated per token.
 pub(super) fn expect_string(
     v: Option<&RawValue>,
-    what: &str,
+    what: impl std::fmt::Display,
     data: &[u8],
 ) -> Result<(), ProtocolError> {
     match v {
