@@ -129,6 +129,14 @@ fn drift_section(t: &mut Table, s: &Summary) {
     t.maybe("P99 drift (ms):", known(s.drift.p99_ms));
     t.maybe("Max drift (ms):", known(s.drift.max_ms));
     t.row("Sent > 5 ms late:", s.drift.over_5ms);
+    if let Some(c) = &s.run.internals.client_cpu {
+        let label = if c.includes_simulator {
+            "Client CPU, ms/request (with simulator):"
+        } else {
+            "Client CPU, ms/request:"
+        };
+        t.maybe(label, c.ms_per_request);
+    }
 }
 
 /// Scheduled requests, their statuses and errors, retries and requests never sent.

@@ -33,6 +33,9 @@ pub(super) struct Dispatched {
     pub(super) first_sent_us: u64,
     /// The request tasks, still running.
     pub(super) tracker: TaskTracker,
+    /// `--timing closed` with sessions: the clock still releasing waiting turns (stopped by
+    /// the drain once every task has ended).
+    pub(super) clock: Option<schedule::ReleaseClock>,
 }
 
 pub(super) fn run(
@@ -47,21 +50,31 @@ pub(super) fn run(
         deadline.map(|d| d.saturating_duration_since(Instant::now()).as_secs_f64() * 1e3);
     let tracker = TaskTracker::new();
     let pin = pipeline.ncores >= 2 && cfg.schedule.pin;
+    let last_core = || core_affinity::get_core_ids().and_then(|ids| ids.last().copied());
+    // The release clock shares the dispatcher's core: both spin only just before instants.
+    let clock = match &pipeline.gate {
+        Some(_) => Some(
+            schedule::ReleaseClock::start(
+                server.realtime.clone(),
+                if pin { last_core() } else { None },
+                cfg.schedule.spin,
+            )
+            .map_err(|e| Error::io("cannot start the release clock thread", e))?,
+        ),
+        None => None,
+    };
+    let releases = clock.as_ref().map(|c| c.releases());
     let (result, start, started_at, start_offset_ms, ctx) = std::thread::scope(|scope| {
         std::thread::Builder::new()
             .name("dispatcher".into())
             .spawn_scoped(scope, || {
-                if pin {
-                    if let Some(last) =
-                        core_affinity::get_core_ids().and_then(|ids| ids.last().copied())
-                    {
-                        core_affinity::set_for_current(last);
-                    }
+                if let Some(last) = last_core().filter(|_| pin) {
+                    core_affinity::set_for_current(last);
                 }
                 server.realtime.enter_dispatcher();
                 // The I/O-thread booster (and its keep-awake threads) is set up before the
                 // clock starts: starting its threads took 4-8 ms, all of it on the first burst.
-                let boost = server.realtime.io_boost();
+                let boost = server.realtime.io_boost(true);
                 // A common start (`--start-at`): wait for it on this thread, precisely.
                 if let Some(at) = deadline {
                     schedule::clock::wait_until(
@@ -80,7 +93,7 @@ pub(super) fn run(
                 let start_offset_ms = cfg.schedule.start_at.map(|a| a.offset_now_ms());
                 pipeline.producers.start_clock(start);
                 startup.total_ms = ms_between(t_start, start);
-                let ctx = task_context(cfg, server, pipeline, start);
+                let ctx = task_context(cfg, server, pipeline, start, releases);
                 let result = send_all(cfg, server, pipeline, &ctx, &tracker, start, boost);
                 (result, start, started_at, start_offset_ms, ctx)
             })
@@ -96,6 +109,7 @@ pub(super) fn run(
         waited_ms,
         first_sent_us: ctx.first_sent_us.load(Ordering::Relaxed),
         tracker,
+        clock,
     })
 }
 
@@ -128,6 +142,7 @@ fn task_context(
     server: &Server,
     pipeline: &Pipeline,
     start: Instant,
+    releases: Option<schedule::Releases>,
 ) -> Arc<TaskCtx> {
     Arc::new(TaskCtx {
         client: server.client.clone(),
@@ -138,6 +153,7 @@ fn task_context(
         progress: pipeline.progress.clone(),
         realtime: server.realtime.clone(),
         gate: pipeline.gate.clone(),
+        releases,
         warmth: server.warmth.clone(),
         first_sent_us: AtomicU64::new(u64::MAX),
         send_seq: AtomicU64::new(0),

@@ -14,8 +14,8 @@ use super::pipeline::Pipeline;
 use super::server::Server;
 use crate::config::ReplayConfig;
 use crate::observe::ScrapeResult;
-use crate::schedule::{FeedEnd, ProducerStats, RealtimeReport, StopReason};
-use crate::stats::Accumulator;
+use crate::schedule::{FeedEnd, ProducerStats, RealtimeReport, ReleaseStats, StopReason};
+use crate::stats::{Accumulator, ClientCpu};
 use crate::{Error, Result};
 
 /// Everything the run produced, ready for the summary.
@@ -30,6 +30,10 @@ pub(super) struct Drained {
     pub(super) wall: Duration,
     pub(super) producer_stats: ProducerStats,
     pub(super) realtime: RealtimeReport,
+    /// `--timing closed`: what the release clock did.
+    pub(super) releases: Option<ReleaseStats>,
+    /// The client's CPU time over the run.
+    pub(super) client_cpu: Option<ClientCpu>,
     /// How the feed of planned requests ended (how many the slice had, a trace error).
     pub(super) feed: FeedEnd,
 }
@@ -38,9 +42,8 @@ pub(super) fn run(
     cfg: &ReplayConfig,
     server: &mut Server,
     pipeline: Pipeline,
-    dispatched: Dispatched,
+    mut dispatched: Dispatched,
 ) -> Result<Drained> {
-    let realtime = server.realtime.report();
     let mut producer_stats = pipeline.producers.stats();
     let result = &dispatched.result;
     if let Some(last) = result.last_send {
@@ -77,6 +80,9 @@ pub(super) fn run(
         cfg.requests.grace,
     );
     let wall = dispatched.start.elapsed();
+    // Every task has ended: no turn waits for a release any more.
+    let releases = dispatched.clock.take().map(|c| c.finish());
+    let realtime = server.realtime.report();
     let feed = producers.finish();
     // The scraper's last round comes after the last request, before the simulator stops.
     let scraped = scraper.map(|s| s.finish());
@@ -87,7 +93,8 @@ pub(super) fn run(
         )
     })?;
     progress.finish();
-    server.sim.take();
+    let builtin_simulator = server.sim.take().is_some();
+    let client_cpu = super::cpu::client_cpu(written.written, builtin_simulator);
     if written.written != result.dispatched {
         return Err(Error::internal(format!(
             "{} requests dispatched but {} records written",
@@ -105,6 +112,8 @@ pub(super) fn run(
         wall,
         producer_stats,
         realtime,
+        releases,
+        client_cpu,
         feed,
     })
 }

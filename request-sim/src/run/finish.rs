@@ -249,6 +249,8 @@ fn run_info(
             startup: Some(startup),
             start_at: start_at_report(cfg, d),
             realtime: Some(drained.realtime.clone()),
+            releases: drained.releases.clone(),
+            client_cpu: drained.client_cpu.clone(),
         },
         sessions: (trace.sessions.any() || trace.head.iter().any(|p| p.turn.is_some())).then_some(
             crate::stats::sessions::SessionRun {

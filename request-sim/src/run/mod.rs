@@ -29,6 +29,9 @@ use crate::Result;
 mod build;
 mod calibrate;
 mod control;
+// getrusage (the client's CPU time) is a libc call no safe crate wraps with its split.
+#[allow(unsafe_code)]
+mod cpu;
 mod dispatch;
 mod drain;
 mod finish;

@@ -13,7 +13,7 @@ use crate::backend::{self, Endpoint};
 use crate::config::{EarlyStop, ReplayConfig, TimeoutRule};
 use crate::record::{Finished, Record, SentBlocks, Status, TokenSource};
 use crate::report;
-use crate::schedule::sessions::{sleep_until_precise, Done, LiveAnswer, SessionGate, ThinkTime};
+use crate::schedule::sessions::{Done, LiveAnswer, SessionGate, ThinkTime};
 use crate::schedule::{Prepared, Realtime, StopReason};
 use crate::trace::{Planned, TraceRequest};
 
@@ -28,6 +28,8 @@ pub(super) struct TaskCtx {
     pub(super) realtime: Realtime,
     /// `--timing closed` with sessions: completion signals for the waiting turns.
     pub(super) gate: Option<Arc<SessionGate>>,
+    /// With the gate: the clock that sends each waiting turn at its release instant.
+    pub(super) releases: Option<crate::schedule::Releases>,
     /// Connections in use, to open more before bursts (`backend::warm`).
     pub(super) warmth: Option<Arc<backend::warm::Warmth>>,
     /// Earliest send of the run, µs after `start` (u64::MAX until the first send).
@@ -105,6 +107,9 @@ pub(super) async fn closed_turn(
     let Some(gate) = ctx.gate.clone() else {
         return run_one(ctx, prepared, trace_time, None, None, tx).await;
     };
+    // Handed over: the dispatcher may lower the I/O threads now (the send, if any, comes at
+    // the release, under the release clock's raise).
+    ctx.realtime.task_started();
     match wait_for_release(&ctx, &gate, &mut prepared, trace_time).await {
         Ok(r) => run_one(ctx, prepared, r.at, Some(r.released), r.answers, tx).await,
         Err(why) => unsent(
@@ -188,10 +193,19 @@ async fn wait_for_release(
     if limit.is_some_and(|l| release >= l) {
         return Err(cut("--time-in-secs reached"));
     }
-    tokio::select! {
-        biased;
-        _ = ctx.control.stopping.cancelled() => return Err(cut("the run stopped")),
-        _ = sleep_until_precise(release) => {}
+    if release > Instant::now() {
+        let Some(clock) = &ctx.releases else {
+            return Err("internal error: a closed-loop turn without the release clock".into());
+        };
+        let signal = clock.at(release);
+        tokio::select! {
+            biased;
+            _ = ctx.control.stopping.cancelled() => return Err(cut("the run stopped")),
+            r = signal => match r {
+                Ok(()) => ctx.realtime.released_started(),
+                Err(_) => return Err(cut("the run stopped")),
+            },
+        }
     }
     Ok(Release {
         at: release,
@@ -503,7 +517,9 @@ pub(super) async fn run_one(
     if let Some(l) = ctx.live.as_ref().filter(|_| !ctx.settings.dry_run) {
         l.on_sent();
     }
-    ctx.realtime.task_started();
+    if released.is_none() {
+        ctx.realtime.task_started();
+    }
     let in_use = ctx.warmth.as_ref().map(|w| w.begin());
     let outcome = exchange(&ctx, req, body, opts).await;
     drop(in_use);

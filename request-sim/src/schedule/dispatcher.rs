@@ -117,7 +117,7 @@ pub fn dispatch(
             }
         }
         if let Some(b) = boost.as_mut() {
-            if !b.is_raised() && !d.raise(b, scheduled) {
+            if !b.is_raised() && !d.raise(b, &prepared, offset) {
                 return d.stopped();
             }
         }
@@ -258,15 +258,54 @@ impl<'a> Dispatcher<'a> {
         n
     }
 
-    /// Raise the I/O threads [`IoBoost::LEAD`] before `scheduled`; false when stopped while
-    /// waiting for that.
-    fn raise(&mut self, b: &mut IoBoost, scheduled: Instant) -> bool {
+    /// Raise the I/O threads [`IoBoost::LEAD`] before `prepared`'s send time (`offset`),
+    /// keeping the cores awake when a burst of sends is due ([`IoBoost::AWAKE_BURST`]); false
+    /// when stopped while waiting for that.
+    fn raise(&mut self, b: &mut IoBoost, prepared: &Prepared, offset: Duration) -> bool {
+        let scheduled = self.start + offset;
         let lead = scheduled.checked_sub(IoBoost::LEAD).unwrap_or(scheduled);
         if !self.waiter.sleep_until(lead, self.stop.flag()) {
             return false;
         }
-        b.raise();
+        let awake = self.sends_due(prepared, offset) >= IoBoost::AWAKE_BURST;
+        b.raise_with(awake);
         true
+    }
+
+    /// Requests sent at once when handed over (not closed-loop turns, which wait for their
+    /// release) due within [`BURST_WINDOW`] from `offset`, starting with `first`, as far as
+    /// they are built (taken ahead).
+    fn sends_due(&mut self, first: &Prepared, offset: Duration) -> usize {
+        let sends_at_once = |p: &Prepared| {
+            p.planned
+                .turn
+                .as_ref()
+                .is_none_or(|t| t.waits().next().is_none())
+        };
+        let window = offset + BURST_WINDOW;
+        let mut n = usize::from(sends_at_once(first));
+        let mut k = 0;
+        loop {
+            if k == self.ahead.len() {
+                if k >= MAX_BURST_AHEAD {
+                    break;
+                }
+                let Some(p) = self.producers.try_take(self.r.dispatched + 1 + k) else {
+                    break;
+                };
+                self.ahead.push_back(p);
+            }
+            let p = &self.ahead[k];
+            if self.plan.offset(p.planned.req.timestamp_ms) > window {
+                break;
+            }
+            n += usize::from(sends_at_once(p));
+            if n >= IoBoost::AWAKE_BURST {
+                break;
+            }
+            k += 1;
+        }
+        n
     }
 
     /// Account a request handed over at `now` for its `scheduled` time.

@@ -1,7 +1,9 @@
 //! Scheduling: the feeder streams the planned requests to producer threads ([`feed`]), which
 //! build bodies ahead of time ([`producer`]); the dispatcher releases them at trace time
 //! ([`dispatcher`]) using a spin-then-sleep clock ([`clock`]). Around send times the I/O
-//! threads run at real-time priority ([`priority`]) with the cores kept awake ([`awake`]).
+//! threads run at real-time priority ([`priority`]) with the cores kept awake before bursts
+//! ([`awake`]). Closed-loop turns are sent at their release instants by one clock thread
+//! ([`release`]).
 
 pub mod awake;
 pub mod clock;
@@ -11,6 +13,7 @@ pub mod feed;
 #[allow(unsafe_code)]
 pub mod priority;
 pub mod producer;
+pub mod release;
 pub mod sessions;
 // adjtimex (the clock's error estimate) is a libc call no safe crate wraps.
 #[allow(unsafe_code)]
@@ -21,6 +24,7 @@ pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, DispatchStats};
 pub use feed::{Feed, FeedEnd};
 pub use priority::{Realtime, RealtimeMode, RealtimeReport, SchedPolicy};
 pub use producer::{BuildFn, Built, Prepared, ProducerConfig, ProducerStats, Producers, Scratch};
+pub use release::{ReleaseClock, ReleaseStats, Releases};
 pub use sessions::{SessionGate, SessionOptions, ThinkTime, Timing};
 pub use start::{StartAt, StartAtReport};
 pub use stop::{Stop, StopReason};

@@ -78,6 +78,10 @@ pub struct RealtimeReport {
     /// Threads that kept the cores awake while the I/O threads were raised (0: none;
     /// `--no-keep-awake`, or no real-time scheduling).
     pub keep_awake_threads: usize,
+    /// Raises that kept the cores awake (those before a burst of sends, see
+    /// [`IoBoost::AWAKE_BURST`]) and the seconds the threads spun in all.
+    pub keep_awake_raises: u64,
+    pub keep_awake_s: f64,
 }
 
 /// The scheduling policy the dispatcher ran under.
@@ -114,6 +118,25 @@ struct Shared {
     raised_ns: AtomicU64,
     /// Keep-awake threads started (for the report).
     awake_threads: std::sync::atomic::AtomicUsize,
+    /// Released closed-loop turns whose task has run since ([`IoBoost::settle_released`]).
+    released_started: AtomicU64,
+    /// Raises that kept the cores awake, and the seconds they did.
+    awake_raises: AtomicU64,
+    awake_ns: AtomicU64,
+    /// The I/O threads' raised state, shared by every [`IoBoost`] handle.
+    boost: Mutex<BoostState>,
+}
+
+/// Who holds the I/O threads raised: they are raised by the first holder and lowered by the
+/// last, so the dispatcher (sends) and the release clock (closed-loop turns) never lower them
+/// under each other.
+#[derive(Debug, Default)]
+struct BoostState {
+    holders: u32,
+    raised_at: Option<Instant>,
+    /// When the keep-awake threads were turned on in this raise.
+    awake_since: Option<Instant>,
+    awake: Option<Arc<super::awake::KeepAwake>>,
 }
 
 impl Realtime {
@@ -189,27 +212,48 @@ impl Realtime {
         }
     }
 
+    /// Switch the calling thread (the release clock, [`super::release`]) to the dispatcher's
+    /// priority if the mode allows and the system permits; returns whether it did. A refusal
+    /// is the dispatcher's to report.
+    pub fn enter_clock(&self) -> bool {
+        self.mode != RealtimeMode::Off
+            && set_policy(0, Some(self.priority.saturating_add(1).min(99))).is_ok()
+    }
+
     /// Count a request task's start (its first poll).
     pub fn task_started(&self) {
         self.shared.started.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The I/O-thread booster for the dispatcher, if the dispatcher itself got SCHED_FIFO (the
-    /// permission check) and there are I/O threads to raise.
-    pub fn io_boost(&self) -> Option<IoBoost> {
+    /// Count a released closed-loop turn's start (its task runs again after the release).
+    pub fn released_started(&self) {
+        self.shared.released_started.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An I/O-thread booster, if the dispatcher itself got SCHED_FIFO (the permission check)
+    /// and there are I/O threads to raise. The keep-awake threads are started by the first
+    /// call with `start_awake` (the dispatcher's, before the clock starts: starting them took
+    /// 4-8 ms) and shared by every booster.
+    pub fn io_boost(&self, start_awake: bool) -> Option<IoBoost> {
         let have_io = !lock(&self.shared.io).is_empty();
-        (self.shared.dispatcher_fifo.load(Ordering::Relaxed) && have_io).then(|| {
-            let awake = super::awake::KeepAwake::start(&self.awake_cores, idle_thread_setup);
-            if let Some(a) = &awake {
-                self.shared
-                    .awake_threads
-                    .store(a.threads(), Ordering::Relaxed);
+        if !(self.shared.dispatcher_fifo.load(Ordering::Relaxed) && have_io) {
+            return None;
+        }
+        if start_awake {
+            let mut st = lock(&self.shared.boost);
+            if st.awake.is_none() {
+                st.awake = super::awake::KeepAwake::start(&self.awake_cores, idle_thread_setup)
+                    .map(Arc::new);
+                if let Some(a) = &st.awake {
+                    self.shared
+                        .awake_threads
+                        .store(a.threads(), Ordering::Relaxed);
+                }
             }
-            IoBoost {
-                rt: self.clone(),
-                raised_at: None,
-                awake,
-            }
+        }
+        Some(IoBoost {
+            rt: self.clone(),
+            held: false,
         })
     }
 
@@ -234,16 +278,20 @@ impl Realtime {
             io_raised_s: self.shared.raised_ns.load(Ordering::Relaxed) as f64 / 1e9,
             reason: if fifo { None } else { refused },
             keep_awake_threads: self.shared.awake_threads.load(Ordering::Relaxed),
+            keep_awake_raises: self.shared.awake_raises.load(Ordering::Relaxed),
+            keep_awake_s: self.shared.awake_ns.load(Ordering::Relaxed) as f64 / 1e9,
         }
     }
 }
 
-/// Raises the I/O threads to SCHED_FIFO around send times (owned by the dispatcher).
+/// Raises the I/O threads to SCHED_FIFO around send times: one handle per thread that keeps
+/// a schedule (the dispatcher, the release clock); the threads stay raised while any handle
+/// holds them.
 #[derive(Debug)]
 pub struct IoBoost {
     rt: Realtime,
-    raised_at: Option<Instant>,
-    awake: Option<super::awake::KeepAwake>,
+    /// This handle holds the threads raised.
+    held: bool,
 }
 
 impl IoBoost {
@@ -260,38 +308,70 @@ impl IoBoost {
     /// priority above): checking every 50 µs cost that thread a context switch pair every
     /// 60 µs while it wrote a burst (`perf sched timehist`).
     pub const SETTLE_STEP: Duration = Duration::from_micros(200);
+    /// Sends due within the burst window from which a raise also keeps the cores awake
+    /// (docs/performance.md, "Keep-awake"): the first wake-up of a halted vCPU delayed whole
+    /// bursts, while for single sends and closed-loop releases the spinning threads cost two
+    /// cores for every raise and bought nothing measurable.
+    pub const AWAKE_BURST: usize = 2;
 
     pub fn is_raised(&self) -> bool {
-        self.raised_at.is_some()
+        self.held
     }
 
-    /// Raise every I/O thread to SCHED_FIFO.
+    /// Raise every I/O thread to SCHED_FIFO (no keep-awake).
     pub fn raise(&mut self) {
-        if self.raised_at.is_some() {
+        self.raise_with(false);
+    }
+
+    /// Raise every I/O thread to SCHED_FIFO; with `awake`, also keep the cores awake until the
+    /// last holder lowers them.
+    pub fn raise_with(&mut self, awake: bool) {
+        if self.held {
             return;
         }
-        if let Some(a) = &self.awake {
-            a.on();
+        self.held = true;
+        let sh = &self.rt.shared;
+        let mut st = lock(&sh.boost);
+        st.holders += 1;
+        if awake && st.awake_since.is_none() {
+            if let Some(a) = &st.awake {
+                a.on();
+                st.awake_since = Some(Instant::now());
+                sh.awake_raises.fetch_add(1, Ordering::Relaxed);
+            }
         }
-        for &tid in self.io_tids().iter() {
-            let _ = set_policy(tid, Some(self.rt.priority));
+        if st.holders == 1 {
+            for &tid in lock(&sh.io).iter() {
+                let _ = set_policy(tid, Some(self.rt.priority));
+            }
+            sh.raises.fetch_add(1, Ordering::Relaxed);
+            st.raised_at = Some(Instant::now());
         }
-        self.rt.shared.raises.fetch_add(1, Ordering::Relaxed);
-        self.raised_at = Some(Instant::now());
     }
 
-    /// Return every I/O thread to normal scheduling.
+    /// Let go of the I/O threads: the last holder returns them to normal scheduling.
     pub fn lower(&mut self) {
-        if let Some(t) = self.raised_at.take() {
-            if let Some(a) = &self.awake {
-                a.off();
-            }
-            for &tid in self.io_tids().iter() {
-                let _ = set_policy(tid, None);
-            }
-            self.rt
-                .shared
-                .raised_ns
+        if !self.held {
+            return;
+        }
+        self.held = false;
+        let sh = &self.rt.shared;
+        let mut st = lock(&sh.boost);
+        st.holders = st.holders.saturating_sub(1);
+        if st.holders > 0 {
+            return;
+        }
+        let awake_since = st.awake_since.take();
+        if let (Some(a), Some(t)) = (&st.awake, awake_since) {
+            a.off();
+            sh.awake_ns
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        for &tid in lock(&sh.io).iter() {
+            let _ = set_policy(tid, None);
+        }
+        if let Some(t) = st.raised_at.take() {
+            sh.raised_ns
                 .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
     }
@@ -305,7 +385,30 @@ impl IoBoost {
         until: Instant,
         stop: &std::sync::atomic::AtomicBool,
     ) {
-        if self.raised_at.is_none() {
+        let shared = self.rt.shared.clone();
+        self.settle_on(&shared.started, dispatched as u64, until, stop);
+    }
+
+    /// [`Self::settle`] for the release clock: once `released` closed-loop turns have run
+    /// after their release.
+    pub fn settle_released(
+        &mut self,
+        released: u64,
+        until: Instant,
+        stop: &std::sync::atomic::AtomicBool,
+    ) {
+        let shared = self.rt.shared.clone();
+        self.settle_on(&shared.released_started, released, until, stop);
+    }
+
+    fn settle_on(
+        &mut self,
+        started: &AtomicU64,
+        target: u64,
+        until: Instant,
+        stop: &std::sync::atomic::AtomicBool,
+    ) {
+        if !self.held {
             return;
         }
         loop {
@@ -316,17 +419,13 @@ impl IoBoost {
             if now + Self::LINGER > until {
                 return;
             }
-            if self.rt.shared.started.load(Ordering::Relaxed) as usize >= dispatched {
+            if started.load(Ordering::Relaxed) >= target {
                 break;
             }
             std::thread::sleep(Self::SETTLE_STEP);
         }
         std::thread::sleep(Self::LINGER);
         self.lower();
-    }
-
-    fn io_tids(&self) -> Vec<i32> {
-        lock(&self.rt.shared.io).clone()
     }
 }
 
@@ -506,7 +605,7 @@ mod tests {
         let rt = Realtime::new(RealtimeMode::Off, 10);
         assert!(rt.probe().is_err());
         assert!(!rt.enter_dispatcher());
-        assert!(rt.io_boost().is_none());
+        assert!(rt.io_boost(true).is_none());
         let r = rt.report();
         assert_eq!(r.policy, SchedPolicy::Normal);
         assert_eq!(r.mode, RealtimeMode::Off);
@@ -535,7 +634,7 @@ mod tests {
             let entered = rt_d.enter_dispatcher();
             let me = current_policy();
             let mut seen = vec![(entered, me)];
-            if let Some(mut b) = rt_d.io_boost() {
+            if let Some(mut b) = rt_d.io_boost(true) {
                 assert_eq!(
                     policy_of(io_tid),
                     "normal",

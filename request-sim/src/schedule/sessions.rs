@@ -217,24 +217,6 @@ impl SessionGate {
     }
 }
 
-/// Sleeps until `at` with sub-millisecond precision: the timer for all but the last two
-/// milliseconds, then yields to the runtime until the instant, so other tasks keep running
-/// meanwhile. Two, not one: tokio's timer rounds a deadline up to its next 1 ms tick and the
-/// runtime parks in `epoll_wait`, whose millisecond timeout and the kernel's wake-up add more,
-/// so a one-millisecond tail often woke after `at` (measured: release latency p50 0.1–0.5 ms,
-/// p99 0.8–1.4 ms for 8 users with 1 s gaps on an idle machine).
-pub async fn sleep_until_precise(at: Instant) {
-    const TAIL: Duration = Duration::from_millis(2);
-    if let Some(coarse) = at.checked_sub(TAIL) {
-        if coarse > Instant::now() {
-            tokio::time::sleep_until(coarse.into()).await;
-        }
-    }
-    while Instant::now() < at {
-        tokio::task::yield_now().await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

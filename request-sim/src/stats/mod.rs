@@ -45,8 +45,8 @@ pub use config::ReportConfig;
 pub use latency::{Latencies, Metric};
 pub use records::{no_records, report_from_records, summarize_records};
 pub use run_info::{
-    file_stamp, now_rfc3339, PromptVerification, RunEnd, RunInfo, RunInternals, RunPrompts,
-    RunServer, StartupTimes,
+    file_stamp, now_rfc3339, ClientCpu, PromptVerification, RunEnd, RunInfo, RunInternals,
+    RunPrompts, RunServer, StartupTimes,
 };
 pub use samples::{parse_percentile, MetricStats, Percentiles, DEFAULT_PERCENTILES};
 pub use slo::Slo;

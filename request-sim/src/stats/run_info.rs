@@ -163,6 +163,22 @@ pub struct RunInternals {
     pub realtime: Option<crate::schedule::RealtimeReport>,
     /// `--start-at`: the common start and how close to it this run started.
     pub start_at: Option<crate::schedule::StartAtReport>,
+    /// `--timing closed`: how the release clock sent the waiting turns.
+    pub releases: Option<crate::schedule::ReleaseStats>,
+    /// The client's own CPU time, over the whole run.
+    pub client_cpu: Option<ClientCpu>,
+}
+
+/// The client's own CPU time (the process's `getrusage`, start-up included), and per record.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClientCpu {
+    pub user_s: f64,
+    pub sys_s: f64,
+    /// (user + system) / records, CPU-ms.
+    pub ms_per_request: Option<f64>,
+    /// The built-in simulator ran in the process: its CPU is in these numbers.
+    pub includes_simulator: bool,
 }
 
 impl RunInfo {
