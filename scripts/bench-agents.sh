@@ -15,7 +15,10 @@
 #     joins included)                                                     (p50/p99/max, ms)
 #   drift of the clock-released requests (conversation starts)            (p50/p99/max, ms)
 #   the peak of conversations in flight, records vs scheduled, the client's CPU time and
-#   memory, the load average.
+#   memory, the load average;
+#   the client's CPU per request next to that of the same requests replayed open-loop (each
+#   record's lengths at its send time, a generic trace, no gates) in the same run, and what
+#   the release clock and the real-time raises did (`run.releases`, `run.realtime`).
 #
 # Bounded: each conversation is replayed once (the corpus is finite) and `timeout` caps the
 # run. Loopback only.
@@ -121,6 +124,17 @@ fi
     "${POP[@]}" --seed 1 \
     -o "$OUT/records.jsonl" $EXTRA_ARGS >"$OUT/console.txt" 2>"$OUT/replay.log"
 
+# The same requests open-loop: every record's prompt and output lengths at the time it was
+# sent, as a generic trace (no sessions, no gates), replayed against the same server. Its CPU per
+# request is the floor the agent replay's gates are compared with.
+jq -c 'select(.sent_ms != null) | {timestamp: .sent_ms, input_length, output_length: ([.output_tokens // 1, 1] | max)}' \
+    "$OUT/records.jsonl" | sort -t: -k2 -g > "$OUT/open-loop.jsonl"
+# shellcheck disable=SC2086
+/usr/bin/time -o "$OUT/open-time.txt" -f "%U %S %M" \
+    timeout $((LIMIT + 60)) "$RS" replay --endpoint "$BASE" --dataset-path "$OUT/open-loop.jsonl" \
+    --dataset generic --block-size 16 --quiet --seed 1 -o "$OUT/open-records.jsonl" $EXTRA_ARGS \
+    >"$OUT/open-console.txt" 2>"$OUT/open-replay.log"
+
 pct() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "n/a"; exit }
     i50 = int(0.50 * NR); if (i50 < 1) i50 = 1; i99 = int(0.99 * NR + 0.999); if (i99 > NR) i99 = NR
     printf "n=%d p50 %.3f p99 %.3f max %.3f ms\n", NR, v[i50], v[i99], v[NR] }'; }
@@ -129,7 +143,12 @@ echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknow
 echo "load average before / after the run: $LOAD_BEFORE / $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a); cores: $(nproc)"
 echo "corpus: $CONVS conversations x ($MAIN_REQS main + $SUB_REQS subagent requests), $SESSION_RATE starts/s, gaps ${THINK_S} s"
 read -r CU CS CM < "$OUT/client-time.txt" || true
-echo "client CPU: user ${CU:-?} s, system ${CS:-?} s, max RSS $(( ${CM:-0} / 1024 )) MB"
+NREC=$(wc -l < "$OUT/records.jsonl")
+echo "client CPU: user ${CU:-?} s, system ${CS:-?} s, max RSS $(( ${CM:-0} / 1024 )) MB; $(awk -v u="${CU:-0}" -v s="${CS:-0}" -v n="$NREC" 'BEGIN { printf "%.3f", (u + s) * 1000 / (n > 0 ? n : 1) }') CPU-ms per request (summary: $(jq '.run.client_cpu.ms_per_request' "$OUT/records.jsonl.summary.json"))"
+read -r OU OS _ < "$OUT/open-time.txt" || true
+NOPEN=$(wc -l < "$OUT/open-records.jsonl")
+echo "the same $NOPEN requests open-loop: user ${OU:-?} s, system ${OS:-?} s; $(awk -v u="${OU:-0}" -v s="${OS:-0}" -v n="$NOPEN" 'BEGIN { printf "%.3f", (u + s) * 1000 / (n > 0 ? n : 1) }') CPU-ms per request, drift p99 $(jq '.drift.p99_ms' "$OUT/open-records.jsonl.summary.json") ms"
+echo "release clock: $(jq -c '.run.releases' "$OUT/records.jsonl.summary.json"); realtime: $(jq -c '.run.realtime | {policy, io_raises, io_raised_s, keep_awake_threads, keep_awake_raises, keep_awake_s}' "$OUT/records.jsonl.summary.json")"
 echo "records: $(wc -l < "$REC") (scheduled: $(jq '.run.scheduled' "$REC.summary.json")), statuses: $(jq -c '.status' "$REC.summary.json")"
 echo -n "conversations in flight, peak: "
 jq -r 'select(.conversation != null and .sent_ms != null) | [.conversation, .sent_ms, (.sent_ms + (.done_ms // .e2e_ms // 0))] | @tsv' "$REC" \

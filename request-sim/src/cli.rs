@@ -400,10 +400,10 @@ pub struct ScheduleArgs {
     /// above).
     #[arg(long, default_value_t = crate::schedule::priority::DEFAULT_RT_PRIORITY)]
     pub rt_priority: u8,
-    /// Do not keep the cores awake around send times. By default, while --realtime raises the
-    /// I/O threads (a fraction of a millisecond around each send), one lowest-priority
-    /// (SCHED_IDLE) thread per core spins, so a virtual machine's idle cores are running when a
-    /// burst wakes the I/O threads (`run.realtime.keep_awake_threads`).
+    /// Do not keep the cores awake before bursts. By default, while --realtime raises the I/O
+    /// threads before two or more sends due within 10 ms, one lowest-priority (SCHED_IDLE)
+    /// thread per core spins, so a virtual machine's idle cores are running when the burst
+    /// wakes the I/O threads (`run.realtime.keep_awake_raises`).
     #[arg(long)]
     pub no_keep_awake: bool,
     /// Replay the same slice N times, each with a fresh seed (new prompt texts, same lengths
