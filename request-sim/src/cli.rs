@@ -339,6 +339,9 @@ pub struct TargetArgs {
     /// Read the API key from this file.
     #[arg(long, conflicts_with = "api_key")]
     pub api_key_file: Option<PathBuf>,
+    /// An HTTP header sent with every request, NAME:VALUE (repeatable).
+    #[arg(long, value_name = "NAME:VALUE")]
+    pub header: Vec<String>,
     /// Accept invalid TLS certificates.
     #[arg(long)]
     pub insecure: bool,
