@@ -39,8 +39,10 @@ pub struct Endpoint {
     /// `--session-header`: the header that carries each request's session id (for routers
     /// that pin a session to an instance).
     pub session_header: Option<reqwest::header::HeaderName>,
-    /// `--header`: sent with every request (after the API key's, so one can replace it).
-    pub headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
+    /// `--header`: sent with every request, after the API key's (shared: the endpoint is
+    /// cloned per task, and kept small).
+    pub headers:
+        Option<std::sync::Arc<Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>>>,
     api_key: Option<String>,
 }
 
@@ -52,7 +54,7 @@ impl std::fmt::Debug for Endpoint {
             .field("stream", &self.stream)
             .field("route", &self.route)
             .field("session_header", &self.session_header)
-            .field("headers", &self.headers.len())
+            .field("headers", &self.headers.as_ref().map_or(0, |h| h.len()))
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .finish()
     }
@@ -114,7 +116,7 @@ impl Endpoint {
             stream,
             route,
             session_header: None,
-            headers: Vec::new(),
+            headers: None,
             api_key,
         })
     }
@@ -150,7 +152,7 @@ impl Endpoint {
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
         }
-        for (name, value) in &self.headers {
+        for (name, value) in self.headers.iter().flat_map(|h| h.iter()) {
             req = req.header(name, value);
         }
         req

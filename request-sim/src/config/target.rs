@@ -106,7 +106,8 @@ pub(super) fn target(a: &ReplayArgs, stream: bool, api_key: &Option<String>) -> 
         )));
     }
     ep.session_header = session_header(&a.requests.sessions)?;
-    ep.headers = headers(&t.header)?;
+    let h = headers(&t.header)?;
+    ep.headers = (!h.is_empty()).then(|| std::sync::Arc::new(h));
     Ok(Target::Remote(ep))
 }
 

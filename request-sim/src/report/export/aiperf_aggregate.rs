@@ -311,7 +311,7 @@ fn error_counts(records: &[Record]) -> Vec<(Value, usize)> {
             (json!({ "code": code, "type": kind, "message": message }), n)
         })
         .collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|e| std::cmp::Reverse(e.1));
     v
 }
 
