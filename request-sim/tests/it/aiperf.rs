@@ -344,3 +344,62 @@ fn vllm_bench_json_from_replay_and_report_has_vllms_keys_and_the_summarys_values
         "{err}"
     );
 }
+
+#[test]
+fn headers_reach_the_server_and_failed_requests_are_aiperf_error_details() {
+    use crate::support::{RawServer, Script};
+    // Every answer a 503: each record an error, each line of profile_export.jsonl an
+    // ErrorDetails; the --header sent with every request.
+    let server = RawServer::start(Script::whole(
+        "503 Service Unavailable",
+        "application/json",
+        br#"{"error": "overloaded"}"#,
+    ));
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let t = crate::support::write_trace(tmp.path(), "t.jsonl", 4, 30.0, 16, 4);
+    let mut args = crate::support::base_args(&server.url(""), &t, &out);
+    args.extend(
+        [
+            "--header",
+            "X-Team: infra",
+            "--export",
+            "aiperf",
+            "--result-dir",
+        ]
+        .map(String::from),
+    );
+    args.push(out.display().to_string());
+    crate::support::replay(&crate::support::strs(&args));
+    let posts = server.generation_requests();
+    assert_eq!(posts.len(), 4);
+    assert!(posts
+        .iter()
+        .all(|r| r.header("x-team").as_deref() == Some("infra")));
+    let lines = read_json_lines(&out.join("profile_export.jsonl"));
+    assert_eq!(lines.len(), 4);
+    for l in &lines {
+        assert_eq!(l["error"]["code"], 503, "{l}");
+        assert_eq!(l["error"]["type"], "http_error", "{l}");
+        assert!(
+            l["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("overloaded"),
+            "{l}"
+        );
+        assert!(l["metrics"].get("request_latency").is_none(), "{l}");
+    }
+    let agg = read_json(&out.join("profile_export_aiperf.json"));
+    assert_eq!(agg["error_request_count"]["avg"].as_f64(), Some(4.0));
+    assert_eq!(agg["error_summary"][0]["count"], 4);
+    assert_eq!(agg["error_summary"][0]["error_details"]["code"], 503);
+    // A malformed header is refused before anything is sent.
+    let e = crate::support::try_replay(&["--endpoint", &server.url(""), "--header", "no-colon"])
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("--header \"no-colon\": expected NAME:VALUE"),
+        "{e}"
+    );
+}
