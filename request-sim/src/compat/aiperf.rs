@@ -522,9 +522,9 @@ pub fn run(argv: Vec<String>) -> crate::Result<u8> {
         }) => *a,
         Ok(_) => return Err(crate::Error::internal("not a replay command line")),
         Err(e) => {
-            return Err(crate::Error::config(format!(
+            return Err(in_aiperf_terms(crate::Error::config(format!(
                 "cannot translate the command line: {e}"
-            )))
+            ))))
         }
     };
     crate::commands::replay(replay).map_err(in_aiperf_terms)

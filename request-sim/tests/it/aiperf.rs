@@ -228,6 +228,25 @@ fn a_name_aiperf_does_not_have_is_refused() {
         err.contains("--input-file /no/such.jsonl: no such file"),
         "{err}"
     );
+    // A body field request-sim sets itself, named in AIPerf's words.
+    let t = trace();
+    let o = Command::new(AIPERF_BIN)
+        .args([
+            "profile",
+            "--model",
+            "M",
+            "--input-file",
+            t.to_str().unwrap(),
+        ])
+        .args(["--extra-inputs", "stream:false"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--extra-inputs") && !err.contains("--extra-body"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -26,7 +26,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::start_unix_ns;
+use super::common::start_unix_ns;
 use crate::record::{Record, Status, TokenSource};
 use crate::stats::per_record::{end_ms, output_tokens_of, record_tpot};
 use crate::stats::Summary;

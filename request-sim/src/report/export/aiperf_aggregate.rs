@@ -16,7 +16,7 @@ use std::path::Path;
 use serde_json::{json, Map, Value};
 
 use super::aiperf::{metrics, ErrorDetails};
-use super::write_file;
+use super::common::write_file;
 use crate::record::{Record, Status};
 use crate::stats::samples::stats_of;
 use crate::stats::{MetricStats, Summary};

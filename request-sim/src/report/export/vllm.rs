@@ -15,7 +15,7 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use super::write_file;
+use super::common::write_file;
 use crate::record::{Record, Status};
 use crate::stats::latency::Metric;
 use crate::stats::per_record::output_tokens_of;
