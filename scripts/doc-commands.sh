@@ -37,7 +37,7 @@ if [[ -z "${NO_BUILD:-}" && "$BIN" == "$RELEASE" ]]; then
   cargo build --release -p request-sim -p llm-sim --bins --examples >/dev/null || exit 100
 fi
 RS=$BIN/request-sim
-for b in request-sim llm-sim client trace_replay; do
+for b in request-sim llm-sim client trace_replay aiperf; do
   [[ -x $BIN/$b ]] || { echo "missing $BIN/$b (build first)"; exit 100; }
 done
 Q=${REQUEST_SIM_QWEN3_DIR:-$ROOT/.cache/tokenizers/qwen3}
@@ -140,6 +140,10 @@ if needs_q README.md:29; then
     --trace-path "$TRACE" --trace-mode trace --host 127.0.0.1 --port "${SIMQ##*:}" \
     --save-result --save-prompts --result-dir ucm
 fi
+# The AIPerf seed command, unchanged but for the server (the README's and the docs page's).
+run docs/coming-from-aiperf.md 0 "$BIN/aiperf" profile --model llm-sim --endpoint-type chat \
+  --streaming --url "${SIM#http://}" --input-file "$TRACE" --custom-dataset-type mooncake_trace \
+  --fixed-schedule --request-count 20
 run README.md:174 0 "$RS" analyze "$TRACE" --json --plot-dir plots --instances 4 --routing prefix-aware
 run README.md:175 0 "$RS" report results/run1.jsonl --goodput ttft:2000 tpot:50 --result-dir rep
 run README.md:179 0 "$RS" sweep --scale-factors 0.5,1,2,4 --endpoint "$SIM" \
@@ -348,7 +352,10 @@ SUBCOMMANDS=$("$RS" --help | sed -n '/^Commands:/,/^$/p' | awk 'NR > 1 && $1 != 
 {
   "$RS" --help
   for c in $SUBCOMMANDS; do "$RS" "$c" --help; done
-  "$BIN/client" --help; "$BIN/trace_replay" --help; "$BIN/llm-sim" --help
+  "$BIN/client" --help; "$BIN/trace_replay" --help; "$BIN/aiperf" profile --help
+  "$BIN/llm-sim" --help
+  # Every `aiperf profile` flag the aiperf binary accepts (most without effect).
+  grep -o '"--[a-z0-9-]*"' request-sim/src/compat/aiperf_flags.rs | tr -d '"'
 } 2>/dev/null | grep -o -- '--[a-z0-9][a-z0-9-]*' | sort -u >"$KNOWN"
 # Other tools' flags the pages quote (cargo, vLLM, llama.cpp, AIPerf, UCM's accepted-and-ignored
 # flags, this repository's scripts: make_azure2024_csv.py --rows), and anchors of headings.

@@ -339,6 +339,9 @@ pub struct TargetArgs {
     /// Read the API key from this file.
     #[arg(long, conflicts_with = "api_key")]
     pub api_key_file: Option<PathBuf>,
+    /// An HTTP header sent with every request, NAME:VALUE (repeatable).
+    #[arg(long, value_name = "NAME:VALUE")]
+    pub header: Vec<String>,
     /// Accept invalid TLS certificates.
     #[arg(long)]
     pub insecure: bool,
@@ -709,6 +712,12 @@ pub struct ReportFlags {
     /// request.
     #[arg(long, value_name = "START..END|auto", value_parser = crate::stats::MeasureWindow::parse)]
     pub measure_window: Option<crate::stats::MeasureWindow>,
+    /// Also write other tools' result files into --result-dir, comma-separated: aiperf
+    /// (AIPerf's profile_export.jsonl, profile_export_aiperf.json/.csv, and on a replay
+    /// inputs.json), vllm-bench (vllm-bench.json, the JSON of `vllm bench serve
+    /// --save-result --save-detailed`). docs/coming-from-aiperf.md
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LAYOUT")]
+    pub export: Vec<crate::report::export::ExportKind>,
 }
 
 #[derive(Debug, Clone, Args)]

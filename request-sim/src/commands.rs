@@ -408,7 +408,8 @@ pub fn report(args: ReportArgs) -> Result<u8> {
         report::print_stdout(&format!("{}\n", report::render_console(&summary)))?;
     }
     if let Some(dir) = &args.report.result_dir {
-        let files = report::write_result_dir(dir, &summary, records)?;
+        let files =
+            report::write_result_dir_exporting(dir, &summary, records, &args.report.export)?;
         eprintln!(
             "request-sim: wrote {} files to {}",
             files.len(),
@@ -470,7 +471,7 @@ fn report_merged(args: &ReportArgs, cfg: &ReportConfig) -> Result<u8> {
             .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
         let path = dir.join("records.jsonl");
         crate::record::write_records(&path, &merged.records)?;
-        let files = report::write_result_dir(dir, &summary, &path)?;
+        let files = report::write_result_dir_exporting(dir, &summary, &path, &args.report.export)?;
         eprintln!(
             "request-sim: wrote {} files and the merged records.jsonl to {}",
             files.len(),

@@ -39,6 +39,10 @@ pub struct Endpoint {
     /// `--session-header`: the header that carries each request's session id (for routers
     /// that pin a session to an instance).
     pub session_header: Option<reqwest::header::HeaderName>,
+    /// `--header`: sent with every request, after the API key's (shared: the endpoint is
+    /// cloned per task, and kept small).
+    pub headers:
+        Option<std::sync::Arc<Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>>>,
     api_key: Option<String>,
 }
 
@@ -50,6 +54,7 @@ impl std::fmt::Debug for Endpoint {
             .field("stream", &self.stream)
             .field("route", &self.route)
             .field("session_header", &self.session_header)
+            .field("headers", &self.headers.as_ref().map_or(0, |h| h.len()))
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .finish()
     }
@@ -111,6 +116,7 @@ impl Endpoint {
             stream,
             route,
             session_header: None,
+            headers: None,
             api_key,
         })
     }
@@ -143,10 +149,13 @@ impl Endpoint {
                 req = req.header("x-api-key", k);
             }
         }
-        match &self.api_key {
-            Some(k) => req.bearer_auth(k),
-            None => req,
+        if let Some(k) = &self.api_key {
+            req = req.bearer_auth(k);
         }
+        for (name, value) in self.headers.iter().flat_map(|h| h.iter()) {
+            req = req.header(name, value);
+        }
+        req
     }
 
     pub fn has_api_key(&self) -> bool {

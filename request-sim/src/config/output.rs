@@ -16,6 +16,8 @@ pub struct OutputConfig {
     pub records_path: PathBuf,
     pub summary_path: PathBuf,
     pub result_dir: Option<PathBuf>,
+    /// `--export`: other tools' result files written into `result_dir`.
+    pub exports: Vec<crate::report::export::ExportKind>,
     /// `--save-prompts`: where the built prompts are saved as a `messages` trace.
     pub save_prompts: Option<PathBuf>,
     pub record_itl: bool,
@@ -47,6 +49,7 @@ impl OutputConfig {
             records_path,
             summary_path,
             result_dir: o.report.result_dir,
+            exports: o.report.export,
             save_prompts: o.save_prompts,
             record_itl: o.record_itl,
             report,
@@ -148,6 +151,11 @@ pub fn report_config(f: &ReportFlags, default_percentiles: &[f64]) -> Result<Rep
     } else {
         crate::stats::Slo::parse(&f.goodput).map_err(Error::config)?
     };
+    if !f.export.is_empty() && f.result_dir.is_none() {
+        return Err(Error::config(
+            "--export writes its files into --result-dir: pass --result-dir DIR",
+        ));
+    }
     Ok(ReportConfig {
         percentiles,
         slo,

@@ -106,7 +106,28 @@ pub(super) fn target(a: &ReplayArgs, stream: bool, api_key: &Option<String>) -> 
         )));
     }
     ep.session_header = session_header(&a.requests.sessions)?;
+    let h = headers(&t.header)?;
+    ep.headers = (!h.is_empty()).then(|| std::sync::Arc::new(h));
     Ok(Target::Remote(ep))
+}
+
+/// `--header NAME:VALUE`: checked as an HTTP header name and value.
+pub(super) fn headers(
+    given: &[String],
+) -> Result<Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>> {
+    given
+        .iter()
+        .map(|h| {
+            let (name, value) = h
+                .split_once(':')
+                .ok_or_else(|| Error::config(format!("--header {h:?}: expected NAME:VALUE")))?;
+            let name = reqwest::header::HeaderName::from_bytes(name.trim().as_bytes())
+                .map_err(|_| Error::config(format!("--header {h:?}: not an HTTP header name")))?;
+            let value = reqwest::header::HeaderValue::from_str(value.trim())
+                .map_err(|_| Error::config(format!("--header {h:?}: not an HTTP header value")))?;
+            Ok((name, value))
+        })
+        .collect()
 }
 
 /// `--pool-idle-timeout`: more than 0 seconds.

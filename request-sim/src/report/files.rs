@@ -292,6 +292,16 @@ pub fn write_result_dir(
     summary: &Summary,
     records_jsonl: &Path,
 ) -> crate::Result<Vec<PathBuf>> {
+    write_result_dir_exporting(dir, summary, records_jsonl, &[])
+}
+
+/// [`write_result_dir`], and the other tools' result files of `exports` (`--export`).
+pub fn write_result_dir_exporting(
+    dir: &Path,
+    summary: &Summary,
+    records_jsonl: &Path,
+    exports: &[super::export::ExportKind],
+) -> crate::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)
         .map_err(|e| crate::Error::io(format!("cannot create {}", dir.display()), e))?;
     let (records, _) = read_records(records_jsonl)?;
@@ -316,6 +326,9 @@ pub fn write_result_dir(
     files.extend(plots::write_plots(dir, &records, summary, &samples)?);
     let page = super::html::write_run_html(dir, summary, &files)?;
     files.push(page);
+    files.extend(super::export::write_exports(
+        dir, exports, summary, &records,
+    )?);
     Ok(files)
 }
 

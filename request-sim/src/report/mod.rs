@@ -9,7 +9,7 @@
 //! - [`compare`]: two runs side by side ([`render_compare`]); [`merge`]: the shards table of a
 //!   merged run.
 //! - [`files`]: `--result-dir` contents: summary.json, requests.csv, results.xlsx, plots,
-//!   report.html.
+//!   report.html; [`export`]: other tools' result files (`--export`: AIPerf's, vLLM bench's).
 //! - [`plots`]: PNG and SVG charts; [`html`]: the self-contained `report.html` of a run or a
 //!   sweep.
 //! - [`progress`]: the live progress line on stderr.
@@ -22,6 +22,7 @@ pub mod against;
 pub mod analysis;
 pub mod compare;
 pub mod console;
+pub mod export;
 pub mod files;
 pub mod format;
 pub mod html;
@@ -36,5 +37,7 @@ pub use crate::util::{print_json, print_stdout};
 pub use analysis::render_analysis;
 pub use compare::{render_compare, render_verdicts};
 pub use console::render_console;
-pub use files::{find_run_info, read_summary, write_result_dir, write_summary_json};
+pub use files::{
+    find_run_info, read_summary, write_result_dir, write_result_dir_exporting, write_summary_json,
+};
 pub use progress::Progress;

@@ -75,7 +75,12 @@ pub(super) fn run(
     );
     note(format!("summary: {}", cfg.output.summary_path.display()));
     if let Some(dir) = &cfg.output.result_dir {
-        let files = report::write_result_dir(dir, &summary, &cfg.output.records_path)?;
+        let files = report::write_result_dir_exporting(
+            dir,
+            &summary,
+            &cfg.output.records_path,
+            &cfg.output.exports,
+        )?;
         note(format!(
             "result files: {} files in {}",
             files.len(),

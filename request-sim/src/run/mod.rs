@@ -65,13 +65,22 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome> {
     startup.trace_load_ms = ms_since(t_start);
     let mut server = server::run(&cfg, &mut startup)?;
     let prompts = prompts::run(&cfg, &trace, &server, tokenizer, &mut startup)?;
-    let mut pipeline = pipeline::run(&cfg, &trace, feed, &server, &prompts)?;
+    let inputs = inputs_sink(&cfg)?;
+    let mut pipeline = pipeline::run(&cfg, &trace, feed, &server, &prompts, inputs.clone())?;
     // `--metrics-port`: served until the run is over and the linger time has passed.
     let exporter = pipeline.exporter.take();
     warmup::run(&cfg, &trace, &mut server, &pipeline, &mut startup)?;
     let dispatched = dispatch::run(&cfg, &server, &pipeline, t_start, &mut startup)?;
     let drained = drain::run(&cfg, &mut server, pipeline, dispatched)?;
     let outcome = finish::run(&cfg, &trace, &server, &prompts, drained, startup)?;
+    if let (Some(sink), Some(dir)) = (&inputs, &cfg.output.result_dir) {
+        let path = dir.join(crate::report::export::inputs::INPUTS_FILE);
+        let n = sink.finish(&path)?;
+        note(format!(
+            "inputs.json: the bodies of {n} requests in {}",
+            path.display()
+        ));
+    }
     if let Some(e) = exporter {
         if !e.linger().is_zero() {
             note(format!(
@@ -82,4 +91,18 @@ pub fn replay(cfg: ReplayConfig) -> Result<RunOutcome> {
         e.finish();
     }
     Ok(outcome)
+}
+
+/// `--export aiperf` with `--result-dir`: the sink that keeps every body built for AIPerf's
+/// `inputs.json`.
+fn inputs_sink(
+    cfg: &ReplayConfig,
+) -> Result<Option<std::sync::Arc<crate::report::export::inputs::InputsSink>>> {
+    use crate::report::export::{inputs, ExportKind};
+    match &cfg.output.result_dir {
+        Some(dir) if cfg.output.exports.contains(&ExportKind::Aiperf) => Ok(Some(
+            std::sync::Arc::new(inputs::InputsSink::create(&dir.join(inputs::INPUTS_FILE))?),
+        )),
+        _ => Ok(None),
+    }
 }

@@ -20,6 +20,7 @@ use crate::config::ReplayConfig;
 use crate::observe::export::{ExportConfig, ExportLabels, Exporter, LiveMetrics};
 use crate::observe::{ScrapeConfig, Scraper};
 use crate::record::{Annotate, Finished, Record, RecordWriter, ServerAtSend};
+use crate::report::export::inputs::InputsSink;
 use crate::report::Progress;
 use crate::schedule::sessions::{SessionGate, Timing};
 use crate::schedule::{Feed, ProducerConfig, ProducerStats, Producers};
@@ -51,6 +52,7 @@ pub(super) fn run(
     feed: Feed,
     server: &Server,
     prompts: &Prompts,
+    inputs: Option<Arc<InputsSink>>,
 ) -> Result<Pipeline> {
     let ncores = core_affinity::get_core_ids().map(|c| c.len()).unwrap_or(1);
     let exporter = start_exporter(cfg, server, ncores)?;
@@ -62,7 +64,7 @@ pub(super) fn run(
         !cfg.output.quiet,
     ));
     let feed = total_at_end(feed, progress.clone());
-    let producers = start_producers(cfg, trace, feed, server, prompts, ncores)?;
+    let producers = start_producers(cfg, trace, feed, server, prompts, ncores, inputs)?;
     let gate = (cfg.requests.sessions.timing == Timing::Closed && sessions.any())
         .then(|| Arc::new(SessionGate::new(&sessions, sessions.turns.len())));
     let scraper = start_scraper(cfg, server)?;
@@ -165,6 +167,7 @@ fn start_producers(
     server: &Server,
     prompts: &Prompts,
     ncores: usize,
+    inputs: Option<Arc<InputsSink>>,
 ) -> Result<Producers> {
     let cores: Vec<usize> = if ncores >= 2 && cfg.schedule.producers < ncores {
         (0..ncores - 1).collect()
@@ -185,6 +188,17 @@ fn start_producers(
             counter: prompts.chat_counter.clone(),
         },
     );
+    // `--export aiperf`: every body built is also kept for inputs.json.
+    let build: Arc<crate::schedule::BuildFn> = match inputs {
+        Some(sink) => Arc::new(
+            move |p: &crate::trace::Planned, s: &mut crate::schedule::Scratch| {
+                let built = build(p, s);
+                sink.add(p.req.index, p.turn.as_ref().map(|t| &*t.id), &built.body);
+                built
+            },
+        ),
+        None => build,
+    };
     let producers = Producers::spawn(
         feed,
         &ProducerConfig {

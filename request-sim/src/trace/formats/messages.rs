@@ -20,7 +20,8 @@
 //! - `input_length` / `text_input` are refused: a `messages` row is sent as given.
 //! - A row with `text_input` (a string) instead of `messages` is AIPerf's literal prompt: sent
 //!   as the chat content or completions prompt, like a synthetic prompt (`--save-prompts`
-//!   writes such rows for completions endpoints).
+//!   writes such rows for completions endpoints). `text` (AIPerf's `single_turn` rows) is the
+//!   same when the row has no `text_input`.
 //! - A row with `prompt_token_ids` (an array of token ids) is a literal completions prompt of
 //!   token ids (`--save-prompts` with `--token-ids` writes such rows).
 //!
@@ -249,6 +250,12 @@ struct Prompt {
 /// Takes the prompt fields out of `row`; one of them is required, `messages` is checked, and
 /// `input_length` is refused.
 fn take_prompt(row: &mut Map<String, Value>) -> Result<Prompt, RowError> {
+    // AIPerf's `single_turn` rows name the literal prompt `text`.
+    if !row.contains_key("text_input") {
+        if let Some(t) = row.remove("text") {
+            row.insert("text_input".into(), t);
+        }
+    }
     let text_input = match row.remove("text_input") {
         None => None,
         Some(Value::String(t)) if !row.contains_key("messages") => Some(t),
