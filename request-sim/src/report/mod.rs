@@ -26,6 +26,7 @@ pub mod files;
 pub mod format;
 pub mod html;
 pub mod merge;
+mod models;
 pub mod plots;
 pub mod progress;
 pub mod repeats;
