@@ -48,6 +48,7 @@ mod warmup;
 pub use finish::RunOutcome;
 pub use load::{load_trace, DEMO_TRACE};
 pub use reset::reset_prefix_caches;
+pub use reshape::{reshape_corpus, Reshaped};
 
 use note::{ms_since, note};
 
