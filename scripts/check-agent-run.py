@@ -12,7 +12,10 @@ Checks, each printed with its numbers, exit status 1 if any fails:
      rounding); with --trace (a Copilot partition), every `tool_time` gap is one of its
      session's tool-batch durations (min(duration, --max-idle-gap) / --scale-factor).
   3. parallel calls overlap: every parallel call (a subagent of the Copilot reader) that ended
-     ok ran, at least in part, while another call of its conversation was in flight.
+     ok ran, at least in part, while another call of its conversation was in flight, or was
+     sent on time (its predecessor's end + its gap, within 1 ms) when every other call of its
+     conversation had already ended (the server answered the sibling faster than production
+     did); a parallel call held back past its time fails.
   4. prompt tokens exact: every ok record's prompt_tokens == input_length; with --trace, each
      session's input lengths are its calls' `tokens.prompt` (as multisets).
   5. per-model rows add up: each list of the summary's `models` sums to the totals; with
@@ -119,12 +122,15 @@ def check_order(c, recs, by_index, sessions, cap_ms, scale):
                  f"{tool_checked} tool_time gaps, {bad_tool} not a batch duration of their session")
 
 
-def check_parallel(c, recs):
+def check_parallel(c, recs, by_index):
+    """A parallel call overlaps another call of its conversation, or was sent on time (its
+    predecessor's end + its gap) when nothing of its conversation was in flight: a call the
+    server answered faster than production did can end before its sibling starts."""
     by_conv = collections.defaultdict(list)
     for r in recs:
         if r.get("conversation") and end_ms(r) is not None:
             by_conv[r["conversation"]].append(r)
-    par, overl = 0, 0
+    par, overl, alone, bad = 0, 0, 0, 0
     for conv, rs in by_conv.items():
         for r in rs:
             if r.get("agent") in (None, "main") or r["status"] != "ok":
@@ -133,8 +139,17 @@ def check_parallel(c, recs):
             a, b = r["sent_ms"], end_ms(r)
             if any(o is not r and o["sent_ms"] < b and end_ms(o) > a for o in rs):
                 overl += 1
-    c.report("parallel calls overlap", par > 0 and overl == par,
-             f"{overl} of {par} parallel calls ran beside another call of their conversation")
+                continue
+            p = by_index.get(r.get("parent_index"))
+            release = end_ms(p) + (r.get("think_ms") or 0.0) if p else a
+            if a - release < 1.0:
+                alone += 1
+            else:
+                bad += 1
+    c.report("parallel calls overlap", par > 0 and bad == 0,
+             f"{par} parallel calls: {overl} ran beside another call of their conversation, "
+             f"{alone} were sent on time after every other call of it had ended (the server "
+             f"answered faster than the trace), {bad} held back")
 
 
 def check_prompts(c, recs, sessions):
@@ -215,7 +230,7 @@ def main():
     c = Checks()
     check_counts(c, recs, s)
     check_order(c, recs, by_index, sessions, cap_ms, a.scale_factor)
-    check_parallel(c, recs)
+    check_parallel(c, recs, by_index)
     check_prompts(c, recs, sessions)
     check_models(c, recs, s, a.model_map)
     check_hits(c, s, a.max_pp)
