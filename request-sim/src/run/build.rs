@@ -59,13 +59,16 @@ pub(super) fn make_build_fn(
     Arc::new(move |p: &Planned, s: &mut Scratch| bodies.build(p, s))
 }
 
+/// The body settings naming each served model of `--model-map`.
+type ParamsByModel = HashMap<Arc<str>, BodyParams>;
+
 /// Everything a request body is made from, shared by every call of the build function.
 struct Bodies {
     builder: Arc<PromptBuilder>,
     kind: ApiKind,
     params: BodyParams,
     /// `--model-map`: the served model of each request, and the body settings naming it.
-    models: Option<(Arc<SentModels>, HashMap<Arc<str>, BodyParams>)>,
+    models: Option<(Arc<SentModels>, ParamsByModel)>,
     /// Tokens the server adds around the content (the content is shortened by them), and the
     /// lead put before every content.
     overhead: u32,

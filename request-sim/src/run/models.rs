@@ -73,9 +73,12 @@ pub(super) fn resolve(
     Ok(Some(Arc::new(sent)))
 }
 
+/// Each trace model and its requests.
+type ModelCounts = Vec<(Arc<str>, usize)>;
+
 /// The trace's models with their requests (sorted by name), and the requests naming none: a
 /// whole trace's, or a streamed trace's read once through (its slice and reshaping applied).
-fn trace_models(cfg: &ReplayConfig, trace: &Loaded) -> Result<(Vec<(Arc<str>, usize)>, usize)> {
+fn trace_models(cfg: &ReplayConfig, trace: &Loaded) -> Result<(ModelCounts, usize)> {
     let mut by: BTreeMap<Arc<str>, usize> = BTreeMap::new();
     let mut unnamed = 0usize;
     let mut add = |r: &TraceRequest| match &r.model {
