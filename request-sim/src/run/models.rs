@@ -87,6 +87,11 @@ fn trace_models(cfg: &ReplayConfig, trace: &Loaded) -> Result<(ModelCounts, usiz
     };
     match (&trace.whole, &cfg.trace.source) {
         (Some(w), _) => w.requests.iter().for_each(&mut add),
+        (None, TraceSource::File(p)) if p.as_os_str() == "-" => {
+            return Err(Error::config(
+                "--model-map counts the trace's models before the run (a first read of the trace), and standard input cannot be read twice: give the trace as a file",
+            ))
+        }
         (None, TraceSource::File(p)) => {
             let stream = TraceStream::open(p, &cfg.trace.load, cfg.trace.reorder)?;
             for planned in stream {

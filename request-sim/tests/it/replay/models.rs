@@ -166,3 +166,50 @@ fn auto_spreads_the_trace_models_over_the_served_ones_by_share() {
     let rows: Vec<(&str, usize)> = m.served.iter().map(|r| (&*r.model, r.requests)).collect();
     assert_eq!(rows, [("llama-70b", 38), ("qwen3-8b", 37)]);
 }
+
+#[test]
+fn a_streamed_burstgpt_trace_is_mapped_by_its_model_column() {
+    let sim = start_sim(sim_cfg());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("burst.csv");
+    let mut csv =
+        String::from("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n");
+    for i in 0..12 {
+        let model = if i % 3 == 0 { "GPT-4" } else { "ChatGPT" };
+        csv.push_str(&format!(
+            "{},{model},{},4,0,Conversation log\n",
+            i as f64 * 0.01,
+            40 + i
+        ));
+    }
+    std::fs::write(&trace, csv).unwrap();
+    let base = base_args(&sim.base_url(), &trace, dir.path());
+    // A map that misses GPT-4: refused before anything is sent (the stream read once first).
+    let mut args = base.clone();
+    args.extend(["--model-map", "ChatGPT=qwen3-8b"].map(String::from));
+    let err = try_replay(&strs(&args)).unwrap_err().to_string();
+    assert!(
+        err.contains(r#"does not map 1 trace model(s): "GPT-4" (4 requests)"#),
+        "{err}"
+    );
+    let mut args = base;
+    args.extend(["--model-map", "ChatGPT=qwen3-8b,GPT-4=llama-70b"].map(String::from));
+    let outcome = replay(&strs(&args));
+    let recs = read_records_by_index(&dir.path().join("records.jsonl"));
+    assert_eq!(recs.len(), 12);
+    for r in &recs {
+        let want = if r.index % 3 == 0 {
+            ("GPT-4", "llama-70b")
+        } else {
+            ("ChatGPT", "qwen3-8b")
+        };
+        assert_eq!(
+            (r.trace_model.as_deref(), r.model.as_deref()),
+            (Some(want.0), Some(want.1))
+        );
+        assert_eq!(r.status, Status::Ok);
+    }
+    let m = outcome.summary.models.as_ref().unwrap();
+    let rows: Vec<(&str, usize)> = m.served.iter().map(|r| (&*r.model, r.requests)).collect();
+    assert_eq!(rows, [("llama-70b", 4), ("qwen3-8b", 8)]);
+}
