@@ -30,6 +30,7 @@ const BLOCK: usize = 512;
 fn request(index: usize) -> TraceRequest {
     let blocks = (PROMPT_TOKENS as usize).div_ceil(BLOCK) as u64;
     TraceRequest {
+        model: None,
         reasoning: Default::default(),
         index,
         line: index + 1,

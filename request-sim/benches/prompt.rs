@@ -44,6 +44,7 @@ fn corpus(tok: Option<&Tokenizer>) -> Arc<Corpus> {
 /// A mooncake-like request: 24 blocks of 512 with a partial last block (12,035 tokens).
 fn long_request() -> TraceRequest {
     TraceRequest {
+        model: None,
         reasoning: Default::default(),
         index: 7,
         line: 8,

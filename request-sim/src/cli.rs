@@ -330,6 +330,13 @@ pub struct TargetArgs {
     /// Model name sent in requests (default: the first of GET /v1/models).
     #[arg(long)]
     pub model_name: Option<String>,
+    /// Send each request to a served model chosen by the model its trace names: `'Model
+    /// A=qwen3-8b,Model B=llama-70b'` (`*=NAME`: every other model), `@FILE` (one `TRACE=SERVED`
+    /// a line), or `auto` (the trace's models spread over GET /v1/models by share of
+    /// requests). A trace model the map misses is refused before anything is sent
+    /// (docs/models.md).
+    #[arg(long, value_name = "MAP")]
+    pub model_map: Option<String>,
     /// AIBrix routing strategy (routing-strategy header).
     #[arg(long)]
     pub aibrix_route: Option<String>,

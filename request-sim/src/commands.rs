@@ -171,6 +171,9 @@ pub fn transform(args: TransformArgs) -> Result<u8> {
         reshape,
         ..load_options(&args.format)
     };
+    if trace::formats::agents::is_agent_corpus(&args.trace, opts.format) {
+        return transform_corpus(&args, &opts, t);
+    }
     let out = trace::load(&args.trace, &opts)?;
     write_trace(&args.output, &out)?;
     let st = &out.stats;
@@ -370,6 +373,41 @@ fn compare_synthesized(
 
 /// Writes a trace as JSONL to `path` (`-`: standard output); on an error, a file already at
 /// `path` is left as it was.
+/// `transform` of an agent corpus: the replay's reshaping rules (`run::reshape_corpus`), then
+/// the corpus written as a Weka directory, one file per conversation (docs/transform.md).
+fn transform_corpus(args: &TransformArgs, opts: &LoadOptions, t: std::time::Instant) -> Result<u8> {
+    let name = args.trace.display().to_string();
+    let refuse = |what: &str| Err(Error::config(format!("{name} is an agent corpus: {what}")));
+    if args.max_idle_gap.is_some() {
+        return refuse("--max-idle-gap caps gaps when a corpus is laid out for a replay; give it to `replay` (the written corpus keeps the trace's gaps)");
+    }
+    if opts.start_ms.is_some() || opts.end_ms.is_some() || args.compare {
+        return refuse("--time-window and --compare work on flat traces; --sample-sessions, --amplify, --prefix-scale, --prompt-scale and --max-input-length reshape a corpus");
+    }
+    let (mut corpus, format) = trace::formats::agents::load(&args.trace, opts)?
+        .ok_or_else(|| Error::config(format!("{name}: not an agent corpus")))?;
+    let before = (corpus.conversations.len(), corpus.requests());
+    let reshaped = crate::run::reshape_corpus(&opts.reshape, false, &name, &mut corpus)?;
+    let files = corpus
+        .conversations
+        .iter()
+        .map(trace::formats::weka_write::conversation_json)
+        .collect::<std::result::Result<Vec<_>, String>>()
+        .map_err(|e| Error::config(format!("{name}: {e}")))?;
+    crate::util::write_directory(&args.output, &args.trace, &files)?;
+    eprintln!(
+        "request-sim: wrote {} conversations, {} requests (read: {} conversations, {} requests of a {} corpus; {reshaped}) as a Weka directory {} (one file per conversation) in {:.2} s",
+        corpus.conversations.len(),
+        corpus.requests(),
+        before.0,
+        before.1,
+        format.name(),
+        args.output.display(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(0)
+}
+
 pub(crate) fn write_trace(path: &Path, t: &trace::Trace) -> Result<()> {
     let mut out = crate::util::create_output(path)?;
     trace::formats::write::write_jsonl(t, &mut out)

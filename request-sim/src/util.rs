@@ -237,6 +237,58 @@ pub fn refuse_input_as_output(
     )))
 }
 
+/// `files` written as `000000.json`, `000001.json`, … into a new directory `out`, whole or not
+/// at all (a temporary directory beside it, renamed into place). `out` must not exist or be an
+/// empty directory, and must not lie inside `input` (the trace read): nothing read is ever
+/// written over or into.
+pub fn write_directory(out: &Path, input: &Path, files: &[Vec<u8>]) -> crate::Result<()> {
+    let refuse = |what: &str| {
+        Err(crate::Error::config(format!(
+            "{}: {what}; a corpus is written into a new (or empty) directory, never over the input",
+            out.display()
+        )))
+    };
+    if out.as_os_str() == "-" {
+        return refuse("an agent corpus is a directory of files, not standard output");
+    }
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (out_abs, in_abs) = (abs(out), abs(input));
+    let in_real = std::fs::canonicalize(input).unwrap_or_else(|_| in_abs.clone());
+    let out_real = out_abs
+        .parent()
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .map(|p| p.join(out_abs.file_name().unwrap_or_default()))
+        .unwrap_or_else(|| out_abs.clone());
+    if out_real.starts_with(&in_real) || in_real.starts_with(&out_real) {
+        return refuse(&format!(
+            "it is the input {} or lies inside it",
+            input.display()
+        ));
+    }
+    match std::fs::read_dir(out).map(|mut d| d.next().is_some()) {
+        Ok(true) => return refuse("exists and is not empty"),
+        Ok(false) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(_) => return refuse("exists and is not a directory"),
+    }
+    let name = out_abs.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = out_abs.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(&tmp)?;
+        for (i, bytes) in files.iter().enumerate() {
+            std::fs::write(tmp.join(format!("{i:06}.json")), bytes)?;
+        }
+        if out.exists() {
+            std::fs::remove_dir(out)?;
+        }
+        std::fs::rename(&tmp, out)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_dir_all(&tmp);
+        crate::Error::write(out, e)
+    })
+}
+
 /// True when `a` and `b` are one existing regular file (see [`refuse_input_as_output`]; two
 /// names of `/dev/null` are not one input and output).
 pub fn same_file(a: &Path, b: &Path) -> bool {

@@ -106,6 +106,7 @@ mod tests {
     #[test]
     fn gives_up_beyond_its_cap() {
         let req = |i: u64| TraceRequest {
+            model: None,
             reasoning: Default::default(),
             index: i as usize,
             line: 1,

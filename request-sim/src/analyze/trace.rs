@@ -203,6 +203,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, &(t, input, ids))| TraceRequest {
+                    model: None,
                     reasoning: Default::default(),
                     index: i,
                     line: i + 1,

@@ -8,6 +8,7 @@
 //! - [`warm`]: keep-alive connections opened before they are needed;
 //! - [`tokenize`]: the server's `/tokenize` as a prompt encoder;
 //! - [`convert`]: a `messages` row in the shapes of the Responses and Messages APIs;
+//! - [`models`]: `--model-map`, which served model each request names;
 //! - [`body`]: typed request bodies per API; [`thinking`]: the thinking budget they carry;
 //! - [`send`]: [`execute`], which sends one request and classifies how it ended ([`status`]:
 //!   the [`Status`] it ended with, the instance that served it);
@@ -27,6 +28,7 @@ pub mod convert;
 pub mod endpoint;
 pub mod events;
 mod extra;
+pub mod models;
 pub mod response;
 pub mod send;
 pub mod sse;
@@ -48,6 +50,7 @@ pub use client::{
 };
 pub use endpoint::{sanitize_url, Endpoint, ANTHROPIC_VERSION};
 pub use extra::parse_extra_body;
+pub use models::{ModelMap, SentModels};
 pub use send::{connect_failure, execute, served_by, Outcome, RequestOpts};
 pub use state::{Carried, ProtocolError, ResponseState, Usage};
 pub use status::{ServedBy, Status};

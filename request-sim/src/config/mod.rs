@@ -90,7 +90,7 @@ impl ReplayConfig {
         };
         let notes = ignored_flags(&a.ignored);
         Ok(ReplayConfig {
-            target: TargetConfig::new(a.target, server, api_key),
+            target: TargetConfig::new(a.target, server, api_key)?,
             trace,
             prompts: PromptConfig::new(a.prompts, tokenizer_files, corpus),
             schedule: ScheduleConfig::new(a.schedule, speed, start_at, threads),

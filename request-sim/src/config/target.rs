@@ -26,6 +26,8 @@ pub struct TargetConfig {
     /// `--api` (the resolved endpoint has it too; kept for the built-in simulator's).
     pub api: ApiFlavor,
     pub model_name: Option<String>,
+    /// `--model-map`, parsed (a file already read).
+    pub model_map: Option<crate::backend::ModelMap>,
     pub route: Option<String>,
     pub api_key: Option<String>,
     pub insecure: bool,
@@ -39,17 +41,28 @@ pub struct TargetConfig {
 impl TargetConfig {
     /// The group from its flags, with the server ([`target`]) and the API key ([`api_key`])
     /// checked.
-    pub(super) fn new(t: TargetArgs, server: Target, api_key: Option<String>) -> TargetConfig {
-        TargetConfig {
+    pub(super) fn new(
+        t: TargetArgs,
+        server: Target,
+        api_key: Option<String>,
+    ) -> Result<TargetConfig> {
+        let model_map = t
+            .model_map
+            .as_deref()
+            .map(crate::backend::ModelMap::from_flag)
+            .transpose()
+            .map_err(Error::config)?;
+        Ok(TargetConfig {
             server,
             api: t.api,
             model_name: t.model_name,
+            model_map,
             route: t.aibrix_route,
             api_key,
             insecure: t.insecure,
             pool_idle_timeout: Duration::from_secs_f64(t.pool_idle_timeout),
             warm_connections: !t.no_warm_connections,
-        }
+        })
     }
 }
 

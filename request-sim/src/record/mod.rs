@@ -171,6 +171,14 @@ pub struct Record {
     /// `x-inference-port` headers of routers and llm-sim clusters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub served_by: Option<ServedBy>,
+    /// The model the trace names for the request (Weka, Copilot, TraceLab `model`, BurstGPT
+    /// `Model`), when it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_model: Option<String>,
+    /// The served model the request named, with `--model-map` (without it every request names
+    /// the run's one model: the summary's `run.model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl Record {
@@ -226,6 +234,8 @@ impl Record {
             server: None,
             retries: 0,
             served_by: None,
+            trace_model: None,
+            model: None,
         }
     }
 }

@@ -50,6 +50,9 @@ fn table(s: &Summary) -> Table {
     if let Some(a) = &s.agents {
         agents_section(&mut t, a);
     }
+    if let Some(m) = &s.models {
+        super::models::models_section(&mut t, m);
+    }
     if let Some(srv) = &s.server {
         server_section(&mut t, srv);
     }

@@ -5,7 +5,7 @@
 //! - [`table`]: the vLLM-shaped console [`table::Table`], which also keeps its pieces for the
 //!   HTML page.
 //! - [`console`]: the vLLM-shaped result table ([`render_console`]), with its server-metrics
-//!   section from [`server`]; [`analysis`]: a trace analysis as text ([`render_analysis`]).
+//!   section from [`server`] and its per-model grids from `models`; [`analysis`]: a trace analysis as text ([`render_analysis`]).
 //! - [`compare`]: two runs side by side ([`render_compare`]); [`merge`]: the shards table of a
 //!   merged run.
 //! - [`files`]: `--result-dir` contents: summary.json, requests.csv, results.xlsx, plots,
@@ -27,6 +27,7 @@ pub mod files;
 pub mod format;
 pub mod html;
 pub mod merge;
+mod models;
 pub mod plots;
 pub mod progress;
 pub mod repeats;

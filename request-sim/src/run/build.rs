@@ -1,10 +1,11 @@
 //! The producers' build function: trace row → prompt → request body.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::backend::{self, ApiKind, BodyParams, LiveBody, LiveSlot, PromptPayload};
+use crate::backend::{self, ApiKind, BodyParams, LiveBody, LiveSlot, PromptPayload, SentModels};
 use crate::prompt::{ChatCounter, PromptBuilder};
 use crate::schedule::{BuildFn, Built, Scratch};
 use crate::trace::history::AnswerSpan;
@@ -27,15 +28,29 @@ pub(super) struct ChatRows {
 pub(super) fn make_build_fn(
     builder: Arc<PromptBuilder>,
     kind: ApiKind,
-    params: BodyParams,
+    (params, models): (BodyParams, Option<Arc<SentModels>>),
     (overhead, lead): (u32, &'static str),
     token_ids: bool,
     rows: ChatRows,
 ) -> Arc<BuildFn> {
+    // `--model-map`: one copy of the body settings per served model, made once.
+    let by_model = models.as_ref().map_or_else(HashMap::new, |m| {
+        m.targets()
+            .into_iter()
+            .map(|t| {
+                let p = BodyParams {
+                    model: t.to_string(),
+                    ..params.clone()
+                };
+                (t, p)
+            })
+            .collect()
+    });
     let bodies = Bodies {
         builder,
         kind,
         params,
+        models: models.map(|m| (m, by_model)),
         overhead,
         lead,
         token_ids,
@@ -44,11 +59,16 @@ pub(super) fn make_build_fn(
     Arc::new(move |p: &Planned, s: &mut Scratch| bodies.build(p, s))
 }
 
+/// The body settings naming each served model of `--model-map`.
+type ParamsByModel = HashMap<Arc<str>, BodyParams>;
+
 /// Everything a request body is made from, shared by every call of the build function.
 struct Bodies {
     builder: Arc<PromptBuilder>,
     kind: ApiKind,
     params: BodyParams,
+    /// `--model-map`: the served model of each request, and the body settings naming it.
+    models: Option<(Arc<SentModels>, ParamsByModel)>,
     /// Tokens the server adds around the content (the content is shortened by them), and the
     /// lead put before every content.
     overhead: u32,
@@ -59,6 +79,14 @@ struct Bodies {
 }
 
 impl Bodies {
+    /// The body settings of `req`: naming its served model with `--model-map`.
+    fn params(&self, req: &crate::trace::TraceRequest) -> &BodyParams {
+        match &self.models {
+            Some((m, by)) => by.get(m.sent(req.model.as_deref())).unwrap_or(&self.params),
+            None => &self.params,
+        }
+    }
+
     /// The body of planned request `p`: a messages row as given ([`Self::row_body`]), else a
     /// prompt ([`Self::prompt_body`]).
     fn build(&self, p: &Planned, s: &mut Scratch) -> Built {
@@ -77,7 +105,7 @@ impl Bodies {
 
     /// A messages row is sent as given (with `--live-history`, its recorded answers marked).
     fn row_body(&self, p: &Planned, chat: &ChatPayload, user: Option<&str>) -> Built {
-        let (kind, params, rows) = (self.kind, &self.params, &self.rows);
+        let (kind, params, rows) = (self.kind, self.params(&p.req), &self.rows);
         let mut body = Vec::new();
         let spans = rows
             .answer_spans
@@ -126,7 +154,8 @@ impl Bodies {
         user: Option<&str>,
         s: &mut Scratch,
     ) -> Built {
-        let (req, kind, params) = (&p.req, self.kind, &self.params);
+        let (req, kind) = (&p.req, self.kind);
+        let params = self.params(req);
         let content = req.input_length.saturating_sub(self.overhead) as usize;
         let payload = if let Some(ids) = literal.and_then(|c| c.prompt_token_ids.as_deref()) {
             // A `prompt_token_ids` row: a completions prompt of these token ids.

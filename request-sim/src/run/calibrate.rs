@@ -39,6 +39,16 @@ impl Overhead {
 
 /// GET /v1/models and take the first model id.
 pub(super) async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Result<String> {
+    let url = format!("{}/v1/models", ep.base_url());
+    fetch_models(client, ep)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::server(format!("GET {url} lists no model (pass --model-name)")))
+}
+
+/// GET /v1/models: every model id, in the server's order.
+pub(super) async fn fetch_models(client: &reqwest::Client, ep: &Endpoint) -> Result<Vec<String>> {
     #[derive(serde::Deserialize)]
     struct Models {
         data: Vec<Model>,
@@ -80,11 +90,7 @@ pub(super) async fn fetch_model(client: &reqwest::Client, ep: &Endpoint) -> Resu
         .map_err(|e| Error::server(format!("GET {url}: {} ({hint})", e.without_url())))?;
     let m: Models = serde_json::from_slice(&body)
         .map_err(|e| Error::server(format!("GET {url}: unexpected answer ({hint}): {e}")))?;
-    m.data
-        .into_iter()
-        .next()
-        .map(|m| m.id)
-        .ok_or_else(|| Error::server(format!("GET {url} lists no model ({hint})")))
+    Ok(m.data.into_iter().map(|m| m.id).collect())
 }
 
 /// Tokens the server adds around the prompt content: flag, chat template, or a calibration
@@ -231,6 +237,7 @@ fn calibrate(
     let ep = &srv.ep;
     const K: usize = 64;
     let probe = TraceRequest {
+        model: None,
         reasoning: Default::default(),
         index: usize::MAX,
         line: 0,

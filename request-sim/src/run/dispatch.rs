@@ -158,6 +158,7 @@ fn task_context(
         first_sent_us: AtomicU64::new(u64::MAX),
         send_seq: AtomicU64::new(0),
         live: pipeline.live.clone(),
+        models: pipeline.models.clone(),
     })
 }
 

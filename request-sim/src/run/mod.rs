@@ -5,7 +5,8 @@
 //!    requests read → `Loaded` and the `Feed` the producers take
 //! 2. [`server`]: async runtime, built-in simulator, endpoint, HTTP client → `Server`
 //! 3. [`prompts`]: tokenizer, prompt words, start-up check, model, chat overhead, saved
-//!    prompts → `Prompts` (`calibrate`: the model lookup and the overhead)
+//!    prompts → `Prompts` (`calibrate`: the model lookup and the overhead; `models`:
+//!    `--model-map` resolved)
 //! 4. [`pipeline`]: producer threads, server-metrics scraper, record writer, run control →
 //!    `Pipeline`
 //! 5. [`warmup`]: keep-alive connections and the bodies due first, before the clock starts
@@ -36,6 +37,7 @@ mod dispatch;
 mod drain;
 mod finish;
 mod load;
+mod models;
 mod note;
 mod pipeline;
 mod prompts;
@@ -49,6 +51,7 @@ mod warmup;
 pub use finish::RunOutcome;
 pub use load::{load_trace, DEMO_TRACE};
 pub use reset::reset_prefix_caches;
+pub use reshape::{reshape_corpus, Reshaped};
 
 use note::{ms_since, note};
 

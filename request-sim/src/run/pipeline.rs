@@ -44,6 +44,8 @@ pub(super) struct Pipeline {
     /// and the metrics the run updates.
     pub(super) exporter: Option<Exporter>,
     pub(super) live: Option<Arc<LiveMetrics>>,
+    /// `--model-map`: which served model each request names (its record says).
+    pub(super) models: Option<Arc<crate::backend::SentModels>>,
 }
 
 pub(super) fn run(
@@ -94,6 +96,7 @@ pub(super) fn run(
         ncores,
         exporter,
         live,
+        models: prompts.models.clone(),
     })
 }
 
@@ -179,7 +182,7 @@ fn start_producers(
     let build = make_build_fn(
         prompts.builder.clone(),
         server.ep.kind,
-        prompts.params.clone(),
+        (prompts.params.clone(), prompts.models.clone()),
         prompts.shortening(),
         cfg.prompts.token_ids,
         ChatRows {

@@ -66,6 +66,8 @@ enum Truth {
 pub(super) struct Prompts {
     pub(super) builder: Arc<PromptBuilder>,
     pub(super) model: String,
+    /// `--model-map`: which served model each request names.
+    pub(super) models: Option<Arc<crate::backend::SentModels>>,
     /// Request body settings (model, streaming, exact output).
     pub(super) params: BodyParams,
     /// Tokens the server adds around the content, and why that count.
@@ -99,6 +101,8 @@ pub(super) fn run(
     startup: &mut StartupTimes,
 ) -> Result<Prompts> {
     let (sources, vocab) = Sources::find(cfg, server, tokenizer, startup)?;
+    // `--model-map`: a trace model it misses stops the run before any request is sent.
+    let models = super::models::resolve(cfg, trace, server, &sources.model)?;
     // `--prompt-corpus`: real text, tokenized and checked by the same source of truth.
     let corpus = prompt::load_corpus(cfg.prompts.corpus.as_ref(), sources.encoder(), &vocab)?;
     let builder = Arc::new(PromptBuilder::with_corpus(
@@ -135,6 +139,7 @@ pub(super) fn run(
     let prompts = Prompts {
         builder,
         model,
+        models,
         params,
         overhead,
         source,

@@ -12,7 +12,7 @@ use crate::{Error, Result};
 
 /// What the rules did, for the layout's facts.
 #[derive(Debug, Default)]
-pub(super) struct Reshaped {
+pub struct Reshaped {
     sample: Option<f64>,
     sampled_out: usize,
     amplify: Option<f64>,
@@ -38,13 +38,40 @@ impl Reshaped {
     }
 }
 
+impl std::fmt::Display for Reshaped {
+    /// What the rules did, in words (`transform`'s line).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} conversations sampled out, {} added by --amplify, {} prompts scaled, {} prompts cut to --max-input-length",
+            self.sampled_out, self.amplified, self.scaled, self.capped
+        )
+    }
+}
+
 /// Applies the run's trace rules to agent corpus `name` (see the module).
 pub(super) fn agent_corpus(
     cfg: &ReplayConfig,
     name: &str,
     corpus: &mut Corpus,
 ) -> Result<Reshaped> {
-    let r = &cfg.trace.load.reshape;
+    reshape_corpus(
+        &cfg.trace.load.reshape,
+        cfg.trace.agents.share_system_prefix,
+        name,
+        corpus,
+    )
+}
+
+/// Applies the reshaping rules `r` to agent corpus `name`, in the replay's order (see the
+/// module); `share_system_prefix`: `--share-system-prefix`, which the scales refuse. Also
+/// what `transform` writes an agent corpus with.
+pub fn reshape_corpus(
+    r: &Reshape,
+    share_system_prefix: bool,
+    name: &str,
+    corpus: &mut Corpus,
+) -> Result<Reshaped> {
     let rest = Reshape {
         max_idle_gap_ms: None,
         max_input_length: None,
@@ -84,7 +111,7 @@ pub(super) fn agent_corpus(
         ));
     }
     if r.prefix_scale.is_some() || r.prompt_scale.is_some() {
-        if cfg.trace.agents.share_system_prefix {
+        if share_system_prefix {
             return Err(Error::config(
                 "--share-system-prefix keys the tools + system blocks by their declared sizes, which --prefix-scale and --prompt-scale change: use one or the other",
             ));

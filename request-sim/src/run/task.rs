@@ -38,6 +38,8 @@ pub(super) struct TaskCtx {
     pub(super) send_seq: AtomicU64,
     /// `--metrics-port`: the live metrics (sent and scheduled counts).
     pub(super) live: Option<Arc<crate::observe::export::LiveMetrics>>,
+    /// `--model-map`: the served model each request names, for its record.
+    pub(super) models: Option<Arc<backend::SentModels>>,
 }
 
 /// The settings a request task reads, copied from the run's [`ReplayConfig`] once.
@@ -260,8 +262,8 @@ struct Sent {
 
 /// A request's one record, with its inter-token latencies: what the trace says of it, when it
 /// was due (`scheduled`, on the clock started at `start`), and how it ended.
-fn record(start: Instant, planned: &Planned, scheduled: Instant, ending: Ending) -> Finished {
-    let req = &planned.req;
+fn record(ctx: &TaskCtx, planned: &Planned, scheduled: Instant, ending: Ending) -> Finished {
+    let (start, req) = (ctx.start, &planned.req);
     let session = req.session.as_ref();
     let (turn, session_id, parent_index) = match &planned.turn {
         Some(t) => (Some(t.turn), Some(t.id.to_string()), t.parent_index),
@@ -288,6 +290,11 @@ fn record(start: Instant, planned: &Planned, scheduled: Instant, ending: Ending)
         gap_rule: agent.map(|a| a.gap_rule),
         conversation_trace_ms: agent.and_then(|a| a.conversation_trace_ms),
         conversation_requests: agent.and_then(|a| a.conversation_requests),
+        trace_model: req.model.as_deref().map(str::to_owned),
+        model: ctx
+            .models
+            .as_ref()
+            .map(|m| m.sent(req.model.as_deref()).to_string()),
         ..Record::new(req.index, req.line, status)
     };
     match ending {
@@ -400,7 +407,7 @@ pub(super) fn unsent(
     why: String,
     tx: &crossbeam_channel::Sender<Finished>,
 ) {
-    let done = record(ctx.start, planned, scheduled, Ending::Unsent(status, why));
+    let done = record(ctx, planned, scheduled, Ending::Unsent(status, why));
     ctx.control.finished.fetch_add(1, Ordering::Relaxed);
     signal_done(ctx, planned.req.index, false, None);
     let _ = tx.send(done);
@@ -537,7 +544,7 @@ pub(super) async fn run_one(
         input_length,
         released,
     };
-    let mut done = record(ctx.start, &planned, scheduled, Ending::Sent(sent));
+    let mut done = record(&ctx, &planned, scheduled, Ending::Sent(sent));
     done.blocks = Some(SentBlocks {
         seq,
         input_length,

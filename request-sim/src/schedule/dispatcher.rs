@@ -359,6 +359,7 @@ mod tests {
     fn planned(index: usize, timestamp_ms: f64) -> crate::Result<Planned> {
         Ok(Planned {
             req: TraceRequest {
+                model: None,
                 reasoning: Default::default(),
                 index,
                 line: index + 1,

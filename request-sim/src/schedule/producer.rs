@@ -437,6 +437,7 @@ mod tests {
 
     fn req(i: usize) -> TraceRequest {
         TraceRequest {
+            model: None,
             reasoning: Default::default(),
             index: i,
             line: i + 1,
@@ -553,6 +554,7 @@ mod tests {
     fn bursty(n: usize, burst: usize, gap_ms: f64) -> (Feed, Arc<BuildFn>) {
         let reqs = (0..n)
             .map(|i| TraceRequest {
+                model: None,
                 timestamp_ms: i.saturating_sub(burst - 1) as f64 * gap_ms,
                 ..req(i)
             })

@@ -6,6 +6,7 @@ use super::agents::AgentAcc;
 use super::config::ReportConfig;
 use super::ideal::{IdealCount, ServedIdeal};
 use super::latency::Latencies;
+use super::models::ModelAcc;
 use super::per_record::{end_ms, error_kind, in_one_piece, output_tokens_of, record_tpot};
 use super::reasoning::ReasoningAcc;
 use super::run_info::{RunInfo, RunServer};
@@ -125,6 +126,7 @@ pub struct Accumulator {
     retried: usize,
     sessions: SessionAcc,
     agents: AgentAcc,
+    models: ModelAcc,
     reasoning: ReasoningAcc,
     /// Completed requests of more than one output token that came in one piece.
     one_piece: usize,
@@ -183,6 +185,7 @@ impl Accumulator {
             retried: 0,
             sessions: SessionAcc::default(),
             agents: AgentAcc::default(),
+            models: ModelAcc::default(),
             reasoning: ReasoningAcc::default(),
             served_ideal: None,
             one_piece: 0,
@@ -274,6 +277,7 @@ impl Accumulator {
         }
         self.sessions.add(rec);
         self.agents.add(rec);
+        self.models.add(rec);
         self.reasoning.add(rec);
         let itl_ms = if itl_ms.is_empty() {
             rec.itl_ms.as_deref().unwrap_or(&[])
@@ -500,6 +504,7 @@ impl Accumulator {
             agents: self
                 .agents
                 .finish(info.agents.as_ref(), info.prompts.ideal_cache_hit_ratio),
+            models: self.models.finish(info.server.model.as_deref()),
             errors: self.errors,
             error_examples: self
                 .error_examples

@@ -10,7 +10,7 @@
 //! - [`summary`]: the [`Summary`] the accumulator produces; [`latency`]: its latency statistics
 //!   with vLLM's flat keys.
 //! - [`slo`]: goodput SLO parsing; [`sessions`]: the sessions section; [`agents`]: the agent
-//!   section (agent corpora).
+//!   section (agent corpora); [`models`]: the per-model rows (model fleets).
 //! - [`reasoning`]: thinking, answer and tool calls apart (reasoning models, tool calls).
 //! - [`merge`]: several shards' records as one run, with each shard's send drift.
 //! - [`window`]: `--measure-window` (a span of the run, or the steady span found).
@@ -29,6 +29,7 @@ pub mod ideal;
 pub mod inference;
 pub mod latency;
 pub mod merge;
+pub mod models;
 pub mod per_record;
 pub mod reasoning;
 pub mod records;

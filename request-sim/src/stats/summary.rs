@@ -259,6 +259,9 @@ pub struct Summary {
     /// Agent conversations, when the records carry them (agent corpora).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<super::agents::AgentSummary>,
+    /// Per-model rows, when records name models (the trace's or `--model-map`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models: Option<super::models::ModelSummary>,
     /// Failed requests by kind (`http_error:503`, `timeout`, ...).
     pub errors: BTreeMap<String, usize>,
     /// First error message seen for each kind.

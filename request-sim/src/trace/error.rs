@@ -89,7 +89,7 @@ pub enum RowError {
     Columns { expected: usize, found: usize },
     /// An agentic corpus format (TraceLab, Dynamo, `dag_jsonl`) reached the row reader: such a
     /// file is read whole, as conversations of agents.
-    #[error("{0} is a corpus of agent conversations, read as a whole by `replay`, `sweep` and `analyze` (without --against); `transform`, `analyze --against` and `verify-prompts` read a request trace row by row")]
+    #[error("{0} is a corpus of agent conversations, read as a whole by `replay`, `sweep`, `analyze` (without --against) and `transform` (a Weka directory out); `analyze --against` and `verify-prompts` read a request trace row by row")]
     Agentic(&'static str),
     /// The format could not be detected from this line.
     #[error("cannot detect the trace format: {0}; force one with --dataset")]

@@ -25,6 +25,8 @@ pub(crate) struct RawRow {
     pub chat: Option<Box<ChatPayload>>,
     /// A recorded thinking length and/or a thinking budget (`messages`, ServeGen `reason`).
     pub reasoning: Reasoning,
+    /// The model the row names (BurstGPT `Model`), if any.
+    pub model: Option<std::sync::Arc<str>>,
 }
 
 impl RawRow {
@@ -41,6 +43,7 @@ impl RawRow {
             delay_ms: None,
             chat: None,
             reasoning: Reasoning::default(),
+            model: None,
         }
     }
 }

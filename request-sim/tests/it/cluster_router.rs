@@ -11,59 +11,6 @@ use request_sim::observe::{ScrapeConfig, Scraper};
 
 use crate::support::*;
 
-/// `llm-sim --instances N --router POLICY` in-process: the instances and the router on their
-/// own thread and runtime, stopped when dropped.
-struct Cluster {
-    router: String,
-    instances: Vec<std::net::SocketAddr>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Cluster {
-    fn start(n: usize, policy: llm_sim::routing::Policy, cfg: llm_sim::SimConfig) -> Cluster {
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let servers = llm_sim::start_cluster(cfg, n).await.unwrap();
-                let router = llm_sim::start_router(&servers, llm_sim::RouterConfig::new(policy))
-                    .await
-                    .unwrap();
-                let addrs = servers.iter().map(|s| s.addr).collect::<Vec<_>>();
-                ready_tx.send((router.base_url(), addrs)).unwrap();
-                let _ = stopped.await;
-                router.shutdown().await;
-                for s in servers {
-                    s.shutdown().await;
-                }
-            });
-        });
-        let (router, instances) = ready_rx.recv().unwrap();
-        Cluster {
-            router,
-            instances,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// `n` requests 10 ms apart, a few shared prefixes (block 64).
 fn write_trace(dir: &Path, n: usize) -> PathBuf {
     let path = dir.join("trace.jsonl");

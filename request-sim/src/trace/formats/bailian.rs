@@ -40,6 +40,7 @@ struct Row {
 pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
     let row: Row = fields::from_json_line(text)?;
     Ok(RawRow {
+        model: None,
         reasoning: Default::default(),
         timestamp_ms: row.timestamp,
         input_length: row.input_length,

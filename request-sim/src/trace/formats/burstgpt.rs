@@ -8,8 +8,9 @@
 //! The header line is required; columns are matched case-insensitively, in any order; extra
 //! columns (newer releases add `Session ID` and `Elapsed time`) are ignored. `Timestamp` is
 //! seconds from midnight of the first day of the collection (an integer or a decimal number);
-//! `Request tokens` and `Response tokens` are the lengths; `Model`, `Total tokens` and
-//! `Log Type` are not needed. A row with 0 response tokens is a request that failed: it is kept
+//! `Request tokens` and `Response tokens` are the lengths; `Model`, when the file has it, is the
+//! row's trace model (what `--model-map` maps onto a served model; an empty cell names none);
+//! `Total tokens` and `Log Type` are not needed. A row with 0 response tokens is a request that failed: it is kept
 //! (output length 0) or dropped by `--drop-failed`, and counted either way
 //! (`TraceStats::failed_requests`). There are no hash ids: every prompt is unique.
 
@@ -26,6 +27,8 @@ pub(crate) struct Header {
     timestamp: usize,
     request: usize,
     response: usize,
+    /// The optional `Model` column.
+    model: Option<usize>,
 }
 
 impl Header {
@@ -47,10 +50,14 @@ pub(crate) fn parse_header(text: &str) -> Result<Header, RowError> {
         "a BurstGPT file starts with the header \
          `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`",
     )?;
+    let model = text
+        .split(',')
+        .position(|c| c.trim().trim_matches('"').eq_ignore_ascii_case("model"));
     Ok(Header {
         timestamp: pos[0],
         request: pos[1],
         response: pos[2],
+        model,
     })
 }
 
@@ -76,7 +83,14 @@ pub(crate) fn parse_row(header: &Header, text: &str) -> Result<RawRow, RowError>
     let timestamp_ms = check_timestamp(seconds, "s", 1000.0).map_err(bad_time)?;
     let input_length = csv_length(COLUMNS[1], fields[header.request], 1)?;
     let output_length = csv_length(COLUMNS[2], fields[header.response], 0)?;
-    Ok(RawRow::lengths(timestamp_ms, input_length, output_length))
+    let mut row = RawRow::lengths(timestamp_ms, input_length, output_length);
+    row.model = header
+        .model
+        .and_then(|i| fields.get(i))
+        .map(|m| m.trim())
+        .filter(|m| !m.is_empty())
+        .map(std::sync::Arc::from);
+    Ok(row)
 }
 
 #[cfg(test)]
@@ -94,6 +108,7 @@ mod tests {
             (5000.0, 472, 18)
         );
         assert_eq!(r.hash_ids, None);
+        assert_eq!(r.model.as_deref(), Some("ChatGPT"));
         let failed = parse_row(&h, "110.5,GPT-4,417,0,417,API log").unwrap();
         assert_eq!((failed.timestamp_ms, failed.output_length), (110_500.0, 0));
         // Any column order, extra columns.
@@ -103,6 +118,7 @@ mod tests {
             (r.timestamp_ms, r.input_length, r.output_length),
             (2000.0, 9, 7)
         );
+        assert_eq!(r.model, None);
         assert!(is_header("Timestamp,Model,Request tokens"));
         assert!(!is_header("TIMESTAMP,ContextTokens,GeneratedTokens"));
     }

@@ -48,6 +48,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
         row.output_length,
     )?;
     Ok(RawRow {
+        model: None,
         reasoning,
         timestamp_ms: row.timestamp,
         input_length: row.input_length,

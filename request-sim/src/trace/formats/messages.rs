@@ -219,6 +219,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
     let output_length = output_length(&row)?;
     let reasoning = super::reasoning_fields::reasoning(&row, output_length)?;
     Ok(RawRow {
+        model: None,
         timestamp_ms: timing.timestamp_ms.unwrap_or(f64::NAN),
         input_length: 0,
         output_length: output_length.unwrap_or(0),

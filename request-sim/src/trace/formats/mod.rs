@@ -17,7 +17,8 @@
 //!   traces), the source `request-sim convert` makes traces from.
 //! - `reasoning_fields.rs`: a row's recorded thinking length and thinking budget, under the
 //!   spellings real logs use (read by `messages.rs`).
-//! - `write.rs`: a trace written as JSONL (`transform`, `synthesize`, `convert`).
+//! - `write.rs`: a trace written as JSONL (`transform`, `synthesize`, `convert`);
+//!   `weka_write.rs`: an agent corpus written as a Weka directory (`transform`).
 
 pub(crate) mod agent_fields;
 pub mod agent_jsonl;
@@ -40,4 +41,5 @@ pub(crate) mod rows;
 pub(crate) mod servegen;
 pub(crate) mod tracelab;
 pub mod weka;
+pub mod weka_write;
 pub mod write;

@@ -31,6 +31,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
         Some(v) => Some(fields::session_id(v)?),
     };
     Ok(RawRow {
+        model: None,
         reasoning: Default::default(),
         timestamp_ms: row.timestamp,
         input_length: row.input_length,

@@ -118,9 +118,9 @@ pub fn is_corpus(path: &Path) -> bool {
 /// a trace that is not a Weka corpus), in one sentence: what a directory can be.
 pub fn directory_refusal(path: &Path) -> String {
     if super::detect::is_copilot_dir(path) {
-        "is a Copilot partition (a directory of shard-*.jsonl[.gz] files), an agent corpus: `replay`, `sweep` and `analyze` (without --against) read it; `transform`, `analyze --against` and `verify-prompts` take a request trace, one file, not an agent corpus".into()
+        "is a Copilot partition (a directory of shard-*.jsonl[.gz] files), an agent corpus: `replay`, `sweep`, `analyze` (without --against) and `transform` (a Weka directory out) read it; `analyze --against` and `verify-prompts` take a request trace, one file, not an agent corpus".into()
     } else if is_corpus(path) {
-        "is a directory of .json or .json.gz files, a Weka agent corpus: `replay`, `sweep` and `analyze` (without --against) read it; `transform`, `analyze --against` and `verify-prompts` take a request trace, one file, not an agent corpus".into()
+        "is a directory of .json or .json.gz files, a Weka agent corpus: `replay`, `sweep`, `analyze` (without --against) and `transform` (a Weka directory out) read it; `analyze --against` and `verify-prompts` take a request trace, one file, not an agent corpus".into()
     } else {
         "is a directory, and no Weka agent corpus (no .json or .json.gz files): a directory is read only as a Weka corpus (by `replay`, `sweep` and `analyze`); every other trace, a tracelab, dynamo or dag_jsonl corpus included, is one file".into()
     }

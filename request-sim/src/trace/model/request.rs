@@ -34,6 +34,9 @@ pub struct TraceRequest {
     pub session: Option<SessionInfo>,
     /// The thinking the row recorded or asked for (`docs/traces.md`, "Reasoning").
     pub reasoning: Reasoning,
+    /// The model the trace names for it (Weka, Copilot, TraceLab `model`, BurstGPT `Model`),
+    /// if any: what `--model-map` maps onto a served model.
+    pub model: Option<std::sync::Arc<str>>,
 }
 
 /// The reasoning a trace row carries (`docs/traces.md`, "Reasoning"); both `None` on most
@@ -74,6 +77,7 @@ pub(crate) fn test_request(index: usize, hash_ids: Vec<u64>, input_length: u32) 
         hash_ids,
         session: None,
         reasoning: Reasoning::default(),
+        model: None,
     }
 }
 

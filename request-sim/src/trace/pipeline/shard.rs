@@ -90,6 +90,7 @@ mod tests {
 
     fn req(index: usize) -> TraceRequest {
         TraceRequest {
+            model: None,
             reasoning: Default::default(),
             index,
             line: index + 1,

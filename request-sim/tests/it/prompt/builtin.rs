@@ -11,6 +11,7 @@ use crate::support::Lcg;
 
 fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceRequest {
     TraceRequest {
+        model: None,
         reasoning: Default::default(),
         index,
         line: index + 1,

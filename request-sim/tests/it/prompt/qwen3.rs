@@ -51,6 +51,7 @@ pub(super) fn qwen3() -> Option<&'static Qwen3> {
 
 pub(super) fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceRequest {
     TraceRequest {
+        model: None,
         reasoning: Default::default(),
         index,
         line: index + 1,

@@ -73,6 +73,7 @@ fn server_vocabulary_equals_the_local_one_and_checks_prompts() {
     let b = PromptBuilder::new(std::sync::Arc::new(server), 5, 512);
     let reqs: Vec<TraceRequest> = (0..6)
         .map(|i| TraceRequest {
+            model: None,
             reasoning: Default::default(),
             index: i,
             line: i + 1,

@@ -257,8 +257,8 @@ fn missing_file_and_directory() {
     );
 }
 
-/// Issue #39: a directory of `dag_jsonl` files (`replay`), `analyze <weka dir> --against T`
-/// and `transform <weka dir>` said only "cannot open: is a directory"; each says what a
+/// Issue #39: a directory of `dag_jsonl` files (`replay`) and `analyze <weka dir> --against
+/// T` said only "cannot open: is a directory"; each says what a
 /// directory can be. An agent corpus file where a request trace goes says which commands read
 /// it ("read as a whole, not row by row" named none).
 #[test]
@@ -272,10 +272,8 @@ fn a_directory_where_a_trace_file_goes_says_what_a_directory_can_be() {
     let out = dir.path().join("out.jsonl");
     let trace = trace_fixture("mooncake.jsonl");
     let no_corpus = "is a directory, and no Weka agent corpus (no .json or .json.gz files): a directory is read only as a Weka corpus (by `replay`, `sweep` and `analyze`); every other trace, a tracelab, dynamo or dag_jsonl corpus included, is one file";
-    let corpus = "is a directory of .json or .json.gz files, a Weka agent corpus: `replay`, `sweep` and `analyze` (without --against) read it; `transform`, `analyze --against` and `verify-prompts` take a request trace, one file, not an agent corpus";
-    let tracelab = trace_fixture("agent/tracelab.jsonl");
-    let agentic = "tracelab is a corpus of agent conversations, read as a whole by `replay`, `sweep` and `analyze` (without --against); `transform`, `analyze --against` and `verify-prompts` read a request trace row by row";
-    let cases: [(Vec<&str>, &str); 4] = [
+    let corpus = "is a directory of .json or .json.gz files, a Weka agent corpus: `replay`, `sweep`, `analyze` (without --against) and `transform` (a Weka directory out) read it; `analyze --against` and `verify-prompts` take a request trace, one file, not an agent corpus";
+    let cases: [(Vec<&str>, &str); 2] = [
         (
             vec!["replay", "--dataset-path", dags, "--dry-run"],
             no_corpus,
@@ -283,16 +281,6 @@ fn a_directory_where_a_trace_file_goes_says_what_a_directory_can_be() {
         (
             vec!["analyze", weka, "--against", trace.to_str().unwrap()],
             corpus,
-        ),
-        (vec!["transform", weka, "-o", out.to_str().unwrap()], corpus),
-        (
-            vec![
-                "transform",
-                tracelab.to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-            ],
-            agentic,
         ),
     ];
     for (args, want) in cases {

@@ -1,5 +1,6 @@
 mod agent_formats;
 mod agent_garbage;
+mod agent_transform;
 mod analyze;
 mod bad;
 mod copilot;

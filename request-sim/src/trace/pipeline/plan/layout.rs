@@ -233,6 +233,7 @@ fn item(
             output_length: r.output_length,
             hash_ids,
             session: None,
+            model: r.model.clone(),
         },
         turn,
         chat: r.messages.clone(),
