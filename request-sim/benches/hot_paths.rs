@@ -31,6 +31,7 @@ fn request(index: usize) -> TraceRequest {
     let blocks = (PROMPT_TOKENS as usize).div_ceil(BLOCK) as u64;
     TraceRequest {
         reasoning: Default::default(),
+        images: None,
         index,
         line: index + 1,
         timestamp_ms: 0.0,

@@ -45,6 +45,7 @@ fn corpus(tok: Option<&Tokenizer>) -> Arc<Corpus> {
 fn long_request() -> TraceRequest {
     TraceRequest {
         reasoning: Default::default(),
+        images: None,
         index: 7,
         line: 8,
         timestamp_ms: 0.0,

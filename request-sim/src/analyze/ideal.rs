@@ -107,6 +107,7 @@ mod tests {
     fn gives_up_beyond_its_cap() {
         let req = |i: u64| TraceRequest {
             reasoning: Default::default(),
+            images: None,
             index: i as usize,
             line: 1,
             timestamp_ms: 0.0,

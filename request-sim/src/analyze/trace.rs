@@ -204,6 +204,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, &(t, input, ids))| TraceRequest {
                     reasoning: Default::default(),
+                    images: None,
                     index: i,
                     line: i + 1,
                     timestamp_ms: t,

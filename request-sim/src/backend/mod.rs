@@ -26,6 +26,7 @@ pub mod client;
 pub mod convert;
 pub mod endpoint;
 pub mod events;
+pub mod image_body;
 mod extra;
 pub mod response;
 pub mod send;

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::backend::{self, ApiKind, BodyParams, LiveBody, LiveSlot, PromptPayload};
+use crate::prompt::image::{data_url, ImageSettings};
 use crate::prompt::{ChatCounter, PromptBuilder};
-use crate::schedule::{BuildFn, Built, Scratch};
+use crate::schedule::{BuildFn, Built, BuiltImages, Scratch};
 use crate::trace::history::AnswerSpan;
 use crate::trace::{ChatPayload, Planned};
 
@@ -21,6 +22,8 @@ pub(super) struct ChatRows {
     pub(super) answer_spans: Option<Arc<Vec<Vec<AnswerSpan>>>>,
     /// Counts the prompt tokens of a row (`--tokenizer` with `--tokenizer-config`).
     pub(super) counter: Option<Arc<ChatCounter>>,
+    /// How a row's images are sized and made (`None`: `--no-images`, sent as text).
+    pub(super) images: Option<ImageSettings>,
 }
 
 /// The build function the producers call: [`Bodies::build`] for each planned request.
@@ -72,6 +75,15 @@ impl Bodies {
         if let Some(chat) = chat.filter(|c| !c.is_literal()) {
             return self.row_body(p, chat, user);
         }
+        if let (Some(images), Some(settings), None, ApiKind::Chat, false) = (
+            p.req.images.as_deref().filter(|i| !i.is_empty()),
+            self.rows.images,
+            chat,
+            self.kind,
+            self.token_ids,
+        ) {
+            return self.image_body(p, images, settings, user, s);
+        }
         self.prompt_body(p, chat.filter(|c| c.is_literal()), user, s)
     }
 
@@ -113,6 +125,7 @@ impl Bodies {
         Built {
             body: Bytes::from(body),
             intended_prompt_tokens: intended,
+            images: None,
             live,
         }
     }
@@ -169,6 +182,52 @@ impl Bodies {
                     .map_or(0, |ids| ids.len() as u32),
                 None => content as u32 + self.overhead,
             },
+            images: None,
+            live: None,
+        }
+    }
+}
+
+impl Bodies {
+    /// A request with images: images sized to the rule so that text + images = the row's
+    /// input length ([`ImageSettings::plan`]), made from (seed, image id), then the text.
+    fn image_body(
+        &self,
+        p: &Planned,
+        images: &[crate::trace::Image],
+        settings: ImageSettings,
+        user: Option<&str>,
+        s: &mut Scratch,
+    ) -> Built {
+        let req = &p.req;
+        let budget = req.input_length.saturating_sub(self.overhead);
+        let plan = settings.plan(images, budget);
+        let content = budget.saturating_sub(plan.cost) as usize;
+        s.text.clear();
+        s.text.push_str(self.lead);
+        self.builder.write_text(req, content, &mut s.text);
+        let urls: Vec<String> = images
+            .iter()
+            .zip(&plan.sizes)
+            .map(|(i, &size)| data_url(settings.seed, i.id, size))
+            .collect();
+        let hint = urls.iter().map(String::len).sum::<usize>()
+            + s.text.len()
+            + self.params.model.len()
+            + BODY_SLACK;
+        let mut body = Vec::with_capacity(hint);
+        let tokens = (req.output_length.max(1), req.reasoning.budget_to_send());
+        backend::image_body::encode_image_chat_body(&self.params, &urls, &s.text, tokens, &mut body);
+        if let Some(u) = user {
+            backend::append_session_user(self.kind, &mut body, u);
+        }
+        Built {
+            body: Bytes::from(body),
+            intended_prompt_tokens: content as u32 + self.overhead + plan.cost,
+            images: Some(BuiltImages {
+                count: images.len() as u32,
+                tokens: Some(plan.image_tokens),
+            }),
             live: None,
         }
     }

@@ -232,6 +232,7 @@ fn calibrate(
     const K: usize = 64;
     let probe = TraceRequest {
         reasoning: Default::default(),
+        images: None,
         index: usize::MAX,
         line: 0,
         timestamp_ms: 0.0,

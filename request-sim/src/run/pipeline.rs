@@ -183,6 +183,7 @@ fn start_producers(
             session_user: cfg.requests.sessions.session_user,
             answer_spans: trace.answer_spans.clone(),
             counter: prompts.chat_counter.clone(),
+            images: cfg.prompts.images,
         },
     );
     let producers = Producers::spawn(

@@ -321,6 +321,7 @@ mod tests {
         Ok(Planned {
             req: TraceRequest {
                 reasoning: Default::default(),
+                images: None,
                 index,
                 line: index + 1,
                 timestamp_ms,
@@ -353,6 +354,7 @@ mod tests {
             Built {
                 body: Bytes::from_static(b"{}"),
                 intended_prompt_tokens: 1,
+                images: None,
                 live: None,
             }
         });

@@ -33,7 +33,7 @@ pub use formats::detect::detect_format;
 #[cfg(test)]
 pub(crate) use model::test_request;
 pub use model::{
-    ChatPayload, Corpus, Reasoning, SessionInfo, SessionStats, SessionTurn, Sessions, Trace,
+    ChatPayload, Corpus, Image, Images, Reasoning, SessionInfo, SessionStats, SessionTurn, Sessions, Trace,
     TraceFormat, TraceRequest, TraceStats,
 };
 pub use options::{

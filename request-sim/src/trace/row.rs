@@ -2,7 +2,7 @@
 //! same way (hash id normalisation, the [`RowFlags`] counted in [`TraceStats`]): the meeting
 //! point of `formats/` and `pipeline/`. It imports only `model.rs`.
 
-use crate::trace::model::{ChatPayload, Reasoning, SessionInfo, TraceStats};
+use crate::trace::model::{ChatPayload, Images, Reasoning, SessionInfo, TraceStats};
 
 /// One parsed, validated row before the trace-level rules.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +25,8 @@ pub(crate) struct RawRow {
     pub chat: Option<Box<ChatPayload>>,
     /// A recorded thinking length and/or a thinking budget (`messages`, ServeGen `reason`).
     pub reasoning: Reasoning,
+    /// One id per image (Azure LMM `NumImages`, Bailian `type: image`, ServeGen multimodal).
+    pub images: Option<Images>,
 }
 
 impl RawRow {
@@ -41,6 +43,7 @@ impl RawRow {
             delay_ms: None,
             chat: None,
             reasoning: Reasoning::default(),
+            images: None,
         }
     }
 }

@@ -235,6 +235,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
             prompt_token_ids: prompt.token_ids,
         })),
         reasoning,
+        images: None,
     })
 }
 

@@ -21,5 +21,5 @@ pub use corpus::{
 pub use format::TraceFormat;
 #[cfg(test)]
 pub(crate) use request::test_request;
-pub use request::{Reasoning, SessionInfo, Trace, TraceRequest, TraceStats};
+pub use request::{Image, Images, Reasoning, SessionInfo, Trace, TraceRequest, TraceStats};
 pub use session::{AgentTurn, SessionStats, SessionTurn, Sessions};

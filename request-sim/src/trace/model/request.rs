@@ -34,6 +34,29 @@ pub struct TraceRequest {
     pub session: Option<SessionInfo>,
     /// The thinking the row recorded or asked for (`docs/traces.md`, "Reasoning").
     pub reasoning: Reasoning,
+    /// The images the request carries (`docs/images.md`), shared by its copies. `None`: a
+    /// text request.
+    pub images: Option<Images>,
+}
+
+/// One image of a request: its pixels are a pure function of (seed, `id`, size), so a repeated
+/// id (at the same size) is the same image bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Image {
+    pub id: u64,
+    /// The prompt tokens the trace gives the image (markers included; ServeGen), 0 when it
+    /// does not say (then `--image-tokens`).
+    pub tokens: u32,
+}
+
+/// The images of a request.
+pub type Images = std::sync::Arc<[Image]>;
+
+impl TraceRequest {
+    /// How many images the request carries.
+    pub fn image_count(&self) -> usize {
+        self.images.as_ref().map_or(0, |i| i.len())
+    }
 }
 
 /// The reasoning a trace row carries (`docs/traces.md`, "Reasoning"); both `None` on most
@@ -74,6 +97,7 @@ pub(crate) fn test_request(index: usize, hash_ids: Vec<u64>, input_length: u32) 
         hash_ids,
         session: None,
         reasoning: Reasoning::default(),
+        images: None,
     }
 }
 

@@ -91,6 +91,7 @@ mod tests {
     fn req(index: usize) -> TraceRequest {
         TraceRequest {
             reasoning: Default::default(),
+            images: None,
             index,
             line: index + 1,
             timestamp_ms: index as f64,

@@ -337,6 +337,7 @@ impl<B: BufRead> Pipeline<B> {
             hash_ids: raw.hash_ids.take().unwrap_or_default(),
             session: raw.session.take(),
             reasoning: raw.reasoning,
+            images: crate::trace::formats::images::resolve(raw.images.take(), line),
         };
         Released {
             line,

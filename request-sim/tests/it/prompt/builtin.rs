@@ -12,6 +12,7 @@ use crate::support::Lcg;
 fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceRequest {
     TraceRequest {
         reasoning: Default::default(),
+        images: None,
         index,
         line: index + 1,
         timestamp_ms: index as f64,

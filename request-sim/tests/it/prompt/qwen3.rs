@@ -52,6 +52,7 @@ pub(super) fn qwen3() -> Option<&'static Qwen3> {
 pub(super) fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceRequest {
     TraceRequest {
         reasoning: Default::default(),
+        images: None,
         index,
         line: index + 1,
         timestamp_ms: 0.0,

@@ -74,6 +74,7 @@ fn server_vocabulary_equals_the_local_one_and_checks_prompts() {
     let reqs: Vec<TraceRequest> = (0..6)
         .map(|i| TraceRequest {
             reasoning: Default::default(),
+            images: None,
             index: i,
             line: i + 1,
             timestamp_ms: 0.0,
