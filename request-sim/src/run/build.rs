@@ -116,16 +116,21 @@ impl Bodies {
         };
         // Its prompt tokens as the server should count them, when a template is at hand
         // and the history is the recorded one (0: unknown, the server's count is kept).
-        let intended = match (&rows.counter, &live) {
-            (Some(c), None) => c
+        let images = self.row_images(chat);
+        let intended = match (&rows.counter, &live, images) {
+            (Some(c), None, None) => c
                 .prompt_tokens(&chat.messages, chat.tools.as_ref())
                 .unwrap_or(0),
+            // The text without its image parts, then every image by the rule.
+            (Some(c), None, Some((i, cost))) if i.tokens.is_some() => c
+                .prompt_tokens(&without_images(&chat.messages), chat.tools.as_ref())
+                .map_or(0, |n| n + cost),
             _ => 0,
         };
         Built {
             body: Bytes::from(body),
             intended_prompt_tokens: intended,
-            images: None,
+            images: images.map(|(i, _)| i),
             live,
         }
     }
@@ -231,6 +236,41 @@ impl Bodies {
             live: None,
         }
     }
+}
+
+impl Bodies {
+    /// A messages row's images: how many, their image tokens by the rule, and the prompt
+    /// tokens they take (markers included); `None` without image parts.
+    fn row_images(&self, chat: &ChatPayload) -> Option<(BuiltImages, u32)> {
+        let urls = crate::trace::model::image_urls(&chat.messages);
+        if urls.is_empty() {
+            return None;
+        }
+        let rule = self.rows.images.map(|s| s.rule);
+        let mut tokens = Some(0u32);
+        let mut cost = 0;
+        for u in &urls {
+            let n = rule.zip(crate::trace::model::image_url_size(u));
+            tokens = tokens.zip(n).map(|(t, (r, (w, h)))| t + r.tokens(w, h));
+            cost += n.map_or(0, |(r, (w, h))| r.cost(w, h));
+        }
+        let images = BuiltImages {
+            count: urls.len() as u32,
+            tokens,
+        };
+        Some((images, cost))
+    }
+}
+
+/// `messages` with the `image_url` parts left out (their text counted apart).
+fn without_images(messages: &serde_json::Value) -> serde_json::Value {
+    let mut m = messages.clone();
+    for msg in m.as_array_mut().into_iter().flatten() {
+        if let Some(parts) = msg.get_mut("content").and_then(|c| c.as_array_mut()) {
+            parts.retain(|p| p.get("type").and_then(|t| t.as_str()) != Some("image_url"));
+        }
+    }
+    m
 }
 
 /// `--live-history`: the places of a row's recorded earlier answers in its body (`marks`: the

@@ -126,6 +126,7 @@ pub struct Accumulator {
     sessions: SessionAcc,
     agents: AgentAcc,
     reasoning: ReasoningAcc,
+    images: super::images::ImageAcc,
     /// Completed requests of more than one output token that came in one piece.
     one_piece: usize,
     /// Completed requests streamed in several chunks whose ITL values were not given.
@@ -184,6 +185,7 @@ impl Accumulator {
             sessions: SessionAcc::default(),
             agents: AgentAcc::default(),
             reasoning: ReasoningAcc::default(),
+            images: Default::default(),
             served_ideal: None,
             one_piece: 0,
             itl_missing: 0,
@@ -275,6 +277,7 @@ impl Accumulator {
         self.sessions.add(rec);
         self.agents.add(rec);
         self.reasoning.add(rec);
+        self.images.add(rec);
         let itl_ms = if itl_ms.is_empty() {
             rec.itl_ms.as_deref().unwrap_or(&[])
         } else {
@@ -472,6 +475,7 @@ impl Accumulator {
             median_in_flight: w.auto.map(|a| a.median),
         });
         let reasoning = self.reasoning.finish(&self.percentiles);
+        let images = self.images.finish();
         Summary {
             completed: self.completed,
             failed: self.failed,
@@ -497,6 +501,7 @@ impl Accumulator {
             retried: self.retried,
             sessions: self.sessions.finish(info.sessions.as_ref()),
             reasoning,
+            images,
             agents: self
                 .agents
                 .finish(info.agents.as_ref(), info.prompts.ideal_cache_hit_ratio),

@@ -64,6 +64,33 @@ fn non_negative_ms(field: &str, v: &Value) -> Result<f64, RowError> {
     Ok(ms)
 }
 
+/// An `image_url` part (`docs/images.md`): its URL must be a base64 `data:` URL of a PNG or
+/// JPEG whose size its header gives, so its tokens can be counted (and nothing is fetched).
+fn check_image_part(path: &str, p: &Value) -> Result<(), RowError> {
+    let url = match p.get("image_url") {
+        Some(Value::String(u)) => Some(u.as_str()),
+        Some(v) => v.get("url").and_then(Value::as_str),
+        None => None,
+    };
+    let field = format!("{path}.image_url.url");
+    let Some(url) = url else {
+        return Err(bad(&field, "an image_url part needs a URL"));
+    };
+    if llm_common::vision::data_url_parts(url).is_none() {
+        return Err(bad(
+            &field,
+            format!(
+                "expected a base64 data: URL (request-sim sends images inline and counts their tokens), found {}",
+                fields::quote_short(url)
+            ),
+        ));
+    }
+    if crate::trace::model::image_url_size(url).is_none() {
+        return Err(bad(&field, "not a PNG or JPEG whose size its header gives"));
+    }
+    Ok(())
+}
+
 fn check_content(path: &str, v: &Value, role: &str) -> Result<(), RowError> {
     match v {
         Value::String(_) => Ok(()),
@@ -81,6 +108,7 @@ fn check_content(path: &str, v: &Value, role: &str) -> Result<(), RowError> {
                     )
                 })?;
                 match obj.get("type") {
+                    Some(Value::String(t)) if t == "image_url" => check_image_part(&pp, p)?,
                     Some(Value::String(_)) => {}
                     Some(t) => {
                         return Err(bad(

@@ -14,7 +14,7 @@ mod format;
 mod request;
 mod session;
 
-pub use chat::ChatPayload;
+pub use chat::{image_url_size, image_urls, ChatPayload};
 pub use corpus::{
     Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
 };
