@@ -52,6 +52,20 @@ pub(crate) fn from_hash(first_hash_id: u64) -> Option<Images> {
     Some(Arc::from([Image { id, tokens: 0 }]))
 }
 
+/// Images without ids, each to cost `tokens[i]` prompt tokens (ServeGen's samples).
+pub(crate) fn fresh_sized(tokens: &[u32]) -> Option<Images> {
+    (!tokens.is_empty()).then(|| {
+        tokens
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| Image {
+                id: FRESH | k as u64,
+                tokens: t,
+            })
+            .collect()
+    })
+}
+
 /// The row's placeholder ids made unique to its `line` (any copy keeps its own shift).
 pub(crate) fn resolve(images: Option<Images>, line: usize) -> Option<Images> {
     let images = images?;
