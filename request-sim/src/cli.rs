@@ -315,7 +315,7 @@ pub struct PromptArgs {
     /// The model family whose image token rule sizes the images of image rows (Azure LMM
     /// `NumImages`, Bailian `type: image`, ServeGen multimodal; docs/images.md): qwen2-vl or
     /// qwen2.5-vl. A family whose rule is not known is refused.
-    #[arg(long, value_name = "FAMILY", default_value = "qwen2.5-vl", value_parser = parse_image_rule)]
+    #[arg(long, value_name = "FAMILY", default_value = "qwen2.5-vl", value_parser = llm_common::vision::ImageRule::parse)]
     pub image_rule: llm_common::vision::ImageRule,
     /// Image tokens per image when the trace does not say (the two vision markers not
     /// included; 256 is a 448×448 image); images shrink when a row is too short for them.
@@ -324,16 +324,6 @@ pub struct PromptArgs {
     /// Send image rows as text of their length (no images).
     #[arg(long)]
     pub no_images: bool,
-}
-
-/// `--image-rule`: a family whose image token rule is known.
-fn parse_image_rule(s: &str) -> Result<llm_common::vision::ImageRule, String> {
-    llm_common::vision::ImageRule::by_name(s).ok_or_else(|| {
-        format!(
-            "no image token rule is known for {s:?} (known: {}); request-sim sizes images only by a rule it implements",
-            llm_common::vision::ImageRule::known_names()
-        )
-    })
 }
 
 /// The server requests go to and how to reach it.

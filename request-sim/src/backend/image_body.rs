@@ -113,7 +113,10 @@ mod tests {
                 {"type": "text", "text": " hi"}
             ])
         );
-        assert_eq!((v["max_tokens"].as_u64(), v["min_tokens"].as_u64()), (Some(3), Some(3)));
+        assert_eq!(
+            (v["max_tokens"].as_u64(), v["min_tokens"].as_u64()),
+            (Some(3), Some(3))
+        );
         assert_eq!(v["stream_options"]["include_usage"], true);
     }
 }

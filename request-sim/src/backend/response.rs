@@ -53,7 +53,10 @@ impl From<WireUsage> for Usage {
         Usage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
-            cached_tokens: u.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens),
+            cached_tokens: u
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|d| d.cached_tokens),
             reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
             image_tokens: u
                 .prompt_tokens_details

@@ -222,7 +222,13 @@ impl Bodies {
             + BODY_SLACK;
         let mut body = Vec::with_capacity(hint);
         let tokens = (req.output_length.max(1), req.reasoning.budget_to_send());
-        backend::image_body::encode_image_chat_body(&self.params, &urls, &s.text, tokens, &mut body);
+        backend::image_body::encode_image_chat_body(
+            &self.params,
+            &urls,
+            &s.text,
+            tokens,
+            &mut body,
+        );
         if let Some(u) = user {
             backend::append_session_user(self.kind, &mut body, u);
         }

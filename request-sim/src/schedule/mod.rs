@@ -20,7 +20,9 @@ pub mod stop;
 pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, DispatchStats};
 pub use feed::{Feed, FeedEnd};
 pub use priority::{Realtime, RealtimeMode, RealtimeReport, SchedPolicy};
-pub use producer::{BuildFn, Built, BuiltImages, Prepared, ProducerConfig, ProducerStats, Producers, Scratch};
+pub use producer::{
+    BuildFn, Built, BuiltImages, Prepared, ProducerConfig, ProducerStats, Producers, Scratch,
+};
 pub use sessions::{SessionGate, SessionOptions, ThinkTime, Timing};
 pub use start::{StartAt, StartAtReport};
 pub use stop::{Stop, StopReason};

@@ -45,13 +45,21 @@ fn run(trace: &std::path::Path, out: &std::path::Path, extra: &[&str]) -> Vec<Re
 #[test]
 fn azure_lmm_rows_are_exact_and_repeated_images_hit_the_cache() {
     let dir = tempfile::tempdir().unwrap();
-    let records = run(&trace_fixture("azure_lmm.csv"), &dir.path().join("r.jsonl"), &[]);
+    let records = run(
+        &trace_fixture("azure_lmm.csv"),
+        &dir.path().join("r.jsonl"),
+        &[],
+    );
     assert_eq!(records.len(), ROWS.len());
     for (r, &(n, ctx, _)) in records.iter().zip(&ROWS) {
         assert_eq!(r.status, Status::Ok, "{r:?}");
         assert_eq!((r.input_length, r.prompt_tokens), (ctx, Some(ctx)), "{r:?}");
         assert_eq!(r.images, (n > 0).then_some(n), "{r:?}");
-        assert_eq!(r.image_tokens, r.image_tokens_intended.filter(|_| n > 0), "{r:?}");
+        assert_eq!(
+            r.image_tokens,
+            r.image_tokens_intended.filter(|_| n > 0),
+            "{r:?}"
+        );
     }
     // Big enough rows: 448×448 images (256 tokens each, --image-tokens' default).
     assert_eq!(records[1].image_tokens, Some(512));
@@ -61,8 +69,16 @@ fn azure_lmm_rows_are_exact_and_repeated_images_hit_the_cache() {
     // Row 3 repeats row 1's image, row 4 rows 2's two: every whole 16-token block of the
     // images (llm-sim puts them first) is cached. Rows 5 and 8 have new images: a miss.
     let block_floor = |t: u32| t / 16 * 16;
-    assert!(records[2].cached_tokens.unwrap() >= block_floor(258), "{:?}", records[2]);
-    assert!(records[3].cached_tokens.unwrap() >= block_floor(516), "{:?}", records[3]);
+    assert!(
+        records[2].cached_tokens.unwrap() >= block_floor(258),
+        "{:?}",
+        records[2]
+    );
+    assert!(
+        records[3].cached_tokens.unwrap() >= block_floor(516),
+        "{:?}",
+        records[3]
+    );
     assert_eq!(records[4].cached_tokens, Some(0), "{:?}", records[4]);
     assert_eq!(records[7].cached_tokens, Some(0), "{:?}", records[7]);
     // The summary splits the exactness check: text and images.
@@ -79,7 +95,11 @@ fn no_images_sends_the_rows_as_text_of_the_same_length() {
     let out = dir.path().join("r.jsonl");
     let records = run(&trace_fixture("azure_lmm.csv"), &out, &["--no-images"]);
     for (r, &(_, ctx, _)) in records.iter().zip(&ROWS) {
-        assert_eq!((r.prompt_tokens, r.image_tokens), (Some(ctx), None), "{r:?}");
+        assert_eq!(
+            (r.prompt_tokens, r.image_tokens),
+            (Some(ctx), None),
+            "{r:?}"
+        );
     }
 }
 
@@ -107,4 +127,16 @@ fn a_messages_row_with_image_parts_is_counted_exactly() {
     let r = &records[0];
     assert_eq!((r.images, r.image_tokens), (Some(1), Some(77)), "{r:?}");
     assert_eq!(r.image_tokens_intended, Some(77), "{r:?}");
+}
+
+#[test]
+fn a_family_without_a_known_rule_is_refused() {
+    let e = try_replay_args(&["--image-rule", "llava"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no image token rule is known for \"llava\" (known: qwen2-vl, qwen2.5-vl)"),
+        "{e}"
+    );
+    assert!(try_replay_args(&["--image-rule", "Qwen2.5-VL"]).is_ok());
 }

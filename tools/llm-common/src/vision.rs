@@ -41,6 +41,16 @@ impl ImageRule {
             .map(|(_, r)| *r)
     }
 
+    /// [`Self::by_name`] with a message naming the known families (`--image-rule`).
+    pub fn parse(name: &str) -> Result<ImageRule, String> {
+        ImageRule::by_name(name).ok_or_else(|| {
+            format!(
+                "no image token rule is known for {name:?} (known: {}); request-sim sizes images only by a rule it implements",
+                ImageRule::known_names()
+            )
+        })
+    }
+
     /// The names [`Self::by_name`] knows, comma-separated (for messages).
     pub fn known_names() -> String {
         RULES.map(|(n, _)| n).join(", ")
@@ -195,7 +205,10 @@ mod tests {
             let (w, h) = r.size_for(t);
             let got = r.tokens(w, h);
             let a = f64::from(t).sqrt();
-            assert!(got <= t && f64::from(t - got) < a + 1.0, "{t}: {w}x{h} = {got}");
+            assert!(
+                got <= t && f64::from(t - got) < a + 1.0,
+                "{t}: {w}x{h} = {got}"
+            );
         }
         assert_eq!(r.size_for(256), (448, 448));
         assert_eq!(r.tokens_of_min(), 4);

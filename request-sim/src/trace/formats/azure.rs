@@ -43,7 +43,11 @@ pub const IMAGE_COLUMNS: [&str; 2] = ["NumImages", "ImageIds"];
 impl Header {
     fn needed_columns(&self) -> usize {
         let img = self.images.max(self.image_ids).unwrap_or(0);
-        self.timestamp.max(self.context).max(self.generated).max(img) + 1
+        self.timestamp
+            .max(self.context)
+            .max(self.generated)
+            .max(img)
+            + 1
     }
 }
 

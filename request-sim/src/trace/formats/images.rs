@@ -19,7 +19,7 @@ use crate::trace::model::{Image, Images};
 const FRESH: u64 = 1 << 63;
 
 /// Salt of the ids made for placeholders.
-const FRESH_SALT: u64 = 0x1a6e_5eed_0f_1e57;
+const FRESH_SALT: u64 = 0x001a_6e5e_ed0f_1e57;
 
 /// Images a row may carry at most.
 pub(crate) const MAX_IMAGES: u64 = 1024;
@@ -118,7 +118,11 @@ pub(crate) fn parse_ids(field: &str, text: &str, n: u32) -> Result<Option<Images
             t.parse::<u64>()
                 .ok()
                 .filter(|v| v & FRESH == 0)
-                .ok_or_else(|| bad(format!("expected image ids (integers below 2^63), found {t:?}")))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "expected image ids (integers below 2^63), found {t:?}"
+                    ))
+                })
         })
         .collect::<Result<_, _>>()?;
     if ids.len() != n as usize {
@@ -166,6 +170,9 @@ mod tests {
         );
         let mut s = fresh(1);
         shift(&mut s, 1 << 44);
-        assert_ne!(resolve(s, 3).unwrap()[0].id, resolve(fresh(1), 3).unwrap()[0].id);
+        assert_ne!(
+            resolve(s, 3).unwrap()[0].id,
+            resolve(fresh(1), 3).unwrap()[0].id
+        );
     }
 }

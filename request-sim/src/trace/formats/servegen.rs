@@ -348,7 +348,8 @@ fn read_dataset(path: &Path) -> Result<Vec<(f64, Arc<Lengths>)>, TraceError> {
         };
         let max = MAX_LENGTH_TOKENS as f64;
         // A multimodal dataset (`mm-image`) gives the text and the images apart.
-        let multimodal = fields.get("input_tokens").is_none() && fields.get("text_tokens").is_some();
+        let multimodal =
+            fields.get("input_tokens").is_none() && fields.get("text_tokens").is_some();
         let input = match multimodal {
             true => pmf("text_tokens", 0.0, max, true)?,
             false => pmf("input_tokens", 1.0, max, true)?,
@@ -632,15 +633,28 @@ mod tests {
         let reqs = requests("multimodal", 3);
         assert!(reqs.len() > 5, "{}", reqs.len());
         for p in &reqs {
-            let images = p.req.images.as_deref().expect("every request has 1 or 2 images");
+            let images = p
+                .req
+                .images
+                .as_deref()
+                .expect("every request has 1 or 2 images");
             assert!((1..=2).contains(&images.len()));
             // Each image's own count (at least the smallest image's 6), plus the text.
             let sum: u32 = images.iter().map(|i| i.tokens).sum();
-            assert!(images.iter().all(|i| [6, 66, 258].contains(&i.tokens)), "{images:?}");
-            assert!([41, 50].contains(&(p.req.input_length - sum)), "{:?}", p.req);
+            assert!(
+                images.iter().all(|i| [6, 66, 258].contains(&i.tokens)),
+                "{images:?}"
+            );
+            assert!(
+                [41, 50].contains(&(p.req.input_length - sum)),
+                "{:?}",
+                p.req
+            );
         }
-        let ids: std::collections::HashSet<u64> =
-            reqs.iter().flat_map(|p| p.req.images.as_deref().unwrap().iter().map(|i| i.id)).collect();
+        let ids: std::collections::HashSet<u64> = reqs
+            .iter()
+            .flat_map(|p| p.req.images.as_deref().unwrap().iter().map(|i| i.id))
+            .collect();
         let n: usize = reqs.iter().map(|p| p.req.image_count()).sum();
         assert_eq!(ids.len(), n, "every image is new");
     }

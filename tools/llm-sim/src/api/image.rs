@@ -68,7 +68,6 @@ impl PromptImages {
         self.image_tokens += n;
         Ok(())
     }
-
 }
 
 /// The (width, height) of a base64 image, decoding only as much as its header needs (PNG:

@@ -5,8 +5,8 @@
 use serde::Deserialize;
 
 use super::error::{bad, ApiError};
-use super::image::PromptImages;
 use super::http::Api;
+use super::image::PromptImages;
 use super::job::{check_model, parse, resolve_lengths, Job};
 use super::turn::pick_tool;
 use super::{messages_api, responses_api};

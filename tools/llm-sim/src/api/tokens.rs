@@ -52,8 +52,7 @@ pub fn tokenize(state: &AppState, body: &[u8]) -> Response<Body> {
                 .encode_text_with(&p, req.add_special_tokens.unwrap_or(true))
                 .map_err(|e| bad(api, e))?,
             (None, Some(m)) => {
-                let (msgs, images) =
-                    chat_messages(api, m, super::parse::image_vocab(state))?;
+                let (msgs, images) = chat_messages(api, m, super::parse::image_vocab(state))?;
                 let text = state
                     .tokenizer
                     .encode_chat_tools(
