@@ -370,6 +370,7 @@ cat >>"$KNOWN" <<'EOF'
 --ignored
 --input-file
 --jinja
+--limit-mm-per-prompt
 --reasoning-config
 --reasoning-parser
 --tool-call-parser
@@ -383,6 +384,7 @@ cat >>"$KNOWN" <<'EOF'
 --request-rate
 --requests
 --rows
+--skip-mm-profiling
 --test
 --trace
 --workspace
