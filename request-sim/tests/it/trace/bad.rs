@@ -40,7 +40,7 @@ const CORPUS: &[(&str, Option<usize>, &str)] = &[
     ("azure_header_only.csv", None, "no requests to replay: the CSV file has a header but no data rows"),
     ("azure_lmm_negative_images.csv", Some(3), "field `NumImages`: must not be negative, found -1"),
     ("azure_lmm_images_exceed_context.csv", Some(2), "field `NumImages`: 4 images take at least 24 prompt tokens (the smallest image costs 6), more than the row's 20 tokens"),
-    ("messages_image_not_data.jsonl", Some(2), "field `messages[0].content[0].image_url.url`: expected a base64 data: URL (request-sim sends images inline and counts their tokens), found \"https://example.com/a.png\""),
+    ("messages_image_not_data.jsonl", Some(2), "field `messages[0].content[0].image_url.url`: expected a data: URL (request-sim sends images inline and counts their tokens), found \"https://example.com/a.png\""),
     ("azure_bad_timestamp.csv", Some(3), "field `TIMESTAMP`: \"2023-11-31 18:15:46.6805900\" is not a valid date-time (parsed date is not valid: parameter 'day' for `2023-11` is invalid, must be in range `1..=30`)"),
     ("azure_missing_column.csv", Some(3), "expected at least 3 CSV columns, found 2"),
     ("azure_negative_tokens.csv", Some(2), "field `GeneratedTokens`: must not be negative, found -44"),
