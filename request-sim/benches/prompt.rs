@@ -46,6 +46,7 @@ fn long_request() -> TraceRequest {
     TraceRequest {
         model: None,
         reasoning: Default::default(),
+        images: None,
         index: 7,
         line: 8,
         timestamp_ms: 0.0,

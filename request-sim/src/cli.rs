@@ -312,6 +312,18 @@ pub struct PromptArgs {
     /// The text field of the rows of a JSONL --prompt-corpus (a string or an array of strings).
     #[arg(long, value_name = "NAME", default_value = "text")]
     pub prompt_corpus_field: String,
+    /// The model family whose image token rule sizes the images of image rows (Azure LMM
+    /// `NumImages`, Bailian `type: image`, ServeGen multimodal; docs/images.md): qwen2-vl or
+    /// qwen2.5-vl. A family whose rule is not known is refused.
+    #[arg(long, value_name = "FAMILY", default_value = "qwen2.5-vl", value_parser = llm_common::vision::ImageRule::parse)]
+    pub image_rule: llm_common::vision::ImageRule,
+    /// Image tokens per image when the trace does not say (the two vision markers not
+    /// included; 256 is a 448×448 image); images shrink when a row is too short for them.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(4..=16384))]
+    pub image_tokens: u32,
+    /// Send image rows as text of their length (no images).
+    #[arg(long)]
+    pub no_images: bool,
 }
 
 /// The server requests go to and how to reach it.

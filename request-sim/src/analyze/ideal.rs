@@ -108,6 +108,7 @@ mod tests {
         let req = |i: u64| TraceRequest {
             model: None,
             reasoning: Default::default(),
+            images: None,
             index: i as usize,
             line: 1,
             timestamp_ms: 0.0,

@@ -205,6 +205,7 @@ mod tests {
                 .map(|(i, &(t, input, ids))| TraceRequest {
                     model: None,
                     reasoning: Default::default(),
+                    images: None,
                     index: i,
                     line: i + 1,
                     timestamp_ms: t,

@@ -120,6 +120,7 @@ impl From<ResponsesUsage> for Usage {
             completion_tokens: u.output_tokens,
             cached_tokens: u.input_tokens_details.and_then(|d| d.cached_tokens),
             reasoning_tokens: u.output_tokens_details.and_then(|d| d.reasoning_tokens),
+            image_tokens: None,
         }
     }
 }
@@ -574,6 +575,7 @@ mod tests {
                 completion_tokens: Some(3),
                 cached_tokens: Some(20),
                 reasoning_tokens: None,
+                image_tokens: None,
             })
         );
         assert_eq!(st.answer.as_deref(), Some("Hello there"));
@@ -615,6 +617,7 @@ mod tests {
             completion_tokens: Some(4),
             cached_tokens: Some(0),
             reasoning_tokens: None,
+            image_tokens: None,
         };
         for cut in 0..=b.len() {
             let st = read(vec![&b[..cut], &b[cut..]]);
@@ -650,6 +653,7 @@ mod tests {
                 completion_tokens: Some(4),
                 cached_tokens: None,
                 reasoning_tokens: None,
+                image_tokens: None,
             })
         );
     }
@@ -750,6 +754,7 @@ mod tests {
                 completion_tokens: Some(7),
                 cached_tokens: Some(64),
                 reasoning_tokens: None,
+                image_tokens: None,
             })
         );
         assert_eq!(st.answer.as_deref(), Some("Hi"));
@@ -802,6 +807,7 @@ mod tests {
                 completion_tokens: Some(2),
                 cached_tokens: Some(32),
                 reasoning_tokens: Some(0),
+                image_tokens: None,
             })
         );
         assert_eq!(st.answer.as_deref(), Some("Hi you"));

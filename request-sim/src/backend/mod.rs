@@ -28,6 +28,7 @@ pub mod convert;
 pub mod endpoint;
 pub mod events;
 mod extra;
+pub mod image_body;
 pub mod models;
 pub mod response;
 pub mod send;

@@ -34,6 +34,13 @@ struct WireUsage {
 #[derive(Deserialize)]
 struct WireDetails {
     cached_tokens: Option<u32>,
+    multimodal_tokens: Option<WireModalities>,
+}
+
+/// vLLM's `multimodal_tokens`: `{"image": N}` (`null` on a text prompt).
+#[derive(Deserialize)]
+struct WireModalities {
+    image: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -46,8 +53,15 @@ impl From<WireUsage> for Usage {
         Usage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
-            cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            cached_tokens: u
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|d| d.cached_tokens),
             reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+            image_tokens: u
+                .prompt_tokens_details
+                .and_then(|d| d.multimodal_tokens)
+                .and_then(|m| m.image),
         }
     }
 }
@@ -414,6 +428,7 @@ mod tests {
                 completion_tokens: Some(2),
                 cached_tokens: Some(8),
                 reasoning_tokens: None,
+                image_tokens: None,
             })
         );
     }

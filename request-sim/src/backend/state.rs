@@ -19,6 +19,8 @@ pub struct Usage {
     /// `completion_tokens_details.reasoning_tokens` (Responses:
     /// `output_tokens_details.reasoning_tokens`) as the server reported it, 0 included.
     pub reasoning_tokens: Option<u32>,
+    /// `prompt_tokens_details.multimodal_tokens.image` (vLLM): the image tokens of the prompt.
+    pub image_tokens: Option<u32>,
 }
 
 /// What one token event carried (several at once in a chunk that has, say, the last thinking
@@ -151,6 +153,7 @@ impl AnthropicUsage {
             completion_tokens: self.output_tokens,
             cached_tokens: self.cache_read_input_tokens,
             reasoning_tokens: None,
+            image_tokens: None,
         }
     }
 }

@@ -21,6 +21,8 @@ pub struct PromptConfig {
     pub no_server_tokenize: bool,
     /// `--allow-inexact-prompts`: run with the built-in word list against a real model.
     pub allow_inexact_prompts: bool,
+    /// `--image-rule`, `--image-tokens` (`None`: `--no-images`).
+    pub images: Option<crate::prompt::image::ImageSettings>,
 }
 
 impl PromptConfig {
@@ -31,10 +33,16 @@ impl PromptConfig {
         (tokenizer, tokenizer_config): (Option<PathBuf>, Option<PathBuf>),
         corpus: Option<crate::prompt::CorpusSpec>,
     ) -> PromptConfig {
+        let seed = p.seed.unwrap_or_else(fresh_seed);
         PromptConfig {
+            images: (!p.no_images).then_some(crate::prompt::image::ImageSettings {
+                rule: p.image_rule,
+                tokens: p.image_tokens,
+                seed,
+            }),
             tokenizer,
             tokenizer_config,
-            seed: p.seed.unwrap_or_else(fresh_seed),
+            seed,
             chat_overhead: p.chat_overhead,
             token_ids: p.token_ids,
             corpus,

@@ -29,6 +29,7 @@ mod corpus;
 mod corpus_report;
 mod encoder;
 mod exactness;
+pub mod image;
 mod template;
 mod tokenizer_json;
 mod verify;

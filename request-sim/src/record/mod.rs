@@ -76,6 +76,16 @@ pub struct Record {
     pub prompt_tokens: Option<u32>,
     /// Server-reported `usage.prompt_tokens_details.cached_tokens`.
     pub cached_tokens: Option<u32>,
+    /// Images the request carried (`docs/images.md`); absent on a text request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<u32>,
+    /// The image tokens the request's images were made to cost (Σ N over its images, the
+    /// vision markers not included: what vLLM reports), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_tokens_intended: Option<u32>,
+    /// Server-reported `usage.prompt_tokens_details.multimodal_tokens.image`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_tokens: Option<u32>,
     /// Requested output tokens (trace `output_length`).
     pub output_length: u32,
     /// Output tokens received (see `output_tokens_source`).
@@ -205,6 +215,9 @@ impl Record {
             input_length: 0,
             prompt_tokens: None,
             cached_tokens: None,
+            images: None,
+            image_tokens_intended: None,
+            image_tokens: None,
             output_length: 0,
             output_tokens: None,
             output_tokens_source: None,

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::backend::{self, ApiKind, BodyParams, LiveBody, LiveSlot, PromptPayload, SentModels};
+use crate::prompt::image::{data_url, ImageSettings};
 use crate::prompt::{ChatCounter, PromptBuilder};
-use crate::schedule::{BuildFn, Built, Scratch};
+use crate::schedule::{BuildFn, Built, BuiltImages, Scratch};
 use crate::trace::history::AnswerSpan;
 use crate::trace::{ChatPayload, Planned};
 
@@ -22,6 +23,8 @@ pub(super) struct ChatRows {
     pub(super) answer_spans: Option<Arc<Vec<Vec<AnswerSpan>>>>,
     /// Counts the prompt tokens of a row (`--tokenizer` with `--tokenizer-config`).
     pub(super) counter: Option<Arc<ChatCounter>>,
+    /// How a row's images are sized and made (`None`: `--no-images`, sent as text).
+    pub(super) images: Option<ImageSettings>,
 }
 
 /// The build function the producers call: [`Bodies::build`] for each planned request.
@@ -100,6 +103,15 @@ impl Bodies {
         if let Some(chat) = chat.filter(|c| !c.is_literal()) {
             return self.row_body(p, chat, user);
         }
+        if let (Some(images), Some(settings), None, ApiKind::Chat, false) = (
+            p.req.images.as_deref().filter(|i| !i.is_empty()),
+            self.rows.images,
+            chat,
+            self.kind,
+            self.token_ids,
+        ) {
+            return self.image_body(p, images, settings, user, s);
+        }
         self.prompt_body(p, chat.filter(|c| c.is_literal()), user, s)
     }
 
@@ -132,15 +144,21 @@ impl Bodies {
         };
         // Its prompt tokens as the server should count them, when a template is at hand
         // and the history is the recorded one (0: unknown, the server's count is kept).
-        let intended = match (&rows.counter, &live) {
-            (Some(c), None) => c
+        let images = self.row_images(chat);
+        let intended = match (&rows.counter, &live, images) {
+            (Some(c), None, None) => c
                 .prompt_tokens(&chat.messages, chat.tools.as_ref())
                 .unwrap_or(0),
+            // The text without its image parts, then every image by the rule.
+            (Some(c), None, Some((i, cost))) if i.tokens.is_some() => c
+                .prompt_tokens(&without_images(&chat.messages), chat.tools.as_ref())
+                .map_or(0, |n| n + cost),
             _ => 0,
         };
         Built {
             body: Bytes::from(body),
             intended_prompt_tokens: intended,
+            images: images.map(|(i, _)| i),
             live,
         }
     }
@@ -198,9 +216,96 @@ impl Bodies {
                     .map_or(0, |ids| ids.len() as u32),
                 None => content as u32 + self.overhead,
             },
+            images: None,
             live: None,
         }
     }
+}
+
+impl Bodies {
+    /// A request with images: images sized to the rule so that text + images = the row's
+    /// input length ([`ImageSettings::plan`]), made from (seed, image id), then the text.
+    fn image_body(
+        &self,
+        p: &Planned,
+        images: &[crate::trace::Image],
+        settings: ImageSettings,
+        user: Option<&str>,
+        s: &mut Scratch,
+    ) -> Built {
+        let req = &p.req;
+        let budget = req.input_length.saturating_sub(self.overhead);
+        let plan = settings.plan(images, budget);
+        let content = budget.saturating_sub(plan.cost) as usize;
+        s.text.clear();
+        s.text.push_str(self.lead);
+        self.builder.write_text(req, content, &mut s.text);
+        let urls: Vec<String> = images
+            .iter()
+            .zip(&plan.sizes)
+            .map(|(i, &size)| data_url(settings.seed, i.id, size))
+            .collect();
+        let hint = urls.iter().map(String::len).sum::<usize>()
+            + s.text.len()
+            + self.params.model.len()
+            + BODY_SLACK;
+        let mut body = Vec::with_capacity(hint);
+        let tokens = (req.output_length.max(1), req.reasoning.budget_to_send());
+        backend::image_body::encode_image_chat_body(
+            &self.params,
+            &urls,
+            &s.text,
+            tokens,
+            &mut body,
+        );
+        if let Some(u) = user {
+            backend::append_session_user(self.kind, &mut body, u);
+        }
+        Built {
+            body: Bytes::from(body),
+            intended_prompt_tokens: content as u32 + self.overhead + plan.cost,
+            images: Some(BuiltImages {
+                count: images.len() as u32,
+                tokens: Some(plan.image_tokens),
+            }),
+            live: None,
+        }
+    }
+}
+
+impl Bodies {
+    /// A messages row's images: how many, their image tokens by the rule, and the prompt
+    /// tokens they take (markers included); `None` without image parts.
+    fn row_images(&self, chat: &ChatPayload) -> Option<(BuiltImages, u32)> {
+        let urls = crate::trace::model::image_urls(&chat.messages);
+        if urls.is_empty() {
+            return None;
+        }
+        let rule = self.rows.images.map(|s| s.rule);
+        let mut tokens = Some(0u32);
+        let mut cost = 0;
+        for u in &urls {
+            let n = rule.zip(crate::trace::model::image_url_size(u));
+            tokens = tokens.zip(n).map(|(t, (r, (w, h)))| t + r.tokens(w, h));
+            cost += n.map_or(0, |(r, (w, h))| r.cost(w, h));
+        }
+        let images = BuiltImages {
+            count: urls.len() as u32,
+            tokens,
+        };
+        Some((images, cost))
+    }
+}
+
+/// `messages` with the `image_url` parts left out (their text counted apart).
+fn without_images(messages: &serde_json::Value) -> serde_json::Value {
+    let mut m = messages.clone();
+    for msg in m.as_array_mut().into_iter().flatten() {
+        if let Some(parts) = msg.get_mut("content").and_then(|c| c.as_array_mut()) {
+            parts.retain(|p| p.get("type").and_then(|t| t.as_str()) != Some("image_url"));
+        }
+    }
+    m
 }
 
 /// `--live-history`: the places of a row's recorded earlier answers in its body (`marks`: the

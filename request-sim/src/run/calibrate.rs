@@ -239,6 +239,7 @@ fn calibrate(
     let probe = TraceRequest {
         model: None,
         reasoning: Default::default(),
+        images: None,
         index: usize::MAX,
         line: 0,
         timestamp_ms: 0.0,

@@ -189,6 +189,7 @@ fn start_producers(
             session_user: cfg.requests.sessions.session_user,
             answer_spans: trace.answer_spans.clone(),
             counter: prompts.chat_counter.clone(),
+            images: cfg.prompts.images,
         },
     );
     // `--export aiperf`: every body built is also kept for inputs.json.

@@ -628,6 +628,7 @@ fn save_prompts(
             TraceRequest {
                 output_length: r.output_length.min(cap),
                 reasoning: r.reasoning.capped(cap),
+                images: None,
                 ..r.clone()
             }
         })

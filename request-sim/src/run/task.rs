@@ -256,6 +256,8 @@ struct Sent {
     outcome: backend::Outcome,
     /// Its intended prompt tokens (a messages row's are known only from its build).
     input_length: u32,
+    /// The images its body carried.
+    images: Option<crate::schedule::BuiltImages>,
     /// A closed-loop turn: how it was released.
     released: Option<Released>,
 }
@@ -280,6 +282,7 @@ fn record(ctx: &TaskCtx, planned: &Planned, scheduled: Instant, ending: Ending) 
         input_length: req.input_length,
         output_length: req.output_length,
         reasoning_length: req.reasoning.tokens,
+        images: req.images.as_ref().map(|i| i.len() as u32),
         chat_id: session.map(|s| s.chat_id),
         parent_chat_id: session.map(|s| s.parent_chat_id),
         turn,
@@ -318,6 +321,7 @@ impl Sent {
             at,
             outcome,
             input_length,
+            images,
             released,
         } = self;
         // Called as soon as the exchange ended, so now is when the run cut a cancelled one.
@@ -358,6 +362,9 @@ impl Sent {
             input_length,
             prompt_tokens: usage.prompt_tokens,
             cached_tokens: usage.cached_tokens,
+            images: images.map(|i| i.count),
+            image_tokens_intended: images.and_then(|i| i.tokens),
+            image_tokens: usage.image_tokens,
             output_tokens,
             output_tokens_source: source,
             chunks: st.chunks,
@@ -497,6 +504,7 @@ pub(super) async fn run_one(
         body,
         mut planned,
         intended_prompt_tokens,
+        images,
         ..
     } = prepared;
     let req = &planned.req;
@@ -542,6 +550,7 @@ pub(super) async fn run_one(
         at: sent,
         outcome,
         input_length,
+        images,
         released,
     };
     let mut done = record(&ctx, &planned, scheduled, Ending::Sent(sent));

@@ -361,6 +361,7 @@ mod tests {
             req: TraceRequest {
                 model: None,
                 reasoning: Default::default(),
+                images: None,
                 index,
                 line: index + 1,
                 timestamp_ms,
@@ -393,6 +394,7 @@ mod tests {
             Built {
                 body: Bytes::from_static(b"{}"),
                 intended_prompt_tokens: 1,
+                images: None,
                 live: None,
             }
         });

@@ -23,7 +23,9 @@ pub mod stop;
 pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, DispatchStats};
 pub use feed::{Feed, FeedEnd};
 pub use priority::{Realtime, RealtimeMode, RealtimeReport, SchedPolicy};
-pub use producer::{BuildFn, Built, Prepared, ProducerConfig, ProducerStats, Producers, Scratch};
+pub use producer::{
+    BuildFn, Built, BuiltImages, Prepared, ProducerConfig, ProducerStats, Producers, Scratch,
+};
 pub use release::{ReleaseClock, ReleaseStats, Releases};
 pub use sessions::{SessionGate, SessionOptions, ThinkTime, Timing};
 pub use start::{StartAt, StartAtReport};

@@ -37,10 +37,20 @@ pub struct Prepared {
     pub body: Bytes,
     /// Prompt tokens the body was built to have, as the server should count them.
     pub intended_prompt_tokens: u32,
+    /// The images in the body (`None`: a text request).
+    pub images: Option<BuiltImages>,
     /// The planned request, for its record.
     pub planned: Planned,
     /// `--live-history`: where the recorded answers of earlier turns sit in `body`.
     pub live: Option<Box<crate::backend::LiveBody>>,
+}
+
+/// The images of a built body: how many, and the image tokens they were made to cost (Σ N
+/// without the vision markers, as vLLM reports them; `None` when not known).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltImages {
+    pub count: u32,
+    pub tokens: Option<u32>,
 }
 
 /// A body built for one planned request.
@@ -49,6 +59,8 @@ pub struct Built {
     pub body: Bytes,
     /// Prompt tokens the body was built to have, as the server should count them.
     pub intended_prompt_tokens: u32,
+    /// The images in the body (`None`: a text request).
+    pub images: Option<BuiltImages>,
     /// `--live-history`: where the recorded answers of earlier turns sit in `body`.
     pub live: Option<Box<crate::backend::LiveBody>>,
 }
@@ -276,6 +288,7 @@ impl Producers {
                         index: planned.req.index,
                         body: built.body,
                         intended_prompt_tokens: built.intended_prompt_tokens,
+                        images: built.images,
                         planned,
                         live: built.live,
                     };
@@ -439,6 +452,7 @@ mod tests {
         TraceRequest {
             model: None,
             reasoning: Default::default(),
+            images: None,
             index: i,
             line: i + 1,
             timestamp_ms: i as f64,
@@ -458,6 +472,7 @@ mod tests {
             Built {
                 body: Bytes::copy_from_slice(&s.body),
                 intended_prompt_tokens: p.req.input_length,
+                images: None,
                 live: None,
             }
         });
@@ -493,6 +508,7 @@ mod tests {
         let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
             body: Bytes::new(),
             intended_prompt_tokens: 0,
+            images: None,
             live: None,
         });
         let cfg = ProducerConfig {
@@ -523,6 +539,7 @@ mod tests {
         let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
             body: Bytes::new(),
             intended_prompt_tokens: 0,
+            images: None,
             live: None,
         });
         let cfg = ProducerConfig {
@@ -562,6 +579,7 @@ mod tests {
         let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
             body: Bytes::from(vec![b'x'; 1000]),
             intended_prompt_tokens: 0,
+            images: None,
             live: None,
         });
         (feed(reqs), build)
@@ -635,6 +653,7 @@ mod tests {
                 crate::schedule::priority::nice_of(0).map_or("?".to_string(), |n| n.to_string()),
             ),
             intended_prompt_tokens: 0,
+            images: None,
             live: None,
         });
         let before = crate::schedule::priority::nice_of(0);

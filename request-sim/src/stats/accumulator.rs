@@ -128,6 +128,7 @@ pub struct Accumulator {
     agents: AgentAcc,
     models: ModelAcc,
     reasoning: ReasoningAcc,
+    images: super::images::ImageAcc,
     /// Completed requests of more than one output token that came in one piece.
     one_piece: usize,
     /// Completed requests streamed in several chunks whose ITL values were not given.
@@ -187,6 +188,7 @@ impl Accumulator {
             agents: AgentAcc::default(),
             models: ModelAcc::default(),
             reasoning: ReasoningAcc::default(),
+            images: Default::default(),
             served_ideal: None,
             one_piece: 0,
             itl_missing: 0,
@@ -279,6 +281,7 @@ impl Accumulator {
         self.agents.add(rec);
         self.models.add(rec);
         self.reasoning.add(rec);
+        self.images.add(rec);
         let itl_ms = if itl_ms.is_empty() {
             rec.itl_ms.as_deref().unwrap_or(&[])
         } else {
@@ -476,6 +479,7 @@ impl Accumulator {
             median_in_flight: w.auto.map(|a| a.median),
         });
         let reasoning = self.reasoning.finish(&self.percentiles);
+        let images = self.images.finish();
         Summary {
             completed: self.completed,
             failed: self.failed,
@@ -501,6 +505,7 @@ impl Accumulator {
             retried: self.retried,
             sessions: self.sessions.finish(info.sessions.as_ref()),
             reasoning,
+            images,
             agents: self
                 .agents
                 .finish(info.agents.as_ref(), info.prompts.ideal_cache_hit_ratio),

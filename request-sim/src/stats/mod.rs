@@ -11,6 +11,7 @@
 //!   with vLLM's flat keys.
 //! - [`slo`]: goodput SLO parsing; [`sessions`]: the sessions section; [`agents`]: the agent
 //!   section (agent corpora); [`models`]: the per-model rows (model fleets).
+//! - [`images`]: image requests, the exactness check split into text and images.
 //! - [`reasoning`]: thinking, answer and tool calls apart (reasoning models, tool calls).
 //! - [`merge`]: several shards' records as one run, with each shard's send drift.
 //! - [`window`]: `--measure-window` (a span of the run, or the steady span found).
@@ -26,6 +27,7 @@ pub mod compare;
 pub mod config;
 pub mod headline;
 pub mod ideal;
+pub mod images;
 pub mod inference;
 pub mod latency;
 pub mod merge;

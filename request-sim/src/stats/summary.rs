@@ -256,6 +256,9 @@ pub struct Summary {
     /// a tool call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<super::reasoning::ReasoningSummary>,
+    /// Images: the exactness check split into text and images, when requests carried images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<super::images::ImageSummary>,
     /// Agent conversations, when the records carry them (agent corpora).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<super::agents::AgentSummary>,

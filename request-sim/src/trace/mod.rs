@@ -33,8 +33,8 @@ pub use formats::detect::detect_format;
 #[cfg(test)]
 pub(crate) use model::test_request;
 pub use model::{
-    ChatPayload, Corpus, Reasoning, SessionInfo, SessionStats, SessionTurn, Sessions, Trace,
-    TraceFormat, TraceRequest, TraceStats,
+    ChatPayload, Corpus, Image, Images, Reasoning, SessionInfo, SessionStats, SessionTurn,
+    Sessions, Trace, TraceFormat, TraceRequest, TraceStats,
 };
 pub use options::{
     Arrivals, LoadOptions, RateSeries, Reshape, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS,

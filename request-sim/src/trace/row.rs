@@ -2,7 +2,7 @@
 //! same way (hash id normalisation, the [`RowFlags`] counted in [`TraceStats`]): the meeting
 //! point of `formats/` and `pipeline/`. It imports only `model.rs`.
 
-use crate::trace::model::{ChatPayload, Reasoning, SessionInfo, TraceStats};
+use crate::trace::model::{ChatPayload, Images, Reasoning, SessionInfo, TraceStats};
 
 /// One parsed, validated row before the trace-level rules.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +27,8 @@ pub(crate) struct RawRow {
     pub reasoning: Reasoning,
     /// The model the row names (BurstGPT `Model`), if any.
     pub model: Option<std::sync::Arc<str>>,
+    /// One id per image (Azure LMM `NumImages`, Bailian `type: image`, ServeGen multimodal).
+    pub images: Option<Images>,
 }
 
 impl RawRow {
@@ -44,6 +46,7 @@ impl RawRow {
             chat: None,
             reasoning: Reasoning::default(),
             model: None,
+            images: None,
         }
     }
 }

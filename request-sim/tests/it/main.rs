@@ -10,6 +10,7 @@ mod apis;
 mod cli;
 mod cluster_router;
 mod convert;
+mod images;
 mod live_metrics;
 mod observe;
 mod prompt;

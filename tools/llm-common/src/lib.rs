@@ -7,10 +7,12 @@
 //!   template's Python-compatible `tojson`;
 //! - [`routing`]: the routing policies of llm-sim's router and request-sim's offline analysis;
 //! - [`buckets`]: vLLM V1's histogram bucket bounds (llm-sim's `/metrics`, request-sim's live
-//!   client metrics).
+//!   client metrics);
+//! - [`vision`]: the image token rule per model family and image sizes read from headers.
 
 pub mod buckets;
 pub mod routing;
 pub mod template;
 pub mod util;
+pub mod vision;
 pub mod vocab;

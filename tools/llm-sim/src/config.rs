@@ -147,6 +147,10 @@ pub struct SimConfig {
     /// context of the prompt tokens computed in a step, cached prefix included.
     #[serde(default)]
     pub attention_pair_us: f64,
+    /// The vision encoder's time per image token of an image not in the prefix cache,
+    /// microseconds (`docs/images.md`); 0: images cost only their prompt tokens.
+    #[serde(default)]
+    pub vision_token_us: f64,
     /// Cost per decoding sequence in a step, microseconds.
     pub decode_seq_us: f64,
     /// Cost per token of context of each decoding sequence in a step (reading its KV cache),
@@ -244,6 +248,7 @@ impl Default for SimConfig {
             step_fixed_us: 1_000.0,
             prefill_token_us: 0.25,
             attention_pair_us: 0.0,
+            vision_token_us: 0.0,
             decode_seq_us: 2.0,
             decode_ctx_token_us: 0.0,
             worker_threads: 1,
@@ -271,6 +276,7 @@ pub const PRESETS: &[&str] = &[
     "qwen3-0.6b-h100",
     "llama3-70b-h100x4",
     "qwen3-32b-a100x2",
+    "qwen2.5-vl-7b-h100",
 ];
 
 impl SimConfig {
@@ -349,6 +355,16 @@ impl SimConfig {
                 decode_seq_us: 12.0,
                 decode_ctx_token_us: 0.062,
                 ..base
+            }),
+            // Qwen2.5-VL-7B BF16, one H100: the text model as Qwen3-8B's preset (7.6B vs 8.2B
+            // parameters, the same layer shapes but 28 layers: the same costs, a close fit) and
+            // the vision encoder timed from vllm-project/vllm#41267 (vLLM 0.19.1, Qwen2.5-VL-7B
+            // on an H100 80 GB: a 1080p image, 2,691 image tokens by the Qwen2-VL rule, took
+            // 0.167 s of encoding): 0.167 s / 2,691 = 62 us per image token.
+            "qwen2.5-vl-7b-h100" => Some(SimConfig {
+                model_name: "Qwen/Qwen2.5-VL-7B-Instruct".to_string(),
+                vision_token_us: 62.0,
+                ..Self::one_gpu_preset("qwen3-8b-h100")?
             }),
             _ => None,
         }
@@ -439,6 +455,7 @@ impl SimConfig {
             ("attention_pair_us", self.attention_pair_us),
             ("decode_seq_us", self.decode_seq_us),
             ("decode_ctx_token_us", self.decode_ctx_token_us),
+            ("vision_token_us", self.vision_token_us),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!(

@@ -98,6 +98,10 @@ struct Cli {
     /// Cost per decoding sequence in a step, in microseconds.
     #[arg(long)]
     decode_seq_us: Option<f64>,
+    /// Vision-encoder time per image token of an image not in the prefix cache, in
+    /// microseconds (docs/images.md; the qwen2.5-vl-7b-h100 preset: 62).
+    #[arg(long)]
+    vision_token_us: Option<f64>,
     /// Cost per token of context of each decoding sequence (KV read), in microseconds.
     #[arg(long)]
     decode_ctx_token_us: Option<f64>,
@@ -207,7 +211,8 @@ fn build_config(cli: Cli) -> anyhow::Result<SimConfig> {
         prefill_token_us,
         attention_pair_us,
         decode_seq_us,
-        decode_ctx_token_us
+        decode_ctx_token_us,
+        vision_token_us
     );
     if let Some(ms) = cli.step_fixed_ms {
         cfg.step_fixed_us = ms * 1000.0;

@@ -13,7 +13,8 @@
 //! P: uncached prompt tokens computed in the step; A: Σ over those tokens of the tokens each
 //! one attends to (causal: the tokens before it in its sequence, cached or not, and itself — a
 //! chunk of n tokens after c computed ones adds `n·c + n(n+1)/2`); D: decoding sequences; C: Σ
-//! of their context lengths.
+//! of their context lengths. A step that admits a request with images adds the vision encoder,
+//! `vision_token × V` (V: the image tokens of its images not in the prefix cache).
 
 /// What one engine step computes: the inputs of [`StepCost::cost_us`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -26,6 +27,8 @@ pub struct StepWork {
     pub decodes: u64,
     /// Σ of the decoding sequences' context lengths (tokens).
     pub decode_context: u64,
+    /// Image tokens the vision encoder computes in the step (images not in the prefix cache).
+    pub encoder_tokens: u64,
 }
 
 impl StepWork {
@@ -51,6 +54,8 @@ pub struct StepCost {
     pub attention_pair_us: f64,
     pub decode_seq_us: f64,
     pub decode_ctx_token_us: f64,
+    /// The vision encoder's time per image token (before the prefill, not overlapped).
+    pub vision_token_us: f64,
 }
 
 impl StepCost {
@@ -62,6 +67,7 @@ impl StepCost {
             attention_pair_us: cfg.attention_pair_us,
             decode_seq_us: cfg.decode_seq_us,
             decode_ctx_token_us: cfg.decode_ctx_token_us,
+            vision_token_us: cfg.vision_token_us,
         }
     }
 
@@ -74,6 +80,7 @@ impl StepCost {
             + self.attention_pair_us * w.attention_pairs as f64
             + self.decode_seq_us * w.decodes as f64
             + self.decode_ctx_token_us * w.decode_context as f64
+            + self.vision_token_us * w.encoder_tokens as f64
     }
 }
 
@@ -87,6 +94,7 @@ mod tests {
         attention_pair_us: 0.001,
         decode_seq_us: 5.0,
         decode_ctx_token_us: 0.1,
+        vision_token_us: 0.0,
     };
 
     #[test]

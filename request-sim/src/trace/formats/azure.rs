@@ -11,8 +11,15 @@
 //! `YYYY-MM-DD HH:MM:SS[.fraction]` (also `T` instead of the space, and an optional `Z` or
 //! `+HH:MM`/`-HH:MM` offset; without one it is taken as UTC), parsed by `jiff`. There are no hash
 //! ids: every prompt is unique.
+//!
+//! The LMM inference trace 2025 (a multimodal cluster) has a `NumImages` column too:
+//! `ContextTokens` then counts text and image tokens, and the row is a request with that many
+//! images (`docs/images.md`). An optional `ImageIds` column (request-sim's, not Azure's) names
+//! each image (ids separated by spaces or `;`): a repeated id is the same image; without it
+//! every image is unique to its row.
 
 use super::fields::{check_timestamp, csv_header, csv_length as length, csv_row, quote_short};
+use super::images;
 use crate::trace::error::RowError;
 use crate::trace::row::RawRow;
 
@@ -25,12 +32,31 @@ pub(crate) struct Header {
     timestamp: usize,
     context: usize,
     generated: usize,
+    /// `NumImages` (the LMM trace) and `ImageIds`, when the header has them.
+    images: Option<usize>,
+    image_ids: Option<usize>,
 }
+
+/// The LMM trace's image count column, and request-sim's image id column.
+pub const IMAGE_COLUMNS: [&str; 2] = ["NumImages", "ImageIds"];
 
 impl Header {
     fn needed_columns(&self) -> usize {
-        self.timestamp.max(self.context).max(self.generated) + 1
+        let img = self.images.max(self.image_ids).unwrap_or(0);
+        self.timestamp
+            .max(self.context)
+            .max(self.generated)
+            .max(img)
+            + 1
     }
+}
+
+/// The position of column `name` in a header line (case-insensitive), if there.
+fn optional_column(text: &str, name: &str) -> Option<usize> {
+    let record = csv_row(text, 1).ok()?;
+    record
+        .iter()
+        .position(|c| c.trim().eq_ignore_ascii_case(name))
 }
 
 /// Parses the header line.
@@ -41,6 +67,8 @@ pub(crate) fn parse_header(text: &str) -> Result<Header, RowError> {
         timestamp: pos[0],
         context: pos[1],
         generated: pos[2],
+        images: optional_column(text, IMAGE_COLUMNS[0]),
+        image_ids: optional_column(text, IMAGE_COLUMNS[1]),
     })
 }
 
@@ -55,7 +83,16 @@ pub(crate) fn parse_row(header: &Header, text: &str) -> Result<RawRow, RowError>
         })?;
     let input_length = length(COLUMNS[1], fields[header.context], 1)?;
     let output_length = length(COLUMNS[2], fields[header.generated], 0)?;
-    Ok(RawRow::lengths(timestamp_ms, input_length, output_length))
+    let mut row = RawRow::lengths(timestamp_ms, input_length, output_length);
+    if let Some(col) = header.images {
+        let n = length(IMAGE_COLUMNS[0], fields[col].trim(), 0)?;
+        images::check_fits(IMAGE_COLUMNS[0], u64::from(n), input_length)?;
+        row.images = match header.image_ids.map(|c| fields[c].trim()) {
+            Some(ids) if !ids.is_empty() => images::parse_ids(IMAGE_COLUMNS[1], ids, n)?,
+            _ => images::fresh(n),
+        };
+    }
+    Ok(row)
 }
 
 /// Parses `YYYY-MM-DD HH:MM:SS[.fffffff][Z|+HH:MM|-HH:MM]` into milliseconds since the Unix

@@ -6,6 +6,11 @@
 //! Required: chat_id, timestamp, input_length, output_length, hash_ids. Optional:
 //! parent_chat_id (absent = -1, a root turn), type, turn (absent = parent's turn + 1, or 1 when
 //! the parent is not in the trace). Unknown fields are ignored.
+//!
+//! A `type: image` row is a request with one image (`docs/images.md`; the trace says neither
+//! how many nor how large): the image's id comes from the row's first hash id, so the turns of
+//! a conversation that share their first block share the image (a cache hit, as the text), and
+//! its size from `--image-tokens`, shrunk when the row is too short.
 
 use super::fields;
 use crate::trace::error::RowError;
@@ -39,9 +44,17 @@ struct Row {
 /// Parses one non-blank line.
 pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
     let row: Row = fields::from_json_line(text)?;
+    let images = match (row.kind.as_deref(), row.hash_ids.first()) {
+        (Some("image"), Some(&first)) => {
+            super::images::check_fits("type", 1, row.input_length)?;
+            super::images::from_hash(first)
+        }
+        _ => None,
+    };
     Ok(RawRow {
         model: None,
         reasoning: Default::default(),
+        images,
         timestamp_ms: row.timestamp,
         input_length: row.input_length,
         output_length: row.output_length,

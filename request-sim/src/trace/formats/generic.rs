@@ -50,6 +50,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
     Ok(RawRow {
         model: None,
         reasoning,
+        images: None,
         timestamp_ms: row.timestamp,
         input_length: row.input_length,
         output_length: row.output_length,

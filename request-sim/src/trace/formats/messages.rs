@@ -65,6 +65,31 @@ fn non_negative_ms(field: &str, v: &Value) -> Result<f64, RowError> {
     Ok(ms)
 }
 
+/// An `image_url` part (`docs/images.md`): its URL must be a `data:` URL (the image is in the
+/// row; nothing is fetched). A base64 PNG or JPEG is counted by the image rule; another one
+/// leaves the row's intended length unknown (the server's count is kept).
+fn check_image_part(path: &str, p: &Value) -> Result<(), RowError> {
+    let url = match p.get("image_url") {
+        Some(Value::String(u)) => Some(u.as_str()),
+        Some(v) => v.get("url").and_then(Value::as_str),
+        None => None,
+    };
+    let field = format!("{path}.image_url.url");
+    let Some(url) = url else {
+        return Err(bad(&field, "an image_url part needs a URL"));
+    };
+    if !url.starts_with("data:") {
+        return Err(bad(
+            &field,
+            format!(
+                "expected a data: URL (request-sim sends images inline and counts their tokens), found {}",
+                fields::quote_short(url)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn check_content(path: &str, v: &Value, role: &str) -> Result<(), RowError> {
     match v {
         Value::String(_) => Ok(()),
@@ -82,6 +107,7 @@ fn check_content(path: &str, v: &Value, role: &str) -> Result<(), RowError> {
                     )
                 })?;
                 match obj.get("type") {
+                    Some(Value::String(t)) if t == "image_url" => check_image_part(&pp, p)?,
                     Some(Value::String(_)) => {}
                     Some(t) => {
                         return Err(bad(
@@ -237,6 +263,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
             prompt_token_ids: prompt.token_ids,
         })),
         reasoning,
+        images: None,
     })
 }
 

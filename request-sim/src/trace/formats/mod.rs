@@ -32,6 +32,7 @@ pub mod detect;
 pub(crate) mod dynamo;
 pub(crate) mod fields;
 pub(crate) mod generic;
+pub(crate) mod images;
 pub(crate) mod lines;
 pub mod log;
 pub(crate) mod messages;

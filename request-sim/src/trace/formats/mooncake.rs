@@ -33,6 +33,7 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
     Ok(RawRow {
         model: None,
         reasoning: Default::default(),
+        images: None,
         timestamp_ms: row.timestamp,
         input_length: row.input_length,
         output_length: row.output_length,

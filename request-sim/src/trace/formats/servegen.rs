@@ -17,7 +17,11 @@
 //! their running sums after the window's start are its arrivals, the first `n - 1` kept (the
 //! last is the window's end).
 //! Each request draws one uniform `u` and takes every field at quantile `u` of its PMF (as
-//! ServeGen does); a `reason` request's thinking length is `round(ratio · output)`. The
+//! ServeGen does); a `reason` request's thinking length is `round(ratio · output)`. A
+//! multimodal dataset (`multimodal/mm-image`: `text_tokens`, `image_count`, `image_tokens`,
+//! and `audio_*`/`video_*`, ignored) gives `image_count` images at `u`, each with its own
+//! `image_tokens` drawn apart (at least the smallest image's cost); the request's input is the
+//! text plus the images' tokens, and each image is sized to its tokens (`docs/images.md`). The
 //! clients' arrivals are merged in time order, one window at a time, each client's gaps drawn
 //! twice from one saved random state (once for their sum, once to emit them), so memory holds
 //! the PMFs and one state per client, never the requests. Random draws come from ChaCha8
@@ -31,6 +35,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Gamma, Weibull};
 
+use super::images;
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::Reasoning;
 use crate::trace::options::MAX_LENGTH_TOKENS;
@@ -128,10 +133,13 @@ fn parse_pmf(text: &str, lo: f64, hi: f64) -> Result<Option<Pmf>, String> {
 /// The request lengths of one dataset window.
 #[derive(Debug, Clone, PartialEq)]
 struct Lengths {
+    /// `input_tokens`, or a multimodal dataset's `text_tokens`.
     input: Pmf,
     output: Pmf,
     /// `reason` data: the share of the output that is thinking.
     reason_ratio: Option<Pmf>,
+    /// Multimodal data (`mm-image`): `image_count` and each image's `image_tokens`.
+    images: Option<(Pmf, Pmf)>,
 }
 
 impl Lengths {
@@ -334,12 +342,28 @@ fn read_dataset(path: &Path) -> Result<Vec<(f64, Arc<Lengths>)>, TraceError> {
             match fields.get(name) {
                 Some(serde_json::Value::String(s)) => parse_pmf(s, lo, hi).map_err(|w| row_error(path, line, &field, w)),
                 None if !required => Ok(None),
-                None => Err(row_error(path, line, &field, "missing (a ServeGen language or reason dataset has input_tokens and output_tokens)")),
+                None => Err(row_error(path, line, &field, "missing (a ServeGen language or reason dataset has input_tokens and output_tokens; a multimodal one text_tokens, image_count, image_tokens and output_tokens)")),
                 Some(v) => Err(row_error(path, line, &field, format!("expected a PMF string, found {}", super::fields::describe_value(v)))),
             }
         };
         let max = MAX_LENGTH_TOKENS as f64;
-        let input = pmf("input_tokens", 1.0, max, true)?;
+        // A multimodal dataset (`mm-image`) gives the text and the images apart.
+        let multimodal =
+            fields.get("input_tokens").is_none() && fields.get("text_tokens").is_some();
+        let input = match multimodal {
+            true => pmf("text_tokens", 0.0, max, true)?,
+            false => pmf("input_tokens", 1.0, max, true)?,
+        };
+        let images = match multimodal {
+            true => match (
+                pmf("image_count", 0.0, images::MAX_IMAGES as f64, true)?,
+                pmf("image_tokens", 0.0, max, true)?,
+            ) {
+                (Some(c), Some(t)) => Some((c, t)),
+                _ => None,
+            },
+            false => None,
+        };
         let output = pmf("output_tokens", 0.0, max, true)?;
         let reason = fields
             .get("reason_ratio")
@@ -354,6 +378,7 @@ fn read_dataset(path: &Path) -> Result<Vec<(f64, Arc<Lengths>)>, TraceError> {
                     input,
                     output,
                     reason_ratio,
+                    images,
                 }),
             ));
         }
@@ -544,8 +569,21 @@ impl Iterator for Rows {
         let lengths = w.clients[g.client].windows[self.window - 1]
             .lengths
             .as_ref()?;
-        let (input, output, thinking) = lengths.at(g.lengths.random::<f64>());
-        let mut row = RawRow::lengths(g.next_s * 1e3, input, output);
+        let u = g.lengths.random::<f64>();
+        let (mut input, output, thinking) = lengths.at(u);
+        // A multimodal request: the count at the same quantile, each image's tokens drawn
+        // apart (as ServeGen does), at least the smallest image's cost.
+        let images = lengths.images.as_ref().map(|(count, tokens)| {
+            let n = count.at(u) as u32;
+            let min = images::min_image_cost() as u32;
+            let t: Vec<u32> = (0..n)
+                .map(|_| (tokens.at(g.lengths.random::<f64>()) as u32).max(min))
+                .collect();
+            input = input.saturating_add(t.iter().sum::<u32>()).max(1);
+            t
+        });
+        let mut row = RawRow::lengths(g.next_s * 1e3, input.min(MAX_LENGTH_TOKENS as u32), output);
+        row.images = images.and_then(|t| images::fresh_sized(&t));
         row.reasoning = Reasoning {
             tokens: thinking,
             budget: None,
@@ -588,6 +626,37 @@ mod tests {
         assert_eq!(super::super::agents::agent_format(&dir, None), None);
         let ids: Vec<u32> = trace_files(&dir).into_iter().map(|(id, _)| id).collect();
         assert_eq!(ids, vec![0, 1]);
+    }
+
+    #[test]
+    fn multimodal_requests_carry_their_images_and_count_them_in_the_input() {
+        let reqs = requests("multimodal", 3);
+        assert!(reqs.len() > 5, "{}", reqs.len());
+        for p in &reqs {
+            let images = p
+                .req
+                .images
+                .as_deref()
+                .expect("every request has 1 or 2 images");
+            assert!((1..=2).contains(&images.len()));
+            // Each image's own count (at least the smallest image's 6), plus the text.
+            let sum: u32 = images.iter().map(|i| i.tokens).sum();
+            assert!(
+                images.iter().all(|i| [6, 66, 258].contains(&i.tokens)),
+                "{images:?}"
+            );
+            assert!(
+                [41, 50].contains(&(p.req.input_length - sum)),
+                "{:?}",
+                p.req
+            );
+        }
+        let ids: std::collections::HashSet<u64> = reqs
+            .iter()
+            .flat_map(|p| p.req.images.as_deref().unwrap().iter().map(|i| i.id))
+            .collect();
+        let n: usize = reqs.iter().map(|p| p.req.image_count()).sum();
+        assert_eq!(ids.len(), n, "every image is new");
     }
 
     #[test]

@@ -20,6 +20,36 @@ pub struct ChatPayload {
     pub prompt_token_ids: Option<Vec<u32>>,
 }
 
+/// The (width, height) of a base64 `data:` image URL, from its PNG or JPEG header (decoding
+/// only the bytes the header needs, the whole image for a JPEG whose frame header is late).
+pub fn image_url_size(url: &str) -> Option<(u32, u32)> {
+    use base64::Engine as _;
+    let (_, data) = llm_common::vision::data_url_parts(url)?;
+    let engine = base64::engine::general_purpose::STANDARD;
+    let head = engine.decode(data.get(..44).unwrap_or(data)).ok();
+    if let Some(size) = head.as_deref().and_then(llm_common::vision::image_size) {
+        return Some(size);
+    }
+    llm_common::vision::image_size(&engine.decode(data).ok()?)
+}
+
+/// The `image_url` parts' URLs of a chat `messages` array, in order.
+pub fn image_urls(messages: &serde_json::Value) -> Vec<&str> {
+    let parts = messages
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.get("content")?.as_array())
+        .flatten();
+    parts
+        .filter(|p| p.get("type").and_then(|t| t.as_str()) == Some("image_url"))
+        .filter_map(|p| match p.get("image_url")? {
+            serde_json::Value::String(u) => Some(u.as_str()),
+            v => v.get("url")?.as_str(),
+        })
+        .collect()
+}
+
 impl ChatPayload {
     /// A literal prompt (`text_input` or `prompt_token_ids`) rather than a chat request.
     pub fn is_literal(&self) -> bool {

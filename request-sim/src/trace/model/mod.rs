@@ -14,12 +14,12 @@ mod format;
 mod request;
 mod session;
 
-pub use chat::ChatPayload;
+pub use chat::{image_url_size, image_urls, ChatPayload};
 pub use corpus::{
     Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
 };
 pub use format::TraceFormat;
 #[cfg(test)]
 pub(crate) use request::test_request;
-pub use request::{Reasoning, SessionInfo, Trace, TraceRequest, TraceStats};
+pub use request::{Image, Images, Reasoning, SessionInfo, Trace, TraceRequest, TraceStats};
 pub use session::{AgentTurn, SessionStats, SessionTurn, Sessions};

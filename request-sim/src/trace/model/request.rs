@@ -37,6 +37,29 @@ pub struct TraceRequest {
     /// The model the trace names for it (Weka, Copilot, TraceLab `model`, BurstGPT `Model`),
     /// if any: what `--model-map` maps onto a served model.
     pub model: Option<std::sync::Arc<str>>,
+    /// The images the request carries (`docs/images.md`), shared by its copies. `None`: a
+    /// text request.
+    pub images: Option<Images>,
+}
+
+/// One image of a request: its pixels are a pure function of (seed, `id`, size), so a repeated
+/// id (at the same size) is the same image bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Image {
+    pub id: u64,
+    /// The prompt tokens the trace gives the image (markers included; ServeGen), 0 when it
+    /// does not say (then `--image-tokens`).
+    pub tokens: u32,
+}
+
+/// The images of a request.
+pub type Images = std::sync::Arc<[Image]>;
+
+impl TraceRequest {
+    /// How many images the request carries.
+    pub fn image_count(&self) -> usize {
+        self.images.as_ref().map_or(0, |i| i.len())
+    }
 }
 
 /// The reasoning a trace row carries (`docs/traces.md`, "Reasoning"); both `None` on most
@@ -78,6 +101,7 @@ pub(crate) fn test_request(index: usize, hash_ids: Vec<u64>, input_length: u32) 
         session: None,
         reasoning: Reasoning::default(),
         model: None,
+        images: None,
     }
 }
 

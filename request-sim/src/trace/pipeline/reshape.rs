@@ -387,6 +387,7 @@ impl Copies {
                 *h += k << COPY_SHIFT;
             }
         }
+        crate::trace::formats::images::shift(&mut c.images, k << COPY_SHIFT);
         if let Some(id) = c.session_id.as_mut() {
             id.push_str(&format!("#{k}"));
         }

@@ -92,6 +92,7 @@ mod tests {
         TraceRequest {
             model: None,
             reasoning: Default::default(),
+            images: None,
             index,
             line: index + 1,
             timestamp_ms: index as f64,

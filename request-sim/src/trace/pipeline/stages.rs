@@ -338,6 +338,7 @@ impl<B: BufRead> Pipeline<B> {
             session: raw.session.take(),
             reasoning: raw.reasoning,
             model: raw.model.take(),
+            images: crate::trace::formats::images::resolve(raw.images.take(), line),
         };
         Released {
             line,

@@ -13,6 +13,7 @@ fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceRequest {
     TraceRequest {
         model: None,
         reasoning: Default::default(),
+        images: None,
         index,
         line: index + 1,
         timestamp_ms: index as f64,

@@ -53,6 +53,7 @@ pub(super) fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceR
     TraceRequest {
         model: None,
         reasoning: Default::default(),
+        images: None,
         index,
         line: index + 1,
         timestamp_ms: 0.0,

@@ -75,6 +75,7 @@ fn server_vocabulary_equals_the_local_one_and_checks_prompts() {
         .map(|i| TraceRequest {
             model: None,
             reasoning: Default::default(),
+            images: None,
             index: i,
             line: i + 1,
             timestamp_ms: 0.0,

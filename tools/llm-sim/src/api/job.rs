@@ -32,6 +32,10 @@ pub struct Job {
     pub(super) thinking_budget: Option<u32>,
     /// The tool call the turn ends in (`turn::pick_tool`).
     pub(super) tool: Option<ToolCall>,
+    /// Per image in the prompt: (end of its tokens, its image tokens); empty without images.
+    pub(super) image_regions: Vec<(u32, u32)>,
+    /// Σ image tokens (`multimodal_tokens.image`), 0 without images.
+    pub(super) image_tokens: u32,
 }
 
 /// A request of an API whose input is rendered as chat messages (Responses, Messages): what
@@ -86,6 +90,8 @@ pub(super) fn chat_like_job(state: &AppState, req: ChatLike) -> Result<Job, ApiE
         tgi_details: false,
         thinking_budget: req.thinking_budget,
         tool,
+        image_regions: Vec::new(),
+        image_tokens: 0,
     })
 }
 

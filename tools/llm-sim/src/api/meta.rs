@@ -16,6 +16,8 @@ pub(super) struct Meta {
     pub(super) id: String,
     pub(super) created: u64,
     pub(super) prompt_tokens: u32,
+    /// Image tokens of the prompt (`prompt_tokens_details.multimodal_tokens`), 0: none.
+    pub(super) image_tokens: u32,
     /// Tokens this request produces (its limit, or the EOS length when it stops earlier).
     pub(super) max_tokens: u32,
     /// `finish_reason` of its last token: `length`, `stop` (TGI: `eos_token`).

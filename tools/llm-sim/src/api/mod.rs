@@ -8,6 +8,7 @@
 //!
 //! - `http`: the body type, [`Api`], plain and JSON responses;
 //! - `error`: [`ApiError`] and every API's error body;
+//! - `image`: image parts (data URLs) counted by the Qwen2-VL rule, keyed by their bytes;
 //! - `job`: [`Job`], a request parsed and validated (lengths, model), whatever its API;
 //! - `meta`: what a served request's response is made of, its output words;
 //! - `turn`: the turn's thinking, text or tool call (`tool_choice`, `--tool-call-share`);
@@ -19,6 +20,7 @@
 
 mod error;
 mod http;
+mod image;
 mod job;
 mod messages_api;
 mod meta;

@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use super::error::{bad, ApiError};
 use super::http::Api;
+use super::image::PromptImages;
 use super::job::{check_model, parse, resolve_lengths, Job};
 use super::turn::pick_tool;
 use super::{messages_api, responses_api};
@@ -33,6 +34,9 @@ pub(super) struct ContentPart {
     kind: String,
     #[serde(default)]
     text: Option<String>,
+    /// `{"url": ..}` or the URL itself.
+    #[serde(default)]
+    image_url: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -170,11 +174,14 @@ fn stream_flags(
     }
 }
 
-/// Chat messages with their content flattened to text (text parts joined by newlines).
+/// Chat messages with their content flattened to text (text parts joined by newlines), and
+/// their image parts (`image.rs`; ids below `vocab`).
 pub(super) fn chat_messages(
     api: Api,
     messages: Vec<InMessage>,
-) -> Result<Vec<ChatMessage>, ApiError> {
+    vocab: u32,
+) -> Result<(Vec<ChatMessage>, PromptImages), ApiError> {
+    let mut images = PromptImages::default();
     let mut msgs = Vec::with_capacity(messages.len());
     for m in messages {
         let content = match m.content {
@@ -183,6 +190,15 @@ pub(super) fn chat_messages(
             Some(Content::Parts(parts)) => {
                 let mut texts = Vec::with_capacity(parts.len());
                 for p in parts {
+                    if p.kind == "image_url" {
+                        let url = p.image_url.as_ref().and_then(|v| match v {
+                            serde_json::Value::String(s) => Some(s.as_str()),
+                            v => v.get("url")?.as_str(),
+                        });
+                        let url = url.ok_or_else(|| bad(api, "An image_url part needs a url."))?;
+                        images.add(api, url, vocab)?;
+                        continue;
+                    }
                     if p.kind != "text" {
                         return Err(bad(
                             api,
@@ -202,7 +218,12 @@ pub(super) fn chat_messages(
             name: m.name,
         });
     }
-    Ok(msgs)
+    Ok((msgs, images))
+}
+
+/// The vocabulary image token ids stay below (the tokenizer's, else the built-in list's).
+pub(super) fn image_vocab(state: &AppState) -> u32 {
+    state.tokenizer.vocab_size().unwrap_or(32_000)
 }
 
 fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
@@ -213,11 +234,12 @@ fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
     if req.messages.is_empty() {
         return Err(bad(api, "messages must contain at least one message."));
     }
-    let msgs = chat_messages(api, req.messages)?;
+    let (msgs, images) = chat_messages(api, req.messages, image_vocab(state))?;
     let prompt = state
         .tokenizer
         .encode_chat_tools(&msgs, req.tools.as_ref(), true)
         .map_err(|e| bad(api, e))?;
+    let prompt = images.put_before(prompt);
     let stream = req.stream.unwrap_or(false);
     let (include_usage, continuous_usage) = stream_flags(api, stream, req.stream_options)?;
     let max = req.max_completion_tokens.or(req.max_tokens);
@@ -243,6 +265,8 @@ fn chat_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
         tgi_details: false,
         thinking_budget: thinking_budget(api, req.thinking_token_budget)?,
         tool,
+        image_regions: images.regions,
+        image_tokens: images.image_tokens,
     })
 }
 
@@ -297,6 +321,8 @@ fn completion_job(state: &AppState, body: &[u8]) -> Result<Job, ApiError> {
         tgi_details: false,
         thinking_budget: thinking_budget(api, req.thinking_token_budget)?,
         tool: None,
+        image_regions: Vec::new(),
+        image_tokens: 0,
     })
 }
 
@@ -322,5 +348,7 @@ fn tgi_job(state: &AppState, body: &[u8], stream: bool) -> Result<Job, ApiError>
         tgi_details: params.details.unwrap_or(false),
         thinking_budget: None,
         tool: None,
+        image_regions: Vec::new(),
+        image_tokens: 0,
     })
 }

@@ -165,6 +165,7 @@ async fn serve(state: Arc<AppState>, n: u64, plan: FaultPlan, job: Job) -> Respo
         output_seed,
         stops,
         shared: shared.clone(),
+        image_regions: job.image_regions,
     });
     if !submitted {
         state.metrics.unscheduled.fetch_sub(1, Ordering::Relaxed);
@@ -180,6 +181,7 @@ async fn serve(state: Arc<AppState>, n: u64, plan: FaultPlan, job: Job) -> Respo
         id: request_id(api, state.id_seed, n),
         created: now_secs(),
         prompt_tokens,
+        image_tokens: job.image_tokens,
         max_tokens: length,
         finish: match (stops, api) {
             (false, _) => "length",

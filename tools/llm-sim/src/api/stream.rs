@@ -207,7 +207,13 @@ fn write_chat_token(st: &SseState, i: u32, w: &str, last: bool, buf: &mut BytesM
         if meta.continuous_usage {
             buf.extend_from_slice(b",\"usage\":");
             buf.extend_from_slice(
-                usage_json(meta.prompt_tokens, 0, st.guard.0.cached_tokens()).as_bytes(),
+                usage_json(
+                    meta.prompt_tokens,
+                    0,
+                    st.guard.0.cached_tokens(),
+                    meta.image_tokens,
+                )
+                .as_bytes(),
             );
         }
         buf.extend_from_slice(b"}\n\n");
@@ -239,7 +245,13 @@ fn write_chat_token(st: &SseState, i: u32, w: &str, last: bool, buf: &mut BytesM
     if meta.continuous_usage {
         buf.extend_from_slice(b",\"usage\":");
         buf.extend_from_slice(
-            usage_json(meta.prompt_tokens, i + 1, st.guard.0.cached_tokens()).as_bytes(),
+            usage_json(
+                meta.prompt_tokens,
+                i + 1,
+                st.guard.0.cached_tokens(),
+                meta.image_tokens,
+            )
+            .as_bytes(),
         );
     }
     buf.extend_from_slice(b"}\n\n");
@@ -288,7 +300,13 @@ fn write_completion_token(st: &SseState, i: u32, w: &str, last: bool, buf: &mut 
     if meta.continuous_usage {
         buf.extend_from_slice(b",\"usage\":");
         buf.extend_from_slice(
-            usage_json(meta.prompt_tokens, i + 1, st.guard.0.cached_tokens()).as_bytes(),
+            usage_json(
+                meta.prompt_tokens,
+                i + 1,
+                st.guard.0.cached_tokens(),
+                meta.image_tokens,
+            )
+            .as_bytes(),
         );
     }
     buf.extend_from_slice(b"}\n\n");
@@ -389,7 +407,12 @@ fn write_tail(st: &mut SseState, buf: &mut BytesMut) {
         } else {
             "text_completion"
         };
-        let mut usage = usage_json(meta.prompt_tokens, st.sent, st.guard.0.cached_tokens());
+        let mut usage = usage_json(
+            meta.prompt_tokens,
+            st.sent,
+            st.guard.0.cached_tokens(),
+            meta.image_tokens,
+        );
         if meta.api == Api::Chat {
             // vLLM 0.32's chat (not completions) stream also reports the cache blocks created.
             usage.truncate(usage.len() - 2);
@@ -412,9 +435,15 @@ fn write_tail(st: &mut SseState, buf: &mut BytesMut) {
     buf.extend_from_slice(b"data: [DONE]\n\n");
 }
 
-fn usage_json(prompt: u32, completion: u32, cached: u32) -> String {
+/// A stream's usage; a prompt with images also reports its image tokens as vLLM does
+/// (`multimodal_tokens`).
+fn usage_json(prompt: u32, completion: u32, cached: u32, images: u32) -> String {
+    let mm = match images {
+        0 => String::new(),
+        n => format!(",\"multimodal_tokens\":{{\"image\":{n}}}"),
+    };
     format!(
-        "{{\"prompt_tokens\":{prompt},\"total_tokens\":{},\"completion_tokens\":{completion},\"prompt_tokens_details\":{{\"cached_tokens\":{cached}}}}}",
+        "{{\"prompt_tokens\":{prompt},\"total_tokens\":{},\"completion_tokens\":{completion},\"prompt_tokens_details\":{{\"cached_tokens\":{cached}{mm}}}}}",
         prompt + completion
     )
 }

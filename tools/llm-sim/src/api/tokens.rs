@@ -52,15 +52,16 @@ pub fn tokenize(state: &AppState, body: &[u8]) -> Response<Body> {
                 .encode_text_with(&p, req.add_special_tokens.unwrap_or(true))
                 .map_err(|e| bad(api, e))?,
             (None, Some(m)) => {
-                let msgs = chat_messages(api, m)?;
-                state
+                let (msgs, images) = chat_messages(api, m, super::parse::image_vocab(state))?;
+                let text = state
                     .tokenizer
                     .encode_chat_tools(
                         &msgs,
                         req.tools.as_ref(),
                         req.add_generation_prompt.unwrap_or(true),
                     )
-                    .map_err(|e| bad(api, e))?
+                    .map_err(|e| bad(api, e))?;
+                images.put_before(text)
             }
             _ => return Err(bad(api, "Give exactly one of `prompt` and `messages`.")),
         };

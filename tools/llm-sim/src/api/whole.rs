@@ -72,9 +72,13 @@ fn body_json(meta: &Meta, model: &str, parts: &Parts, n: u32, cached: u32) -> se
         } else {
             json!(null)
         };
+        let mm = match meta.image_tokens {
+            0 => serde_json::Value::Null,
+            n => json!({"image": n}),
+        };
         json!({"prompt_tokens": meta.prompt_tokens, "total_tokens": meta.prompt_tokens + n,
                "completion_tokens": n, "prompt_tokens_details": {"cached_tokens": cached,
-               "created_cache_tokens": created, "multimodal_tokens": null},
+               "created_cache_tokens": created, "multimodal_tokens": mm},
                "completion_tokens_details": null})
     };
     let mut usage = usage;

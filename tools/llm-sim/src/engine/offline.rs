@@ -65,6 +65,7 @@ pub fn simulate(cfg: &SimConfig, reqs: &[OfflineRequest]) -> Vec<OfflineResult> 
                 output_seed: next as u64,
                 stops: false,
                 shared: shared.clone(),
+                image_regions: Vec::new(),
             });
             live.push((next, shared));
             next += 1;

@@ -139,4 +139,6 @@ pub struct NewRequest {
     /// The request ends by EOS (`finish_reason` `stop`) after `max_tokens`, not by its limit.
     pub stops: bool,
     pub shared: Arc<ReqShared>,
+    /// Per image at the front of the prompt: (end of its tokens, its image tokens).
+    pub image_regions: Vec<(u32, u32)>,
 }

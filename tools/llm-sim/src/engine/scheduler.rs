@@ -23,6 +23,8 @@ use crate::timing::{StepCost, StepWork};
 /// block hashes, its KV blocks and how far it got.
 pub(super) struct Seq {
     shared: Arc<ReqShared>,
+    /// Per image at the front of the prompt: (end of its tokens, its image tokens).
+    image_regions: Vec<(u32, u32)>,
     tokens: Vec<u32>,
     prompt_len: u32,
     max_tokens: u32,
@@ -118,6 +120,7 @@ impl Engine {
         tokens.reserve(r.max_tokens as usize);
         self.waiting.push_back(Seq {
             shared: r.shared,
+            image_regions: r.image_regions,
             tokens,
             prompt_len,
             max_tokens: r.max_tokens.max(1),
@@ -321,6 +324,13 @@ impl Engine {
             s.registered = hit as u32;
             if !s.admitted_once {
                 self.first_admission(&mut s, total, cached);
+                // The vision encoder runs for the images not in the prefix cache.
+                work.encoder_tokens += s
+                    .image_regions
+                    .iter()
+                    .filter(|(end, _)| *end > cached)
+                    .map(|(_, n)| u64::from(*n))
+                    .sum::<u64>();
             }
             work.add_prefill(cached, n);
             self.running.push(s);
@@ -471,6 +481,7 @@ mod tests {
                 output_seed: 1,
                 stops: false,
                 shared: shared.clone(),
+                image_regions: Vec::new(),
             },
             shared,
         )

@@ -226,6 +226,7 @@ fn item(
         lower_ms: start_ms,
         req: TraceRequest {
             reasoning: Default::default(),
+            images: None,
             index: 0,
             line: r.origin.line,
             timestamp_ms: 0.0,
