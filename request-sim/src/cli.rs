@@ -423,7 +423,7 @@ pub struct ScheduleArgs {
     #[arg(long, default_value_t = crate::schedule::priority::DEFAULT_RT_PRIORITY)]
     pub rt_priority: u8,
     /// Do not keep the cores awake before bursts. By default, while --realtime raises the I/O
-    /// threads before two or more sends due within 10 ms, one lowest-priority (SCHED_IDLE)
+    /// threads before eight or more sends due within 10 ms, one lowest-priority (SCHED_IDLE)
     /// thread per core spins, so a virtual machine's idle cores are running when the burst
     /// wakes the I/O threads (`run.realtime.keep_awake_raises`).
     #[arg(long)]

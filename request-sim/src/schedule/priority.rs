@@ -312,7 +312,7 @@ impl IoBoost {
     /// (docs/performance.md, "Keep-awake"): the first wake-up of a halted vCPU delayed whole
     /// bursts, while for single sends and closed-loop releases the spinning threads cost two
     /// cores for every raise and bought nothing measurable.
-    pub const AWAKE_BURST: usize = 2;
+    pub const AWAKE_BURST: usize = 8;
 
     pub fn is_raised(&self) -> bool {
         self.held
