@@ -333,7 +333,7 @@ impl Hits {
             hit
         };
         let input = u64::from(r.input_length);
-        for (i, &id) in r.hash_ids.iter().enumerate() {
+        for (i, &id) in r.hash_ids.to_vec().iter().enumerate() {
             let i = i as u64;
             let tokens = input.saturating_sub(i * block).min(block);
             hp = mix(hp, id);

@@ -48,8 +48,8 @@ use super::agent_fields::{blocks, field_error, for_each_line, parse_object, row_
 use super::fields;
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::{
-    Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
-    TraceFormat,
+    Agent, AgentRequest, BlockIds, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin,
+    ParentLink, TraceFormat,
 };
 use crate::trace::options::{LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
 
@@ -201,7 +201,7 @@ pub struct Reader {
     max_line: usize,
     next_id: u64,
     /// The ids of each model's system segment (by model and its length in tokens).
-    system: HashMap<(Arc<str>, u32), Vec<u64>>,
+    system: HashMap<(Arc<str>, u32), BlockIds>,
     models: HashMap<String, Arc<str>>,
     corpus: Corpus,
     counts: Counts,
@@ -392,7 +392,7 @@ fn parse_time(s: &str) -> Result<f64, String> {
 struct Prev<'a> {
     segments: Vec<&'a Segment>,
     prompt: u32,
-    ids: Vec<u64>,
+    ids: BlockIds,
 }
 
 /// The calls of a session placed so far: the main chain (and its calls' ends) and the parallel
@@ -541,7 +541,7 @@ impl Reader {
         c: &'a Call,
         overlaps: bool,
         prev: &mut HashMap<&'a str, Prev<'a>>,
-    ) -> (Vec<u64>, u32) {
+    ) -> (BlockIds, u32) {
         let prompt = c.tokens.prompt;
         let segments = self.segments(c);
         let system: u32 = segments
@@ -566,17 +566,16 @@ impl Reader {
             None => 0,
         };
         let n = blocks(prompt, self.block);
-        let mut ids = Vec::with_capacity(n);
         let sys_blocks = system as usize / self.block;
-        match before {
-            Some(p) if shared >= sys_blocks && shared > 0 => {
-                ids.extend_from_slice(&p.ids[..shared.min(p.ids.len())])
-            }
-            _ => ids.extend_from_slice(&self.system_ids(&c.model, system)),
-        }
-        let fresh = (n - ids.len()) as u64;
-        ids.extend(self.next_id..self.next_id + fresh);
-        self.next_id += fresh;
+        // the prefix is stored once, shared with the call it came from (`BlockIds`)
+        let (prefix, reuse) = match before {
+            Some(p) if shared >= sys_blocks && shared > 0 => (p.ids.clone(), shared),
+            _ => (self.system_ids(&c.model, system), sys_blocks),
+        };
+        let reuse = reuse.min(prefix.len()).min(n);
+        let fresh = n - reuse;
+        let ids = BlockIds::extend(&prefix, reuse, self.next_id, fresh);
+        self.next_id += fresh as u64;
         if !overlaps {
             let ids = ids.clone();
             prev.insert(
@@ -593,13 +592,13 @@ impl Reader {
 
     /// The ids of the whole blocks of a `tokens`-long system segment of `model` (the same in
     /// every session).
-    fn system_ids(&mut self, model: &str, tokens: u32) -> Vec<u64> {
+    fn system_ids(&mut self, model: &str, tokens: u32) -> BlockIds {
         let n = tokens as usize / self.block;
         let key = (self.model(model), tokens);
         if let Some(ids) = self.system.get(&key) {
             return ids.clone();
         }
-        let ids: Vec<u64> = (self.next_id..self.next_id + n as u64).collect();
+        let ids = BlockIds::range(self.next_id, n);
         self.next_id += n as u64;
         self.system.insert(key, ids.clone());
         ids

@@ -381,7 +381,7 @@ fn turn_request(
         trace_ms: clock,
         input_length: 0,
         output_length: t.max_tokens.unwrap_or(0),
-        hash_ids: Vec::new(),
+        hash_ids: Default::default(),
         stream: None,
         gap,
         server_ms: None,

@@ -371,7 +371,7 @@ impl Builder<'_> {
                 trace_ms: t_ms,
                 input_length: r.input_length,
                 output_length: r.output_length,
-                hash_ids: r.hash_ids,
+                hash_ids: r.hash_ids.into(),
                 stream: Some(r.stream),
                 gap,
                 server_ms: r.server_ms,

@@ -22,6 +22,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::blocks::BlockIds;
 use super::chat::ChatPayload;
 
 /// A corpus: the conversations of one or more files, in the order they were read (files
@@ -213,8 +214,9 @@ pub struct AgentRequest {
     pub input_length: u32,
     pub output_length: u32,
     /// Hash ids as the trace gives them, one per `block_size` tokens (scope: the
-    /// conversation's [`HashScope`]; the replay namespaces `Local` ids).
-    pub hash_ids: Vec<u64>,
+    /// conversation's [`HashScope`]; the replay namespaces `Local` ids), as a list or as a
+    /// prefix shared with another request ([`BlockIds`]).
+    pub hash_ids: BlockIds,
     /// Streaming (`Some(true)`) or not, when the trace records it.
     pub stream: Option<bool>,
     /// The client gap before this request (zero with [`GapRule::First`]).
@@ -326,7 +328,7 @@ mod tests {
             trace_ms: ms,
             input_length: 10,
             output_length: 1,
-            hash_ids: vec![1],
+            hash_ids: vec![1].into(),
             stream: None,
             gap: ClientGap {
                 ms: 0.0,

@@ -6,14 +6,18 @@
 //! - `chat.rs`: a `messages` row's [`ChatPayload`];
 //! - `session.rs`: the session facts of each request ([`Sessions`], [`SessionTurn`],
 //!   [`AgentTurn`]);
-//! - `corpus.rs`: agent corpora as session trees ([`Corpus`], [`Conversation`], [`Agent`]).
+//! - `corpus.rs`: agent corpora as session trees ([`Corpus`], [`Conversation`], [`Agent`]);
+//! - `blocks.rs`: an agent request's hash ids, a list or a shared prefix plus fresh ids
+//!   ([`BlockIds`]).
 
+mod blocks;
 mod chat;
 mod corpus;
 mod format;
 mod request;
 mod session;
 
+pub use blocks::BlockIds;
 pub use chat::ChatPayload;
 pub use corpus::{
     Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,

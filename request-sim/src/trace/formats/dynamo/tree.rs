@@ -79,7 +79,7 @@ fn request(row: &Row, origin: f64, gap: ClientGap) -> AgentRequest {
         trace_ms: start,
         input_length: row.input_length,
         output_length: row.output_length,
-        hash_ids: row.hash_ids.clone(),
+        hash_ids: row.hash_ids.clone().into(),
         stream: None,
         gap,
         server_ms: row.end_ms.map(|e| (e - row.start_ms).max(0.0)),

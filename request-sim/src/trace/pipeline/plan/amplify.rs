@@ -29,9 +29,9 @@ pub fn amplify_conversations(corpus: &mut Corpus, a: f64, seed: u64) -> Result<u
             copy.id = Arc::from(format!("{}@{k}", c.id));
             if c.hash_scope == HashScope::Global {
                 for r in copy.agents.iter_mut().flat_map(|a| a.requests.iter_mut()) {
-                    for h in &mut r.hash_ids {
-                        *h = FRESH_BIT | (hash3(seed ^ 0xa3f1, *h, k) >> 1);
-                    }
+                    r.hash_ids = r
+                        .hash_ids
+                        .map(|h| FRESH_BIT | (hash3(seed ^ 0xa3f1, h, k) >> 1));
                 }
             }
             out.push(copy);

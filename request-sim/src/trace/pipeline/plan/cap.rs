@@ -31,7 +31,7 @@ pub fn cap_inputs(corpus: &mut Corpus, max: u32) -> Capped {
                 continue;
             }
             r.input_length = max;
-            r.hash_ids.truncate((max as usize).div_ceil(block));
+            r.hash_ids = r.hash_ids.truncated((max as usize).div_ceil(block));
             out.cut += 1;
         }
     }

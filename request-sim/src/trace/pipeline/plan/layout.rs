@@ -218,6 +218,7 @@ fn item(
     };
     let hash_ids = r
         .hash_ids
+        .to_vec()
         .iter()
         .enumerate()
         .map(|(i, &h)| block_id(conv, a, i, h, l.space, rules.share_system_prefix))
