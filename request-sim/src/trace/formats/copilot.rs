@@ -49,7 +49,7 @@ use super::fields;
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::{
     Agent, AgentRequest, BlockIds, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin,
-    ParentLink, TraceFormat,
+    ParentLink, Production, TraceFormat,
 };
 use crate::trace::options::{LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
 
@@ -167,6 +167,19 @@ impl Counts {
         )
     }
 
+    /// What production recorded, for `analyze`.
+    pub fn production(&self) -> Production {
+        Production {
+            prompt_tokens: self.prompt_tokens,
+            cached_tokens: self.cached_tokens,
+            segments_short: self.short_segments,
+            segments_short_tokens: self.short_tokens,
+            segments_over: self.long_segments,
+            segments_over_tokens: self.long_tokens,
+            not_success: self.not_success.iter().cloned().collect(),
+        }
+    }
+
     fn result(&mut self, r: &str) {
         match self.not_success.iter_mut().find(|(k, _)| k == r) {
             Some((_, n)) => *n += 1,
@@ -231,12 +244,13 @@ impl Reader {
     }
 
     /// The corpus read, and what was counted; an error when no session had a call.
-    pub fn finish(self, name: &str) -> Result<(Corpus, Counts), TraceError> {
+    pub fn finish(mut self, name: &str) -> Result<(Corpus, Counts), TraceError> {
         if self.corpus.conversations.is_empty() {
             return Err(TraceError::Empty {
                 path: name.to_owned(),
             });
         }
+        self.corpus.production = Some(self.counts.production());
         Ok((self.corpus, self.counts))
     }
 
@@ -480,7 +494,9 @@ impl Reader {
             let overlaps = chain.last.is_some_and(|p| c.start_ms < p.end_ms);
             let (ids, sys) = self.prefix(c.call, overlaps, &mut prev);
             system_tokens = system_tokens.or((sys > 0).then_some(sys));
+            let result = c.call.result.as_deref().filter(|r| *r != "Success");
             let req = AgentRequest {
+                result: result.map(|r| self.model(r)),
                 trace_ms: (c.start_ms - origin).max(0.0),
                 input_length: c.call.tokens.prompt,
                 output_length: c.call.tokens.completion,
@@ -514,6 +530,7 @@ impl Reader {
         }];
         agents.extend(subagents);
         Conversation {
+            recorded_start_ms: Some(origin),
             id: Arc::from(s.session_id.as_str()),
             source: Arc::from(name),
             block_size: self.block,

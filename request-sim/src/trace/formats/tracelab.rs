@@ -190,6 +190,7 @@ pub(crate) fn build(
         conversations.push(conversation(&sid, &rounds, block, &source));
     }
     Ok(Corpus {
+        production: None,
         conversations,
         notes: Vec::new(),
     })
@@ -216,6 +217,7 @@ fn conversation(id: &str, rounds: &[Checked], block: usize, source: &Arc<str>) -
         let end = r.end_ms.map(|e| (e - origin).max(start));
         clock = end.unwrap_or(start);
         requests.push(AgentRequest {
+            result: None,
             trace_ms: start,
             input_length: r.input,
             output_length: r.output,
@@ -236,6 +238,7 @@ fn conversation(id: &str, rounds: &[Checked], block: usize, source: &Arc<str>) -
     let system_blocks = (first.prefix.min(u64::from(first.input)) as usize) / block;
     let system_tokens = (system_blocks > 0).then(|| (system_blocks * block) as u32);
     Conversation {
+        recorded_start_ms: None,
         id: Arc::from(id),
         source: source.clone(),
         block_size: block,

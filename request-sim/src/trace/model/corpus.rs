@@ -33,6 +33,38 @@ pub struct Corpus {
     /// What the reader counted or decided, one line each, for the run's notes (Copilot:
     /// cancelled calls, parallel calls, compactions, segments that miss `prompt`).
     pub notes: Vec<String>,
+    /// What production recorded of the corpus's prompts, when the trace says (Copilot).
+    pub production: Option<Production>,
+}
+
+/// What a trace recorded of production's prefix cache and how its prompts were rebuilt
+/// (Copilot: `tokens.cached`, and the `message_metadata` segments that miss `tokens.prompt`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Production {
+    /// Prompt tokens of every call (`tokens.prompt`), and of them what production found
+    /// cached (`tokens.cached`).
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    /// Calls whose segments add up to less than `prompt` (template tokens), and the tokens
+    /// added as a final unshared segment.
+    pub segments_short: usize,
+    pub segments_short_tokens: u64,
+    /// Calls whose segments add up to more than `prompt` (truncation), and the tokens cut.
+    pub segments_over: usize,
+    pub segments_over_tokens: u64,
+    /// Calls whose recorded result is not `Success`, by result (`UserCancel`, ...).
+    pub not_success: std::collections::BTreeMap<String, usize>,
+}
+
+impl Production {
+    /// Production's cached share of the prompt tokens (0 without prompts).
+    pub fn cached_share(&self) -> f64 {
+        if self.prompt_tokens == 0 {
+            0.0
+        } else {
+            self.cached_tokens as f64 / self.prompt_tokens as f64
+        }
+    }
 }
 
 impl Corpus {
@@ -90,6 +122,9 @@ pub struct Conversation {
     pub tool_tokens: Option<u32>,
     /// `agents[0]` is the main agent; a subagent comes after its parent.
     pub agents: Vec<Agent>,
+    /// When the conversation started on the trace's absolute clock (ms since the epoch), for a
+    /// format whose sessions start at their recorded times (Copilot); `None`: all at once.
+    pub recorded_start_ms: Option<f64>,
 }
 
 /// An agent: the main agent or one subagent, a closed loop of requests.
@@ -229,6 +264,9 @@ pub struct AgentRequest {
     pub origin: Origin,
     /// A messages-shaped request (AIPerf `dag_jsonl`): the real chat, sent as written.
     pub messages: Option<Arc<ChatPayload>>,
+    /// How the trace's call ended when not successfully (Copilot `result`: `UserCancel`, ...);
+    /// `None` for a success or when the trace does not say. Sent in full all the same.
+    pub result: Option<Arc<str>>,
 }
 
 impl Conversation {
@@ -341,6 +379,7 @@ mod tests {
                 pointer: None,
             },
             messages: None,
+            result: None,
         }
     }
 
@@ -365,6 +404,7 @@ mod tests {
             system_tokens: None,
             tool_tokens: None,
             agents,
+            recorded_start_ms: None,
         }
     }
 

@@ -21,6 +21,7 @@ pub use blocks::BlockIds;
 pub use chat::ChatPayload;
 pub use corpus::{
     Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
+    Production,
 };
 pub use format::TraceFormat;
 #[cfg(test)]

@@ -212,6 +212,7 @@ fn item(
             joins: Box::default(),
             prior: Box::default(),
             gap_rule: r.gap.rule,
+            trace_result: r.result.clone(),
             conversation_trace_ms: first.then_some(l.trace_end_ms),
             conversation_requests: first.then_some(conv.requests() as u32),
         })),
