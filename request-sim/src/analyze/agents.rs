@@ -7,8 +7,10 @@
 //! request-sim rebuilt, and how many calls' segments missed their prompt length.
 //!
 //! Memory: the ideal cache keeps one entry per distinct block chain. In a corpus of `global`
-//! ids (Copilot) the system prefix is never keyed apart, so both ratios walk the same chains
-//! and one map serves both; requests' ids are produced one request at a time from the
+//! ids the system prefix is never keyed apart, so both ratios walk the same chains and one map
+//! serves both; when every id names one block after one prefix (`Corpus::dense_ids`: Copilot)
+//! a block is keyed by its id alone, one bit each (a day of 1.4M calls: ~10 MB instead of
+//! gigabytes of chain keys). Requests' ids are produced one request at a time from the
 //! corpus's shared prefix storage (`trace::model::BlockIds`).
 
 use std::collections::{BTreeMap, HashMap};
@@ -16,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use super::analysis::{length_stats, LengthStats};
-use crate::trace::model::{Agent, Conversation, Corpus, HashScope, Production};
+use crate::trace::model::{Agent, AgentRequest, Conversation, Corpus, HashScope, Production};
 use crate::util::percentile_sorted;
 
 /// What to compute.
@@ -28,6 +30,9 @@ pub struct AgentAnalyzeOptions {
     pub users: Option<usize>,
     /// Percentiles of the distributions; empty = 50, 90, 99.
     pub percentiles: Vec<f64>,
+    /// Key the ideal cache by block chains even when the corpus's ids are dense (the tests
+    /// compare both).
+    pub keyed_by_chain: bool,
 }
 
 impl Default for AgentAnalyzeOptions {
@@ -36,6 +41,7 @@ impl Default for AgentAnalyzeOptions {
             max_idle_gap_ms: None,
             users: None,
             percentiles: vec![50.0, 90.0, 99.0],
+            keyed_by_chain: false,
         }
     }
 }
@@ -186,11 +192,17 @@ pub fn analyze_agents(corpus: &Corpus, opts: &AgentAnalyzeOptions) -> AgentAnaly
         opts.percentiles.clone()
     };
     let mut shape = Shape::default();
+    let all_global = corpus
+        .conversations
+        .iter()
+        .all(|c| c.hash_scope == HashScope::Global);
     let mut hits = Hits {
-        all_global: corpus
-            .conversations
-            .iter()
-            .all(|c| c.hash_scope == HashScope::Global),
+        all_global,
+        dense: corpus
+            .dense_ids
+            .filter(|_| all_global && !opts.keyed_by_chain)
+            .and_then(|n| usize::try_from(n.div_ceil(64)).ok())
+            .map(|words| vec![0u64; words]),
         ..Hits::default()
     };
     for (ci, c) in corpus.conversations.iter().enumerate() {
@@ -344,6 +356,9 @@ struct Hits {
     ids: Vec<u64>,
     /// Every conversation's ids are `global`: no system prefix is keyed apart.
     all_global: bool,
+    /// Dense ids (`Corpus::dense_ids`, with `all_global`): one bit per id, set once a request
+    /// held the block whole.
+    dense: Option<Vec<u64>>,
 }
 
 impl Hits {
@@ -371,6 +386,10 @@ impl Hits {
         }
         let block = c.block_size.max(1) as u64;
         self.input_tokens += u64::from(r.input_length);
+        if self.dense.is_some() {
+            self.dense_request(r, block);
+            return;
+        }
         let sys = match (a.system_tokens, a.tool_tokens) {
             (None, None) if a.is_main() => {
                 c.system_tokens.unwrap_or(0) + c.tool_tokens.unwrap_or(0)
@@ -426,6 +445,41 @@ impl Hits {
         self.ids = ids;
     }
 
+    /// [`Hits::request`] in a corpus of dense ids: a block is keyed by its id (always preceded
+    /// by the same ids, so the chain adds nothing). A whole block seen is a bit; a partial
+    /// block's id is in its one request only, so it is never looked up again and not stored.
+    /// The same hits as the chain keys: a hit takes the request's tokens of a block cached
+    /// whole, and matching stops at the first miss.
+    fn dense_request(&mut self, r: &AgentRequest, block: u64) {
+        let Some(seen) = self.dense.as_mut() else {
+            return;
+        };
+        let input = u64::from(r.input_length);
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        r.hash_ids.extend_into(&mut ids, usize::MAX);
+        let (mut matching, mut hit) = (true, 0u64);
+        for (i, &id) in ids.iter().enumerate() {
+            let tokens = input.saturating_sub(i as u64 * block).min(block);
+            let bit = 1u64 << (id % 64);
+            let Some(word) = usize::try_from(id / 64).ok().and_then(|w| seen.get_mut(w)) else {
+                matching = false;
+                continue;
+            };
+            if matching && *word & bit != 0 {
+                hit += tokens;
+            } else {
+                matching = false;
+            }
+            if tokens == block {
+                *word |= bit;
+            }
+        }
+        self.hit_private += hit;
+        self.hit_shared += hit;
+        self.ids = ids;
+    }
+
     /// `hit` tokens of every input token (0 without any).
     fn ratio(&self, hit: u64) -> f64 {
         if self.input_tokens == 0 {
@@ -471,6 +525,7 @@ mod tests {
         let corpus = Corpus {
             conversations: vec![weka::parse("c.json", text.as_bytes()).unwrap()],
             notes: Vec::new(),
+            ..Corpus::default()
         };
         let a = analyze_agents(&corpus, &AgentAnalyzeOptions::default());
         assert_eq!(format!("{:.2}", 100.0 * a.ideal_hit_ratio), "42.86");

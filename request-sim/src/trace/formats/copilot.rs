@@ -251,6 +251,7 @@ impl Reader {
             });
         }
         self.corpus.production = Some(self.counts.production());
+        self.corpus.dense_ids = Some(self.next_id);
         Ok((self.corpus, self.counts))
     }
 

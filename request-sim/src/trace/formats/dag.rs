@@ -73,6 +73,7 @@ pub(crate) fn build(
     }
     Ok(Corpus {
         production: None,
+        dense_ids: None,
         conversations,
         notes: Vec::new(),
     })

@@ -395,6 +395,7 @@ pub(crate) fn build(
     check_cycles(name, &g.trajectories, &parent_of)?;
     Ok(Corpus {
         production: None,
+        dense_ids: None,
         conversations: conversations(g, &parent_of, name, block as usize),
         notes: Vec::new(),
     })

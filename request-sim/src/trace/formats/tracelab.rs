@@ -191,6 +191,7 @@ pub(crate) fn build(
     }
     Ok(Corpus {
         production: None,
+        dense_ids: None,
         conversations,
         notes: Vec::new(),
     })

@@ -35,6 +35,11 @@ pub struct Corpus {
     pub notes: Vec<String>,
     /// What production recorded of the corpus's prompts, when the trace says (Copilot).
     pub production: Option<Production>,
+    /// `Some(n)`: every hash id is below `n` and names one block after one prefix (an id is
+    /// always preceded by the same ids, and a partial block's id is in one request only), as
+    /// the Copilot reader builds them; `analyze` then keys its ideal cache by id (a bitset of
+    /// `n` bits). A transform that rewrites or cuts ids sets it to `None`.
+    pub dense_ids: Option<u64>,
 }
 
 /// What a trace recorded of production's prefix cache and how its prompts were rebuilt

@@ -476,6 +476,7 @@ mod tests {
         Corpus {
             conversations: vec![conv("c1"), conv("c2")],
             notes: Vec::new(),
+            ..Corpus::default()
         }
     }
 

@@ -359,7 +359,12 @@ fn copilot_analyze_reports_production_next_to_the_rebuilt_ideal() {
     let (mut prompt, mut cached, mut cancels) = (0u64, 0u64, 0usize);
     for line in text.lines() {
         let v: Value = serde_json::from_str(line).unwrap();
-        for c in v["turns"].as_array().unwrap().iter().flat_map(|t| t["llm_calls"].as_array().unwrap()) {
+        for c in v["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|t| t["llm_calls"].as_array().unwrap())
+        {
             prompt += c["tokens"]["prompt"].as_u64().unwrap();
             cached += c["tokens"]["cached"].as_u64().unwrap();
             cancels += usize::from(c["result"] == "UserCancel");
@@ -373,11 +378,25 @@ fn copilot_analyze_reports_production_next_to_the_rebuilt_ideal() {
     );
     assert_eq!(
         (p.segments_short, p.segments_short_tokens, p.segments_over),
-        (counts.short_segments, counts.short_tokens, counts.long_segments)
+        (
+            counts.short_segments,
+            counts.short_tokens,
+            counts.long_segments
+        )
     );
     assert_eq!(p.not_success.get("UserCancel"), Some(&cancels));
     // global ids: the shared-prefix ratio is the same chains
     assert_eq!(a.ideal_hit_ratio_shared_prefix, a.ideal_hit_ratio);
+    // dense ids: the cache keyed by id (a bitset) hits exactly as the one keyed by chains
+    assert!(corpus.dense_ids.is_some());
+    let chains = analyze_agents(
+        &corpus,
+        &AgentAnalyzeOptions {
+            keyed_by_chain: true,
+            ..AgentAnalyzeOptions::default()
+        },
+    );
+    assert_eq!(chains.ideal_hit_ratio, a.ideal_hit_ratio);
     // the ideal replays the rebuilt prefixes: every call shares with the call before it, so
     // far more than the system blocks hit
     assert!(a.ideal_hit_ratio > 0.5, "{}", a.ideal_hit_ratio);

@@ -15,6 +15,7 @@ use crate::trace::pipeline::reshape::FRESH_BIT;
 /// Replaces `corpus` by `a` copies of it (see the module); returns the conversations added (0
 /// when a fraction below 1 left some out). Refused when no conversation is left.
 pub fn amplify_conversations(corpus: &mut Corpus, a: f64, seed: u64) -> Result<usize, String> {
+    corpus.dense_ids = None;
     let before = corpus.conversations.len();
     let mut out = Vec::with_capacity((before as f64 * a.ceil()) as usize);
     for c in &corpus.conversations {
@@ -62,6 +63,7 @@ mod tests {
         Corpus {
             conversations: vec![weka::parse("c.json", text.as_bytes()).unwrap()],
             notes: Vec::new(),
+            ..Corpus::default()
         }
     }
 

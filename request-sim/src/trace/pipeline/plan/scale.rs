@@ -24,6 +24,7 @@ pub struct Scales {
 /// Scales every prompt of `corpus` (see the module); returns (prompts scaled, requests given
 /// as messages left as written).
 pub fn scale_prompts(corpus: &mut Corpus, s: Scales) -> (usize, usize) {
+    corpus.dense_ids = None;
     let key = |ci: usize, scope: HashScope, h: u64| match scope {
         HashScope::Local => hash3(ci as u64, h, 0x10ca1),
         HashScope::Global => h,
@@ -91,6 +92,7 @@ mod tests {
         let mut corpus = Corpus {
             conversations: vec![weka::parse("c.json", text.as_bytes()).unwrap()],
             notes: Vec::new(),
+            ..Corpus::default()
         };
         let s = Scales {
             prefix: 2.0,
