@@ -15,7 +15,8 @@
 #
 # Environment (defaults in brackets): DAY_DIR [/work/tmp-copilot/day]  JOBS [2]  USERS [200]
 #   TIME_S [60]  PORT [19150]  BIN_DIR [$CARGO_TARGET_DIR/release or target/release]
-#   NO_BUILD [0]  OUT [bench-results/copilot-day-<UTC time>]  KEEP_DAY [1] (0: delete it)
+#   NO_BUILD [0]  ANALYZE [1] (0: skip step 2)  OUT [bench-results/copilot-day-<UTC time>]
+#   KEEP_DAY [1] (0: delete the partition at the end)
 # Needs: jq, awk, python3, GNU time (/usr/bin/time).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,12 +50,14 @@ if [[ ! -f "$PART/manifest.json" ]]; then
 fi
 echo "partition: $(ls "$PART" | grep -c '^shard-') shards, $(du -sh "$PART" | cut -f1) gzip"
 
-/usr/bin/time -v -o "$OUT/analyze.time" "$RS" analyze "$PART" --json >"$OUT/analysis.json" \
-    2>"$OUT/analyze.log"
-echo "analyze: wall $(wall "$OUT/analyze.time"), peak RSS $(peak "$OUT/analyze.time")"
-jq -c '{conversations, requests, mean_input: .input_length.mean, ideal_hit_ratio,
-    production: (.production | {cached_share, rebuilt_minus_production_pp, segments_short,
-    segments_over, not_success})}' "$OUT/analysis.json"
+if [[ "${ANALYZE:-1}" != 0 ]]; then
+    /usr/bin/time -v -o "$OUT/analyze.time" "$RS" analyze "$PART" --json >"$OUT/analysis.json" \
+        2>"$OUT/analyze.log"
+    echo "analyze: wall $(wall "$OUT/analyze.time"), peak RSS $(peak "$OUT/analyze.time")"
+    jq -c '{conversations, requests, mean_input: .input_length.mean, ideal_hit_ratio,
+        production: (.production | {cached_share, rebuilt_minus_production_pp, segments_short,
+        segments_over, not_success})}' "$OUT/analysis.json"
+fi
 
 "$SIM" --host 127.0.0.1 --port "$PORT" --preset fast --block-size 64 2>"$OUT/llm-sim.log" &
 SIM_PID=$!
