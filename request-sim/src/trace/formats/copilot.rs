@@ -31,7 +31,12 @@
 //!   leading `System` segments are shared by every session of the model: their whole blocks
 //!   get the same ids in every session (hash scope global). Shared tokens become whole blocks
 //!   of `--block-size` (default 64) ids; the rest of `ceil(prompt / block)` are fresh ids.
-//! - `UserCancel` (and every result other than `Success`) calls are kept and counted.
+//! - `UserCancel` (and every result other than `Success`) calls are kept, sent in full, marked
+//!   (`AgentRequest::result`, the record's `trace_result`) and counted.
+//! - The session's first call's time is the conversation's `recorded_start_ms`: without a
+//!   population flag the replay starts each session at its offset from the corpus's earliest.
+//! - Ids are shared prefix storage (`BlockIds`: the predecessor's prefix plus a run of fresh
+//!   ids), dense below the corpus's `dense_ids` (each id one block after one prefix).
 //!
 //! Reading streams one line at a time (the corpus of conversations is kept, as for every agent
 //! format). Bad input is one `file:line` error naming the field: a tool batch naming no call,
