@@ -1,7 +1,8 @@
 //! The JSONL agentic readers (`trace::formats::agent_jsonl::read`: TraceLab rounds, Dynamo request
 //! traces, AIPerf `dag_jsonl`, Copilot sessions) on arbitrary bytes (plain or gzip), detected or forced. Any
 //! input must give a corpus or an error, never a panic; a corpus must pass the session tree's
-//! own check and keep the readers' invariants.
+//! own check and keep the readers' invariants (a request's ids, kept as shared prefix storage,
+//! expand to their count), and lay out whole (`plan`), every request once.
 //!
 //! The Weka / kv-cache-tester reader (`trace::formats::weka::parse`, one JSON object per file)
 //! takes the inputs whose selector byte has bit 4 set: a conversation or an error naming the
@@ -16,6 +17,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use request_sim::trace::formats::agent_jsonl::read;
 use request_sim::trace::formats::weka;
+use request_sim::trace::pipeline::plan::{plan, PlanOptions};
 use request_sim::trace::{LoadOptions, TraceFormat};
 
 const FORMATS: [Option<TraceFormat>; 5] = [
@@ -79,8 +81,16 @@ fuzz_target!(|data: &[u8]| {
                     if r.messages.is_none() {
                         assert!(r.hash_ids.len() <= (r.input_length as usize).div_ceil(c.block_size));
                     }
+                    // shared prefix storage expands to exactly its length
+                    assert_eq!(r.hash_ids.to_vec().len(), r.hash_ids.len());
                 }
             }
+        }
+        // laid out whole (recorded starts for Copilot): every request once, or a clear error
+        if let Ok((trace, facts)) = plan(&corpus, format.unwrap_or(TraceFormat::Copilot), &PlanOptions::default()) {
+            assert_eq!(trace.requests.len(), corpus.requests());
+            assert_eq!(facts.requests, corpus.requests());
+            assert!(trace.requests.iter().all(|r| r.timestamp_ms.is_finite() && r.timestamp_ms >= 0.0));
         }
     }
 });

@@ -2,14 +2,23 @@
 //! they nest, joined or background), its client gaps (their distribution and how many a cap
 //! would cut), its trace-ideal prefix-cache hit ratio with conversations' blocks private and
 //! with the system prompt + tools shared across conversations, and the load a population of
-//! `--users` concurrent users implies.
+//! `--users` concurrent users implies; for a trace that recorded production's cache
+//! (Copilot `tokens.cached`), production's cached share next to the ideal of the prefixes
+//! request-sim rebuilt, and how many calls' segments missed their prompt length.
+//!
+//! Memory: the ideal cache keeps one entry per distinct block chain. In a corpus of `global`
+//! ids the system prefix is never keyed apart, so both ratios walk the same chains and one map
+//! serves both; when every id names one block after one prefix (`Corpus::dense_ids`: Copilot)
+//! a block is keyed by its id alone, one bit each (a day of 1.4M calls: ~10 MB instead of
+//! gigabytes of chain keys). Requests' ids are produced one request at a time from the
+//! corpus's shared prefix storage (`trace::model::BlockIds`).
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
 use super::analysis::{length_stats, LengthStats};
-use crate::trace::model::{Agent, Conversation, Corpus, HashScope};
+use crate::trace::model::{Agent, AgentRequest, Conversation, Corpus, HashScope, Production};
 use crate::util::percentile_sorted;
 
 /// What to compute.
@@ -21,6 +30,9 @@ pub struct AgentAnalyzeOptions {
     pub users: Option<usize>,
     /// Percentiles of the distributions; empty = 50, 90, 99.
     pub percentiles: Vec<f64>,
+    /// Key the ideal cache by block chains even when the corpus's ids are dense (the tests
+    /// compare both).
+    pub keyed_by_chain: bool,
 }
 
 impl Default for AgentAnalyzeOptions {
@@ -29,6 +41,7 @@ impl Default for AgentAnalyzeOptions {
             max_idle_gap_ms: None,
             users: None,
             percentiles: vec![50.0, 90.0, 99.0],
+            keyed_by_chain: false,
         }
     }
 }
@@ -118,6 +131,52 @@ pub struct AgentAnalysis {
     pub message_requests: usize,
     /// The load of `--users` (`None` without it, or when the trace records no server times).
     pub users: Option<UsersLoad>,
+    /// What production recorded (Copilot), next to the ideal of the rebuilt prefixes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub production: Option<ProductionCache>,
+}
+
+/// Production's prefix cache as the trace recorded it (`tokens.cached` over `tokens.prompt`)
+/// next to the trace-ideal hit ratio of the prefixes request-sim built from the segments, and
+/// the calls whose segments missed `tokens.prompt` (the rule: `docs/traces.md`, Copilot).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProductionCache {
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    /// Σ cached / Σ prompt: production's cached share.
+    pub cached_share: f64,
+    /// The ideal (infinite cache) hit ratio of the rebuilt prefixes (`ideal_hit_ratio`), and
+    /// it minus production's share (percentage points; below 0: the rebuilt trace reuses less
+    /// than production did).
+    pub rebuilt_ideal_hit_ratio: f64,
+    pub rebuilt_minus_production_pp: f64,
+    /// Calls whose segments add up to less than `prompt` (template tokens: the difference is
+    /// a final unshared segment), and those tokens.
+    pub segments_short: usize,
+    pub segments_short_tokens: u64,
+    /// Calls whose segments add up to more than `prompt` (truncation: cut at `prompt`), and
+    /// the tokens cut.
+    pub segments_over: usize,
+    pub segments_over_tokens: u64,
+    /// Calls whose result is not `Success` (`UserCancel`, ...): kept and sent in full.
+    pub not_success: BTreeMap<String, usize>,
+}
+
+impl ProductionCache {
+    fn of(p: &Production, ideal: f64) -> ProductionCache {
+        ProductionCache {
+            prompt_tokens: p.prompt_tokens,
+            cached_tokens: p.cached_tokens,
+            cached_share: p.cached_share(),
+            rebuilt_ideal_hit_ratio: ideal,
+            rebuilt_minus_production_pp: 100.0 * (ideal - p.cached_share()),
+            segments_short: p.segments_short,
+            segments_short_tokens: p.segments_short_tokens,
+            segments_over: p.segments_over,
+            segments_over_tokens: p.segments_over_tokens,
+            not_success: p.not_success.clone(),
+        }
+    }
 }
 
 /// FNV-style mixing of a chain of ids (an infinite cache remembers chains, not single ids).
@@ -133,7 +192,19 @@ pub fn analyze_agents(corpus: &Corpus, opts: &AgentAnalyzeOptions) -> AgentAnaly
         opts.percentiles.clone()
     };
     let mut shape = Shape::default();
-    let mut hits = Hits::default();
+    let all_global = corpus
+        .conversations
+        .iter()
+        .all(|c| c.hash_scope == HashScope::Global);
+    let mut hits = Hits {
+        all_global,
+        dense: corpus
+            .dense_ids
+            .filter(|_| all_global && !opts.keyed_by_chain)
+            .and_then(|n| usize::try_from(n.div_ceil(64)).ok())
+            .map(|words| vec![0u64; words]),
+        ..Hits::default()
+    };
     for (ci, c) in corpus.conversations.iter().enumerate() {
         shape.add(c);
         hits.add(ci, c);
@@ -143,6 +214,11 @@ pub fn analyze_agents(corpus: &Corpus, opts: &AgentAnalyzeOptions) -> AgentAnaly
     let users = opts
         .users
         .and_then(|n| shape.users_load(n, requests, conversations));
+    let ideal = hits.ratio(hits.hit_private);
+    let production = corpus
+        .production
+        .as_ref()
+        .map(|p| ProductionCache::of(p, ideal));
     let all = || {
         corpus
             .conversations
@@ -172,10 +248,11 @@ pub fn analyze_agents(corpus: &Corpus, opts: &AgentAnalyzeOptions) -> AgentAnaly
         },
         spawn_offsets: ms_stats(shape.offsets),
         conversation_wall: ms_stats(shape.walls),
-        ideal_hit_ratio: hits.ratio(hits.hit_private),
+        ideal_hit_ratio: ideal,
         ideal_hit_ratio_shared_prefix: hits.ratio(hits.hit_shared),
         message_requests: hits.message_requests,
         users,
+        production,
     }
 }
 
@@ -275,6 +352,13 @@ struct Hits {
     hit_shared: u64,
     /// Requests given as messages (no hash ids: outside the hit ratios).
     message_requests: usize,
+    /// One request's ids, produced from the corpus's storage (reused).
+    ids: Vec<u64>,
+    /// Every conversation's ids are `global`: no system prefix is keyed apart.
+    all_global: bool,
+    /// Dense ids (`Corpus::dense_ids`, with `all_global`): one bit per id, set once a request
+    /// held the block whole.
+    dense: Option<Vec<u64>>,
 }
 
 impl Hits {
@@ -302,6 +386,10 @@ impl Hits {
         }
         let block = c.block_size.max(1) as u64;
         self.input_tokens += u64::from(r.input_length);
+        if self.dense.is_some() {
+            self.dense_request(r, block);
+            return;
+        }
         let sys = match (a.system_tokens, a.tool_tokens) {
             (None, None) if a.is_main() => {
                 c.system_tokens.unwrap_or(0) + c.tool_tokens.unwrap_or(0)
@@ -333,18 +421,63 @@ impl Hits {
             hit
         };
         let input = u64::from(r.input_length);
-        for (i, &id) in r.hash_ids.iter().enumerate() {
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        r.hash_ids.extend_into(&mut ids, usize::MAX);
+        for (i, &id) in ids.iter().enumerate() {
             let i = i as u64;
             let tokens = input.saturating_sub(i * block).min(block);
             hp = mix(hp, id);
+            let hit = step(&mut self.seen_private, hp, tokens, &mut private_hit);
+            self.hit_private += hit;
+            if self.all_global {
+                // the same chains as the private ones (see the module's note on memory)
+                self.hit_shared += hit;
+                continue;
+            }
             hs = match (shared, i.cmp(&shared_blocks)) {
                 (true, std::cmp::Ordering::Less) => mix(hs, i),
                 (true, _) => mix(mix(hs, ns), id),
                 (false, _) => mix(hs, id),
             };
-            self.hit_private += step(&mut self.seen_private, hp, tokens, &mut private_hit);
             self.hit_shared += step(&mut self.seen_shared, hs, tokens, &mut shared_hit);
         }
+        self.ids = ids;
+    }
+
+    /// [`Hits::request`] in a corpus of dense ids: a block is keyed by its id (always preceded
+    /// by the same ids, so the chain adds nothing). A whole block seen is a bit; a partial
+    /// block's id is in its one request only, so it is never looked up again and not stored.
+    /// The same hits as the chain keys: a hit takes the request's tokens of a block cached
+    /// whole, and matching stops at the first miss.
+    fn dense_request(&mut self, r: &AgentRequest, block: u64) {
+        let Some(seen) = self.dense.as_mut() else {
+            return;
+        };
+        let input = u64::from(r.input_length);
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        r.hash_ids.extend_into(&mut ids, usize::MAX);
+        let (mut matching, mut hit) = (true, 0u64);
+        for (i, &id) in ids.iter().enumerate() {
+            let tokens = input.saturating_sub(i as u64 * block).min(block);
+            let bit = 1u64 << (id % 64);
+            let Some(word) = usize::try_from(id / 64).ok().and_then(|w| seen.get_mut(w)) else {
+                matching = false;
+                continue;
+            };
+            if matching && *word & bit != 0 {
+                hit += tokens;
+            } else {
+                matching = false;
+            }
+            if tokens == block {
+                *word |= bit;
+            }
+        }
+        self.hit_private += hit;
+        self.hit_shared += hit;
+        self.ids = ids;
     }
 
     /// `hit` tokens of every input token (0 without any).
@@ -392,6 +525,7 @@ mod tests {
         let corpus = Corpus {
             conversations: vec![weka::parse("c.json", text.as_bytes()).unwrap()],
             notes: Vec::new(),
+            ..Corpus::default()
         };
         let a = analyze_agents(&corpus, &AgentAnalyzeOptions::default());
         assert_eq!(format!("{:.2}", 100.0 * a.ideal_hit_ratio), "42.86");

@@ -158,6 +158,10 @@ pub struct Record {
     /// Agent corpora: the rule that gave the client gap (`think_ms`) before the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gap_rule: Option<crate::trace::model::GapRule>,
+    /// Agent corpora: how the trace's call ended when it did not succeed (Copilot `result`,
+    /// e.g. `UserCancel`); absent for a success. The request was sent in full all the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_result: Option<String>,
     /// Agent corpora: the subagents this request joined (waited for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub joins: Option<u32>,
@@ -240,6 +244,7 @@ impl Record {
             conversation: None,
             agent: None,
             gap_rule: None,
+            trace_result: None,
             joins: None,
             join_wait_ms: None,
             conversation_trace_ms: None,

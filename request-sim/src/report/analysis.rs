@@ -243,6 +243,45 @@ fn secs(ms: f64) -> String {
     format!("{:.2}", ms / 1e3)
 }
 
+/// What production recorded (Copilot) next to the ideal of the rebuilt prefixes.
+fn production(t: &mut Table, p: &crate::analyze::agents::ProductionCache) {
+    title(t, "Production (as recorded) vs rebuilt prefixes", '-');
+    t.row(
+        "Production cached (Σ cached / Σ prompt):",
+        format!(
+            "{} ({} of {} tokens)",
+            percent(p.cached_share),
+            p.cached_tokens,
+            p.prompt_tokens
+        ),
+    );
+    t.row(
+        "Rebuilt prefixes, ideal hit ratio:",
+        format!(
+            "{} ({:+.2} pp vs production)",
+            percent(p.rebuilt_ideal_hit_ratio),
+            p.rebuilt_minus_production_pp
+        ),
+    );
+    t.row(
+        "Segments short of prompt (template):",
+        format!(
+            "{} calls, +{} tokens as an unshared last segment",
+            p.segments_short, p.segments_short_tokens
+        ),
+    );
+    t.row(
+        "Segments over prompt (truncation):",
+        format!(
+            "{} calls, {} tokens cut",
+            p.segments_over, p.segments_over_tokens
+        ),
+    );
+    for (result, n) in &p.not_success {
+        t.row(&format!("Calls ended {result} (sent in full):"), *n);
+    }
+}
+
 /// `analyze` of an agent corpus: shape, gaps, trace-ideal hit ratios, the load of `--users`.
 pub fn render_agent_analysis(a: &AgentAnalysis, format: TraceFormat) -> String {
     let mut t = Table::trimmed();
@@ -309,6 +348,9 @@ pub fn render_agent_analysis(a: &AgentAnalysis, format: TraceFormat) -> String {
         "With the system prefix shared:",
         percent(a.ideal_hit_ratio_shared_prefix),
     );
+    if let Some(p) = &a.production {
+        production(&mut t, p);
+    }
     if a.message_requests > 0 {
         t.row(
             "Requests given as messages (not counted):",

@@ -207,9 +207,10 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
     let pct = percent_or_na;
     t.header("Agents", '-');
     if let Some(l) = &a.layout {
-        let population = match (l.users, l.session_rate) {
-            (Some(u), _) => format!("{u} users"),
-            (_, Some(r)) => format!("{r} conversations/s"),
+        let population = match (l.users, l.session_rate, l.recorded_starts) {
+            (Some(u), _, _) => format!("{u} users"),
+            (_, Some(r), _) => format!("{r} conversations/s"),
+            (_, _, Some(_)) => "at their recorded times".to_string(),
             _ => "all at once".to_string(),
         };
         t.row("Population:", population);
@@ -287,6 +288,9 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
         format!("{:.2} ({})", a.join_wait_total_s, opt(a.max_join_wait_ms)),
     );
     t.row("Mean client gap (ms):", opt(a.mean_client_gap_ms));
+    for (result, n) in &a.trace_results {
+        t.row(&format!("Trace calls ended {result} (sent in full):"), *n);
+    }
     if a.requests_not_sent > 0 {
         t.row("Requests not sent (cut):", a.requests_not_sent);
     }

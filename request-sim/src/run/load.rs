@@ -129,9 +129,13 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
         corpus.requests(),
         corpus.subagents(),
         facts.conversations,
-        match (facts.users, facts.session_rate) {
-            (Some(u), _) => format!("{u} users"),
-            (_, Some(r)) => format!("arrivals at {r}/s"),
+        match (facts.users, facts.session_rate, facts.recorded_starts) {
+            (Some(u), _, _) => format!("{u} users"),
+            (_, Some(r), _) => format!("arrivals at {r}/s"),
+            (_, _, Some(_)) => format!(
+                "conversations starting at their recorded times ({} left out: they start after the time limit)",
+                facts.starting_after_limit
+            ),
             _ => "one population starting at once".into(),
         },
         facts.requests,

@@ -291,6 +291,7 @@ fn record(ctx: &TaskCtx, planned: &Planned, scheduled: Instant, ending: Ending) 
         conversation: agent.map(|a| a.conversation.to_string()),
         agent: agent.map(|a| a.agent.to_string()),
         gap_rule: agent.map(|a| a.gap_rule),
+        trace_result: agent.and_then(|a| a.trace_result.as_deref().map(str::to_owned)),
         conversation_trace_ms: agent.and_then(|a| a.conversation_trace_ms),
         conversation_requests: agent.and_then(|a| a.conversation_requests),
         trace_model: req.model.as_deref().map(str::to_owned),

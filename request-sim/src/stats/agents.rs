@@ -42,6 +42,10 @@ pub struct AgentSummary {
     pub mean_client_gap_ms: Option<f64>,
     /// Requests not sent (cut by a stop or the time limit while waiting).
     pub requests_not_sent: usize,
+    /// Records whose trace call did not succeed, by the trace's result (`trace_result`:
+    /// Copilot `UserCancel`, ...); they were sent in full.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub trace_results: std::collections::BTreeMap<String, usize>,
     /// Server-reported prefix-cache hit ratio over these records (Σ cached / Σ prompt tokens),
     /// and the trace-ideal (infinite cache) ratio of the run, when known.
     pub server_hit_ratio: Option<f64>,
@@ -75,6 +79,7 @@ pub struct AgentAcc {
     join_wait: (f64, usize, f64),
     gap: (f64, usize),
     not_sent: usize,
+    trace_results: std::collections::BTreeMap<String, usize>,
     cache: (u64, u64),
 }
 
@@ -101,6 +106,9 @@ impl AgentAcc {
                 }
             }
             None => self.not_sent += 1,
+        }
+        if let Some(r) = &rec.trace_result {
+            *self.trace_results.entry(r.clone()).or_insert(0) += 1;
         }
         self.joins += rec.joins.unwrap_or(0) as usize;
         if let Some(w) = rec.join_wait_ms {
@@ -166,6 +174,7 @@ impl AgentAcc {
             max_join_wait_ms: (self.join_wait.1 > 0).then_some(self.join_wait.2),
             mean_client_gap_ms: mean(self.gap),
             requests_not_sent: self.not_sent,
+            trace_results: self.trace_results,
             server_hit_ratio: (self.cache.0 > 0).then(|| self.cache.1 as f64 / self.cache.0 as f64),
             ideal_hit_ratio: ideal,
             routed_ideal_hit_ratio: None,

@@ -31,7 +31,12 @@
 //!   leading `System` segments are shared by every session of the model: their whole blocks
 //!   get the same ids in every session (hash scope global). Shared tokens become whole blocks
 //!   of `--block-size` (default 64) ids; the rest of `ceil(prompt / block)` are fresh ids.
-//! - `UserCancel` (and every result other than `Success`) calls are kept and counted.
+//! - `UserCancel` (and every result other than `Success`) calls are kept, sent in full, marked
+//!   (`AgentRequest::result`, the record's `trace_result`) and counted.
+//! - The session's first call's time is the conversation's `recorded_start_ms`: without a
+//!   population flag the replay starts each session at its offset from the corpus's earliest.
+//! - Ids are shared prefix storage (`BlockIds`: the predecessor's prefix plus a run of fresh
+//!   ids), dense below the corpus's `dense_ids` (each id one block after one prefix).
 //!
 //! Reading streams one line at a time (the corpus of conversations is kept, as for every agent
 //! format). Bad input is one `file:line` error naming the field: a tool batch naming no call,
@@ -48,8 +53,8 @@ use super::agent_fields::{blocks, field_error, for_each_line, parse_object, row_
 use super::fields;
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::{
-    Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
-    TraceFormat,
+    Agent, AgentRequest, BlockIds, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin,
+    ParentLink, Production, TraceFormat,
 };
 use crate::trace::options::{LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
 
@@ -167,6 +172,19 @@ impl Counts {
         )
     }
 
+    /// What production recorded, for `analyze`.
+    pub fn production(&self) -> Production {
+        Production {
+            prompt_tokens: self.prompt_tokens,
+            cached_tokens: self.cached_tokens,
+            segments_short: self.short_segments,
+            segments_short_tokens: self.short_tokens,
+            segments_over: self.long_segments,
+            segments_over_tokens: self.long_tokens,
+            not_success: self.not_success.iter().cloned().collect(),
+        }
+    }
+
     fn result(&mut self, r: &str) {
         match self.not_success.iter_mut().find(|(k, _)| k == r) {
             Some((_, n)) => *n += 1,
@@ -201,7 +219,7 @@ pub struct Reader {
     max_line: usize,
     next_id: u64,
     /// The ids of each model's system segment (by model and its length in tokens).
-    system: HashMap<(Arc<str>, u32), Vec<u64>>,
+    system: HashMap<(Arc<str>, u32), BlockIds>,
     models: HashMap<String, Arc<str>>,
     corpus: Corpus,
     counts: Counts,
@@ -231,12 +249,14 @@ impl Reader {
     }
 
     /// The corpus read, and what was counted; an error when no session had a call.
-    pub fn finish(self, name: &str) -> Result<(Corpus, Counts), TraceError> {
+    pub fn finish(mut self, name: &str) -> Result<(Corpus, Counts), TraceError> {
         if self.corpus.conversations.is_empty() {
             return Err(TraceError::Empty {
                 path: name.to_owned(),
             });
         }
+        self.corpus.production = Some(self.counts.production());
+        self.corpus.dense_ids = Some(self.next_id);
         Ok((self.corpus, self.counts))
     }
 
@@ -392,7 +412,7 @@ fn parse_time(s: &str) -> Result<f64, String> {
 struct Prev<'a> {
     segments: Vec<&'a Segment>,
     prompt: u32,
-    ids: Vec<u64>,
+    ids: BlockIds,
 }
 
 /// The calls of a session placed so far: the main chain (and its calls' ends) and the parallel
@@ -480,7 +500,9 @@ impl Reader {
             let overlaps = chain.last.is_some_and(|p| c.start_ms < p.end_ms);
             let (ids, sys) = self.prefix(c.call, overlaps, &mut prev);
             system_tokens = system_tokens.or((sys > 0).then_some(sys));
+            let result = c.call.result.as_deref().filter(|r| *r != "Success");
             let req = AgentRequest {
+                result: result.map(|r| self.model(r)),
                 trace_ms: (c.start_ms - origin).max(0.0),
                 input_length: c.call.tokens.prompt,
                 output_length: c.call.tokens.completion,
@@ -514,6 +536,7 @@ impl Reader {
         }];
         agents.extend(subagents);
         Conversation {
+            recorded_start_ms: Some(origin),
             id: Arc::from(s.session_id.as_str()),
             source: Arc::from(name),
             block_size: self.block,
@@ -541,7 +564,7 @@ impl Reader {
         c: &'a Call,
         overlaps: bool,
         prev: &mut HashMap<&'a str, Prev<'a>>,
-    ) -> (Vec<u64>, u32) {
+    ) -> (BlockIds, u32) {
         let prompt = c.tokens.prompt;
         let segments = self.segments(c);
         let system: u32 = segments
@@ -566,17 +589,16 @@ impl Reader {
             None => 0,
         };
         let n = blocks(prompt, self.block);
-        let mut ids = Vec::with_capacity(n);
         let sys_blocks = system as usize / self.block;
-        match before {
-            Some(p) if shared >= sys_blocks && shared > 0 => {
-                ids.extend_from_slice(&p.ids[..shared.min(p.ids.len())])
-            }
-            _ => ids.extend_from_slice(&self.system_ids(&c.model, system)),
-        }
-        let fresh = (n - ids.len()) as u64;
-        ids.extend(self.next_id..self.next_id + fresh);
-        self.next_id += fresh;
+        // the prefix is stored once, shared with the call it came from (`BlockIds`)
+        let (prefix, reuse) = match before {
+            Some(p) if shared >= sys_blocks && shared > 0 => (p.ids.clone(), shared),
+            _ => (self.system_ids(&c.model, system), sys_blocks),
+        };
+        let reuse = reuse.min(prefix.len()).min(n);
+        let fresh = n - reuse;
+        let ids = BlockIds::extend(&prefix, reuse, self.next_id, fresh);
+        self.next_id += fresh as u64;
         if !overlaps {
             let ids = ids.clone();
             prev.insert(
@@ -593,13 +615,13 @@ impl Reader {
 
     /// The ids of the whole blocks of a `tokens`-long system segment of `model` (the same in
     /// every session).
-    fn system_ids(&mut self, model: &str, tokens: u32) -> Vec<u64> {
+    fn system_ids(&mut self, model: &str, tokens: u32) -> BlockIds {
         let n = tokens as usize / self.block;
         let key = (self.model(model), tokens);
         if let Some(ids) = self.system.get(&key) {
             return ids.clone();
         }
-        let ids: Vec<u64> = (self.next_id..self.next_id + n as u64).collect();
+        let ids = BlockIds::range(self.next_id, n);
         self.next_id += n as u64;
         self.system.insert(key, ids.clone());
         ids

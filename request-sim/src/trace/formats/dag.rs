@@ -72,6 +72,8 @@ pub(crate) fn build(
         }
     }
     Ok(Corpus {
+        production: None,
+        dense_ids: None,
         conversations,
         notes: Vec::new(),
     })
@@ -255,6 +257,7 @@ fn expand(
         agents.push(agent);
     }
     Ok(Conversation {
+        recorded_start_ms: None,
         id: Arc::from(sessions[root].id.as_str()),
         source: source.clone(),
         // The conversations have no hash ids (prompts are messages): the declared block size.
@@ -378,10 +381,11 @@ fn turn_request(
     messages: Vec<Value>,
 ) -> AgentRequest {
     AgentRequest {
+        result: None,
         trace_ms: clock,
         input_length: 0,
         output_length: t.max_tokens.unwrap_or(0),
-        hash_ids: Vec::new(),
+        hash_ids: Default::default(),
         stream: None,
         gap,
         server_ms: None,

@@ -394,6 +394,8 @@ pub(crate) fn build(
     let parent_of = parents(name, &g)?;
     check_cycles(name, &g.trajectories, &parent_of)?;
     Ok(Corpus {
+        production: None,
+        dense_ids: None,
         conversations: conversations(g, &parent_of, name, block as usize),
         notes: Vec::new(),
     })

@@ -33,7 +33,7 @@ use super::fields;
 use crate::trace::error::TraceError;
 use crate::trace::model::TraceFormat;
 use crate::trace::model::{
-    Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin,
+    Agent, AgentRequest, BlockIds, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin,
 };
 use crate::trace::options::LoadOptions;
 
@@ -190,6 +190,8 @@ pub(crate) fn build(
         conversations.push(conversation(&sid, &rounds, block, &source));
     }
     Ok(Corpus {
+        production: None,
+        dense_ids: None,
         conversations,
         notes: Vec::new(),
     })
@@ -206,15 +208,17 @@ fn conversation(id: &str, rounds: &[Checked], block: usize, source: &Arc<str>) -
     // The recorded timeline: a round without timestamps sits at the previous round's end.
     let mut clock = 0f64;
     for r in rounds {
-        let shared = match (prev, requests.last()) {
-            (Some(p), Some(last)) => shared_ids(r, p, &last.hash_ids, block),
-            _ => &[],
+        let empty = BlockIds::default();
+        let (prefix, reuse) = match (prev, requests.last()) {
+            (Some(p), Some(last)) => (&last.hash_ids, shared_blocks(r, p, &last.hash_ids, block)),
+            _ => (&empty, 0),
         };
-        let ids = mint_ids(shared, blocks(r.input, block), &mut next_id);
+        let ids = mint_ids(prefix, reuse, blocks(r.input, block), &mut next_id);
         let start = r.submitted_ms.map(|s| s - origin).unwrap_or(clock).max(0.0);
         let end = r.end_ms.map(|e| (e - origin).max(start));
         clock = end.unwrap_or(start);
         requests.push(AgentRequest {
+            result: None,
             trace_ms: start,
             input_length: r.input,
             output_length: r.output,
@@ -235,6 +239,7 @@ fn conversation(id: &str, rounds: &[Checked], block: usize, source: &Arc<str>) -
     let system_blocks = (first.prefix.min(u64::from(first.input)) as usize) / block;
     let system_tokens = (system_blocks > 0).then(|| (system_blocks * block) as u32);
     Conversation {
+        recorded_start_ms: None,
         id: Arc::from(id),
         source: source.clone(),
         block_size: block,
@@ -274,21 +279,19 @@ fn round_gap(r: &Checked, prev: Option<&Checked>) -> ClientGap {
     }
 }
 
-/// The ids of round `r` shared with the previous round `p` (whose ids are `prev_ids`): the
+/// How many ids round `r` shares with the previous round `p` (whose ids are `prev_ids`): the
 /// whole blocks of its prefix that round `p` sent.
-fn shared_ids<'a>(r: &Checked, p: &Checked, prev_ids: &'a [u64], block: usize) -> &'a [u64] {
-    let reuse = (r.prefix.min(u64::from(p.input)) as usize / block)
+fn shared_blocks(r: &Checked, p: &Checked, prev_ids: &BlockIds, block: usize) -> usize {
+    (r.prefix.min(u64::from(p.input)) as usize / block)
         .min(prev_ids.len())
-        .min(blocks(r.input, block));
-    &prev_ids[..reuse]
+        .min(blocks(r.input, block))
 }
 
-/// `n` ids: `shared`, then fresh ones from `next_id` on.
-fn mint_ids(shared: &[u64], n: usize, next_id: &mut u64) -> Vec<u64> {
-    let mut ids = Vec::with_capacity(n);
-    ids.extend_from_slice(shared);
-    let fresh = (n - ids.len()) as u64;
-    ids.extend(*next_id..*next_id + fresh);
-    *next_id += fresh;
+/// `n` ids: the first `reuse` of `prefix` (stored once, shared), then fresh ones from
+/// `next_id` on.
+fn mint_ids(prefix: &BlockIds, reuse: usize, n: usize, next_id: &mut u64) -> BlockIds {
+    let fresh = n.saturating_sub(reuse);
+    let ids = BlockIds::extend(prefix, reuse, *next_id, fresh);
+    *next_id += fresh as u64;
     ids
 }

@@ -225,6 +225,7 @@ pub fn parse(name: &str, text: &[u8]) -> Result<Conversation, TraceError> {
     }
     let id = file.id.clone().unwrap_or_else(|| stem(name));
     let mut conv = Conversation {
+        recorded_start_ms: None,
         id: Arc::from(id),
         source: Arc::from(name),
         block_size: file.block_size,
@@ -368,10 +369,11 @@ impl Builder<'_> {
             }
             prev_end_ms = Some(end_ms);
             self.conv.agents[me].requests.push(AgentRequest {
+                result: None,
                 trace_ms: t_ms,
                 input_length: r.input_length,
                 output_length: r.output_length,
-                hash_ids: r.hash_ids,
+                hash_ids: r.hash_ids.into(),
                 stream: Some(r.stream),
                 gap,
                 server_ms: r.server_ms,

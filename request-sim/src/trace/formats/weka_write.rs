@@ -49,7 +49,7 @@ struct Entry<'a> {
     #[serde(rename = "out", skip_serializing_if = "Option::is_none")]
     output: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    hash_ids: Option<&'a [u64]>,
+    hash_ids: Option<Vec<u64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     api_time: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -162,7 +162,7 @@ impl<'a> Writer<'a> {
                 model: r.model.as_deref(),
                 input: Some(r.input_length),
                 output: Some(r.output_length),
-                hash_ids: Some(&r.hash_ids),
+                hash_ids: Some(r.hash_ids.to_vec()),
                 api_time: server.map(|s| s / 1e3),
                 think_time: (k > 0 && !joining).then_some(r.gap.ms / 1e3),
                 ..Entry::blank((t_ms - start_ms) / 1e3, stream_kind(r.stream))

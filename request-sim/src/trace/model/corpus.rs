@@ -22,6 +22,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::blocks::BlockIds;
 use super::chat::ChatPayload;
 
 /// A corpus: the conversations of one or more files, in the order they were read (files
@@ -32,6 +33,43 @@ pub struct Corpus {
     /// What the reader counted or decided, one line each, for the run's notes (Copilot:
     /// cancelled calls, parallel calls, compactions, segments that miss `prompt`).
     pub notes: Vec<String>,
+    /// What production recorded of the corpus's prompts, when the trace says (Copilot).
+    pub production: Option<Production>,
+    /// `Some(n)`: every hash id is below `n` and names one block after one prefix (an id is
+    /// always preceded by the same ids, and a partial block's id is in one request only), as
+    /// the Copilot reader builds them; `analyze` then keys its ideal cache by id (a bitset of
+    /// `n` bits). A transform that rewrites or cuts ids sets it to `None`.
+    pub dense_ids: Option<u64>,
+}
+
+/// What a trace recorded of production's prefix cache and how its prompts were rebuilt
+/// (Copilot: `tokens.cached`, and the `message_metadata` segments that miss `tokens.prompt`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Production {
+    /// Prompt tokens of every call (`tokens.prompt`), and of them what production found
+    /// cached (`tokens.cached`).
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    /// Calls whose segments add up to less than `prompt` (template tokens), and the tokens
+    /// added as a final unshared segment.
+    pub segments_short: usize,
+    pub segments_short_tokens: u64,
+    /// Calls whose segments add up to more than `prompt` (truncation), and the tokens cut.
+    pub segments_over: usize,
+    pub segments_over_tokens: u64,
+    /// Calls whose recorded result is not `Success`, by result (`UserCancel`, ...).
+    pub not_success: std::collections::BTreeMap<String, usize>,
+}
+
+impl Production {
+    /// Production's cached share of the prompt tokens (0 without prompts).
+    pub fn cached_share(&self) -> f64 {
+        if self.prompt_tokens == 0 {
+            0.0
+        } else {
+            self.cached_tokens as f64 / self.prompt_tokens as f64
+        }
+    }
 }
 
 impl Corpus {
@@ -89,6 +127,9 @@ pub struct Conversation {
     pub tool_tokens: Option<u32>,
     /// `agents[0]` is the main agent; a subagent comes after its parent.
     pub agents: Vec<Agent>,
+    /// When the conversation started on the trace's absolute clock (ms since the epoch), for a
+    /// format whose sessions start at their recorded times (Copilot); `None`: all at once.
+    pub recorded_start_ms: Option<f64>,
 }
 
 /// An agent: the main agent or one subagent, a closed loop of requests.
@@ -213,8 +254,9 @@ pub struct AgentRequest {
     pub input_length: u32,
     pub output_length: u32,
     /// Hash ids as the trace gives them, one per `block_size` tokens (scope: the
-    /// conversation's [`HashScope`]; the replay namespaces `Local` ids).
-    pub hash_ids: Vec<u64>,
+    /// conversation's [`HashScope`]; the replay namespaces `Local` ids), as a list or as a
+    /// prefix shared with another request ([`BlockIds`]).
+    pub hash_ids: BlockIds,
     /// Streaming (`Some(true)`) or not, when the trace records it.
     pub stream: Option<bool>,
     /// The client gap before this request (zero with [`GapRule::First`]).
@@ -227,6 +269,9 @@ pub struct AgentRequest {
     pub origin: Origin,
     /// A messages-shaped request (AIPerf `dag_jsonl`): the real chat, sent as written.
     pub messages: Option<Arc<ChatPayload>>,
+    /// How the trace's call ended when not successfully (Copilot `result`: `UserCancel`, ...);
+    /// `None` for a success or when the trace does not say. Sent in full all the same.
+    pub result: Option<Arc<str>>,
 }
 
 impl Conversation {
@@ -326,7 +371,7 @@ mod tests {
             trace_ms: ms,
             input_length: 10,
             output_length: 1,
-            hash_ids: vec![1],
+            hash_ids: vec![1].into(),
             stream: None,
             gap: ClientGap {
                 ms: 0.0,
@@ -339,6 +384,7 @@ mod tests {
                 pointer: None,
             },
             messages: None,
+            result: None,
         }
     }
 
@@ -363,6 +409,7 @@ mod tests {
             system_tokens: None,
             tool_tokens: None,
             agents,
+            recorded_start_ms: None,
         }
     }
 

@@ -6,17 +6,22 @@
 //! - `chat.rs`: a `messages` row's [`ChatPayload`];
 //! - `session.rs`: the session facts of each request ([`Sessions`], [`SessionTurn`],
 //!   [`AgentTurn`]);
-//! - `corpus.rs`: agent corpora as session trees ([`Corpus`], [`Conversation`], [`Agent`]).
+//! - `corpus.rs`: agent corpora as session trees ([`Corpus`], [`Conversation`], [`Agent`]);
+//! - `blocks.rs`: an agent request's hash ids, a list or a shared prefix plus fresh ids
+//!   ([`BlockIds`]).
 
+mod blocks;
 mod chat;
 mod corpus;
 mod format;
 mod request;
 mod session;
 
+pub use blocks::BlockIds;
 pub use chat::{image_url_size, image_urls, ChatPayload};
 pub use corpus::{
     Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
+    Production,
 };
 pub use format::TraceFormat;
 #[cfg(test)]

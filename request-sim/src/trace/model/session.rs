@@ -43,6 +43,9 @@ pub struct AgentTurn {
     pub prior: Box<[usize]>,
     /// The rule that gave the client gap (`SessionTurn::trace_gap_ms`, after `--max-idle-gap`).
     pub gap_rule: GapRule,
+    /// How the trace's call ended when not successfully (Copilot `UserCancel`, ...); the
+    /// request is sent in full all the same, and its record says so (`trace_result`).
+    pub trace_result: Option<Arc<str>>,
     /// On the main agent's first request: the conversation's own wall time in the trace (ms,
     /// its first request to its last request's end).
     pub conversation_trace_ms: Option<f64>,

@@ -1,9 +1,10 @@
 //! A corpus laid out as the whole trace a replay takes: a **population** of conversations
 //! (`--users N`: N users, each working through conversations one after the other;
 //! `--session-rate R`: conversations starting at Poisson arrivals; neither: every conversation
-//! at most once, all starting at once, whatever `--time-in-secs`), each request with its
-//! session links for the release gate
-//! (`schedule/sessions.rs`).
+//! at most once, whatever `--time-in-secs`, all starting at once, or, for a corpus whose
+//! conversations carry their recorded start (Copilot), each at its recorded start's offset from
+//! the corpus's earliest, `--time-in-secs` leaving out those that start after it), each request
+//! with its session links for the release gate (`schedule/sessions.rs`).
 //!
 //! - Conversations are taken in a seeded order (the same `--seed`, the same order). With
 //!   `--users N` the next conversation of that order goes to the user whose previous one ends
@@ -133,6 +134,17 @@ pub struct PlanFacts {
     pub amplify: Option<f64>,
     #[serde(default)]
     pub amplified: usize,
+    /// Without a population flag on a corpus with recorded starts (Copilot): conversations
+    /// start at their recorded offsets; this many of them in the first second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_starts: Option<usize>,
+    /// Conversations left out because their recorded start is past `--time-in-secs`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub starting_after_limit: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Lays `corpus` out as a whole trace (requests in replay order, with their sessions).
@@ -146,10 +158,18 @@ pub fn plan(
         return Err("the corpus has no conversations".into());
     }
     let block_size = one_block_size(corpus)?;
-    let order = seeded_order(n, opts.seed);
+    let mut order = seeded_order(n, opts.seed);
     let mut facts = PlanFacts::of_options(n, opts);
     let mut items: Vec<Item> = Vec::new();
     let mut starts = Starts::new(opts.population);
+    if opts.population == Population::All {
+        starts.recorded = recorded_offsets(corpus);
+        if let Some(at) = &starts.recorded {
+            // the earliest first, so `--max-requests` keeps the start of the corpus
+            order.sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(a.cmp(&b)));
+            facts.recorded_starts = Some(at.iter().filter(|&&t| t < 1000.0).count());
+        }
+    }
     let rules = Rules {
         max_idle_gap_ms: opts.max_idle_gap_ms,
         share_system_prefix: opts.share_system_prefix,
@@ -171,9 +191,11 @@ pub fn plan(
         {
             break;
         }
-        let (start_ms, prior, user) = starts.next(j, opts);
-        // Users: the earliest user is past the limit, so all are; arrivals: past it.
+        let (start_ms, prior, user) = starts.next(j, order[j % n], opts);
+        // Users: the earliest user is past the limit, so all are; arrivals and recorded
+        // starts (in start order): past it.
         if limit.is_some_and(|l| start_ms >= l) {
+            facts.starting_after_limit = starts.recorded.as_ref().map_or(0, |_| n - j);
             break;
         }
         let slot = Slot {
@@ -200,9 +222,10 @@ impl PlanFacts {
     /// Conversations whose first request is released at t = 0: every one laid out without a
     /// population flag, one per user with `--users`, one with `--session-rate`.
     pub fn starting_at_once(&self) -> usize {
-        match (self.users, self.session_rate) {
-            (Some(u), _) => u.min(self.conversations),
-            (_, Some(_)) => self.conversations.min(1),
+        match (self.users, self.session_rate, self.recorded_starts) {
+            (Some(u), _, _) => u.min(self.conversations),
+            (_, Some(_), _) => self.conversations.min(1),
+            (_, _, Some(first_second)) => first_second,
             _ => self.conversations,
         }
     }
@@ -295,6 +318,22 @@ struct Starts {
     /// Per user: the lower bound of the previous conversation's end and its last requests.
     user_end: Vec<(f64, Vec<usize>)>,
     arrival_ms: f64,
+    /// Without a population flag: each conversation's recorded start, as an offset from the
+    /// corpus's earliest (ms), when every conversation has one.
+    recorded: Option<Vec<f64>>,
+}
+
+/// Each conversation's recorded start as an offset from the earliest (ms); `None` unless every
+/// conversation has one.
+fn recorded_offsets(corpus: &Corpus) -> Option<Vec<f64>> {
+    let at: Option<Vec<f64>> = corpus
+        .conversations
+        .iter()
+        .map(|c| c.recorded_start_ms)
+        .collect();
+    let at = at?;
+    let origin = at.iter().copied().fold(f64::INFINITY, f64::min);
+    Some(at.iter().map(|t| (t - origin).max(0.0)).collect())
 }
 
 impl Starts {
@@ -307,13 +346,23 @@ impl Starts {
             population,
             user_end: vec![(0.0, Vec::new()); users],
             arrival_ms: 0.0,
+            recorded: None,
         }
     }
 
-    /// The start (lower bound) of conversation `j`, what it waits for, and its user.
-    fn next(&mut self, j: usize, opts: &PlanOptions) -> (f64, Vec<usize>, Option<usize>) {
+    /// The start (lower bound) of the `j`th conversation laid out (`conv` in the corpus), what
+    /// it waits for, and its user.
+    fn next(
+        &mut self,
+        j: usize,
+        conv: usize,
+        opts: &PlanOptions,
+    ) -> (f64, Vec<usize>, Option<usize>) {
         match self.population {
-            Population::All => (0.0, Vec::new(), None),
+            Population::All => {
+                let at = self.recorded.as_ref().and_then(|r| r.get(conv).copied());
+                (at.unwrap_or(0.0), Vec::new(), None)
+            }
             Population::Users(_) => {
                 // The user with the earliest end takes it (dealt in turn while all are at 0).
                 let ends = &self.user_end;
@@ -427,6 +476,7 @@ mod tests {
         Corpus {
             conversations: vec![conv("c1"), conv("c2")],
             notes: Vec::new(),
+            ..Corpus::default()
         }
     }
 

@@ -1,5 +1,6 @@
 mod agent_formats;
 mod agents;
+mod copilot;
 mod loopback;
 mod models;
 mod sessions;

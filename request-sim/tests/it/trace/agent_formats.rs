@@ -57,7 +57,7 @@ fn tracelab_sessions_mint_ids_from_prefix_tokens() {
     // round 3 shares min(1300, 1300) / 64 = 20 blocks of round 2
     assert_eq!(
         r[3].hash_ids,
-        [r[2].hash_ids[..20].to_vec(), ids(31..33)].concat()
+        [r[2].hash_ids.to_vec()[..20].to_vec(), ids(31..33)].concat()
     );
     // gaps: round 1 submitted at 4.5 s, round 0's last model event at 3 s
     assert_eq!((r[0].gap.ms, r[0].gap.rule), (0.0, GapRule::First));

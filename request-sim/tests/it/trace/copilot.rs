@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use request_sim::analyze::agents::{analyze_agents, AgentAnalyzeOptions};
 use request_sim::trace::formats::agents::agent_format;
 use request_sim::trace::formats::copilot::{load, Reader};
 use request_sim::trace::formats::detect::detect_format;
@@ -285,6 +286,27 @@ fn copilot_bad_rows_are_one_file_line_error_each() {
         e.starts_with("bad.jsonl:2: ") && e.contains("turns[0].llm_calls[0].tokens.prompt"),
         "{e}"
     );
+    for field in ["completion", "cached"] {
+        let e = bad(&|v| v["turns"][0]["llm_calls"][2]["tokens"][field] = json!(-1));
+        assert!(
+            e.starts_with("bad.jsonl:2: ")
+                && e.contains(&format!("turns[0].llm_calls[2].tokens.{field}")),
+            "{e}"
+        );
+    }
+    let e = bad(&|v| v["turns"][0]["tool_batches"][0]["duration_ms"] = json!(-500.0));
+    assert!(
+        e.starts_with("bad.jsonl:2: ") && e.contains("turns[0].tool_batches[0].duration_ms"),
+        "{e}"
+    );
+    // calls of a turn going back before the previous turn's start
+    let e = bad(&|v| v["turns"][1]["llm_calls"][0]["timestamp"] = json!("2026-06-01T09:59:00Z"));
+    assert!(
+        e.starts_with("bad.jsonl:2: ")
+            && e.contains("turns[1].llm_calls[0].timestamp")
+            && e.contains("time order"),
+        "{e}"
+    );
     let e = bad(&|v| v["turns"][0]["llm_calls"][1]["timestamp"] = json!("yesterday"));
     assert!(
         e.starts_with("bad.jsonl:2: ") && e.contains("ISO-8601"),
@@ -318,4 +340,67 @@ fn copilot_cut_or_damaged_lines_are_errors_not_panics() {
     }
     // every cut is an error on line 1 (the line is 2,711 bytes)
     assert!(errors > 100, "{errors}");
+}
+
+/// `analyze` of the fixture: production's cached share (Σ `tokens.cached` / Σ
+/// `tokens.prompt`, summed here from the JSON of both shards) next to the ideal hit ratio of
+/// the rebuilt prefixes, the segment rule's counts and the cancelled calls.
+#[test]
+fn copilot_analyze_reports_production_next_to_the_rebuilt_ideal() {
+    use std::io::Read;
+    let (corpus, counts) = load(&partition(), &LoadOptions::default()).unwrap();
+    let a = analyze_agents(&corpus, &AgentAnalyzeOptions::default());
+    let p = a.production.as_ref().expect("a production section");
+    let mut text = std::fs::read_to_string(partition().join("shard-0000.jsonl")).unwrap();
+    let gz = std::fs::File::open(partition().join("shard-0001.jsonl.gz")).unwrap();
+    flate2::read::GzDecoder::new(gz)
+        .read_to_string(&mut text)
+        .unwrap();
+    let (mut prompt, mut cached, mut cancels) = (0u64, 0u64, 0usize);
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        for c in v["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|t| t["llm_calls"].as_array().unwrap())
+        {
+            prompt += c["tokens"]["prompt"].as_u64().unwrap();
+            cached += c["tokens"]["cached"].as_u64().unwrap();
+            cancels += usize::from(c["result"] == "UserCancel");
+        }
+    }
+    assert_eq!((p.prompt_tokens, p.cached_tokens), (prompt, cached));
+    assert_eq!(p.cached_share, cached as f64 / prompt as f64);
+    assert_eq!(p.rebuilt_ideal_hit_ratio, a.ideal_hit_ratio);
+    assert!(
+        (p.rebuilt_minus_production_pp - 100.0 * (a.ideal_hit_ratio - p.cached_share)).abs() < 1e-9
+    );
+    assert_eq!(
+        (p.segments_short, p.segments_short_tokens, p.segments_over),
+        (
+            counts.short_segments,
+            counts.short_tokens,
+            counts.long_segments
+        )
+    );
+    assert_eq!(p.not_success.get("UserCancel"), Some(&cancels));
+    // global ids: the shared-prefix ratio is the same chains
+    assert_eq!(a.ideal_hit_ratio_shared_prefix, a.ideal_hit_ratio);
+    // dense ids: the cache keyed by id (a bitset) hits exactly as the one keyed by chains
+    assert!(corpus.dense_ids.is_some());
+    let chains = analyze_agents(
+        &corpus,
+        &AgentAnalyzeOptions {
+            keyed_by_chain: true,
+            ..AgentAnalyzeOptions::default()
+        },
+    );
+    assert_eq!(chains.ideal_hit_ratio, a.ideal_hit_ratio);
+    // the ideal replays the rebuilt prefixes: every call shares with the call before it, so
+    // far more than the system blocks hit
+    assert!(a.ideal_hit_ratio > 0.5, "{}", a.ideal_hit_ratio);
+    let json = serde_json::to_value(&a).unwrap();
+    assert_eq!(json["production"]["segments_short"], 33);
+    assert_eq!(json["production"]["not_success"]["UserCancel"], cancels);
 }

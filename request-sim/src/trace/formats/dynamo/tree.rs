@@ -62,6 +62,7 @@ fn main(requests: Vec<AgentRequest>) -> Agent {
 /// A conversation of the file (its ids are global: one renumbering for the file).
 fn conversation(id: String, source: &Arc<str>, block: usize, agents: Vec<Agent>) -> Conversation {
     Conversation {
+        recorded_start_ms: None,
         id: Arc::from(id),
         source: source.clone(),
         block_size: block,
@@ -76,10 +77,11 @@ fn conversation(id: String, source: &Arc<str>, block: usize, agents: Vec<Agent>)
 fn request(row: &Row, origin: f64, gap: ClientGap) -> AgentRequest {
     let start = row.start_ms - origin;
     AgentRequest {
+        result: None,
         trace_ms: start,
         input_length: row.input_length,
         output_length: row.output_length,
-        hash_ids: row.hash_ids.clone(),
+        hash_ids: row.hash_ids.clone().into(),
         stream: None,
         gap,
         server_ms: row.end_ms.map(|e| (e - row.start_ms).max(0.0)),

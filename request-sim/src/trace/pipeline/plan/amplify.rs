@@ -15,6 +15,7 @@ use crate::trace::pipeline::reshape::FRESH_BIT;
 /// Replaces `corpus` by `a` copies of it (see the module); returns the conversations added (0
 /// when a fraction below 1 left some out). Refused when no conversation is left.
 pub fn amplify_conversations(corpus: &mut Corpus, a: f64, seed: u64) -> Result<usize, String> {
+    corpus.dense_ids = None;
     let before = corpus.conversations.len();
     let mut out = Vec::with_capacity((before as f64 * a.ceil()) as usize);
     for c in &corpus.conversations {
@@ -29,9 +30,9 @@ pub fn amplify_conversations(corpus: &mut Corpus, a: f64, seed: u64) -> Result<u
             copy.id = Arc::from(format!("{}@{k}", c.id));
             if c.hash_scope == HashScope::Global {
                 for r in copy.agents.iter_mut().flat_map(|a| a.requests.iter_mut()) {
-                    for h in &mut r.hash_ids {
-                        *h = FRESH_BIT | (hash3(seed ^ 0xa3f1, *h, k) >> 1);
-                    }
+                    r.hash_ids = r
+                        .hash_ids
+                        .map(|h| FRESH_BIT | (hash3(seed ^ 0xa3f1, h, k) >> 1));
                 }
             }
             out.push(copy);
@@ -62,6 +63,7 @@ mod tests {
         Corpus {
             conversations: vec![weka::parse("c.json", text.as_bytes()).unwrap()],
             notes: Vec::new(),
+            ..Corpus::default()
         }
     }
 

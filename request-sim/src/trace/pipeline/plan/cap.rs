@@ -19,6 +19,7 @@ pub struct Capped {
 
 /// Cuts every prompt of `corpus` longer than `max` tokens to `max` (see the module).
 pub fn cap_inputs(corpus: &mut Corpus, max: u32) -> Capped {
+    corpus.dense_ids = None;
     let mut out = Capped::default();
     for c in &mut corpus.conversations {
         let block = c.block_size.max(1);
@@ -31,7 +32,7 @@ pub fn cap_inputs(corpus: &mut Corpus, max: u32) -> Capped {
                 continue;
             }
             r.input_length = max;
-            r.hash_ids.truncate((max as usize).div_ceil(block));
+            r.hash_ids = r.hash_ids.truncated((max as usize).div_ceil(block));
             out.cut += 1;
         }
     }
@@ -58,6 +59,7 @@ mod tests {
         let mut corpus = Corpus {
             conversations: vec![weka::parse("c.json", text.as_bytes()).unwrap()],
             notes: Vec::new(),
+            ..Corpus::default()
         };
         let got = cap_inputs(&mut corpus, 32);
         assert_eq!(

@@ -212,12 +212,14 @@ fn item(
             joins: Box::default(),
             prior: Box::default(),
             gap_rule: r.gap.rule,
+            trace_result: r.result.clone(),
             conversation_trace_ms: first.then_some(l.trace_end_ms),
             conversation_requests: first.then_some(conv.requests() as u32),
         })),
     };
     let hash_ids = r
         .hash_ids
+        .to_vec()
         .iter()
         .enumerate()
         .map(|(i, &h)| block_id(conv, a, i, h, l.space, rules.share_system_prefix))

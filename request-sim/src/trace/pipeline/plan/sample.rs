@@ -45,6 +45,7 @@ mod tests {
         Corpus {
             conversations: (0..n).map(conv).collect(),
             notes: Vec::new(),
+            ..Corpus::default()
         }
     }
 

@@ -24,6 +24,7 @@ pub struct Scales {
 /// Scales every prompt of `corpus` (see the module); returns (prompts scaled, requests given
 /// as messages left as written).
 pub fn scale_prompts(corpus: &mut Corpus, s: Scales) -> (usize, usize) {
+    corpus.dense_ids = None;
     let key = |ci: usize, scope: HashScope, h: u64| match scope {
         HashScope::Local => hash3(ci as u64, h, 0x10ca1),
         HashScope::Global => h,
@@ -31,7 +32,7 @@ pub fn scale_prompts(corpus: &mut Corpus, s: Scales) -> (usize, usize) {
     let mut holders: HashMap<u64, u32> = HashMap::new();
     for (ci, c) in corpus.conversations.iter().enumerate() {
         for r in c.agents.iter().flat_map(|a| &a.requests) {
-            for &h in &r.hash_ids {
+            for &h in &r.hash_ids.to_vec() {
                 *holders.entry(key(ci, c.hash_scope, h)).or_insert(0) += 1;
             }
         }
@@ -48,7 +49,7 @@ pub fn scale_prompts(corpus: &mut Corpus, s: Scales) -> (usize, usize) {
             let n = r.hash_ids.len() as u64;
             let mut out = Vec::with_capacity(r.hash_ids.len());
             let mut tokens = 0u64;
-            for (i, &h) in r.hash_ids.iter().enumerate() {
+            for (i, &h) in r.hash_ids.to_vec().iter().enumerate() {
                 let shared = holders.get(&key(ci, scope, h)).copied().unwrap_or(0) >= 2;
                 let copies = rounded(if shared { s.prefix } else { s.prompt }, s.seed, h);
                 let in_block = b.min(len.saturating_sub(i as u64 * b));
@@ -64,7 +65,7 @@ pub fn scale_prompts(corpus: &mut Corpus, s: Scales) -> (usize, usize) {
             }
             tokens += scale_tokens(len.saturating_sub(n * b), s.prompt, s.seed, u64::MAX - 1);
             r.input_length = tokens.clamp(1, u64::from(u32::MAX)) as u32;
-            r.hash_ids = out;
+            r.hash_ids = out.into();
             scaled += 1;
         }
     }
@@ -91,6 +92,7 @@ mod tests {
         let mut corpus = Corpus {
             conversations: vec![weka::parse("c.json", text.as_bytes()).unwrap()],
             notes: Vec::new(),
+            ..Corpus::default()
         };
         let s = Scales {
             prefix: 2.0,
