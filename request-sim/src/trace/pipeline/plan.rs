@@ -163,7 +163,7 @@ pub fn plan(
     let mut items: Vec<Item> = Vec::new();
     let mut starts = Starts::new(opts.population);
     if opts.population == Population::All {
-        starts.recorded = recorded_offsets(corpus);
+        starts.recorded = recorded_offsets(corpus, opts.max_idle_gap_ms);
         if let Some(at) = &starts.recorded {
             // the earliest first, so `--max-requests` keeps the start of the corpus
             order.sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(a.cmp(&b)));
@@ -324,8 +324,9 @@ struct Starts {
 }
 
 /// Each conversation's recorded start as an offset from the earliest (ms); `None` unless every
-/// conversation has one.
-fn recorded_offsets(corpus: &Corpus) -> Option<Vec<f64>> {
+/// conversation has one. `--max-idle-gap` caps the idle time between two consecutive starts as
+/// it caps every client gap, so a corpus spread over a day does not replay for a day.
+fn recorded_offsets(corpus: &Corpus, max_gap_ms: Option<f64>) -> Option<Vec<f64>> {
     let at: Option<Vec<f64>> = corpus
         .conversations
         .iter()
@@ -333,7 +334,18 @@ fn recorded_offsets(corpus: &Corpus) -> Option<Vec<f64>> {
         .collect();
     let at = at?;
     let origin = at.iter().copied().fold(f64::INFINITY, f64::min);
-    Some(at.iter().map(|t| (t - origin).max(0.0)).collect())
+    let mut at: Vec<f64> = at.iter().map(|t| (t - origin).max(0.0)).collect();
+    if let Some(cap) = max_gap_ms {
+        let mut by_start: Vec<usize> = (0..at.len()).collect();
+        by_start.sort_by(|&a, &b| at[a].total_cmp(&at[b]).then(a.cmp(&b)));
+        let (mut prev, mut prev_capped) = (0.0, 0.0);
+        for i in by_start {
+            let t = at[i];
+            at[i] = prev_capped + (t - prev).min(cap);
+            (prev, prev_capped) = (t, at[i]);
+        }
+    }
+    Some(at)
 }
 
 impl Starts {
