@@ -255,7 +255,7 @@ fn missing_file_and_directory() {
     );
     let err = load(&bad_traces_dir(), &LoadOptions::default()).unwrap_err();
     assert!(
-        err.to_string().contains(": cannot open: is a directory of .json or .json.gz files, a Weka agent corpus: `replay`, `sweep` and `analyze` (without --against) read it"),
+        err.to_string().contains(": cannot open: is a directory of .json or .json.gz files, a Weka agent corpus: `replay`, `sweep`, `analyze` (without --against) and `transform` (a Weka directory out) read it"),
         "{err}"
     );
 }
