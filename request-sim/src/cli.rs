@@ -326,8 +326,8 @@ pub struct ScheduleArgs {
     /// above).
     #[arg(long, default_value_t = crate::schedule::priority::DEFAULT_RT_PRIORITY)]
     pub rt_priority: u8,
-    /// Do not keep the cores awake before bursts. By default, while --realtime raises the I/O
-    /// threads before eight or more sends due within 10 ms, one lowest-priority (SCHED_IDLE)
+    /// Do not keep the cores awake before sends. By default, while --realtime raises the I/O
+    /// threads before a send (not before closed-loop releases), one lowest-priority (SCHED_IDLE)
     /// thread per core spins, so a virtual machine's idle cores are running when the burst
     /// wakes the I/O threads (`run.realtime.keep_awake_raises`).
     #[arg(long)]

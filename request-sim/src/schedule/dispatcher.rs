@@ -259,7 +259,7 @@ impl<'a> Dispatcher<'a> {
     }
 
     /// Raise the I/O threads [`IoBoost::LEAD`] before `prepared`'s send time (`offset`),
-    /// keeping the cores awake when a burst of sends is due ([`IoBoost::AWAKE_BURST`]); false
+    /// keeping the cores awake when sends are due ([`IoBoost::AWAKE_BURST`]); false
     /// when stopped while waiting for that.
     fn raise(&mut self, b: &mut IoBoost, prepared: &Prepared, offset: Duration) -> bool {
         let scheduled = self.start + offset;

@@ -1,7 +1,7 @@
 //! Scheduling: the feeder streams the planned requests to producer threads ([`feed`]), which
 //! build bodies ahead of time ([`producer`]); the dispatcher releases them at trace time
 //! ([`dispatcher`]) using a spin-then-sleep clock ([`clock`]). Around send times the I/O
-//! threads run at real-time priority ([`priority`]) with the cores kept awake before bursts
+//! threads run at real-time priority ([`priority`]) with the cores kept awake before sends
 //! ([`awake`]). Closed-loop turns are sent at their release instants by one clock thread
 //! ([`release`]).
 

@@ -78,7 +78,7 @@ pub struct RealtimeReport {
     /// Threads that kept the cores awake while the I/O threads were raised (0: none;
     /// `--no-keep-awake`, or no real-time scheduling).
     pub keep_awake_threads: usize,
-    /// Raises that kept the cores awake (those before a burst of sends, see
+    /// Raises that kept the cores awake (the dispatcher's before sends, see
     /// [`IoBoost::AWAKE_BURST`]) and the seconds the threads spun in all.
     pub keep_awake_raises: u64,
     pub keep_awake_s: f64,
@@ -308,11 +308,13 @@ impl IoBoost {
     /// priority above): checking every 50 µs cost that thread a context switch pair every
     /// 60 µs while it wrote a burst (`perf sched timehist`).
     pub const SETTLE_STEP: Duration = Duration::from_micros(200);
-    /// Sends due within the burst window from which a raise also keeps the cores awake
-    /// (docs/performance.md, "Keep-awake"): the first wake-up of a halted vCPU delayed whole
-    /// bursts, while for single sends and closed-loop releases the spinning threads cost two
-    /// cores for every raise and bought nothing measurable.
-    pub const AWAKE_BURST: usize = 8;
+    /// Sends due within the burst window from which a dispatcher's raise also keeps the cores
+    /// awake (docs/performance.md): any send. Closed-loop turns handed over to wait, and the
+    /// release clock's raises, never do: in agent runs the spinning threads cost two cores for
+    /// every raise and bought nothing measurable. A threshold of 8 (keep-awake for bursts only)
+    /// saved 0.8 CPU-ms per request at 156 req/s but raised open-loop drift max at 400 req/s
+    /// from 0.58-1.79 to 1.92-2.79 ms (3 runs each), so every send keeps it.
+    pub const AWAKE_BURST: usize = 1;
 
     pub fn is_raised(&self) -> bool {
         self.held
