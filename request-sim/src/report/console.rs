@@ -207,55 +207,7 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
     let pct = percent_or_na;
     t.header("Agents", '-');
     if let Some(l) = &a.layout {
-        let population = match (l.users, l.session_rate, l.recorded_starts) {
-            (Some(u), _, _) => format!("{u} users"),
-            (_, Some(r), _) => format!("{r} conversations/s"),
-            (_, _, Some(_)) => "at their recorded times".to_string(),
-            _ => "all at once".to_string(),
-        };
-        t.row("Population:", population);
-        t.row(
-            "Conversations laid out (corpus):",
-            format!("{} ({})", l.conversations, l.corpus_conversations),
-        );
-        if let Some(p) = l.sample_sessions {
-            t.row(
-                "Sample sessions / sampled out:",
-                format!("{p} / {}", l.sampled_out),
-            );
-        }
-        if let Some(a) = l.amplify {
-            t.row(
-                "Amplify / conversations added:",
-                format!("{a} / {}", l.amplified),
-            );
-        }
-        if l.prefix_scale.is_some() || l.prompt_scale.is_some() {
-            t.row(
-                "Prefix / prompt scale, prompts:",
-                format!(
-                    "{} / {}, {}",
-                    l.prefix_scale.unwrap_or(1.0),
-                    l.prompt_scale.unwrap_or(1.0),
-                    l.scaled_prompts
-                ),
-            );
-        }
-        if let Some(max) = l.max_input_length {
-            t.row(
-                "Max input length / prompts cut:",
-                format!("{max} / {}", l.capped_inputs),
-            );
-        }
-        if let Some(ms) = l.max_idle_gap_ms {
-            t.row(
-                "Max idle gap (s) / gaps cut:",
-                format!("{} / {}", ms / 1e3, l.capped_gaps),
-            );
-        }
-        if l.share_system_prefix {
-            t.row("Shared tools+system prefix:", "yes");
-        }
+        agent_layout_rows(t, l);
     }
     t.row(
         "Conversations completed:",
@@ -303,6 +255,59 @@ fn agents_section(t: &mut Table, a: &AgentSummary) {
             format!("Ideal for the routing ({n} inst.):").as_str(),
             pct(Some(r)),
         );
+    }
+}
+
+/// How an agent corpus was laid out: its population and the reshaping rules with their counts.
+fn agent_layout_rows(t: &mut Table, l: &crate::trace::pipeline::plan::PlanFacts) {
+    let population = match (l.users, l.session_rate, l.recorded_starts) {
+        (Some(u), _, _) => format!("{u} users"),
+        (_, Some(r), _) => format!("{r} conversations/s"),
+        (_, _, Some(_)) => "at their recorded times".to_string(),
+        _ => "all at once".to_string(),
+    };
+    t.row("Population:", population);
+    t.row(
+        "Conversations laid out (corpus):",
+        format!("{} ({})", l.conversations, l.corpus_conversations),
+    );
+    if let Some(p) = l.sample_sessions {
+        t.row(
+            "Sample sessions / sampled out:",
+            format!("{p} / {}", l.sampled_out),
+        );
+    }
+    if let Some(a) = l.amplify {
+        t.row(
+            "Amplify / conversations added:",
+            format!("{a} / {}", l.amplified),
+        );
+    }
+    if l.prefix_scale.is_some() || l.prompt_scale.is_some() {
+        t.row(
+            "Prefix / prompt scale, prompts:",
+            format!(
+                "{} / {}, {}",
+                l.prefix_scale.unwrap_or(1.0),
+                l.prompt_scale.unwrap_or(1.0),
+                l.scaled_prompts
+            ),
+        );
+    }
+    if let Some(max) = l.max_input_length {
+        t.row(
+            "Max input length / prompts cut:",
+            format!("{max} / {}", l.capped_inputs),
+        );
+    }
+    if let Some(ms) = l.max_idle_gap_ms {
+        t.row(
+            "Max idle gap (s) / gaps cut:",
+            format!("{} / {}", ms / 1e3, l.capped_gaps),
+        );
+    }
+    if l.share_system_prefix {
+        t.row("Shared tools+system prefix:", "yes");
     }
 }
 
