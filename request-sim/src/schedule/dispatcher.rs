@@ -27,6 +27,23 @@ pub struct DispatchPlan {
 pub const BURST_WINDOW: Duration = Duration::from_millis(10);
 /// At most this many requests are taken ahead to count a burst.
 const MAX_BURST_AHEAD: usize = 256;
+/// How long before its trace time a closed-loop turn that waits for its release is handed
+/// over: enough for its task to start (at normal priority) and hand its instant to the release
+/// clock before the trace time, the earliest its release can be.
+pub const HANDOVER_AHEAD: Duration = Duration::from_millis(20);
+/// Turns due within this long after the one the dispatcher woke up for are handed over in the
+/// same wake-up (so at most `HANDOVER_AHEAD + HANDOVER_BATCH` early): one wake-up per turn was
+/// most of what the dispatcher still cost in agent replays.
+pub const HANDOVER_BATCH: Duration = Duration::from_millis(50);
+
+/// Whether `p` is a closed-loop turn that waits for other requests (its parent, joins, a
+/// user's previous conversation) before it is sent; other requests are sent when handed over.
+fn waits_for_release(p: &Prepared) -> bool {
+    p.planned
+        .turn
+        .as_ref()
+        .is_some_and(|t| t.waits().next().is_some())
+}
 
 impl DispatchPlan {
     /// Offset of a request's send time from the start of the run.
@@ -116,13 +133,29 @@ pub fn dispatch(
                 return d.stopped();
             }
         }
-        if let Some(b) = boost.as_mut() {
-            if !b.is_raised() && !d.raise(b, &prepared, offset) {
+        let waits = waits_for_release(&prepared);
+        if waits {
+            // A closed-loop turn that waits for its release: its task takes the release from
+            // `scheduled` and its parents, and the release clock sends it (`super::release`),
+            // so it is handed over a little early, without a raise or a spin. Spinning and
+            // raising for every turn's trace time cost agent replays about a third of their
+            // CPU (`perf`, scripts/bench-agents.sh).
+            let at = scheduled.checked_sub(HANDOVER_AHEAD).unwrap_or(scheduled);
+            if d.handover_until.is_none_or(|u| at > u) {
+                if !d.waiter.sleep_until(at, stop.flag()) {
+                    return d.stopped();
+                }
+                d.handover_until = Some(at + HANDOVER_BATCH);
+            }
+        } else {
+            if let Some(b) = boost.as_mut() {
+                if !b.is_raised() && !d.raise(b, &prepared, offset) {
+                    return d.stopped();
+                }
+            }
+            if !d.waiter.wait_until(scheduled, stop.flag()) {
                 return d.stopped();
             }
-        }
-        if !d.waiter.wait_until(scheduled, stop.flag()) {
-            return d.stopped();
         }
         let now = Instant::now();
         d.count_send(&prepared, scheduled, now);
@@ -150,6 +183,8 @@ struct Dispatcher<'a> {
     ahead: VecDeque<Prepared>,
     /// The end of the burst announced last.
     burst_end: Option<Instant>,
+    /// Waiting turns due to be handed over before this are handed over without sleeping.
+    handover_until: Option<Instant>,
 }
 
 impl<'a> Dispatcher<'a> {
@@ -177,6 +212,7 @@ impl<'a> Dispatcher<'a> {
             last_send: None,
             ahead: VecDeque::new(),
             burst_end: None,
+            handover_until: None,
         }
     }
 
@@ -276,12 +312,7 @@ impl<'a> Dispatcher<'a> {
     /// release) due within [`BURST_WINDOW`] from `offset`, starting with `first`, as far as
     /// they are built (taken ahead).
     fn sends_due(&mut self, first: &Prepared, offset: Duration) -> usize {
-        let sends_at_once = |p: &Prepared| {
-            p.planned
-                .turn
-                .as_ref()
-                .is_none_or(|t| t.waits().next().is_none())
-        };
+        let sends_at_once = |p: &Prepared| !waits_for_release(p);
         let window = offset + BURST_WINDOW;
         let mut n = usize::from(sends_at_once(first));
         let mut k = 0;
