@@ -167,10 +167,37 @@ struct WireChoice<'a> {
     message: Option<WireDelta<'a>>,
 }
 
+/// The first element of a JSON array (`None` when it is empty); the others are skipped
+/// unparsed.
+struct First<T>(Option<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for First<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = First<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<First<T>, A::Error> {
+                let first = seq.next_element::<T>()?;
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(First(first))
+            }
+        }
+        d.deserialize_seq(Visit(std::marker::PhantomData))
+    }
+}
+
 #[derive(Deserialize)]
 struct WireChunk<'a> {
+    /// Only the first choice is read (request-sim asks for one): no list is allocated per
+    /// streamed chunk.
     #[serde(borrow, default)]
-    choices: Option<Vec<WireChoice<'a>>>,
+    choices: Option<First<WireChoice<'a>>>,
     usage: Option<WireUsage>,
     #[serde(borrow)]
     error: Option<&'a RawValue>,
@@ -242,8 +269,8 @@ impl ResponseState {
                 truncate(&msg, 512)
             )));
         }
-        if let Some(choices) = &chunk.choices {
-            if let Some(c) = choices.first() {
+        if let Some(First(choices)) = &chunk.choices {
+            if let Some(c) = choices {
                 let delta = c.delta.as_ref();
                 expect_string(c.text, "a choice's `text`", data)?;
                 if let Some(d) = delta {
@@ -336,8 +363,7 @@ impl ResponseState {
                         error_text(err)
                     )));
                 }
-                let choices = chunk.choices.unwrap_or_default();
-                let Some(c) = choices.first() else {
+                let Some(c) = chunk.choices.and_then(|c| c.0) else {
                     return Err(ProtocolError("response has no choices".into()));
                 };
                 let message = c.message.as_ref();
