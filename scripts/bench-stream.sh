@@ -13,7 +13,8 @@
 #   CPU per streamed token = (cpu2 - cpu1) / (tokens2 - tokens1),
 #   fixed cost per request  = (cpu1 - tokens1 * per_token) / N,
 #   the recorded ITL p50/p99 of the L2 run against the configured STEP_MS,
-# then the median and spread (min-max) over the pairs.
+# then the median and spread (min-max) over the pairs. The user/sys split (usr/tok) is
+# getrusage's, tick-sampled: it swings from run to run on a busy machine; quote the total.
 #
 # Every run is bounded: the trace has N rows, --time-in-secs and `timeout`. Loopback only.
 #
