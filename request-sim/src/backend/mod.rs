@@ -17,7 +17,8 @@
 //! - [`state`]: what is observed while reading one response ([`ResponseState`]);
 //! - [`response`]: per-API interpretation of OpenAI and TGI messages into timings and token
 //!   counts; [`events`]: the same for the typed event streams (and bodies) of the Responses and
-//!   Messages APIs.
+//!   Messages APIs; `fast`: the chat token chunk of vLLM's exact shape, read without a JSON
+//!   parser.
 //!
 //! This file only declares the modules and re-exports what the rest of the crate uses.
 
@@ -28,6 +29,7 @@ pub mod convert;
 pub mod endpoint;
 pub mod events;
 mod extra;
+mod fast;
 pub mod image_body;
 pub mod models;
 pub mod response;

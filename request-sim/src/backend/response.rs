@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::api::ApiKind;
+use super::fast;
 use super::state::{
     append_text, error_text, expect_string, malformed_body, non_empty, truncate, Carried,
     ProtocolError, ResponseState, Usage,
@@ -167,10 +168,37 @@ struct WireChoice<'a> {
     message: Option<WireDelta<'a>>,
 }
 
+/// The first element of a JSON array (`None` when it is empty); the others are skipped
+/// unparsed.
+struct First<T>(Option<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for First<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = First<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<First<T>, A::Error> {
+                let first = seq.next_element::<T>()?;
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(First(first))
+            }
+        }
+        d.deserialize_seq(Visit(std::marker::PhantomData))
+    }
+}
+
 #[derive(Deserialize)]
 struct WireChunk<'a> {
+    /// Only the first choice is read (request-sim asks for one): no list is allocated per
+    /// streamed chunk.
     #[serde(borrow, default)]
-    choices: Option<Vec<WireChoice<'a>>>,
+    choices: Option<First<WireChoice<'a>>>,
     usage: Option<WireUsage>,
     #[serde(borrow)]
     error: Option<&'a RawValue>,
@@ -223,6 +251,20 @@ impl ResponseState {
         if self.finished {
             return Err(ProtocolError("data after [DONE]".into()));
         }
+        // Nearly every token chunk of vLLM and llm-sim: read without the JSON parser, the same
+        // way the full parse below reads it (tests: `the_fast_path_reads_as_the_full_parse`).
+        if let Some(t) = fast::chat_token(data) {
+            self.token_at(now, t.carried);
+            if let (Some(a), true) = (&mut self.answer, t.carried.answer) {
+                a.push_str(t.text);
+            }
+            return Ok(());
+        }
+        self.on_openai_chunk(data, now)
+    }
+
+    /// A chat or completions chunk (not `[DONE]`), read by the full JSON parse.
+    fn on_openai_chunk(&mut self, data: &[u8], now: Instant) -> Result<(), ProtocolError> {
         let chunk: WireChunk<'_> = serde_json::from_slice(data).map_err(|e| {
             ProtocolError(format!(
                 "malformed SSE JSON ({e}): {}",
@@ -242,38 +284,36 @@ impl ResponseState {
                 truncate(&msg, 512)
             )));
         }
-        if let Some(choices) = &chunk.choices {
-            if let Some(c) = choices.first() {
-                let delta = c.delta.as_ref();
-                expect_string(c.text, "a choice's `text`", data)?;
-                if let Some(d) = delta {
-                    expect_string(d.content, "a delta's `content`", data)?;
-                    expect_string(d.reasoning, "a delta's `reasoning`", data)?;
-                    expect_string(d.reasoning_content, "a delta's `reasoning_content`", data)?;
+        if let Some(First(Some(c))) = &chunk.choices {
+            let delta = c.delta.as_ref();
+            expect_string(c.text, "a choice's `text`", data)?;
+            if let Some(d) = delta {
+                expect_string(d.content, "a delta's `content`", data)?;
+                expect_string(d.reasoning, "a delta's `reasoning`", data)?;
+                expect_string(d.reasoning_content, "a delta's `reasoning_content`", data)?;
+            }
+            // The role preamble before the first token is no token event (docs/metrics.md).
+            let preamble =
+                self.first_token.is_none() && delta.is_some_and(|d| d.is_role_preamble());
+            let mut carried = delta.map_or(Carried::NOTHING, WireDelta::carried);
+            carried.answer |= non_empty(c.text);
+            if !preamble {
+                // `reasoning: ""` or `content: ""` after the first token: a thinking or
+                // answer token whose bytes the server held back (part of a multi-byte
+                // character), a thinking or answer event all the same.
+                match delta.map(WireDelta::held).filter(|_| !carried.any()) {
+                    Some(Some(held)) => self.token_event(now, held, false),
+                    _ => self.token_at(now, carried),
                 }
-                // The role preamble before the first token is no token event (docs/metrics.md).
-                let preamble =
-                    self.first_token.is_none() && delta.is_some_and(|d| d.is_role_preamble());
-                let mut carried = delta.map_or(Carried::NOTHING, WireDelta::carried);
-                carried.answer |= non_empty(c.text);
-                if !preamble {
-                    // `reasoning: ""` or `content: ""` after the first token: a thinking or
-                    // answer token whose bytes the server held back (part of a multi-byte
-                    // character), a thinking or answer event all the same.
-                    match delta.map(WireDelta::held).filter(|_| !carried.any()) {
-                        Some(Some(held)) => self.token_event(now, held, false),
-                        _ => self.token_at(now, carried),
-                    }
-                }
-                if let Some(d) = delta {
-                    let (calls, bytes) = d.tool_call_parts();
-                    self.tool_calls += calls;
-                    self.tool_arg_bytes += bytes;
-                }
-                if let Some(a) = &mut self.answer {
-                    append_text(a, c.delta.as_ref().and_then(|d| d.content));
-                    append_text(a, c.text);
-                }
+            }
+            if let Some(d) = delta {
+                let (calls, bytes) = d.tool_call_parts();
+                self.tool_calls += calls;
+                self.tool_arg_bytes += bytes;
+            }
+            if let Some(a) = &mut self.answer {
+                append_text(a, c.delta.as_ref().and_then(|d| d.content));
+                append_text(a, c.text);
             }
         }
         if let Some(u) = chunk.usage {
@@ -336,8 +376,7 @@ impl ResponseState {
                         error_text(err)
                     )));
                 }
-                let choices = chunk.choices.unwrap_or_default();
-                let Some(c) = choices.first() else {
+                let Some(c) = chunk.choices.and_then(|c| c.0) else {
                     return Err(ProtocolError("response has no choices".into()));
                 };
                 let message = c.message.as_ref();
@@ -394,6 +433,45 @@ mod tests {
     use super::*;
     use crate::backend::state::feed_events;
     use std::time::Duration;
+
+    #[test]
+    fn the_fast_path_reads_as_the_full_parse() {
+        let tok = r#"{"id":"c-1","object":"chat.completion.chunk","created":17,"model":"m","choices":[{"index":0,"delta":{"content":" a"},"logprobs":null,"finish_reason":null,"token_ids":null}]}"#;
+        let think = tok.replace(r#""content""#, r#""reasoning""#);
+        let preamble = tok.replace(r#""content":" a""#, r#""role":"assistant","content":"""#);
+        let held = tok.replace(r#"" a""#, r#""""#);
+        let escaped = tok.replace(r#"" a""#, r#""\"é\n""#);
+        let last = tok.replace(r#""finish_reason":null"#, r#""finish_reason":"length""#);
+        let streams: [&[&str]; 4] = [
+            &[&preamble, tok, tok, &last],
+            &[&preamble, &think, &held, tok, &escaped, &last],
+            &[tok, &think, &think, &held, tok],
+            &[&escaped, tok, &held],
+        ];
+        let now = Instant::now();
+        for events in streams {
+            for collecting in [false, true] {
+                let fresh = || {
+                    if collecting {
+                        ResponseState::collecting()
+                    } else {
+                        ResponseState::default()
+                    }
+                };
+                let (mut fast, mut full) = (fresh(), fresh());
+                for (i, e) in events.iter().enumerate() {
+                    let at = now + Duration::from_millis(3 * i as u64);
+                    fast.on_event(ApiKind::Chat, e.as_bytes(), at).unwrap();
+                    full.on_openai_chunk(e.as_bytes(), at).unwrap();
+                }
+                assert_eq!(format!("{fast:?}"), format!("{full:?}"), "{events:?}");
+                assert!(fast.chunks >= 3, "{fast:?}");
+            }
+        }
+        // The shape is taken for the common chunks (else this test compares nothing).
+        assert!(fast::chat_token(tok.as_bytes()).is_some());
+        assert!(fast::chat_token(think.as_bytes()).is_some());
+    }
 
     fn feed(kind: ApiKind, events: &[&str]) -> (ResponseState, Result<(), ProtocolError>) {
         feed_events(ResponseState::default(), kind, events)

@@ -59,6 +59,76 @@ fn data_value(line: &[u8]) -> Option<&[u8]> {
     Some(rest.strip_prefix(b" ").unwrap_or(rest))
 }
 
+/// Reads the complete lines of `src` (the first line starts at 0; its end is searched from
+/// `from`, the bytes before having been scanned already) into `event`, calling `on_event` for
+/// every event they complete. Returns where the unfinished tail of `src` starts and how far it
+/// was scanned (a `\r` at the very end may be the first half of `\r\n`: not scanned yet).
+///
+/// The first `data` line of an event stays a range of `src` (`single`) until a second one
+/// comes or `src` ends: an event whose one line lies whole in `src` is never copied.
+fn feed(
+    event: &mut Event,
+    src: &[u8],
+    mut from: usize,
+    limit: usize,
+    on_event: &mut impl FnMut(&[u8]),
+) -> Result<(usize, usize), SseError> {
+    let mut start = 0;
+    let mut single: Option<(usize, usize)> = None;
+    let tail = loop {
+        let Some(rel) = memchr::memchr2(b'\n', b'\r', &src[from..]) else {
+            break (start, src.len());
+        };
+        let end = from + rel;
+        if src[end] == b'\r' && end + 1 == src.len() {
+            break (start, end);
+        }
+        let next = if src[end] == b'\r' && src[end + 1] == b'\n' {
+            end + 2
+        } else {
+            end + 1
+        };
+        let line = &src[start..end];
+        let line_start = start;
+        start = next;
+        from = next;
+        if line.is_empty() {
+            match single.take() {
+                Some((a, b)) => on_event(&src[a..b]),
+                None => event.dispatch(on_event),
+            }
+            continue;
+        }
+        let value = match data_value(line) {
+            Some(v) => v,
+            // A bare `data` line: an empty value.
+            None if line == b"data" => &line[4..],
+            // other fields (event:, id:, retry:) and comments (":") are ignored
+            None => continue,
+        };
+        if !event.has_data && single.is_none() {
+            // `value` ends the line: its range in `src`.
+            single = Some((line_start + line.len() - value.len(), end));
+            if value.len() > limit {
+                return Err(SseError::Oversized { limit });
+            }
+            continue;
+        }
+        if let Some((a, b)) = single.take() {
+            event.add_line(&src[a..b]);
+        }
+        event.add_line(value);
+        // Checked for bare `data` lines too: each adds a newline to the event.
+        if event.data.len() > limit {
+            return Err(SseError::Oversized { limit });
+        }
+    };
+    if let Some((a, b)) = single {
+        event.add_line(&src[a..b]);
+    }
+    Ok(tail)
+}
+
 impl SseParser {
     /// A parser that rejects events larger than `limit` bytes.
     pub fn new(limit: usize) -> Self {
@@ -74,50 +144,26 @@ impl SseParser {
     }
 
     /// Feed bytes; call `on_event` with the data payload of every event completed by them.
+    ///
+    /// With no partial line pending (the usual case: a server writes whole events), the lines
+    /// are read from `bytes` itself, and an event of one `data` line is handed over as a slice
+    /// of `bytes`: no copy. Only an unfinished tail is kept for the next push.
     pub fn push(&mut self, bytes: &[u8], mut on_event: impl FnMut(&[u8])) -> Result<(), SseError> {
-        self.buf.extend_from_slice(bytes);
-        let mut start = 0;
-        loop {
-            let Some(rel) = self.buf[self.scanned..]
-                .iter()
-                .position(|&b| b == b'\n' || b == b'\r')
-            else {
-                self.scanned = self.buf.len();
-                break;
-            };
-            let end = self.scanned + rel;
-            // A '\r' at the very end may be the first half of "\r\n": wait for more bytes.
-            if self.buf[end] == b'\r' && end + 1 == self.buf.len() {
-                self.scanned = end;
-                break;
-            }
-            let next = if self.buf[end] == b'\r' && self.buf[end + 1] == b'\n' {
-                end + 2
-            } else {
-                end + 1
-            };
-            let line_start = start;
-            start = next;
-            self.scanned = next;
-            let line = &self.buf[line_start..end];
-            if line.is_empty() {
-                self.event.dispatch(&mut on_event);
-                continue;
-            }
-            if let Some(value) = data_value(line) {
-                self.event.add_line(value);
-            } else if line == b"data" {
-                self.event.add_line(b"");
-            }
-            // Checked for bare `data` lines too: each adds a newline to the event.
-            if self.event.data.len() > self.limit {
-                return Err(SseError::Oversized { limit: self.limit });
-            }
-            // other fields (event:, id:, retry:) and comments (":") are ignored
-        }
-        if start > 0 {
-            self.buf.drain(..start);
-            self.scanned -= start;
+        if self.buf.is_empty() {
+            let (done, scanned) = feed(&mut self.event, bytes, 0, self.limit, &mut on_event)?;
+            self.buf.extend_from_slice(&bytes[done..]);
+            self.scanned = scanned - done;
+        } else {
+            self.buf.extend_from_slice(bytes);
+            let (done, scanned) = feed(
+                &mut self.event,
+                &self.buf,
+                self.scanned,
+                self.limit,
+                &mut on_event,
+            )?;
+            self.buf.drain(..done);
+            self.scanned = scanned - done;
         }
         if self.buf.len() > self.limit {
             return Err(SseError::Oversized { limit: self.limit });
@@ -171,6 +217,24 @@ mod tests {
         }
         let bytes: Vec<&[u8]> = s.chunks(1).collect();
         assert_eq!(collect(&bytes), whole);
+    }
+
+    #[test]
+    fn three_pieces_give_the_same_events_as_one() {
+        // Every pair of cuts: whole events read in place, tails buffered, events whose first
+        // data line came in an earlier push, bare `data` lines, `\r\n` split in two.
+        let s: &[u8] = b"data: a\r\n\r\ndata\ndata: b\n\nid: 1\ndata: {\"c\":1}\r\n\r\ndata: d\n\n";
+        let whole = collect(&[s]);
+        assert_eq!(whole, vec!["a", "\nb", "{\"c\":1}", "d"]);
+        for i in 0..s.len() {
+            for j in i..s.len() {
+                assert_eq!(
+                    collect(&[&s[..i], &s[i..j], &s[j..]]),
+                    whole,
+                    "cuts at {i}, {j}"
+                );
+            }
+        }
     }
 
     #[test]
