@@ -15,6 +15,9 @@
 #   the recorded ITL p50/p99 of the L2 run against the configured STEP_MS,
 # then the median and spread (min-max) over the pairs. The user/sys split (usr/tok) is
 # getrusage's, tick-sampled: it swings from run to run on a busy machine; quote the total.
+# Last, the kernel's floor on this host (scripts/stream-floor.py, FLOOR=1): a minimal reader
+# with one recv per ready socket per epoll wake-up, as many streams open at once as the replay
+# had (RATE x L2 x STEP_MS), its system time per token.
 #
 # Every run is bounded: the trace has N rows, --time-in-secs and `timeout`. Loopback only.
 #
@@ -32,7 +35,8 @@
 #   EXTRA_ARGS []     more flags for `request-sim replay`
 #   OUT [bench-results/stream-<UTC time>]  traces, records, summaries and logs
 #   NO_BUILD [0]      1: do not run `cargo build --release`
-# Needs: jq, awk, timeout.
+#   FLOOR [1]         0: skip the kernel-floor row (needs python3)
+# Needs: jq, awk, timeout; python3 for the floor row.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -126,3 +130,8 @@ printf '%s' "$pairs" | awk -v step="$STEP_MS" '
         }
         printf "  [ITL configured %s ms]\n", step
     }'
+if [[ "${FLOOR:-1}" == 1 ]] && command -v python3 >/dev/null; then
+    conc=$(awk -v r="$RATE" -v l="$L2" -v s="$STEP_MS" -v n="$N" 'BEGIN { c = int(r * l * s / 1000 + 0.999); if (c < 1) c = 1; if (c > n) c = n; print c }')
+    timeout 700 python3 "$ROOT/scripts/stream-floor.py" "$PORT" "$N" "$L1" "$L2" "$conc" llm-sim \
+        || echo "bench-stream.sh: the kernel-floor reader failed" >&2
+fi
