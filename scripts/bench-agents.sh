@@ -139,7 +139,7 @@ pct() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "n/a"; exit }
     i50 = int(0.50 * NR); if (i50 < 1) i50 = 1; i99 = int(0.99 * NR + 0.999); if (i99 > NR) i99 = NR
     printf "n=%d p50 %.3f p99 %.3f max %.3f ms\n", NR, v[i50], v[i99], v[NR] }'; }
 REC="$OUT/records.jsonl"
-echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (uncommitted changes)')"
+echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (uncommitted changes)') (the checkout); binaries: $BIN_DIR ($("$RS" --version 2>/dev/null || echo 'version unknown'))"
 echo "load average before / after the run: $LOAD_BEFORE / $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo n/a); cores: $(nproc)"
 echo "corpus: $CONVS conversations x ($MAIN_REQS main + $SUB_REQS subagent requests), $SESSION_RATE starts/s, gaps ${THINK_S} s"
 read -r CU CS CM < "$OUT/client-time.txt" || true
