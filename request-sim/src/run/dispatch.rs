@@ -177,6 +177,10 @@ fn send_all(
         spin: cfg.schedule.spin,
         time_limit: cfg.schedule.time_limit,
         burst_lead: ctx.warmth.as_ref().map(|_| WARM_LEAD),
+        awake_burst: match ctx.gate {
+            Some(_) => schedule::CLOSED_AWAKE_BURST,
+            None => schedule::priority::IoBoost::AWAKE_BURST,
+        },
     };
     let handle = server.rt.handle();
     schedule::dispatch(

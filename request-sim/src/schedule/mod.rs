@@ -20,7 +20,7 @@ pub mod sessions;
 pub mod start;
 pub mod stop;
 
-pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, DispatchStats};
+pub use dispatcher::{dispatch, DispatchPlan, DispatchResult, DispatchStats, CLOSED_AWAKE_BURST};
 pub use feed::{Feed, FeedEnd};
 pub use priority::{Realtime, RealtimeMode, RealtimeReport, SchedPolicy};
 pub use producer::{

@@ -309,7 +309,8 @@ impl IoBoost {
     /// 60 µs while it wrote a burst (`perf sched timehist`).
     pub const SETTLE_STEP: Duration = Duration::from_micros(200);
     /// Sends due within the burst window from which a dispatcher's raise also keeps the cores
-    /// awake (docs/performance.md): any send. Closed-loop turns handed over to wait, and the
+    /// awake in open-loop runs (docs/performance.md): any send (closed-loop runs:
+    /// `schedule::CLOSED_AWAKE_BURST`). Closed-loop turns handed over to wait, and the
     /// release clock's raises, never do: in agent runs the spinning threads cost two cores for
     /// every raise and bought nothing measurable. A threshold of 8 (keep-awake for bursts only)
     /// saved 0.8 CPU-ms per request at 156 req/s but raised open-loop drift max at 400 req/s
