@@ -473,6 +473,49 @@ mod tests {
         assert!(fast::chat_token(think.as_bytes()).is_some());
     }
 
+    /// Real vLLM 0.32 streams (recorded, tests/data/vllm-0.32): the fast path takes their
+    /// token chunks, and reads each stream exactly as the full parse does.
+    #[test]
+    fn real_vllm_token_chunks_take_the_fast_path_and_read_the_same() {
+        let recorded = [
+            include_str!("../../tests/data/vllm-0.32/chat_stream.sse"),
+            include_str!("../../tests/data/vllm-0.32/chat_stream_reasoning.sse"),
+        ];
+        let now = Instant::now();
+        for sse in recorded {
+            let events: Vec<&str> = sse
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter(|d| *d != "[DONE]")
+                .collect();
+            let fast_hits = events
+                .iter()
+                .filter(|e| fast::chat_token(e.as_bytes()).is_some())
+                .count();
+            assert!(fast_hits >= 3, "{fast_hits} of {events:?}");
+            // What it leaves has a reason: the role preamble, an escape in the text, the finish
+            // reason, usage.
+            for e in events
+                .iter()
+                .filter(|e| fast::chat_token(e.as_bytes()).is_none())
+            {
+                assert!(
+                    ["\"role\"", "\\", "\"finish_reason\":\"", "\"usage\""]
+                        .iter()
+                        .any(|why| e.contains(why)),
+                    "{e}"
+                );
+            }
+            let (mut fast, mut full) = (ResponseState::collecting(), ResponseState::collecting());
+            for (i, e) in events.iter().enumerate() {
+                let at = now + Duration::from_millis(2 * i as u64);
+                fast.on_event(ApiKind::Chat, e.as_bytes(), at).unwrap();
+                full.on_openai_chunk(e.as_bytes(), at).unwrap();
+            }
+            assert_eq!(format!("{fast:?}"), format!("{full:?}"));
+        }
+    }
+
     fn feed(kind: ApiKind, events: &[&str]) -> (ResponseState, Result<(), ProtocolError>) {
         feed_events(ResponseState::default(), kind, events)
     }
