@@ -139,6 +139,11 @@ fn drift_section(t: &mut Table, s: &Summary) {
             "Client CPU, ms/request:"
         };
         t.maybe(label, c.ms_per_request);
+        // Only where the hypervisor took time: a VM's stalls explain tails the client cannot.
+        t.maybe(
+            "Machine steal time (s):",
+            c.machine_steal_s.filter(|&s| s > 0.0),
+        );
     }
 }
 

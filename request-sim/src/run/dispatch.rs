@@ -181,6 +181,7 @@ fn send_all(
             Some(_) => schedule::CLOSED_AWAKE_BURST,
             None => schedule::priority::IoBoost::AWAKE_BURST,
         },
+        learn_spin: ctx.gate.is_some(),
     };
     let handle = server.rt.handle();
     schedule::dispatch(

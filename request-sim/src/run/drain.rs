@@ -94,7 +94,8 @@ pub(super) fn run(
     })?;
     progress.finish();
     let builtin_simulator = server.sim.take().is_some();
-    let client_cpu = super::cpu::client_cpu(written.written, builtin_simulator);
+    let client_cpu =
+        super::cpu::client_cpu(written.written, builtin_simulator, server.steal_at_start);
     if written.written != result.dispatched {
         return Err(Error::internal(format!(
             "{} requests dispatched but {} records written",

@@ -24,6 +24,8 @@ pub(super) struct Server {
     pub(super) warmth: Option<Arc<backend::warm::Warmth>>,
     pub(super) client_options: backend::ClientOptions,
     pub(super) realtime: Realtime,
+    /// The machine's steal time when the runtime started (`run.client_cpu.machine_steal_s`).
+    pub(super) steal_at_start: Option<f64>,
 }
 
 pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Server> {
@@ -73,6 +75,7 @@ pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Serv
         warmth: None,
         client_options,
         realtime,
+        steal_at_start: super::cpu::machine_steal(),
     })
 }
 

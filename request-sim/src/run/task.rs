@@ -200,14 +200,13 @@ async fn wait_for_release(
             return Err("internal error: a closed-loop turn without the release clock".into());
         };
         let signal = clock.at(release);
-        tokio::select! {
+        let signalled = tokio::select! {
             biased;
             _ = ctx.control.stopping.cancelled() => return Err(cut("the run stopped")),
-            r = signal => match r {
-                Ok(()) => ctx.realtime.released_started(),
-                Err(_) => return Err(cut("the run stopped")),
-            },
-        }
+            r = signal => r.map_err(|_| cut("the run stopped"))?,
+        };
+        clock.arrive(signalled, release).await;
+        ctx.realtime.released_started();
     }
     Ok(Release {
         at: release,
@@ -417,7 +416,7 @@ pub(super) fn unsent(
 ) {
     let done = record(ctx, planned, scheduled, Ending::Unsent(status, why));
     ctx.control.finished.fetch_add(1, Ordering::Relaxed);
-    signal_done(ctx, planned.req.index, false, None);
+    signal_done(ctx, planned.req.index, false, None, None);
     let _ = tx.send(done);
 }
 
@@ -463,13 +462,19 @@ async fn exchange(
     }
 }
 
-/// Tells the turns waiting for request `index` that it ended; `answer`, with `--live-history`
-/// and only for a request some turn waits for: its answer text (when it succeeded) and the
-/// answers of the turns before it.
+/// Tells the turns waiting for request `index` that it ended: at `ended`, the end of its
+/// response as its record has it (`done_ms`), or now when it has none (an error, a request
+/// never sent). Its children's gaps count from there, so their release is exactly the recorded
+/// completion plus the gap: counted from this call instead, each release also carried the
+/// time from the end of the stream to here (hand-back of the connection, 26 µs median and
+/// 87 µs p99 in `scripts/bench-agents.sh`). `answer`, with `--live-history` and only for a
+/// request some turn waits for: its answer text (when it succeeded) and the answers of the
+/// turns before it.
 fn signal_done(
     ctx: &TaskCtx,
     index: usize,
     ok: bool,
+    ended: Option<Instant>,
     answer: Option<(Option<String>, Option<Arc<LiveAnswer>>)>,
 ) {
     if let Some(g) = &ctx.gate {
@@ -482,7 +487,7 @@ fn signal_done(
         g.complete(
             index,
             Done {
-                at: Instant::now(),
+                at: ended.unwrap_or_else(Instant::now),
                 ok,
                 answer,
             },
@@ -544,7 +549,7 @@ pub(super) async fn run_one(
     if ctx.gate.is_some() {
         let ok = matches!(outcome.status, Status::Ok | Status::DryRun);
         let answer = keep_answer.then(|| (answer.filter(|_| ok), earlier_answers));
-        signal_done(&ctx, req.index, ok, answer);
+        signal_done(&ctx, req.index, ok, outcome.state.done, answer);
     }
     let status = outcome.status;
     let sent = Sent {

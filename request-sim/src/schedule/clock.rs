@@ -22,6 +22,8 @@ pub fn wait_until(deadline: Instant, spin: Duration, stop: &AtomicBool) -> bool 
 pub struct Waiter {
     spin: Duration,
     spun: Duration,
+    /// With [`Waiter::learning`]: the margin learnt from the wake-ups so far.
+    learnt: Option<WakeMargin>,
 }
 
 impl Waiter {
@@ -30,12 +32,22 @@ impl Waiter {
         Waiter {
             spin,
             spun: Duration::ZERO,
+            learnt: None,
         }
     }
 
-    /// The spin before each deadline.
+    /// Spin before each deadline what its own wake-ups overshoot (at most `spin`), as the
+    /// release clock does ([`WakeMargin`]).
+    pub fn learning(spin: Duration) -> Self {
+        Waiter {
+            learnt: Some(WakeMargin::new(spin)),
+            ..Waiter::new(spin)
+        }
+    }
+
+    /// The spin before the next deadline.
     pub fn spin(&self) -> Duration {
-        self.spin
+        self.learnt.as_ref().map_or(self.spin, WakeMargin::margin)
     }
 
     /// Time spent spinning so far.
@@ -52,10 +64,17 @@ impl Waiter {
 
     /// Wait until `deadline`. Returns `false` if `stop` became true first.
     pub fn wait_until(&mut self, deadline: Instant, stop: &AtomicBool) -> bool {
-        match sleep_before(deadline, self.spin, stop) {
+        let margin = self.spin();
+        match sleep_before(deadline, margin, stop) {
             Slept::Stopped => return false,
             Slept::Reached => return true,
-            Slept::Near => {}
+            Slept::Near { slept } => {
+                // Only a wake-up from a sleep tells how late wake-ups come.
+                if let (true, Some(l)) = (slept, self.learnt.as_mut()) {
+                    let asked = deadline.checked_sub(margin).unwrap_or(deadline);
+                    l.woke(Instant::now().saturating_duration_since(asked));
+                }
+            }
         }
         let t = Instant::now();
         while Instant::now() < deadline {
@@ -72,20 +91,67 @@ impl Waiter {
     }
 }
 
+/// How long before an instant a thread wakes up (to raise the I/O threads and spin the rest):
+/// learnt from its own wake-ups (the release clock; the dispatcher of closed-loop runs,
+/// [`Waiter::learning`]). The clock spins for every release, so the spin is most of its
+/// CPU: a fixed margin of `--spin-us` (300 µs) spun 0.2 ms per release, where a wake-up plus
+/// the raise under SCHED_FIFO took 35-40 µs (median; p99 70-100 µs) in scripts/bench-agents.sh.
+/// The margin is the 90th percentile of the last [`WakeMargin::WINDOW`] wake-ups' overshoots
+/// plus [`WakeMargin::SLACK`], between [`WakeMargin::MIN`] and the configured spin. Measured
+/// there (one run each, load < 1): the latest overshoot of the window spun 1.79 s in all
+/// (margin ~100 µs, release latency p99 0.28 ms), the 90th percentile 0.48 s (p99 0.23 ms),
+/// the median 0.30 s (p99 0.26 ms); a wake-up past the margin is late by the difference only.
+#[derive(Debug, Clone)]
+pub(super) struct WakeMargin {
+    max: Duration,
+    recent: [Duration; WakeMargin::WINDOW],
+    next: usize,
+}
+
+impl WakeMargin {
+    const WINDOW: usize = 256;
+    const SLACK: Duration = Duration::from_micros(30);
+    const MIN: Duration = Duration::from_micros(50);
+    /// The overshoot the margin covers: the 90th percentile of the window.
+    const QUANTILE: usize = WakeMargin::WINDOW * 9 / 10;
+
+    /// Starts at `max` (the configured spin) until wake-ups have been seen.
+    pub(super) fn new(max: Duration) -> WakeMargin {
+        WakeMargin {
+            max,
+            recent: [max; WakeMargin::WINDOW],
+            next: 0,
+        }
+    }
+
+    pub(super) fn margin(&self) -> Duration {
+        let mut r = self.recent;
+        let (_, &mut usual, _) = r.select_nth_unstable(Self::QUANTILE);
+        (usual + Self::SLACK).clamp(Self::MIN.min(self.max), self.max)
+    }
+
+    /// A wake-up (and raise) that came `late` after it was asked for.
+    pub(super) fn woke(&mut self, late: Duration) {
+        self.recent[self.next] = late;
+        self.next = (self.next + 1) % Self::WINDOW;
+    }
+}
+
 /// How [`sleep_before`] ended.
 enum Slept {
     /// `stop` became true.
     Stopped,
     /// The deadline passed.
     Reached,
-    /// Within the margin of the deadline: spin the rest.
-    Near,
+    /// Within the margin of the deadline: spin the rest. `slept`: after a sleep (not on entry).
+    Near { slept: bool },
 }
 
 /// Sleeps until `margin` before `deadline`, in sleeps of at most [`MAX_SLEEP`] so that a stop
 /// is noticed quickly.
 #[inline]
 fn sleep_before(deadline: Instant, margin: Duration, stop: &AtomicBool) -> Slept {
+    let mut slept = false;
     loop {
         if stop.load(Ordering::Relaxed) {
             return Slept::Stopped;
@@ -96,9 +162,10 @@ fn sleep_before(deadline: Instant, margin: Duration, stop: &AtomicBool) -> Slept
         }
         let left = deadline - now;
         if left <= margin {
-            return Slept::Near;
+            return Slept::Near { slept };
         }
         std::thread::sleep((left - margin).min(MAX_SLEEP));
+        slept = true;
     }
 }
 
@@ -139,5 +206,39 @@ mod tests {
         let mut w = Waiter::new(Duration::from_micros(500));
         assert!(w.wait_until(Instant::now() + Duration::from_millis(2), &stop));
         assert!(w.spun() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_wake_margin_follows_the_wake_ups() {
+        let us = Duration::from_micros;
+        let mut m = WakeMargin::new(us(300));
+        assert_eq!(
+            m.margin(),
+            us(300),
+            "the configured spin until wake-ups are seen"
+        );
+        for _ in 0..WakeMargin::WINDOW {
+            m.woke(us(40));
+        }
+        assert_eq!(m.margin(), us(40) + WakeMargin::SLACK);
+        // A few late wake-ups (under 10% of the window) do not move the 90th percentile; many do,
+        // up to the configured spin at most.
+        for _ in 0..10 {
+            m.woke(us(250));
+        }
+        assert_eq!(m.margin(), us(40) + WakeMargin::SLACK);
+        for _ in 0..40 {
+            m.woke(us(250));
+        }
+        assert_eq!(m.margin(), us(280));
+        for _ in 0..WakeMargin::WINDOW {
+            m.woke(us(900));
+        }
+        assert_eq!(m.margin(), us(300));
+        // Never below the floor.
+        for _ in 0..WakeMargin::WINDOW {
+            m.woke(us(1));
+        }
+        assert_eq!(m.margin(), WakeMargin::MIN);
     }
 }

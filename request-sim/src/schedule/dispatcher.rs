@@ -23,6 +23,12 @@ pub struct DispatchPlan {
     /// Sends due within [`BURST_WINDOW`] from which a raise also keeps the cores awake:
     /// [`IoBoost::AWAKE_BURST`] for open-loop runs, [`CLOSED_AWAKE_BURST`] for closed-loop ones.
     pub awake_burst: usize,
+    /// Learn the spin from the dispatcher's own wake-ups (at most `spin`) rather than spin
+    /// `spin` before every send: closed-loop runs, whose dispatcher sends only the turns that
+    /// wait for nothing (sessions' first turns), as the release clock learns its own.
+    /// Open-loop runs spin `spin` (`--spin-us`), which their send-drift numbers were measured
+    /// with (docs/performance.md).
+    pub learn_spin: bool,
 }
 
 /// [`DispatchPlan::awake_burst`] of closed-loop runs: bursts only, not the single first
@@ -210,7 +216,11 @@ impl<'a> Dispatcher<'a> {
             start,
             plan,
             stop,
-            waiter: Waiter::new(plan.spin),
+            waiter: if plan.learn_spin {
+                Waiter::learning(plan.spin)
+            } else {
+                Waiter::new(plan.spin)
+            },
             r: DispatchResult {
                 dispatched: 0,
                 reason: StopReason::Completed,
@@ -458,6 +468,7 @@ mod tests {
             time_limit: None,
             burst_lead: Some(Duration::from_millis(50)),
             awake_burst: IoBoost::AWAKE_BURST,
+            learn_spin: false,
         };
         let stop = Stop::default();
         let start = Instant::now();

@@ -11,6 +11,11 @@
 //! then sends it. Only the earliest instant is ever spun for, so the CPU the clock costs
 //! grows with the releases, not with the turns waiting.
 //!
+//! The hop from the clock's signal to the task running on an I/O thread (a wake-up of a
+//! sleeping thread, 60-70 µs at the median on the development VM) was most of each release's
+//! lateness. The clock learns it ([`Hops`]) and signals that much ahead; the task waits out
+//! the rest of its instant itself ([`Releases::arrive`]), so nothing is sent early.
+//!
 //! The gate computes the instant and the clock sends it: data still flows one way.
 
 use std::cmp::Reverse;
@@ -22,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::clock::WakeMargin;
 use super::priority::{IoBoost, Realtime};
 
 /// Longest park without an instant due, so a quit is noticed quickly.
@@ -31,7 +37,7 @@ const IDLE_PARK: Duration = Duration::from_millis(20);
 struct Entry {
     at: Instant,
     seq: u64,
-    tx: oneshot::Sender<()>,
+    tx: oneshot::Sender<Instant>,
 }
 
 impl PartialEq for Entry {
@@ -54,6 +60,12 @@ impl Ord for Entry {
 #[derive(Default)]
 struct Shared {
     heap: Mutex<BinaryHeap<Reverse<Entry>>>,
+    /// How long a signalled turn took to run on an I/O thread (its hops), and the lead the
+    /// clock signals ahead of the instants by, ns ([`Hops`]).
+    hops: Mutex<Hops>,
+    lead_ns: AtomicU64,
+    /// Time the turns' tasks waited out after their signal came ahead, ns.
+    waited_ns: AtomicU64,
     seq: AtomicU64,
     quit: AtomicBool,
     /// The clock thread, to wake it for an earlier instant.
@@ -77,6 +89,12 @@ pub struct ReleaseStats {
     /// How long before an instant the clock woke up at the end of the run, µs (learnt from
     /// its wake-ups, at most `--spin-us`).
     pub wake_margin_us: f64,
+    /// How far ahead of an instant the clock signalled at the end of the run, µs: the median
+    /// hop from its signal to the turn's task running (learnt, at most 300 µs).
+    pub lead_us: f64,
+    /// Time the turns' tasks waited out after a signal that came ahead of their instant, in
+    /// all, seconds (on the I/O threads, yielding to their other tasks).
+    pub waited_out_s: f64,
 }
 
 /// Where tasks hand in their release instants (cheap to clone).
@@ -86,8 +104,11 @@ pub struct Releases {
 }
 
 impl Releases {
-    /// Resolves at `at` (as signalled by the clock thread); `Err` if the clock stopped first.
-    pub fn at(&self, at: Instant) -> oneshot::Receiver<()> {
+    /// Resolves shortly before `at` (signalled by the clock thread the learnt hop ahead, so
+    /// that the task runs at about `at`) with the instant of the signal; `Err` if the clock
+    /// stopped first. The task then calls [`Self::arrive`], which waits out what is left of
+    /// `at`.
+    pub fn at(&self, at: Instant) -> oneshot::Receiver<Instant> {
         let (tx, rx) = oneshot::channel();
         let seq = self.shared.seq.fetch_add(1, Ordering::Relaxed);
         let earliest = {
@@ -101,6 +122,26 @@ impl Releases {
             }
         }
         rx
+    }
+
+    /// The task of a turn signalled at `signalled` runs: it reports its hop (the clock learns
+    /// its lead from them) and waits out what is left until `at`, yielding to the other tasks
+    /// of its I/O thread between checks.
+    pub async fn arrive(&self, signalled: Instant, at: Instant) {
+        let now = Instant::now();
+        let lead = lock(&self.shared.hops).add(now - signalled);
+        if let Some(lead) = lead {
+            let ns = lead.as_nanos() as u64;
+            self.shared.lead_ns.store(ns, Ordering::Relaxed);
+        }
+        if now >= at {
+            return;
+        }
+        while Instant::now() < at {
+            tokio::task::yield_now().await;
+        }
+        let waited = now.elapsed().as_nanos() as u64;
+        self.shared.waited_ns.fetch_add(waited, Ordering::Relaxed);
     }
 }
 
@@ -147,7 +188,9 @@ impl ReleaseClock {
     /// Stops the thread and returns what it did.
     pub fn finish(mut self) -> ReleaseStats {
         self.stop();
-        lock(&self.shared.stats).clone()
+        let mut st = lock(&self.shared.stats).clone();
+        st.waited_out_s = self.shared.waited_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        st
     }
 
     fn stop(&mut self) {
@@ -174,7 +217,11 @@ fn run(s: &Shared, realtime: &Realtime, fifo: bool, spin: Duration) {
     let mut spun = Duration::ZERO;
     let mut wake = WakeMargin::new(if fifo { spin } else { spin * 2 });
     while !s.quit.load(Ordering::Acquire) {
-        let Some(at) = lock(&s.heap).peek().map(|e| e.0.at) else {
+        let lead = Duration::from_nanos(s.lead_ns.load(Ordering::Relaxed));
+        let Some(at) = lock(&s.heap)
+            .peek()
+            .map(|e| e.0.at.checked_sub(lead).unwrap_or(e.0.at))
+        else {
             std::thread::park_timeout(IDLE_PARK);
             continue;
         };
@@ -206,13 +253,14 @@ fn run(s: &Shared, realtime: &Realtime, fifo: bool, spin: Duration) {
             continue;
         }
         spun += t.elapsed();
-        released += fire(s, Instant::now());
+        released += fire(s, Instant::now(), lead);
         if let Some(b) = boost.as_mut() {
             settle(s, b, released);
         }
     }
     lock(&s.stats).spin_s = spun.as_secs_f64();
     lock(&s.stats).wake_margin_us = wake.margin().as_secs_f64() * 1e6;
+    lock(&s.stats).lead_us = s.lead_ns.load(Ordering::Relaxed) as f64 / 1e3;
     if let Some(mut b) = boost {
         b.lower();
     }
@@ -220,47 +268,47 @@ fn run(s: &Shared, realtime: &Realtime, fifo: bool, spin: Duration) {
     lock(&s.heap).clear();
 }
 
-/// How long before an instant the clock wakes up (to raise the I/O threads and spin the rest):
-/// learnt from its own wake-ups. The clock spins for every release, so the spin is most of its
-/// CPU: a fixed margin of `--spin-us` (300 µs) spun 0.2 ms per release, where a wake-up plus
-/// the raise under SCHED_FIFO took 35-40 µs (median; p99 70-100 µs) in scripts/bench-agents.sh.
-/// The margin is the 90th percentile of the last [`WakeMargin::WINDOW`] wake-ups' overshoots
-/// plus [`WakeMargin::SLACK`], between [`WakeMargin::MIN`] and the configured spin. Measured
-/// there (one run each, load < 1): the latest overshoot of the window spun 1.79 s in all
-/// (margin ~100 µs, release latency p99 0.28 ms), the 90th percentile 0.48 s (p99 0.23 ms),
-/// the median 0.30 s (p99 0.26 ms); a wake-up past the margin is late by the difference only.
-struct WakeMargin {
-    max: Duration,
-    recent: [Duration; WakeMargin::WINDOW],
+/// The hops of the last [`Hops::WINDOW`] releases (from the clock's signal to the turn's task
+/// running on an I/O thread) and the lead they give: the clock signals a turn that long ahead
+/// of its instant and the task waits out the rest ([`Releases::arrive`]), so a release is late only by
+/// the part of its hop beyond the lead.
+struct Hops {
+    recent: [Duration; Hops::WINDOW],
     next: usize,
+    seen: usize,
 }
 
-impl WakeMargin {
-    const WINDOW: usize = 256;
-    const SLACK: Duration = Duration::from_micros(30);
-    const MIN: Duration = Duration::from_micros(50);
-    /// The overshoot the margin covers: the 90th percentile of the window.
-    const QUANTILE: usize = WakeMargin::WINDOW * 9 / 10;
-
-    /// Starts at `max` (the configured spin) until wake-ups have been seen.
-    fn new(max: Duration) -> WakeMargin {
-        WakeMargin {
-            max,
-            recent: [max; WakeMargin::WINDOW],
+impl Default for Hops {
+    fn default() -> Hops {
+        Hops {
+            recent: [Duration::ZERO; Hops::WINDOW],
             next: 0,
+            seen: 0,
         }
     }
+}
 
-    fn margin(&self) -> Duration {
-        let mut r = self.recent;
-        let (_, &mut usual, _) = r.select_nth_unstable(Self::QUANTILE);
-        (usual + Self::SLACK).clamp(Self::MIN.min(self.max), self.max)
-    }
+impl Hops {
+    const WINDOW: usize = 256;
+    /// The longest lead (a hop longer than this is the machine's, not the wake-up's).
+    const MAX: Duration = Duration::from_micros(300);
+    /// The lead is recomputed every this many hops.
+    const EVERY: usize = 16;
 
-    /// A wake-up (and raise) that came `late` after it was asked for.
-    fn woke(&mut self, late: Duration) {
-        self.recent[self.next] = late;
+    /// The hop the lead covers: the median of the window.
+    const QUANTILE: usize = Hops::WINDOW / 2;
+
+    /// Adds a hop; every [`Self::EVERY`] hops, the new lead.
+    fn add(&mut self, hop: Duration) -> Option<Duration> {
+        self.recent[self.next] = hop;
         self.next = (self.next + 1) % Self::WINDOW;
+        self.seen += 1;
+        if self.seen < Self::WINDOW || !self.seen.is_multiple_of(Self::EVERY) {
+            return None;
+        }
+        let mut r = self.recent;
+        let (_, &mut q, _) = r.select_nth_unstable(Self::QUANTILE);
+        Some(q.min(Self::MAX))
     }
 }
 
@@ -293,12 +341,12 @@ fn spin_until(s: &Shared, at: Instant) -> bool {
     true
 }
 
-/// Signals every turn due at `now`; returns how many.
-fn fire(s: &Shared, now: Instant) -> u64 {
+/// Signals every turn due at `now + lead`; returns how many.
+fn fire(s: &Shared, now: Instant, lead: Duration) -> u64 {
     let mut due = Vec::new();
     {
         let mut h = lock(&s.heap);
-        while h.peek().is_some_and(|e| e.0.at <= now) {
+        while h.peek().is_some_and(|e| e.0.at <= now + lead) {
             if let Some(Reverse(e)) = h.pop() {
                 due.push(e);
             }
@@ -308,11 +356,11 @@ fn fire(s: &Shared, now: Instant) -> u64 {
     st.wakeups += u64::from(!due.is_empty());
     let mut sent = 0;
     for e in due {
-        let late = now.saturating_duration_since(e.at);
+        let late = (now + lead).saturating_duration_since(e.at);
         st.max_late_ms = st.max_late_ms.max(late.as_secs_f64() * 1e3);
         st.late_over_1ms += u64::from(late > Duration::from_millis(1));
         // A task that stopped waiting (the run stopped) dropped its receiver.
-        if e.tx.send(()).is_ok() {
+        if e.tx.send(now).is_ok() {
             sent += 1;
         }
     }
@@ -375,37 +423,53 @@ mod tests {
     }
 
     #[test]
-    fn the_wake_margin_follows_the_wake_ups() {
+    fn the_lead_is_the_median_hop_of_a_full_window() {
         let us = Duration::from_micros;
-        let mut m = WakeMargin::new(us(300));
-        assert_eq!(
-            m.margin(),
-            us(300),
-            "the configured spin until wake-ups are seen"
-        );
-        for _ in 0..WakeMargin::WINDOW {
-            m.woke(us(40));
+        let mut h = Hops::default();
+        let hop = |i: usize| us(10 + (i * 7 % 100) as u64);
+        for i in 0..Hops::WINDOW - 1 {
+            assert_eq!(h.add(hop(i)), None, "no lead before the window is full");
         }
-        assert_eq!(m.margin(), us(40) + WakeMargin::SLACK);
-        // A few late wake-ups (under 10% of the window) do not move the 90th percentile; many do,
-        // up to the configured spin at most.
-        for _ in 0..10 {
-            m.woke(us(250));
+        let mut all: Vec<Duration> = (0..Hops::WINDOW).map(hop).collect();
+        all.sort();
+        assert_eq!(h.add(hop(Hops::WINDOW - 1)), Some(all[Hops::WINDOW / 2]));
+        // Recomputed every EVERY hops only, and never past MAX.
+        let mut last = None;
+        for _ in 0..Hops::WINDOW {
+            if let Some(l) = h.add(us(5_000)) {
+                last = Some(l);
+            }
         }
-        assert_eq!(m.margin(), us(40) + WakeMargin::SLACK);
-        for _ in 0..40 {
-            m.woke(us(250));
-        }
-        assert_eq!(m.margin(), us(280));
-        for _ in 0..WakeMargin::WINDOW {
-            m.woke(us(900));
-        }
-        assert_eq!(m.margin(), us(300));
-        // Never below the floor.
-        for _ in 0..WakeMargin::WINDOW {
-            m.woke(us(1));
-        }
-        assert_eq!(m.margin(), WakeMargin::MIN);
+        assert_eq!(last, Some(Hops::MAX));
+    }
+
+    #[test]
+    fn a_turn_signalled_ahead_waits_out_its_instant() {
+        let clock = ReleaseClock::start(
+            Realtime::new(RealtimeMode::Off, 10),
+            None,
+            Duration::from_micros(200),
+        )
+        .unwrap();
+        // As if the hops had been 5 ms: the clock signals 5 ms ahead.
+        clock.shared.lead_ns.store(5_000_000, Ordering::Relaxed);
+        let r = clock.releases();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let at = Instant::now() + Duration::from_millis(30);
+        let signalled = rt.block_on(async {
+            let signalled = r.at(at).await.unwrap();
+            r.arrive(signalled, at).await;
+            assert!(Instant::now() >= at, "sent before its instant");
+            signalled
+        });
+        assert!(signalled < at - Duration::from_millis(4), "signalled ahead");
+        let st = clock.finish();
+        assert_eq!(st.released, 1);
+        assert!(st.waited_out_s >= 0.004, "{st:?}");
+        assert_eq!(st.lead_us, 5_000.0);
     }
 
     #[test]

@@ -179,6 +179,10 @@ pub struct ClientCpu {
     pub ms_per_request: Option<f64>,
     /// The built-in simulator ran in the process: its CPU is in these numbers.
     pub includes_simulator: bool,
+    /// On a virtual machine: the CPU seconds the hypervisor took from the machine's vCPUs
+    /// while they had work, all vCPUs, over the run (Linux's steal time; `None` where not
+    /// reported). Stalls of the whole vCPU show here, not in the client's own numbers.
+    pub machine_steal_s: Option<f64>,
 }
 
 impl RunInfo {
