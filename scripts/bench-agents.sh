@@ -15,7 +15,8 @@
 #     joins included)                                                     (p50/p99/max, ms)
 #   drift of the clock-released requests (conversation starts)            (p50/p99/max, ms)
 #   the peak of conversations in flight, records vs scheduled, the client's CPU time and
-#   memory, the load average;
+#   memory, the machine steal time over the run (`run.client_cpu.machine_steal_s`), the load
+#   average;
 #   the client's CPU per request next to that of the same requests replayed open-loop (each
 #   record's lengths at its send time, a generic trace, no gates) in the same run, and what
 #   the release clock and the real-time raises did (`run.releases`, `run.realtime`).
@@ -144,7 +145,7 @@ echo "load average before / after the run: $LOAD_BEFORE / $(cut -d' ' -f1-3 /pro
 echo "corpus: $CONVS conversations x ($MAIN_REQS main + $SUB_REQS subagent requests), $SESSION_RATE starts/s, gaps ${THINK_S} s"
 read -r CU CS CM < "$OUT/client-time.txt" || true
 NREC=$(wc -l < "$OUT/records.jsonl")
-echo "client CPU: user ${CU:-?} s, system ${CS:-?} s, max RSS $(( ${CM:-0} / 1024 )) MB; $(awk -v u="${CU:-0}" -v s="${CS:-0}" -v n="$NREC" 'BEGIN { printf "%.3f", (u + s) * 1000 / (n > 0 ? n : 1) }') CPU-ms per request (summary: $(jq '.run.client_cpu.ms_per_request' "$OUT/records.jsonl.summary.json"))"
+echo "client CPU: user ${CU:-?} s, system ${CS:-?} s, max RSS $(( ${CM:-0} / 1024 )) MB; $(awk -v u="${CU:-0}" -v s="${CS:-0}" -v n="$NREC" 'BEGIN { printf "%.3f", (u + s) * 1000 / (n > 0 ? n : 1) }') CPU-ms per request (summary: $(jq '.run.client_cpu.ms_per_request' "$OUT/records.jsonl.summary.json")); machine steal time during the run: $(jq '.run.client_cpu.machine_steal_s' "$OUT/records.jsonl.summary.json") s (a VM's stalls: tails and CPU rise with it)"
 read -r OU OS _ < "$OUT/open-time.txt" || true
 NOPEN=$(wc -l < "$OUT/open-records.jsonl")
 echo "the same $NOPEN requests open-loop: user ${OU:-?} s, system ${OS:-?} s; $(awk -v u="${OU:-0}" -v s="${OS:-0}" -v n="$NOPEN" 'BEGIN { printf "%.3f", (u + s) * 1000 / (n > 0 ? n : 1) }') CPU-ms per request, drift p99 $(jq '.drift.p99_ms' "$OUT/open-records.jsonl.summary.json") ms"

@@ -31,13 +31,17 @@ pub struct DispatchPlan {
     pub learn_spin: bool,
 }
 
-/// [`DispatchPlan::awake_burst`] of closed-loop runs: bursts only, not the single first
-/// turns of sessions. In `scripts/bench-agents.sh` (1,000 sessions starting 50 a second, 12,000
-/// requests, quiet machine) keeping the cores awake before every session's first turn cost
-/// 0.60-0.65 CPU-ms a request against 0.51-0.55 without, and bought 0.095-0.128 ms of
-/// first-turn drift p99 against 0.139-0.142 (release latency p99 0.27-0.28 ms with, 0.23
-/// without; 3 and 2 runs). Open-loop runs keep it for every send (see [`IoBoost::AWAKE_BURST`]).
-pub const CLOSED_AWAKE_BURST: usize = 2;
+/// [`DispatchPlan::awake_burst`] of closed-loop runs: real bursts only (8 or more sends due
+/// together), not the single first turns of sessions nor pairs. In `scripts/bench-agents.sh`
+/// (1,000 sessions starting 50 a second, 12,000 requests, quiet machine) keeping the cores
+/// awake before every session's first turn cost 0.60-0.65 CPU-ms a request against 0.51-0.55
+/// without, and bought 0.095-0.128 ms of first-turn drift p99 against 0.139-0.142 (3 and 2
+/// runs). Before pairs only (367 raises a run), the spinning threads still took 3.9% of the
+/// client's samples (`perf record`), and three runs each with and without them were within
+/// the machine's noise (first-turn drift p99 0.21-0.33 ms against 0.15-0.37, 0.57-0.71
+/// CPU-ms a request against 0.56-0.65). Open-loop runs keep it for every send (see
+/// [`IoBoost::AWAKE_BURST`]).
+pub const CLOSED_AWAKE_BURST: usize = 8;
 
 /// Requests due within this long of a burst's first one belong to the burst (for
 /// [`DispatchPlan::burst_lead`]).

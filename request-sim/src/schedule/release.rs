@@ -215,7 +215,8 @@ fn run(s: &Shared, realtime: &Realtime, fifo: bool, spin: Duration) {
     let mut boost: Option<IoBoost> = None;
     let mut released: u64 = 0;
     let mut spun = Duration::ZERO;
-    let mut wake = WakeMargin::new(if fifo { spin } else { spin * 2 });
+    let max = if fifo { spin } else { spin * 2 };
+    let mut wake = WakeMargin::new(max, WakeMargin::MEDIAN);
     while !s.quit.load(Ordering::Acquire) {
         let lead = Duration::from_nanos(s.lead_ns.load(Ordering::Relaxed));
         let Some(at) = lock(&s.heap)
