@@ -118,7 +118,7 @@ struct Shared {
     raised_ns: AtomicU64,
     /// Keep-awake threads started (for the report).
     awake_threads: std::sync::atomic::AtomicUsize,
-    /// Released closed-loop turns whose task has run since ([`IoBoost::settle_released`]).
+    /// Released closed-loop turns whose task has run since ([`IoBoost::lower_if_released`]).
     released_started: AtomicU64,
     /// Raises that kept the cores awake, and the seconds they did.
     awake_raises: AtomicU64,
@@ -387,16 +387,14 @@ impl IoBoost {
         self.settle_on(&shared.started, dispatched as u64, until, stop);
     }
 
-    /// [`Self::settle`] for the release clock: once `released` closed-loop turns have run
-    /// after their release.
-    pub fn settle_released(
-        &mut self,
-        released: u64,
-        until: Instant,
-        stop: &std::sync::atomic::AtomicBool,
-    ) {
-        let shared = self.rt.shared.clone();
-        self.settle_on(&shared.released_started, released, until, stop);
+    /// For the release clock, which never waits here: lowers the I/O threads if `released`
+    /// closed-loop turns have run after their release; whether they are lowered now (or
+    /// were not raised by this handle).
+    pub fn lower_if_released(&mut self, released: u64) -> bool {
+        if self.held && self.rt.shared.released_started.load(Ordering::Relaxed) >= released {
+            self.lower();
+        }
+        !self.held
     }
 
     fn settle_on(

@@ -217,37 +217,38 @@ fn run(s: &Shared, realtime: &Realtime, fifo: bool, spin: Duration) {
     let mut spun = Duration::ZERO;
     let max = if fifo { spin } else { spin * 2 };
     let mut wake = WakeMargin::new(max, WakeMargin::MEDIAN);
+    // After a release: when to see whether the I/O threads can be lowered.
+    let mut settle: Option<Settle> = None;
     while !s.quit.load(Ordering::Acquire) {
         let lead = Duration::from_nanos(s.lead_ns.load(Ordering::Relaxed));
-        let Some(at) = lock(&s.heap)
+        let next = lock(&s.heap)
             .peek()
-            .map(|e| e.0.at.checked_sub(lead).unwrap_or(e.0.at))
-        else {
-            std::thread::park_timeout(IDLE_PARK);
+            .map(|e| e.0.at.checked_sub(lead).unwrap_or(e.0.at));
+        if let (Some(st), Some(b)) = (settle, boost.as_mut()) {
+            settle = st.check(b, released, next);
+        }
+        let check_at = settle.map(|st| st.at);
+        let Some(at) = next else {
+            park_until(check_at.unwrap_or_else(|| Instant::now() + IDLE_PARK));
             continue;
         };
-        let margin = wake.margin();
-        let now = Instant::now();
-        if at > now + margin {
-            let wake_at = at - margin;
-            std::thread::park_timeout((wake_at - now).min(IDLE_PARK));
+        let wake_at = at.checked_sub(wake.margin()).unwrap_or(at);
+        let parked = Instant::now() < wake_at;
+        if parked {
+            park_until(check_at.map_or(wake_at, |c| c.min(wake_at)));
             if Instant::now() < wake_at {
-                continue; // an earlier instant came in, or the park ended early
+                continue; // a lowering check, an earlier instant, or the park ended early
             }
-            if boost.is_none() {
-                boost = realtime.io_boost(false);
-            }
-            if let Some(b) = boost.as_mut() {
-                b.raise();
-            }
+        }
+        if boost.is_none() {
+            boost = realtime.io_boost(false);
+        }
+        if let Some(b) = boost.as_mut() {
+            b.raise();
+        }
+        if parked {
+            // The margin covers the wake-up and the raise.
             wake.woke(Instant::now() - wake_at);
-        } else {
-            if boost.is_none() {
-                boost = realtime.io_boost(false);
-            }
-            if let Some(b) = boost.as_mut() {
-                b.raise();
-            }
         }
         let t = Instant::now();
         if !spin_until(s, at) {
@@ -255,9 +256,7 @@ fn run(s: &Shared, realtime: &Realtime, fifo: bool, spin: Duration) {
         }
         spun += t.elapsed();
         released += fire(s, Instant::now(), lead);
-        if let Some(b) = boost.as_mut() {
-            settle(s, b, released);
-        }
+        settle = boost.is_some().then(|| Settle::after_release(lead));
     }
     lock(&s.stats).spin_s = spun.as_secs_f64();
     lock(&s.stats).wake_margin_us = wake.margin().as_secs_f64() * 1e6;
@@ -267,6 +266,62 @@ fn run(s: &Shared, realtime: &Realtime, fifo: bool, spin: Duration) {
     }
     // Turns still waiting see their signal dropped: the run is over.
     lock(&s.heap).clear();
+}
+
+/// Parks until `until` at the longest ([`IDLE_PARK`] at most, so a quit is noticed), or
+/// until a new earlier instant unparks the thread.
+fn park_until(until: Instant) {
+    let left = until.saturating_duration_since(Instant::now());
+    if !left.is_zero() {
+        std::thread::park_timeout(left.min(IDLE_PARK));
+    }
+}
+
+/// Lowering the I/O threads after a release, without waiting for it: the clock goes back to
+/// its loop and looks again at `at`. The turns signalled run at their instant (a lead after
+/// the signal) and write their requests within [`IoBoost::LINGER`]; the threads are lowered
+/// once they have run, unless the next instant comes within [`IoBoost::LEAD`] (they stay
+/// raised for it), and at the latest [`IoBoost::SETTLE_MAX`] after the release (a turn that
+/// never runs, the run having stopped, must not keep them raised). Waiting for this in
+/// sleeps of [`IoBoost::SETTLE_STEP`] after every release cost the clock two or three more
+/// wake-ups a release.
+#[derive(Debug, Clone, Copy)]
+struct Settle {
+    at: Instant,
+    give_up: Instant,
+}
+
+impl Settle {
+    fn after_release(lead: Duration) -> Settle {
+        let now = Instant::now();
+        Settle {
+            at: now + lead + IoBoost::LINGER,
+            give_up: now + IoBoost::SETTLE_MAX,
+        }
+    }
+
+    /// At or after `at`: lower if the turns released so far have run (or it is time to give
+    /// up), unless the `next` signal is near. The settle still to come, if any.
+    fn check(self, b: &mut IoBoost, released: u64, next: Option<Instant>) -> Option<Settle> {
+        let now = Instant::now();
+        if now < self.at {
+            return Some(self);
+        }
+        if next.is_some_and(|n| n <= now + IoBoost::LEAD) {
+            return None; // raised for the next release, which settles again
+        }
+        if b.lower_if_released(released) {
+            return None;
+        }
+        if now >= self.give_up {
+            b.lower();
+            return None;
+        }
+        Some(Settle {
+            at: now + IoBoost::SETTLE_STEP,
+            ..self
+        })
+    }
 }
 
 /// The hops of the last [`Hops::WINDOW`] releases (from the clock's signal to the turn's task
@@ -310,22 +365,6 @@ impl Hops {
         let mut r = self.recent;
         let (_, &mut q, _) = r.select_nth_unstable(Self::QUANTILE);
         Some(q.min(Self::MAX))
-    }
-}
-
-/// After a wake-up: lower the I/O threads once the turns signalled so far have run (and
-/// [`IoBoost::LINGER`] has passed), unless the next instant comes first. A turn that never
-/// runs after its signal (the run stopped meanwhile) must not keep them raised: they are
-/// lowered anyway when the next instant is not near.
-fn settle(s: &Shared, b: &mut IoBoost, released: u64) {
-    let next = || lock(&s.heap).peek().map(|e| e.0.at);
-    let cap = Instant::now() + IoBoost::SETTLE_MAX;
-    let until = next()
-        .map(|n| n.checked_sub(IoBoost::LEAD).unwrap_or(n))
-        .map_or(cap, |n| n.min(cap));
-    b.settle_released(released, until, &s.quit);
-    if b.is_raised() && next().is_none_or(|n| n > Instant::now() + IoBoost::LEAD) {
-        b.lower();
     }
 }
 
