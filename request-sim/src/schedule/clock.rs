@@ -217,50 +217,65 @@ mod tests {
         assert!(w.spun() < Duration::from_secs(1));
     }
 
+    /// `n` wake-ups, each `late`.
+    fn woke(m: &mut WakeMargin, n: usize, late: Duration) {
+        for _ in 0..n {
+            m.woke(late);
+        }
+    }
+
     #[test]
     fn the_wake_margin_follows_the_wake_ups() {
         let us = Duration::from_micros;
+        let full = WakeMargin::WINDOW;
         let mut m = WakeMargin::new(us(300), WakeMargin::P90);
         assert_eq!(
             m.margin(),
             us(300),
             "the configured spin until wake-ups are seen"
         );
-        for _ in 0..WakeMargin::WINDOW {
-            m.woke(us(40));
-        }
+        woke(&mut m, full, us(40));
         assert_eq!(m.margin(), us(40) + WakeMargin::SLACK);
         // A few late wake-ups (under 10% of the window) do not move the 90th percentile; many do,
         // up to the configured spin at most.
-        for _ in 0..10 {
-            m.woke(us(250));
-        }
+        woke(&mut m, 10, us(250));
         assert_eq!(m.margin(), us(40) + WakeMargin::SLACK);
-        for _ in 0..40 {
-            m.woke(us(250));
-        }
+        woke(&mut m, 40, us(250));
         assert_eq!(m.margin(), us(280));
-        for _ in 0..WakeMargin::WINDOW {
-            m.woke(us(900));
-        }
+        woke(&mut m, full, us(900));
         assert_eq!(m.margin(), us(300));
         // Never below the floor.
-        for _ in 0..WakeMargin::WINDOW {
-            m.woke(us(1));
-        }
+        woke(&mut m, full, us(1));
         assert_eq!(m.margin(), WakeMargin::MIN);
         // The median: a hundred late wake-ups of 256 do not move it, 140 do.
         let mut m = WakeMargin::new(us(300), WakeMargin::MEDIAN);
-        for _ in 0..WakeMargin::WINDOW {
-            m.woke(us(40));
-        }
-        for _ in 0..100 {
-            m.woke(us(250));
-        }
+        woke(&mut m, full, us(40));
+        woke(&mut m, 100, us(250));
         assert_eq!(m.margin(), us(40) + WakeMargin::SLACK);
-        for _ in 0..40 {
-            m.woke(us(250));
-        }
+        woke(&mut m, 40, us(250));
         assert_eq!(m.margin(), us(280));
+    }
+
+    #[test]
+    fn a_learning_waiter_is_never_early_and_keeps_its_spin_in_bounds() {
+        let stop = AtomicBool::new(false);
+        let max = Duration::from_micros(300);
+        let mut w = Waiter::learning(max);
+        assert_eq!(w.spin(), max, "the configured spin before any wake-up");
+        for _ in 0..5 {
+            let d = Instant::now() + Duration::from_millis(20);
+            assert!(w.wait_until(d, &stop));
+            assert!(Instant::now() >= d, "woke early");
+        }
+        // Each wait slept, then recorded how late it woke (never exactly the initial `max`).
+        let learnt = w.learnt.as_ref().map_or(&[][..], |l| &l.recent[..]);
+        let recorded = learnt.iter().filter(|&&d| d != max).count();
+        assert!(recorded >= 4, "{recorded} wake-ups recorded of 5");
+        let spin = w.spin();
+        assert!(spin >= WakeMargin::MIN && spin <= max, "{spin:?}");
+        // A waiter that does not learn keeps its spin.
+        let mut fixed = Waiter::new(max);
+        assert!(fixed.wait_until(Instant::now() + Duration::from_millis(2), &stop));
+        assert_eq!(fixed.spin(), max);
     }
 }
