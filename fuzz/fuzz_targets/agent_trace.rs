@@ -20,13 +20,18 @@ use request_sim::trace::formats::weka;
 use request_sim::trace::pipeline::plan::{plan, PlanOptions};
 use request_sim::trace::{LoadOptions, TraceFormat};
 
-const FORMATS: [Option<TraceFormat>; 5] = [
+/// The formats tried, by name (`None`: detected).
+const FORMATS: [Option<&str>; 5] = [
     None,
-    Some(TraceFormat::Tracelab),
-    Some(TraceFormat::Dynamo),
-    Some(TraceFormat::Dag),
-    Some(TraceFormat::Copilot),
+    Some("tracelab"),
+    Some("dynamo"),
+    Some("dag_jsonl"),
+    Some("copilot"),
 ];
+
+fn format(k: usize) -> Option<TraceFormat> {
+    FORMATS[k % FORMATS.len()].and_then(TraceFormat::from_name)
+}
 
 fn forced() -> Option<TraceFormat> {
     static F: OnceLock<Option<TraceFormat>> = OnceLock::new();
@@ -41,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, input)) = data.split_first() else {
         return;
     };
-    if forced() == Some(TraceFormat::Weka) || (forced().is_none() && sel & 0x10 != 0) {
+    if forced() == Some(TraceFormat::from_name("weka").unwrap()) || (forced().is_none() && sel & 0x10 != 0) {
         match weka::parse("fuzz.json", input) {
             Ok(conv) => {
                 assert_eq!(conv.check(), Ok(()));
@@ -57,7 +62,7 @@ fuzz_target!(|data: &[u8]| {
         }
         return;
     }
-    let format = forced().or(FORMATS[usize::from(sel % 5)]);
+    let format = forced().or(format(usize::from(sel % 5)));
     let opts = LoadOptions {
         format,
         // TraceLab mints one id per block of up to 10M tokens per round: at block 1 a few
@@ -87,7 +92,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         // laid out whole (recorded starts for Copilot): every request once, or a clear error
-        if let Ok((trace, facts)) = plan(&corpus, format.unwrap_or(TraceFormat::Copilot), &PlanOptions::default()) {
+        if let Ok((trace, facts)) = plan(&corpus, format.unwrap_or(TraceFormat::from_name("copilot").unwrap()), &PlanOptions::default()) {
             assert_eq!(trace.requests.len(), corpus.requests());
             assert_eq!(facts.requests, corpus.requests());
             assert!(trace.requests.iter().all(|r| r.timestamp_ms.is_finite() && r.timestamp_ms >= 0.0));

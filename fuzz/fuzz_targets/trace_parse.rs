@@ -8,14 +8,19 @@ use libfuzzer_sys::fuzz_target;
 use request_sim::analyze::ideal_prefix_hits;
 use request_sim::trace::{parse_reader, Arrivals, LoadOptions, Reshape, TraceFormat};
 
-const FORMATS: [Option<TraceFormat>; 6] = [
+/// The formats tried, by name (`None`: detected).
+const FORMATS: [Option<&str>; 6] = [
     None,
-    Some(TraceFormat::Mooncake),
-    Some(TraceFormat::Bailian),
-    Some(TraceFormat::Azure),
-    Some(TraceFormat::Generic),
-    Some(TraceFormat::BurstGpt),
+    Some("mooncake"),
+    Some("bailian"),
+    Some("azure"),
+    Some("generic"),
+    Some("burstgpt"),
 ];
+
+fn format(k: usize) -> Option<TraceFormat> {
+    FORMATS[k % FORMATS.len()].and_then(TraceFormat::from_name)
+}
 
 /// One of the `transform` reshapings (0: none).
 fn reshape(k: usize) -> Reshape {
@@ -59,7 +64,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let opts = LoadOptions {
-        format: FORMATS[usize::from(sel % 6)],
+        format: format(usize::from(sel % 6)),
         block_size: match (sel >> 3) & 3 {
             0 => None,
             1 => Some(1),

@@ -600,8 +600,7 @@ pub struct TransformArgs {
 /// How a trace file is read: the same flags for `replay`, `analyze` and `verify-prompts`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct TraceArgs {
-    /// Trace format; detected from the content when not given.
-    #[arg(long, short = 'd', value_parser = parse_format)]
+    #[arg(long, short = 'd', value_parser = parse_format, help = dataset_help())]
     pub dataset: Option<TraceFormat>,
     /// Tokens per hash id (default: 512 mooncake, 16 bailian, 512 generic, 64 tracelab; a
     /// Dynamo trace's is in the file).
@@ -752,24 +751,23 @@ pub struct VerifyArgs {
     pub prompt_corpus_field: String,
 }
 
-/// Parse a `--dataset` value.
+/// `--dataset`'s help: every format, as the formats list themselves.
+fn dataset_help() -> String {
+    format!(
+        "Trace format ({}); detected from the content when not given",
+        crate::trace::formats::registry::names()
+    )
+}
+
+/// Parse a `--dataset` value: a format's name or alias (the formats list themselves).
 pub fn parse_format(s: &str) -> Result<TraceFormat, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "mooncake" => Ok(TraceFormat::Mooncake),
-        "bailian" => Ok(TraceFormat::Bailian),
-        "azure" => Ok(TraceFormat::Azure),
-        "generic" => Ok(TraceFormat::Generic),
-        "messages" => Ok(TraceFormat::Messages),
-        "burstgpt" => Ok(TraceFormat::BurstGpt),
-        "tracelab" => Ok(TraceFormat::Tracelab),
-        "dynamo" => Ok(TraceFormat::Dynamo),
-        "dag_jsonl" | "dag" => Ok(TraceFormat::Dag),
-        "weka" => Ok(TraceFormat::Weka),
-        "copilot" => Ok(TraceFormat::Copilot),
-        other => Err(format!(
-            "unknown dataset {other:?}: use mooncake, bailian, azure, burstgpt, generic, messages, tracelab, dynamo, dag_jsonl, weka or copilot"
-        )),
-    }
+    TraceFormat::from_name(s).ok_or_else(|| {
+        format!(
+            "unknown dataset {:?}: use {}",
+            s.trim(),
+            crate::trace::formats::registry::names()
+        )
+    })
 }
 
 /// Parse a `--block-size` value (1 to 1048576 tokens per hash id).

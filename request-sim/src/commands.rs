@@ -201,7 +201,7 @@ pub fn transform(args: TransformArgs) -> Result<u8> {
             "request-sim: note: --max-idle-gap {gap}: the trace has no sessions, so nothing was capped (it caps the think time between a session's turns; --infer-sessions finds sessions from hash ids)"
         );
     }
-    if out.block_size != 512 && out.format != trace::TraceFormat::Bailian {
+    if out.block_size != trace::formats::write::read_back_block_size(&out) {
         eprintln!(
             "request-sim: note: the trace's block size is {}: read the new trace with --block-size {}",
             out.block_size, out.block_size
@@ -776,7 +776,7 @@ pub fn convert(args: ConvertArgs) -> Result<u8> {
         None
     } else {
         let lopts = LoadOptions {
-            format: Some(trace::TraceFormat::Generic),
+            format: Some(trace::formats::write::written_format()),
             block_size: Some(args.block_size),
             ..LoadOptions::default()
         };

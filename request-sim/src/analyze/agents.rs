@@ -530,7 +530,12 @@ mod tests {
         let a = analyze_agents(&corpus, &AgentAnalyzeOptions::default());
         assert_eq!(format!("{:.2}", 100.0 * a.ideal_hit_ratio), "42.86");
         // The replay's trace-ideal over the same corpus laid out.
-        let (t, _) = plan(&corpus, TraceFormat::Weka, &PlanOptions::default()).unwrap();
+        let (t, _) = plan(
+            &corpus,
+            TraceFormat::from_name("weka").unwrap(),
+            &PlanOptions::default(),
+        )
+        .unwrap();
         let mut cache = IdealCache::new(t.block_size, IdealCache::MAX_BLOCKS);
         let hit: u32 = t.requests.iter().map(|r| cache.hits(r).unwrap()).sum();
         let input: u32 = t.requests.iter().map(|r| r.input_length).sum();

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use super::check::must_exist;
 use crate::cli::{ReplayArgs, ReplayTraceArgs, ReshapeArgs, TraceArgs};
 use crate::trace::pipeline::shard::Shard;
-use crate::trace::{LoadOptions, ReorderWindow, TraceFormat};
+use crate::trace::{LoadOptions, ReorderWindow};
 use crate::{Error, Result};
 
 /// Where the trace comes from.
@@ -69,11 +69,14 @@ pub(super) fn trace_settings(a: &ReplayArgs) -> Result<(TraceSource, LoadOptions
         None => TraceSource::BuiltinDemo,
     };
     if matches!(trace, TraceSource::BuiltinDemo)
-        && t.format.dataset.is_some_and(|d| d != TraceFormat::Mooncake)
+        && t.format
+            .dataset
+            .is_some_and(|d| Some(d) != crate::trace::demo::demo_format())
     {
-        return Err(Error::config(
-            "--dataset given without --dataset-path (the built-in demo trace is mooncake)",
-        ));
+        return Err(Error::config(format!(
+            "--dataset given without --dataset-path (the built-in demo trace is {})",
+            crate::trace::demo::demo_format().map_or("unrecognised", |f| f.name())
+        )));
     }
     if let (Some(s), Some(e)) = (t.start_ms, t.end_ms) {
         if e <= s {

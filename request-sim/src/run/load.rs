@@ -19,12 +19,12 @@ use crate::trace::history::{self, AnswerSpan};
 use crate::trace::pipeline::plan::{PlanFacts, PlanOptions};
 use crate::trace::pipeline::shard::{self, Shard};
 use crate::trace::{
-    self, Planned, RowError, Sessions, Trace, TraceError, TraceFormat, TraceStats, TraceStream,
+    self, Corpus, Opened, Planned, RowError, Sessions, Trace, TraceError, TraceFormat, TraceStats,
+    TraceStream,
 };
 use crate::{Error, Result};
 
-/// The built-in demo trace (mooncake format, 200 requests over ~19 s, block 512).
-pub const DEMO_TRACE: &str = include_str!("../../data/demo_trace.jsonl");
+pub use crate::trace::demo::DEMO_TRACE;
 
 /// Requests read before the run starts (start-up looks at the first ones only).
 const HEAD: usize = 1024;
@@ -83,13 +83,12 @@ pub fn load_trace(cfg: &ReplayConfig) -> Result<Trace> {
 }
 
 /// An agent corpus laid out as this run's population (`trace::pipeline::plan`), loaded whole.
-fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFacts)>> {
-    let TraceSource::File(path) = &cfg.trace.source else {
-        return Ok(None);
-    };
-    let Some((mut corpus, format)) = trace::formats::agents::load(path, &cfg.trace.load)? else {
-        return Ok(None);
-    };
+fn agent_corpus(
+    cfg: &ReplayConfig,
+    path: &std::path::Path,
+    mut corpus: Corpus,
+    format: TraceFormat,
+) -> Result<(Arc<Trace>, String, PlanFacts)> {
     let name = path.display().to_string();
     let reshaped = super::reshape::agent_corpus(cfg, &name, &mut corpus)?;
     let opts = PlanOptions {
@@ -147,19 +146,23 @@ fn agent_corpus(cfg: &ReplayConfig) -> Result<Option<(Arc<Trace>, String, PlanFa
     for n in &corpus.notes {
         note(format!("{name}: {n}"));
     }
-    Ok(Some((Arc::new(whole), name, facts)))
+    Ok((Arc::new(whole), name, facts))
 }
 
 /// Open the trace, choose how it is read, and read this run's first requests.
 pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
-    if let Some((whole, name, facts)) = agent_corpus(cfg)? {
-        let mut loaded = whole_loaded(cfg, whole.clone(), name, "an agent corpus");
-        loaded.agents = Some(facts);
-        let inner = Source::Whole(Box::new(trace::pipeline::stream::planned(whole)));
-        return start_feed(cfg, loaded, inner);
-    }
     let stream = match &cfg.trace.source {
-        TraceSource::File(p) => TraceStream::open(p, &cfg.trace.load, cfg.trace.reorder)?,
+        // The one front door: the file is opened once, whatever it holds.
+        TraceSource::File(p) => match trace::open(p, &cfg.trace.load)? {
+            Opened::Corpus(corpus, format) => {
+                let (whole, name, facts) = agent_corpus(cfg, p, corpus, format)?;
+                let mut loaded = whole_loaded(cfg, whole.clone(), name, "an agent corpus");
+                loaded.agents = Some(facts);
+                let inner = Source::Whole(Box::new(trace::pipeline::stream::planned(whole)));
+                return start_feed(cfg, loaded, inner);
+            }
+            Opened::Rows(rows) => TraceStream::from_rows(rows, &cfg.trace.load, cfg.trace.reorder)?,
+        },
         TraceSource::BuiltinDemo => TraceStream::from_reader(
             "<built-in demo trace>",
             DEMO_TRACE.as_bytes(),
@@ -172,28 +175,23 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         stream.block_size(),
         stream.name().to_owned(),
     );
-    let why_whole = if stream.needs_whole() && format == TraceFormat::Bailian {
-        Some("bailian parent chains")
-    } else if stream.needs_whole() {
-        Some("--retime, --max-idle-gap, --prefix-scale or --prompt-scale")
+    let why_whole = if let Some(why) = stream.whole_reason() {
+        Some(why)
     } else if cfg.output.save_prompts.is_some() {
-        Some("--save-prompts")
+        Some("--save-prompts".to_owned())
     } else if cfg.requests.sessions.timing == Timing::Closed {
-        if matches!(format, TraceFormat::Azure | TraceFormat::ServeGen) {
-            let why = match format {
-                TraceFormat::Azure => "an azure trace has no session ids",
-                _ => "a servegen workload has no session ids",
-            };
-            return Err(no_sessions(&name, why));
+        if !format.has_sessions() {
+            let why = format!("a {} trace has no session ids", format.name());
+            return Err(no_sessions(&name, &why));
         }
-        Some("--timing closed sessions")
+        Some("--timing closed sessions".to_owned())
     } else {
         None
     };
     let (inner, loaded) = match why_whole {
         Some(why) => {
             let whole = Arc::new(stream.into_whole()?);
-            let loaded = whole_loaded(cfg, whole.clone(), name.clone(), why);
+            let loaded = whole_loaded(cfg, whole.clone(), name.clone(), &why);
             (
                 Source::Whole(Box::new(trace::pipeline::stream::planned(whole))),
                 loaded,
@@ -235,7 +233,7 @@ fn start_feed(cfg: &ReplayConfig, mut loaded: Loaded, inner: Source) -> Result<(
         skipped: match (&loaded.stats, cfg.trace.load.skip_invalid) {
             (Stats::Stream(h), true) => Some(h.clone()),
             // BurstGPT: the failed requests kept or dropped are said at the end too.
-            (Stats::Stream(h), false) if loaded.format == crate::trace::TraceFormat::BurstGpt => {
+            (Stats::Stream(h), false) if loaded.format.info().zero_output_is_failure => {
                 Some(h.clone())
             }
             _ => None,

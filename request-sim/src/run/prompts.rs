@@ -16,7 +16,7 @@ use crate::backend::BodyParams;
 use crate::config::{ReplayConfig, Target};
 use crate::prompt::{self, ChatCounter, CorpusReport, PromptBuilder, VerifyReport, Vocab};
 use crate::stats::StartupTimes;
-use crate::trace::{TraceFormat, TraceRequest};
+use crate::trace::TraceRequest;
 use crate::{Error, Result};
 
 /// Prompts re-tokenized at start-up, and the tokens checked of each (their head).
@@ -431,7 +431,7 @@ fn chat_counter(
     let messages = match &trace.whole {
         Some(w) => w.chats.iter().flatten().any(|c| !c.is_literal()),
         None => {
-            trace.format == TraceFormat::Messages
+            trace.format.sends_rows_as_written()
                 || trace
                     .head
                     .iter()

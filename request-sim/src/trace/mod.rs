@@ -2,17 +2,15 @@
 //! agent corpus, a [`Corpus`] of session trees), then put through the trace rules.
 //!
 //! Three rooms, the data flowing one way (`model` ← `formats` ← `pipeline`):
-//! - `model/` — the shared types, a leaf that imports nothing of `trace/`: the formats
-//!   ([`TraceFormat`]), one request and a whole trace, the session facts, a `messages` row's
+//! - `model/` — the shared types, a leaf that imports nothing of `trace/`: a format's facts
+//!   ([`TraceFormat`], a handle on its [`FormatInfo`]), one request and a whole trace, the session facts, a `messages` row's
 //!   chat request, and the agent corpus (session trees of a main agent and its subagents).
 //!   `row.rs` (a row as a reader hands it over), `options.rs` (the load and reshape settings)
 //!   and `error.rs` sit beside it.
-//! - `formats/` — one reader per format, each a file: the flat formats turn one line into one
-//!   row (`mooncake.rs`, `bailian.rs`, `azure.rs`, `burstgpt.rs`, `generic.rs`,
-//!   `messages.rs`), the agent corpora build conversations (`weka.rs`, `tracelab.rs`,
-//!   `dynamo.rs`, `dag.rs`), `log/` reads request logs for `convert`, `write.rs` writes a trace.
-//!   `detect.rs` recognises a format, `rows.rs` reads capped lines and calls the format's
-//!   parser, `agents.rs` and `agent_jsonl.rs` do the same for agent corpora.
+//! - `formats/` — one unit per format, each a file that declares its facts, its recogniser and
+//!   its reader (`registry.rs` lists them); `open.rs` is the one front door (a path or a
+//!   reader → rows or an agent corpus); `log/` reads request logs for `convert`, `write.rs`
+//!   writes a trace.
 //! - `pipeline/` — the trace rules of `docs/traces.md` as stages a row goes through
 //!   (`stages.rs`), in two forms: streamed through a bounded reorder window (`stream.rs`) or
 //!   collected whole (`load.rs`); the session rules (`session/`), the transforms of `transform`
@@ -21,6 +19,7 @@
 //!
 //! The analysis of a trace (`analyze`, the ideal prefix-cache hit ratio) is `crate::analyze`.
 
+pub mod demo;
 pub mod error;
 pub mod formats;
 pub mod model;
@@ -29,12 +28,14 @@ pub mod pipeline;
 pub mod row;
 
 pub use error::{RowError, TraceError};
-pub use formats::detect::detect_format;
+pub(crate) use formats::open::{open, Opened};
+pub use formats::registry::detect_format;
 #[cfg(test)]
 pub(crate) use model::test_request;
 pub use model::{
-    ChatPayload, Corpus, Image, Images, Reasoning, SessionInfo, SessionStats, SessionTurn,
-    Sessions, Trace, TraceFormat, TraceRequest, TraceStats,
+    ChatPayload, Corpus, FormatInfo, Image, Images, Reasoning, SessionInfo, SessionSource,
+    SessionStats, SessionTurn, Sessions, Timestamps, Trace, TraceFormat, TraceRequest, TraceStats,
+    Yields,
 };
 pub use options::{
     Arrivals, LoadOptions, RateSeries, Reshape, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS,

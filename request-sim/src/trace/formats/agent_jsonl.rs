@@ -14,114 +14,55 @@ use std::io::Read;
 use std::path::Path;
 
 use super::agent_fields::{for_each_line, row_error};
-use super::detect::detect_format;
-use super::lines::{read_line_capped, LineRead};
-use super::rows::buffered;
 use crate::trace::error::{RowError, TraceError};
-use crate::trace::model::{Conversation, Corpus, TraceFormat};
+use crate::trace::model::{Conversation, Corpus};
 use crate::trace::options::{LoadOptions, DEFAULT_MAX_LINE_BYTES};
 
-/// The JSONL agentic format of the file at `path`: `forced` when it is one of them, else the
-/// format detected from its first non-blank line when that is TraceLab, Dynamo or `dag_jsonl`;
-/// `None` for any other trace (read row by row).
-pub fn detect_file(
-    path: &Path,
-    forced: Option<TraceFormat>,
-) -> Result<Option<TraceFormat>, TraceError> {
-    let jsonl = |f: TraceFormat| {
-        matches!(
-            f,
-            TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag | TraceFormat::Copilot
-        )
-    };
-    if let Some(f) = forced {
-        return Ok(jsonl(f).then_some(f));
-    }
-    if path.is_dir() {
-        return Ok(None);
-    }
-    let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|error| TraceError::Open {
-        path: name.clone(),
-        error,
-    })?;
-    let (mut input, compression) = buffered(&name, file)?;
-    let mut buf = Vec::new();
-    let mut line = 0;
-    loop {
-        let kind =
-            read_line_capped(&mut input, &mut buf, DEFAULT_MAX_LINE_BYTES).map_err(|error| {
-                TraceError::Read {
-                    path: name.clone(),
-                    line,
-                    compression,
-                    error,
-                }
-            })?;
-        line += 1;
-        match kind {
-            LineRead::Eof | LineRead::TooLong => return Ok(None),
-            LineRead::Line => {}
-        }
-        let Ok(text) = std::str::from_utf8(&buf) else {
-            return Ok(None);
-        };
-        if text.trim().is_empty() {
-            continue;
-        }
-        return Ok(detect_format(text).ok().filter(|f| jsonl(*f)));
-    }
-}
+/// How a JSONL agentic format builds its corpus from every non-blank line.
+pub(crate) type Build = fn(&str, &[(usize, String)], &LoadOptions) -> Result<Corpus, TraceError>;
 
-/// Opens `path` and reads it with [`read`]; errors are named after the path.
+/// Opens `path` and reads its agent corpus (any agentic format, recognised or
+/// `opts.format`); errors are named after the path.
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Corpus, TraceError> {
-    let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|error| TraceError::Open {
-        path: name.clone(),
-        error,
-    })?;
-    read(&name, file, opts)
+    corpus_of(&path.display().to_string(), super::open::open(path, opts)?)
 }
 
-/// Reads a whole JSONL agentic trace from `input` (plain or gzip): in `opts.format` when
-/// given, else in the format detected from the first non-blank line (which must be TraceLab,
-/// Dynamo or `dag_jsonl`).
+/// Reads a whole agentic trace from `input` (plain or compressed): in `opts.format` when
+/// given, else in the format recognised from its head (which must be an agent corpus).
 pub fn read(name: &str, input: impl Read + Send, opts: &LoadOptions) -> Result<Corpus, TraceError> {
-    opts.check(name)?;
+    corpus_of(name, super::open::open_reader(name, input, opts)?)
+}
+
+/// The corpus of what was opened, or why a row trace is not one.
+fn corpus_of(name: &str, opened: super::open::Opened<'_>) -> Result<Corpus, TraceError> {
+    match opened {
+        super::open::Opened::Corpus(c, _) => Ok(c),
+        super::open::Opened::Rows(r) => Err(row_error(
+            name,
+            1,
+            RowError::Undetectable(format!(
+                "the first data line is a {} row, not an agent corpus (TraceLab, Dynamo, dag_jsonl, Copilot, Weka)",
+                r.format().map_or("request", |f| f.name())
+            )),
+        )),
+    }
+}
+
+/// Reads a JSONL agentic trace with its format's `build`: every non-blank line (capped), then
+/// the conversations, each checked.
+pub(crate) fn read_with(
+    name: &str,
+    input: impl Read + Send,
+    opts: &LoadOptions,
+    build: Build,
+) -> Result<Corpus, TraceError> {
     let rows = lines(name, input, opts)?;
-    let Some((first_line, first)) = rows.first() else {
+    if rows.is_empty() {
         return Err(TraceError::Empty {
             path: name.to_owned(),
         });
-    };
-    let format = match opts.format {
-        Some(f) => f,
-        None => detect_format(first).map_err(|e| row_error(name, *first_line, e))?,
-    };
-    let corpus = match format {
-        TraceFormat::Tracelab => super::tracelab::build(name, &rows, opts)?,
-        TraceFormat::Dynamo => super::dynamo::build(name, &rows, opts)?,
-        TraceFormat::Dag => super::dag::build(name, &rows, opts)?,
-        TraceFormat::Copilot => {
-            let mut reader = super::copilot::Reader::new(opts);
-            for (line, text) in &rows {
-                reader.add_line(name, *line, text)?;
-            }
-            let (mut corpus, counts) = reader.finish(name)?;
-            corpus.notes.push(counts.note());
-            corpus
-        }
-        other => {
-            return Err(row_error(
-                name,
-                *first_line,
-                RowError::Undetectable(format!(
-                    "the first data line is a {} row, not TraceLab, Dynamo or dag_jsonl",
-                    other.name()
-                )),
-            ))
-        }
-    };
+    }
+    let corpus = build(name, &rows, opts)?;
     for c in &corpus.conversations {
         check(name, c)?;
     }

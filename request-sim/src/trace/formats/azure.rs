@@ -20,7 +20,9 @@
 
 use super::fields::{check_timestamp, csv_header, csv_length as length, csv_row, quote_short};
 use super::images;
+use super::registry::{Format, Reader};
 use crate::trace::error::RowError;
+use crate::trace::model::{FormatInfo, Timestamps};
 use crate::trace::row::RawRow;
 
 /// The required columns, as the published trace spells them.
@@ -127,6 +129,24 @@ pub(crate) fn parse_datetime_ms(text: &str) -> Result<f64, String> {
         )),
     }
 }
+
+/// Azure: any CSV header (the last format asked).
+pub(crate) static FORMAT: Format = Format {
+    info: FormatInfo::rows(
+        "azure",
+        512,
+        Timestamps::DateTime,
+        "Azure LLM inference trace CSV (2023, 2024, LMM 2025): TIMESTAMP, ContextTokens, GeneratedTokens; no hash ids",
+    ),
+    recognise: |p| {
+        p.text_line()
+            .is_some_and(|t| t.contains(',') || t.to_ascii_uppercase().contains("TIMESTAMP"))
+    },
+    read: Reader::Csv(|text| {
+        let header = parse_header(text)?;
+        Ok(Box::new(move |row| parse_row(&header, row)))
+    }),
+};
 
 #[cfg(test)]
 mod tests {

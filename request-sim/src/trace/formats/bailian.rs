@@ -13,8 +13,10 @@
 //! its size from `--image-tokens`, shrunk when the row is too short.
 
 use super::fields;
+use super::registry::{Format, Reader};
 use crate::trace::error::RowError;
 use crate::trace::model::SessionInfo;
+use crate::trace::model::{FormatInfo, SessionSource, Timestamps};
 use crate::trace::row::RawRow;
 
 fn root() -> i64 {
@@ -71,6 +73,21 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
         }),
     })
 }
+
+/// Bailian: a row with `chat_id`.
+pub(crate) static FORMAT: Format = Format {
+    info: FormatInfo {
+        sessions: SessionSource::ParentLinks,
+        ..FormatInfo::rows(
+            "bailian",
+            16,
+            Timestamps::Seconds,
+            "Alibaba Bailian JSONL: chat_id, parent_chat_id, timestamp (s), input_length, output_length, hash_ids (16-token blocks)",
+        )
+    },
+    recognise: |p| p.has("chat_id"),
+    read: Reader::Lines(parse_line),
+};
 
 #[cfg(test)]
 mod tests {

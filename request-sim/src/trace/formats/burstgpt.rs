@@ -15,7 +15,9 @@
 //! (`TraceStats::failed_requests`). There are no hash ids: every prompt is unique.
 
 use super::fields::{check_timestamp, csv_header, csv_length, csv_row, quote_short};
+use super::registry::{Format, Reader};
 use crate::trace::error::RowError;
+use crate::trace::model::{FormatInfo, Timestamps};
 use crate::trace::row::RawRow;
 
 /// The required columns, as the published trace spells them.
@@ -92,6 +94,24 @@ pub(crate) fn parse_row(header: &Header, text: &str) -> Result<RawRow, RowError>
         .map(std::sync::Arc::from);
     Ok(row)
 }
+
+/// BurstGPT: a CSV header naming `Request tokens`.
+pub(crate) static FORMAT: Format = Format {
+    info: FormatInfo {
+        zero_output_is_failure: true,
+        ..FormatInfo::rows(
+            "burstgpt",
+            512,
+            Timestamps::Seconds,
+            "BurstGPT CSV: Timestamp (s), Model, Request tokens, Response tokens; no hash ids",
+        )
+    },
+    recognise: |p| p.text_line().is_some_and(is_header),
+    read: Reader::Csv(|text| {
+        let header = parse_header(text)?;
+        Ok(Box::new(move |row| parse_row(&header, row)))
+    }),
+};
 
 #[cfg(test)]
 mod tests {

@@ -51,10 +51,12 @@ use serde::Deserialize;
 
 use super::agent_fields::{blocks, field_error, for_each_line, parse_object, row_error};
 use super::fields;
+use super::registry::Format;
 use crate::trace::error::{RowError, TraceError};
+use crate::trace::model::FormatInfo;
 use crate::trace::model::{
     Agent, AgentRequest, BlockIds, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin,
-    ParentLink, Production, TraceFormat,
+    ParentLink, Production,
 };
 use crate::trace::options::{LoadOptions, DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
 
@@ -197,7 +199,7 @@ impl Counts {
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<(Corpus, Counts), TraceError> {
     opts.check(&path.display().to_string())?;
     let files = if path.is_dir() {
-        super::detect::copilot_shards(path)
+        shards(path)
     } else {
         vec![path.to_path_buf()]
     };
@@ -228,9 +230,7 @@ pub struct Reader {
 impl Reader {
     pub fn new(opts: &LoadOptions) -> Reader {
         Reader {
-            block: opts
-                .block_size
-                .unwrap_or(TraceFormat::Copilot.default_block_size()),
+            block: opts.block_size.unwrap_or(FORMAT.info.block_size),
             max_line: opts.max_line_bytes.unwrap_or(DEFAULT_MAX_LINE_BYTES),
             next_id: 0,
             system: HashMap::new(),
@@ -657,4 +657,57 @@ fn common(a: &[&Segment], b: &[&Segment]) -> u32 {
         .take_while(|(x, y)| x == y)
         .map(|(x, _)| x.token_len)
         .fold(0u32, u32::saturating_add)
+}
+
+/// Copilot: a `date=` directory of shards, or a line with `session_id` and `turns` whose first
+/// turn has `llm_calls`.
+pub(crate) static FORMAT: Format = Format {
+    info: FormatInfo::corpus(
+        "copilot",
+        64,
+        "GitHub Copilot coding-agent trace (June 2026): one session per line, a date= directory of shard-*.jsonl[.gz] files; prefixes built from the prompt segments",
+    ),
+    recognise: |p| match p.dir {
+        Some(d) => !shards(d).is_empty(),
+        None => {
+            p.has("session_id")
+                && p.json
+                    .and_then(|o| o.get("turns"))
+                    .and_then(|t| t.as_array())
+                    .and_then(|t| t.first())
+                    .is_some_and(|t| t.get("llm_calls").is_some())
+        }
+    },
+    read: super::registry::Reader::Corpus {
+        file: |name, input, opts| {
+            let mut reader = Reader::new(opts);
+            reader.read(name, input)?;
+            let (mut corpus, counts) = reader.finish(name)?;
+            corpus.notes.push(counts.note());
+            Ok(corpus)
+        },
+        dir: Some(|dir, opts| {
+            let (mut corpus, counts) = load(dir, opts)?;
+            corpus.notes.push(counts.note());
+            Ok(corpus)
+        }),
+    },
+};
+
+/// The shard files of a Copilot partition directory (`shard-*.jsonl`, `shard-*.jsonl.gz`), by
+/// name; empty when `dir` is no directory or holds none.
+pub(crate) fn shards(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<std::path::PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with("shard-") && (n.ends_with(".jsonl") || n.ends_with(".jsonl.gz"))
+            })
+        })
+        .collect();
+    files.sort();
+    files
 }

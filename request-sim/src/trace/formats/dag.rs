@@ -40,9 +40,10 @@ use serde_json::Value;
 use self::line::{parse_session, ChildRef, Session, Turn};
 use super::agent_fields::{field_error, row_error};
 use super::fields;
+use super::registry::{Format, Reader};
 use crate::trace::error::TraceError;
 use crate::trace::model::ChatPayload;
-use crate::trace::model::TraceFormat;
+use crate::trace::model::FormatInfo;
 use crate::trace::model::{
     Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
 };
@@ -261,7 +262,7 @@ fn expand(
         id: Arc::from(sessions[root].id.as_str()),
         source: source.clone(),
         // The conversations have no hash ids (prompts are messages): the declared block size.
-        block_size: TraceFormat::Dag.default_block_size(),
+        block_size: FORMAT.info.block_size,
         hash_scope: HashScope::Local,
         system_tokens: None,
         tool_tokens: None,
@@ -404,3 +405,21 @@ fn turn_request(
         })),
     }
 }
+
+/// `dag_jsonl`: a row with `turns` (after Copilot, whose turns have `llm_calls`).
+pub(crate) static FORMAT: Format = Format {
+    info: FormatInfo {
+        aliases: &["dag"],
+        sends_rows_as_written: true,
+        ..FormatInfo::corpus(
+            "dag_jsonl",
+            64,
+            "AIPerf dag_jsonl: conversations with forks, spawns and join_at, real messages sent as written",
+        )
+    },
+    recognise: |p| p.has("turns"),
+    read: Reader::Corpus {
+        file: |name, input, opts| super::agent_jsonl::read_with(name, input, opts, build),
+        dir: None,
+    },
+};

@@ -40,7 +40,9 @@ use serde_json::Value;
 use self::tree::{single, tree, Row, Trajectory};
 use super::agent_fields::{blocks, field_error, from_value, parse_object, row_error};
 use super::fields;
+use super::registry::{Format, Reader};
 use crate::trace::error::{RowError, TraceError};
+use crate::trace::model::FormatInfo;
 use crate::trace::model::{Conversation, Corpus};
 use crate::trace::options::LoadOptions;
 
@@ -496,3 +498,25 @@ fn show(p: &Option<String>) -> String {
         .map(fields::quote_short)
         .unwrap_or_else(|| "none".into())
 }
+
+/// Dynamo: a `schema` `dynamo.request.trace.*`, bare or inside `event`.
+pub(crate) static FORMAT: Format = Format {
+    info: FormatInfo::corpus(
+        "dynamo",
+        64,
+        "Dynamo request trace JSONL (dynamo.request.trace.v1): request_end events, subagents by parent_trajectory_id",
+    ),
+    recognise: |p| {
+        let v1 = |v: Option<&Value>| {
+            v.and_then(Value::as_str)
+                .is_some_and(|s| s.starts_with("dynamo.request.trace."))
+        };
+        p.json.is_some_and(|o| {
+            v1(o.get("schema")) || v1(o.get("event").and_then(|e| e.get("schema")))
+        })
+    },
+    read: Reader::Corpus {
+        file: |name, input, opts| super::agent_jsonl::read_with(name, input, opts, build),
+        dir: None,
+    },
+};

@@ -8,7 +8,9 @@
 //! fields are ignored.
 
 use super::fields;
+use super::registry::{Format, Reader};
 use crate::trace::error::RowError;
+use crate::trace::model::{FormatInfo, SessionSource, Timestamps};
 use crate::trace::row::RawRow;
 
 #[derive(serde::Deserialize)]
@@ -62,6 +64,21 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
         chat: None,
     })
 }
+
+/// Generic: any other JSON object (the last JSON format asked).
+pub(crate) static FORMAT: Format = Format {
+    info: FormatInfo {
+        sessions: SessionSource::Ids,
+        ..FormatInfo::rows(
+            "generic",
+            512,
+            Timestamps::Millis,
+            "generic JSONL: timestamp (ms), input_length, output_length, optional hash_ids and session_id",
+        )
+    },
+    recognise: |p| p.json.is_some(),
+    read: Reader::Lines(parse_line),
+};
 
 #[cfg(test)]
 mod tests {

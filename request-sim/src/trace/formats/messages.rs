@@ -32,8 +32,10 @@
 use serde_json::{Map, Value};
 
 use super::fields;
+use super::registry::{Format, Reader};
 use crate::trace::error::RowError;
 use crate::trace::model::ChatPayload;
+use crate::trace::model::{FormatInfo, SessionSource, Timestamps};
 use crate::trace::row::RawRow;
 
 const ROLES: [&str; 5] = ["system", "developer", "user", "assistant", "tool"];
@@ -449,6 +451,27 @@ fn output_length(row: &Map<String, Value>) -> Result<Option<u32>, RowError> {
     let n = fields::check_length(n, 0).map_err(|w| bad("output_length", w))?;
     Ok(Some(n))
 }
+
+/// Messages: a row with `messages`, `tools`, a literal `text_input` or `prompt_token_ids`.
+pub(crate) static FORMAT: Format = Format {
+    info: FormatInfo {
+        sessions: SessionSource::Ids,
+        sends_rows_as_written: true,
+        has_delays: true,
+        ..FormatInfo::rows(
+            "messages",
+            512,
+            Timestamps::Millis,
+            "AIPerf-style JSONL: a whole OpenAI chat request per row (messages, tools, output_length), sent as written",
+        )
+    },
+    recognise: |p| {
+        ["messages", "tools", "text_input", "prompt_token_ids"]
+            .iter()
+            .any(|k| p.has(k))
+    },
+    read: Reader::Lines(parse_line),
+};
 
 #[cfg(test)]
 mod tests {

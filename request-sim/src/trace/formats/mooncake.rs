@@ -6,7 +6,9 @@
 //! AIPerf's `mooncake_trace` rows) groups the turns of a session. Unknown fields are ignored.
 
 use super::fields;
+use super::registry::{Format, Reader};
 use crate::trace::error::RowError;
+use crate::trace::model::{FormatInfo, SessionSource, Timestamps};
 use crate::trace::row::RawRow;
 
 #[derive(serde::Deserialize)]
@@ -45,6 +47,22 @@ pub(crate) fn parse_line(text: &str) -> Result<RawRow, RowError> {
         chat: None,
     })
 }
+
+/// Mooncake: `hash_ids` without `session_id` (a row with both is generic, so its sessions
+/// are kept).
+pub(crate) static FORMAT: Format = Format {
+    info: FormatInfo {
+        sessions: SessionSource::Ids,
+        ..FormatInfo::rows(
+            "mooncake",
+            512,
+            Timestamps::Millis,
+            "Mooncake FAST'25 JSONL: timestamp (ms), input_length, output_length, hash_ids (512-token blocks)",
+        )
+    },
+    recognise: |p| p.has("hash_ids") && !p.has("session_id"),
+    read: Reader::Lines(parse_line),
+};
 
 #[cfg(test)]
 mod tests {

@@ -6,9 +6,8 @@ use std::io::{BufRead, BufReader, Cursor, Read};
 
 use flate2::read::MultiGzDecoder;
 
-use super::detect::detect_format;
 use super::lines::{peek_magic, read_line_capped, Compression, LineRead};
-use super::{azure, bailian, burstgpt, generic, messages, mooncake};
+use super::registry::{self, detect_format, CsvRows, Reader, RowIter};
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::{TraceFormat, TraceStats};
 use crate::trace::options::{LoadOptions, DEFAULT_MAX_LINE_BYTES};
@@ -49,20 +48,6 @@ pub(crate) fn buffered<'a, R: Read + Send + 'a>(
     ))
 }
 
-/// The row reader of ServeGen directory `dir`: its workload (`servegen.rs`), generated row by
-/// row from `--seed` (`opts.reshape.seed`), for the pipeline of a stream or a whole load.
-pub(crate) fn servegen_reader(
-    dir: &std::path::Path,
-    opts: &LoadOptions,
-) -> Result<RowReader<Box<dyn BufRead + Send>>, TraceError> {
-    let name = dir.display().to_string();
-    opts.check(&name)?;
-    let workload = super::servegen::Workload::open(dir, opts.reshape.seed)?;
-    let empty: Box<dyn BufRead + Send> = Box::new(std::io::empty());
-    Ok(RowReader::new(&name, empty, None, opts)
-        .with_generated(TraceFormat::ServeGen, Box::new(workload.rows())))
-}
-
 /// The rows of one trace input, parsed one at a time.
 pub(crate) struct RowReader<B> {
     name: String,
@@ -77,12 +62,31 @@ pub(crate) struct RowReader<B> {
     saw_data: bool,
     format: Option<TraceFormat>,
     /// The header of a CSV format, once read.
-    csv: Option<CsvHeader>,
+    csv: Option<CsvRows>,
     /// `rows`, `skipped_invalid`, `invalid_examples`, `failed_requests` and `dropped_failed`
     /// (the file-level counts).
     stats: TraceStats,
     /// Rows generated rather than read (a ServeGen workload): their "line" is their number.
-    generated: Option<Box<dyn Iterator<Item = Result<RawRow, TraceError>> + Send>>,
+    generated: Option<RowIter>,
+    /// The hash block size the input names (a Parquet file's `block_size`), if any.
+    block_hint: Option<usize>,
+}
+
+impl RowReader<Box<dyn BufRead + Send>> {
+    /// Rows made by a format's reader from a whole input (a generated workload, a columnar
+    /// file) rather than read line by line; their "line" is their number.
+    pub(crate) fn generated(
+        name: &str,
+        format: TraceFormat,
+        rows: RowIter,
+        opts: &LoadOptions,
+    ) -> Self {
+        let empty: Box<dyn BufRead + Send> = Box::new(std::io::empty());
+        let mut reader = RowReader::new(name, empty, None, opts);
+        reader.format = Some(format);
+        reader.generated = Some(rows);
+        reader
+    }
 }
 
 impl<B: BufRead> RowReader<B> {
@@ -106,18 +110,17 @@ impl<B: BufRead> RowReader<B> {
             csv: None,
             stats: TraceStats::default(),
             generated: None,
+            block_hint: None,
         }
     }
 
-    /// Rows taken from `rows` (generated, in format `format`) instead of the input.
-    pub(crate) fn with_generated(
-        mut self,
-        format: TraceFormat,
-        rows: Box<dyn Iterator<Item = Result<RawRow, TraceError>> + Send>,
-    ) -> RowReader<B> {
-        self.format = Some(format);
-        self.generated = Some(rows);
-        self
+    /// The hash block size the input names, used when `--block-size` is not given.
+    pub(crate) fn block_hint(&self) -> Option<usize> {
+        self.block_hint
+    }
+
+    pub(crate) fn set_block_hint(&mut self, block: Option<usize>) {
+        self.block_hint = block;
     }
 
     /// The name errors are reported under.
@@ -191,7 +194,8 @@ impl<B: BufRead> RowReader<B> {
             match parsed {
                 Ok(Some(raw)) => {
                     self.stats.rows += 1;
-                    if self.format == Some(TraceFormat::BurstGpt) && raw.output_length == 0 {
+                    let failure = self.format.is_some_and(|f| f.info().zero_output_is_failure);
+                    if failure && raw.output_length == 0 {
                         self.stats.failed_requests += 1;
                         if self.drop_failed {
                             self.stats.dropped_failed += 1;
@@ -263,18 +267,12 @@ struct Bad {
     fatal: bool,
 }
 
-/// The header of a CSV trace: where its columns are.
-enum CsvHeader {
-    Azure(azure::Header),
-    BurstGpt(burstgpt::Header),
-}
-
 /// One non-blank line: detect the format on the first one, then parse it in that format.
-/// `Ok(None)` for the CSV header line (Azure, BurstGPT).
+/// `Ok(None)` for the CSV header line.
 fn parse(
     text: &str,
     format: &mut Option<TraceFormat>,
-    csv: &mut Option<CsvHeader>,
+    csv: &mut Option<CsvRows>,
 ) -> Result<Option<RawRow>, Bad> {
     let invalid = |error| Bad {
         error,
@@ -288,38 +286,25 @@ fn parse(
             f
         }
     };
-    let parsed = match f {
-        TraceFormat::Mooncake => mooncake::parse_line(text),
-        TraceFormat::Bailian => bailian::parse_line(text),
-        TraceFormat::Generic => generic::parse_line(text),
-        TraceFormat::Messages => messages::parse_line(text),
-        TraceFormat::Tracelab | TraceFormat::Dynamo | TraceFormat::Dag | TraceFormat::Copilot => {
-            return Err(Bad {
-                error: RowError::Agentic(f.name()),
-                fatal: true,
-            })
-        }
-        TraceFormat::ServeGen => Err(RowError::Undetectable(
-            "a ServeGen workload is a directory of chunk-<i>-trace.csv and chunk-<i>-dataset.json files (give the directory)".into(),
-        )),
-        // An agentic corpus is read whole (`trace/formats/agents.rs`), never line by line.
-        TraceFormat::Weka => Err(RowError::Undetectable(
-            "a weka trace is a corpus of whole JSON files (give the file or its directory as --dataset-path)".into(),
-        )),
-        TraceFormat::Azure | TraceFormat::BurstGpt => match csv {
-            Some(CsvHeader::Azure(h)) => azure::parse_row(h, text),
-            Some(CsvHeader::BurstGpt(h)) => burstgpt::parse_row(h, text),
+    let fatal = |error| Bad { error, fatal: true };
+    let parsed = match &registry::format_of(f).read {
+        Reader::Lines(parse_line) => parse_line(text),
+        Reader::Csv(header) => match csv {
+            Some(rows) => rows(text),
             None => {
                 // The first data line of a CSV file is its header.
-                let fatal = |error| Bad { error, fatal: true };
-                *csv = Some(if f == TraceFormat::Azure {
-                    CsvHeader::Azure(azure::parse_header(text).map_err(fatal)?)
-                } else {
-                    CsvHeader::BurstGpt(burstgpt::parse_header(text).map_err(fatal)?)
-                });
+                *csv = Some(header(text).map_err(fatal)?);
                 return Ok(None);
             }
         },
+        Reader::Corpus { .. } => return Err(fatal(RowError::Agentic(f.name()))),
+        Reader::File(_) | Reader::Dir(_) => {
+            return Err(fatal(RowError::Undetectable(format!(
+                "a {} trace is not read line by line: {}",
+                f.name(),
+                f.info().about
+            ))))
+        }
     };
     parsed.map(Some).map_err(invalid)
 }

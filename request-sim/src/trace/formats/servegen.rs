@@ -36,8 +36,10 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Gamma, Weibull};
 
 use super::images;
+use super::registry::{Format, Reader};
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::Reasoning;
+use crate::trace::model::{FormatInfo, Timestamps};
 use crate::trace::options::MAX_LENGTH_TOKENS;
 use crate::trace::row::RawRow;
 
@@ -595,10 +597,24 @@ impl Iterator for Rows {
     }
 }
 
+/// ServeGen: a directory holding `chunk-<i>-trace.csv` files.
+pub(crate) static FORMAT: Format = Format {
+    info: FormatInfo::rows(
+        "servegen",
+        512,
+        Timestamps::Generated,
+        "ServeGen (alibaba/ServeGen): a directory of per-client arrival patterns and length PMFs, a workload generated from --seed (give the directory)",
+    ),
+    recognise: |p| p.dir.is_some_and(|d| !trace_files(d).is_empty()),
+    read: Reader::Dir(|dir, opts| {
+        let workload = Workload::open(dir, opts.reshape.seed)?;
+        Ok(Box::new(workload.rows()))
+    }),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::model::TraceFormat;
     use crate::trace::options::LoadOptions;
     use crate::trace::pipeline::{Planned, ReorderWindow, TraceStream};
 
@@ -612,17 +628,19 @@ mod tests {
         let mut opts = LoadOptions::default();
         opts.reshape.seed = seed;
         let s = TraceStream::open(&fixture(name), &opts, ReorderWindow::default()).unwrap();
-        assert_eq!(s.format(), TraceFormat::ServeGen);
+        assert_eq!(s.format(), FORMAT.handle());
         s.map(Result::unwrap).collect()
     }
 
     #[test]
     fn a_directory_of_chunk_traces_is_servegen_not_weka() {
         let dir = fixture("reason");
-        assert!(super::super::detect::is_servegen_dir(&dir));
-        assert!(!super::super::detect::is_servegen_dir(
-            &dir.join("chunk-0-trace.csv")
-        ));
+        let servegen = Some(FORMAT.handle());
+        assert_eq!(super::super::open::recognise_path(&dir), servegen);
+        assert_ne!(
+            super::super::open::recognise_path(&dir.join("chunk-0-trace.csv")),
+            servegen
+        );
         assert_eq!(super::super::agents::agent_format(&dir, None), None);
         let ids: Vec<u32> = trace_files(&dir).into_iter().map(|(id, _)| id).collect();
         assert_eq!(ids, vec![0, 1]);

@@ -30,8 +30,9 @@ use serde_json::Value;
 
 use super::agent_fields::{blocks, field_error, parse_object, row_error};
 use super::fields;
+use super::registry::{Format, Reader};
 use crate::trace::error::TraceError;
-use crate::trace::model::TraceFormat;
+use crate::trace::model::FormatInfo;
 use crate::trace::model::{
     Agent, AgentRequest, BlockIds, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin,
 };
@@ -167,9 +168,7 @@ pub(crate) fn build(
     rows: &[(usize, String)],
     opts: &LoadOptions,
 ) -> Result<Corpus, TraceError> {
-    let block = opts
-        .block_size
-        .unwrap_or(TraceFormat::Tracelab.default_block_size());
+    let block = opts.block_size.unwrap_or(FORMAT.info.block_size);
     let source: Arc<str> = Arc::from(name);
     let mut order: Vec<String> = Vec::new();
     let mut sessions: HashMap<String, Vec<Checked>> = HashMap::new();
@@ -295,3 +294,17 @@ fn mint_ids(prefix: &BlockIds, reuse: usize, n: usize, next_id: &mut u64) -> Blo
     *next_id += fresh as u64;
     ids
 }
+
+/// TraceLab: a row with `prefix_tokens` and `round_index`.
+pub(crate) static FORMAT: Format = Format {
+    info: FormatInfo::corpus(
+        "tracelab",
+        64,
+        "TraceLab round JSONL: coding-agent sessions of rounds; hash ids minted from prefix_tokens (64-token blocks)",
+    ),
+    recognise: |p| p.has("prefix_tokens") && p.has("round_index"),
+    read: Reader::Corpus {
+        file: |name, input, opts| super::agent_jsonl::read_with(name, input, opts, build),
+        dir: None,
+    },
+};

@@ -32,7 +32,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::registry::{Format, Reader};
 use crate::trace::error::TraceError;
+use crate::trace::model::FormatInfo;
 use crate::trace::model::{
     Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
 };
@@ -117,7 +119,7 @@ pub fn is_corpus(path: &Path) -> bool {
 /// Why a directory cannot be read where one trace file is (`transform`, `analyze --against`,
 /// a trace that is not a Weka corpus), in one sentence: what a directory can be.
 pub fn directory_refusal(path: &Path) -> String {
-    if super::detect::is_copilot_dir(path) {
+    if !super::copilot::shards(path).is_empty() {
         "is a Copilot partition (a directory of shard-*.jsonl[.gz] files), an agent corpus: `replay`, `sweep`, `analyze` (without --against) and `transform` (a Weka directory out) read it; `analyze --against` and `verify-prompts` take a request trace, one file, not an agent corpus".into()
     } else if is_corpus(path) {
         "is a directory of .json or .json.gz files, a Weka agent corpus: `replay`, `sweep`, `analyze` (without --against) and `transform` (a Weka directory out) read it; `analyze --against` and `verify-prompts` take a request trace, one file, not an agent corpus".into()
@@ -498,6 +500,38 @@ impl Builder<'_> {
         })
     }
 }
+
+/// Weka: a directory of `.json`/`.json.gz` files, or a file whose head [`looks_like`] one.
+pub(crate) static FORMAT: Format = Format {
+    info: FormatInfo::corpus(
+        "weka",
+        64,
+        "Weka / kv-cache-tester agentic JSON: one conversation (with subagents) per file; a directory of .json or .json.gz files is a corpus",
+    ),
+    recognise: |p| match p.dir {
+        Some(d) => corpus_files(d).is_ok_and(|f| !f.is_empty()),
+        None => looks_like(p.head),
+    },
+    read: Reader::Corpus {
+        file: |name, input, _| {
+            let mut text = Vec::new();
+            input
+                .take(MAX_FILE_BYTES)
+                .read_to_end(&mut text)
+                .map_err(|error| TraceError::Read {
+                    path: name.to_owned(),
+                    line: 0,
+                    compression: None,
+                    error,
+                })?;
+            Ok(Corpus {
+                conversations: vec![parse(name, &text)?],
+                ..Corpus::default()
+            })
+        },
+        dir: Some(|dir, _| load(dir)),
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -47,14 +47,14 @@ struct BailianRow<'a> {
 
 /// Writes `trace` to `out`; an error message when the trace cannot be written.
 pub fn write_jsonl(trace: &Trace, out: &mut dyn Write) -> Result<(), String> {
-    if trace.format == TraceFormat::Messages || !trace.chats.is_empty() {
+    if trace.format.sends_rows_as_written() || !trace.chats.is_empty() {
         return Err("a messages trace carries its prompts as text; transform writes hash-id traces (Mooncake, generic, Bailian, Azure) only".into());
     }
     let io = |e: std::io::Error| e.to_string();
     for r in &trace.requests {
         let ts = round_ms(r.timestamp_ms);
-        let line = match (&r.session, trace.format) {
-            (Some(s), TraceFormat::Bailian) => serde_json::to_string(&BailianRow {
+        let line = match (&r.session, keeps_parent_links(trace)) {
+            (Some(s), true) => serde_json::to_string(&BailianRow {
                 chat_id: s.chat_id,
                 parent_chat_id: s.parent_chat_id,
                 timestamp: ts / 1e3,
@@ -79,6 +79,29 @@ pub fn write_jsonl(trace: &Trace, out: &mut dyn Write) -> Result<(), String> {
         out.write_all(b"\n").map_err(io)?;
     }
     out.flush().map_err(io)
+}
+
+/// A trace whose rows link to parents (Bailian) is written in its own format, so the links
+/// and the block size survive.
+fn keeps_parent_links(trace: &Trace) -> bool {
+    trace.format.needs_whole_file()
+}
+
+/// The format rows written here are read back in when forced (`convert` reads its output
+/// back with it, rows with and without session ids alike): generic.
+pub fn written_format() -> TraceFormat {
+    super::generic::FORMAT.handle()
+}
+
+/// The block size a trace written by [`write_jsonl`] is read back with by default: its own
+/// format's when it keeps its parent links, else Mooncake rows'. `transform` says so when
+/// the trace's differs (the reader then needs `--block-size`).
+pub fn read_back_block_size(trace: &Trace) -> usize {
+    if keeps_parent_links(trace) {
+        trace.format.default_block_size()
+    } else {
+        super::mooncake::FORMAT.info.block_size
+    }
 }
 
 /// Milliseconds to the microsecond (an integer when it is one, as Mooncake writes them).

@@ -1,7 +1,7 @@
 //! The trace's shared types, the leaf every reader and stage of `trace/` imports; nothing here
 //! reads a file or runs a rule, and nothing here imports the rest of `trace/`.
 //!
-//! - `format.rs`: [`TraceFormat`], its names and block sizes;
+//! - `format.rs`: [`TraceFormat`], a handle on what a format says of itself ([`FormatInfo`]);
 //! - `request.rs`: one request ([`TraceRequest`], [`SessionInfo`]), [`TraceStats`], [`Trace`];
 //! - `chat.rs`: a `messages` row's [`ChatPayload`];
 //! - `session.rs`: the session facts of each request ([`Sessions`], [`SessionTurn`],
@@ -23,7 +23,7 @@ pub use corpus::{
     Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
     Production,
 };
-pub use format::TraceFormat;
+pub use format::{FormatInfo, SessionSource, Timestamps, TraceFormat, Yields};
 #[cfg(test)]
 pub(crate) use request::test_request;
 pub use request::{Image, Images, Reasoning, SessionInfo, Trace, TraceRequest, TraceStats};

@@ -12,56 +12,48 @@
 //! Missing Bailian turn numbers need only the rows before them in time, so they are filled in
 //! by a stage of the pipeline, not here.
 
-use std::fs::File;
 use std::io::{BufRead, Read};
 use std::path::Path;
 
 use super::session::{self, RowSession};
 use super::stages::{Mode, Out, Pipeline, Released, ReorderWindow};
-use crate::trace::error::TraceError;
-use crate::trace::formats::rows::{buffered, RowReader};
-use crate::trace::formats::weka;
+use crate::trace::error::{RowError, TraceError};
+use crate::trace::formats::open::{open_reader, open_rows, Opened};
+use crate::trace::formats::rows::RowReader;
 use crate::trace::model::Trace;
 use crate::trace::options::LoadOptions;
 
-/// Loads a trace file (plain, gzip, zstd or bzip2, detected by magic bytes). The path `-` reads
-/// standard input (named `<stdin>` in messages).
+/// Loads a trace file (plain, gzip, zstd or bzip2, detected by magic bytes; Parquet; a
+/// ServeGen directory). The path `-` reads standard input (named `<stdin>` in messages).
 pub fn load(path: &Path, opts: &LoadOptions) -> Result<Trace, TraceError> {
-    if path.as_os_str() == "-" {
-        return parse_reader("<stdin>", std::io::stdin(), opts);
-    }
-    let name = path.display().to_string();
-    if crate::trace::formats::detect::is_servegen_dir(path) {
-        // Generated whole: bounded by --end-ms / --time-window / --max-requests, or the
-        // workload's whole span (`docs/traces.md`, "ServeGen").
-        let rows = crate::trace::formats::rows::servegen_reader(path, opts)?;
-        let mut pipeline = Pipeline::new(rows, opts, ReorderWindow::default(), Mode::Whole);
-        pipeline.start(opts.block_size)?;
-        return collect(pipeline);
-    }
-    if path.is_dir() {
-        return Err(TraceError::Open {
-            path: name,
-            error: std::io::Error::other(weka::directory_refusal(path)),
-        });
-    }
-    let file = File::open(path).map_err(|error| TraceError::Open {
-        path: name.clone(),
-        error,
-    })?;
-    parse_reader(&name, file, opts)
+    whole(open_rows(path, opts)?, opts)
 }
 
 /// Parses a trace from any reader; `name` is used in error messages (`name:line: ...`).
-/// Gzip input is detected by its magic bytes and decompressed.
+/// Compressed input is detected by its magic bytes and decompressed.
 pub fn parse_reader<R: Read + Send>(
     name: &str,
     reader: R,
     opts: &LoadOptions,
 ) -> Result<Trace, TraceError> {
-    opts.check(name)?;
-    let (input, compression) = buffered(name, reader)?;
-    let rows = RowReader::new(name, input, compression, opts);
+    rows_of(name, open_reader(name, reader, opts)?, opts)
+}
+
+/// The whole trace of what was opened; an agent corpus is refused (it is laid out as a
+/// population by `plan.rs`, not read as rows).
+fn rows_of(name: &str, opened: Opened<'_>, opts: &LoadOptions) -> Result<Trace, TraceError> {
+    match opened {
+        Opened::Rows(rows) => whole(rows, opts),
+        Opened::Corpus(_, format) => Err(TraceError::Row {
+            path: name.to_owned(),
+            line: 1,
+            error: RowError::Agentic(format.name()),
+        }),
+    }
+}
+
+/// Every row read, through the pipeline in its whole mode.
+fn whole<B: BufRead>(rows: RowReader<B>, opts: &LoadOptions) -> Result<Trace, TraceError> {
     let mut pipeline = Pipeline::new(rows, opts, ReorderWindow::default(), Mode::Whole);
     pipeline.start(opts.block_size)?;
     collect(pipeline)
@@ -127,7 +119,7 @@ fn row_sessions(rows: &mut [Released]) -> Vec<RowSession<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{TraceFormat, TraceStats};
+    use crate::trace::TraceStats;
 
     fn parse(text: &str, opts: &LoadOptions) -> Result<Trace, TraceError> {
         parse_reader("t.jsonl", text.as_bytes(), opts)
@@ -142,7 +134,7 @@ mod tests {
 {\"timestamp\": 50, \"input_length\": 512, \"output_length\": 5, \"hash_ids\": [4]}
 ";
         let t = parse(text, &LoadOptions::default()).unwrap();
-        assert_eq!(t.format, TraceFormat::Mooncake);
+        assert_eq!(t.format.name(), "mooncake");
         assert_eq!(t.block_size, 512);
         let lines: Vec<usize> = t.requests.iter().map(|r| r.line).collect();
         assert_eq!(lines, vec![4, 1, 2]);

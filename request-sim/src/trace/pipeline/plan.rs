@@ -494,7 +494,12 @@ mod tests {
 
     #[test]
     fn every_conversation_once_with_its_links() {
-        let (t, facts) = plan(&corpus(), TraceFormat::Weka, &PlanOptions::default()).unwrap();
+        let (t, facts) = plan(
+            &corpus(),
+            TraceFormat::from_name("weka").unwrap(),
+            &PlanOptions::default(),
+        )
+        .unwrap();
         assert_eq!(
             (facts.conversations, facts.requests, facts.joined_subagents),
             (2, 10, 2)
@@ -562,7 +567,7 @@ mod tests {
             share_system_prefix: true,
             ..PlanOptions::default()
         };
-        let (t, _) = plan(&corpus(), TraceFormat::Weka, &opts).unwrap();
+        let (t, _) = plan(&corpus(), TraceFormat::from_name("weka").unwrap(), &opts).unwrap();
         let firsts: Vec<&TraceRequest> = t
             .requests
             .iter()
@@ -578,7 +583,7 @@ mod tests {
             max_idle_gap_ms: Some(5000.0),
             ..PlanOptions::default()
         };
-        let (t, facts) = plan(&corpus(), TraceFormat::Weka, &users).unwrap();
+        let (t, facts) = plan(&corpus(), TraceFormat::from_name("weka").unwrap(), &users).unwrap();
         assert_eq!(facts.capped_gaps, 2, "the 20 s gap of each conversation");
         let later = t
             .sessions
@@ -603,7 +608,7 @@ mod tests {
             seed: 3,
             ..PlanOptions::default()
         };
-        let (t, facts) = plan(&corpus(), TraceFormat::Weka, &rate).unwrap();
+        let (t, facts) = plan(&corpus(), TraceFormat::from_name("weka").unwrap(), &rate).unwrap();
         assert!(facts.conversations > 2, "{facts:?}");
         assert!(t.sessions.turns.iter().flatten().any(|s| s
             .agent
@@ -613,7 +618,7 @@ mod tests {
             .contains('#')));
         // The same seed lays out the same population.
         assert_eq!(
-            plan(&corpus(), TraceFormat::Weka, &rate)
+            plan(&corpus(), TraceFormat::from_name("weka").unwrap(), &rate)
                 .unwrap()
                 .0
                 .requests,
@@ -634,7 +639,8 @@ mod tests {
                 max_idle_gap_ms: Some(1000.0),
                 ..PlanOptions::default()
             };
-            let (t, facts) = plan(&corpus(), TraceFormat::Weka, &opts).unwrap();
+            let (t, facts) =
+                plan(&corpus(), TraceFormat::from_name("weka").unwrap(), &opts).unwrap();
             assert_eq!((facts.conversations, facts.requests), (2, 10), "{opts:?}");
             assert_eq!(t.requests.len(), 10);
             assert_eq!(facts.starting_at_once(), 2);

@@ -32,6 +32,7 @@ use std::sync::Arc;
 use super::reshape::Copies;
 use super::session::{Delays, Links, Turns};
 use crate::trace::error::{RowError, TraceError};
+use crate::trace::formats::registry::fallback;
 use crate::trace::formats::rows::RowReader;
 use crate::trace::model::{ChatPayload, SessionTurn, TraceFormat, TraceRequest, TraceStats};
 use crate::trace::options::{LoadOptions, Reshape};
@@ -144,10 +145,11 @@ impl<B: BufRead> Pipeline<B> {
             Mode::Stream => window,
             Mode::Whole => ReorderWindow::WHOLE,
         };
+        let format = rows.format().unwrap_or_else(fallback);
         Pipeline {
             rows,
             mode,
-            format: TraceFormat::Generic,
+            format,
             block: 1,
             first: None,
             delays: Delays::default(),
@@ -174,8 +176,10 @@ impl<B: BufRead> Pipeline<B> {
             return Err(self.rows.no_rows_error());
         }
         // A row was read, so a format was detected or forced.
-        self.format = self.rows.format().unwrap_or(TraceFormat::Generic);
-        self.block = block_size.unwrap_or(self.format.default_block_size());
+        self.format = self.rows.format().unwrap_or_else(fallback);
+        self.block = block_size
+            .or(self.rows.block_hint())
+            .unwrap_or(self.format.default_block_size());
         self.file_order.block = self.block;
         Ok(())
     }
@@ -261,7 +265,7 @@ impl<B: BufRead> Pipeline<B> {
             self.eof = true;
             return self.deferred.take().map_or(Ok(()), Err);
         };
-        if self.format == TraceFormat::Messages {
+        if self.format.info().has_delays {
             if let Err(e) = self.delays.resolve(&mut raw) {
                 let e = self.rows.row_error(line, e);
                 match self.mode {

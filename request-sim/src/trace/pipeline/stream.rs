@@ -25,8 +25,9 @@ use std::sync::{Arc, Mutex};
 
 use super::load::collect;
 use super::stages::{Mode, Out, Pipeline, Planned, ReorderWindow};
-use crate::trace::error::TraceError;
-use crate::trace::formats::rows::{buffered, RowReader};
+use crate::trace::error::{RowError, TraceError};
+use crate::trace::formats::open::{open_reader, open_rows, Opened};
+use crate::trace::formats::rows::RowReader;
 use crate::trace::model::{Trace, TraceFormat, TraceStats};
 use crate::trace::options::LoadOptions;
 
@@ -49,43 +50,15 @@ pub struct TraceStream {
 }
 
 impl TraceStream {
-    /// Opens a trace file (plain, gzip, zstd or bzip2, by its magic bytes; `-` is standard input) and reads
-    /// up to its first row, so the format is known.
+    /// Opens a trace file (plain, gzip, zstd or bzip2, by its magic bytes; Parquet; a ServeGen
+    /// directory; `-` is standard input) and reads up to its first row, so the format is known.
     pub fn open(
         path: &Path,
         opts: &LoadOptions,
         window: ReorderWindow,
     ) -> Result<TraceStream, TraceError> {
-        if path.as_os_str() == "-" {
-            return TraceStream::from_reader("<stdin>", std::io::stdin(), opts, window);
-        }
-        let name = path.display().to_string();
-        let open_err = |error| TraceError::Open {
-            path: name.clone(),
-            error,
-        };
-        if crate::trace::formats::detect::is_servegen_dir(path) {
-            return TraceStream::servegen(path, opts, window);
-        }
-        if path.is_dir() {
-            return Err(open_err(std::io::Error::other(
-                crate::trace::formats::weka::directory_refusal(path),
-            )));
-        }
-        let file = std::fs::File::open(path).map_err(open_err)?;
-        TraceStream::from_reader(&name, file, opts, window)
-    }
-
-    /// A ServeGen directory's workload, generated row by row (`formats/servegen.rs`) from
-    /// `--seed` (`opts.reshape.seed`).
-    fn servegen(
-        dir: &Path,
-        opts: &LoadOptions,
-        window: ReorderWindow,
-    ) -> Result<TraceStream, TraceError> {
-        TraceStream::check(&dir.display().to_string(), opts, window)?;
-        let rows = crate::trace::formats::rows::servegen_reader(dir, opts)?;
-        TraceStream::over(rows, opts, window)
+        TraceStream::check(&path.display().to_string(), opts, window)?;
+        TraceStream::over(open_rows(path, opts)?, opts, window)
     }
 
     /// A stream over any reader; `name` is used in error messages.
@@ -96,8 +69,23 @@ impl TraceStream {
         window: ReorderWindow,
     ) -> Result<TraceStream, TraceError> {
         TraceStream::check(name, opts, window)?;
-        let (input, compression) = buffered(name, reader)?;
-        let rows = RowReader::new(name, input, compression, opts);
+        match open_reader(name, reader, opts)? {
+            Opened::Rows(rows) => TraceStream::over(rows, opts, window),
+            Opened::Corpus(_, format) => Err(TraceError::Row {
+                path: name.to_owned(),
+                line: 1,
+                error: RowError::Agentic(format.name()),
+            }),
+        }
+    }
+
+    /// The stream of rows already opened (the front door's [`Opened::Rows`]).
+    pub(crate) fn from_rows(
+        rows: RowReader<Box<dyn BufRead + Send>>,
+        opts: &LoadOptions,
+        window: ReorderWindow,
+    ) -> Result<TraceStream, TraceError> {
+        TraceStream::check(rows.name(), opts, window)?;
         TraceStream::over(rows, opts, window)
     }
 
@@ -149,7 +137,19 @@ impl TraceStream {
     /// True when the trace must be loaded whole (Bailian parent links, or a reshaping that
     /// moves rows by more than a reorder window: `--retime`, `--max-idle-gap`, the scales).
     pub fn needs_whole(&self) -> bool {
-        self.format() == TraceFormat::Bailian || self.opts.reshape.needs_whole()
+        self.whole_reason().is_some()
+    }
+
+    /// Why the trace must be loaded whole, if it must: its format links rows anywhere in the
+    /// file, or a reshaping moves rows by more than a reorder window.
+    pub fn whole_reason(&self) -> Option<String> {
+        if self.format().needs_whole_file() {
+            Some(format!("{} parent chains", self.format().name()))
+        } else if self.opts.reshape.needs_whole() {
+            Some("--retime, --max-idle-gap, --prefix-scale or --prompt-scale".into())
+        } else {
+            None
+        }
     }
 
     /// The whole trace, from the rows not yet read (call it before taking any request).
@@ -194,7 +194,10 @@ impl TraceStream {
         if self.needs_whole() {
             return Err(TraceError::Options {
                 path: self.name().to_owned(),
-                what: "a bailian trace (or --retime, --max-idle-gap, --prefix-scale, --prompt-scale) needs the whole file: load it whole".into(),
+                what: format!(
+                    "{} needs the whole file: load it whole",
+                    self.whole_reason().unwrap_or_default()
+                ),
             });
         }
         while let Some(r) = self.pipeline.next_released()? {

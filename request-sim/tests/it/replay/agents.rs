@@ -41,7 +41,7 @@ fn subagents_fan_out_join_and_run_in_the_background() {
     let corpus = weka::load(&corpus_dir()).unwrap();
     let (trace, facts) = plan(
         &corpus,
-        TraceFormat::Weka,
+        TraceFormat::from_name("weka").unwrap(),
         &PlanOptions {
             seed: 7,
             ..PlanOptions::default()
@@ -141,7 +141,7 @@ fn users_take_conversations_one_after_the_other() {
     let corpus = weka::load(&corpus_dir()).unwrap();
     let (trace, facts) = plan(
         &corpus,
-        TraceFormat::Weka,
+        TraceFormat::from_name("weka").unwrap(),
         &PlanOptions {
             seed: 7,
             population: Population::Users(1),
@@ -447,7 +447,7 @@ fn write_long_gap_corpus(dir: &Path) -> std::path::PathBuf {
 fn planned_trace_ms(corpus: &Path, cap_ms: Option<f64>) -> f64 {
     let (trace, facts) = plan(
         &weka::load(corpus).unwrap(),
-        TraceFormat::Weka,
+        TraceFormat::from_name("weka").unwrap(),
         &PlanOptions {
             max_idle_gap_ms: cap_ms,
             ..PlanOptions::default()

@@ -285,9 +285,12 @@ fn formats_are_detected_and_forced() {
         ..LoadOptions::default()
     };
     for (file, f) in [
-        ("tracelab.jsonl", TraceFormat::Tracelab),
-        ("dynamo.jsonl", TraceFormat::Dynamo),
-        ("dag.jsonl", TraceFormat::Dag),
+        (
+            "tracelab.jsonl",
+            TraceFormat::from_name("tracelab").unwrap(),
+        ),
+        ("dynamo.jsonl", TraceFormat::from_name("dynamo").unwrap()),
+        ("dag.jsonl", TraceFormat::from_name("dag_jsonl").unwrap()),
     ] {
         let forced = load(&trace_fixture(&format!("agent/{file}")), &opts(f)).unwrap();
         assert_eq!(forced, fixture(file));
@@ -296,7 +299,7 @@ fn formats_are_detected_and_forced() {
     // a TraceLab file forced as Dynamo: the first line's missing schema, named
     let e = load(
         &trace_fixture("agent/tracelab.jsonl"),
-        &opts(TraceFormat::Dynamo),
+        &opts(TraceFormat::from_name("dynamo").unwrap()),
     )
     .unwrap_err()
     .to_string();
@@ -317,43 +320,44 @@ fn formats_are_detected_and_forced() {
 }
 
 /// (format, file content, line at fault, message after `path:line: `).
-const BAD: &[(TraceFormat, &str, usize, &str)] = &[
+const BAD: &[(&str, &str, usize, &str)] = &[
     // TraceLab
-    (TraceFormat::Tracelab, r#"{"session_id":"s","round_index":0,"prefix_tokens":0,"output_tokens":1}"#, 1, "missing field `input_tokens_total`"),
-    (TraceFormat::Tracelab, "{\"session_id\":\"s\",\"round_index\":0,\"input_tokens_total\":5,\"prefix_tokens\":0,\"output_tokens\":1}\n{\"session_id\":\"s\",\"round_index\":1,\"input_tokens_total\":0,\"prefix_tokens\":0,\"output_tokens\":1}", 2, "field `input_tokens_total`: must be at least 1 (an empty prompt cannot be sent), found 0"),
-    (TraceFormat::Tracelab, r#"{"session_id":"","round_index":0,"input_tokens_total":5,"prefix_tokens":0,"output_tokens":1}"#, 1, "field `session_id`: expected a non-empty string or an integer, found the string \"\""),
-    (TraceFormat::Tracelab, r#"{"session_id":"s","round_index":0,"input_tokens_total":5,"prefix_tokens":0,"output_tokens":1,"timing_events":[{"event_type":"text","timestamp":"yesterday"}]}"#, 1, "field `timing_events[0].timestamp`: not an ISO-8601 time"),
-    (TraceFormat::Tracelab, r#"{"session_id":"s","round_index":0,"input_tokens_total":5,"prefix_tokens":-1,"output_tokens":1}"#, 1, "field `prefix_tokens`: invalid value: integer `-1`, expected u64"),
-    (TraceFormat::Tracelab, r#"{"session_id":"s","round_index":0,"input_tokens_total":5,"prefix_tokens":0,"output_tokens":1,"tools":[{"tool_wall_latency_ms":-4}]}"#, 1, "field `tools[0].tool_wall_latency_ms`: must be a number of ms >= 0, found -4"),
+    ("tracelab", r#"{"session_id":"s","round_index":0,"prefix_tokens":0,"output_tokens":1}"#, 1, "missing field `input_tokens_total`"),
+    ("tracelab", "{\"session_id\":\"s\",\"round_index\":0,\"input_tokens_total\":5,\"prefix_tokens\":0,\"output_tokens\":1}\n{\"session_id\":\"s\",\"round_index\":1,\"input_tokens_total\":0,\"prefix_tokens\":0,\"output_tokens\":1}", 2, "field `input_tokens_total`: must be at least 1 (an empty prompt cannot be sent), found 0"),
+    ("tracelab", r#"{"session_id":"","round_index":0,"input_tokens_total":5,"prefix_tokens":0,"output_tokens":1}"#, 1, "field `session_id`: expected a non-empty string or an integer, found the string \"\""),
+    ("tracelab", r#"{"session_id":"s","round_index":0,"input_tokens_total":5,"prefix_tokens":0,"output_tokens":1,"timing_events":[{"event_type":"text","timestamp":"yesterday"}]}"#, 1, "field `timing_events[0].timestamp`: not an ISO-8601 time"),
+    ("tracelab", r#"{"session_id":"s","round_index":0,"input_tokens_total":5,"prefix_tokens":-1,"output_tokens":1}"#, 1, "field `prefix_tokens`: invalid value: integer `-1`, expected u64"),
+    ("tracelab", r#"{"session_id":"s","round_index":0,"input_tokens_total":5,"prefix_tokens":0,"output_tokens":1,"tools":[{"tool_wall_latency_ms":-4}]}"#, 1, "field `tools[0].tool_wall_latency_ms`: must be a number of ms >= 0, found -4"),
     // Dynamo
-    (TraceFormat::Dynamo, r#"{"schema":"dynamo.request.trace.v2","event_type":"request_end"}"#, 1, "field `schema`: unknown schema \"dynamo.request.trace.v2\" (this reader knows dynamo.request.trace.v1)"),
-    (TraceFormat::Dynamo, r#"{"timestamp":1,"event":{"schema":"dynamo.request.trace.v1","event_type":"request_start"}}"#, 1, "field `event.event_type`: unknown event type \"request_start\""),
-    (TraceFormat::Dynamo, r#"{"schema":"dynamo.request.trace.v1","event_type":"request_end","request":{"output_tokens":1,"request_received_ms":5}}"#, 1, "field `request`: missing field `replay`"),
-    (TraceFormat::Dynamo, r#"{"schema":"dynamo.request.trace.v1","event_type":"request_end","request":{"output_tokens":1,"request_received_ms":5,"replay":{"trace_block_size":4,"input_length":"4","input_sequence_hashes":[1]}}}"#, 1, "field `request.replay.input_length`: expected a non-negative integer, found the string \"4\""),
-    (TraceFormat::Dynamo, "{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"request\":{\"output_tokens\":1,\"request_received_ms\":5,\"replay\":{\"trace_block_size\":4,\"input_length\":4,\"input_sequence_hashes\":[1]}}}\n{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"request\":{\"output_tokens\":1,\"request_received_ms\":5,\"replay\":{\"trace_block_size\":8,\"input_length\":4,\"input_sequence_hashes\":[1]}}}", 2, "field `request.replay.trace_block_size`: 8 differs from 4 on line 1 (one block size per file)"),
-    (TraceFormat::Dynamo, r#"{"schema":"dynamo.request.trace.v1","event_type":"request_end","agent_context":{"trajectory_id":"a","parent_trajectory_id":"ghost"},"request":{"output_tokens":1,"request_received_ms":5,"replay":{"trace_block_size":4,"input_length":4,"input_sequence_hashes":[1]}}}"#, 1, "field `agent_context.parent_trajectory_id`: names trajectory \"ghost\", which has no request_end in the file"),
-    (TraceFormat::Dynamo, "{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"agent_context\":{\"trajectory_id\":\"a\",\"parent_trajectory_id\":\"b\"},\"request\":{\"output_tokens\":1,\"request_received_ms\":5,\"replay\":{\"trace_block_size\":4,\"input_length\":4,\"input_sequence_hashes\":[1]}}}\n{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"agent_context\":{\"trajectory_id\":\"b\",\"parent_trajectory_id\":\"a\"},\"request\":{\"output_tokens\":1,\"request_received_ms\":6,\"replay\":{\"trace_block_size\":4,\"input_length\":4,\"input_sequence_hashes\":[1]}}}", 1, "field `agent_context.parent_trajectory_id`: trajectories form a cycle: a -> b -> a"),
-    (TraceFormat::Dynamo, "{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"agent_context\":{\"trajectory_id\":\"a\"},\"request\":{\"output_tokens\":1,\"request_received_ms\":5,\"replay\":{\"trace_block_size\":4,\"input_length\":4,\"input_sequence_hashes\":[1]}}}\n{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"agent_context\":{\"trajectory_id\":\"a\",\"parent_trajectory_id\":\"a\"},\"request\":{\"output_tokens\":1,\"request_received_ms\":6,\"replay\":{\"trace_block_size\":4,\"input_length\":4,\"input_sequence_hashes\":[1]}}}", 2, "field `agent_context.parent_trajectory_id`: trajectory \"a\" has parent \"a\" here but none on line 1"),
-    (TraceFormat::Dynamo, r#"{"schema":"dynamo.request.trace.v1","event_type":"tool_end"}"#, 0, "no requests to replay: no request_end records (1 other events)"),
+    ("dynamo", r#"{"schema":"dynamo.request.trace.v2","event_type":"request_end"}"#, 1, "field `schema`: unknown schema \"dynamo.request.trace.v2\" (this reader knows dynamo.request.trace.v1)"),
+    ("dynamo", r#"{"timestamp":1,"event":{"schema":"dynamo.request.trace.v1","event_type":"request_start"}}"#, 1, "field `event.event_type`: unknown event type \"request_start\""),
+    ("dynamo", r#"{"schema":"dynamo.request.trace.v1","event_type":"request_end","request":{"output_tokens":1,"request_received_ms":5}}"#, 1, "field `request`: missing field `replay`"),
+    ("dynamo", r#"{"schema":"dynamo.request.trace.v1","event_type":"request_end","request":{"output_tokens":1,"request_received_ms":5,"replay":{"trace_block_size":4,"input_length":"4","input_sequence_hashes":[1]}}}"#, 1, "field `request.replay.input_length`: expected a non-negative integer, found the string \"4\""),
+    ("dynamo", "{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"request\":{\"output_tokens\":1,\"request_received_ms\":5,\"replay\":{\"trace_block_size\":4,\"input_length\":4,\"input_sequence_hashes\":[1]}}}\n{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"request\":{\"output_tokens\":1,\"request_received_ms\":5,\"replay\":{\"trace_block_size\":8,\"input_length\":4,\"input_sequence_hashes\":[1]}}}", 2, "field `request.replay.trace_block_size`: 8 differs from 4 on line 1 (one block size per file)"),
+    ("dynamo", r#"{"schema":"dynamo.request.trace.v1","event_type":"request_end","agent_context":{"trajectory_id":"a","parent_trajectory_id":"ghost"},"request":{"output_tokens":1,"request_received_ms":5,"replay":{"trace_block_size":4,"input_length":4,"input_sequence_hashes":[1]}}}"#, 1, "field `agent_context.parent_trajectory_id`: names trajectory \"ghost\", which has no request_end in the file"),
+    ("dynamo", "{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"agent_context\":{\"trajectory_id\":\"a\",\"parent_trajectory_id\":\"b\"},\"request\":{\"output_tokens\":1,\"request_received_ms\":5,\"replay\":{\"trace_block_size\":4,\"input_length\":4,\"input_sequence_hashes\":[1]}}}\n{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"agent_context\":{\"trajectory_id\":\"b\",\"parent_trajectory_id\":\"a\"},\"request\":{\"output_tokens\":1,\"request_received_ms\":6,\"replay\":{\"trace_block_size\":4,\"input_length\":4,\"input_sequence_hashes\":[1]}}}", 1, "field `agent_context.parent_trajectory_id`: trajectories form a cycle: a -> b -> a"),
+    ("dynamo", "{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"agent_context\":{\"trajectory_id\":\"a\"},\"request\":{\"output_tokens\":1,\"request_received_ms\":5,\"replay\":{\"trace_block_size\":4,\"input_length\":4,\"input_sequence_hashes\":[1]}}}\n{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"agent_context\":{\"trajectory_id\":\"a\",\"parent_trajectory_id\":\"a\"},\"request\":{\"output_tokens\":1,\"request_received_ms\":6,\"replay\":{\"trace_block_size\":4,\"input_length\":4,\"input_sequence_hashes\":[1]}}}", 2, "field `agent_context.parent_trajectory_id`: trajectory \"a\" has parent \"a\" here but none on line 1"),
+    ("dynamo", r#"{"schema":"dynamo.request.trace.v1","event_type":"tool_end"}"#, 0, "no requests to replay: no request_end records (1 other events)"),
     // dag_jsonl
-    (TraceFormat::Dag, r#"{"session_id":"r","turns":[]}"#, 1, "field `turns`: must hold at least one turn"),
-    (TraceFormat::Dag, r#"{"session_id":"r","turns":[{"max_tokens":3}]}"#, 1, "field `turns[0].messages`: missing (every turn sends messages)"),
-    (TraceFormat::Dag, r#"{"session_id":"r","turns":[{"messages":[{"role":"user","content":"x"}],"max_token":3}]}"#, 1, "field `turns[0].max_token`: unknown key"),
-    (TraceFormat::Dag, r#"{"session_id":"r","turns":[{"messages":[{"role":"user","content":"x"}],"spawns":["ghost"]}]}"#, 1, "field `turns[0].spawns[0]`: names session \"ghost\", which no line of the file declares"),
-    (TraceFormat::Dag, "{\"session_id\":\"r\",\"turns\":[{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"spawns\":[\"a\"]}]}\n{\"session_id\":\"a\",\"turns\":[{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"spawns\":[\"b\"]}]}\n{\"session_id\":\"b\",\"turns\":[{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"spawns\":[\"a\"]}]}", 2, "field `session_id`: sessions form a cycle: a -> b -> a"),
-    (TraceFormat::Dag, "{\"session_id\":\"r\",\"turns\":[{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}]}\n{\"session_id\":\"r\",\"turns\":[{\"messages\":[{\"role\":\"user\",\"content\":\"y\"}]}]}", 2, "field `session_id`: duplicate session id \"r\" (first on line 1)"),
-    (TraceFormat::Dag, r#"{"session_id":"r","turns":[{"messages":[{"role":"user","content":"x"}],"spawns":[{"children":["r"],"join_at":0}]}]}"#, 1, "field `turns[0].spawns[0].join_at`: must be a turn index after this turn (0)"),
-    (TraceFormat::Dag, r#"{"session_id":"r","turns":[{"messages":[{"role":"user","content":"x"}],"forks":["a"]},{"messages":[{"role":"user","content":"y"}]}]}"#, 1, "field `turns[0].forks[0]`: a bare fork ends its conversation"),
-    (TraceFormat::Dag, r#"{"session_id":"r","context_mode":"stateless","turns":[{"messages":[{"role":"user","content":"x"}]}]}"#, 1, "field `context_mode`: unknown value \"stateless\""),
-    (TraceFormat::Dag, r#"{"session_id":"start","orchestrator":true,"spawns":["a"]}"#, 1, "field `orchestrator`: orchestrator conversations"),
-    (TraceFormat::Dag, r#"{"session_id":"r","turns":[{"messages":[{"role":"robot","content":"x"}]}]}"#, 1, "field `turns[0].messages[0].role`"),
-    (TraceFormat::Dag, r#"{"session_id":"r","turns":[{"messages":[{"role":"user","content":"x"}],"delay":-1}]}"#, 1, "field `turns[0].delay`: must be a number of ms >= 0, found -1"),
+    ("dag_jsonl", r#"{"session_id":"r","turns":[]}"#, 1, "field `turns`: must hold at least one turn"),
+    ("dag_jsonl", r#"{"session_id":"r","turns":[{"max_tokens":3}]}"#, 1, "field `turns[0].messages`: missing (every turn sends messages)"),
+    ("dag_jsonl", r#"{"session_id":"r","turns":[{"messages":[{"role":"user","content":"x"}],"max_token":3}]}"#, 1, "field `turns[0].max_token`: unknown key"),
+    ("dag_jsonl", r#"{"session_id":"r","turns":[{"messages":[{"role":"user","content":"x"}],"spawns":["ghost"]}]}"#, 1, "field `turns[0].spawns[0]`: names session \"ghost\", which no line of the file declares"),
+    ("dag_jsonl", "{\"session_id\":\"r\",\"turns\":[{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"spawns\":[\"a\"]}]}\n{\"session_id\":\"a\",\"turns\":[{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"spawns\":[\"b\"]}]}\n{\"session_id\":\"b\",\"turns\":[{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"spawns\":[\"a\"]}]}", 2, "field `session_id`: sessions form a cycle: a -> b -> a"),
+    ("dag_jsonl", "{\"session_id\":\"r\",\"turns\":[{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}]}\n{\"session_id\":\"r\",\"turns\":[{\"messages\":[{\"role\":\"user\",\"content\":\"y\"}]}]}", 2, "field `session_id`: duplicate session id \"r\" (first on line 1)"),
+    ("dag_jsonl", r#"{"session_id":"r","turns":[{"messages":[{"role":"user","content":"x"}],"spawns":[{"children":["r"],"join_at":0}]}]}"#, 1, "field `turns[0].spawns[0].join_at`: must be a turn index after this turn (0)"),
+    ("dag_jsonl", r#"{"session_id":"r","turns":[{"messages":[{"role":"user","content":"x"}],"forks":["a"]},{"messages":[{"role":"user","content":"y"}]}]}"#, 1, "field `turns[0].forks[0]`: a bare fork ends its conversation"),
+    ("dag_jsonl", r#"{"session_id":"r","context_mode":"stateless","turns":[{"messages":[{"role":"user","content":"x"}]}]}"#, 1, "field `context_mode`: unknown value \"stateless\""),
+    ("dag_jsonl", r#"{"session_id":"start","orchestrator":true,"spawns":["a"]}"#, 1, "field `orchestrator`: orchestrator conversations"),
+    ("dag_jsonl", r#"{"session_id":"r","turns":[{"messages":[{"role":"robot","content":"x"}]}]}"#, 1, "field `turns[0].messages[0].role`"),
+    ("dag_jsonl", r#"{"session_id":"r","turns":[{"messages":[{"role":"user","content":"x"}],"delay":-1}]}"#, 1, "field `turns[0].delay`: must be a number of ms >= 0, found -1"),
 ];
 
 #[test]
 fn bad_input_is_one_error_with_file_and_line() {
-    for (format, text, line, msg) in BAD {
-        for forced in [Some(*format), None] {
+    for (name, text, line, msg) in BAD {
+        let format = TraceFormat::from_name(name).unwrap();
+        for forced in [Some(format), None] {
             let opts = LoadOptions {
                 format: forced,
                 ..LoadOptions::default()
@@ -427,7 +431,7 @@ mod analyze {
         assert!((u.mean_in_flight - 8.0 * 6250.0 / 7250.0).abs() < 1e-9);
         assert_eq!(u.peak_in_flight_bound, 16);
         assert!((u.request_rate_per_s - 8.0 * 9.0 / 7.25).abs() < 1e-9);
-        let text = render_agent_analysis(&a, TraceFormat::Dynamo);
+        let text = render_agent_analysis(&a, TraceFormat::from_name("dynamo").unwrap());
         for line in [
             "Subagents:                               3",
             "Max depth:                               2",
@@ -469,7 +473,7 @@ mod analyze {
         let (c, f) = request_sim::trace::formats::agents::load(&dir, &LoadOptions::default())
             .unwrap()
             .unwrap();
-        assert_eq!(f, TraceFormat::Weka);
+        assert_eq!(f, TraceFormat::from_name("weka").unwrap());
         let a = analyze_agents(&c, &AgentAnalyzeOptions::default());
         assert_eq!(
             (a.conversations, a.requests, a.subagents, a.joined_subagents),

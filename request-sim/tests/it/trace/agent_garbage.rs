@@ -250,18 +250,31 @@ fn garbage_never_panics() {
     let only = std::env::var("REQUEST_SIM_GARBAGE_FORMAT")
         .ok()
         .and_then(|n| TraceFormat::from_name(&n));
-    let formats = [TraceFormat::Tracelab, TraceFormat::Dynamo, TraceFormat::Dag];
+    let formats = [
+        TraceFormat::from_name("tracelab").unwrap(),
+        TraceFormat::from_name("dynamo").unwrap(),
+        TraceFormat::from_name("dag_jsonl").unwrap(),
+    ];
     let mut files: Vec<(TraceFormat, Vec<u8>)> = [
-        ("agent/tracelab.jsonl", TraceFormat::Tracelab),
-        ("agent/dynamo.jsonl", TraceFormat::Dynamo),
-        ("agent/dag.jsonl", TraceFormat::Dag),
+        (
+            "agent/tracelab.jsonl",
+            TraceFormat::from_name("tracelab").unwrap(),
+        ),
+        (
+            "agent/dynamo.jsonl",
+            TraceFormat::from_name("dynamo").unwrap(),
+        ),
+        (
+            "agent/dag.jsonl",
+            TraceFormat::from_name("dag_jsonl").unwrap(),
+        ),
     ]
     .iter()
     .map(|(f, fmt)| (*fmt, std::fs::read(trace_fixture(f)).unwrap()))
     .collect();
     for f in ["plain.json", "nested.json", "fanout.json"] {
         files.push((
-            TraceFormat::Weka,
+            TraceFormat::from_name("weka").unwrap(),
             std::fs::read(data_path("agents").join(f)).unwrap(),
         ));
     }
@@ -290,7 +303,7 @@ fn garbage_never_panics() {
                 mutate(&mut rng, &mut bytes, &all);
             }
             inputs += 1;
-            if *fmt == TraceFormat::Weka {
+            if *fmt == TraceFormat::from_name("weka").unwrap() {
                 weka_inputs += 1;
                 if weka_case(&bytes) {
                     weka_read += 1;

@@ -132,7 +132,7 @@ fn skip_invalid_counts_bad_rows_and_keeps_good_ones() {
     // Undetectable first line is skipped, detection goes on with the next line.
     let text = "garbage\n{\"timestamp\": 5, \"input_length\": 3, \"output_length\": 1}\n";
     let t = parse_reader("x", text.as_bytes(), &opts).unwrap();
-    assert_eq!(t.format, TraceFormat::Generic);
+    assert_eq!(t.format, TraceFormat::from_name("generic").unwrap());
     assert_eq!((t.requests.len(), t.stats.skipped_invalid), (1, 1));
 }
 

@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 
 use request_sim::analyze::agents::{analyze_agents, AgentAnalyzeOptions};
+use request_sim::trace::detect_format;
 use request_sim::trace::formats::agents::agent_format;
 use request_sim::trace::formats::copilot::{load, Reader};
-use request_sim::trace::formats::detect::detect_format;
 use request_sim::trace::model::{Corpus, GapRule, HashScope};
 use request_sim::trace::{LoadOptions, TraceFormat};
 use serde_json::{json, Value};
@@ -95,18 +95,27 @@ fn read(name: &str, lines: &[Value]) -> Result<Corpus, String> {
 #[test]
 fn copilot_detects_a_partition_a_shard_and_a_line() {
     let dir = partition();
-    assert_eq!(agent_format(&dir, None), Some(TraceFormat::Copilot));
+    assert_eq!(
+        agent_format(&dir, None),
+        Some(TraceFormat::from_name("copilot").unwrap())
+    );
     for shard in ["shard-0000.jsonl", "shard-0001.jsonl.gz"] {
         assert_eq!(
             agent_format(&dir.join(shard), None),
-            Some(TraceFormat::Copilot)
+            Some(TraceFormat::from_name("copilot").unwrap())
         );
     }
     let line = session("s", "Model A").to_string();
-    assert_eq!(detect_format(&line).unwrap(), TraceFormat::Copilot);
+    assert_eq!(
+        detect_format(&line).unwrap(),
+        TraceFormat::from_name("copilot").unwrap()
+    );
     // `turns` without `llm_calls` stays AIPerf dag_jsonl
     let dag = r#"{"session_id": "s", "turns": [{"messages": []}]}"#;
-    assert_eq!(detect_format(dag).unwrap(), TraceFormat::Dag);
+    assert_eq!(
+        detect_format(dag).unwrap(),
+        TraceFormat::from_name("dag_jsonl").unwrap()
+    );
 }
 
 #[test]

@@ -31,7 +31,11 @@ fn gzip(data: &[u8]) -> Vec<u8> {
 fn mooncake_plain_and_gzip() {
     for name in ["mooncake.jsonl", "mooncake.jsonl.gz"] {
         let t = load_default(name);
-        assert_eq!(t.format, TraceFormat::Mooncake, "{name}");
+        assert_eq!(
+            t.format,
+            TraceFormat::from_name("mooncake").unwrap(),
+            "{name}"
+        );
         assert_eq!(t.block_size, 512);
         assert_eq!(t.requests.len(), 4);
         assert_eq!(times(&t), vec![0.0, 0.0, 1500.5, 3000.0]);
@@ -63,7 +67,7 @@ fn gzip_is_detected_by_magic_bytes_not_by_name() {
         &LoadOptions::default(),
     )
     .unwrap();
-    assert_eq!(gz.format, TraceFormat::Bailian);
+    assert_eq!(gz.format, TraceFormat::from_name("bailian").unwrap());
     assert_eq!(gz.requests, plain.requests);
     // Concatenated gzip members (e.g. `cat a.gz b.gz`) are read as one stream.
     let mut two = gzip(b"{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n");
@@ -78,7 +82,7 @@ fn gzip_is_detected_by_magic_bytes_not_by_name() {
 #[test]
 fn bailian_sessions_seconds_and_block_16() {
     let t = load_default("bailian.jsonl");
-    assert_eq!(t.format, TraceFormat::Bailian);
+    assert_eq!(t.format, TraceFormat::from_name("bailian").unwrap());
     assert_eq!(t.block_size, 16);
     // Seconds -> ms, rebased to the first request at 61.5 s.
     assert_eq!(times(&t), vec![0.0, 500.0, 1750.0, 3500.0, 4500.0]);
@@ -115,7 +119,7 @@ fn azure_csv_quoted_fields_may_hold_commas() {
                 \"2023-11-16 18:15:46.5\",\"a, b\",374,44\n\
                 2023-11-16 18:15:47,\"say \"\"hi\"\", then go\",\"396\",109\n";
     let t = parse_reader("quoted.csv", text.as_bytes(), &LoadOptions::default()).unwrap();
-    assert_eq!(t.format, TraceFormat::Azure);
+    assert_eq!(t.format, TraceFormat::from_name("azure").unwrap());
     let lens: Vec<(u32, u32)> = t
         .requests
         .iter()
@@ -128,7 +132,7 @@ fn azure_csv_quoted_fields_may_hold_commas() {
 #[test]
 fn azure_csv_with_crlf_blank_line_and_no_hash_ids() {
     let t = load_default("azure.csv");
-    assert_eq!(t.format, TraceFormat::Azure);
+    assert_eq!(t.format, TraceFormat::from_name("azure").unwrap());
     assert_eq!(t.requests.len(), 4);
     let ts = times(&t);
     assert_eq!(ts[0], 0.0);
@@ -167,7 +171,7 @@ fn azure_csv_with_crlf_blank_line_and_no_hash_ids() {
 #[test]
 fn generic_with_optional_hash_ids_and_block_size_override() {
     let t = load_default("generic.jsonl");
-    assert_eq!(t.format, TraceFormat::Generic);
+    assert_eq!(t.format, TraceFormat::from_name("generic").unwrap());
     assert_eq!(t.block_size, 512);
     assert_eq!(times(&t), vec![0.0, 250.0, 500.25]);
     assert_eq!(t.requests[0].hash_ids, Vec::<u64>::new());
@@ -189,11 +193,11 @@ fn generic_with_optional_hash_ids_and_block_size_override() {
 #[test]
 fn detection_by_content() {
     let cases = [
-        ("{\"chat_id\": 1, \"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [1]}\n", TraceFormat::Bailian),
-        ("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [1]}\n", TraceFormat::Mooncake),
-        ("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n", TraceFormat::Generic),
-        ("\u{feff}\n\nTIMESTAMP,ContextTokens,GeneratedTokens\n2024-01-01 00:00:00,1,1\n", TraceFormat::Azure),
-        ("\u{feff}{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n", TraceFormat::Generic),
+        ("{\"chat_id\": 1, \"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [1]}\n", TraceFormat::from_name("bailian").unwrap()),
+        ("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [1]}\n", TraceFormat::from_name("mooncake").unwrap()),
+        ("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n", TraceFormat::from_name("generic").unwrap()),
+        ("\u{feff}\n\nTIMESTAMP,ContextTokens,GeneratedTokens\n2024-01-01 00:00:00,1,1\n", TraceFormat::from_name("azure").unwrap()),
+        ("\u{feff}{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n", TraceFormat::from_name("generic").unwrap()),
     ];
     for (text, want) in cases {
         let t = parse_reader("d", text.as_bytes(), &LoadOptions::default())
@@ -206,16 +210,16 @@ fn detection_by_content() {
 fn forced_format() {
     // A mooncake file read as generic: same requests, generic format.
     let opts = LoadOptions {
-        format: Some(TraceFormat::Generic),
+        format: Some(TraceFormat::from_name("generic").unwrap()),
         ..Default::default()
     };
     let t = load(&trace_fixture("mooncake.jsonl"), &opts).unwrap();
-    assert_eq!(t.format, TraceFormat::Generic);
+    assert_eq!(t.format, TraceFormat::from_name("generic").unwrap());
     assert_eq!(t.requests, load_default("mooncake.jsonl").requests);
 
     // Forcing bailian on a mooncake file fails on line 1 with the missing field.
     let opts = LoadOptions {
-        format: Some(TraceFormat::Bailian),
+        format: Some(TraceFormat::from_name("bailian").unwrap()),
         ..Default::default()
     };
     let err = load(&trace_fixture("mooncake.jsonl"), &opts).unwrap_err();
@@ -227,7 +231,7 @@ fn forced_format() {
 
     // Forcing mooncake on a generic file: hash_ids are required there.
     let opts = LoadOptions {
-        format: Some(TraceFormat::Mooncake),
+        format: Some(TraceFormat::from_name("mooncake").unwrap()),
         ..Default::default()
     };
     let err = load(&trace_fixture("generic.jsonl"), &opts).unwrap_err();
@@ -239,7 +243,7 @@ fn forced_format() {
 
     // Forcing azure on a JSON file: the header check says what is wrong.
     let opts = LoadOptions {
-        format: Some(TraceFormat::Azure),
+        format: Some(TraceFormat::from_name("azure").unwrap()),
         ..Default::default()
     };
     let err = load(&trace_fixture("generic.jsonl"), &opts).unwrap_err();

@@ -12,7 +12,7 @@ use request_sim::trace::{
 /// Generic rows (the first row has no `session_id`, which would detect as mooncake).
 fn generic() -> LoadOptions {
     LoadOptions {
-        format: Some(TraceFormat::Generic),
+        format: Some(TraceFormat::from_name("generic").unwrap()),
         ..Default::default()
     }
 }

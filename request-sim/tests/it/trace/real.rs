@@ -36,7 +36,7 @@ fn mooncake_conversation_trace_numbers_and_speed() {
         t_total.as_secs_f64() * 1e3,
         a.lru_sweep.len()
     );
-    assert_eq!(trace.format, TraceFormat::Mooncake);
+    assert_eq!(trace.format, TraceFormat::from_name("mooncake").unwrap());
     assert_eq!(a.requests, 12_031);
     assert!(
         (a.input_length.mean - 12_035.06).abs() < 0.01,

@@ -12,7 +12,7 @@ use crate::support::{run_cli, trace_fixture};
 fn burstgpt_keeps_or_drops_failed_requests_and_counts_them() {
     let path = trace_fixture("burstgpt.csv");
     let t = load(&path, &LoadOptions::default()).unwrap();
-    assert_eq!(t.format, TraceFormat::BurstGpt);
+    assert_eq!(t.format, TraceFormat::from_name("burstgpt").unwrap());
     let times: Vec<f64> = t.requests.iter().map(|r| r.timestamp_ms).collect();
     assert_eq!(
         times,
@@ -90,7 +90,7 @@ fn burstgpt_and_azure_2024_in_analyze_say_there_are_no_hash_ids() {
 #[test]
 fn azure_2024_week_csv_with_offsets() {
     let t = load(&trace_fixture("azure2024.csv"), &LoadOptions::default()).unwrap();
-    assert_eq!(t.format, TraceFormat::Azure);
+    assert_eq!(t.format, TraceFormat::from_name("azure").unwrap());
     let times: Vec<f64> = t.requests.iter().map(|r| r.timestamp_ms).collect();
     let want = [0.0, 3.618, 990.07, 2490.07, 86_399_990.069, 86_400_240.07];
     // Epoch milliseconds in an f64 keep about 0.2 µs: compared to 1 µs.

@@ -38,7 +38,7 @@ fn conversations(sessions: u64, turns: u64, grow: u64, session_ids: bool) -> Tra
     }
     let opts = LoadOptions {
         // Rows like these would be detected as Mooncake, which has no session ids.
-        format: Some(TraceFormat::Generic),
+        format: Some(TraceFormat::from_name("generic").unwrap()),
         block_size: Some(16),
         ..LoadOptions::default()
     };

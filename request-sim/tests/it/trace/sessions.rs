@@ -30,7 +30,7 @@ fn bailian_chains_are_sessions_with_orphans_counted() {
     ]
     .concat();
     let t = parse(&text, &LoadOptions::default()).unwrap();
-    assert_eq!(t.format, TraceFormat::Bailian);
+    assert_eq!(t.format, TraceFormat::from_name("bailian").unwrap());
     let s = &t.sessions;
     assert_eq!(
         (
@@ -109,7 +109,7 @@ fn generic_rows_with_session_ids() {
 {\"timestamp\": 12, \"input_length\": 10, \"output_length\": 2, \"session_id\": 42}
 ";
     let t = parse(text, &LoadOptions::default()).unwrap();
-    assert_eq!(t.format, TraceFormat::Generic);
+    assert_eq!(t.format, TraceFormat::from_name("generic").unwrap());
     let s = &t.sessions;
     assert_eq!((s.stats.sessions, s.stats.turns), (2, 3));
     assert!(s.get(1).is_none());
@@ -144,7 +144,7 @@ fn messages_rows_keep_their_payload_and_resolve_delays() {
 {"session_id": "s1", "delay": 250, "messages": [{"role": "user", "content": "weather?"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]}
 "#;
     let t = parse(text, &LoadOptions::default()).unwrap();
-    assert_eq!(t.format, TraceFormat::Messages);
+    assert_eq!(t.format, TraceFormat::from_name("messages").unwrap());
     let ts: Vec<f64> = t.requests.iter().map(|r| r.timestamp_ms).collect();
     assert_eq!(ts, vec![0.0, 50.0, 250.0]);
     let turn2 = t.sessions.get(2).unwrap();
@@ -200,7 +200,7 @@ fn bad_messages_rows_name_file_and_line() {
     }
     // Forced format: a generic row read as messages names the missing field.
     let opts = LoadOptions {
-        format: Some(TraceFormat::Messages),
+        format: Some(TraceFormat::from_name("messages").unwrap()),
         ..Default::default()
     };
     let e = parse(

@@ -481,7 +481,7 @@ fn transform_command_writes_a_trace_that_reads_back() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("wrote"), "{err}");
     let back = request_sim::trace::load(&out, &LoadOptions::default()).unwrap();
-    assert_eq!(back.format, TraceFormat::Generic);
+    assert_eq!(back.format, TraceFormat::from_name("generic").unwrap());
     assert!(back.requests.iter().all(|r| r.timestamp_ms < 200_000.0));
     let ids: HashSet<&str> = back
         .sessions

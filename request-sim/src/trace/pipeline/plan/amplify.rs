@@ -75,7 +75,12 @@ mod tests {
             assert_eq!(amplify_conversations(&mut c, 3.0, 7), Ok(2));
             let ids: Vec<&str> = c.conversations.iter().map(|c| &*c.id).collect();
             assert_eq!(ids, ["c", "c@1", "c@2"]);
-            let (t, facts) = plan(&c, TraceFormat::Weka, &PlanOptions::default()).unwrap();
+            let (t, facts) = plan(
+                &c,
+                TraceFormat::from_name("weka").unwrap(),
+                &PlanOptions::default(),
+            )
+            .unwrap();
             assert_eq!((facts.conversations, facts.requests), (3, 6));
             let firsts: Vec<u64> = t.requests.iter().map(|r| r.hash_ids[0]).collect();
             let distinct: std::collections::BTreeSet<u64> = firsts.iter().copied().collect();

@@ -69,7 +69,12 @@ mod tests {
                 messages_over: 0
             }
         );
-        let (t, _) = plan(&corpus, TraceFormat::Weka, &PlanOptions::default()).unwrap();
+        let (t, _) = plan(
+            &corpus,
+            TraceFormat::from_name("weka").unwrap(),
+            &PlanOptions::default(),
+        )
+        .unwrap();
         let lens: Vec<u32> = t.requests.iter().map(|r| r.input_length).collect();
         assert_eq!(lens, [24, 32, 32]);
         assert!(t.requests.iter().all(|r| r.hash_ids.len() == 2));

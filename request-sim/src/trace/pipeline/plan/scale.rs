@@ -100,7 +100,12 @@ mod tests {
             seed: 7,
         };
         assert_eq!(scale_prompts(&mut corpus, s), (3, 0));
-        let (t, _) = plan(&corpus, TraceFormat::Weka, &PlanOptions::default()).unwrap();
+        let (t, _) = plan(
+            &corpus,
+            TraceFormat::from_name("weka").unwrap(),
+            &PlanOptions::default(),
+        )
+        .unwrap();
         let lens: Vec<u32> = t.requests.iter().map(|r| r.input_length).collect();
         assert_eq!(lens, [64, 96, 144]);
         for w in t.requests.windows(2) {
