@@ -106,10 +106,12 @@ impl Columns {
 /// The requests of the trace at `path` as [`Columns`]: streamed through the pipeline a replay
 /// streams with (its default reorder window), so memory grows with the columns only; loaded
 /// whole when the trace needs it (Bailian parent links), when a file turns out to be out of
-/// time order by more than the window (the whole load sorts it), and from stdin (`-`, which
-/// cannot be read twice).
+/// time order by more than the window (the whole load sorts it), and from what cannot be read
+/// twice: stdin (`-`), a pipe (`<(...)`), a FIFO, a device.
 pub fn read_columns(path: &Path, opts: &LoadOptions) -> Result<Columns, TraceError> {
-    if path == Path::new("-") {
+    let once = path == Path::new("-")
+        || std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    if once {
         return Ok(Columns::from_trace(&crate::trace::load(path, opts)?));
     }
     let stream = TraceStream::open(path, opts, ReorderWindow::default())?;

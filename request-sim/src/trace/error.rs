@@ -32,6 +32,10 @@ pub enum TraceError {
     /// Parsing succeeded but no request is left (all invalid, or sliced away).
     #[error("{path}: no requests to replay: {reason}")]
     NoRequests { path: String, reason: String },
+    /// The file as a whole cannot be read as a trace (a columnar file without the columns a
+    /// trace needs, a binary trace given as a pipe).
+    #[error("{path}: {what}")]
+    Invalid { path: String, what: String },
     /// The [`LoadOptions`](super::LoadOptions) are contradictory.
     #[error("{path}: invalid trace options: {what}")]
     Options { path: String, what: String },

@@ -13,8 +13,15 @@ pub(crate) enum LineRead {
     TooLong,
 }
 
+/// The most bytes of one over-long line read to find its end (a multiple of the cap, at least
+/// 1 GiB): past it the input is no line-based text (`/dev/zero`, a binary stream) and reading
+/// stops with an error instead of spinning through it forever.
+const MAX_DISCARD_CAPS: usize = 16;
+
 /// Reads one line into `buf` (cleared first), never buffering more than `cap` bytes: a longer
-/// line is read to its end and discarded, so the caller can report it and go on.
+/// line is read to its end and discarded, so the caller can report it and go on. A line with
+/// no end in sight (more than `MAX_DISCARD_CAPS` caps, at least 1 GiB) is an
+/// `InvalidData` error.
 pub(crate) fn read_line_capped<R: BufRead + ?Sized>(
     reader: &mut R,
     buf: &mut Vec<u8>,
@@ -23,6 +30,8 @@ pub(crate) fn read_line_capped<R: BufRead + ?Sized>(
     buf.clear();
     let mut any = false;
     let mut too_long = false;
+    let mut discarded = 0usize;
+    let discard_limit = cap.saturating_mul(MAX_DISCARD_CAPS).max(1 << 30);
     loop {
         let available = match reader.fill_buf() {
             Ok(b) => b,
@@ -56,6 +65,15 @@ pub(crate) fn read_line_capped<R: BufRead + ?Sized>(
         }
         let used = chunk.len() + usize::from(newline.is_some());
         reader.consume(used);
+        if too_long {
+            discarded = discarded.saturating_add(used);
+            if discarded > discard_limit && newline.is_none() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("no line end in {discarded} bytes: this is not a line-based trace"),
+                ));
+            }
+        }
         if newline.is_some() {
             if too_long {
                 return Ok(LineRead::TooLong);

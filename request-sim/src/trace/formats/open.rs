@@ -228,14 +228,14 @@ fn open_input<'a>(
                 &opts,
             )))
         }
-        Reader::File(_) => Err(row_error(
+        Reader::File(_) => Err(invalid(
             name,
             registry::wrong_input(
                 format,
                 "is a binary file: give its path (not a pipe), uncompressed",
             ),
         )),
-        Reader::Dir(_) => Err(row_error(
+        Reader::Dir(_) => Err(invalid(
             name,
             registry::wrong_input(format, "is a directory (give the directory)"),
         )),
@@ -269,13 +269,13 @@ fn read_columnar(
     opts: &LoadOptions,
 ) -> Result<Opened<'static>, TraceError> {
     let Reader::File(read) = f.read else {
-        return Err(row_error(
+        return Err(invalid(
             name,
             registry::wrong_input(f, "cannot be read here"),
         ));
     };
     let Some(file) = file else {
-        return Err(row_error(
+        return Err(invalid(
             name,
             registry::wrong_input(f, "is a binary file whose index is at its end: give its path, not standard input or a pipe"),
         ));
@@ -358,10 +358,10 @@ fn recognise_head(
     registry::recognise(&probe).map_err(|e| at(i + 1, e))
 }
 
-fn row_error(name: &str, error: RowError) -> TraceError {
-    TraceError::Row {
+/// The input as a whole is not what its format reads.
+fn invalid(name: &str, what: String) -> TraceError {
+    TraceError::Invalid {
         path: name.to_owned(),
-        line: 0,
-        error,
+        what,
     }
 }

@@ -86,10 +86,9 @@ fn open(
     opts: &LoadOptions,
 ) -> Result<(RowIter, Option<usize>), TraceError> {
     let block = file.try_clone().ok().and_then(first_block_size);
-    let bad = |what: String| TraceError::Row {
+    let bad = |what: String| TraceError::Invalid {
         path: name.to_owned(),
-        line: 0,
-        error: RowError::Undetectable(what),
+        what,
     };
     let reader = SerializedFileReader::new(file)
         .map_err(|e| bad(format!("not a readable Parquet file ({e})")))?;

@@ -201,8 +201,8 @@ pub fn detect_format(first_line: &str) -> Result<TraceFormat, RowError> {
 }
 
 /// A format a probe cannot be read in: its reader wants another kind of input.
-pub(crate) fn wrong_input(f: &Format, what: &str) -> RowError {
-    RowError::Undetectable(format!("a {} trace {what}", f.info.name))
+pub(crate) fn wrong_input(f: &Format, what: &str) -> String {
+    format!("a {} trace {what}", f.info.name)
 }
 
 #[cfg(test)]

@@ -49,6 +49,11 @@ const CORPUS: &[(&str, Option<usize>, &str)] = &[
     ("gzip_corrupt.jsonl.gz", None, "read error after line 0 (gzip: truncated or corrupt file?): corrupt deflate stream"),
     ("gzip_empty.jsonl.gz", None, "the file is empty (no data lines)"),
     ("gzip_bad_row.jsonl.gz", Some(3), "field `input_length`: must not be negative, found -1"),
+    ("parquet_negative_input.parquet", Some(3), "field `input_tokens`: must not be negative, found -5"),
+    ("parquet_two_block_sizes.parquet", Some(2), "field `block_size`: is 32, but the first row's is 16: one trace has one hash block size (give --block-size to read every row with one)"),
+    ("parquet_no_trace_columns.parquet", None, "a Parquet trace needs Baseten's columns (timestamp_start_unix_ms, input_tokens, output_tokens) or Mooncake's (timestamp, input_length, output_length); this file has ts, tokens"),
+    ("parquet_missing_output.parquet", None, "a Parquet trace with column timestamp_start_unix_ms needs column output_tokens"),
+    ("parquet_truncated.parquet", None, "not a readable Parquet file (Parquet error: Invalid Parquet file. Corrupt footer)"),
 ];
 
 #[test]
