@@ -6,6 +6,7 @@ mod bad;
 mod copilot;
 mod inputs;
 mod load;
+mod one_unit;
 mod parquet;
 mod pipeline;
 mod real;
