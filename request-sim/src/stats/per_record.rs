@@ -1,6 +1,7 @@
 //! What one record says on its own: its error kind, TPOT, mean ITL, output tokens and end
 //! time, as the summary's [`super::accumulator::Accumulator`], the measurement window and the
-//! charts compute them.
+//! charts compute them. TPOT is defined here only: the engine writes the record's `tpot_ms`
+//! with [`tpot_field`].
 
 use crate::record::{Record, Status};
 
@@ -24,6 +25,11 @@ pub fn record_tpot(rec: &Record) -> Option<f64> {
         (Some(e), Some(t)) => Some((e - t) / (out as f64 - 1.0)),
         _ => rec.tpot_ms,
     }
+}
+
+/// [`record_tpot`] at the record's microsecond resolution: the record's `tpot_ms`.
+pub fn tpot_field(rec: &Record) -> Option<f64> {
+    record_tpot(rec).map(|t| (t * 1e3).round() / 1e3)
 }
 
 /// Whether a record's output came in at most one chunk (a non-streaming answer, or a server

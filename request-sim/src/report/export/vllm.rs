@@ -63,7 +63,7 @@ pub fn result_json(summary: &Summary, records: &[Record]) -> Value {
         json!(s.max_concurrent_requests),
     );
     per_request(&mut m, records);
-    for metric in Metric::VLLM {
+    for metric in Metric::vllm() {
         latency(&mut m, metric.key(), s.latency.get(metric));
     }
     Value::Object(m)
