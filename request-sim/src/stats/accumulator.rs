@@ -7,12 +7,11 @@ use super::config::ReportConfig;
 use super::ideal::{IdealCount, ServedIdeal};
 use super::latency::{LatencyAcc, Metric};
 use super::models::ModelAcc;
-use super::per_record::{end_ms, error_kind, in_one_piece, output_tokens_of, record_tpot};
+use super::per_record::{end_ms, error_kind, in_one_piece, output_tokens_of, record_tpot, ttfa_of};
 use super::reasoning::ReasoningAcc;
 use super::run_info::{RunInfo, RunServer};
 use super::samples::Samples;
 use super::sessions::SessionAcc;
-use super::slo::ttfa_of;
 use super::slo::Slo;
 use super::summary::{
     CacheStats, DriftStats, OutputTokenSources, StatusCounts, Summary, TokenExactness,

@@ -11,13 +11,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::per_record::record_tpot;
+use super::per_record::{record_tpot, ttfa_of};
 use super::samples::{MetricStats, QuantizedSamples, Samples};
-use super::slo::ttfa_of;
 use crate::record::Record;
 
 /// A latency metric: a row of [`SPECS`], in the order of the summary's JSON keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
     Ttft,
     Tpot,
@@ -308,13 +307,14 @@ impl std::ops::IndexMut<Metric> for Latencies {
 /// A metric's values as they arrive, stored as its [`Take`] says.
 #[derive(Debug, Clone)]
 enum Store {
-    Exact(Samples),
-    Quantized(QuantizedSamples),
+    Request(fn(&Record) -> Option<f64>, Samples),
+    Gaps(QuantizedSamples),
 }
 
 /// The values of every latency metric over the completed requests added.
 #[derive(Debug, Clone)]
 pub struct LatencyAcc {
+    /// One per metric, in [`SPECS`] order.
     stores: Vec<Store>,
 }
 
@@ -323,8 +323,8 @@ impl Default for LatencyAcc {
         let stores = SPECS
             .iter()
             .map(|s| match s.take {
-                Take::Request(_) => Store::Exact(Samples::default()),
-                Take::Gaps => Store::Quantized(QuantizedSamples::default()),
+                Take::Request(f) => Store::Request(f, Samples::default()),
+                Take::Gaps => Store::Gaps(QuantizedSamples::default()),
             })
             .collect();
         LatencyAcc { stores }
@@ -334,15 +334,14 @@ impl Default for LatencyAcc {
 impl LatencyAcc {
     /// Add a completed request: its record and its gaps between token-bearing chunks.
     pub fn add(&mut self, rec: &Record, gaps: &[f64]) {
-        for (spec, store) in SPECS.iter().zip(&mut self.stores) {
-            match (spec.take, store) {
-                (Take::Request(f), Store::Exact(s)) => {
+        for store in &mut self.stores {
+            match store {
+                Store::Request(f, s) => {
                     if let Some(v) = f(rec) {
                         s.push(v);
                     }
                 }
-                (_, Store::Quantized(q)) => gaps.iter().for_each(|v| q.push(*v)),
-                (Take::Gaps, Store::Exact(s)) => gaps.iter().for_each(|v| s.push(*v)),
+                Store::Gaps(q) => gaps.iter().for_each(|v| q.push(*v)),
             }
         }
     }
@@ -350,8 +349,8 @@ impl LatencyAcc {
     /// Whether `metric` has no value yet.
     pub fn is_empty(&self, metric: Metric) -> bool {
         match &self.stores[metric as usize] {
-            Store::Exact(s) => s.is_empty(),
-            Store::Quantized(q) => q.is_empty(),
+            Store::Request(_, s) => s.is_empty(),
+            Store::Gaps(q) => q.is_empty(),
         }
     }
 
@@ -360,8 +359,8 @@ impl LatencyAcc {
         let mut l = Latencies::default();
         for (metric, store) in Metric::ALL.into_iter().zip(&self.stores) {
             l[metric] = match store {
-                Store::Exact(s) => s.stats(percentiles),
-                Store::Quantized(q) => q.stats(percentiles),
+                Store::Request(_, s) => s.stats(percentiles),
+                Store::Gaps(q) => q.stats(percentiles),
             };
         }
         l
@@ -502,6 +501,27 @@ fn finite(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn specs_are_in_metric_order() {
+        for (i, m) in Metric::ALL.into_iter().enumerate() {
+            assert_eq!(m as usize, i);
+            assert_eq!(m.spec().metric, m);
+        }
+        let vllm: Vec<Metric> = Metric::vllm().collect();
+        assert_eq!(
+            vllm,
+            [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el]
+        );
+        // Keys, columns and AIPerf tags are each one metric's.
+        let mut names: Vec<&str> = SPECS.iter().map(|s| s.key).collect();
+        names.extend(SPECS.iter().filter_map(|s| s.column));
+        names.extend(SPECS.iter().filter_map(|s| s.aiperf.map(|a| a.tag)));
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n);
+    }
 
     #[test]
     fn keys_round_trip() {

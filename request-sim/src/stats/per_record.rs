@@ -47,6 +47,18 @@ pub fn record_mean_itl(rec: &Record) -> Option<f64> {
     Some((rec.e2e_ms? - rec.ttft_ms?) / f64::from(rec.chunks - 1))
 }
 
+/// A record's time to its first answer token, as the `ttfa` SLO judges it: `ttfa_ms` when the
+/// answer carried thinking or a tool call (`None` when no answer text came), else the first
+/// token, which was the answer's.
+pub fn ttfa_of(r: &Record) -> Option<f64> {
+    let split = r.reasoning_tokens.is_some() || r.tool_calls.is_some();
+    if split {
+        r.ttfa_ms
+    } else {
+        r.ttft_ms
+    }
+}
+
 /// Output tokens of a record: the server's count, else the chunk count.
 pub fn output_tokens_of(rec: &Record) -> u32 {
     rec.output_tokens.unwrap_or(rec.chunks)
