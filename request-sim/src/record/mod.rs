@@ -56,6 +56,9 @@ pub struct Record {
     pub ttft_ms: Option<f64>,
     /// First token event carrying non-empty text - sent (differs from TTFT when the first tokens carry no text).
     pub ttfc_ms: Option<f64>,
+    /// Second token-bearing chunk - sent (absent for an output of fewer than two chunks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttst_ms: Option<f64>,
     /// Last token-bearing chunk - sent.
     pub e2e_ms: Option<f64>,
     /// A sent request the run cut (`cancelled`): how long after its send the cut came (ms).
@@ -211,6 +214,7 @@ impl Record {
             error: None,
             ttft_ms: None,
             ttfc_ms: None,
+            ttst_ms: None,
             e2e_ms: None,
             cut_ms: None,
             done_ms: None,

@@ -61,8 +61,8 @@ fn rows(s: &Summary) -> Vec<Row> {
         ),
     ]);
     // TTFA only for runs whose answers carried thinking or tool calls.
-    let ttfa = (s.latency.ttfa.count > 0).then_some(Metric::Ttfa);
-    for metric in Metric::VLLM.into_iter().chain(ttfa) {
+    let ttfa = (s.latency[Metric::Ttfa].count > 0).then_some(Metric::Ttfa);
+    for metric in Metric::vllm().chain(ttfa) {
         let (label, m) = (metric.label(), s.latency.get(metric));
         // No values: unknown, not 0.
         let known = |x: f64| (m.count > 0).then_some(x);

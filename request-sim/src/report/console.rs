@@ -8,7 +8,7 @@ use super::format::{num, pct, percent_or_na, trim_num};
 use super::server::server_section;
 use super::table::{Item, Table};
 use crate::stats::agents::AgentSummary;
-use crate::stats::latency::Metric;
+use crate::stats::latency::{Metric, Shown};
 use crate::stats::sessions::SessionSummary;
 use crate::stats::Summary;
 
@@ -38,6 +38,7 @@ fn table(s: &Summary) -> Table {
     let mut t = Table::new();
     benchmark_section(&mut t, s);
     ttfc_section(&mut t, s);
+    own_sections(&mut t, s);
     drift_section(&mut t, s);
     requests_section(&mut t, s);
     cache_section(&mut t, s);
@@ -45,7 +46,7 @@ fn table(s: &Summary) -> Table {
         sessions_section(&mut t, ss);
     }
     if let Some(r) = &s.reasoning {
-        reasoning_section(&mut t, r, &s.latency.ttfa, &s.percentiles);
+        reasoning_section(&mut t, r, &s.latency[Metric::Ttfa], &s.percentiles);
     }
     if let Some(a) = &s.agents {
         agents_section(&mut t, a);
@@ -102,14 +103,24 @@ fn benchmark_section(t: &mut Table, s: &Summary) {
     );
     t.row("Peak concurrent requests:", s.max_concurrent_requests);
     t.float("Total Token throughput (tok/s):", s.total_token_throughput);
-    for metric in Metric::VLLM {
+    for metric in Metric::shown(Shown::Vllm) {
         t.metric(metric, s.latency.get(metric));
+    }
+}
+
+/// The metrics shown in sections of their own ([`Shown::Own`]), each when the run measured it.
+fn own_sections(t: &mut Table, s: &Summary) {
+    for metric in Metric::shown(Shown::Own) {
+        let m = s.latency.get(metric);
+        if m.known() {
+            t.metric(metric, m);
+        }
     }
 }
 
 /// Time to first content token, which differs from TTFT when the first tokens carry no text.
 fn ttfc_section(t: &mut Table, s: &Summary) {
-    let (ttfc, ttft) = (&s.latency.ttfc, &s.latency.ttft);
+    let (ttfc, ttft) = (&s.latency[Metric::Ttfc], &s.latency[Metric::Ttft]);
     if ttfc.count > 0 && (ttfc.mean != ttft.mean || ttfc.count != ttft.count) {
         // Role-only first chunks: the first content token comes later than the first token.
         let (title, label) = (Metric::Ttfc.title(), Metric::Ttfc.label());
@@ -439,7 +450,8 @@ fn reasoning_section(
     let hi = percentiles.iter().copied().fold(50.0_f64, f64::max);
     t.header("Reasoning and tool calls", '-');
     t.row("Requests with thinking:", r.requests_with_reasoning);
-    if ttfa.count > 0 {
+    // Without an answer after the thinking (all thinking): unknown, n/a.
+    if ttfa.count > 0 || r.requests_with_reasoning > 0 {
         t.row(
             &format!("Time to first answer P50 / P{} (ms):", trim_num(hi)),
             format!("{} / {}", p(ttfa, 50.0), p(ttfa, hi)),
@@ -465,7 +477,7 @@ fn reasoning_section(
             format!("{} of {}", r.reasoning_exact_rows, r.reasoning_length_rows),
         );
     }
-    if r.answer_tpot_ms.count > 0 {
+    if r.answer_tpot_ms.count > 0 || r.requests_with_reasoning > 0 {
         t.row("Answer TPOT P50 (ms):", p(&r.answer_tpot_ms, 50.0));
     }
     if r.requests_with_tool_calls > 0 {

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use rust_xlsxwriter::{Format, Workbook};
 
+use super::format::micros;
 use super::plots;
 use crate::record::{read_records, Record};
-use crate::stats::{RunInfo, Summary};
+use crate::stats::{Metric, RunInfo, Summary};
 
 /// Read a `summary.json` written by [`write_result_dir`] (or `--summary-path`).
 pub fn read_summary(path: &Path) -> crate::Result<Summary> {
@@ -46,40 +47,6 @@ pub fn write_summary_json(path: &Path, summary: &Summary) -> crate::Result<()> {
     crate::util::write_json(path, summary)
 }
 
-/// Columns of `requests.csv` and the Details sheet.
-pub const DETAIL_COLUMNS: [&str; 30] = [
-    "index",
-    "line",
-    "timestamp_ms",
-    "scheduled_ms",
-    "sent_ms",
-    "drift_ms",
-    "status",
-    "http_status",
-    "error",
-    "ttft_ms",
-    "ttfc_ms",
-    "e2e_ms",
-    "done_ms",
-    "tpot_ms",
-    "itl_count",
-    "input_length",
-    "prompt_tokens",
-    "cached_tokens",
-    "output_length",
-    "output_tokens",
-    "output_tokens_source",
-    "chunks",
-    "ttfa_ms",
-    "ttf_tool_ms",
-    "reasoning_tokens",
-    "answer_tokens",
-    "tool_calls",
-    "chat_id",
-    "parent_chat_id",
-    "turn",
-];
-
 /// One cell of a detail row.
 enum Cell {
     Num(f64),
@@ -97,36 +64,45 @@ impl Cell {
     }
 }
 
-fn detail_row(r: &Record) -> Vec<Cell> {
-    fn n<T: Into<f64>>(v: Option<T>) -> Cell {
-        v.map_or(Cell::Empty, |v| Cell::Num(v.into()))
-    }
-    fn i(v: Option<i64>) -> Cell {
-        v.map_or(Cell::Empty, |v| Cell::Num(v as f64))
-    }
-    vec![
-        Cell::Num(r.index as f64),
-        Cell::Num(r.line as f64),
-        Cell::Num(r.timestamp),
-        Cell::Num(r.scheduled_ms),
-        n(r.sent_ms),
-        n(r.drift_ms),
-        Cell::Text(r.status.as_str().to_string()),
-        n(r.http_status),
-        r.error.clone().map_or(Cell::Empty, Cell::Text),
-        n(r.ttft_ms),
-        n(r.ttfc_ms),
-        n(r.e2e_ms),
-        n(r.done_ms),
-        n(r.tpot_ms),
-        r.itl_ms
-            .as_ref()
-            .map_or(Cell::Empty, |v| Cell::Num(v.len() as f64)),
-        Cell::Num(r.input_length as f64),
-        n(r.prompt_tokens),
-        n(r.cached_tokens),
-        Cell::Num(r.output_length as f64),
-        n(r.output_tokens),
+/// A number, or an empty cell when there is none.
+fn n<T: Into<f64>>(v: Option<T>) -> Cell {
+    v.map_or(Cell::Empty, |v| Cell::Num(v.into()))
+}
+
+/// A column of `requests.csv` and the Details sheet: a field of the record (its header and
+/// cell), or a latency metric (its column and value in `stats/latency.rs`, at the records'
+/// microsecond resolution).
+#[derive(Clone, Copy)]
+enum Column {
+    Field(&'static str, fn(&Record) -> Cell),
+    Metric(Metric),
+}
+
+/// The columns in order; the metrics with a column not placed here follow at the end.
+const COLUMNS: [Column; 30] = [
+    Column::Field("index", |r| Cell::Num(r.index as f64)),
+    Column::Field("line", |r| Cell::Num(r.line as f64)),
+    Column::Field("timestamp_ms", |r| Cell::Num(r.timestamp)),
+    Column::Field("scheduled_ms", |r| Cell::Num(r.scheduled_ms)),
+    Column::Field("sent_ms", |r| n(r.sent_ms)),
+    Column::Field("drift_ms", |r| n(r.drift_ms)),
+    Column::Field("status", |r| Cell::Text(r.status.as_str().to_string())),
+    Column::Field("http_status", |r| n(r.http_status)),
+    Column::Field("error", |r| r.error.clone().map_or(Cell::Empty, Cell::Text)),
+    Column::Metric(Metric::Ttft),
+    Column::Metric(Metric::Ttfc),
+    Column::Metric(Metric::E2el),
+    Column::Field("done_ms", |r| n(r.done_ms)),
+    Column::Metric(Metric::Tpot),
+    Column::Field("itl_count", |r| {
+        n(r.itl_ms.as_ref().map(|v| v.len() as f64))
+    }),
+    Column::Field("input_length", |r| Cell::Num(r.input_length.into())),
+    Column::Field("prompt_tokens", |r| n(r.prompt_tokens)),
+    Column::Field("cached_tokens", |r| n(r.cached_tokens)),
+    Column::Field("output_length", |r| Cell::Num(r.output_length.into())),
+    Column::Field("output_tokens", |r| n(r.output_tokens)),
+    Column::Field("output_tokens_source", |r| {
         r.output_tokens_source.map_or(Cell::Empty, |s| {
             Cell::Text(
                 match s {
@@ -135,26 +111,65 @@ fn detail_row(r: &Record) -> Vec<Cell> {
                 }
                 .to_string(),
             )
-        }),
-        Cell::Num(r.chunks as f64),
-        n(r.ttfa_ms),
-        n(r.ttf_tool_ms),
-        n(r.reasoning_tokens),
-        n(r.answer_tokens),
-        n(r.tool_calls),
-        i(r.chat_id),
-        i(r.parent_chat_id),
-        n(r.turn),
-    ]
+        })
+    }),
+    Column::Field("chunks", |r| Cell::Num(r.chunks.into())),
+    Column::Metric(Metric::Ttfa),
+    Column::Field("ttf_tool_ms", |r| n(r.ttf_tool_ms)),
+    Column::Field("reasoning_tokens", |r| n(r.reasoning_tokens)),
+    Column::Field("answer_tokens", |r| n(r.answer_tokens)),
+    Column::Field("tool_calls", |r| n(r.tool_calls)),
+    Column::Field("chat_id", |r| n(r.chat_id.map(|v| v as f64))),
+    Column::Field("parent_chat_id", |r| n(r.parent_chat_id.map(|v| v as f64))),
+    Column::Field("turn", |r| n(r.turn)),
+];
+
+impl Column {
+    fn header(self) -> &'static str {
+        match self {
+            Column::Field(h, _) => h,
+            Column::Metric(m) => m.spec().column.unwrap_or(m.key()),
+        }
+    }
+    fn cell(self, r: &Record) -> Cell {
+        match self {
+            Column::Field(_, f) => f(r),
+            Column::Metric(m) => n(m.of(r).map(micros)),
+        }
+    }
+}
+
+/// Every column: [`COLUMNS`], then the metrics with a column [`COLUMNS`] does not place.
+fn columns() -> Vec<Column> {
+    let placed = |m: Metric| {
+        COLUMNS
+            .iter()
+            .any(|c| matches!(c, Column::Metric(x) if *x == m))
+    };
+    let rest = Metric::ALL
+        .into_iter()
+        .filter(|m| m.spec().column.is_some() && !placed(*m))
+        .map(Column::Metric);
+    COLUMNS.iter().copied().chain(rest).collect()
+}
+
+/// The headers of `requests.csv` and the Details sheet.
+pub fn detail_columns() -> Vec<&'static str> {
+    columns().into_iter().map(Column::header).collect()
+}
+
+fn detail_row(columns: &[Column], r: &Record) -> Vec<Cell> {
+    columns.iter().map(|c| c.cell(r)).collect()
 }
 
 /// Write the per-request CSV (one row per record, ITL values summarised as a count).
 pub fn write_requests_csv(path: &Path, records: &[Record]) -> crate::Result<()> {
     let write = || -> Result<(), csv::Error> {
         let mut w = csv::Writer::from_path(path)?;
-        w.write_record(DETAIL_COLUMNS)?;
+        let columns = columns();
+        w.write_record(columns.iter().map(|c| c.header()))?;
         for r in records {
-            w.write_record(detail_row(r).iter().map(Cell::text))?;
+            w.write_record(detail_row(&columns, r).iter().map(Cell::text))?;
         }
         w.flush()?;
         Ok(())
@@ -262,12 +277,13 @@ fn xlsx(
 
     let details = wb.add_worksheet();
     details.set_name("Details")?;
-    for (c, name) in DETAIL_COLUMNS.iter().enumerate() {
-        details.write_string_with_format(0, c as u16, *name, &bold)?;
+    let columns = columns();
+    for (c, column) in columns.iter().enumerate() {
+        details.write_string_with_format(0, c as u16, column.header(), &bold)?;
     }
     for (i, r) in records.iter().take(shown).enumerate() {
         let row = i as u32 + 1;
-        for (c, cell) in detail_row(r).into_iter().enumerate() {
+        for (c, cell) in detail_row(&columns, r).into_iter().enumerate() {
             match cell {
                 Cell::Num(v) => {
                     details.write_number(row, c as u16, v)?;

@@ -75,6 +75,11 @@ pub(crate) fn fmt_num(v: &f64) -> String {
     }
 }
 
+/// A time in ms at the records' microsecond resolution (`12.345`).
+pub(crate) fn micros(ms: f64) -> f64 {
+    (ms * 1e3).round() / 1e3
+}
+
 /// `v` with `decimals` decimals, or `n/a` when unknown.
 pub(crate) fn num(v: Option<f64>, decimals: usize) -> String {
     v.map_or("n/a".to_string(), |v| format!("{v:.decimals$}"))

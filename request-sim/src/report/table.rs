@@ -112,16 +112,16 @@ impl Table {
     pub(super) fn items(self) -> Vec<Item> {
         self.items
     }
-    /// A latency metric's header and its mean, median and percentile rows (ms).
+    /// A latency metric's header and its mean, median and percentile rows (in its unit).
     pub(super) fn metric(&mut self, metric: Metric, m: &MetricStats) {
-        let label = metric.label();
+        let (label, unit) = (metric.label(), metric.unit());
         // No values: every statistic is unknown, never 0.
         let known = |v: f64| m.known().then_some(v);
         self.header(metric.title(), '-');
-        self.maybe(&format!("Mean {label} (ms):"), known(m.mean));
-        self.maybe(&format!("Median {label} (ms):"), known(m.median));
+        self.maybe(&format!("Mean {label} ({unit}):"), known(m.mean));
+        self.maybe(&format!("Median {label} ({unit}):"), known(m.median));
         for (p, v) in &m.percentiles {
-            self.maybe(&format!("P{} {label} (ms):", p_word(*p)), known(*v));
+            self.maybe(&format!("P{} {label} ({unit}):", p_word(*p)), known(*v));
         }
     }
 }

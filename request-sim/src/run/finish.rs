@@ -12,7 +12,7 @@ use crate::config::{ReplayConfig, Target};
 use crate::observe::{ClientSide, ScrapeResult};
 use crate::report;
 use crate::schedule::{self, DispatchStats, FeedEnd, ProducerStats, StopReason};
-use crate::stats::{PromptVerification, RunInfo, StartupTimes, Summary};
+use crate::stats::{Metric, PromptVerification, RunInfo, StartupTimes, Summary};
 use crate::stats::{RunEnd, RunInternals, RunPrompts, RunServer};
 use crate::Result;
 
@@ -334,16 +334,19 @@ fn start_at_report(cfg: &ReplayConfig, d: &Dispatched) -> Option<schedule::Start
 
 /// The server-metrics section: each instance's view over the run beside the client's.
 fn server_section(summary: &mut Summary, scraped: &ScrapeResult) {
-    let l = &summary.latency;
+    let (ttft, e2el) = (
+        &summary.latency[Metric::Ttft],
+        &summary.latency[Metric::E2el],
+    );
     let client = ClientSide {
         cached_tokens_ratio: summary.cache.hit_ratio,
         ideal_hit_ratio: summary.cache.ideal_hit_ratio,
-        ttft_mean_ms: (l.ttft.count > 0).then_some(l.ttft.mean),
-        ttft_p50_ms: (l.ttft.count > 0).then_some(l.ttft.median),
-        ttft_p99_ms: l.ttft.percentile(99.0).filter(|_| l.ttft.count > 0),
-        e2e_mean_ms: (l.e2el.count > 0).then_some(l.e2el.mean),
-        e2e_p50_ms: (l.e2el.count > 0).then_some(l.e2el.median),
-        e2e_p99_ms: l.e2el.percentile(99.0).filter(|_| l.e2el.count > 0),
+        ttft_mean_ms: (ttft.count > 0).then_some(ttft.mean),
+        ttft_p50_ms: (ttft.count > 0).then_some(ttft.median),
+        ttft_p99_ms: ttft.percentile(99.0).filter(|_| ttft.count > 0),
+        e2e_mean_ms: (e2el.count > 0).then_some(e2el.mean),
+        e2e_p50_ms: (e2el.count > 0).then_some(e2el.median),
+        e2e_p99_ms: e2el.percentile(99.0).filter(|_| e2el.count > 0),
         completed: summary.completed,
     };
     let srv = crate::observe::summary::summarize(scraped, client);

@@ -336,29 +336,25 @@ impl Sent {
             (None, 0) => (None, None),
             (None, _) => (Some(st.content_chunks), Some(TokenSource::Chunks)),
         };
-        // An output in one piece has no time between its tokens: its TPOT is unknown, not 0.
-        let tpot = match (ttft, e2e, output_tokens) {
-            (Some(a), Some(b), Some(n)) if n > 1 && st.chunks > 1 => {
-                Some(((b - a) / (n as f64 - 1.0) * 1e3).round() / 1e3)
-            }
-            _ => None,
-        };
         let sent_ms = ms_between(start, at);
         // Thinking or a tool call in the answer: the record splits it.
         let split = st.reasoning_chunks > 0
             || st.tool_chunks > 0
             || usage.reasoning_tokens.is_some_and(|n| n > 0);
-        let record = Record {
+        let mut record = Record {
             sent_ms: Some(sent_ms),
             drift_ms: Some(((sent_ms - base.scheduled_ms) * 1e3).round() / 1e3),
             http_status: outcome.http_status,
             error: outcome.error,
             ttft_ms: ttft,
             ttfc_ms: rel(st.first_content),
+            // The first gap between token-bearing chunks follows the first token.
+            ttst_ms: ttft
+                .zip(st.itl_ms.first())
+                .map(|(t, gap)| ((t + gap) * 1e3).round() / 1e3),
             e2e_ms: e2e,
             cut_ms: cut,
             done_ms: rel(st.done),
-            tpot_ms: tpot,
             input_length,
             prompt_tokens: usage.prompt_tokens,
             cached_tokens: usage.cached_tokens,
@@ -396,6 +392,8 @@ impl Sent {
             retries: outcome.retries,
             ..base
         };
+        // TPOT as the statistics define it, from the record's own times and counts.
+        record.tpot_ms = crate::stats::per_record::tpot_field(&record);
         Finished {
             record,
             itl_ms: st.itl_ms,

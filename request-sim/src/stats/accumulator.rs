@@ -5,14 +5,13 @@ use std::collections::BTreeMap;
 use super::agents::AgentAcc;
 use super::config::ReportConfig;
 use super::ideal::{IdealCount, ServedIdeal};
-use super::latency::Latencies;
+use super::latency::{LatencyAcc, Metric};
 use super::models::ModelAcc;
-use super::per_record::{end_ms, error_kind, in_one_piece, output_tokens_of, record_tpot};
+use super::per_record::{end_ms, error_kind, in_one_piece, output_tokens_of, record_tpot, ttfa_of};
 use super::reasoning::ReasoningAcc;
 use super::run_info::{RunInfo, RunServer};
-use super::samples::{QuantizedSamples, Samples};
+use super::samples::Samples;
 use super::sessions::SessionAcc;
-use super::slo::ttfa_of;
 use super::slo::Slo;
 use super::summary::{
     CacheStats, DriftStats, OutputTokenSources, StatusCounts, Summary, TokenExactness,
@@ -92,12 +91,8 @@ impl TokenTimeline {
 pub struct Accumulator {
     percentiles: Vec<f64>,
     slo: Slo,
-    ttft: Samples,
-    ttfc: Samples,
-    ttfa: Samples,
-    tpot: Samples,
-    e2el: Samples,
-    itl: QuantizedSamples,
+    /// The latency metrics' values (`stats/latency.rs`, one row per metric).
+    latency: LatencyAcc,
     drift: Samples,
     drift_over_1: u64,
     drift_over_5: u64,
@@ -157,12 +152,7 @@ impl Accumulator {
         Accumulator {
             percentiles: cfg.percentiles.to_vec(),
             slo: cfg.slo,
-            ttft: Samples::default(),
-            ttfc: Samples::default(),
-            ttfa: Samples::default(),
-            tpot: Samples::default(),
-            e2el: Samples::default(),
-            itl: QuantizedSamples::default(),
+            latency: LatencyAcc::default(),
             drift: Samples::default(),
             drift_over_1: 0,
             drift_over_5: 0,
@@ -381,25 +371,7 @@ impl Accumulator {
         }
         self.total_input += rec.input_length as u64;
         self.total_output += out as u64;
-        if let Some(t) = rec.ttft_ms {
-            self.ttft.push(t);
-        }
-        if let Some(t) = rec.ttfa_ms {
-            self.ttfa.push(t);
-        }
-        if let Some(t) = rec.ttfc_ms {
-            self.ttfc.push(t);
-        }
-        if let Some(e) = rec.e2e_ms {
-            self.e2el.push(e);
-        }
-        let tpot = record_tpot(rec);
-        if let Some(t) = tpot {
-            self.tpot.push(t);
-        }
-        for v in itl_ms {
-            self.itl.push(*v);
-        }
+        self.latency.add(rec, itl_ms);
         if out > 1 && in_one_piece(rec) {
             self.one_piece += 1;
         }
@@ -407,9 +379,12 @@ impl Accumulator {
             self.itl_missing += 1;
         }
         if !self.slo.is_empty()
-            && self
-                .slo
-                .is_met(rec.ttft_ms, tpot.unwrap_or(0.0), rec.e2e_ms, ttfa_of(rec))
+            && self.slo.is_met(
+                rec.ttft_ms,
+                record_tpot(rec).unwrap_or(0.0),
+                rec.e2e_ms,
+                ttfa_of(rec),
+            )
         {
             self.good += 1;
         }
@@ -457,7 +432,7 @@ impl Accumulator {
         };
         let counts_add_up = recorded == scheduled;
         let warnings = self.warnings(info, (recorded, scheduled), &drift);
-        let latency = self.latencies();
+        let latency = self.latency.finish(&self.percentiles);
 
         let mut cache = self.cache;
         cache.hit_ratio = (cache.prompt_tokens > 0)
@@ -571,18 +546,6 @@ impl Accumulator {
         }
     }
 
-    fn latencies(&self) -> Latencies {
-        let ps = &self.percentiles;
-        Latencies {
-            ttft: self.ttft.stats(ps),
-            tpot: self.tpot.stats(ps),
-            itl: self.itl.stats(ps),
-            e2el: self.e2el.stats(ps),
-            ttfc: self.ttfc.stats(ps),
-            ttfa: self.ttfa.stats(ps),
-        }
-    }
-
     /// What makes the numbers doubtful: missing records (`counts`: every record, inside the
     /// measurement window or not, and the requests scheduled), no success, no usage, prompt
     /// tokens off, drift without real-time scheduling, inexact prompts at start-up.
@@ -607,7 +570,7 @@ impl Accumulator {
             ));
         }
         if self.itl_missing > 0 {
-            warnings.push(if !self.itl.is_empty() {
+            warnings.push(if !self.latency.is_empty(Metric::Itl) {
                 format!(
                     "{} of the {} completed requests streamed in several chunks carry no per-chunk ITL (replay with --record-itl): ITL statistics cover the others only, peak output tokens/s is unknown (n/a)",
                     self.itl_missing, self.completed

@@ -380,7 +380,7 @@ fn bootstrap_all(a: &Side, b: &Side, keys: &[MetricKey]) -> Boot {
     let (Some(ra), Some(rb)) = (&a.records, &b.records) else {
         return out;
     };
-    for (i, metric) in Metric::VLLM.into_iter().enumerate() {
+    for (i, metric) in Metric::vllm().enumerate() {
         let mine: Vec<(&String, Statistic)> = keys
             .iter()
             .filter_map(|(k, _, _, s)| match s {

@@ -6,8 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::inference::{Cluster, Statistic};
-use super::latency::{p_word, Metric};
-use super::per_record::record_tpot;
+use super::latency::{p_word, Metric, Take};
 use super::summary::Summary;
 use crate::record::{Record, Status};
 use crate::schedule::Timing;
@@ -105,8 +104,8 @@ pub fn headlines(s: &Summary) -> Vec<Headline> {
         );
     }
     // TTFA only for runs whose answers carried thinking or tool calls.
-    let ttfa = (s.latency.ttfa.count > 0).then_some(Metric::Ttfa);
-    for metric in Metric::VLLM.into_iter().chain(ttfa) {
+    let ttfa = (s.latency[Metric::Ttfa].count > 0).then_some(Metric::Ttfa);
+    for metric in Metric::vllm().chain(ttfa) {
         let (k, label, m) = (metric.key(), metric.label(), s.latency.get(metric));
         let known = |x: f64| m.known().then_some(x);
         push(
@@ -151,13 +150,9 @@ pub fn clusters(records: &[Record], metric: Metric) -> Vec<Cluster> {
     records
         .iter()
         .filter(|r| r.status == Status::Ok)
-        .filter_map(|r| match metric {
-            Metric::Ttft => r.ttft_ms.map(|x| vec![x]),
-            Metric::Ttfc => r.ttfc_ms.map(|x| vec![x]),
-            Metric::Ttfa => r.ttfa_ms.map(|x| vec![x]),
-            Metric::E2el => r.e2e_ms.map(|x| vec![x]),
-            Metric::Tpot => record_tpot(r).map(|x| vec![x]),
-            Metric::Itl => r.itl_ms.clone().filter(|v| !v.is_empty()),
+        .filter_map(|r| match metric.spec().take {
+            Take::Request(f) => f(r).map(|x| vec![x]),
+            Take::Gaps => r.itl_ms.clone().filter(|v| !v.is_empty()),
         })
         .collect()
 }

@@ -1,6 +1,7 @@
 //! What one record says on its own: its error kind, TPOT, mean ITL, output tokens and end
 //! time, as the summary's [`super::accumulator::Accumulator`], the measurement window and the
-//! charts compute them.
+//! charts compute them. TPOT is defined here only: the engine writes the record's `tpot_ms`
+//! with [`tpot_field`].
 
 use crate::record::{Record, Status};
 
@@ -26,6 +27,11 @@ pub fn record_tpot(rec: &Record) -> Option<f64> {
     }
 }
 
+/// [`record_tpot`] at the record's microsecond resolution: the record's `tpot_ms`.
+pub fn tpot_field(rec: &Record) -> Option<f64> {
+    record_tpot(rec).map(|t| (t * 1e3).round() / 1e3)
+}
+
 /// Whether a record's output came in at most one chunk (a non-streaming answer, or a server
 /// that sent it whole): no time between tokens was measured.
 pub fn in_one_piece(rec: &Record) -> bool {
@@ -39,6 +45,18 @@ pub fn record_mean_itl(rec: &Record) -> Option<f64> {
         return None;
     }
     Some((rec.e2e_ms? - rec.ttft_ms?) / f64::from(rec.chunks - 1))
+}
+
+/// A record's time to its first answer token, as the `ttfa` SLO judges it: `ttfa_ms` when the
+/// answer carried thinking or a tool call (`None` when no answer text came), else the first
+/// token, which was the answer's.
+pub fn ttfa_of(r: &Record) -> Option<f64> {
+    let split = r.reasoning_tokens.is_some() || r.tool_calls.is_some();
+    if split {
+        r.ttfa_ms
+    } else {
+        r.ttft_ms
+    }
 }
 
 /// Output tokens of a record: the server's count, else the chunk count.

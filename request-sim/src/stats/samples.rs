@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 pub use crate::util::percentile_sorted;
 use crate::util::{lerp, rank};
 
-/// Summary statistics of one metric, in the metric's unit (ms).
+/// Summary statistics of one metric, in the metric's unit (ms). Without values (`count` 0)
+/// every statistic is unknown: held as zeros, `null` in JSON (read back as zeros).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(from = "StatsJson", into = "StatsJson")]
 pub struct MetricStats {
     /// Number of values.
     pub count: u64,
@@ -26,6 +28,51 @@ pub struct MetricStats {
     pub max: f64,
     /// `(p, value)` for each configured percentile, in configuration order.
     pub percentiles: Vec<(f64, f64)>,
+}
+
+/// [`MetricStats`] as written: the statistics `null` when unknown.
+#[derive(Serialize, Deserialize)]
+struct StatsJson {
+    #[serde(default)]
+    count: u64,
+    mean: Option<f64>,
+    median: Option<f64>,
+    std: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+    #[serde(default)]
+    percentiles: Vec<(f64, Option<f64>)>,
+}
+
+impl From<StatsJson> for MetricStats {
+    fn from(j: StatsJson) -> MetricStats {
+        let v = |x: Option<f64>| x.unwrap_or(0.0);
+        MetricStats {
+            count: j.count,
+            mean: v(j.mean),
+            median: v(j.median),
+            std: v(j.std),
+            min: v(j.min),
+            max: v(j.max),
+            percentiles: j.percentiles.into_iter().map(|(p, x)| (p, v(x))).collect(),
+        }
+    }
+}
+
+impl From<MetricStats> for StatsJson {
+    fn from(m: MetricStats) -> StatsJson {
+        // Unknown without values, and nothing is NaN.
+        let v = |x: f64| (m.count > 0 && x.is_finite()).then_some(x);
+        StatsJson {
+            count: m.count,
+            mean: v(m.mean),
+            median: v(m.median),
+            std: v(m.std),
+            min: v(m.min),
+            max: v(m.max),
+            percentiles: m.percentiles.iter().map(|(p, x)| (*p, v(*x))).collect(),
+        }
+    }
 }
 
 impl MetricStats {

@@ -19,18 +19,6 @@ pub struct Slo {
     pub ttfa_ms: Option<f64>,
 }
 
-/// A record's time to its first answer token, as the `ttfa` SLO judges it: `ttfa_ms` when the
-/// answer carried thinking or a tool call (`None` when no answer text came), else the first
-/// token, which was the answer's.
-pub fn ttfa_of(r: &crate::record::Record) -> Option<f64> {
-    let split = r.reasoning_tokens.is_some() || r.tool_calls.is_some();
-    if split {
-        r.ttfa_ms
-    } else {
-        r.ttft_ms
-    }
-}
-
 impl Slo {
     /// Parse `KEY:MS` items (`ttft`, `tpot`, `e2el`, `ttfa`; values in milliseconds, > 0).
     /// Each item may also hold several space- or comma-separated pairs.
@@ -89,7 +77,7 @@ impl Slo {
 
     /// Whether a completed request meets every given limit. `tpot_ms` is 0 for requests with
     /// at most one output token (as vLLM counts them); a missing measured value fails its limit.
-    /// `ttfa_ms`: [`ttfa_of`] the record.
+    /// `ttfa_ms`: [`super::per_record::ttfa_of`] the record.
     pub fn is_met(
         &self,
         ttft_ms: Option<f64>,
@@ -217,6 +205,7 @@ mod tests {
 mod ttfa_tests {
     use super::*;
     use crate::record::{Record, Status};
+    use crate::stats::per_record::ttfa_of;
 
     #[test]
     fn ttfa_limits_the_first_answer_token() {

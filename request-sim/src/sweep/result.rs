@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::search::SearchInfo;
-use crate::stats::Summary;
+use crate::stats::{Metric, Summary};
 
 /// One point of a sweep.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -103,10 +103,10 @@ pub(super) fn point_of(
         output_throughput: s.output_throughput,
         request_goodput: s.request_goodput,
         good_fraction: s.good_fraction(),
-        ttft_p50_ms: s.latency.ttft.known_median(),
-        ttft_p99_ms: s.latency.ttft.known_percentile(99.0),
-        tpot_p50_ms: s.latency.tpot.known_median(),
-        tpot_p99_ms: s.latency.tpot.known_percentile(99.0),
+        ttft_p50_ms: s.latency[Metric::Ttft].known_median(),
+        ttft_p99_ms: s.latency[Metric::Ttft].known_percentile(99.0),
+        tpot_p50_ms: s.latency[Metric::Tpot].known_median(),
+        tpot_p99_ms: s.latency[Metric::Tpot].known_percentile(99.0),
         drift_p99_ms: s.drift.p99_ms,
         server_hit_ratio: s.server.as_ref().and_then(|x| x.cluster.prefix_hit_ratio),
         cache_reset: reset,

@@ -3,20 +3,24 @@
 //! (`MetricRecordMetadata`), `metrics` (tag → `{value, unit}` in its display units) and, for a
 //! failed request, `error` (`ErrorDetails`: `code`, `type`, `message`).
 //!
-//! The metric tags and their meanings, AIPerf's against request-sim's record fields:
+//! The metric tags and their meanings, AIPerf's against request-sim's record fields (the
+//! latency ones are named in their rows of `stats/latency.rs`, the others in [`TAGS`]):
 //!
 //! | AIPerf tag | from the record |
 //! |---|---|
 //! | `time_to_first_token` (ms) | `ttft_ms` |
+//! | `time_to_second_token` (ms) | `ttst_ms − ttft_ms` (AIPerf's TTST is the gap after the first token) |
+//! | `time_to_first_output_token` (ms) | the time to the first answer token, as the `ttfa` goodput limit judges it (`ttfa_ms`, or `ttft_ms` for an answer without thinking or a tool call) |
 //! | `request_latency` (ms) | `e2e_ms` (to the last token, vLLM's E2EL) |
 //! | `inter_token_latency` (ms) | request-sim's TPOT: (E2EL − TTFT) / (output tokens − 1) |
 //! | `inter_chunk_latency` (ms, list) | `itl_ms` (with `--record-itl`) |
-//! | `time_to_second_token` (ms) | the first gap of `itl_ms` |
 //! | `output_token_throughput_per_user` (tokens/sec/user) | 1000 / TPOT |
 //! | `output_sequence_length`, `output_token_count` (tokens) | output tokens |
 //! | `input_sequence_length` (tokens) | the trace's `input_length` |
 //! | `usage_prompt_tokens`, `usage_completion_tokens`, `usage_prompt_cache_read_tokens` | the server's usage |
 //! | `reasoning_token_count` (tokens) | thinking tokens counted from the stream |
+//!
+//! The latency tags are a completed request's only (AIPerf computes none for a failed one).
 //!
 //! Times are wall-clock nanoseconds: the run's `started_at` plus the record's times.
 
@@ -28,6 +32,7 @@ use serde_json::{json, Map, Value};
 
 use super::common::start_unix_ns;
 use crate::record::{Record, Status, TokenSource};
+use crate::stats::latency::{Metric, Take};
 use crate::stats::per_record::{end_ms, output_tokens_of, record_tpot};
 use crate::stats::Summary;
 
@@ -125,60 +130,135 @@ fn metadata(rec: &Record, start_ns: i128) -> Metadata {
     }
 }
 
+/// One of AIPerf's per-request metrics that is not a request-sim latency metric (those carry
+/// their AIPerf names in their row of `stats/latency.rs`).
+struct Tag {
+    tag: &'static str,
+    header: &'static str,
+    unit: &'static str,
+    /// Only completed requests have it (else every request that has a value).
+    completed_only: bool,
+    of: fn(&Record) -> Option<f64>,
+}
+
+/// AIPerf's token metrics and the per-user throughput.
+const TAGS: [Tag; 8] = [
+    Tag {
+        tag: "input_sequence_length",
+        header: "Input Sequence Length",
+        unit: "tokens",
+        completed_only: false,
+        of: |r| Some(r.input_length.into()),
+    },
+    Tag {
+        tag: "output_sequence_length",
+        header: "Output Sequence Length",
+        unit: "tokens",
+        completed_only: true,
+        of: |r| Some(output_tokens_of(r).into()),
+    },
+    Tag {
+        tag: "output_token_count",
+        header: "Output Token Count",
+        unit: "tokens",
+        completed_only: true,
+        of: |r| Some(output_tokens_of(r).into()),
+    },
+    Tag {
+        // 1000 / TPOT (ms).
+        tag: "output_token_throughput_per_user",
+        header: "Output Token Throughput Per User",
+        unit: "tokens/sec/user",
+        completed_only: true,
+        of: |r| record_tpot(r).filter(|t| *t > 0.0).map(|t| 1000.0 / t),
+    },
+    Tag {
+        tag: "reasoning_token_count",
+        header: "Reasoning Token Count",
+        unit: "tokens",
+        completed_only: true,
+        of: |r| r.reasoning_tokens.map(f64::from),
+    },
+    Tag {
+        tag: "usage_prompt_tokens",
+        header: "Usage Prompt Tokens",
+        unit: "tokens",
+        completed_only: false,
+        of: |r| r.prompt_tokens.map(f64::from),
+    },
+    Tag {
+        tag: "usage_completion_tokens",
+        header: "Usage Completion Tokens",
+        unit: "tokens",
+        completed_only: false,
+        of: |r| match (r.output_tokens, r.output_tokens_source) {
+            (Some(o), Some(TokenSource::Usage)) => Some(o.into()),
+            _ => None,
+        },
+    },
+    Tag {
+        tag: "usage_prompt_cache_read_tokens",
+        header: "Usage Prompt Cache Read Tokens",
+        unit: "tokens",
+        completed_only: false,
+        of: |r| r.cached_tokens.map(f64::from),
+    },
+];
+
+/// Every per-request metric of the export: tag, AIPerf's header, unit (the latency metrics
+/// of `stats/latency.rs` that AIPerf names, then [`TAGS`]).
+pub(super) fn tags() -> Vec<(&'static str, &'static str, &'static str)> {
+    let latency = Metric::ALL.into_iter().filter_map(|m| {
+        let a = m.spec().aiperf?;
+        Some((a.tag, a.header, m.unit()))
+    });
+    latency
+        .chain(TAGS.iter().map(|t| (t.tag, t.header, t.unit)))
+        .collect()
+}
+
 /// One metric value with its unit.
 fn metric(metrics: &mut Map<String, Value>, tag: &str, value: Value, unit: &str) {
     metrics.insert(tag.to_string(), json!({ "value": value, "unit": unit }));
 }
 
-/// The record's metrics, tag → `{value, unit}`.
+/// A whole number as an integer (a token count), else as it is.
+fn number(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 9e15 {
+        json!(x as i64)
+    } else {
+        json!(x)
+    }
+}
+
+/// The record's metrics, tag → `{value, unit}`. The latency metrics are a completed request's
+/// only, as AIPerf computes them only for valid records.
 pub(super) fn metrics(rec: &Record) -> Map<String, Value> {
     let mut m = Map::new();
-    metric(
-        &mut m,
-        "input_sequence_length",
-        json!(rec.input_length),
-        "tokens",
-    );
-    if let Some(t) = rec.ttft_ms {
-        metric(&mut m, "time_to_first_token", json!(t), "ms");
-    }
-    if let Some(e) = rec.e2e_ms.filter(|_| rec.status == Status::Ok) {
-        metric(&mut m, "request_latency", json!(e), "ms");
-    }
-    if let Some(gaps) = &rec.itl_ms {
-        if let (Some(t), Some(first)) = (rec.ttft_ms, gaps.first()) {
-            metric(&mut m, "time_to_second_token", json!(t + first), "ms");
-        }
-        metric(&mut m, "inter_chunk_latency", json!(gaps), "ms");
-    }
-    if rec.status == Status::Ok {
-        let out = output_tokens_of(rec);
-        metric(&mut m, "output_sequence_length", json!(out), "tokens");
-        metric(&mut m, "output_token_count", json!(out), "tokens");
-        if let Some(tpot) = record_tpot(rec) {
-            metric(&mut m, "inter_token_latency", json!(tpot), "ms");
-            if tpot > 0.0 {
-                let per_user = 1000.0 / tpot;
-                metric(
-                    &mut m,
-                    "output_token_throughput_per_user",
-                    json!(per_user),
-                    "tokens/sec/user",
-                );
+    let ok = rec.status == Status::Ok;
+    if ok {
+        for lat in Metric::ALL {
+            let Some(a) = lat.spec().aiperf else {
+                continue;
+            };
+            let value = match a.take {
+                Take::Request(f) => f(rec).map(|v| json!(v)),
+                Take::Gaps => rec.itl_ms.as_ref().map(|g| json!(g)),
+            };
+            if let Some(v) = value {
+                metric(&mut m, a.tag, v, lat.unit());
             }
         }
-        if let Some(r) = rec.reasoning_tokens {
-            metric(&mut m, "reasoning_token_count", json!(r), "tokens");
+    }
+    for t in TAGS.iter().filter(|t| ok || !t.completed_only) {
+        if let Some(v) = (t.of)(rec) {
+            let value = if t.unit == "tokens" {
+                number(v)
+            } else {
+                json!(v)
+            };
+            metric(&mut m, t.tag, value, t.unit);
         }
-    }
-    if let Some(p) = rec.prompt_tokens {
-        metric(&mut m, "usage_prompt_tokens", json!(p), "tokens");
-    }
-    if let (Some(o), Some(TokenSource::Usage)) = (rec.output_tokens, rec.output_tokens_source) {
-        metric(&mut m, "usage_completion_tokens", json!(o), "tokens");
-    }
-    if let Some(c) = rec.cached_tokens {
-        metric(&mut m, "usage_prompt_cache_read_tokens", json!(c), "tokens");
     }
     m
 }

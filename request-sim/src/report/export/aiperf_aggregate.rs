@@ -4,7 +4,8 @@
 //! sections: the per-request metrics with `avg,min,max,sum,p1,…,p99,std`, then `Metric,Value`
 //! rows; floats with two decimals, rows sorted by tag).
 //!
-//! The distributions are computed from the records with request-sim's own statistics
+//! The distributions are those of every per-request metric of `profile_export.jsonl`
+//! ([`super::aiperf::tags`]), computed from its values with request-sim's own statistics
 //! ([`crate::stats::stats_of`], numpy's linear percentiles, AIPerf's method too) over the
 //! completed requests, so `time_to_first_token`, `inter_token_latency` (request-sim's TPOT),
 //! `request_latency` (E2EL) and `inter_chunk_latency` (ITL) equal the summary's. The scalars
@@ -15,7 +16,7 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use super::aiperf::{metrics, ErrorDetails};
+use super::aiperf::{metrics, tags, ErrorDetails};
 use super::common::write_file;
 use crate::record::{Record, Status};
 use crate::stats::samples::stats_of;
@@ -30,34 +31,6 @@ const SCHEMA_VERSION: &str = "1.4";
 
 /// AIPerf's percentiles (`STAT_KEYS`).
 const PERCENTILES: [f64; 9] = [1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0];
-
-/// The per-request metrics aggregated: tag, AIPerf's header, unit.
-const DISTRIBUTIONS: [(&str, &str, &str); 12] = [
-    ("request_latency", "Request Latency", "ms"),
-    ("time_to_first_token", "Time to First Token", "ms"),
-    ("time_to_second_token", "Time to Second Token", "ms"),
-    ("inter_token_latency", "Inter Token Latency", "ms"),
-    ("inter_chunk_latency", "Inter Chunk Latency", "ms"),
-    (
-        "output_token_throughput_per_user",
-        "Output Token Throughput Per User",
-        "tokens/sec/user",
-    ),
-    ("output_sequence_length", "Output Sequence Length", "tokens"),
-    ("input_sequence_length", "Input Sequence Length", "tokens"),
-    ("output_token_count", "Output Token Count", "tokens"),
-    ("usage_prompt_tokens", "Usage Prompt Tokens", "tokens"),
-    (
-        "usage_completion_tokens",
-        "Usage Completion Tokens",
-        "tokens",
-    ),
-    (
-        "usage_prompt_cache_read_tokens",
-        "Usage Prompt Cache Read Tokens",
-        "tokens",
-    ),
-];
 
 /// One aggregated metric.
 #[derive(Debug, Clone)]
@@ -86,7 +59,8 @@ impl Aggregates {
             .map(metrics)
             .collect();
         let mut out = Vec::new();
-        for (tag, header, unit) in DISTRIBUTIONS {
+        // Every per-request metric of `profile_export.jsonl`, from the same values.
+        for (tag, header, unit) in tags() {
             let values: Vec<f64> = ok
                 .iter()
                 .filter_map(|m| m.get(tag))

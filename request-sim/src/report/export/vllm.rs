@@ -7,7 +7,8 @@
 //! `ttft`, `tpot`, `itl`, `e2el` in ms; and per request, in replay order, `input_lens`,
 //! `output_lens`, `ttfts`, `itls`, `latencies`, `start_times` (seconds), `errors`).
 //!
-//! The headline values are the summary's; `request_rate` is `"trace"`-timed, written as vLLM
+//! The headline values are the summary's (`null` when unknown, where vLLM writes 0: a latency
+//! without values, the peak output tokens/s without every token's time); `request_rate` is `"trace"`-timed, written as vLLM
 //! writes an unpaced run: `"inf"`. A per-request value vLLM leaves at its default for a failed
 //! request is that default here too (`ttft` 0.0, `itl` [], `latency` 0.0, output length 0).
 
@@ -56,14 +57,14 @@ pub fn result_json(summary: &Summary, records: &[Record]) -> Value {
     );
     m.insert(
         "max_output_tokens_per_s".into(),
-        json!(s.max_output_tokens_per_s.unwrap_or(0.0)),
+        json!(s.max_output_tokens_per_s),
     );
     m.insert(
         "max_concurrent_requests".into(),
         json!(s.max_concurrent_requests),
     );
     per_request(&mut m, records);
-    for metric in Metric::VLLM {
+    for metric in Metric::vllm() {
         latency(&mut m, metric.key(), s.latency.get(metric));
     }
     Value::Object(m)
@@ -80,13 +81,14 @@ fn backend(s: &Summary) -> &'static str {
 }
 
 /// `mean_KEY_ms`, `median_KEY_ms`, `std_KEY_ms`, `pN_KEY_ms` (vLLM's names for percentile N:
-/// `p99`, `p99.9`).
+/// `p99`, `p99.9`); `null` without values (vLLM writes 0, which reads as a measurement).
 fn latency(m: &mut Map<String, Value>, key: &str, st: &MetricStats) {
-    m.insert(format!("mean_{key}_ms"), json!(st.mean));
-    m.insert(format!("median_{key}_ms"), json!(st.median));
-    m.insert(format!("std_{key}_ms"), json!(st.std));
-    for (p, v) in &st.percentiles {
-        m.insert(format!("p{p}_{key}_ms"), json!(v));
+    let v = |x: f64| json!(st.known().then_some(x));
+    m.insert(format!("mean_{key}_ms"), v(st.mean));
+    m.insert(format!("median_{key}_ms"), v(st.median));
+    m.insert(format!("std_{key}_ms"), v(st.std));
+    for (p, x) in &st.percentiles {
+        m.insert(format!("p{p}_{key}_ms"), v(*x));
     }
 }
 

@@ -15,7 +15,7 @@ use super::{
 use crate::observe::samples::{self, Sample};
 use crate::record::{Record, Status};
 use crate::stats::latency::Metric;
-use crate::stats::per_record::{end_ms, output_tokens_of, record_mean_itl, record_tpot};
+use crate::stats::per_record::{end_ms, output_tokens_of, record_mean_itl};
 use crate::stats::samples::percentile_sorted;
 use crate::stats::Summary;
 
@@ -471,20 +471,17 @@ fn sorted(mut v: Vec<f64>) -> Vec<f64> {
 /// The latency CDFs of the successful requests.
 fn cdfs(records: &[Record], s: &Summary) -> Cdfs {
     let ok: Vec<&Record> = records.iter().filter(|r| r.status == Status::Ok).collect();
-    let panel = |metric, values| CdfPanel {
+    let panel = |metric: Metric| CdfPanel {
         metric,
-        sorted: sorted(values),
+        sorted: sorted(ok.iter().filter_map(|r| metric.of(r)).collect()),
         caption: None,
     };
     Cdfs {
         panels: vec![
-            panel(Metric::Ttft, ok.iter().filter_map(|r| r.ttft_ms).collect()),
-            panel(
-                Metric::Tpot,
-                ok.iter().filter_map(|r| record_tpot(r)).collect(),
-            ),
+            panel(Metric::Ttft),
+            panel(Metric::Tpot),
             itl_panel(&ok, s),
-            panel(Metric::E2el, ok.iter().filter_map(|r| r.e2e_ms).collect()),
+            panel(Metric::E2el),
         ],
     }
 }
@@ -502,7 +499,7 @@ fn itl_panel(ok: &[&Record], s: &Summary) -> CdfPanel {
         };
     }
     let means = sorted(ok.iter().filter_map(|r| record_mean_itl(r)).collect());
-    let itl = &s.latency.itl;
+    let itl = &s.latency[Metric::Itl];
     let caption = if means.is_empty() {
         "ITL: no values (outputs of one token, or in one piece)".to_string()
     } else if itl.known() {

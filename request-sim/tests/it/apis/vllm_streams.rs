@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use request_sim::backend::{read_stream, ApiKind};
+use request_sim::stats::Metric;
 
 fn recorded(name: &str) -> Vec<u8> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -171,7 +172,7 @@ fn thinking_then_answer_gives_the_time_to_first_answer() {
     // first pieces (≤ 40 ms).
     assert!(ttfa - ttft >= 55.0, "{ttfa} - {ttft}: {r:?}");
     let s = &out.summary;
-    assert_eq!(s.latency.ttfa.count, 1);
+    assert_eq!(s.latency[Metric::Ttfa].count, 1);
     let reasoning = s.reasoning.as_ref().unwrap();
     assert_eq!(
         (

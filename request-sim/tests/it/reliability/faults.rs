@@ -14,6 +14,7 @@ use crate::support::*;
 use llm_sim::faults::plan_for;
 use llm_sim::FaultConfig;
 use request_sim::record::{Record, Status, TokenSource};
+use request_sim::stats::Metric;
 use request_sim::stats::Summary;
 
 const N: usize = 2_000;
@@ -54,7 +55,10 @@ fn run_with(
     // The file holds the returned summary (floats may differ in the last bit after JSON).
     assert_eq!(summary.status, out.summary.status);
     assert_eq!(summary.errors, out.summary.errors);
-    assert_eq!(summary.latency.ttft.count, out.summary.latency.ttft.count);
+    assert_eq!(
+        summary.latency[Metric::Ttft].count,
+        out.summary.latency[Metric::Ttft].count
+    );
     // Before the clock starts, and before bursts the pool is too small for, the replayer opens
     // keep-alive connections with cheap `GET /v1/models` requests, which the simulator answers
     // (and counts) too.
@@ -157,19 +161,19 @@ fn check_accounting(r: &Run, failed_status: Status) {
         .filter(|x| x.output_tokens.unwrap() > 1)
         .map(|x| (x.e2e_ms.unwrap() - x.ttft_ms.unwrap()) / f64::from(x.output_tokens.unwrap() - 1))
         .collect();
-    assert_eq!(s.latency.ttft.count as usize, ok.len());
-    assert_eq!(s.latency.e2el.count as usize, ok.len());
-    assert_eq!(s.latency.tpot.count as usize, tpot.len());
+    assert_eq!(s.latency[Metric::Ttft].count as usize, ok.len());
+    assert_eq!(s.latency[Metric::E2el].count as usize, ok.len());
+    assert_eq!(s.latency[Metric::Tpot].count as usize, tpot.len());
     assert!(
-        (s.latency.ttft.mean - mean(&ttft)).abs() < 1e-6,
+        (s.latency[Metric::Ttft].mean - mean(&ttft)).abs() < 1e-6,
         "{} vs {}",
-        s.latency.ttft.mean,
+        s.latency[Metric::Ttft].mean,
         mean(&ttft)
     );
-    assert!((s.latency.e2el.mean - mean(&e2el)).abs() < 1e-6);
-    assert!((s.latency.tpot.mean - mean(&tpot)).abs() < 1e-6);
+    assert!((s.latency[Metric::E2el].mean - mean(&e2el)).abs() < 1e-6);
+    assert!((s.latency[Metric::Tpot].mean - mean(&tpot)).abs() < 1e-6);
     let max_ttft = ttft.iter().cloned().fold(f64::MIN, f64::max);
-    assert!((s.latency.ttft.max - max_ttft).abs() < 1e-9);
+    assert!((s.latency[Metric::Ttft].max - max_ttft).abs() < 1e-9);
 }
 
 fn http_error_mode(status: u16) {

@@ -2,6 +2,7 @@
 //! records, drift, usage capture and the summary; and the anchor's `client` command line.
 
 use request_sim::schedule::SchedPolicy;
+use request_sim::stats::Metric;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -425,27 +426,27 @@ fn summary_of_a_real_run_matches_vllm_definitions_recomputed_from_the_records() 
         )
     };
     let lat = &s.latency;
-    close(lat.ttft.mean, mean(&ttft), "mean ttft");
+    close(lat[Metric::Ttft].mean, mean(&ttft), "mean ttft");
     close(
-        lat.ttft.percentile(99.0).unwrap(),
+        lat[Metric::Ttft].percentile(99.0).unwrap(),
         np_percentile(&ttft, 99.0),
         "p99 ttft",
     );
-    close(lat.tpot.mean, mean(&tpot), "mean tpot");
+    close(lat[Metric::Tpot].mean, mean(&tpot), "mean tpot");
     close(
-        lat.tpot.percentile(99.0).unwrap(),
+        lat[Metric::Tpot].percentile(99.0).unwrap(),
         np_percentile(&tpot, 99.0),
         "p99 tpot",
     );
-    close(lat.e2el.mean, mean(&e2el), "mean e2el");
+    close(lat[Metric::E2el].mean, mean(&e2el), "mean e2el");
     close(
-        lat.e2el.percentile(99.0).unwrap(),
+        lat[Metric::E2el].percentile(99.0).unwrap(),
         np_percentile(&e2el, 99.0),
         "p99 e2el",
     );
-    close(lat.itl.mean, mean(&itl), "mean itl");
+    close(lat[Metric::Itl].mean, mean(&itl), "mean itl");
     close(
-        lat.itl.percentile(99.0).unwrap(),
+        lat[Metric::Itl].percentile(99.0).unwrap(),
         np_percentile(&itl, 99.0),
         "p99 itl",
     );
@@ -707,7 +708,7 @@ fn the_ideal_hit_ratio_is_over_the_requests_the_server_processed() {
     for r in recs.iter().filter(|r| r.status == Status::Ok) {
         assert_eq!(r.chunks, 6, "{r:?}");
     }
-    let itl = &s.latency.itl;
+    let itl = &s.latency[Metric::Itl];
     assert_eq!(
         itl.count,
         3 * 5,

@@ -8,6 +8,7 @@ use std::path::Path;
 use crate::support::{png_size, synthetic, write_jsonl};
 use calamine::{open_workbook, Data, Reader, Xlsx};
 use request_sim::report::{read_summary, write_result_dir};
+use request_sim::stats::Metric;
 use request_sim::stats::{report_from_records, ReportConfig, Slo};
 
 #[test]
@@ -80,7 +81,7 @@ fn result_dir_has_all_files() {
     );
     match find("p99_ttft_ms") {
         Some(Data::Float(v)) => {
-            assert!((v - summary.latency.ttft.percentile(99.0).unwrap()).abs() < 1e-9)
+            assert!((v - summary.latency[Metric::Ttft].percentile(99.0).unwrap()).abs() < 1e-9)
         }
         other => panic!("p99_ttft_ms: {other:?}"),
     }
@@ -130,7 +131,7 @@ fn check_report_html(dir: &Path, s: &request_sim::stats::Summary, charts: usize)
     );
     row(
         "P99 TTFT (ms)",
-        format!("{:.2}", s.latency.ttft.percentile(99.0).unwrap()),
+        format!("{:.2}", s.latency[Metric::Ttft].percentile(99.0).unwrap()),
     );
     row("P99 drift (ms)", format!("{:.2}", s.drift.p99_ms));
     if let Some(g) = s.request_goodput {

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use request_sim::stats::Metric;
 use request_sim::stats::Percentiles;
 
 use crate::support::{base_record, mean, np_percentile, synthetic, write_jsonl};
@@ -121,10 +122,10 @@ fn summary_matches_independent_vllm_computation() {
     );
 
     for (name, vals, m) in [
-        ("ttft", &ttfts, &s.latency.ttft),
-        ("tpot", &tpots, &s.latency.tpot),
-        ("itl", &itls, &s.latency.itl),
-        ("e2el", &e2els, &s.latency.e2el),
+        ("ttft", &ttfts, &s.latency[Metric::Ttft]),
+        ("tpot", &tpots, &s.latency[Metric::Tpot]),
+        ("itl", &itls, &s.latency[Metric::Itl]),
+        ("e2el", &e2els, &s.latency[Metric::E2el]),
     ] {
         assert_eq!(m.count as usize, vals.len(), "{name} count");
         close(m.mean, mean(vals), &format!("mean {name}"));
@@ -280,7 +281,7 @@ fn streaming_accumulator_equals_report_from_jsonl() {
         &serde_json::to_value(&live).unwrap(),
         "",
     );
-    assert_eq!(back.latency.itl.percentiles.len(), 7);
+    assert_eq!(back.latency[Metric::Itl].percentiles.len(), 7);
     assert_eq!(back.percentiles, live.percentiles);
 }
 
@@ -335,7 +336,7 @@ fn percentile_interpolation_cases() {
         ..ReportConfig::default()
     };
     let s = report_from_records(&path, &cfg, None).unwrap();
-    let t = &s.latency.ttft;
+    let t = &s.latency[Metric::Ttft];
     assert!((t.percentile(0.001).unwrap() - 10.0).abs() < 0.01);
     assert_eq!(t.percentile(25.0), Some(17.5));
     assert_eq!(t.percentile(50.0), Some(25.0));
@@ -344,8 +345,8 @@ fn percentile_interpolation_cases() {
     assert_eq!(t.median, 25.0);
     assert!((t.std - 125f64.sqrt()).abs() < 1e-12);
     // No request had more than one token: TPOT is empty and reported as zeros.
-    assert_eq!(s.latency.tpot.count, 0);
-    assert_eq!(s.latency.tpot.mean, 0.0);
+    assert_eq!(s.latency[Metric::Tpot].count, 0);
+    assert_eq!(s.latency[Metric::Tpot].mean, 0.0);
     assert!(s.request_goodput.is_none());
     // A single value: every percentile is that value.
     let one = report_from_records(
@@ -358,7 +359,7 @@ fn percentile_interpolation_cases() {
         None,
     )
     .unwrap();
-    assert_eq!(one.latency.ttft.percentile(99.0), Some(40.0));
+    assert_eq!(one.latency[Metric::Ttft].percentile(99.0), Some(40.0));
 }
 
 #[test]
@@ -418,8 +419,8 @@ fn zero_completed_gives_zeros_not_nan() {
     assert_eq!(s.duration_s, 0.0);
     assert_eq!(s.request_throughput, 0.0);
     assert_eq!(s.request_goodput, Some(0.0));
-    assert_eq!(s.latency.ttft.mean, 0.0);
-    assert_eq!(s.latency.ttft.percentile(99.0), Some(0.0));
+    assert_eq!(s.latency[Metric::Ttft].mean, 0.0);
+    assert_eq!(s.latency[Metric::Ttft].percentile(99.0), Some(0.0));
     assert!(!s.counts_add_up);
     assert!(s.warnings.iter().any(|w| w.contains("missing")));
     let json = serde_json::to_string(&s).unwrap();
@@ -469,7 +470,7 @@ fn console_has_vllm_shape() {
     assert!(text.contains(&format!(
         "{:<40} {:<10.2}",
         "P99 TTFT (ms):",
-        s.latency.ttft.percentile(99.0).unwrap()
+        s.latency[Metric::Ttft].percentile(99.0).unwrap()
     )));
     assert!(text.contains("P99.9 ITL (ms):"));
     assert!(text.contains("Send drift") && text.contains("Prefix cache"));
@@ -478,7 +479,7 @@ fn console_has_vllm_shape() {
 
     let mut other = s.clone();
     other.request_throughput *= 1.1;
-    other.latency.ttft.mean *= 0.5;
+    other.latency[Metric::Ttft].mean *= 0.5;
     let cmp = render_compare(&s, &other);
     assert!(cmp.contains("+10.0%"), "{cmp}");
     assert!(cmp.contains("-50.0%"), "{cmp}");
@@ -500,7 +501,7 @@ fn print_console_example() {
     println!("{}", render_console(&s));
     let mut b = s.clone();
     b.request_throughput *= 0.9;
-    b.latency.ttft.percentiles[5].1 *= 1.3;
+    b.latency[Metric::Ttft].percentiles[5].1 *= 1.3;
     println!("{}", render_compare(&s, &b));
 }
 

@@ -3,4 +3,5 @@ mod merge;
 mod metrics;
 mod progress;
 mod significance;
+mod ttst;
 mod unknown;

@@ -8,6 +8,7 @@ use request_sim::record::{Record, Status};
 use request_sim::stats::compare::{compare, FailIfWorse, Method, Side};
 use request_sim::stats::inference::{bootstrap, mean_ci, welch, Statistic};
 use request_sim::stats::repeats::{RepeatRun, RepeatSet};
+use request_sim::stats::Metric;
 use request_sim::stats::{report_from_records, MeasureWindow, ReportConfig};
 
 use crate::support::{
@@ -362,7 +363,7 @@ fn a_window_counts_the_requests_sent_inside_it() {
     assert!(s.counts_add_up);
     let inside: Vec<f64> = recs[100..200].iter().map(|r| r.ttft_ms.unwrap()).collect();
     let mean = inside.iter().sum::<f64>() / inside.len() as f64;
-    assert!((s.latency.ttft.mean - mean).abs() < 1e-9);
+    assert!((s.latency[Metric::Ttft].mean - mean).abs() < 1e-9);
     // Durations: first send 10 s, last end 20.9 s.
     assert!((s.duration_s - 10.9).abs() < 1e-9, "{}", s.duration_s);
 

@@ -9,7 +9,7 @@ use crate::support::*;
 use calamine::{open_workbook, Data, Reader, Xlsx};
 use request_sim::record::{Record, Status};
 use request_sim::report::{render_compare, render_console, write_result_dir};
-use request_sim::stats::{report_from_records, ReportConfig, Summary};
+use request_sim::stats::{report_from_records, Metric, ReportConfig, Summary};
 
 /// `n` completed records of 8 output tokens: streamed in 8 chunks (ITL values not kept) when
 /// `streamed`, else in one piece (a non-streaming answer).
@@ -238,7 +238,7 @@ fn itl_panel_shows_what_the_records_hold() {
     let mut args = base_args(&sim.base_url(), &trace, dir.path());
     args.extend(["--result-dir".into(), results.display().to_string()]);
     let out = replay(&strs(&args));
-    let itl = &out.summary.latency.itl;
+    let itl = &out.summary.latency[Metric::Itl];
     assert_eq!(
         itl.count,
         30 * 5,
@@ -284,5 +284,91 @@ fn itl_panel_shows_what_the_records_hold() {
             "ITL: mean gap per request, n=30 (per-chunk values not recorded: --record-itl)"
         ),
         "{svg}"
+    );
+}
+
+/// Completed records of answers that were all thinking (6 thinking token events, no answer
+/// text) and made no tool call: the answer's statistics and the tool call's have no values.
+fn all_thinking(n: usize) -> Vec<Record> {
+    (0..n)
+        .map(|i| {
+            let mut r = base_record(i);
+            r.sent_ms = Some(i as f64 * 10.0);
+            r.drift_ms = Some(0.01);
+            r.ttft_ms = Some(80.0);
+            r.e2e_ms = Some(580.0 + i as f64);
+            r.done_ms = r.e2e_ms;
+            r.output_tokens = Some(6);
+            r.chunks = 6;
+            r.reasoning_tokens = Some(6);
+            r.answer_tokens = Some(0);
+            r
+        })
+        .collect()
+}
+
+#[test]
+fn stats_of_a_section_without_values_are_null_and_na() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, path) = summarize(dir.path(), "thinking", &all_thinking(5));
+    let r = s.reasoning.as_ref().expect("a reasoning section");
+    assert_eq!(r.answer_tpot_ms.count, 0);
+    assert_eq!(r.reasoning_tpot_ms.count, 5);
+    // JSON: every statistic of no values is null, the count 0; known ones are numbers.
+    let json = serde_json::to_value(&s).unwrap();
+    for key in ["answer_tpot_ms", "ttf_tool_ms"] {
+        let m = &json["reasoning"][key];
+        assert_eq!(m["count"], 0, "{key}: {m}");
+        for stat in ["mean", "median", "std", "min", "max"] {
+            assert!(m[stat].is_null(), "{key}.{stat}: {m}");
+        }
+        let ps = m["percentiles"].as_array().unwrap();
+        assert_eq!(ps.len(), s.percentiles.len(), "{key}: {m}");
+        assert!(ps.iter().all(|p| p[1].is_null()), "{key}: {m}");
+    }
+    assert!(
+        json["reasoning"]["reasoning_tpot_ms"]["mean"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    // No answer came: TTFA is unknown in the flat keys too.
+    assert_eq!(json["count_ttfa"], 0);
+    assert!(json["p99_ttfa_ms"].is_null(), "{}", json["p99_ttfa_ms"]);
+    // Read back: the same statistics.
+    let back: Summary = serde_json::from_value(json).unwrap();
+    assert_eq!(back.reasoning, s.reasoning);
+    // Console: n/a, never 0.
+    let text = render_console(&s);
+    assert_eq!(
+        console_value(&text, "Answer TPOT P50 (ms):").as_deref(),
+        Some("n/a"),
+        "{text}"
+    );
+    assert_eq!(
+        console_value(&text, "Time to first answer P50 / P99 (ms):").as_deref(),
+        Some("n/a / n/a"),
+        "{text}"
+    );
+    // xlsx Metrics sheet and the HTML page: n/a.
+    let out = dir.path().join("out");
+    write_result_dir(&out, &s, &path).unwrap();
+    let mut wb: Xlsx<_> = open_workbook(out.join("results.xlsx")).unwrap();
+    let metrics = wb.worksheet_range("Metrics").unwrap();
+    for key in [
+        "reasoning.answer_tpot_ms.mean",
+        "reasoning.ttf_tool_ms.median",
+    ] {
+        let cell = metrics
+            .rows()
+            .find(|r| r[0] == Data::String(key.into()))
+            .map(|r| r[1].clone())
+            .unwrap_or_else(|| panic!("no xlsx row {key}"));
+        assert_eq!(cell, Data::String("n/a".into()), "{key}");
+    }
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("<th>Answer TPOT P50 (ms)</th><td>n&#x2f;a</td>"),
+        "answer TPOT in the HTML"
     );
 }
