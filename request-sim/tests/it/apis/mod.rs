@@ -4,4 +4,5 @@
 mod fake;
 mod garbage;
 mod sim;
+mod vllm_grpc;
 mod vllm_streams;
