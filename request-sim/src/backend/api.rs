@@ -3,11 +3,20 @@
 
 /// The API family chosen with `--api`.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum ApiFlavor {
     /// OpenAI-compatible (vLLM, SGLang, ...): chat or completions, from the URL path.
+    #[default]
     Openai,
     /// Hugging Face text-generation-inference: `/generate` or `/generate_stream`.
     Tgi,
@@ -42,7 +51,9 @@ impl ApiFlavor {
     pub fn needs_endpoint(self) -> Option<&'static str> {
         match self {
             ApiFlavor::Aibrix => Some("the AIBrix gateway"),
-            ApiFlavor::VllmGrpc => Some("grpc://host:port of `vllm serve --grpc`; llm-sim speaks HTTP only"),
+            ApiFlavor::VllmGrpc => {
+                Some("grpc://host:port of `vllm serve --grpc`; llm-sim speaks HTTP only")
+            }
             _ => None,
         }
     }
@@ -110,7 +121,10 @@ impl ApiKind {
     }
     /// A row's thinking budget can be sent (`thinking_token_budget` / Messages' `thinking`).
     pub fn takes_thinking_budget(self) -> bool {
-        matches!(self, ApiKind::Chat | ApiKind::Completions | ApiKind::Messages)
+        matches!(
+            self,
+            ApiKind::Chat | ApiKind::Completions | ApiKind::Messages
+        )
     }
     /// The prompt is tokenized as sent, with the tokenizer's own special tokens (OpenAI
     /// completions; no chat template).
@@ -178,6 +192,22 @@ pub enum Api {
     AnthropicMessages,
     /// vLLM's gRPC engine API.
     VllmGrpc,
+}
+
+impl Api {
+    /// The name vLLM's `vllm bench serve` gives this API's backend (`--export vllm`).
+    pub fn vllm_bench_backend(self) -> &'static str {
+        match self {
+            Api::OpenaiChat => "openai-chat",
+            Api::Tgi => "tgi",
+            _ => "openai",
+        }
+    }
+    /// A streamed answer reports its prompt tokens only at its start (Anthropic's
+    /// `message_start`), where some servers send none.
+    pub fn prompt_usage_only_at_start(self) -> bool {
+        self == Api::AnthropicMessages
+    }
 }
 
 impl std::fmt::Display for Api {

@@ -544,7 +544,11 @@ pub fn encode_body(
             serde_json::to_writer(&mut *out, &body)
         }
         ApiKind::VllmGrpc => {
-            super::vllm_grpc::encode_body(params, prompt, max_tokens, out);
+            let prompt = match prompt {
+                PromptPayload::TokenIds(ids) => Ok(ids),
+                PromptPayload::Text(t) => Err(t),
+            };
+            super::vllm_grpc::encode_body(prompt, max_tokens, (exact, params.stream), out);
             return;
         }
         ApiKind::TgiGenerate | ApiKind::TgiGenerateStream => {

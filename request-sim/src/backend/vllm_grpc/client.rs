@@ -24,14 +24,17 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The engine an endpoint names: its `http://host:port` and the run's one channel to it,
 /// opened on first use (inside the runtime) and shared by every clone.
 #[derive(Clone)]
-pub struct Grpc {
+pub struct Grpc(Arc<Engine>);
+
+/// What every clone of a [`Grpc`] shares (an endpoint stays small: it is cloned per task).
+struct Engine {
     uri: http::Uri,
-    channel: Arc<OnceLock<Channel>>,
+    channel: OnceLock<Channel>,
 }
 
 impl std::fmt::Debug for Grpc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Grpc").field("uri", &self.uri).finish()
+        f.debug_struct("Grpc").field("uri", &self.0.uri).finish()
     }
 }
 
@@ -51,7 +54,9 @@ impl Grpc {
                 url.path()
             ));
         }
-        let host = url.host_str().ok_or("--api vllm-grpc: the endpoint has no host")?;
+        let host = url
+            .host_str()
+            .ok_or("--api vllm-grpc: the endpoint has no host")?;
         let port = url
             .port()
             .ok_or("--api vllm-grpc: the endpoint needs its port (vllm serve --grpc --port P)")?;
@@ -63,18 +68,19 @@ impl Grpc {
         let uri = format!("http://{host}:{port}")
             .parse()
             .map_err(|e| format!("--api vllm-grpc: {e}"))?;
-        Ok(Grpc {
+        Ok(Grpc(Arc::new(Engine {
             uri,
-            channel: Arc::new(OnceLock::new()),
-        })
+            channel: OnceLock::new(),
+        })))
     }
 
     /// The run's channel (must be called inside the tokio runtime: the channel's worker is a
     /// task of it).
     fn channel(&self) -> Channel {
-        self.channel
+        self.0
+            .channel
             .get_or_init(|| {
-                tonic::transport::Endpoint::from(self.uri.clone())
+                tonic::transport::Endpoint::from(self.0.uri.clone())
                     .connect_timeout(CONNECT_TIMEOUT)
                     .tcp_nodelay(true)
                     .connect_lazy()
@@ -264,11 +270,13 @@ mod tests {
     #[test]
     fn endpoints_and_ids() {
         let g = Grpc::new(&"grpc://127.0.0.1:50051".parse().unwrap()).unwrap();
-        assert_eq!(g.uri.to_string(), "http://127.0.0.1:50051/");
+        assert_eq!(g.0.uri.to_string(), "http://127.0.0.1:50051/");
         assert!(Grpc::new(&"http://h:1".parse().unwrap()).is_ok());
         let e = Grpc::new(&"https://h:1".parse().unwrap()).unwrap_err();
         assert!(e.contains("plain HTTP/2"), "{e}");
-        assert!(Grpc::new(&"grpc://h".parse().unwrap()).unwrap_err().contains("port"));
+        assert!(Grpc::new(&"grpc://h".parse().unwrap())
+            .unwrap_err()
+            .contains("port"));
         assert!(Grpc::new(&"grpc://h:1/v1".parse().unwrap()).is_err());
         let (a, b) = (request_id(), request_id());
         assert_ne!(a, b);
@@ -277,15 +285,8 @@ mod tests {
 
     #[test]
     fn the_id_written_in_front_makes_the_whole_request() {
-        let p = crate::backend::BodyParams {
-            model: String::new(),
-            stream: true,
-            exact_output: true,
-            extra: None,
-            thinking: crate::backend::ThinkingBudget::Off,
-        };
         let mut body = Vec::new();
-        super::super::encode_body(&p, crate::backend::PromptPayload::TokenIds(&[3, 1]), 2, &mut body);
+        super::super::encode_body(Ok(&[3, 1]), 2, (true, true), &mut body);
         let mut framed = Vec::new();
         prost::encoding::string::encode(1, &"rs-1".to_string(), &mut framed);
         framed.extend_from_slice(&body);

@@ -21,7 +21,6 @@ use std::time::Instant;
 
 use prost::Message as _;
 
-use super::body::{BodyParams, PromptPayload};
 use super::state::{Carried, ProtocolError, ResponseState, Usage};
 use super::status::Status;
 
@@ -31,20 +30,22 @@ pub use client::{model_info, Grpc};
 /// `out` (cleared first). The transport writes the id in front when it sends it (a protobuf
 /// message is its fields in any order), so the producers build bodies ahead of time as for
 /// every other API.
+///
+/// `prompt`: the token ids, or a text the engine tokenizes; `exact`: keep the output at
+/// `max_tokens` (`min_tokens`, `ignore_eos`).
 pub fn encode_body(
-    params: &BodyParams,
-    prompt: PromptPayload<'_>,
+    prompt: Result<&[u32], &str>,
     max_tokens: u32,
+    (exact, stream): (bool, bool),
     out: &mut Vec<u8>,
 ) {
     out.clear();
-    let exact = params.exact_output;
     let input = match prompt {
-        PromptPayload::TokenIds(ids) => proto::Input::Tokenized(proto::TokenizedInput {
+        Ok(ids) => proto::Input::Tokenized(proto::TokenizedInput {
             original_text: String::new(),
             input_ids: ids.to_vec(),
         }),
-        PromptPayload::Text(t) => proto::Input::Text(t.to_string()),
+        Err(t) => proto::Input::Text(t.to_string()),
     };
     let req = proto::GenerateRequest {
         request_id: String::new(),
@@ -54,7 +55,7 @@ pub fn encode_body(
             min_tokens: if exact { max_tokens } else { 0 },
             ignore_eos: exact,
         }),
-        stream: params.stream,
+        stream,
     };
     // Encoding into a Vec only fails when the buffer cannot grow, which a Vec always can.
     let r = req.encode(out);
@@ -119,7 +120,11 @@ pub fn on_message(
             st.finished = true;
             st.done = Some(now);
         }
-        None => return Err(ProtocolError("a GenerateResponse with neither chunk nor complete".into())),
+        None => {
+            return Err(ProtocolError(
+                "a GenerateResponse with neither chunk nor complete".into(),
+            ))
+        }
     }
     st.usage = Some(Usage {
         prompt_tokens: r.prompt,
@@ -140,7 +145,10 @@ pub fn finish(st: &ResponseState) -> Result<(), (Status, String)> {
         ));
     }
     if st.chunks == 0 {
-        return Err((Status::ProtocolError, "stream carried no tokens".to_string()));
+        return Err((
+            Status::ProtocolError,
+            "stream carried no tokens".to_string(),
+        ));
     }
     Ok(())
 }
@@ -194,20 +202,10 @@ fn cause(s: &tonic::Status) -> String {
 mod tests {
     use super::*;
 
-    fn params(stream: bool, exact: bool) -> BodyParams {
-        BodyParams {
-            model: "m".into(),
-            stream,
-            exact_output: exact,
-            extra: None,
-            thinking: super::super::ThinkingBudget::Off,
-        }
-    }
-
     #[test]
     fn the_body_carries_the_ids_and_the_exact_length() {
         let mut out = Vec::new();
-        encode_body(&params(true, true), PromptPayload::TokenIds(&[5, 6, 7]), 9, &mut out);
+        encode_body(Ok(&[5, 6, 7]), 9, (true, true), &mut out);
         let req = proto::GenerateRequest::decode(out.as_slice()).unwrap();
         assert_eq!(req.request_id, "");
         assert!(req.stream);
@@ -216,12 +214,18 @@ mod tests {
         };
         assert_eq!(t.input_ids, vec![5, 6, 7]);
         let sp = req.sampling_params.unwrap();
-        assert_eq!((sp.max_tokens, sp.min_tokens, sp.ignore_eos), (Some(9), 9, true));
-        encode_body(&params(false, false), PromptPayload::Text("hi"), 4, &mut out);
+        assert_eq!(
+            (sp.max_tokens, sp.min_tokens, sp.ignore_eos),
+            (Some(9), 9, true)
+        );
+        encode_body(Err("hi"), 4, (false, false), &mut out);
         let req = proto::GenerateRequest::decode(out.as_slice()).unwrap();
         assert_eq!(req.input, Some(proto::Input::Text("hi".into())));
         let sp = req.sampling_params.unwrap();
-        assert_eq!((sp.min_tokens, sp.ignore_eos, req.stream), (0, false, false));
+        assert_eq!(
+            (sp.min_tokens, sp.ignore_eos, req.stream),
+            (0, false, false)
+        );
     }
 
     fn chunk(ids: &[u32]) -> proto::GenerateResponse {
@@ -283,7 +287,12 @@ mod tests {
         let (mut st, mut r) = (ResponseState::default(), Reading::default());
         let e = on_message(&mut st, &mut r, complete(&[], "abort"), now).unwrap_err();
         assert!(e.0.contains("abort"), "{e:?}");
-        let e = on_message(&mut st, &mut r, proto::GenerateResponse { response: None }, now);
+        let e = on_message(
+            &mut st,
+            &mut r,
+            proto::GenerateResponse { response: None },
+            now,
+        );
         assert!(e.is_err());
         let st = ResponseState::default();
         assert_eq!(finish(&st).unwrap_err().0, Status::ProtocolError);

@@ -124,7 +124,10 @@ fn start_engine(seen: Seen) -> String {
     format!("grpc://127.0.0.1:{port}")
 }
 
-async fn route(seen: Seen, req: http::Request<tonic::body::Body>) -> http::Response<tonic::body::Body> {
+async fn route(
+    seen: Seen,
+    req: http::Request<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
     use tonic_prost::ProstCodec;
     match req.uri().path() {
         "/vllm.grpc.engine.VllmEngine/Generate" => {
@@ -133,7 +136,9 @@ async fn route(seen: Seen, req: http::Request<tonic::body::Body>) -> http::Respo
                 async move { out }
             });
             let codec = ProstCodec::<proto::GenerateResponse, proto::GenerateRequest>::default();
-            tonic::server::Grpc::new(codec).server_streaming(svc, req).await
+            tonic::server::Grpc::new(codec)
+                .server_streaming(svc, req)
+                .await
         }
         "/vllm.grpc.engine.VllmEngine/HealthCheck" => {
             let svc = tower::service_fn(|_: tonic::Request<proto::Empty>| async {
@@ -177,8 +182,15 @@ fn trace(dir: &std::path::Path) -> std::path::PathBuf {
 fn args(endpoint: &str, trace: &std::path::Path, dir: &std::path::Path) -> Vec<String> {
     let mut a = base_args(endpoint, trace, dir);
     a.extend(
-        ["--token-ids", "--block-size", "16", "--record-itl", "--max-error-rate", "1"]
-            .map(String::from),
+        [
+            "--token-ids",
+            "--block-size",
+            "16",
+            "--record-itl",
+            "--max-error-rate",
+            "1",
+        ]
+        .map(String::from),
     );
     a
 }
@@ -215,12 +227,19 @@ fn a_grpc_replay_sends_the_built_ids_and_records_the_engine_stream() {
     let mut a = args(&url, &trace, &grpc_dir);
     a.extend(["--api".into(), "vllm-grpc".into()]);
     let out = replay(&strs(&a));
-    assert_eq!(out.summary.run.server.api.map(|a| a.to_string()).as_deref(), Some("vllm-grpc"));
+    assert_eq!(
+        out.summary.run.server.api.map(|a| a.to_string()).as_deref(),
+        Some("vllm-grpc")
+    );
 
     let recs = read_records_by_index(&grpc_dir.join("records.jsonl"));
     assert_eq!(recs.len(), 8);
     let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 7, "the refused request is not counted by the engine");
+    assert_eq!(
+        seen.len(),
+        7,
+        "the refused request is not counted by the engine"
+    );
     let mut ids_seen: Vec<&str> = seen.iter().map(|r| r.request_id.as_str()).collect();
     ids_seen.sort_unstable();
     ids_seen.dedup();
@@ -229,7 +248,10 @@ fn a_grpc_replay_sends_the_built_ids_and_records_the_engine_stream() {
         if r.output_length == REFUSED_LEN {
             assert_eq!(r.status, Status::HttpError, "{r:?}");
             let e = r.error.as_deref().unwrap_or("");
-            assert!(e.contains("InvalidArgument") && e.contains("refused"), "{e}");
+            assert!(
+                e.contains("InvalidArgument") && e.contains("refused"),
+                "{e}"
+            );
             continue;
         }
         assert_eq!(r.status, Status::Ok, "{i}: {:?}", r.error);
@@ -240,7 +262,10 @@ fn a_grpc_replay_sends_the_built_ids_and_records_the_engine_stream() {
         assert_eq!(ids_of(req).len() as u32, r.input_length);
         let sp = req.sampling_params.clone().unwrap();
         assert_eq!(sp.max_tokens, Some(r.output_length));
-        assert_eq!((sp.min_tokens, sp.ignore_eos, req.stream), (r.output_length, true, true));
+        assert_eq!(
+            (sp.min_tokens, sp.ignore_eos, req.stream),
+            (r.output_length, true, true)
+        );
         // Usage as the engine reported it: prompt, completion (the chunks' deltas summed), cached.
         assert_eq!(r.prompt_tokens, Some(r.input_length));
         assert_eq!(r.output_tokens, Some(r.output_length));
@@ -249,7 +274,10 @@ fn a_grpc_replay_sends_the_built_ids_and_records_the_engine_stream() {
         assert_eq!(r.cached_tokens, Some(want), "request {i}");
         // TTFT: the engine's FIRST (plus loopback and scheduling); ITL: its GAP.
         let ttft = r.ttft_ms.unwrap();
-        assert!((FIRST.as_millis() as f64..FIRST.as_millis() as f64 + 150.0).contains(&ttft), "{ttft}");
+        assert!(
+            (FIRST.as_millis() as f64..FIRST.as_millis() as f64 + 150.0).contains(&ttft),
+            "{ttft}"
+        );
         let itl = r.itl_ms.clone().unwrap();
         assert_eq!(itl.len() as u32, r.output_length - 1);
         // The engine's clock keeps its schedule (a late token is followed by an early one, or
@@ -263,7 +291,10 @@ fn a_grpc_replay_sends_the_built_ids_and_records_the_engine_stream() {
         assert!(e2e >= ttft + span - 1.0, "e2e {e2e} < ttft {ttft} + {span}");
     }
     let cached_total: u32 = recs.iter().filter_map(|r| r.cached_tokens).sum();
-    assert!(cached_total >= 3 * GRANULE as u32, "the shared blocks hit: {cached_total}");
+    assert!(
+        cached_total >= 3 * GRANULE as u32,
+        "the shared blocks hit: {cached_total}"
+    );
 }
 
 #[test]
@@ -281,11 +312,25 @@ fn grpc_refusals_at_start_up() {
     // Nothing listens on port 1: every request is a connect error, none a panic.
     let mut a = base_args("grpc://127.0.0.1:1", &trace, dir.path());
     a.extend(
-        ["--api", "vllm-grpc", "--token-ids", "--block-size", "16", "--max-error-rate", "1", "--scale-factor", "20"]
-            .map(String::from),
+        [
+            "--api",
+            "vllm-grpc",
+            "--token-ids",
+            "--block-size",
+            "16",
+            "--max-error-rate",
+            "1",
+            "--scale-factor",
+            "20",
+        ]
+        .map(String::from),
     );
     let _ = try_replay(&strs(&a));
     let recs = read_records(&dir.path().join("records.jsonl"));
     assert_eq!(recs.len(), 8);
-    assert!(recs.iter().all(|r| r.status == Status::ConnectError), "{:?}", recs[0]);
+    assert!(
+        recs.iter().all(|r| r.status == Status::ConnectError),
+        "{:?}",
+        recs[0]
+    );
 }
