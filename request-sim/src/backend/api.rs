@@ -3,11 +3,20 @@
 
 /// The API family chosen with `--api`.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum ApiFlavor {
     /// OpenAI-compatible (vLLM, SGLang, ...): chat or completions, from the URL path.
+    #[default]
     Openai,
     /// Hugging Face text-generation-inference: `/generate` or `/generate_stream`.
     Tgi,
@@ -19,6 +28,48 @@ pub enum ApiFlavor {
     /// Anthropic Messages API: `/v1/messages` (vLLM, SGLang, llama.cpp's server, Anthropic).
     #[value(alias = "anthropic", alias = "anthropic-messages")]
     Messages,
+    /// vLLM's gRPC engine API (`vllm serve --grpc`): token-id prompts over HTTP/2,
+    /// `grpc://host:port`.
+    #[value(name = "vllm-grpc")]
+    #[serde(rename = "vllm-grpc")]
+    VllmGrpc,
+}
+
+impl ApiFlavor {
+    /// The name `--api` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ApiFlavor::Openai => "openai",
+            ApiFlavor::Tgi => "tgi",
+            ApiFlavor::Aibrix => "aibrix",
+            ApiFlavor::Responses => "responses",
+            ApiFlavor::Messages => "messages",
+            ApiFlavor::VllmGrpc => "vllm-grpc",
+        }
+    }
+    /// Why this API cannot go to the built-in simulator, when it cannot.
+    pub fn needs_endpoint(self) -> Option<&'static str> {
+        match self {
+            ApiFlavor::Aibrix => Some("the AIBrix gateway"),
+            ApiFlavor::VllmGrpc => {
+                Some("grpc://host:port of `vllm serve --grpc`; llm-sim speaks HTTP only")
+            }
+            _ => None,
+        }
+    }
+    /// Requests carry AIBrix's `routing-strategy` header (`--aibrix-route`).
+    pub fn needs_route(self) -> bool {
+        self == ApiFlavor::Aibrix
+    }
+    /// Some endpoint of this family takes token-id prompts (`--token-ids`).
+    pub fn may_take_token_ids(self) -> bool {
+        self != ApiFlavor::Tgi
+    }
+    /// The family speaks only one API, Responses or Messages: a `messages` row's answer
+    /// history is that API's (the OpenAI family's is chat).
+    pub fn is_responses_or_messages(self) -> bool {
+        matches!(self, ApiFlavor::Responses | ApiFlavor::Messages)
+    }
 }
 
 /// The concrete endpoint kind requests are sent to.
@@ -33,9 +84,62 @@ pub enum ApiKind {
     Responses,
     /// Anthropic Messages (`/v1/messages`).
     Messages,
+    /// vLLM's gRPC engine `Generate` (`backend/vllm_grpc/`).
+    VllmGrpc,
+}
+
+/// How the requests of an API travel: what `execute` hands the body to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// HTTP/1.1 POST of a JSON body, the answer an SSE stream or a JSON body (reqwest).
+    HttpSse,
+    /// gRPC over HTTP/2, the answer a stream of protobuf messages (tonic).
+    Grpc,
 }
 
 impl ApiKind {
+    /// What carries this API's requests.
+    pub fn transport(self) -> Transport {
+        match self {
+            ApiKind::VllmGrpc => Transport::Grpc,
+            _ => Transport::HttpSse,
+        }
+    }
+    /// Prompts may be token ids (`--token-ids`, `prompt_token_ids` rows): OpenAI completions
+    /// and vLLM's gRPC engine.
+    pub fn takes_token_ids(self) -> bool {
+        matches!(self, ApiKind::Completions | ApiKind::VllmGrpc)
+    }
+    /// Prompts must be token ids (the client tokenizes): vLLM's gRPC engine.
+    pub fn needs_token_ids(self) -> bool {
+        self == ApiKind::VllmGrpc
+    }
+    /// The answer's text comes back (`--live-history` can send it on): not from the gRPC
+    /// engine, which answers token ids.
+    pub fn answers_text(self) -> bool {
+        self != ApiKind::VllmGrpc
+    }
+    /// A row's thinking budget can be sent (`thinking_token_budget` / Messages' `thinking`).
+    pub fn takes_thinking_budget(self) -> bool {
+        matches!(
+            self,
+            ApiKind::Chat | ApiKind::Completions | ApiKind::Messages
+        )
+    }
+    /// The prompt is tokenized as sent, with the tokenizer's own special tokens (OpenAI
+    /// completions; no chat template).
+    pub fn raw_prompt(self) -> bool {
+        self == ApiKind::Completions
+    }
+    /// Anthropic's Messages API (its `thinking` field, its `anthropic-version` header).
+    pub fn is_messages(self) -> bool {
+        self == ApiKind::Messages
+    }
+    /// The prompt overhead is measured by a calibration request to the API itself (the
+    /// Responses and Messages APIs may add their own around the chat template's).
+    pub fn calibrates_by_request(self) -> bool {
+        matches!(self, ApiKind::Responses | ApiKind::Messages)
+    }
     pub fn is_chat(self) -> bool {
         self == ApiKind::Chat
     }
@@ -51,7 +155,10 @@ impl ApiKind {
     /// Served by the OpenAI-style servers (vLLM, SGLang, llama.cpp's server, llm-sim), which
     /// also answer `GET /v1/models` and may answer `POST /tokenize`: every API but TGI's.
     pub fn openai_style_server(self) -> bool {
-        !matches!(self, ApiKind::TgiGenerate | ApiKind::TgiGenerateStream)
+        !matches!(
+            self,
+            ApiKind::TgiGenerate | ApiKind::TgiGenerateStream | ApiKind::VllmGrpc
+        )
     }
     /// The path of this API's endpoint on a server (TGI: by streaming).
     pub fn path(self) -> &'static str {
@@ -62,6 +169,7 @@ impl ApiKind {
             ApiKind::TgiGenerateStream => "/generate_stream",
             ApiKind::Responses => "/v1/responses",
             ApiKind::Messages => "/v1/messages",
+            ApiKind::VllmGrpc => "/vllm.grpc.engine.VllmEngine/Generate",
         }
     }
 }
@@ -82,6 +190,24 @@ pub enum Api {
     OpenaiResponses,
     /// Anthropic Messages.
     AnthropicMessages,
+    /// vLLM's gRPC engine API.
+    VllmGrpc,
+}
+
+impl Api {
+    /// The name vLLM's `vllm bench serve` gives this API's backend (`--export vllm`).
+    pub fn vllm_bench_backend(self) -> &'static str {
+        match self {
+            Api::OpenaiChat => "openai-chat",
+            Api::Tgi => "tgi",
+            _ => "openai",
+        }
+    }
+    /// A streamed answer reports its prompt tokens only at its start (Anthropic's
+    /// `message_start`), where some servers send none.
+    pub fn prompt_usage_only_at_start(self) -> bool {
+        self == Api::AnthropicMessages
+    }
 }
 
 impl std::fmt::Display for Api {
@@ -93,6 +219,7 @@ impl std::fmt::Display for Api {
             Api::Aibrix => "aibrix",
             Api::OpenaiResponses => "openai-responses",
             Api::AnthropicMessages => "anthropic-messages",
+            Api::VllmGrpc => "vllm-grpc",
         })
     }
 }
@@ -109,6 +236,7 @@ mod tests {
             Api::Aibrix,
             Api::OpenaiResponses,
             Api::AnthropicMessages,
+            Api::VllmGrpc,
         ] {
             let json = serde_json::to_string(&api).unwrap();
             assert_eq!(json, format!("\"{api}\""));

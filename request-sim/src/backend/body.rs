@@ -470,7 +470,7 @@ impl LiveBody {
 
 /// Serialise the body of one request into `out` (cleared first).
 ///
-/// Token-id prompts are only valid for [`ApiKind::Completions`]; the caller validates that
+/// Token-id prompts are only valid where [`ApiKind::takes_token_ids`]; the caller validates that
 /// once at start-up (`config`), so here a mismatch falls back to an empty text prompt.
 pub fn encode_body(
     kind: ApiKind,
@@ -542,6 +542,14 @@ pub fn encode_body(
                 extra: params.extra.as_ref(),
             };
             serde_json::to_writer(&mut *out, &body)
+        }
+        ApiKind::VllmGrpc => {
+            let prompt = match prompt {
+                PromptPayload::TokenIds(ids) => Ok(ids),
+                PromptPayload::Text(t) => Err(t),
+            };
+            super::vllm_grpc::encode_body(prompt, max_tokens, (exact, params.stream), out);
+            return;
         }
         ApiKind::TgiGenerate | ApiKind::TgiGenerateStream => {
             let body = TgiBody {

@@ -44,6 +44,8 @@ pub struct Endpoint {
     pub headers:
         Option<std::sync::Arc<Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>>>,
     api_key: Option<String>,
+    /// The gRPC engine and the run's channel to it (`--api vllm-grpc`).
+    pub(super) grpc: Option<super::vllm_grpc::Grpc>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -66,6 +68,7 @@ impl Endpoint {
         match (self.flavor, self.kind) {
             (_, ApiKind::Responses) => Api::OpenaiResponses,
             (_, ApiKind::Messages) => Api::AnthropicMessages,
+            (_, ApiKind::VllmGrpc) => Api::VllmGrpc,
             (ApiFlavor::Aibrix, _) => Api::Aibrix,
             (_, ApiKind::Chat) => Api::OpenaiChat,
             (_, ApiKind::Completions) => Api::OpenaiCompletions,
@@ -91,6 +94,20 @@ impl Endpoint {
             let shown = sanitize_url(endpoint);
             format!("--endpoint {shown:?} is not a valid URL: {e}")
         })?;
+        if flavor == ApiFlavor::VllmGrpc {
+            let grpc = super::vllm_grpc::Grpc::new(&url)?;
+            return Ok(Endpoint {
+                url,
+                kind: ApiKind::VllmGrpc,
+                flavor,
+                stream,
+                route,
+                session_header: None,
+                headers: None,
+                api_key,
+                grpc: Some(grpc),
+            });
+        }
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!(
                 "--endpoint must be http:// or https://, got {:?}",
@@ -118,6 +135,7 @@ impl Endpoint {
             session_header: None,
             headers: None,
             api_key,
+            grpc: None,
         })
     }
 
@@ -143,7 +161,7 @@ impl Endpoint {
     /// servers); for the Messages API also Anthropic's `x-api-key` and `anthropic-version`
     /// (the self-hosted servers read the first, Anthropic's API the others).
     pub fn authorize(&self, mut req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        if self.kind == ApiKind::Messages {
+        if self.kind.is_messages() {
             req = req.header("anthropic-version", ANTHROPIC_VERSION);
             if let Some(k) = &self.api_key {
                 req = req.header("x-api-key", k);
@@ -156,6 +174,11 @@ impl Endpoint {
             req = req.header(name, value);
         }
         req
+    }
+
+    /// The gRPC engine of a gRPC API's endpoint (`--api vllm-grpc`).
+    pub fn grpc(&self) -> Option<&super::vllm_grpc::Grpc> {
+        self.grpc.as_ref()
     }
 
     pub fn has_api_key(&self) -> bool {
@@ -215,6 +238,7 @@ fn kind_of_path(
             }
             kind
         }
+        ApiFlavor::VllmGrpc => ApiKind::VllmGrpc,
         ApiFlavor::Tgi => {
             if path.is_empty() {
                 url.set_path(if stream {

@@ -18,7 +18,8 @@
 //! - [`response`]: per-API interpretation of OpenAI and TGI messages into timings and token
 //!   counts; [`events`]: the same for the typed event streams (and bodies) of the Responses and
 //!   Messages APIs; `fast`: the chat token chunk of vLLM's exact shape, read without a JSON
-//!   parser.
+//!   parser;
+//! - [`vllm_grpc`]: vLLM's gRPC engine API, whole (its body, transport, answer and messages).
 //!
 //! This file only declares the modules and re-exports what the rest of the crate uses.
 
@@ -40,9 +41,10 @@ pub mod status;
 pub mod stream;
 pub mod thinking;
 pub mod tokenize;
+pub mod vllm_grpc;
 pub mod warm;
 
-pub use api::{Api, ApiFlavor, ApiKind};
+pub use api::{Api, ApiFlavor, ApiKind, Transport};
 pub use body::{
     append_session_user, encode_body, encode_chat_row_body, encode_chat_row_body_marked,
     encode_row_body, BodyParams, LiveBody, LiveSlot, PromptPayload,

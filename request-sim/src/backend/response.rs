@@ -225,6 +225,11 @@ struct TgiEvent {
     error: Option<String>,
 }
 
+/// The gRPC engine's answers are protobuf messages, read by `vllm_grpc`, never SSE or JSON.
+fn not_sse() -> ProtocolError {
+    ProtocolError("a gRPC answer is not read as SSE or JSON".into())
+}
+
 impl ResponseState {
     /// One SSE `data` payload of a streaming response, received at `now`.
     pub fn on_event(
@@ -238,6 +243,7 @@ impl ResponseState {
             ApiKind::TgiGenerate | ApiKind::TgiGenerateStream => self.on_tgi_event(data, now),
             ApiKind::Responses => self.on_responses_event(data, now),
             ApiKind::Messages => self.on_messages_event(data, now),
+            ApiKind::VllmGrpc => Err(not_sse()),
         }
     }
 
@@ -368,6 +374,7 @@ impl ResponseState {
         match kind {
             ApiKind::Responses => self.on_responses_body(body, now)?,
             ApiKind::Messages => self.on_messages_body(body, now)?,
+            ApiKind::VllmGrpc => return Err(not_sse()),
             ApiKind::Chat | ApiKind::Completions => {
                 let chunk: WireChunk<'_> = serde_json::from_slice(body).map_err(bad)?;
                 if let Some(err) = chunk.error {

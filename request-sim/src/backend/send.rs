@@ -1,6 +1,7 @@
-//! Sending one request ([`execute`]): the exchange with the server, the one retry on a fresh
-//! connection after the keep-alive race, and how the request ended ([`Outcome`]): its status,
-//! the server's error message, the instance that served it.
+//! Sending one request ([`execute`]): the exchange with the server through the API's transport
+//! (HTTP + SSE here, with the one retry on a fresh connection after the keep-alive race; gRPC
+//! in `vllm_grpc/client.rs`), the timeout and cancellation around it, and how the request ended
+//! ([`Outcome`]): its status, the server's error message, the instance that served it.
 
 use std::time::{Duration, Instant};
 
@@ -8,6 +9,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use super::api::Transport;
 use super::client::HttpClient;
 use super::endpoint::Endpoint;
 use super::state::ResponseState;
@@ -71,31 +73,42 @@ pub async fn execute(
     let mut retries = 0;
     let result = {
         let fut = async {
-            let first = exchange(
-                &client.pooled,
-                ep,
-                body.clone(),
-                session,
-                &mut state,
-                &mut http_status,
-            )
-            .await;
-            match first {
-                Err(Failure::PeerClosed(_)) => {
-                    retries = 1;
-                    state = fresh_state();
-                    exchange(
-                        &client.fresh,
+            match (ep.kind.transport(), &ep.grpc) {
+                (Transport::Grpc, Some(g)) => {
+                    super::vllm_grpc::client::exchange(g, body, &mut state).await
+                }
+                (Transport::Grpc, None) => Err((
+                    Status::ConnectError,
+                    "a gRPC API without its engine's channel".to_string(),
+                )),
+                (Transport::HttpSse, _) => {
+                    let first = exchange(
+                        &client.pooled,
                         ep,
-                        body,
+                        body.clone(),
                         session,
                         &mut state,
                         &mut http_status,
                     )
-                    .await
-                    .map_err(Failure::into_error)
+                    .await;
+                    match first {
+                        Err(Failure::PeerClosed(_)) => {
+                            retries = 1;
+                            state = fresh_state();
+                            exchange(
+                                &client.fresh,
+                                ep,
+                                body,
+                                session,
+                                &mut state,
+                                &mut http_status,
+                            )
+                            .await
+                            .map_err(Failure::into_error)
+                        }
+                        r => r.map_err(Failure::into_error),
+                    }
                 }
-                r => r.map_err(Failure::into_error),
             }
         };
         tokio::pin!(fut);

@@ -54,7 +54,10 @@ pub fn thinking_field(
                 serde_json::json!({"type": "enabled", "budget_tokens": b}),
             )
         }),
-        ApiKind::Responses | ApiKind::TgiGenerate | ApiKind::TgiGenerateStream => None,
+        ApiKind::Responses
+        | ApiKind::TgiGenerate
+        | ApiKind::TgiGenerateStream
+        | ApiKind::VllmGrpc => None,
     }
 }
 

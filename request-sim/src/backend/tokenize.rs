@@ -372,6 +372,14 @@ impl ServerTokenizer {
         })
     }
 
+    /// [`Self::overhead`] of chat completions, whatever API the run speaks.
+    pub fn chat_overhead(
+        &self,
+        strip_first_space: bool,
+    ) -> Result<Option<(u32, &'static str)>, String> {
+        self.overhead(ApiKind::Chat, strip_first_space)
+    }
+
     /// Tokens the server adds around a prompt's content for `kind`: the chat template's
     /// (`/tokenize` with `messages`, vLLM shape) or the completions prompt's special tokens.
     /// Measured with two contents that must agree, shaped like the prompts

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::api::Transport;
 use super::client::keep_alive_timeout;
 use super::endpoint::Endpoint;
 
@@ -144,7 +145,8 @@ impl Warmth {
         ep: &Endpoint,
         n: usize,
     ) {
-        if n == 0 {
+        // One HTTP/2 channel carries every gRPC request: nothing to open before a burst.
+        if n == 0 || ep.kind.transport() != Transport::HttpSse {
             return;
         }
         self.gets.fetch_add(n as u64, Ordering::Relaxed);
@@ -185,6 +187,11 @@ pub async fn open_connections(
     n: usize,
     max: Duration,
 ) -> (usize, Option<Duration>) {
+    if let Some(g) = &ep.grpc {
+        // The run's one channel, connected by a `HealthCheck`.
+        let ok = tokio::time::timeout(max, g.health()).await;
+        return (usize::from(matches!(ok, Ok(Ok(())))), None);
+    }
     let url = warmup_url(ep);
     // One task each, so they spread over the I/O threads and each thread has run the request
     // path once before the first real send.

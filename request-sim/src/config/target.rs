@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::requests::session_header;
-use crate::backend::{ApiFlavor, ApiKind, Endpoint};
+use crate::backend::{ApiFlavor, Endpoint};
 use crate::cli::{ReplayArgs, TargetArgs};
 use crate::{Error, Result};
 
@@ -89,22 +89,25 @@ pub(super) fn api_key(a: &TargetArgs) -> Result<Option<String>> {
 /// `--endpoint` resolved (once) for `--api`, or the built-in simulator.
 pub(super) fn target(a: &ReplayArgs, stream: bool, api_key: &Option<String>) -> Result<Target> {
     let (t, token_ids) = (&a.target, a.prompts.token_ids);
-    if t.api == ApiFlavor::Aibrix && t.endpoint.is_none() {
-        return Err(Error::config("--api aibrix needs --endpoint"));
+    if let (Some(why), None) = (t.api.needs_endpoint(), &t.endpoint) {
+        return Err(Error::config(format!(
+            "--api {} needs --endpoint ({why})",
+            t.api.name()
+        )));
     }
-    if t.api == ApiFlavor::Aibrix && t.aibrix_route.is_none() {
+    if t.api.needs_route() && t.aibrix_route.is_none() {
         return Err(Error::config(
             "--api aibrix needs --aibrix-route (e.g. prefix-cache, throughput)",
         ));
     }
-    if t.aibrix_route.is_some() && t.api != ApiFlavor::Aibrix {
+    if t.aibrix_route.is_some() && !t.api.needs_route() {
         return Err(Error::config(
             "--aibrix-route sets AIBrix's routing-strategy header: it needs --api aibrix",
         ));
     }
-    if token_ids && t.api == ApiFlavor::Tgi {
+    if token_ids && !t.api.may_take_token_ids() {
         return Err(Error::config(
-            "--token-ids works only with OpenAI completions endpoints",
+            "--token-ids works only with OpenAI completions endpoints and --api vllm-grpc",
         ));
     }
     let Some(e) = &t.endpoint else {
@@ -112,10 +115,16 @@ pub(super) fn target(a: &ReplayArgs, stream: bool, api_key: &Option<String>) -> 
     };
     let mut ep = Endpoint::resolve(e, t.api, stream, t.aibrix_route.clone(), api_key.clone())
         .map_err(Error::config)?;
-    if token_ids && ep.kind != ApiKind::Completions {
+    if token_ids && !ep.kind.takes_token_ids() {
         return Err(Error::config(format!(
-            "--token-ids needs a completions endpoint (…/v1/completions), not {}",
+            "--token-ids needs a completions endpoint (…/v1/completions) or --api vllm-grpc, not {}",
             ep.display_url()
+        )));
+    }
+    if ep.kind.needs_token_ids() && !token_ids {
+        return Err(Error::config(format!(
+            "--api {} sends prompts as token ids (the client tokenizes): add --token-ids, with --tokenizer DIR for the model's tokenizer",
+            ep.api()
         )));
     }
     ep.session_header = session_header(&a.requests.sessions)?;

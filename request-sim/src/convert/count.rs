@@ -52,7 +52,7 @@ impl Counter {
     /// The server at `endpoint` (its `/tokenize`, vLLM shape).
     pub fn server(endpoint: &str, model: Option<String>) -> Result<Counter> {
         use crate::backend::{build_client, ApiFlavor, ClientOptions, Endpoint};
-        let ep = Endpoint::resolve(endpoint, ApiFlavor::Openai, false, None, None)
+        let ep = Endpoint::resolve(endpoint, ApiFlavor::default(), false, None, None)
             .map_err(Error::config)?;
         let client = build_client(&ClientOptions::default())?;
         let rt = tokio::runtime::Builder::new_multi_thread()

@@ -103,11 +103,11 @@ impl Bodies {
         if let Some(chat) = chat.filter(|c| !c.is_literal()) {
             return self.row_body(p, chat, user);
         }
-        if let (Some(images), Some(settings), None, ApiKind::Chat, false) = (
+        if let (Some(images), Some(settings), None, true, false) = (
             p.req.images.as_deref().filter(|i| !i.is_empty()),
             self.rows.images,
             chat,
-            self.kind,
+            self.kind.is_chat(),
             self.token_ids,
         ) {
             return self.image_body(p, images, settings, user, s);

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::note::note;
 use super::server::Server;
 use crate::backend::tokenize::ServerTokenizer;
-use crate::backend::{self, ApiKind, BodyParams, Endpoint, PromptPayload};
+use crate::backend::{self, BodyParams, Endpoint, PromptPayload};
 use crate::config::ReplayConfig;
 use crate::prompt::{self, PromptBuilder};
 use crate::record::Status;
@@ -110,7 +110,7 @@ pub(super) fn determine_overhead(
     if cfg.prompts.token_ids {
         return Ok(Overhead::new(0, "token-id prompts are used as given", ""));
     }
-    if matches!(ep.kind, ApiKind::Responses | ApiKind::Messages) {
+    if ep.kind.calibrates_by_request() {
         return api_overhead(cfg, srv, params, builder, (tokenizer, server));
     }
     let strip = builder.vocab().strips_first_space();
@@ -186,7 +186,7 @@ fn chat_measure(
             return Some(m);
         }
     }
-    server.and_then(|s| s.overhead(ApiKind::Chat, strip).ok().flatten())
+    server.and_then(|s| s.chat_overhead(strip).ok().flatten())
 }
 
 /// The prompt overhead of the Responses and Messages APIs: what the server adds around the

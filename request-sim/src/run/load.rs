@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 
 use super::note::note;
 use crate::analyze::IdealCache;
-use crate::backend::ApiKind;
 use crate::config::{ReplayConfig, Target, TraceSource};
 use crate::schedule::{Feed, Timing};
 use crate::trace::history::{self, AnswerSpan};
@@ -401,7 +400,7 @@ fn thinking_note(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned]) {
     let Target::Remote(ep) = &cfg.target.server else {
         return;
     };
-    if ep.kind != ApiKind::Messages || cfg.requests.thinking_budget == ThinkingBudget::Off {
+    if !ep.kind.is_messages() || cfg.requests.thinking_budget == ThinkingBudget::Off {
         return;
     }
     let cap = cfg.requests.max_output_tokens.unwrap_or(u32::MAX);
@@ -451,7 +450,7 @@ fn endpoint_limits(cfg: &ReplayConfig) -> (Option<String>, Option<String>) {
     match &cfg.target.server {
         Target::Remote(ep) => (
             (!ep.kind.takes_messages()).then(|| ep.display_url()),
-            (ep.kind != ApiKind::Completions).then(|| ep.display_url()),
+            (!ep.kind.takes_token_ids()).then(|| ep.display_url()),
         ),
         Target::BuiltinSimulator if cfg.prompts.token_ids => (
             Some("the built-in simulator's /v1/completions (--token-ids)".into()),
@@ -675,10 +674,7 @@ fn live_history(
     }
     let chat = match &cfg.target.server {
         Target::Remote(ep) => ep.kind.is_chat(),
-        Target::BuiltinSimulator => !matches!(
-            cfg.target.api,
-            crate::backend::ApiFlavor::Responses | crate::backend::ApiFlavor::Messages
-        ),
+        Target::BuiltinSimulator => !cfg.target.api.is_responses_or_messages(),
     };
     if !chat {
         return Err(Error::config(

@@ -319,7 +319,7 @@ fn dry_run_overhead(
             "the built-in simulator's chat template",
         ),
         (Target::Remote(_), Some(tok))
-            if server.ep.kind == crate::backend::ApiKind::Completions =>
+            if server.ep.kind.raw_prompt() =>
         {
             overhead(
                 prompt::completion_overhead(tok)?,

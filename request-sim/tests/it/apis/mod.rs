@@ -3,5 +3,7 @@
 
 mod fake;
 mod garbage;
+mod one_unit;
 mod sim;
+mod vllm_grpc;
 mod vllm_streams;
