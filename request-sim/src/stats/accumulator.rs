@@ -640,7 +640,10 @@ fn no_prompt_usage(exact: &TokenExactness, completed: usize, server: &RunServer)
         exact.without_usage,
         completed - exact.without_usage
     );
-    if server.api == Some(crate::backend::Api::AnthropicMessages) && server.stream != Some(false) {
+    let at_start = server
+        .api
+        .is_some_and(crate::backend::Api::prompt_usage_only_at_start);
+    if at_start && server.stream != Some(false) {
         // Seen against llama.cpp's llama-server: it sends `message_start` with the partial
         // result of the first generated token, and none when that token ends inside a UTF-8
         // character (its text is held back until the character is whole).

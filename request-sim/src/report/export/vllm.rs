@@ -72,12 +72,10 @@ pub fn result_json(summary: &Summary, records: &[Record]) -> Value {
 
 /// vLLM's backend name for the run's API.
 fn backend(s: &Summary) -> &'static str {
-    use crate::backend::Api;
-    match s.run.server.api {
-        Some(Api::OpenaiChat) => "openai-chat",
-        Some(Api::Tgi) => "tgi",
-        _ => "openai",
-    }
+    s.run
+        .server
+        .api
+        .map_or("openai", crate::backend::Api::vllm_bench_backend)
 }
 
 /// `mean_KEY_ms`, `median_KEY_ms`, `std_KEY_ms`, `pN_KEY_ms` (vLLM's names for percentile N:

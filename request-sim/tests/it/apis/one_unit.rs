@@ -22,18 +22,7 @@ const API_MODULES: &[&str] = &[
 
 /// Files outside this helper's area that still name a variant, each with its count and the
 /// dispatch method that replaces it (the merge replaces them; the count may only go down).
-const PENDING: &[(&str, usize, &str)] = &[
-    (
-        "stats/accumulator.rs",
-        1,
-        "server.api.is_some_and(Api::prompt_usage_only_at_start)",
-    ),
-    (
-        "report/export/vllm.rs",
-        2,
-        "s.run.server.api.map_or(\"openai\", Api::vllm_bench_backend)",
-    ),
-];
+const PENDING: &[(&str, usize, &str)] = &[];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
