@@ -53,7 +53,7 @@ pub struct ReplayConfig {
 impl ReplayConfig {
     /// Validate the flags once; every contradiction is an [`Error::Config`] naming the flag.
     /// (The `client` binary's defaults are set by [`crate::compat::blitz`] before this.)
-    pub fn from_args(a: ReplayArgs) -> Result<ReplayConfig> {
+    pub fn from_args(mut a: ReplayArgs) -> Result<ReplayConfig> {
         schedule::single_run(&a.schedule)?;
         let (source, load) = trace::trace_settings(&a)?;
         let start_at = schedule::start_at(&a.schedule)?;
@@ -62,6 +62,10 @@ impl ReplayConfig {
         let api_key = target::api_key(&a.target)?;
         let stream = !a.requests.no_stream;
         let server = target::target(&a, stream, &api_key)?;
+        // An API that takes only token ids (vLLM's gRPC engine) implies --token-ids.
+        if matches!(&server, Target::Remote(ep) if ep.kind.needs_token_ids()) {
+            a.prompts.token_ids = true;
+        }
         let speed = schedule::speed(&a.schedule)?;
         let timeout = requests::timeout_rule(&a.requests, &a.output)?;
         target::check_pool_idle_timeout(&a.target)?;

@@ -121,12 +121,6 @@ pub(super) fn target(a: &ReplayArgs, stream: bool, api_key: &Option<String>) -> 
             ep.display_url()
         )));
     }
-    if ep.kind.needs_token_ids() && !token_ids {
-        return Err(Error::config(format!(
-            "--api {} sends prompts as token ids (the client tokenizes): add --token-ids, with --tokenizer DIR for the model's tokenizer",
-            ep.api()
-        )));
-    }
     ep.session_header = session_header(&a.requests.sessions)?;
     let h = headers(&t.header)?;
     ep.headers = (!h.is_empty()).then(|| std::sync::Arc::new(h));

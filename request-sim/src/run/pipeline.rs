@@ -239,9 +239,9 @@ fn start_scraper(cfg: &ReplayConfig, server: &Server) -> Result<Option<Scraper>>
     };
     // Behind a router the listed instances are the servers; the router's origin (which may
     // forward /metrics to one of them) would count that instance twice.
-    let origin = sm
-        .urls
-        .is_empty()
+    // An API whose transport is not HTTP (vLLM's gRPC engine) has no /metrics on its port.
+    let http = server.ep.kind.transport() == crate::backend::Transport::HttpSse;
+    let origin = (sm.urls.is_empty() && http)
         .then(|| server.ep.url.join("/metrics").ok())
         .flatten();
     let out = match &cfg.output.result_dir {
