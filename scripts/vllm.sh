@@ -20,6 +20,9 @@
 #        cached tokens against the change in vLLM's `prefix_cache_hits_total` (read by this
 #        script with curl before and after), the client's TTFT / E2E / queue next to vLLM's
 #        own histograms, send drift;
+#      - parquet: the first PARQUET_ROWS (200) rows of the trace as a Baseten-shaped Parquet
+#        file (scripts/make-parquet-trace.py, pyarrow) on chat and completions: exact, cached
+#        tokens against vLLM's counter, as for the JSONL;
 #      - repeat: `--repeat 2`: the cache reset before each repeat (same cached tokens twice);
 #      - sweep: two points; agents: an agent corpus (the test fixtures) on chat; convert: a
 #        request log turned into a trace (hash ids, and its kept text) and replayed; live:
@@ -63,7 +66,7 @@ TRACE="${TRACE:-$ROOT/../shared/traces/mooncake_conversation_trace.jsonl}"
 [[ -f "$TRACE" ]] || TRACE="$ROOT/request-sim/tests/data/traces/conversation_sample.jsonl"
 RS="${REQUEST_SIM:-$ROOT/target/release/request-sim}"
 CHECKS=("$@")
-[[ ${#CHECKS[@]} -gt 0 ]] || CHECKS=(apis repeat sweep agents convert live kv long reasoning tools)
+[[ ${#CHECKS[@]} -gt 0 ]] || CHECKS=(apis parquet repeat sweep agents convert live kv long reasoning tools)
 SERVER_PID=""
 
 log() { echo "vllm.sh: $(date +%T) $*" >&2; }
@@ -192,6 +195,22 @@ if want apis; then
         run "$api-nostream-endpoint" 1 --endpoint "$ep" --no-stream \
             "${COMMON[@]}" --max-requests "$REQUESTS"
     done
+fi
+
+# A Baseten-shaped Parquet trace (trace/formats/parquet.rs) made from the first PARQUET_ROWS rows
+# of the trace with pyarrow (scripts/make-parquet-trace.py; PYARROW_PYTHON names a python that
+# has it, else pyarrow goes into the venv): exact prompts and cached tokens as for JSONL.
+if want parquet; then
+    pq="$OUT/baseten.parquet"
+    PA_PY="${PYARROW_PYTHON:-$VENV/bin/python}"
+    "$PA_PY" -c 'import pyarrow' 2>/dev/null || "$VENV/bin/pip" install -q pyarrow >&2
+    "$PA_PY" "$ROOT/scripts/make-parquet-trace.py" "$TRACE" "$pq" --max-rows "${PARQUET_ROWS:-200}" \
+        --block-size 512 --row-group 50 >&2
+    header "Parquet (Baseten schema, ${PARQUET_ROWS:-200} rows)" >>"$OUT/parquet.txt"
+    run parquet-chat 1 --endpoint "$URL/v1/chat/completions" --stream "${TOK[@]}" \
+        --dataset-path "$pq" --max-input-length "$MAXLEN" --max-output-tokens 8 --quiet
+    run parquet-completions 1 --endpoint "$URL/v1/completions" --stream "${TOK[@]}" \
+        --dataset-path "$pq" --max-input-length "$MAXLEN" --max-output-tokens 8 --quiet
 fi
 
 if want repeat; then

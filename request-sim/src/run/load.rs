@@ -160,7 +160,9 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
                 let inner = Source::Whole(Box::new(trace::pipeline::stream::planned(whole)));
                 return start_feed(cfg, loaded, inner);
             }
-            Opened::Rows(rows) => TraceStream::from_rows(rows, &cfg.trace.load, cfg.trace.reorder)?,
+            Opened::Rows(rows) => {
+                TraceStream::from_rows(*rows, &cfg.trace.load, cfg.trace.reorder)?
+            }
         },
         TraceSource::BuiltinDemo => TraceStream::from_reader(
             "<built-in demo trace>",

@@ -21,8 +21,9 @@ const SNIFF_BYTES: usize = 4096;
 
 /// What a trace input holds.
 pub(crate) enum Opened<'a> {
-    /// Rows, read one at a time through the trace pipeline.
-    Rows(RowReader<Box<dyn BufRead + Send + 'a>>),
+    /// Rows, read one at a time through the trace pipeline (boxed: the reader carries its
+    /// buffers and counts, the corpus is a few vectors).
+    Rows(Box<RowReader<Box<dyn BufRead + Send + 'a>>>),
     /// An agent corpus, read whole.
     Corpus(Corpus, TraceFormat),
 }
@@ -104,7 +105,7 @@ pub(crate) fn open_rows(
         return Err(not_rows(path, &name, format));
     }
     match open(path, opts)? {
-        Opened::Rows(rows) => Ok(rows),
+        Opened::Rows(rows) => Ok(*rows),
         Opened::Corpus(_, format) => Err(not_rows(path, &name, format)),
     }
 }
@@ -144,12 +145,12 @@ fn open_dir(path: &Path, name: &str, opts: &LoadOptions) -> Result<Opened<'stati
         }
     };
     match format.read {
-        Reader::Dir(rows) => Ok(Opened::Rows(RowReader::generated(
+        Reader::Dir(rows) => Ok(Opened::Rows(Box::new(RowReader::generated(
             name,
             format.handle(),
             rows(path, opts)?,
             opts,
-        ))),
+        )))),
         Reader::Corpus { dir: Some(dir), .. } => {
             Ok(Opened::Corpus(dir(path, opts)?, format.handle()))
         }
@@ -208,7 +209,12 @@ fn open_input<'a>(
         // With --skip-invalid a bad first line is one more row to skip: the row reader
         // recognises the format from the first line it can read.
         Err(_) if opts.skip_invalid => {
-            return Ok(Opened::Rows(RowReader::new(name, input, compression, opts)))
+            return Ok(Opened::Rows(Box::new(RowReader::new(
+                name,
+                input,
+                compression,
+                opts,
+            ))))
         }
         Err(e) => return Err(e),
     };
@@ -221,12 +227,8 @@ fn open_input<'a>(
                 format: Some(format.handle()),
                 ..opts.clone()
             };
-            Ok(Opened::Rows(RowReader::new(
-                name,
-                input,
-                compression,
-                &opts,
-            )))
+            let rows = RowReader::new(name, input, compression, &opts);
+            Ok(Opened::Rows(Box::new(rows)))
         }
         Reader::File(_) => Err(invalid(
             name,
@@ -283,7 +285,7 @@ fn read_columnar(
     let (rows, block) = read(name, file, opts)?;
     let mut reader = RowReader::generated(name, f.handle(), rows, opts);
     reader.set_block_hint(block);
-    Ok(Opened::Rows(reader))
+    Ok(Opened::Rows(Box::new(reader)))
 }
 
 /// The input's first bytes, through its first non-blank line (and, when that line is a lone

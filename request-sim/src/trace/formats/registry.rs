@@ -23,6 +23,13 @@ pub(crate) type CsvRows = Box<dyn Fn(&str) -> Result<RawRow, RowError> + Send>;
 /// A decompressed input an agent corpus is read from.
 pub(crate) type Input<'a> = Box<dyn BufRead + Send + 'a>;
 
+/// A columnar file's reader: its rows and the hash block size the file names, if any.
+pub(crate) type FileReader =
+    fn(&str, std::fs::File, &LoadOptions) -> Result<(RowIter, Option<usize>), TraceError>;
+
+/// A reader of a directory of corpus files.
+pub(crate) type CorpusDir = fn(&Path, &LoadOptions) -> Result<Corpus, TraceError>;
+
 /// How a format is read.
 pub(crate) enum Reader {
     /// One non-blank line → one row (the JSONL row formats).
@@ -30,15 +37,14 @@ pub(crate) enum Reader {
     /// A header line, then one line → one row (the CSV formats).
     Csv(fn(&str) -> Result<CsvRows, RowError>),
     /// Rows read from an opened, seekable file (a columnar format: its index is at its end).
-    /// Gives the rows and the hash block size the file names, if it names one.
-    File(fn(&str, std::fs::File, &LoadOptions) -> Result<(RowIter, Option<usize>), TraceError>),
+    File(FileReader),
     /// Rows made from a directory (a generated workload).
     Dir(fn(&Path, &LoadOptions) -> Result<RowIter, TraceError>),
     /// An agent corpus, read whole: from one file's content and, where the format has one,
     /// from a directory of such files.
     Corpus {
         file: fn(&str, Input<'_>, &LoadOptions) -> Result<Corpus, TraceError>,
-        dir: Option<fn(&Path, &LoadOptions) -> Result<Corpus, TraceError>>,
+        dir: Option<CorpusDir>,
     },
 }
 

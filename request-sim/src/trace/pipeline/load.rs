@@ -43,7 +43,7 @@ pub fn parse_reader<R: Read + Send>(
 /// population by `plan.rs`, not read as rows).
 fn rows_of(name: &str, opened: Opened<'_>, opts: &LoadOptions) -> Result<Trace, TraceError> {
     match opened {
-        Opened::Rows(rows) => whole(rows, opts),
+        Opened::Rows(rows) => whole(*rows, opts),
         Opened::Corpus(_, format) => Err(TraceError::Row {
             path: name.to_owned(),
             line: 1,

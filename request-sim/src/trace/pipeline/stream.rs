@@ -70,7 +70,7 @@ impl TraceStream {
     ) -> Result<TraceStream, TraceError> {
         TraceStream::check(name, opts, window)?;
         match open_reader(name, reader, opts)? {
-            Opened::Rows(rows) => TraceStream::over(rows, opts, window),
+            Opened::Rows(rows) => TraceStream::over(*rows, opts, window),
             Opened::Corpus(_, format) => Err(TraceError::Row {
                 path: name.to_owned(),
                 line: 1,

@@ -59,7 +59,10 @@ fn analyze_reads_a_process_substitution_pipe() {
     };
     let child = Command::new("bash")
         .arg("-c")
-        .arg(format!("exec {BIN} analyze <(cat {}) --json", trace.display()))
+        .arg(format!(
+            "exec {BIN} analyze <(cat {}) --json",
+            trace.display()
+        ))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -61,14 +61,20 @@ fn no_file_outside_the_formats_names_a_format() {
         }
         // The format files themselves are private to the formats: reached through the
         // registry and the front door only.
-        for m in ["mooncake", "bailian", "azure", "burstgpt", "generic", "messages", "parquet"] {
+        for m in [
+            "mooncake", "bailian", "azure", "burstgpt", "generic", "messages", "parquet",
+        ] {
             let path = format!("formats::{m}::");
             if text.contains(&path) {
                 bad.push(format!("{}: {path}", f.display()));
             }
         }
     }
-    assert!(bad.is_empty(), "formats named outside trace/formats/:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "formats named outside trace/formats/:\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]

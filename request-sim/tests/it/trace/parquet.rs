@@ -41,7 +41,10 @@ fn baseten_parquet_reads_as_the_jsonl_it_was_made_from() {
         assert_eq!(a.model.as_deref(), Some("baseten-model"));
         if i % 4 == 3 {
             literal += 1;
-            assert!(a.hash_ids.is_empty(), "row {i}: a prompt row has no hash ids");
+            assert!(
+                a.hash_ids.is_empty(),
+                "row {i}: a prompt row has no hash ids"
+            );
             let chat = pq.chats[i].as_ref().expect("the literal prompt");
             let words = chat.text_input.as_deref().unwrap().split(' ').count();
             assert_eq!(words, a.input_length as usize);
@@ -67,11 +70,21 @@ fn mooncake_columns_in_parquet_read_as_mooncake_jsonl() {
     let key = |t: &Trace| {
         t.requests
             .iter()
-            .map(|r| (r.timestamp_ms, r.input_length, r.output_length, r.hash_ids.clone()))
+            .map(|r| {
+                (
+                    r.timestamp_ms,
+                    r.input_length,
+                    r.output_length,
+                    r.hash_ids.clone(),
+                )
+            })
             .collect::<Vec<_>>()
     };
     assert_eq!(key(&pq), key(&jsonl));
-    assert_eq!(pq.stats.input_beyond_blocks, jsonl.stats.input_beyond_blocks);
+    assert_eq!(
+        pq.stats.input_beyond_blocks,
+        jsonl.stats.input_beyond_blocks
+    );
 }
 
 #[test]
@@ -93,7 +106,9 @@ fn a_parquet_trace_from_a_pipe_is_refused_with_what_to_do() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.starts_with("<stdin>: a parquet trace is a binary file whose index is at its end: give its path"),
+        e.starts_with(
+            "<stdin>: a parquet trace is a binary file whose index is at its end: give its path"
+        ),
         "{e}"
     );
 }
