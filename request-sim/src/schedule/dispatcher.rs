@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::clock::Waiter;
 use super::priority::IoBoost;
-use super::producer::{Prepared, Producers};
+use super::producer::{self, Prepared, Producers};
 use super::stop::{Stop, StopReason};
 
 /// Timing settings.
@@ -131,9 +131,15 @@ pub fn dispatch(
 ) -> DispatchResult {
     let mut d = Dispatcher::new(producers, start, plan, stop);
     for i in 0.. {
-        // Take the body first (it is normally ready long before its time).
-        let Some((prepared, waited)) = d.take(i) else {
-            return d.end(producers.ending_at(i));
+        // Take the body first (it is normally ready long before its time; one due after a
+        // long gap is built only within the lookahead of it, and a stop or the time limit
+        // ends the wait for it).
+        let (prepared, waited) = match d.take(i) {
+            Take::Ready(p) => (p, false),
+            Take::Waited(p) => (p, true),
+            Take::Ended => return d.end(producers.ending_at(i)),
+            Take::Stopped => return d.stopped(),
+            Take::TimeLimit => return d.end(StopReason::TimeLimit),
         };
         let offset = plan.offset(prepared.planned.req.timestamp_ms);
         if waited && Instant::now() > start + offset {
@@ -190,6 +196,20 @@ pub fn dispatch(
     unreachable!("the loop ends by returning")
 }
 
+/// What [`Dispatcher::take`] found for the next request.
+enum Take {
+    /// Taken ahead or built already.
+    Ready(Prepared),
+    /// Built while the dispatcher waited for it.
+    Waited(Prepared),
+    /// The producers' requests end here.
+    Ended,
+    /// A stop came while waiting.
+    Stopped,
+    /// The time limit passed while waiting.
+    TimeLimit,
+}
+
 /// The state of one [`dispatch`] run.
 struct Dispatcher<'a> {
     producers: &'a Producers,
@@ -241,16 +261,23 @@ impl<'a> Dispatcher<'a> {
         }
     }
 
-    /// Request `i` (taken ahead, ready, or waited for) and whether it had to be waited for;
-    /// `None` when the producers have ended.
-    fn take(&mut self, i: usize) -> Option<(Prepared, bool)> {
-        match self
+    /// Request `i`: taken ahead or ready, else waited for until it is built, the producers
+    /// end, a stop is asked for, or the time limit is reached (no request due after it is
+    /// sent, whatever the one waited for turns out to be).
+    fn take(&mut self, i: usize) -> Take {
+        if let Some(p) = self
             .ahead
             .pop_front()
             .or_else(|| self.producers.try_take(i))
         {
-            Some(p) => Some((p, false)),
-            None => self.producers.take(i).map(|p| (p, true)),
+            return Take::Ready(p);
+        }
+        let limit = self.plan.time_limit.map(|l| self.start + l);
+        match self.producers.take_until(i, self.stop.flag(), limit) {
+            producer::Take::Ready(p) => Take::Waited(p),
+            producer::Take::Ended => Take::Ended,
+            producer::Take::Stopped => Take::Stopped,
+            producer::Take::Deadline => Take::TimeLimit,
         }
     }
 
