@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::clock::Waiter;
 use super::priority::IoBoost;
-use super::producer::{self, Prepared, Producers};
+use super::producer::{NotTaken, Prepared, Producers};
 use super::stop::{Stop, StopReason};
 
 /// Timing settings.
@@ -135,11 +135,10 @@ pub fn dispatch(
         // long gap is built only within the lookahead of it, and a stop or the time limit
         // ends the wait for it).
         let (prepared, waited) = match d.take(i) {
-            Take::Ready(p) => (p, false),
-            Take::Waited(p) => (p, true),
-            Take::Ended => return d.end(producers.ending_at(i)),
-            Take::Stopped => return d.stopped(),
-            Take::TimeLimit => return d.end(StopReason::TimeLimit),
+            Ok(taken) => taken,
+            Err(NotTaken::Ended) => return d.end(producers.ending_at(i)),
+            Err(NotTaken::Stopped) => return d.stopped(),
+            Err(NotTaken::Deadline) => return d.end(StopReason::TimeLimit),
         };
         let offset = plan.offset(prepared.planned.req.timestamp_ms);
         if waited && Instant::now() > start + offset {
@@ -196,20 +195,6 @@ pub fn dispatch(
     unreachable!("the loop ends by returning")
 }
 
-/// What [`Dispatcher::take`] found for the next request.
-enum Take {
-    /// Taken ahead or built already.
-    Ready(Prepared),
-    /// Built while the dispatcher waited for it.
-    Waited(Prepared),
-    /// The producers' requests end here.
-    Ended,
-    /// A stop came while waiting.
-    Stopped,
-    /// The time limit passed while waiting.
-    TimeLimit,
-}
-
 /// The state of one [`dispatch`] run.
 struct Dispatcher<'a> {
     producers: &'a Producers,
@@ -261,24 +246,21 @@ impl<'a> Dispatcher<'a> {
         }
     }
 
-    /// Request `i`: taken ahead or ready, else waited for until it is built, the producers
-    /// end, a stop is asked for, or the time limit is reached (no request due after it is
-    /// sent, whatever the one waited for turns out to be).
-    fn take(&mut self, i: usize) -> Take {
+    /// Request `i` (taken ahead, ready, or waited for) and whether it had to be waited for.
+    /// The wait ends when it is built, the producers end, a stop is asked for, or the time
+    /// limit is reached ([`NotTaken::Deadline`]: no request due after it is sent, whatever
+    /// the one waited for turns out to be).
+    fn take(&mut self, i: usize) -> Result<(Prepared, bool), NotTaken> {
         if let Some(p) = self
             .ahead
             .pop_front()
             .or_else(|| self.producers.try_take(i))
         {
-            return Take::Ready(p);
+            return Ok((p, false));
         }
         let limit = self.plan.time_limit.map(|l| self.start + l);
-        match self.producers.take_until(i, self.stop.flag(), limit) {
-            producer::Take::Ready(p) => Take::Waited(p),
-            producer::Take::Ended => Take::Ended,
-            producer::Take::Stopped => Take::Stopped,
-            producer::Take::Deadline => Take::TimeLimit,
-        }
+        let p = self.producers.take_until(i, self.stop.flag(), limit)?;
+        Ok((p, true))
     }
 
     /// The result, ending for `reason`.

@@ -142,11 +142,9 @@ const WAIT_STEP_MS: f64 = 50.0;
 /// wake-ups a second).
 const TAKE_STEP: Duration = Duration::from_millis(20);
 
-/// What [`Producers::take_until`] found at a position.
-#[derive(Debug)]
-pub enum Take {
-    /// The request, built.
-    Ready(Prepared),
+/// Why [`Producers::take_until`] gave no request at a position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotTaken {
     /// The requests end there (see [`Producers::ending_at`]).
     Ended,
     /// A stop was asked for before it was built.
@@ -395,25 +393,30 @@ impl Producers {
     /// long as the trace's longest gap: it must give way to a stop or the time limit (a row
     /// 30 s after the last one kept `-t 3` running for 25 s, and a row at 10^15 ms kept a
     /// Ctrl-C from ever ending the run).
-    pub fn take_until(&self, position: usize, stop: &AtomicBool, deadline: Option<Instant>) -> Take {
+    pub fn take_until(
+        &self,
+        position: usize,
+        stop: &AtomicBool,
+        deadline: Option<Instant>,
+    ) -> Result<Prepared, NotTaken> {
         let rx = &self.receivers[position % self.receivers.len()];
         loop {
             if stop.load(Ordering::SeqCst) {
-                return Take::Stopped;
+                return Err(NotTaken::Stopped);
             }
             let now = Instant::now();
             let step = match deadline {
-                Some(d) if d <= now => return Take::Deadline,
+                Some(d) if d <= now => return Err(NotTaken::Deadline),
                 Some(d) => TAKE_STEP.min(d - now),
                 None => TAKE_STEP,
             };
             match rx.recv_timeout(step) {
                 Ok(p) => {
                     self.taken(position, &p);
-                    return Take::Ready(p);
+                    return Ok(p);
                 }
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return Take::Ended,
+                Err(RecvTimeoutError::Disconnected) => return Err(NotTaken::Ended),
             }
         }
     }
@@ -477,9 +480,9 @@ mod tests {
     /// The request at `i`, waited for with no stop and no deadline; `None` at the end.
     fn take(p: &Producers, i: usize) -> Option<Prepared> {
         match p.take_until(i, &AtomicBool::new(false), None) {
-            Take::Ready(got) => Some(got),
-            Take::Ended => None,
-            other => panic!("request {i}: {other:?}"),
+            Ok(got) => Some(got),
+            Err(NotTaken::Ended) => None,
+            Err(other) => panic!("request {i}: {other:?}"),
         }
     }
 
@@ -547,6 +550,54 @@ mod tests {
             let end = p.finish();
             assert_eq!((end.dealt, end.planned()), (1000, Some(1000)));
         }
+    }
+
+    #[test]
+    fn a_wait_for_a_body_far_ahead_gives_way_to_the_deadline_and_the_stop() {
+        // Request 0 is due at 10^15 ms: it is not built within the lookahead of this test.
+        let mut far = req(0);
+        far.timestamp_ms = 1e15;
+        let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
+            body: Bytes::new(),
+            intended_prompt_tokens: 0,
+            images: None,
+            live: None,
+        });
+        let cfg = ProducerConfig {
+            threads: 1,
+            capacity: 4,
+            pin: false,
+            cores: vec![],
+            budget_bytes: 1 << 20,
+            horizon: Duration::from_secs(5),
+            scale_factor: 1.0,
+            nice: 0,
+        };
+        let p = Producers::spawn(feed(vec![far]), &cfg, build).unwrap();
+        p.start_clock(Instant::now());
+        let stop = AtomicBool::new(false);
+        let t = Instant::now();
+        let got = p.take_until(0, &stop, Some(t + Duration::from_millis(100)));
+        assert_eq!(got.err(), Some(NotTaken::Deadline));
+        let waited = t.elapsed();
+        assert!(
+            waited >= Duration::from_millis(100) && waited < Duration::from_millis(500),
+            "{waited:?}"
+        );
+        let t = Instant::now();
+        let got = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                stop.store(true, Ordering::SeqCst);
+            });
+            p.take_until(0, &stop, None)
+        });
+        assert_eq!(got.err(), Some(NotTaken::Stopped));
+        let waited = t.elapsed();
+        assert!(
+            waited >= Duration::from_millis(100) && waited < Duration::from_millis(500),
+            "{waited:?}"
+        );
     }
 
     #[test]

@@ -76,7 +76,10 @@ fn stopped_run(
     let summary = read_summary_file(&dir.join("records.jsonl.summary.json"));
     let o = &summary.run.outcome;
     assert_eq!(o.stop_reason.map(|r| r.as_str()), Some(reason), "{stderr}");
-    assert_eq!((summary.scheduled, o.never_sent, o.planned), (1, 1, Some(2)));
+    assert_eq!(
+        (summary.scheduled, o.never_sent, o.planned),
+        (1, 1, Some(2))
+    );
     assert_eq!(o.never_sent_reason.map(|r| r.as_str()), Some(reason));
     assert!(summary.counts_add_up);
     (took, summary)
