@@ -119,6 +119,9 @@ pub(super) fn check_output_files(
     (records, summary): (&Path, &Path),
     trace: Option<&Path>,
 ) -> Result<()> {
+    if !a.overwrite {
+        refuse_existing_records(records)?;
+    }
     let outputs = output_files(a, records, summary);
     for (flag, path) in &outputs {
         if let Some(t) = trace {
@@ -140,6 +143,22 @@ pub(super) fn check_output_files(
         }
     }
     Ok(())
+}
+
+/// A records file already at `records` (or at a symbolic link's target) would be replaced, its
+/// run's records lost: refused without `--overwrite`. `/dev/null` and other files that are not
+/// regular files hold nothing to lose.
+fn refuse_existing_records(records: &Path) -> Result<()> {
+    if !std::fs::metadata(records).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let link = std::fs::read_link(records)
+        .map(|t| format!(" (a symbolic link to {})", t.display()))
+        .unwrap_or_default();
+    Err(Error::config(format!(
+        "{}{link}: --output-path names a file that exists: the run would replace it; give another path, remove it, or pass --overwrite to replace it",
+        records.display()
+    )))
 }
 
 /// The files a replay writes, each with the flag that names it: records, summary,

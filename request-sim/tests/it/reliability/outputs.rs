@@ -247,3 +247,53 @@ fn the_summary_may_be_the_result_dirs_summary() {
     assert_eq!(s.scheduled, read_records(&rd.join("records.jsonl")).len());
     assert!(s.scheduled > 0);
 }
+
+/// A records file already at `-o` (or at a symbolic link's target) is refused before anything
+/// is sent and left as it was; `--overwrite` replaces it.
+#[test]
+fn an_existing_records_file_is_kept_unless_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, _) = trace_copy(dir.path());
+    let old = dir.path().join("old.jsonl");
+    std::fs::write(&old, b"{\"index\": 0}\n").unwrap();
+    let link = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&old, &link).unwrap();
+    for (path, words) in [
+        (&old, String::new()),
+        (&link, format!(" (a symbolic link to {})", old.display())),
+    ] {
+        let stderr = refused_replay(&trace, dir.path(), &["-o", path.to_str().unwrap()]);
+        assert!(
+            stderr.contains(&format!(
+                "{}{words}: --output-path names a file that exists: the run would replace it; give another path, remove it, or pass --overwrite to replace it",
+                path.display()
+            )),
+            "{stderr}"
+        );
+        assert_eq!(std::fs::read(&old).unwrap(), b"{\"index\": 0}\n");
+    }
+    let (code, _, stderr) = run_cli(
+        [
+            "replay",
+            "--dry-run",
+            "--quiet",
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "-o",
+            link.to_str().unwrap(),
+            "--overwrite",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let records = read_records(&old);
+    // The dry run's records replaced the old file (the link's target).
+    assert!(records.len() > 1, "{records:?}");
+    assert!(records
+        .iter()
+        .all(|r| r.status == request_sim::record::Status::DryRun));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
