@@ -102,6 +102,8 @@ fn refused_replay(trace: &Path, dir: &Path, args: &[&str]) -> String {
     let server = RawServer::start(Script::default());
     let mut all = vec!["replay".to_string()];
     let mut base = base_args(&server.url(""), trace, dir);
+    // Without base_args' `--overwrite`: an existing records file is refused.
+    base.retain(|a| a != "--overwrite");
     if args.contains(&"-o") {
         // Without base_args' `--output-path DIR/records.jsonl`.
         let at = base.iter().position(|a| a == "--output-path").unwrap();
