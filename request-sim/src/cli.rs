@@ -400,6 +400,9 @@ pub struct OutputArgs {
     /// Summary JSON (default: <output-path>.summary.json).
     #[arg(long)]
     pub summary_path: Option<PathBuf>,
+    /// Replace a records file already at --output-path (without it, such a run is refused).
+    #[arg(long)]
+    pub overwrite: bool,
     #[command(flatten)]
     pub report: ReportFlags,
     /// Save every request's prompt as built (with the trace's timestamp, output_length and

@@ -85,6 +85,8 @@ pub fn run_set(base: &ReplayArgs, n: u32, dir: &Path) -> Result<RepeatOutcome> {
         a.prompts.seed = Some(repeat_seed(base.prompts.seed, k));
         a.output.output_path = Some(rdir.join("records.jsonl"));
         a.output.summary_path = Some(rdir.join("summary.json"));
+        // The set's own files: a set run again into its directory replaces them.
+        a.output.overwrite = true;
         a.output.report.result_dir = per_repeat_files.then(|| rdir.clone());
         std::fs::create_dir_all(&rdir)
             .map_err(|e| Error::io(format!("cannot create {}", rdir.display()), e))?;

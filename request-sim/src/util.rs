@@ -289,6 +289,54 @@ pub fn write_directory(out: &Path, input: &Path, files: &[Vec<u8>]) -> crate::Re
     })
 }
 
+/// True when two output paths would be written as one file: one existing file ([`same_file`]),
+/// or, for files not there yet, the same path once `.`, `..` and the symbolic links of the
+/// existing part of the path are resolved (`rd/summary.json` and `./x/../rd/summary.json`).
+/// Two names of a non-regular file (`/dev/null`) are not one output: it holds nothing to lose.
+pub fn same_output(a: &Path, b: &Path) -> bool {
+    let regular_or_absent = |p: &Path| std::fs::metadata(p).map_or(true, |m| m.is_file());
+    if !(regular_or_absent(a) && regular_or_absent(b)) {
+        return false;
+    }
+    same_file(a, b) || resolved(a) == resolved(b)
+}
+
+/// `p` as an absolute path with its existing part canonicalised (links followed) and the rest
+/// folded lexically (`.` dropped, `..` taking off the component before it).
+fn resolved(p: &Path) -> PathBuf {
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    // The longest existing ancestor, canonicalised, then the rest on it.
+    let mut base = abs.as_path();
+    let mut rest = Vec::new();
+    let canonical = loop {
+        if let Ok(c) = std::fs::canonicalize(base) {
+            break c;
+        }
+        match (base.parent(), base.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                base = parent;
+            }
+            _ => break base.to_path_buf(),
+        }
+    };
+    let mut out = canonical;
+    for name in rest.iter().rev() {
+        out.push(name);
+    }
+    let mut folded = PathBuf::new();
+    for c in out.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                folded.pop();
+            }
+            c => folded.push(c),
+        }
+    }
+    folded
+}
+
 /// True when `a` and `b` are one existing regular file (see [`refuse_input_as_output`]; two
 /// names of `/dev/null` are not one input and output).
 pub fn same_file(a: &Path, b: &Path) -> bool {

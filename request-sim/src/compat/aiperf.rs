@@ -385,6 +385,8 @@ impl OutputFlags {
         );
         push(a, "--export", "aiperf");
         a.push("--record-itl".into());
+        // AIPerf writes its artifact directory over the last run's.
+        a.push("--overwrite".into());
         let local = |t: &str| {
             let p = Path::new(t);
             p.join("tokenizer.json").is_file() || (p.is_file() && t.ends_with(".json"))

@@ -48,6 +48,8 @@ pub fn config(mut a: ReplayArgs) -> Result<ReplayConfig> {
     a.output
         .output_path
         .get_or_insert_with(|| PathBuf::from(OUTPUT_PATH));
+    // The anchor writes its output file over the last run's.
+    a.output.overwrite = true;
     let percentiles = &mut a.output.report.metric_percentile;
     if percentiles.as_ref().is_none_or(Vec::is_empty) {
         *percentiles = Some(PERCENTILES.to_vec());

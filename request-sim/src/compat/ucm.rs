@@ -359,6 +359,8 @@ impl ReplayFlags {
                 "--output-path",
                 dir.join("trace_replay_records.jsonl").display().to_string(),
             );
+            // UCM's script writes its result directory over the last run's.
+            a.push("--overwrite".into());
         }
         if let Some(p) = &self.metric_percentiles {
             push(a, "--metric-percentile", p.clone());

@@ -110,34 +110,81 @@ pub(super) fn output_paths(a: &OutputArgs) -> Result<(PathBuf, PathBuf)> {
     Ok((output_path, summary_path))
 }
 
-/// The files a replay writes must not be the trace it reads (`--dataset-path`), nor
-/// `--save-prompts` one of the other two: each would be overwritten before or while the other
-/// is read or written.
+/// Every file a replay writes, checked before anything is sent: none is the trace it reads
+/// (`--dataset-path`), and no two are one file (`-o rd/summary.json --result-dir rd` would
+/// write the summary over the records). The one pair allowed: `--summary-path` at the result
+/// directory's `summary.json` (the same summary twice; `--repeat` writes it so).
 pub(super) fn check_output_files(
     a: &OutputArgs,
     (records, summary): (&Path, &Path),
     trace: Option<&Path>,
 ) -> Result<()> {
-    let mut outputs = vec![("--output-path", records), ("--summary-path", summary)];
-    if let Some(p) = &a.save_prompts {
-        outputs.push(("--save-prompts", p.as_path()));
+    if !a.overwrite {
+        refuse_existing_records(records)?;
     }
-    for &(flag, path) in &outputs {
+    let outputs = output_files(a, records, summary);
+    for (flag, path) in &outputs {
         if let Some(t) = trace {
             crate::util::refuse_input_as_output(path, flag, t, "trace (--dataset-path)")?;
         }
     }
-    if let Some(p) = &a.save_prompts {
-        for (flag, other) in [("--output-path", records), ("--summary-path", summary)] {
-            if p == other || crate::util::same_file(p, other) {
+    let result_summary = a.report.result_dir.as_ref().map(|d| d.join("summary.json"));
+    for (i, (flag, path)) in outputs.iter().enumerate() {
+        for (other_flag, other) in &outputs[..i] {
+            let summary_twice = *other_flag == "--summary-path"
+                && result_summary.as_deref() == Some(path.as_path());
+            if !summary_twice && crate::util::same_output(path, other) {
                 return Err(Error::config(format!(
-                    "{}: --save-prompts must differ from {flag} (the run would overwrite the saved prompts)",
-                    p.display()
+                    "{}: {other_flag} ({}) and {flag} name the same file: the run would write one over the other; give them different paths",
+                    path.display(),
+                    other.display()
                 )));
             }
         }
     }
     Ok(())
+}
+
+/// A records file already at `records` (or at a symbolic link's target) would be replaced, its
+/// run's records lost: refused without `--overwrite`. `/dev/null` and other files that are not
+/// regular files hold nothing to lose.
+fn refuse_existing_records(records: &Path) -> Result<()> {
+    if !std::fs::metadata(records).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let link = std::fs::read_link(records)
+        .map(|t| format!(" (a symbolic link to {})", t.display()))
+        .unwrap_or_default();
+    Err(Error::config(format!(
+        "{}{link}: --output-path names a file that exists: the run would replace it; give another path, remove it, or pass --overwrite to replace it",
+        records.display()
+    )))
+}
+
+/// The files a replay writes, each with the flag that names it: records, summary,
+/// `--save-prompts`, the server metrics JSONL (beside the records, or in the result directory)
+/// and the result directory's files (`report::files::result_dir_files`).
+fn output_files(a: &OutputArgs, records: &Path, summary: &Path) -> Vec<(&'static str, PathBuf)> {
+    let mut out = vec![
+        ("--output-path", records.to_path_buf()),
+        ("--summary-path", summary.to_path_buf()),
+    ];
+    if let Some(p) = &a.save_prompts {
+        out.push(("--save-prompts", p.clone()));
+    }
+    match &a.report.result_dir {
+        Some(dir) => out.extend(
+            crate::report::files::result_dir_files(dir, &a.report.export)
+                .into_iter()
+                .map(|p| ("--result-dir", p)),
+        ),
+        None => {
+            let mut beside = records.as_os_str().to_owned();
+            beside.push(".server_metrics.jsonl");
+            out.push(("the server metrics (beside --output-path)", beside.into()));
+        }
+    }
+    out
 }
 
 /// The report the report flags ask for (`replay` and `report`); `default_percentiles` when

@@ -348,6 +348,33 @@ pub fn write_result_dir_exporting(
     Ok(files)
 }
 
+/// The files a replay may write into its result directory `dir` (the charts aside: they are
+/// PNG and SVG files no run reads or writes otherwise): [`write_result_dir_exporting`]'s, the
+/// scraper's `server_metrics.jsonl`, and those of each export of `exports`. A run checks them
+/// against its inputs and its other outputs before anything is sent.
+pub fn result_dir_files(dir: &Path, exports: &[super::export::ExportKind]) -> Vec<PathBuf> {
+    use super::export::{aiperf, aiperf_aggregate, inputs, ExportKind, VLLM_BENCH_FILE};
+    let mut names = vec![
+        "summary.json",
+        "requests.csv",
+        "results.xlsx",
+        super::html::REPORT_HTML,
+        "server_metrics.jsonl",
+    ];
+    for kind in exports {
+        match kind {
+            ExportKind::Aiperf => names.extend([
+                aiperf::RECORDS_FILE,
+                aiperf_aggregate::JSON_FILE,
+                aiperf_aggregate::CSV_FILE,
+                inputs::INPUTS_FILE,
+            ]),
+            ExportKind::VllmBench => names.push(VLLM_BENCH_FILE),
+        }
+    }
+    names.into_iter().map(|n| dir.join(n)).collect()
+}
+
 /// The run's `server_metrics.jsonl`: in the result directory (where the scraper writes it with
 /// `--result-dir`), else beside the records (`<records>.server_metrics.jsonl`).
 pub fn server_metrics_path(dir: &Path, records_jsonl: &Path) -> Option<PathBuf> {

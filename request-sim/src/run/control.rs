@@ -1,7 +1,12 @@
-//! Run control: stopping dispatch (Ctrl-C, early stop), cancelling what is in flight, and
-//! counting outcomes for the early-stop check.
+//! Run control: stopping dispatch (Ctrl-C, SIGTERM, early stop), cancelling what is in flight,
+//! and counting outcomes for the early-stop check.
+//!
+//! Signals, counted: the first stops sending (in-flight requests get `--grace-secs`), the
+//! second forces the stop (the requests in flight are cancelled at once; every record and the
+//! summary are still written, and the summary says the stop was forced), a third exits at once
+//! without them, for a run stuck after the cancel.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -9,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::schedule::{Stop, StopReason};
 
 /// Shared run control: stop dispatching, cancel in-flight, count failures.
+#[derive(Default)]
 pub(super) struct Control {
     /// The dispatcher's stop signal, with the reason.
     pub(super) stop: Stop,
@@ -18,6 +24,8 @@ pub(super) struct Control {
     pub(super) cancel: CancellationToken,
     pub(super) finished: AtomicU64,
     pub(super) failed: AtomicU64,
+    /// A second signal forced the stop: what was in flight was cancelled without its grace.
+    pub(super) forced: AtomicBool,
 }
 
 impl Control {
@@ -33,6 +41,19 @@ impl Control {
     /// Why sending was stopped from outside the dispatcher, if it was.
     pub(super) fn stopped_by(&self) -> Option<StopReason> {
         self.stop.reason()
+    }
+
+    /// Force the stop asked for: cancel the requests in flight now (each still ends as one
+    /// record); `false` when it was forced already.
+    pub(super) fn force_stop(&self) -> bool {
+        let first = !self.forced.swap(true, Ordering::SeqCst);
+        self.cancel.cancel();
+        first
+    }
+
+    /// Whether a second signal forced the stop.
+    pub(super) fn was_forced(&self) -> bool {
+        self.forced.load(Ordering::SeqCst)
     }
 }
 
@@ -57,9 +78,12 @@ pub(super) async fn watch_signals(control: Arc<Control>) {
             eprintln!(
                 "\nrequest-sim: interrupted: stopped sending; waiting for in-flight requests (press Ctrl-C again to cancel them now)"
             );
-        } else if !control.cancel.is_cancelled() {
-            eprintln!("\nrequest-sim: cancelling in-flight requests");
-            control.cancel.cancel();
+        } else if control.force_stop() {
+            // Also when the first stop was the early stop's, or the grace period has already
+            // cancelled what was in flight: the files are written all the same.
+            eprintln!(
+                "\nrequest-sim: forced stop: cancelling in-flight requests now; the records and the summary are still written (a third Ctrl-C exits without them)"
+            );
         } else {
             // Once installed, the handler stays: without this a run stuck after the cancel
             // could no longer be interrupted. Records written so far are complete lines.

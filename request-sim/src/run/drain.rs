@@ -36,6 +36,8 @@ pub(super) struct Drained {
     pub(super) client_cpu: Option<ClientCpu>,
     /// How the feed of planned requests ended (how many the slice had, a trace error).
     pub(super) feed: FeedEnd,
+    /// A second signal forced the stop (the requests in flight were cancelled at once).
+    pub(super) forced: bool,
 }
 
 pub(super) fn run(
@@ -116,6 +118,7 @@ pub(super) fn run(
         releases,
         client_cpu,
         feed,
+        forced: control.was_forced(),
     })
 }
 

@@ -49,11 +49,15 @@ pub(super) fn run(
         scraped,
         producer_stats,
         feed,
+        forced,
         ..
     } = drained;
     let mut summary = windowed_summary(cfg, accumulator, &info)?;
     routed_ideal(cfg, trace, &mut summary);
     feed_warnings(&mut summary, &feed, reason);
+    if forced {
+        summary.warnings.push(forced_words(&summary));
+    }
     match scraped {
         Some(Ok(r)) => {
             server_section(&mut summary, &r);
@@ -303,6 +307,14 @@ fn feed_warnings(summary: &mut Summary, feed: &FeedEnd, reason: StopReason) {
             summary.run.outcome.never_sent
         ));
     }
+}
+
+/// What the summary says of a stop forced by a second signal.
+fn forced_words(summary: &Summary) -> String {
+    format!(
+        "the stop was forced by a second Ctrl-C/SIGTERM: the requests in flight were cancelled at once, without --grace-secs (cancelled: {}, never sent: {})",
+        summary.status.cancelled, summary.run.outcome.never_sent
+    )
 }
 
 /// The valid requests read before the feed's error and never sent (a streamed trace's reorder

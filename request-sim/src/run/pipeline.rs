@@ -3,12 +3,10 @@
 //! writer (which owns the summary's accumulator), the live metrics page (`--metrics-port`)
 //! and the run control (Ctrl-C, early stop).
 
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use tokio_util::sync::CancellationToken;
 
 use super::build::{make_build_fn, ChatRows};
 use super::control::{watch_signals, Control};
@@ -77,13 +75,7 @@ pub(super) fn run(
         progress.clone(),
         live.clone(),
     )?;
-    let control = Arc::new(Control {
-        stop: Default::default(),
-        stopping: CancellationToken::new(),
-        cancel: CancellationToken::new(),
-        finished: AtomicU64::new(0),
-        failed: AtomicU64::new(0),
-    });
+    let control = Arc::new(Control::default());
     server.rt.spawn(watch_signals(control.clone()));
     Ok(Pipeline {
         producers,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::clock::Waiter;
 use super::priority::IoBoost;
-use super::producer::{Prepared, Producers};
+use super::producer::{NotTaken, Prepared, Producers};
 use super::stop::{Stop, StopReason};
 
 /// Timing settings.
@@ -131,9 +131,14 @@ pub fn dispatch(
 ) -> DispatchResult {
     let mut d = Dispatcher::new(producers, start, plan, stop);
     for i in 0.. {
-        // Take the body first (it is normally ready long before its time).
-        let Some((prepared, waited)) = d.take(i) else {
-            return d.end(producers.ending_at(i));
+        // Take the body first (it is normally ready long before its time; one due after a
+        // long gap is built only within the lookahead of it, and a stop or the time limit
+        // ends the wait for it).
+        let (prepared, waited) = match d.take(i) {
+            Ok(taken) => taken,
+            Err(NotTaken::Ended) => return d.end(producers.ending_at(i)),
+            Err(NotTaken::Stopped) => return d.stopped(),
+            Err(NotTaken::Deadline) => return d.end(StopReason::TimeLimit),
         };
         let offset = plan.offset(prepared.planned.req.timestamp_ms);
         if waited && Instant::now() > start + offset {
@@ -241,17 +246,21 @@ impl<'a> Dispatcher<'a> {
         }
     }
 
-    /// Request `i` (taken ahead, ready, or waited for) and whether it had to be waited for;
-    /// `None` when the producers have ended.
-    fn take(&mut self, i: usize) -> Option<(Prepared, bool)> {
-        match self
+    /// Request `i` (taken ahead, ready, or waited for) and whether it had to be waited for.
+    /// The wait ends when it is built, the producers end, a stop is asked for, or the time
+    /// limit is reached ([`NotTaken::Deadline`]: no request due after it is sent, whatever
+    /// the one waited for turns out to be).
+    fn take(&mut self, i: usize) -> Result<(Prepared, bool), NotTaken> {
+        if let Some(p) = self
             .ahead
             .pop_front()
             .or_else(|| self.producers.try_take(i))
         {
-            Some(p) => Some((p, false)),
-            None => self.producers.take(i).map(|p| (p, true)),
+            return Ok((p, false));
         }
+        let limit = self.plan.time_limit.map(|l| self.start + l);
+        let p = self.producers.take_until(i, self.stop.flag(), limit)?;
+        Ok((p, true))
     }
 
     /// The result, ending for `reason`.

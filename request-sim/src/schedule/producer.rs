@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use crossbeam_channel::{bounded, Receiver};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
 
 use super::feed::{Feed, FeedEnd, Feeder};
 use super::stop::StopReason;
@@ -136,6 +136,22 @@ fn wait_turn(
 
 /// Longest single sleep of a producer waiting for its next request's turn (ms).
 const WAIT_STEP_MS: f64 = 50.0;
+
+/// Longest single wait of [`Producers::take_until`] before it looks at the stop again (a body
+/// that arrives ends the wait at once, so this costs a waiting dispatcher nothing but 50
+/// wake-ups a second).
+const TAKE_STEP: Duration = Duration::from_millis(20);
+
+/// Why [`Producers::take_until`] gave no request at a position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotTaken {
+    /// The requests end there (see [`Producers::ending_at`]).
+    Ended,
+    /// A stop was asked for before it was built.
+    Stopped,
+    /// The deadline passed before it was built.
+    Deadline,
+}
 
 /// What producers share with the dispatcher side to bound their lookahead.
 #[derive(Debug, Default)]
@@ -371,16 +387,41 @@ impl Producers {
         self.gate.next.store(index + 1, Ordering::Relaxed);
     }
 
-    /// The prepared request at `position` (taken in order 0, 1, 2, …). Blocks until it is
-    /// built; `None` when the requests end there (see [`Producers::ending_at`]).
-    pub fn take(&self, position: usize) -> Option<Prepared> {
+    /// The prepared request at `position` (taken in order 0, 1, 2, …), waiting until it is
+    /// built, a stop is asked for (`stop`) or `deadline` passes, whichever comes first. A body
+    /// due far ahead is built only within the lookahead of its time, so this wait can be as
+    /// long as the trace's longest gap: it must give way to a stop or the time limit (a row
+    /// 30 s after the last one kept `-t 3` running for 25 s, and a row at 10^15 ms kept a
+    /// Ctrl-C from ever ending the run).
+    pub fn take_until(
+        &self,
+        position: usize,
+        stop: &AtomicBool,
+        deadline: Option<Instant>,
+    ) -> Result<Prepared, NotTaken> {
         let rx = &self.receivers[position % self.receivers.len()];
-        let p = rx.recv().ok()?;
-        self.taken(position, &p);
-        Some(p)
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return Err(NotTaken::Stopped);
+            }
+            let now = Instant::now();
+            let step = match deadline {
+                Some(d) if d <= now => return Err(NotTaken::Deadline),
+                Some(d) => TAKE_STEP.min(d - now),
+                None => TAKE_STEP,
+            };
+            match rx.recv_timeout(step) {
+                Ok(p) => {
+                    self.taken(position, &p);
+                    return Ok(p);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Err(NotTaken::Ended),
+            }
+        }
     }
 
-    /// Non-blocking variant of [`Producers::take`].
+    /// Non-blocking variant of [`Producers::take_until`].
     pub fn try_take(&self, position: usize) -> Option<Prepared> {
         let p = self.receivers[position % self.receivers.len()]
             .try_recv()
@@ -389,7 +430,7 @@ impl Producers {
         Some(p)
     }
 
-    /// Why [`Producers::take`] found no request at `position`: the feed ended there
+    /// Why [`Producers::take_until`] found no request at `position`: the feed ended there
     /// (`Completed`), a bad trace row ended it there (`TraceError`), or a producer died.
     pub fn ending_at(&self, position: usize) -> StopReason {
         self.feeder
@@ -435,6 +476,15 @@ mod tests {
     use super::*;
     use crate::schedule::eventually;
     use crate::trace::TraceRequest;
+
+    /// The request at `i`, waited for with no stop and no deadline; `None` at the end.
+    fn take(p: &Producers, i: usize) -> Option<Prepared> {
+        match p.take_until(i, &AtomicBool::new(false), None) {
+            Ok(got) => Some(got),
+            Err(NotTaken::Ended) => None,
+            Err(other) => panic!("request {i}: {other:?}"),
+        }
+    }
 
     /// The requests as a feed of planned requests.
     fn feed(reqs: Vec<TraceRequest>) -> Feed {
@@ -489,17 +539,65 @@ mod tests {
             };
             let p = Producers::spawn(feed(reqs.clone()), &cfg, build.clone()).unwrap();
             for i in 0..1000 {
-                let got = p.take(i).unwrap();
+                let got = take(&p, i).unwrap();
                 assert_eq!(got.index, i);
                 assert_eq!(got.planned.req.input_length, i as u32);
                 assert_eq!(&got.body[..], i.to_string().as_bytes());
             }
             // The feed's end is the end of the requests, and every one was dealt.
-            assert!(p.take(1000).is_none());
+            assert!(take(&p, 1000).is_none());
             assert_eq!(p.ending_at(1000), StopReason::Completed);
             let end = p.finish();
             assert_eq!((end.dealt, end.planned()), (1000, Some(1000)));
         }
+    }
+
+    #[test]
+    fn a_wait_for_a_body_far_ahead_gives_way_to_the_deadline_and_the_stop() {
+        // Request 0 is due at 10^15 ms: it is not built within the lookahead of this test.
+        let mut far = req(0);
+        far.timestamp_ms = 1e15;
+        let build: Arc<BuildFn> = Arc::new(|_p: &Planned, _s: &mut Scratch| Built {
+            body: Bytes::new(),
+            intended_prompt_tokens: 0,
+            images: None,
+            live: None,
+        });
+        let cfg = ProducerConfig {
+            threads: 1,
+            capacity: 4,
+            pin: false,
+            cores: vec![],
+            budget_bytes: 1 << 20,
+            horizon: Duration::from_secs(5),
+            scale_factor: 1.0,
+            nice: 0,
+        };
+        let p = Producers::spawn(feed(vec![far]), &cfg, build).unwrap();
+        p.start_clock(Instant::now());
+        let stop = AtomicBool::new(false);
+        let t = Instant::now();
+        let got = p.take_until(0, &stop, Some(t + Duration::from_millis(100)));
+        assert_eq!(got.err(), Some(NotTaken::Deadline));
+        let waited = t.elapsed();
+        assert!(
+            waited >= Duration::from_millis(100) && waited < Duration::from_millis(500),
+            "{waited:?}"
+        );
+        let t = Instant::now();
+        let got = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                stop.store(true, Ordering::SeqCst);
+            });
+            p.take_until(0, &stop, None)
+        });
+        assert_eq!(got.err(), Some(NotTaken::Stopped));
+        let waited = t.elapsed();
+        assert!(
+            waited >= Duration::from_millis(100) && waited < Duration::from_millis(500),
+            "{waited:?}"
+        );
     }
 
     #[test]
@@ -522,7 +620,7 @@ mod tests {
             nice: 0,
         };
         let p = Producers::spawn(feed(reqs), &cfg, build).unwrap();
-        assert_eq!(p.take(0).unwrap().index, 0);
+        assert_eq!(take(&p, 0).unwrap().index, 0);
         // Stopping: the rest of the feed is counted, not built.
         let end = p.finish(); // must not hang
         assert_eq!(end.planned(), Some(100_000));
@@ -554,9 +652,9 @@ mod tests {
         };
         let p = Producers::spawn(Box::new(items.into_iter()), &cfg, build).unwrap();
         for i in 0..7 {
-            assert_eq!(p.take(i).unwrap().index, i);
+            assert_eq!(take(&p, i).unwrap().index, i);
         }
-        assert!(p.take(7).is_none());
+        assert!(take(&p, 7).is_none());
         assert_eq!(p.ending_at(7), StopReason::TraceError);
         assert_eq!(p.ending_at(6), StopReason::ProducerFailed);
         assert!(p
@@ -637,7 +735,7 @@ mod tests {
         assert!(p.stats().bodies <= 7, "{:?}", p.stats());
         // Taking frees budget: all 200 come out in order.
         for i in 0..200 {
-            assert_eq!(p.take(i).unwrap().index, i);
+            assert_eq!(take(&p, i).unwrap().index, i);
         }
         let st = p.stats();
         assert!(st.peak_buffered_bytes <= 7_000, "{st:?}");
@@ -670,7 +768,7 @@ mod tests {
         let p = Producers::spawn(reqs, &cfg, build).unwrap();
         p.start_clock(Instant::now());
         for i in 0..64 {
-            let body = p.take(i).unwrap().body;
+            let body = take(&p, i).unwrap().body;
             if cfg!(target_os = "linux") {
                 let want = crate::schedule::priority::PRODUCER_NICE.max(before.unwrap_or(0));
                 assert_eq!(std::str::from_utf8(&body).unwrap(), want.to_string());

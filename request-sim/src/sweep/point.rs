@@ -149,6 +149,8 @@ impl Sweep {
         );
         a.output.output_path = Some(pdir.join("records.jsonl"));
         a.output.summary_path = None;
+        // The sweep's own files: a sweep run again into its directory replaces them.
+        a.output.overwrite = true;
         a.output.report.result_dir = Some(pdir.clone());
         if let Some(n) = crate::repeat::count(&self.base)? {
             return self.repeated_point(a, n, k, f, of, &pdir);

@@ -1,5 +1,6 @@
 mod exit_status;
 mod faults;
+mod gaps;
 mod input;
 mod keepalive;
 mod limits;

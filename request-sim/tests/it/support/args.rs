@@ -59,10 +59,10 @@ pub fn sweep_args(args: &[&str]) -> SweepArgs {
     try_sweep_args(args).unwrap_or_else(|e| panic!("request-sim sweep {args:?}: {e}"))
 }
 
-/// Common flags of a replay against `endpoint` writing into `dir` (`records.jsonl`): no
-/// start-up calls to the server (model name and chat overhead given), quiet, fixed seed, no
-/// core pinning, no server-side tokenizing or metrics scraping (the tests count every request
-/// the server saw).
+/// Common flags of a replay against `endpoint` writing into `dir` (`records.jsonl`, replaced
+/// when there: `--overwrite`): no start-up calls to the server (model name and chat overhead
+/// given), quiet, fixed seed, no core pinning, no server-side tokenizing or metrics scraping
+/// (the tests count every request the server saw).
 pub fn base_args(endpoint: &str, trace: &Path, dir: &Path) -> Vec<String> {
     vec![
         "--endpoint".into(),
@@ -79,6 +79,8 @@ pub fn base_args(endpoint: &str, trace: &Path, dir: &Path) -> Vec<String> {
         trace.display().to_string(),
         "--output-path".into(),
         dir.join("records.jsonl").display().to_string(),
+        // Tests run again into their directory: each run replaces the last one's records.
+        "--overwrite".into(),
         "--quiet".into(),
         "--seed".into(),
         "7".into(),

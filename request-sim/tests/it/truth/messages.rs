@@ -131,7 +131,15 @@ fn misleading_messages_say_the_truth() {
     let unauthorized = unauthorized_server();
     let chat = raw.url("/v1/chat/completions");
     let replay = |extra: &[&str]| {
-        let mut a = owned(&["replay", "--dataset-path", &mooncake, "-o", &d("r.jsonl")]);
+        // Each case writes over the last one's records.
+        let mut a = owned(&[
+            "replay",
+            "--dataset-path",
+            &mooncake,
+            "-o",
+            &d("r.jsonl"),
+            "--overwrite",
+        ]);
         a.extend(owned(extra));
         a
     };
