@@ -1,4 +1,4 @@
-//! The JSONL agentic readers (`trace::formats::agent_jsonl::read`: TraceLab rounds, Dynamo request
+//! The JSONL agentic readers (`trace::formats::agents::read`: TraceLab rounds, Dynamo request
 //! traces, AIPerf `dag_jsonl`, Copilot sessions) on arbitrary bytes (plain or gzip), detected or forced. Any
 //! input must give a corpus or an error, never a panic; a corpus must pass the session tree's
 //! own check and keep the readers' invariants (a request's ids, kept as shared prefix storage,
@@ -15,7 +15,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use request_sim::trace::formats::agent_jsonl::read;
+use request_sim::trace::formats::agents::read;
 use request_sim::trace::formats::weka;
 use request_sim::trace::pipeline::plan::{plan, PlanOptions};
 use request_sim::trace::{LoadOptions, TraceFormat};

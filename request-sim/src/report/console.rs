@@ -405,6 +405,25 @@ fn exactness_section(t: &mut Table, s: &Summary) {
     if e.without_usage > 0 {
         t.row("Prompt tokens not reported (no usage):", e.without_usage);
     }
+    let o = &s.output_exactness;
+    if o.with_usage > 0 {
+        t.row(
+            "Output tokens exact (received/asked):",
+            format!("{} / {}", o.exact, o.with_usage),
+        );
+        if o.with_usage > o.exact {
+            t.row(
+                "Output tokens over / under:",
+                format!("{} / {}", o.over, o.under),
+            );
+        }
+    }
+    if s.cache.impossible_cached > 0 {
+        t.row(
+            "Cached > prompt tokens (impossible):",
+            s.cache.impossible_cached,
+        );
+    }
     if let Some(src) = &s.run.prompts.prompt_token_source {
         t.row("Prompt tokens counted by:", src);
     }

@@ -114,6 +114,17 @@ pub(super) fn determine_overhead(
         return api_overhead(cfg, srv, params, builder, (tokenizer, server));
     }
     let strip = builder.vocab().strips_first_space();
+    // Tools in --extra-body go into every request, and the chat template renders them into
+    // the prompt: the template measure and the server's /tokenize of a bare message leave them
+    // out, a calibration request (its body has them) counts them.
+    let tools = params
+        .extra
+        .as_ref()
+        .is_some_and(|e| e.contains_key("tools") || e.contains_key("functions"));
+    if tools && !cfg.requests.dry_run && ep.kind.openai_style_server() {
+        note("--extra-body has tools: the chat overhead is measured with a calibration request (its body carries them)");
+        return calibrate(srv, params, builder, "");
+    }
     if let (true, Some(tok), Some(tc)) =
         (ep.kind.is_chat(), tokenizer, &cfg.prompts.tokenizer_config)
     {

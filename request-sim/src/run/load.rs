@@ -182,7 +182,13 @@ pub(super) fn run(cfg: &ReplayConfig) -> Result<(Loaded, Feed)> {
         Some("--save-prompts".to_owned())
     } else if cfg.requests.sessions.timing == Timing::Closed {
         if !format.has_sessions() {
-            let why = format!("a {} trace has no session ids", format.name());
+            let kind = format.name();
+            let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "an"
+            } else {
+                "a"
+            };
+            let why = format!("{article} {kind} trace has no session ids");
             return Err(no_sessions(&name, &why));
         }
         Some("--timing closed sessions".to_owned())

@@ -14,7 +14,8 @@ use super::samples::Samples;
 use super::sessions::SessionAcc;
 use super::slo::Slo;
 use super::summary::{
-    CacheStats, DriftStats, OutputTokenSources, StatusCounts, Summary, TokenExactness,
+    CacheStats, DriftStats, OutputExactness, OutputTokenSources, StatusCounts, Summary,
+    TokenExactness,
 };
 use super::window::{inside, MeasureWindow, WindowAuto, WindowReport};
 use crate::record::{Finished, Record, Status, TokenSource};
@@ -117,6 +118,7 @@ pub struct Accumulator {
     error_examples: BTreeMap<String, (usize, String)>,
     cache: CacheStats,
     exact: TokenExactness,
+    output_exact: OutputExactness,
     sources: OutputTokenSources,
     retried: usize,
     sessions: SessionAcc,
@@ -172,6 +174,7 @@ impl Accumulator {
             error_examples: BTreeMap::new(),
             cache: CacheStats::default(),
             exact: TokenExactness::default(),
+            output_exact: OutputExactness::default(),
             sources: OutputTokenSources::default(),
             retried: 0,
             sessions: SessionAcc::default(),
@@ -319,10 +322,28 @@ impl Accumulator {
             if let Some(ct) = rec.cached_tokens {
                 self.cache.requests_with_cached_tokens += 1;
                 self.cache.prompt_tokens += pt as u64;
-                self.cache.cached_tokens += ct as u64;
+                // More cached than prompt tokens is impossible: counted, and capped at the
+                // prompt so the hit ratio stays a ratio.
+                if ct > pt {
+                    self.cache.impossible_cached += 1;
+                }
+                self.cache.cached_tokens += ct.min(pt) as u64;
             }
         }
 
+        if rec.status == Status::Ok && rec.output_length > 0 {
+            if let Some(got) = rec.output_tokens {
+                let o = &mut self.output_exact;
+                o.with_usage += 1;
+                let diff = i64::from(got) - i64::from(rec.output_length);
+                match diff.cmp(&0) {
+                    std::cmp::Ordering::Equal => o.exact += 1,
+                    std::cmp::Ordering::Greater => o.over += 1,
+                    std::cmp::Ordering::Less => o.under += 1,
+                }
+                o.max_abs_diff = o.max_abs_diff.max(diff.unsigned_abs());
+            }
+        }
         match rec.status {
             Status::Ok => self.add_completed(rec, itl_ms),
             Status::DryRun => {}
@@ -493,6 +514,7 @@ impl Accumulator {
                 .collect(),
             cache,
             token_exactness: exact,
+            output_exactness: self.output_exact,
             output_tokens_source: self.sources,
             warnings,
             server: None,
@@ -599,6 +621,19 @@ impl Accumulator {
                 exact.with_usage - exact.exact,
                 exact.with_usage,
                 exact.max_abs_diff
+            ));
+        }
+        if self.cache.impossible_cached > 0 {
+            warnings.push(format!(
+                "IMPOSSIBLE USAGE: {} requests reported more cached tokens than prompt tokens; their cached tokens were counted as their prompt tokens (the server hit ratio is an upper bound)",
+                self.cache.impossible_cached
+            ));
+        }
+        let out = &self.output_exact;
+        if out.over > 0 {
+            warnings.push(format!(
+                "IMPOSSIBLE USAGE: {} of {} requests reported more output tokens than they asked for (max_tokens; largest difference {}): output throughput and TPOT use the server's counts",
+                out.over, out.with_usage, out.max_abs_diff
             ));
         }
         if exact.without_usage > 0 && exact.without_usage < self.completed {

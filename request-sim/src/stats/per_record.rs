@@ -47,15 +47,20 @@ pub fn record_mean_itl(rec: &Record) -> Option<f64> {
     Some((rec.e2e_ms? - rec.ttft_ms?) / f64::from(rec.chunks - 1))
 }
 
-/// A record's time to its first answer token, as the `ttfa` SLO judges it: `ttfa_ms` when the
-/// answer carried thinking or a tool call (`None` when no answer text came), else the first
-/// token, which was the answer's.
+/// A record's time to its first answer token (TTFA), as the summary's `ttfa` statistics, the
+/// `ttfa` SLO and AIPerf's `time_to_first_output_token` all take it. The answer is what
+/// follows the thinking: its text or, for a turn that answers with a tool call, the call. So
+/// TTFA is the earlier of the first answer-text token (`ttfa_ms`) and the first tool-call token
+/// (`ttf_tool_ms`) when the answer carried thinking or a tool call (`None` when neither came,
+/// an answer that was all thinking), else the first token, which was the answer's.
 pub fn ttfa_of(r: &Record) -> Option<f64> {
     let split = r.reasoning_tokens.is_some() || r.tool_calls.is_some();
-    if split {
-        r.ttfa_ms
-    } else {
-        r.ttft_ms
+    if !split {
+        return r.ttft_ms;
+    }
+    match (r.ttfa_ms, r.ttf_tool_ms) {
+        (Some(text), Some(tool)) => Some(text.min(tool)),
+        (text, tool) => text.or(tool),
     }
 }
 

@@ -233,6 +233,25 @@ mod ttfa_tests {
             ..Record::new(2, 0, Status::Ok)
         };
         assert!(!slo.is_met(no_answer.ttft_ms, 0.0, None, ttfa_of(&no_answer)));
+        // A turn that answers with a tool call: its answer is the call (no text at all).
+        let tool = Record {
+            ttft_ms: Some(9.0),
+            ttf_tool_ms: Some(9.0),
+            tool_calls: Some(1),
+            ..Record::new(3, 0, Status::Ok)
+        };
+        assert_eq!(ttfa_of(&tool), Some(9.0));
+        assert!(slo.is_met(tool.ttft_ms, 0.0, None, ttfa_of(&tool)));
+        // Thinking, then a tool call at 2 s, then text at 3 s: the call came first.
+        let both = Record {
+            ttft_ms: Some(50.0),
+            ttfa_ms: Some(3000.0),
+            ttf_tool_ms: Some(2000.0),
+            reasoning_tokens: Some(30),
+            tool_calls: Some(1),
+            ..Record::new(4, 0, Status::Ok)
+        };
+        assert_eq!(ttfa_of(&both), Some(2000.0));
         // Cut before any answer, after the limit: broken.
         assert!(slo.broken_before_cut_answer(Some(80.0), None, Some(1500.0)));
         assert!(!slo.broken_before_cut_answer(Some(80.0), None, Some(500.0)));

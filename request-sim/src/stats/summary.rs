@@ -162,6 +162,30 @@ pub struct CacheStats {
     pub server_block_size: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ideal_hit_ratio_server_blocks: Option<f64>,
+    /// Requests whose usage reported more cached tokens than prompt tokens (impossible): their
+    /// cached tokens are counted as their prompt tokens, and a warning says so.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub impossible_cached: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Server output tokens (`usage.completion_tokens`) vs what each request asked for
+/// (`output_length`, sent as `max_tokens`): the output side of token exactness.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutputExactness {
+    /// Completed requests with an output count from the server and a length asked.
+    pub with_usage: usize,
+    /// Of those, received == asked.
+    pub exact: usize,
+    /// Received more than asked: impossible for a server that honours `max_tokens`.
+    pub over: usize,
+    /// Received fewer than asked (an early stop, a server that ignores `min_tokens`).
+    pub under: usize,
+    /// Largest |received - asked|.
+    pub max_abs_diff: u64,
 }
 
 /// Server `usage.prompt_tokens` vs the trace's `input_length`.
@@ -271,6 +295,9 @@ pub struct Summary {
     pub error_examples: BTreeMap<String, String>,
     pub cache: CacheStats,
     pub token_exactness: TokenExactness,
+    /// Output tokens received vs asked.
+    #[serde(default)]
+    pub output_exactness: OutputExactness,
     pub output_tokens_source: OutputTokenSources,
     /// Things the user must know (no usage from the server, records missing, ...).
     pub warnings: Vec<String>,

@@ -11,8 +11,8 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::fields::describe_value;
+use super::lines::buffered;
 use super::lines::{read_line_capped, LineRead};
-use super::rows::buffered;
 use crate::trace::error::{RowError, TraceError};
 
 /// An error on `line` of `name`.

@@ -11,7 +11,6 @@
 //! [`Conversation::check`](super::Conversation::check).
 
 use std::io::Read;
-use std::path::Path;
 
 use super::agent_fields::{for_each_line, row_error};
 use crate::trace::error::{RowError, TraceError};
@@ -20,33 +19,6 @@ use crate::trace::options::{LoadOptions, DEFAULT_MAX_LINE_BYTES};
 
 /// How a JSONL agentic format builds its corpus from every non-blank line.
 pub(crate) type Build = fn(&str, &[(usize, String)], &LoadOptions) -> Result<Corpus, TraceError>;
-
-/// Opens `path` and reads its agent corpus (any agentic format, recognised or
-/// `opts.format`); errors are named after the path.
-pub fn load(path: &Path, opts: &LoadOptions) -> Result<Corpus, TraceError> {
-    corpus_of(&path.display().to_string(), super::open::open(path, opts)?)
-}
-
-/// Reads a whole agentic trace from `input` (plain or compressed): in `opts.format` when
-/// given, else in the format recognised from its head (which must be an agent corpus).
-pub fn read(name: &str, input: impl Read + Send, opts: &LoadOptions) -> Result<Corpus, TraceError> {
-    corpus_of(name, super::open::open_reader(name, input, opts)?)
-}
-
-/// The corpus of what was opened, or why a row trace is not one.
-fn corpus_of(name: &str, opened: super::open::Opened<'_>) -> Result<Corpus, TraceError> {
-    match opened {
-        super::open::Opened::Corpus(c, _) => Ok(c),
-        super::open::Opened::Rows(r) => Err(row_error(
-            name,
-            1,
-            RowError::Undetectable(format!(
-                "the first data line is a {} row, not an agent corpus (TraceLab, Dynamo, dag_jsonl, Copilot, Weka)",
-                r.format().map_or("request", |f| f.name())
-            )),
-        )),
-    }
-}
 
 /// Reads a JSONL agentic trace with its format's `build`: every non-blank line (capped), then
 /// the conversations, each checked.

@@ -1,10 +1,11 @@
 //! Agent corpora: which agentic format a path holds ([`agent_format`]) and the corpus it
 //! loads into ([`load`]), both through the front door (`open.rs`) and the registry.
 
+use std::io::Read;
 use std::path::Path;
 
 use super::open::{self, Opened};
-use crate::trace::error::TraceError;
+use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::{Corpus, TraceFormat};
 use crate::trace::options::LoadOptions;
 
@@ -35,4 +36,31 @@ pub fn load(path: &Path, opts: &LoadOptions) -> Result<Option<(Corpus, TraceForm
         Opened::Corpus(c, f) => Some((c, f)),
         Opened::Rows(_) => None,
     })
+}
+
+/// Opens `path` and reads its agent corpus (any agentic format, recognised or
+/// `opts.format`); errors are named after the path.
+pub fn load_corpus(path: &Path, opts: &LoadOptions) -> Result<Corpus, TraceError> {
+    corpus_of(&path.display().to_string(), open::open(path, opts)?)
+}
+
+/// Reads a whole agentic trace from `input` (plain or compressed): in `opts.format` when
+/// given, else in the format recognised from its head (which must be an agent corpus).
+pub fn read(name: &str, input: impl Read + Send, opts: &LoadOptions) -> Result<Corpus, TraceError> {
+    corpus_of(name, open::open_reader(name, input, opts)?)
+}
+
+/// The corpus of what was opened, or why a row trace is not one.
+fn corpus_of(name: &str, opened: Opened<'_>) -> Result<Corpus, TraceError> {
+    match opened {
+        Opened::Corpus(c, _) => Ok(c),
+        Opened::Rows(r) => Err(super::agent_fields::row_error(
+            name,
+            1,
+            RowError::Undetectable(format!(
+                "the first data line is a {} row, not an agent corpus (TraceLab, Dynamo, dag_jsonl, Copilot, Weka)",
+                r.format().map_or("request", |f| f.name())
+            )),
+        )),
+    }
 }

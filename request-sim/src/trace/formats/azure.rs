@@ -20,7 +20,7 @@
 
 use super::fields::{check_timestamp, csv_header, csv_length as length, csv_row, quote_short};
 use super::images;
-use super::registry::{Format, Reader};
+use super::unit::{Format, Reader};
 use crate::trace::error::RowError;
 use crate::trace::model::{FormatInfo, Timestamps};
 use crate::trace::row::RawRow;

@@ -13,7 +13,7 @@
 //! its size from `--image-tokens`, shrunk when the row is too short.
 
 use super::fields;
-use super::registry::{Format, Reader};
+use super::unit::{Format, Reader};
 use crate::trace::error::RowError;
 use crate::trace::model::SessionInfo;
 use crate::trace::model::{FormatInfo, SessionSource, Timestamps};

@@ -15,7 +15,7 @@
 //! (`TraceStats::failed_requests`). There are no hash ids: every prompt is unique.
 
 use super::fields::{check_timestamp, csv_header, csv_length, csv_row, quote_short};
-use super::registry::{Format, Reader};
+use super::unit::{Format, Reader};
 use crate::trace::error::RowError;
 use crate::trace::model::{FormatInfo, Timestamps};
 use crate::trace::row::RawRow;

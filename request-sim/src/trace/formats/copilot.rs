@@ -51,7 +51,7 @@ use serde::Deserialize;
 
 use super::agent_fields::{blocks, field_error, for_each_line, parse_object, row_error};
 use super::fields;
-use super::registry::Format;
+use super::unit::Format;
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::FormatInfo;
 use crate::trace::model::{
@@ -678,7 +678,7 @@ pub(crate) static FORMAT: Format = Format {
                     .is_some_and(|t| t.get("llm_calls").is_some())
         }
     },
-    read: super::registry::Reader::Corpus {
+    read: super::unit::Reader::Corpus {
         file: |name, input, opts| {
             let mut reader = Reader::new(opts);
             reader.read(name, input)?;

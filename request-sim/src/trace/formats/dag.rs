@@ -40,7 +40,7 @@ use serde_json::Value;
 use self::line::{parse_session, ChildRef, Session, Turn};
 use super::agent_fields::{field_error, row_error};
 use super::fields;
-use super::registry::{Format, Reader};
+use super::unit::{Format, Reader};
 use crate::trace::error::TraceError;
 use crate::trace::model::ChatPayload;
 use crate::trace::model::FormatInfo;

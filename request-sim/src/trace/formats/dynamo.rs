@@ -40,7 +40,7 @@ use serde_json::Value;
 use self::tree::{single, tree, Row, Trajectory};
 use super::agent_fields::{blocks, field_error, from_value, parse_object, row_error};
 use super::fields;
-use super::registry::{Format, Reader};
+use super::unit::{Format, Reader};
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::FormatInfo;
 use crate::trace::model::{Conversation, Corpus};

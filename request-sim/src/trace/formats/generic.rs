@@ -8,7 +8,7 @@
 //! fields are ignored.
 
 use super::fields;
-use super::registry::{Format, Reader};
+use super::unit::{Format, Reader};
 use crate::trace::error::RowError;
 use crate::trace::model::{FormatInfo, SessionSource, Timestamps};
 use crate::trace::row::RawRow;

@@ -1,6 +1,10 @@
 //! Line reading with a length cap, and compression (gzip, zstd, bzip2) told by magic bytes.
 
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead, BufReader, Cursor, Read};
+
+use flate2::read::MultiGzDecoder;
+
+use crate::trace::error::TraceError;
 
 /// Result of reading one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,6 +141,38 @@ impl Compression {
             Compression::Bzip2 => "bzip2",
         }
     }
+}
+
+/// Read buffer of a trace file.
+const READ_BUFFER: usize = 256 << 10;
+
+/// `reader` buffered, decompressed when it starts with the magic bytes of gzip, zstd or bzip2;
+/// the compression's name when it does.
+pub(crate) fn buffered<'a, R: Read + Send + 'a>(
+    name: &str,
+    mut reader: R,
+) -> Result<(Box<dyn BufRead + Send + 'a>, Option<&'static str>), TraceError> {
+    let read_error = |error| TraceError::Read {
+        path: name.to_owned(),
+        line: 0,
+        compression: None,
+        error,
+    };
+    let magic = peek_magic(&mut reader).map_err(read_error)?;
+    let compression = Compression::of(&magic);
+    let whole = Cursor::new(magic).chain(reader);
+    let decoded: Box<dyn Read + Send + 'a> = match compression {
+        Compression::None => {
+            return Ok((Box::new(BufReader::with_capacity(READ_BUFFER, whole)), None))
+        }
+        Compression::Gzip => Box::new(MultiGzDecoder::new(whole)),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(whole).map_err(read_error)?),
+        Compression::Bzip2 => Box::new(bzip2::read::MultiBzDecoder::new(whole)),
+    };
+    Ok((
+        Box::new(BufReader::with_capacity(READ_BUFFER, decoded)),
+        Some(compression.name()),
+    ))
 }
 
 #[cfg(test)]

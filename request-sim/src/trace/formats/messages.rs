@@ -32,7 +32,7 @@
 use serde_json::{Map, Value};
 
 use super::fields;
-use super::registry::{Format, Reader};
+use super::unit::{Format, Reader};
 use crate::trace::error::RowError;
 use crate::trace::model::ChatPayload;
 use crate::trace::model::{FormatInfo, SessionSource, Timestamps};

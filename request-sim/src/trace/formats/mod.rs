@@ -47,6 +47,7 @@ pub mod registry;
 pub(crate) mod rows;
 pub(crate) mod servegen;
 pub(crate) mod tracelab;
+pub(crate) mod unit;
 pub mod weka;
 pub mod weka_write;
 pub mod write;

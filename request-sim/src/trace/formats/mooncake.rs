@@ -6,7 +6,7 @@
 //! AIPerf's `mooncake_trace` rows) groups the turns of a session. Unknown fields are ignored.
 
 use super::fields;
-use super::registry::{Format, Reader};
+use super::unit::{Format, Reader};
 use crate::trace::error::RowError;
 use crate::trace::model::{FormatInfo, SessionSource, Timestamps};
 use crate::trace::row::RawRow;

@@ -9,9 +9,10 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::lines::{peek_magic, Compression};
-use super::registry::{self, Format, Probe, Reader};
-use super::rows::{buffered, RowReader};
+use super::lines::{buffered, peek_magic, Compression};
+use super::registry;
+use super::rows::RowReader;
+use super::unit::{wrong_input, Format, Probe, Reader};
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::{Corpus, TraceFormat};
 use crate::trace::options::{LoadOptions, DEFAULT_MAX_LINE_BYTES};
@@ -232,14 +233,14 @@ fn open_input<'a>(
         }
         Reader::File(_) => Err(invalid(
             name,
-            registry::wrong_input(
+            wrong_input(
                 format,
                 "is a binary file: give its path (not a pipe), uncompressed",
             ),
         )),
         Reader::Dir(_) => Err(invalid(
             name,
-            registry::wrong_input(format, "is a directory (give the directory)"),
+            wrong_input(format, "is a directory (give the directory)"),
         )),
     }
 }
@@ -271,15 +272,12 @@ fn read_columnar(
     opts: &LoadOptions,
 ) -> Result<Opened<'static>, TraceError> {
     let Reader::File(read) = f.read else {
-        return Err(invalid(
-            name,
-            registry::wrong_input(f, "cannot be read here"),
-        ));
+        return Err(invalid(name, wrong_input(f, "cannot be read here")));
     };
     let Some(file) = file else {
         return Err(invalid(
             name,
-            registry::wrong_input(f, "is a binary file whose index is at its end: give its path, not standard input or a pipe"),
+            wrong_input(f, "is a binary file whose index is at its end: give its path, not standard input or a pipe"),
         ));
     };
     let (rows, block) = read(name, file, opts)?;

@@ -24,7 +24,7 @@ use parquet::record::{Field, Row};
 use parquet::schema::types::Type;
 
 use super::fields::{check_length, check_timestamp};
-use super::registry::{Format, Reader, RowIter};
+use super::unit::{Format, Reader, RowIter};
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::{ChatPayload, FormatInfo, SessionSource, Timestamps};
 use crate::trace::options::LoadOptions;

@@ -2,12 +2,11 @@
 //! the first data line, every row parsed and validated. The whole-trace loader ([`super::load`])
 //! and the streaming reader ([`super::stream`]) both read through [`RowReader`].
 
-use std::io::{BufRead, BufReader, Cursor, Read};
+use std::io::BufRead;
 
-use flate2::read::MultiGzDecoder;
-
-use super::lines::{peek_magic, read_line_capped, Compression, LineRead};
-use super::registry::{self, detect_format, CsvRows, Reader, RowIter};
+use super::lines::{read_line_capped, LineRead};
+use super::registry::{self, detect_format};
+use super::unit::{CsvRows, Reader, RowIter};
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::{TraceFormat, TraceStats};
 use crate::trace::options::{LoadOptions, DEFAULT_MAX_LINE_BYTES};
@@ -15,38 +14,6 @@ use crate::trace::row::RawRow;
 
 /// How many invalid-row messages [`TraceStats::invalid_examples`] keeps.
 const MAX_INVALID_EXAMPLES: usize = 5;
-
-/// Read buffer of a trace file.
-const READ_BUFFER: usize = 256 << 10;
-
-/// `reader` buffered, decompressed when it starts with the magic bytes of gzip, zstd or bzip2;
-/// the compression's name when it does.
-pub(crate) fn buffered<'a, R: Read + Send + 'a>(
-    name: &str,
-    mut reader: R,
-) -> Result<(Box<dyn BufRead + Send + 'a>, Option<&'static str>), TraceError> {
-    let read_error = |error| TraceError::Read {
-        path: name.to_owned(),
-        line: 0,
-        compression: None,
-        error,
-    };
-    let magic = peek_magic(&mut reader).map_err(read_error)?;
-    let compression = Compression::of(&magic);
-    let whole = Cursor::new(magic).chain(reader);
-    let decoded: Box<dyn Read + Send + 'a> = match compression {
-        Compression::None => {
-            return Ok((Box::new(BufReader::with_capacity(READ_BUFFER, whole)), None))
-        }
-        Compression::Gzip => Box::new(MultiGzDecoder::new(whole)),
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(whole).map_err(read_error)?),
-        Compression::Bzip2 => Box::new(bzip2::read::MultiBzDecoder::new(whole)),
-    };
-    Ok((
-        Box::new(BufReader::with_capacity(READ_BUFFER, decoded)),
-        Some(compression.name()),
-    ))
-}
 
 /// The rows of one trace input, parsed one at a time.
 pub(crate) struct RowReader<B> {

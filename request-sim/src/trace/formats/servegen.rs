@@ -36,7 +36,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Gamma, Weibull};
 
 use super::images;
-use super::registry::{Format, Reader};
+use super::unit::{Format, Reader};
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::model::Reasoning;
 use crate::trace::model::{FormatInfo, Timestamps};

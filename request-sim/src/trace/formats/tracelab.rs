@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use super::agent_fields::{blocks, field_error, parse_object, row_error};
 use super::fields;
-use super::registry::{Format, Reader};
+use super::unit::{Format, Reader};
 use crate::trace::error::TraceError;
 use crate::trace::model::FormatInfo;
 use crate::trace::model::{

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::registry::{Format, Reader};
+use super::unit::{Format, Reader};
 use crate::trace::error::TraceError;
 use crate::trace::model::FormatInfo;
 use crate::trace::model::{

@@ -8,3 +8,4 @@ mod outputs;
 mod responses;
 mod security;
 mod signals;
+mod usage;

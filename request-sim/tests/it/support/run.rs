@@ -20,9 +20,15 @@ pub const CLIENT_BIN: &str = env!("CARGO_BIN_EXE_client");
 pub const TRACE_REPLAY_BIN: &str = env!("CARGO_BIN_EXE_trace_replay");
 
 /// Run `request-sim replay ARGS...` in-process, through the library; the command line must
-/// parse, the refusals of validation and of the run are returned.
+/// parse, the refusals of validation and of the run are returned. Tests run again into their
+/// own files, so `--overwrite` is added (the refusal of an existing file is tested with the
+/// binary, `reliability/outputs.rs`).
 pub fn try_replay(args: &[&str]) -> request_sim::Result<RunOutcome> {
-    request_sim::run::replay(config(args)?)
+    let mut args = args.to_vec();
+    if !args.contains(&"--overwrite") {
+        args.push("--overwrite");
+    }
+    request_sim::run::replay(config(&args)?)
 }
 
 /// Run `request-sim replay ARGS...` in-process; panics on any error.

@@ -2,7 +2,7 @@
 //! each fixture of `tests/data/traces/agent/` read into session trees, checked value by value
 //! against what the file says; and broken inputs, each one `file:line` error.
 
-use request_sim::trace::formats::agent_jsonl::{load, read};
+use request_sim::trace::formats::agents::{load_corpus as load, read};
 use request_sim::trace::model::{Corpus, GapRule, HashScope};
 use request_sim::trace::{LoadOptions, TraceFormat};
 
@@ -387,7 +387,7 @@ fn bad_input_is_one_error_with_file_and_line() {
 mod analyze {
     use request_sim::analyze::agents::{analyze_agents, AgentAnalyzeOptions};
     use request_sim::report::analysis::render_agent_analysis;
-    use request_sim::trace::formats::agent_jsonl::read;
+    use request_sim::trace::formats::agents::read;
     use request_sim::trace::{LoadOptions, TraceFormat};
 
     use super::fixture;

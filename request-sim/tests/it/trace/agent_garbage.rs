@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use request_sim::trace::formats::agent_jsonl::read;
+use request_sim::trace::formats::agents::read;
 use request_sim::trace::formats::weka;
 use request_sim::trace::{LoadOptions, TraceFormat};
 

@@ -212,7 +212,7 @@ fn misleading_messages_say_the_truth() {
             name: "replay azure",
             args: owned(&["replay", "--dataset-path", &azure, "--dry-run", "--scale-factor", "1000", "-o", &d("az.jsonl")]),
             code: Some(0),
-            says: vec!["(Azure, no hash ids: every prompt is unique;"],
+            says: vec!["(azure, no hash ids: every prompt is unique;"],
             not: vec!["Azure, block 512"],
         },
         Case {

@@ -23,8 +23,8 @@ use std::io::BufRead;
 
 use serde_json::Value;
 
+use super::lines::buffered;
 use super::lines::{read_line_capped, LineRead};
-use super::rows::buffered;
 use crate::trace::error::{RowError, TraceError};
 use crate::trace::options::{DEFAULT_MAX_LINE_BYTES, MAX_LENGTH_TOKENS};
 pub use time::{TimeFormat, TimeParser};

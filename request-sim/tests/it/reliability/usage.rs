@@ -1,0 +1,97 @@
+//! Impossible usage from a server (issue: numbers counted wrong): more cached than prompt
+//! tokens, more output tokens than asked. Counted, capped where a ratio needs it, and said
+//! loudly; the output side of token exactness beside the prompt side.
+
+use crate::support::{base_args, run_bin, strs, write_trace, RawServer, Script};
+
+/// A chat stream of 4 tokens whose usage claims `prompt`/`completion` tokens and `cached`.
+fn script(prompt: u32, completion: u32, cached: u32) -> Script {
+    let chunk = |c: &str| {
+        format!(
+            "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{c}\"}}}}]}}\n\n"
+        )
+    };
+    let usage = format!(
+        "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{},\"prompt_tokens_details\":{{\"cached_tokens\":{cached}}}}}}}\n\ndata: [DONE]\n\n",
+        prompt + completion
+    );
+    let pieces: Vec<String> = vec![chunk(" a"), chunk(" b"), chunk(" c"), chunk(" d"), usage];
+    let refs: Vec<&[u8]> = pieces.iter().map(|p| p.as_bytes()).collect();
+    Script::sse(&refs)
+}
+
+fn summary(dir: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("records.jsonl.summary.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn impossible_usage_is_counted_capped_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    // 3 requests of 16 prompt tokens asking 4 output tokens.
+    let trace = write_trace(dir.path(), "t.jsonl", 3, 20.0, 16, 4);
+    let server = RawServer::start(script(16, 200_000, 8000));
+    let mut args = vec!["replay".to_string()];
+    args.extend(base_args(
+        &server.url("/v1/chat/completions"),
+        &trace,
+        dir.path(),
+    ));
+    let out = run_bin(&strs(&args), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let s = summary(dir.path());
+    // Cached tokens capped at the prompt: the ratio is at most 100 %, not 50000 %.
+    assert_eq!(s["cache"]["impossible_cached"], 3, "{}", s["cache"]);
+    assert_eq!(s["cache"]["cached_tokens"], 48);
+    assert_eq!(s["cache"]["hit_ratio"], 1.0);
+    // Output: asked 4, told 200,000.
+    let o = &s["output_exactness"];
+    assert_eq!(o["with_usage"], 3, "{o}");
+    assert_eq!(o["exact"], 0);
+    assert_eq!(o["over"], 3);
+    assert_eq!(o["max_abs_diff"], 199_996);
+    let warnings = s["warnings"].to_string();
+    assert!(
+        warnings.contains(
+            "IMPOSSIBLE USAGE: 3 requests reported more cached tokens than prompt tokens"
+        ),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains(
+            "IMPOSSIBLE USAGE: 3 of 3 requests reported more output tokens than they asked for"
+        ),
+        "{warnings}"
+    );
+}
+
+#[test]
+fn honest_usage_is_exact_on_both_sides() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "t.jsonl", 3, 20.0, 16, 4);
+    let server = RawServer::start(script(16, 4, 8));
+    let mut args = vec!["replay".to_string()];
+    args.extend(base_args(
+        &server.url("/v1/chat/completions"),
+        &trace,
+        dir.path(),
+    ));
+    let out = run_bin(&strs(&args), &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(dir.path());
+    assert!(
+        s["cache"].get("impossible_cached").is_none(),
+        "{}",
+        s["cache"]
+    );
+    assert_eq!(s["cache"]["hit_ratio"], 0.5);
+    assert_eq!(s["output_exactness"]["exact"], 3);
+    assert_eq!(s["output_exactness"]["over"], 0);
+    assert!(!s["warnings"].to_string().contains("IMPOSSIBLE"));
+}
