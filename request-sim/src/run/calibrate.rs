@@ -79,10 +79,14 @@ pub(super) async fn fetch_models(client: &reqwest::Client, ep: &Endpoint) -> Res
             401 | 403 => "the API key was refused: pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY",
             _ => hint,
         };
-        return Err(Error::server(format!(
-            "GET {url} answered {} ({hint})",
-            resp.status()
-        )));
+        let msg = format!("GET {url} answered {} ({hint})", resp.status());
+        // A refused key is the server refusing every request: exit 5, as when the requests
+        // find it.
+        return Err(if matches!(resp.status().as_u16(), 401 | 403) {
+            Error::Unreachable(msg)
+        } else {
+            Error::server(msg)
+        });
     }
     let body = resp
         .bytes()
@@ -285,16 +289,25 @@ fn calibrate(
         backend::RequestOpts::default(),
     ));
     if out.status != Status::Ok {
-        let hint = match out.http_status {
-            Some(401 | 403) => "the API key was refused: pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY",
-            _ => "check --endpoint/--model-name, or pass --chat-overhead N",
+        let refused = matches!(out.http_status, Some(401 | 403));
+        let hint = if refused {
+            "the API key was refused: pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY"
+        } else {
+            "check --endpoint/--model-name, or pass --chat-overhead N"
         };
-        return Err(Error::server(format!(
+        let msg = format!(
             "calibration request to {} failed ({}): {} — {hint}",
             ep.display_url(),
             out.status.as_str(),
             out.error.unwrap_or_default()
-        )));
+        );
+        // A closed port or a refused key: the server cannot be used, exit 5 as when the
+        // requests find it (docs/reliability.md).
+        return Err(if refused || out.status == Status::ConnectError {
+            Error::Unreachable(msg)
+        } else {
+            Error::server(msg)
+        });
     }
     match out.state.usage.and_then(|u| u.prompt_tokens) {
         Some(pt) => {

@@ -144,3 +144,50 @@ fn max_error_rate_is_a_ci_threshold() {
         assert!(e.contains("--max-error-rate must be a fraction"), "{e}");
     }
 }
+
+/// One cause, one exit code: a closed port or a refused key found by the calibration request
+/// (no `--chat-overhead`) or by `GET /v1/models` (no `--model-name`) exits 5, as when the
+/// requests find it.
+#[test]
+fn start_up_requests_give_the_same_exit_code_as_requests() {
+    let without = |args: Vec<String>, drop: &str, with_value: bool| {
+        let mut a = args;
+        if let Some(i) = a.iter().position(|x| x == drop) {
+            a.drain(i..i + 1 + usize::from(with_value));
+        }
+        a
+    };
+    let cases = [("--chat-overhead", true), ("--model-name", true)];
+    for (drop, with_value) in cases {
+        // A closed port.
+        let dir = tempfile::tempdir().unwrap();
+        let trace = write_trace(dir.path(), "trace.jsonl", 3, 100.0, 16, 4);
+        let url = format!("http://127.0.0.1:{}/v1/chat/completions", closed_port());
+        let mut args = vec!["replay".to_string()];
+        args.extend(without(
+            base_args(&url, &trace, dir.path()),
+            drop,
+            with_value,
+        ));
+        let (code, _, stderr) = run_cli(&args, &[]);
+        assert_eq!(code, 5, "{drop} left out, closed port: {stderr}");
+        // A refused key.
+        let server = RawServer::start(Script::whole(
+            "401 Unauthorized",
+            "application/json",
+            br#"{"error": {"message": "bad key"}}"#,
+        ));
+        let mut args = vec!["replay".to_string()];
+        args.extend(without(
+            base_args(&server.url("/v1/chat/completions"), &trace, dir.path()),
+            drop,
+            with_value,
+        ));
+        let (code, _, stderr) = run_cli(&args, &[]);
+        assert_eq!(code, 5, "{drop} left out, 401: {stderr}");
+        if drop == "--chat-overhead" {
+            assert!(stderr.contains("calibration request"), "{stderr}");
+            assert!(stderr.contains("API key was refused"), "{stderr}");
+        }
+    }
+}
