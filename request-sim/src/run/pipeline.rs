@@ -67,6 +67,9 @@ pub(super) fn run(
     let producers = start_producers(cfg, trace, feed, server, prompts, ncores, inputs)?;
     let gate = (cfg.requests.sessions.timing == Timing::Closed && sessions.any())
         .then(|| Arc::new(SessionGate::new(&sessions, sessions.turns.len())));
+    // The records file first: a path that cannot be written is named as itself, not as the
+    // server-metrics file beside it that the scraper opens before the writer starts.
+    check_writable(&cfg.output.records_path)?;
     let scraper = start_scraper(cfg, server)?;
     let (writer, tx) = start_writer(
         cfg,
@@ -90,6 +93,25 @@ pub(super) fn run(
         live,
         models: prompts.models.clone(),
     })
+}
+
+/// Fails with the path when `path` cannot be created or written (checked by opening it; a file
+/// this made is removed again, the writer creates it).
+fn check_writable(path: &std::path::Path) -> Result<()> {
+    let existed = path.exists();
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| crate::Error::io(format!("cannot write {}", path.display()), e))?;
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| crate::Error::io(format!("cannot write {}", path.display()), e))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
 }
 
 /// `--metrics-port`: listen (a port in use stops the run here, before anything is sent) and

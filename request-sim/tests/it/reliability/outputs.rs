@@ -299,3 +299,16 @@ fn an_existing_records_file_is_kept_unless_overwrite() {
         .file_type()
         .is_symlink());
 }
+
+/// A records path that cannot be written is named itself, not the server-metrics file beside
+/// it (the scraper opens that first).
+#[test]
+fn an_unwritable_records_path_is_named_itself() {
+    let (code, _, stderr) = run_cli(
+        ["replay", "-o", "/sys/rec.jsonl", "--max-requests", "3"],
+        &[],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("cannot write /sys/rec.jsonl:"), "{stderr}");
+    assert!(!stderr.contains("server_metrics"), "{stderr}");
+}
