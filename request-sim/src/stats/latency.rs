@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::per_record::{record_tpot, ttfa_of};
+use super::per_record::{record_tpot, split_ttfa, ttfa_of};
 use super::samples::{MetricStats, QuantizedSamples, Samples};
 use crate::record::Record;
 
@@ -174,8 +174,9 @@ pub const SPECS: [MetricSpec; 7] = [
         label: "TTFA",
         title: "Time to First Answer Token",
         unit: "ms",
-        // Over the answers that carried thinking or a tool call (empty for a run without).
-        take: Take::Request(|r| r.ttfa_ms),
+        // Over the answers that carried thinking or a tool call (empty for a run without):
+        // the earlier of their first answer text and first tool call.
+        take: Take::Request(split_ttfa),
         column: Some("ttfa_ms"),
         shown: Shown::InSection,
         vllm: false,

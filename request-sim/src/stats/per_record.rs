@@ -64,6 +64,13 @@ pub fn ttfa_of(r: &Record) -> Option<f64> {
     }
 }
 
+/// TTFA over the answers whose first token was not the answer's (they carried thinking or a
+/// tool call): the summary's `ttfa` statistics; `None` for every other answer.
+pub fn split_ttfa(r: &Record) -> Option<f64> {
+    let split = r.reasoning_tokens.is_some() || r.tool_calls.is_some();
+    split.then(|| ttfa_of(r)).flatten()
+}
+
 /// Output tokens of a record: the server's count, else the chunk count.
 pub fn output_tokens_of(rec: &Record) -> u32 {
     rec.output_tokens.unwrap_or(rec.chunks)
