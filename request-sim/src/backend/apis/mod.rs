@@ -350,25 +350,17 @@ mod tests {
         assert!(json(&out).get("thinking").is_none());
     }
 
-    use crate::backend::api::ApiFlavor;
+    use crate::backend::api::{Api, ApiFlavor};
+    use crate::backend::Endpoint;
 
     #[test]
     fn endpoint_resolution() {
-        let e =
-            crate::backend::Endpoint::resolve("http://h:8000", ApiFlavor::Openai, true, None, None)
-                .unwrap();
+        let e = Endpoint::resolve("http://h:8000", ApiFlavor::Openai, true, None, None).unwrap();
         assert_eq!(e.url.as_str(), "http://h:8000/v1/chat/completions");
         assert_eq!(e.kind, ApiKind::Chat);
-        let e = crate::backend::Endpoint::resolve(
-            "http://h:8000/v1",
-            ApiFlavor::Openai,
-            true,
-            None,
-            None,
-        )
-        .unwrap();
+        let e = Endpoint::resolve("http://h:8000/v1", ApiFlavor::Openai, true, None, None).unwrap();
         assert_eq!(e.url.as_str(), "http://h:8000/v1/chat/completions");
-        let e = crate::backend::Endpoint::resolve(
+        let e = Endpoint::resolve(
             "http://h:8000/v1/completions",
             ApiFlavor::Openai,
             false,
@@ -377,46 +369,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(e.kind, ApiKind::Completions);
-        let e = crate::backend::Endpoint::resolve("http://h:1/", ApiFlavor::Tgi, true, None, None)
-            .unwrap();
+        let e = Endpoint::resolve("http://h:1/", ApiFlavor::Tgi, true, None, None).unwrap();
         assert_eq!(e.url.path(), "/generate_stream");
         assert_eq!(e.kind, ApiKind::TgiGenerateStream);
-        let e = crate::backend::Endpoint::resolve(
-            "http://h:1/generate",
-            ApiFlavor::Tgi,
-            false,
-            None,
-            None,
-        )
-        .unwrap();
+        let e =
+            Endpoint::resolve("http://h:1/generate", ApiFlavor::Tgi, false, None, None).unwrap();
         assert_eq!(e.kind, ApiKind::TgiGenerate);
         assert!(!e.stream);
-        assert!(crate::backend::Endpoint::resolve(
-            "http://h:1/generate",
-            ApiFlavor::Tgi,
-            true,
-            None,
-            None
-        )
-        .is_err());
-        assert!(crate::backend::Endpoint::resolve(
-            "http://h:1/foo",
-            ApiFlavor::Openai,
-            true,
-            None,
-            None
-        )
-        .is_err());
+        assert!(
+            Endpoint::resolve("http://h:1/generate", ApiFlavor::Tgi, true, None, None).is_err()
+        );
+        assert!(Endpoint::resolve("http://h:1/foo", ApiFlavor::Openai, true, None, None).is_err());
         // Responses and Messages: by --api (a base URL gets the API's path) or by the path.
         for (flavor, path, kind) in [
             (ApiFlavor::Responses, "/v1/responses", ApiKind::Responses),
             (ApiFlavor::Messages, "/v1/messages", ApiKind::Messages),
         ] {
             for base in ["http://h:1", "http://h:1/", "http://h:1/v1"] {
-                let e = crate::backend::Endpoint::resolve(base, flavor, true, None, None).unwrap();
+                let e = Endpoint::resolve(base, flavor, true, None, None).unwrap();
                 assert_eq!((e.url.path(), e.kind, e.stream), (path, kind, true));
             }
-            let e = crate::backend::Endpoint::resolve(
+            let e = Endpoint::resolve(
                 &format!("http://h:1{path}"),
                 ApiFlavor::Openai,
                 false,
@@ -425,27 +398,15 @@ mod tests {
             )
             .unwrap();
             assert_eq!((e.kind, e.stream), (kind, false));
-            let e = crate::backend::Endpoint::resolve(
-                &format!("http://h:1{path}"),
-                flavor,
-                false,
-                None,
-                None,
-            )
-            .unwrap();
+            let e =
+                Endpoint::resolve(&format!("http://h:1{path}"), flavor, false, None, None).unwrap();
             assert_eq!(e.kind, kind);
-            let err = crate::backend::Endpoint::resolve(
-                "http://h:1/v1/chat/completions",
-                flavor,
-                true,
-                None,
-                None,
-            )
-            .unwrap_err();
+            let err = Endpoint::resolve("http://h:1/v1/chat/completions", flavor, true, None, None)
+                .unwrap_err();
             assert!(err.contains(&format!("use .../v1/{}", &path[4..])), "{err}");
         }
         assert_eq!(
-            crate::backend::Endpoint::resolve(
+            Endpoint::resolve(
                 "http://h:1/v1/messages",
                 ApiFlavor::Openai,
                 true,
@@ -454,18 +415,9 @@ mod tests {
             )
             .unwrap()
             .api(),
-            crate::backend::Api::AnthropicMessages
+            Api::AnthropicMessages
         );
-        assert!(
-            crate::backend::Endpoint::resolve("h:1", ApiFlavor::Openai, true, None, None).is_err()
-        );
-        assert!(crate::backend::Endpoint::resolve(
-            "http://h:1",
-            ApiFlavor::Aibrix,
-            true,
-            None,
-            None
-        )
-        .is_err());
+        assert!(Endpoint::resolve("h:1", ApiFlavor::Openai, true, None, None).is_err());
+        assert!(Endpoint::resolve("http://h:1", ApiFlavor::Aibrix, true, None, None).is_err());
     }
 }
