@@ -10,7 +10,8 @@
 //! - [`client`]: the pooled HTTP clients and their keep-alive timing;
 //! - [`warm`]: keep-alive connections opened before they are needed;
 //! - [`tokenize`]: the server's `/tokenize` as a prompt encoder;
-//! - [`convert`]: a `messages` row in the shapes of the Responses and Messages APIs;
+//! - [`convert`]: what the conversions of a `messages` row to the Responses and Messages shapes
+//!   share (each conversion is its API's, in [`apis`]);
 //! - [`models`]: `--model-map`, which served model each request names;
 //! - [`body`]: the body entry points and the row-body writer the API modules share;
 //!   [`thinking`]: `--thinking-budget` and the budget a row sends;

@@ -7,14 +7,15 @@
 //!   completions ([`openai::completions`]), which share the `choices` wire read in
 //!   `openai/mod.rs`; AIBrix is these plus a routing header ([`openai::ROUTE_HEADER`]);
 //! - [`tgi`]: text-generation-inference's `/generate` and `/generate_stream`;
-//! - [`responses`]: the OpenAI Responses API;
-//! - [`messages`]: Anthropic's Messages API;
+//! - [`responses`]: the OpenAI Responses API (`responses/convert.rs`: a `messages` row in its
+//!   shape);
+//! - [`messages`]: Anthropic's Messages API (`messages/convert.rs` likewise);
 //! - [`vllm_grpc`]: vLLM's gRPC engine API, with its own transport (`vllm_grpc/client.rs`).
 //!
 //! The rest of the crate asks the dispatch (`backend/api.rs`: one `match` per question, each
 //! arm a call into one of these modules); the machinery they share is API-neutral and stays in
 //! `backend/` (the SSE parser `sse.rs`, the stream reader `stream.rs`, `state.rs`, the body
-//! writer `body.rs`, the row conversion `convert.rs`, `extra.rs`).
+//! writer `body.rs`, what the row conversions share `convert.rs`, `extra.rs`).
 
 pub mod messages;
 pub mod openai;

@@ -1,6 +1,6 @@
 //! The OpenAI Responses API (`--api responses`, `/v1/responses`; vLLM, SGLang, llama.cpp's
 //! server, OpenAI), whole: the request bodies (a synthetic prompt, a `messages` row converted
-//! to Responses items by [`super::super::convert`]), its typed event stream and non-streaming
+//! to Responses items by [`convert`]), its typed event stream and non-streaming
 //! answer read into the [`ResponseState`], its usage and errors, and its calibration fact.
 //!
 //! Reading: every `response.*.delta` event (`response.output_text.delta`, reasoning, refusal,
@@ -11,6 +11,8 @@
 //! `input_tokens_details.cached_tokens`. `response.failed` and `error` events are errors in the
 //! stream. A `data: [DONE]` is ignored (some servers add it); an event without a `type`, or
 //! anything after the final event, is a protocol error.
+
+pub mod convert;
 
 use std::borrow::Cow;
 use std::time::Instant;
@@ -97,7 +99,7 @@ pub fn encode_body(params: &BodyParams, text: &str, max_tokens: u32, out: &mut V
 }
 
 /// Serialise the body of a `messages` trace row into `out` (cleared by the caller): the row
-/// converted to Responses items ([`crate::backend::convert::to_responses`]) and tools, the
+/// converted to Responses items ([`convert::to_responses`]) and tools, the
 /// token budget as `max_output_tokens` only when the row gives one, `store: false`, the
 /// session id as `user`, then `--extra-body` and the row's `extra` as for chat.
 pub fn encode_row_body(
@@ -106,7 +108,6 @@ pub fn encode_row_body(
     session_user: Option<&str>,
     out: &mut Vec<u8>,
 ) {
-    use crate::backend::convert;
     use serde_json::Value;
     let mut body = RowBody::new(params);
     body.own("input", convert::to_responses(&chat.messages));

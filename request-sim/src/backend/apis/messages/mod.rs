@@ -1,6 +1,6 @@
 //! Anthropic's Messages API (`--api messages`, `/v1/messages`; vLLM, SGLang, llama.cpp's
 //! server, Anthropic), whole: the request bodies (a synthetic prompt, a `messages` row converted
-//! to Anthropic's shape by [`super::super::convert`]), the thinking budget it carries, the
+//! to Anthropic's shape by [`convert`]), the thinking budget it carries, the
 //! session id as `metadata.user_id`, the `anthropic-version` header, its typed event stream and
 //! non-streaming answer read into the [`ResponseState`], its usage and errors, and its
 //! calibration fact.
@@ -13,6 +13,8 @@
 //! `cache_read_input_tokens`. The stream ends with `message_stop`; an `error` event (also sent
 //! as `event: error`) is an error in the stream. A `data: [DONE]` is ignored (some servers add
 //! it); an event without a `type`, or anything after `message_stop`, is a protocol error.
+
+pub mod convert;
 
 use std::borrow::Cow;
 use std::time::Instant;
@@ -143,7 +145,7 @@ pub fn encode_body(
 }
 
 /// Serialise the body of a `messages` trace row into `out` (cleared by the caller): the row
-/// converted to Anthropic's shape ([`crate::backend::convert::to_anthropic`]: the system
+/// converted to Anthropic's shape ([`convert::to_anthropic`]: the system
 /// message as `system`, tool calls and results as blocks, tools as Anthropic's), the token
 /// budget as `max_tokens` (always there: [`MESSAGES_DEFAULT_MAX_TOKENS`] when the row gives
 /// none), the thinking budget, the session id as `metadata.user_id`, then `--extra-body` and
@@ -154,7 +156,6 @@ pub fn encode_row_body(
     (thinking, session_user): (Option<u32>, Option<&str>),
     out: &mut Vec<u8>,
 ) {
-    use crate::backend::convert;
     use serde_json::Value;
     let mut body = RowBody::new(params);
     let (system, messages) = convert::to_anthropic(&chat.messages);
