@@ -1,7 +1,8 @@
 //! The resolved `--endpoint`: its URL and API kind ([`Endpoint::resolve`]), the headers that
 //! carry the API key, and the URL forms without credentials for logs and output files.
 
-use super::api::{Api, ApiFlavor, ApiKind};
+use super::api::{Api, ApiFlavor, ApiKind, Transport};
+use super::apis::vllm_grpc;
 
 /// `url` without user info (`user:pass@`), query string and fragment, so credentials never
 /// reach an output file or an error message. Text that is not a URL keeps only what follows
@@ -45,7 +46,7 @@ pub struct Endpoint {
         Option<std::sync::Arc<Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>>>,
     api_key: Option<String>,
     /// The gRPC engine and the run's channel to it (`--api vllm-grpc`).
-    pub(super) grpc: Option<super::vllm_grpc::Grpc>,
+    pub(super) grpc: Option<vllm_grpc::Grpc>,
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -65,15 +66,7 @@ impl std::fmt::Debug for Endpoint {
 impl Endpoint {
     /// The API requests to this endpoint speak.
     pub fn api(&self) -> Api {
-        match (self.flavor, self.kind) {
-            (_, ApiKind::Responses) => Api::OpenaiResponses,
-            (_, ApiKind::Messages) => Api::AnthropicMessages,
-            (_, ApiKind::VllmGrpc) => Api::VllmGrpc,
-            (ApiFlavor::Aibrix, _) => Api::Aibrix,
-            (_, ApiKind::Chat) => Api::OpenaiChat,
-            (_, ApiKind::Completions) => Api::OpenaiCompletions,
-            _ => Api::Tgi,
-        }
+        self.flavor.api(self.kind)
     }
 
     /// Resolve `--endpoint` (full URL or base URL) for `--api`.
@@ -94,11 +87,12 @@ impl Endpoint {
             let shown = sanitize_url(endpoint);
             format!("--endpoint {shown:?} is not a valid URL: {e}")
         })?;
-        if flavor == ApiFlavor::VllmGrpc {
-            let grpc = super::vllm_grpc::Grpc::new(&url)?;
+        if flavor.transport() == Transport::Grpc {
+            let grpc = vllm_grpc::Grpc::new(&url)?;
+            let kind = flavor.kind_of_path(&mut url, "", stream)?;
             return Ok(Endpoint {
                 url,
-                kind: ApiKind::VllmGrpc,
+                kind,
                 flavor,
                 stream,
                 route,
@@ -114,18 +108,15 @@ impl Endpoint {
                 url.scheme()
             ));
         }
-        let kind = kind_of_path(&mut url, flavor, stream)?;
-        if flavor == ApiFlavor::Aibrix && route.is_none() {
-            return Err("--api aibrix needs --aibrix-route (e.g. prefix-cache, throughput)".into());
+        let path = url.path().trim_end_matches('/').to_string();
+        let kind = flavor.kind_of_path(&mut url, &path, stream)?;
+        if flavor.needs_route() && route.is_none() {
+            return Err(format!(
+                "--api {} needs --aibrix-route (e.g. prefix-cache, throughput)",
+                flavor.name()
+            ));
         }
-        if kind == ApiKind::TgiGenerate && stream {
-            return Err("--stream with a TGI /generate endpoint: use /generate_stream".into());
-        }
-        let stream = match kind {
-            ApiKind::TgiGenerateStream => true,
-            ApiKind::TgiGenerate => false,
-            _ => stream,
-        };
+        let stream = kind.fixed_stream().unwrap_or(stream);
         Ok(Endpoint {
             url,
             kind,
@@ -162,7 +153,10 @@ impl Endpoint {
     /// (the self-hosted servers read the first, Anthropic's API the others).
     pub fn authorize(&self, mut req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         if self.kind.is_messages() {
-            req = req.header("anthropic-version", ANTHROPIC_VERSION);
+            req = req.header(
+                "anthropic-version",
+                super::apis::messages::ANTHROPIC_VERSION,
+            );
             if let Some(k) = &self.api_key {
                 req = req.header("x-api-key", k);
             }
@@ -177,7 +171,7 @@ impl Endpoint {
     }
 
     /// The gRPC engine of a gRPC API's endpoint (`--api vllm-grpc`).
-    pub fn grpc(&self) -> Option<&super::vllm_grpc::Grpc> {
+    pub fn grpc(&self) -> Option<&vllm_grpc::Grpc> {
         self.grpc.as_ref()
     }
 
@@ -196,79 +190,6 @@ impl Endpoint {
     }
 }
 
-/// The API kind of `--endpoint`'s path for `--api` (see [`Endpoint::resolve`]); a base URL gets
-/// the API's path set in `url`.
-fn kind_of_path(
-    url: &mut reqwest::Url,
-    flavor: ApiFlavor,
-    stream: bool,
-) -> Result<ApiKind, String> {
-    let path = url.path().trim_end_matches('/').to_string();
-    let kind = match flavor {
-        ApiFlavor::Openai | ApiFlavor::Aibrix => {
-            if path.is_empty() || path == "/v1" {
-                url.set_path("/v1/chat/completions");
-                ApiKind::Chat
-            } else if path.ends_with("/chat/completions") {
-                ApiKind::Chat
-            } else if path.ends_with("/completions") {
-                ApiKind::Completions
-            } else if path.ends_with("/responses") {
-                ApiKind::Responses
-            } else if path.ends_with("/messages") {
-                ApiKind::Messages
-            } else {
-                return Err(format!(
-                    "--endpoint path {path:?} is not an OpenAI path: use .../v1/chat/completions, \
-                     .../v1/completions, .../v1/responses, .../v1/messages or a base URL like http://host:port"
-                ));
-            }
-        }
-        ApiFlavor::Responses | ApiFlavor::Messages => {
-            let (kind, name, title) = match flavor {
-                ApiFlavor::Responses => (ApiKind::Responses, "responses", "Responses"),
-                _ => (ApiKind::Messages, "messages", "Messages"),
-            };
-            if path.is_empty() || path == "/v1" {
-                url.set_path(kind.path());
-            } else if !path.ends_with(&format!("/{name}")) {
-                return Err(format!(
-                    "--endpoint path {path:?} is not a {title} path with --api {name}: use .../v1/{name} or a base URL like http://host:port"
-                ));
-            }
-            kind
-        }
-        ApiFlavor::VllmGrpc => ApiKind::VllmGrpc,
-        ApiFlavor::Tgi => {
-            if path.is_empty() {
-                url.set_path(if stream {
-                    "/generate_stream"
-                } else {
-                    "/generate"
-                });
-                if stream {
-                    ApiKind::TgiGenerateStream
-                } else {
-                    ApiKind::TgiGenerate
-                }
-            } else if path.ends_with("/generate_stream") {
-                ApiKind::TgiGenerateStream
-            } else if path.ends_with("/generate") {
-                ApiKind::TgiGenerate
-            } else {
-                return Err(format!(
-                    "--endpoint path {path:?} is not a TGI path: use .../generate, .../generate_stream \
-                     or a base URL"
-                ));
-            }
-        }
-    };
-    Ok(kind)
-}
-
-/// The `anthropic-version` header sent to the Messages API.
-pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,78 +207,10 @@ mod tests {
     }
 
     #[test]
-    fn endpoint_resolution() {
-        let e = Endpoint::resolve("http://h:8000", ApiFlavor::Openai, true, None, None).unwrap();
-        assert_eq!(e.url.as_str(), "http://h:8000/v1/chat/completions");
-        assert_eq!(e.kind, ApiKind::Chat);
-        let e = Endpoint::resolve("http://h:8000/v1", ApiFlavor::Openai, true, None, None).unwrap();
-        assert_eq!(e.url.as_str(), "http://h:8000/v1/chat/completions");
-        let e = Endpoint::resolve(
-            "http://h:8000/v1/completions",
-            ApiFlavor::Openai,
-            false,
-            None,
-            None,
-        )
-        .unwrap();
-        assert_eq!(e.kind, ApiKind::Completions);
-        let e = Endpoint::resolve("http://h:1/", ApiFlavor::Tgi, true, None, None).unwrap();
-        assert_eq!(e.url.path(), "/generate_stream");
-        assert_eq!(e.kind, ApiKind::TgiGenerateStream);
-        let e =
-            Endpoint::resolve("http://h:1/generate", ApiFlavor::Tgi, false, None, None).unwrap();
-        assert_eq!(e.kind, ApiKind::TgiGenerate);
-        assert!(!e.stream);
-        assert!(
-            Endpoint::resolve("http://h:1/generate", ApiFlavor::Tgi, true, None, None).is_err()
-        );
-        assert!(Endpoint::resolve("http://h:1/foo", ApiFlavor::Openai, true, None, None).is_err());
-        // Responses and Messages: by --api (a base URL gets the API's path) or by the path.
-        for (flavor, path, kind) in [
-            (ApiFlavor::Responses, "/v1/responses", ApiKind::Responses),
-            (ApiFlavor::Messages, "/v1/messages", ApiKind::Messages),
-        ] {
-            for base in ["http://h:1", "http://h:1/", "http://h:1/v1"] {
-                let e = Endpoint::resolve(base, flavor, true, None, None).unwrap();
-                assert_eq!((e.url.path(), e.kind, e.stream), (path, kind, true));
-            }
-            let e = Endpoint::resolve(
-                &format!("http://h:1{path}"),
-                ApiFlavor::Openai,
-                false,
-                None,
-                None,
-            )
-            .unwrap();
-            assert_eq!((e.kind, e.stream), (kind, false));
-            let e =
-                Endpoint::resolve(&format!("http://h:1{path}"), flavor, false, None, None).unwrap();
-            assert_eq!(e.kind, kind);
-            let err = Endpoint::resolve("http://h:1/v1/chat/completions", flavor, true, None, None)
-                .unwrap_err();
-            assert!(err.contains(&format!("use .../v1/{}", &path[4..])), "{err}");
-        }
-        assert_eq!(
-            Endpoint::resolve(
-                "http://h:1/v1/messages",
-                ApiFlavor::Openai,
-                true,
-                None,
-                None
-            )
-            .unwrap()
-            .api(),
-            Api::AnthropicMessages
-        );
-        assert!(Endpoint::resolve("h:1", ApiFlavor::Openai, true, None, None).is_err());
-        assert!(Endpoint::resolve("http://h:1", ApiFlavor::Aibrix, true, None, None).is_err());
-    }
-
-    #[test]
     fn debug_and_display_hide_secrets() {
         let e = Endpoint::resolve(
             "http://user:pw@h:8000",
-            ApiFlavor::Openai,
+            ApiFlavor::default(),
             true,
             None,
             Some("sk-secret".into()),
@@ -369,7 +222,7 @@ mod tests {
         assert_eq!(e.base_url(), "http://h:8000");
         let err = Endpoint::resolve(
             "http://u:sk-secret@h:99999",
-            ApiFlavor::Openai,
+            ApiFlavor::default(),
             true,
             None,
             None,

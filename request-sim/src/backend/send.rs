@@ -75,7 +75,7 @@ pub async fn execute(
         let fut = async {
             match (ep.kind.transport(), &ep.grpc) {
                 (Transport::Grpc, Some(g)) => {
-                    super::vllm_grpc::client::exchange(g, body, &mut state).await
+                    super::apis::vllm_grpc::client::exchange(g, body, &mut state).await
                 }
                 (Transport::Grpc, None) => Err((
                     Status::ConnectError,
@@ -289,7 +289,7 @@ async fn exchange(
     }
     req = ep.authorize(req);
     if let Some(route) = &ep.route {
-        req = req.header("routing-strategy", route);
+        req = req.header(super::apis::openai::ROUTE_HEADER, route);
     }
     if let (Some(name), Some(id)) = (&ep.session_header, session) {
         req = req.header(name, id);

@@ -1,7 +1,8 @@
 //! What is observed while reading one response ([`ResponseState`]: timings, token counts,
 //! usage, the answer's text), the usage types of the APIs ([`Usage`], [`AnthropicUsage`]),
-//! [`ProtocolError`], and the small JSON-text helpers the per-API readers share
-//! ([`super::response`] for OpenAI and TGI, [`super::events`] for Responses and Messages).
+//! [`ProtocolError`], the two entry points that read an answer ([`ResponseState::on_event`],
+//! [`ResponseState::on_body`]: each API's module reads its own, through the dispatch), and the
+//! small JSON-text helpers the API modules' readers share ([`super::apis`]).
 
 use std::time::Instant;
 
@@ -232,7 +233,71 @@ pub(super) fn append_text(out: &mut String, raw: Option<&RawValue>) {
     }
 }
 
+/// `raw` is the empty JSON string.
+pub(super) fn is_empty_string(raw: Option<&RawValue>) -> bool {
+    raw.is_some_and(|r| r.get() == "\"\"")
+}
+
+/// The length in bytes of the JSON string `raw` once decoded (0 for anything else).
+pub(super) fn string_bytes(raw: Option<&RawValue>) -> u64 {
+    raw.and_then(|r| serde_json::from_str::<std::borrow::Cow<'_, str>>(r.get()).ok())
+        .map_or(0, |s| s.len() as u64)
+}
+
 impl ResponseState {
+    /// One SSE `data` payload of a streaming `kind` answer, received at `now`.
+    pub fn on_event(
+        &mut self,
+        kind: super::api::ApiKind,
+        data: &[u8],
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        kind.read_event(self, data, now)
+    }
+
+    /// A complete non-streaming `kind` answer, received at `now`.
+    pub fn on_body(
+        &mut self,
+        kind: super::api::ApiKind,
+        body: &[u8],
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        self.whole = true;
+        kind.read_body(self, body, now)?;
+        self.end(now);
+        Ok(())
+    }
+
+    /// The answer ended, at `now`.
+    pub(super) fn end(&mut self, now: Instant) {
+        self.finished = true;
+        self.done = Some(now);
+    }
+
+    /// The type of a typed event (Responses, Messages) of `api`; a protocol error for an
+    /// event without one, or for any event after the stream's `last` event.
+    pub(super) fn event_kind<'k>(
+        &self,
+        api: &str,
+        kind: Option<&'k str>,
+        data: &[u8],
+        last: &str,
+    ) -> Result<&'k str, ProtocolError> {
+        let Some(kind) = kind else {
+            return Err(ProtocolError(format!(
+                "{api} event without a type: {}",
+                truncate(&String::from_utf8_lossy(data), 200)
+            )));
+        };
+        if self.finished {
+            return Err(ProtocolError(format!(
+                "{} after {last}",
+                truncate(kind, 64)
+            )));
+        }
+        Ok(kind)
+    }
+
     /// A state that also keeps the answer's text ([`ResponseState::answer`]).
     pub fn collecting() -> ResponseState {
         ResponseState {

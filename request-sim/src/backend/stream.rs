@@ -62,13 +62,7 @@ impl StreamReader {
         });
         self.proto.map_err(|e| (Status::ProtocolError, e.0))?;
         if !state.finished {
-            let what = match self.kind {
-                ApiKind::Chat | ApiKind::Completions => "stream ended without [DONE]",
-                ApiKind::Responses => "stream ended without response.completed",
-                ApiKind::Messages => "stream ended without message_stop",
-                _ => "stream ended without a final event",
-            };
-            return Err((Status::ProtocolError, what.to_string()));
+            return Err((Status::ProtocolError, self.kind.stream_end().to_string()));
         }
         if state.chunks == 0 {
             return Err((

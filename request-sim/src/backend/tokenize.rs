@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures_util::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
-use super::api::ApiKind;
+use super::api::{ApiKind, Calibration};
 use super::client::HttpClient;
 use super::endpoint::Endpoint;
 use crate::prompt::{is_word, Encoder, PromptError};
@@ -377,7 +377,7 @@ impl ServerTokenizer {
         &self,
         strip_first_space: bool,
     ) -> Result<Option<(u32, &'static str)>, String> {
-        self.overhead(ApiKind::Chat, strip_first_space)
+        self.measure(Calibration::ChatTemplate, strip_first_space)
     }
 
     /// Tokens the server adds around a prompt's content for `kind`: the chat template's
@@ -395,6 +395,16 @@ impl ServerTokenizer {
         kind: ApiKind,
         strip_first_space: bool,
     ) -> Result<Option<(u32, &'static str)>, String> {
+        self.measure(kind.calibration(), strip_first_space)
+    }
+
+    /// [`Self::overhead`] of an API whose overhead is found `how`: the chat template's, or
+    /// the raw prompt's special tokens; `Ok(None)` for any other way.
+    fn measure(
+        &self,
+        how: Calibration,
+        strip_first_space: bool,
+    ) -> Result<Option<(u32, &'static str)>, String> {
         let probes = [
             " hello world",
             " the quick brown fox jumps over the lazy dog and then some more words",
@@ -406,8 +416,8 @@ impl ServerTokenizer {
                     // Shaped like the prompts (SentencePiece: the first word without its space).
                     let words = &words[usize::from(strip_first_space)..];
                     let own = self.tokenize(words).await?;
-                    let total = match kind {
-                        ApiKind::Chat if self.shape == Shape::Vllm => {
+                    let total = match how {
+                        Calibration::ChatTemplate if self.shape == Shape::Vllm => {
                             let body = self.with_model(json!({
                                 "messages": [{"role": "user", "content": format!("{lead}{words}")}],
                                 "add_generation_prompt": true,
@@ -417,7 +427,7 @@ impl ServerTokenizer {
                                 None => return Ok(None),
                             }
                         }
-                        ApiKind::Completions if lead.is_empty() => {
+                        Calibration::SpecialTokens if lead.is_empty() => {
                             self.tokenize_raw(words, true).await?
                         }
                         _ => return Ok(None),

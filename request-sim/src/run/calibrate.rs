@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::note::note;
 use super::server::Server;
 use crate::backend::tokenize::ServerTokenizer;
-use crate::backend::{self, BodyParams, Endpoint, PromptPayload};
+use crate::backend::{self, BodyParams, Calibration, Endpoint, PromptPayload};
 use crate::config::ReplayConfig;
 use crate::prompt::{self, PromptBuilder};
 use crate::record::Status;
@@ -97,9 +97,11 @@ pub(super) async fn fetch_models(client: &reqwest::Client, ep: &Endpoint) -> Res
     Ok(m.data.into_iter().map(|m| m.id).collect())
 }
 
-/// Tokens the server adds around the prompt content: flag, chat template, or a calibration
-/// request whose `usage.prompt_tokens` is read; for Responses and Messages always a
-/// calibration request to that API ([`api_overhead`]). `None` when it cannot be known (TGI).
+/// Tokens the server adds around the prompt content: flag, then the steps of the API's
+/// [`Calibration`] (its module says which): the chat template (`--tokenizer-config`), the
+/// server's `/tokenize`, or a calibration request whose `usage.prompt_tokens` is read; for an
+/// API calibrated by request always a calibration request to that API ([`api_overhead`]).
+/// `None` when it cannot be known (TGI).
 pub(super) fn determine_overhead(
     cfg: &ReplayConfig,
     srv: &Server,
@@ -114,7 +116,8 @@ pub(super) fn determine_overhead(
     if cfg.prompts.token_ids {
         return Ok(Overhead::new(0, "token-id prompts are used as given", ""));
     }
-    if ep.kind.calibrates_by_request() {
+    let how = ep.kind.calibration();
+    if how == Calibration::ApiRequest {
         return api_overhead(cfg, srv, params, builder, (tokenizer, server));
     }
     let strip = builder.vocab().strips_first_space();
@@ -129,8 +132,8 @@ pub(super) fn determine_overhead(
         note("--extra-body has tools: the chat overhead is measured with a calibration request (its body carries them)");
         return calibrate(srv, params, builder, "");
     }
-    if let (true, Some(tok), Some(tc)) =
-        (ep.kind.is_chat(), tokenizer, &cfg.prompts.tokenizer_config)
+    if let (Calibration::ChatTemplate, Some(tok), Some(tc)) =
+        (how, tokenizer, &cfg.prompts.tokenizer_config)
     {
         match prompt::ChatTemplate::from_config_file(tc)
             .and_then(|t| t.overhead_with_lead(tok, strip))
@@ -159,7 +162,7 @@ pub(super) fn determine_overhead(
             )),
         }
     }
-    if !ep.kind.openai_style_server() {
+    if how == Calibration::Unknown {
         return Ok(None);
     }
     if let Some(s) = server {

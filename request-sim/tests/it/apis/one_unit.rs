@@ -5,20 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-/// The files that may name API variants: the dispatch and the API modules (the bodies, the
-/// answer readers, the endpoint's resolution per API, the server tokenizer's calibration).
-const API_MODULES: &[&str] = &[
-    "backend/api.rs",
-    "backend/endpoint.rs",
-    "backend/body.rs",
-    "backend/image_body.rs",
-    "backend/thinking.rs",
-    "backend/response.rs",
-    "backend/events.rs",
-    "backend/stream.rs",
-    "backend/tokenize.rs",
-    "backend/vllm_grpc/",
-];
+/// The files that may name API variants: the dispatch and the API modules (one per API: its
+/// bodies, its answer reading, its usage and errors, its path and calibration facts). No
+/// API-neutral file is listed: the SSE parser, the stream reader, the state, the body writer,
+/// the endpoint, the server tokenizer and the calibration steps ask the dispatch.
+const API_MODULES: &[&str] = &["backend/api.rs", "backend/apis/"];
 
 /// Files outside this helper's area that still name a variant, each with its count and the
 /// dispatch method that replaces it (the merge replaces them; the count may only go down).

@@ -21,10 +21,46 @@ use std::time::Instant;
 
 use prost::Message as _;
 
-use super::state::{Carried, ProtocolError, ResponseState, Usage};
-use super::status::Status;
+use crate::backend::api::Calibration;
+use crate::backend::body::{BodyParams, PromptPayload};
+use crate::backend::state::{Carried, ProtocolError, ResponseState, Usage};
+use crate::backend::status::Status;
 
 pub use client::{model_info, Grpc};
+
+/// The prompt overhead is not asked for: the engine adds nothing around token ids (and a text
+/// prompt's template is the engine's own, which no request here can measure).
+pub const CALIBRATION: Calibration = Calibration::Unknown;
+
+/// What a `Generate` stream that ends before `GenerateComplete` lacks.
+pub const STREAM_END: &str = "stream ended without a final event";
+
+/// The path of the `Generate` method.
+pub const PATH: &str = "/vllm.grpc.engine.VllmEngine/Generate";
+
+/// The gRPC engine's answers are protobuf messages, read by [`on_message`], never SSE or JSON.
+pub fn not_sse() -> ProtocolError {
+    ProtocolError("a gRPC answer is not read as SSE or JSON".into())
+}
+
+/// [`encode_body`] for a request of the run (`params`: exact output, streaming).
+pub fn encode_prompt(
+    params: &BodyParams,
+    prompt: PromptPayload<'_>,
+    max_tokens: u32,
+    out: &mut Vec<u8>,
+) {
+    let prompt = match prompt {
+        PromptPayload::TokenIds(ids) => Ok(ids),
+        PromptPayload::Text(t) => Err(t),
+    };
+    encode_body(
+        prompt,
+        max_tokens,
+        (params.exact_output, params.stream),
+        out,
+    );
+}
 
 /// The body of one request: a `GenerateRequest` without its `request_id`, protobuf-encoded into
 /// `out` (cleared first). The transport writes the id in front when it sends it (a protobuf
@@ -158,7 +194,7 @@ pub fn finish(st: &ResponseState) -> Result<(), (Status, String)> {
 /// `connect_error`; the deadline `timeout`; a message that does not decode `protocol_error`.
 pub fn status_of(s: &tonic::Status) -> (Status, String) {
     use tonic::Code;
-    let msg = super::state::truncate(s.message(), 512);
+    let msg = crate::backend::state::truncate(s.message(), 512);
     let kind = match s.code() {
         Code::Unavailable if is_transport(s) => Status::ConnectError,
         Code::DeadlineExceeded => Status::Timeout,

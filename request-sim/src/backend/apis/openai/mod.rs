@@ -1,28 +1,46 @@
-//! Turning response bytes into timings and token counts, per API, following the
-//! `vllm bench serve` definitions (see `docs/metrics.md`):
+//! The OpenAI chat and completions APIs (`--api openai`, also behind the AIBrix gateway):
+//! what both share, the `choices` wire shape. This file reads their answers into the
+//! [`ResponseState`], following the `vllm bench serve` definitions (see `docs/metrics.md`): a
+//! *token event* is an SSE message with a non-empty `choices` list other than the role-only
+//! preamble chat servers send first; TTFT is the first, E2EL the last, ITL the gaps between
+//! consecutive ones (unlike `vllm bench serve`, which counts the preamble); the first *content*
+//! message (non-empty text) is kept separately (`ttfc`); output tokens come from
+//! `usage.completion_tokens`; the stream ends with `[DONE]`; an `error` object in a chunk or a
+//! body is an error in the answer. It also holds what both send (the thinking budget field)
+//! and how an `--endpoint` path names one of them (or Responses, Messages).
 //!
-//! - a *token event* is an SSE message with a non-empty `choices` list (OpenAI) other than the
-//!   role-only preamble chat servers send first, a `token` (TGI), or a content delta of the
-//!   typed event streams (Responses' `*.delta` events, Anthropic's `content_block_delta`; see
-//!   [`super::events`]); TTFT is the first, E2EL the last, ITL the gaps between consecutive
-//!   ones (unlike `vllm bench serve`, which counts the preamble: `docs/metrics.md`);
-//! - the first *content* message (non-empty text) is kept separately (`ttfc`);
-//! - output tokens come from `usage.completion_tokens` (TGI: `details.generated_tokens`).
+//! - [`chat`]: chat completions' bodies (synthetic prompt, `messages` rows, `--live-history`),
+//!   [`chat_images`]: its body with images, `fast`: its token chunk of vLLM's exact shape, read
+//!   without a JSON parser; and its calibration fact;
+//! - [`completions`]: the completions body (text or token ids) and its calibration fact.
 //!
-//! This file reads the OpenAI (chat, completions) and TGI messages and hands the typed streams
-//! to [`super::events`]; both fill the [`ResponseState`] of [`super::state`].
+//! AIBrix (`--api aibrix`) is these APIs plus the `routing-strategy` header
+//! ([`ROUTE_HEADER`], sent by `send.rs` when the endpoint has a route); its flavour's facts
+//! (needs `--aibrix-route`, needs `--endpoint`) are the answers of the dispatch
+//! (`backend/api.rs`).
+
+pub mod chat;
+pub mod chat_images;
+pub mod completions;
+mod fast;
 
 use std::time::Instant;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::api::ApiKind;
-use super::fast;
-use super::state::{
+use crate::backend::api::ApiKind;
+use crate::backend::body::BodyParams;
+use crate::backend::state::{
     append_text, error_text, expect_string, malformed_body, non_empty, truncate, Carried,
     ProtocolError, ResponseState, Usage,
 };
+
+/// The header that carries AIBrix's routing strategy (`--aibrix-route`).
+pub const ROUTE_HEADER: &str = "routing-strategy";
+
+/// What an answer that ends early lacks.
+pub const STREAM_END: &str = "stream ended without [DONE]";
 
 #[derive(Deserialize)]
 struct WireUsage {
@@ -206,48 +224,100 @@ struct WireChunk<'a> {
     message: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct TgiToken {
-    #[serde(default)]
-    special: bool,
+/// What chat and completions bodies send after the prompt: the output budget, vLLM's
+/// `min_tokens` and `ignore_eos` with `exact_output`, the thinking budget, the stream switch
+/// with usage asked for, `--extra-body`.
+#[derive(Serialize)]
+pub(crate) struct OpenAiTail<'a> {
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ignore_eos: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_token_budget: Option<serde_json::Value>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
-#[derive(Deserialize)]
-struct TgiDetails {
-    generated_tokens: Option<u32>,
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
-#[derive(Deserialize)]
-struct TgiEvent {
-    token: Option<TgiToken>,
-    generated_text: Option<String>,
-    details: Option<TgiDetails>,
-    error: Option<String>,
+impl<'a> OpenAiTail<'a> {
+    pub(crate) fn new(
+        params: &'a BodyParams,
+        max_tokens: u32,
+        thinking: Option<u32>,
+    ) -> OpenAiTail<'a> {
+        let exact = params.exact_output;
+        OpenAiTail {
+            max_tokens,
+            min_tokens: exact.then_some(max_tokens),
+            ignore_eos: exact.then_some(true),
+            thinking_token_budget: thinking_to_send(params, thinking).map(|(_, v)| v),
+            stream: params.stream,
+            stream_options: params.stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+            extra: params.extra.as_ref(),
+        }
+    }
 }
 
-/// The gRPC engine's answers are protobuf messages, read by `vllm_grpc`, never SSE or JSON.
-fn not_sse() -> ProtocolError {
-    ProtocolError("a gRPC answer is not read as SSE or JSON".into())
+/// The thinking budget field of a chat or completions request: vLLM's
+/// `thinking_token_budget` = the row's budget (`max_tokens` stays the row's whole output:
+/// OpenAI's and vLLM's count reasoning tokens).
+pub fn thinking_field(budget: u32) -> Option<(&'static str, serde_json::Value)> {
+    Some(("thinking_token_budget", serde_json::Value::from(budget)))
+}
+
+/// [`thinking_field`] for a row's `thinking` budget, unless `--thinking-budget off`.
+fn thinking_to_send(
+    params: &BodyParams,
+    thinking: Option<u32>,
+) -> Option<(&'static str, serde_json::Value)> {
+    crate::backend::thinking::budget_to_send(params.thinking, thinking).and_then(thinking_field)
+}
+
+/// The field that carries a session id (`--session-user`): OpenAI's `user`.
+pub fn session_user_field(user: &str) -> (&'static str, serde_json::Value) {
+    ("user", serde_json::Value::from(user))
+}
+
+/// The API an `--endpoint` path names with `--api openai` or `aibrix` (a base URL or `/v1`:
+/// chat completions, whose path is set in `url`): chat, completions, Responses or Messages.
+pub fn kind_of_path(url: &mut reqwest::Url, path: &str) -> Result<ApiKind, String> {
+    Ok(if path.is_empty() || path == "/v1" {
+        url.set_path(chat::PATH);
+        ApiKind::Chat
+    } else if path.ends_with("/chat/completions") {
+        ApiKind::Chat
+    } else if path.ends_with("/completions") {
+        ApiKind::Completions
+    } else if path.ends_with("/responses") {
+        ApiKind::Responses
+    } else if path.ends_with("/messages") {
+        ApiKind::Messages
+    } else {
+        return Err(format!(
+            "--endpoint path {path:?} is not an OpenAI path: use .../v1/chat/completions, \
+             .../v1/completions, .../v1/responses, .../v1/messages or a base URL like http://host:port"
+        ));
+    })
 }
 
 impl ResponseState {
-    /// One SSE `data` payload of a streaming response, received at `now`.
-    pub fn on_event(
+    /// One SSE payload of a streaming chat or completions answer.
+    pub(crate) fn on_openai_event(
         &mut self,
-        kind: ApiKind,
         data: &[u8],
         now: Instant,
     ) -> Result<(), ProtocolError> {
-        match kind {
-            ApiKind::Chat | ApiKind::Completions => self.on_openai_event(data, now),
-            ApiKind::TgiGenerate | ApiKind::TgiGenerateStream => self.on_tgi_event(data, now),
-            ApiKind::Responses => self.on_responses_event(data, now),
-            ApiKind::Messages => self.on_messages_event(data, now),
-            ApiKind::VllmGrpc => Err(not_sse()),
-        }
-    }
-
-    fn on_openai_event(&mut self, data: &[u8], now: Instant) -> Result<(), ProtocolError> {
         let data = data.trim_ascii();
         if data == b"[DONE]" {
             self.finished = true;
@@ -328,109 +398,37 @@ impl ResponseState {
         Ok(())
     }
 
-    fn on_tgi_event(&mut self, data: &[u8], now: Instant) -> Result<(), ProtocolError> {
-        let ev: TgiEvent = serde_json::from_slice(data.trim_ascii()).map_err(|e| {
-            ProtocolError(format!(
-                "malformed SSE JSON ({e}): {}",
-                truncate(&String::from_utf8_lossy(data), 200)
-            ))
-        })?;
-        if let Some(err) = ev.error {
-            return Err(ProtocolError(format!(
-                "error in stream: {}",
-                truncate(&err, 512)
-            )));
-        }
-        if let Some(tok) = &ev.token {
-            let carried = if tok.special {
-                Carried::NOTHING
-            } else {
-                Carried::ANSWER
-            };
-            self.token_at(now, carried);
-        }
-        if ev.generated_text.is_some() || ev.details.is_some() {
-            self.finished = true;
-            self.done = Some(now);
-            if let Some(d) = ev.details {
-                self.usage = Some(Usage {
-                    completion_tokens: d.generated_tokens,
-                    ..Usage::default()
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// A complete non-streaming response body, received at `now`.
-    pub fn on_body(
+    /// A complete non-streaming chat or completions answer, received at `now`.
+    pub(crate) fn on_openai_body(
         &mut self,
-        kind: ApiKind,
         body: &[u8],
         now: Instant,
     ) -> Result<(), ProtocolError> {
-        self.whole = true;
-        let bad = |e: serde_json::Error| malformed_body(e, body);
-        match kind {
-            ApiKind::Responses => self.on_responses_body(body, now)?,
-            ApiKind::Messages => self.on_messages_body(body, now)?,
-            ApiKind::VllmGrpc => return Err(not_sse()),
-            ApiKind::Chat | ApiKind::Completions => {
-                let chunk: WireChunk<'_> = serde_json::from_slice(body).map_err(bad)?;
-                if let Some(err) = chunk.error {
-                    return Err(ProtocolError(format!(
-                        "error in response: {}",
-                        error_text(err)
-                    )));
-                }
-                let Some(c) = chunk.choices.and_then(|c| c.0) else {
-                    return Err(ProtocolError("response has no choices".into()));
-                };
-                let message = c.message.as_ref();
-                let mut carried = message.map_or(Carried::NOTHING, WireDelta::carried);
-                carried.answer |= non_empty(c.text);
-                self.token_at(now, carried);
-                if let Some(m) = message {
-                    let (calls, bytes) = m.tool_call_parts();
-                    self.tool_calls += calls;
-                    self.tool_arg_bytes += bytes;
-                }
-                if let Some(a) = &mut self.answer {
-                    append_text(a, c.message.as_ref().and_then(|m| m.content));
-                    append_text(a, c.text);
-                }
-                self.usage = chunk.usage.map(Into::into);
-            }
-            ApiKind::TgiGenerate | ApiKind::TgiGenerateStream => {
-                let ev: TgiEvent = serde_json::from_slice(body).map_err(bad)?;
-                if let Some(err) = ev.error {
-                    return Err(ProtocolError(format!(
-                        "error in response: {}",
-                        truncate(&err, 512)
-                    )));
-                }
-                let Some(text) = ev.generated_text else {
-                    return Err(ProtocolError("response has no generated_text".into()));
-                };
-                let carried = if text.is_empty() {
-                    Carried::NOTHING
-                } else {
-                    Carried::ANSWER
-                };
-                self.token_at(now, carried);
-                if let Some(a) = &mut self.answer {
-                    a.push_str(&text);
-                }
-                if let Some(d) = ev.details {
-                    self.usage = Some(Usage {
-                        completion_tokens: d.generated_tokens,
-                        ..Usage::default()
-                    });
-                }
-            }
+        let chunk: WireChunk<'_> =
+            serde_json::from_slice(body).map_err(|e| malformed_body(e, body))?;
+        if let Some(err) = chunk.error {
+            return Err(ProtocolError(format!(
+                "error in response: {}",
+                error_text(err)
+            )));
         }
-        self.finished = true;
-        self.done = Some(now);
+        let Some(c) = chunk.choices.and_then(|c| c.0) else {
+            return Err(ProtocolError("response has no choices".into()));
+        };
+        let message = c.message.as_ref();
+        let mut carried = message.map_or(Carried::NOTHING, WireDelta::carried);
+        carried.answer |= non_empty(c.text);
+        self.token_at(now, carried);
+        if let Some(m) = message {
+            let (calls, bytes) = m.tool_call_parts();
+            self.tool_calls += calls;
+            self.tool_arg_bytes += bytes;
+        }
+        if let Some(a) = &mut self.answer {
+            append_text(a, c.message.as_ref().and_then(|m| m.content));
+            append_text(a, c.text);
+        }
+        self.usage = chunk.usage.map(Into::into);
         Ok(())
     }
 }
@@ -485,8 +483,8 @@ mod tests {
     #[test]
     fn real_vllm_token_chunks_take_the_fast_path_and_read_the_same() {
         let recorded = [
-            include_str!("../../tests/data/vllm-0.32/chat_stream.sse"),
-            include_str!("../../tests/data/vllm-0.32/chat_stream_reasoning.sse"),
+            include_str!("../../../../tests/data/vllm-0.32/chat_stream.sse"),
+            include_str!("../../../../tests/data/vllm-0.32/chat_stream_reasoning.sse"),
         ];
         let now = Instant::now();
         for sse in recorded {
@@ -654,45 +652,5 @@ mod tests {
         assert!(r.unwrap_err().0.starts_with("malformed SSE JSON"));
         let (_, r) = feed(ApiKind::Chat, &["[DONE]", CHAT[1]]);
         assert_eq!(r.unwrap_err().0, "data after [DONE]");
-    }
-
-    #[test]
-    fn tgi_stream() {
-        let ev = [
-            r#"{"index":1,"token":{"id":5,"text":" a","logprob":-0.1,"special":false},"generated_text":null,"details":null}"#,
-            r#"{"index":2,"token":{"id":6,"text":" b","logprob":-0.1,"special":false},"generated_text":" a b","details":{"finish_reason":"length","generated_tokens":2,"seed":null}}"#,
-        ];
-        let (st, r) = feed(ApiKind::TgiGenerateStream, &ev);
-        r.unwrap();
-        assert_eq!(st.chunks, 2);
-        assert!(st.finished);
-        assert_eq!(st.usage.unwrap().completion_tokens, Some(2));
-    }
-
-    #[test]
-    fn non_streaming_bodies() {
-        let now = Instant::now();
-        let mut st = ResponseState::default();
-        st.on_body(
-            ApiKind::Chat,
-            br#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],"usage":{"prompt_tokens":4,"completion_tokens":1,"total_tokens":5}}"#,
-            now,
-        )
-        .unwrap();
-        assert_eq!(st.chunks, 1);
-        assert_eq!(st.usage.unwrap().prompt_tokens, Some(4));
-        let mut st = ResponseState::default();
-        let e = st
-            .on_body(ApiKind::Chat, br#"{"choices":[]}"#, now)
-            .unwrap_err();
-        assert_eq!(e.0, "response has no choices");
-        let mut st = ResponseState::default();
-        st.on_body(
-            ApiKind::TgiGenerate,
-            br#"{"generated_text":" x y","details":{"generated_tokens":2}}"#,
-            now,
-        )
-        .unwrap();
-        assert_eq!(st.usage.unwrap().completion_tokens, Some(2));
     }
 }

@@ -1,12 +1,10 @@
 //! The chat body of a request with images (`docs/images.md`): one user message whose content
 //! is the images as `image_url` parts with `data:` URLs, then the prompt text as a `text` part;
-//! the rest of the body as [`super::body::encode_body`] writes a synthetic chat body.
+//! the rest of the body as [`super::chat::encode_body`] writes a synthetic chat body.
 
 use serde::Serialize;
 
-use super::api::ApiKind;
-use super::body::BodyParams;
-use super::thinking::thinking_field;
+use crate::backend::body::BodyParams;
 
 #[derive(Serialize)]
 struct Url<'a> {
@@ -60,8 +58,7 @@ pub fn encode_image_chat_body(
 ) {
     out.clear();
     let exact = params.exact_output;
-    let thinking =
-        thinking_field(ApiKind::Chat, params.thinking, thinking, max_tokens).map(|(_, v)| v);
+    let thinking = super::thinking_to_send(params, thinking).map(|(_, v)| v);
     let mut content: Vec<Part<'_>> = images
         .iter()
         .map(|u| Part::ImageUrl {

@@ -7,10 +7,10 @@
 //! (`reasoning` in place of `content` for thinking). Matching that text byte for byte costs a
 //! fraction of the full parse; anything else (an escape or a control character in a string,
 //! empty text, another field, another order, a finish reason, usage) is not matched and goes
-//! through the full parse of [`super::response`], whose reading of a matched chunk is the same
+//! through the full parse of [`super`], whose reading of a matched chunk is the same
 //! (the unit tests compare both on every shape).
 
-use super::state::Carried;
+use crate::backend::state::Carried;
 
 /// A token chunk of the known shape: what it carried and its text (no escapes, so the JSON
 /// string's bytes are the text).
