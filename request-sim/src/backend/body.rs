@@ -14,10 +14,7 @@
 
 use serde_json::Value;
 
-use super::api::ApiKind;
-
 /// Where `run/` reads the Messages API's default output budget from.
-pub use super::apis::messages::MESSAGES_DEFAULT_MAX_TOKENS;
 
 /// The prompt of one request.
 #[derive(Debug, Clone, Copy)]
@@ -50,54 +47,6 @@ impl<'a> PromptPayload<'a> {
             PromptPayload::TokenIds(_) => "",
         }
     }
-}
-
-/// Serialise the body of one request into `out` (cleared first), in the shape of `kind`'s API.
-///
-/// Token-id prompts are only valid where [`ApiKind::takes_token_ids`]; the caller validates that
-/// once at start-up (`config`), so here a mismatch falls back to an empty text prompt.
-pub fn encode_body(
-    kind: ApiKind,
-    params: &BodyParams,
-    prompt: PromptPayload<'_>,
-    (max_tokens, thinking): (u32, Option<u32>),
-    out: &mut Vec<u8>,
-) {
-    out.clear();
-    kind.encode_body(params, prompt, (max_tokens, thinking), out);
-}
-
-/// Serialise the body of a `messages` trace row for `kind` into `out` (cleared first): chat
-/// completions' for every API but Responses and Messages, which convert the row to their
-/// shapes ([`super::convert`]). `thinking`: the row's thinking budget
-/// ([`crate::trace::Reasoning::budget_to_send`]); `session_user`: `--session-user`'s id.
-pub fn encode_row_body(
-    kind: ApiKind,
-    params: &BodyParams,
-    chat: &crate::trace::ChatPayload,
-    (thinking, session_user): (Option<u32>, Option<&str>),
-    out: &mut Vec<u8>,
-) {
-    out.clear();
-    kind.encode_row_body(params, chat, (thinking, session_user), out);
-}
-
-/// `--session-user` on a synthetic body: the session id appended inside the body's top-level
-/// object as the API carries it ([`ApiKind::session_user_field`]; nothing where the API has no
-/// such field).
-pub fn append_session_user(kind: ApiKind, body: &mut Vec<u8>, user: &str) {
-    if body.last() != Some(&b'}') {
-        return;
-    }
-    let Some((key, v)) = kind.session_user_field(user) else {
-        return;
-    };
-    body.pop();
-    body.push(b',');
-    let _ = serde_json::to_writer(&mut *body, key);
-    body.push(b':');
-    let _ = serde_json::to_writer(&mut *body, &v);
-    body.push(b'}');
 }
 
 /// A top-level field of a `messages`-row body, borrowed where it can be.

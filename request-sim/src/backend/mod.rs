@@ -28,6 +28,7 @@ pub mod apis;
 pub mod body;
 pub mod client;
 pub mod convert;
+pub mod dispatch;
 pub mod endpoint;
 mod extra;
 pub mod models;
@@ -42,17 +43,21 @@ pub mod warm;
 
 pub use api::{Api, ApiFlavor, ApiKind, Calibration, Transport};
 pub use apis::messages::ANTHROPIC_VERSION;
+pub use apis::messages::{
+    messages_thinking_budget, MESSAGES_DEFAULT_MAX_TOKENS, MESSAGES_MIN_THINKING_BUDGET,
+};
 pub use apis::openai::chat::{
     encode_chat_row_body, encode_chat_row_body_marked, LiveBody, LiveSlot,
 };
 /// The chat body with images (`backend::image_body::encode_image_chat_body`).
 pub use apis::openai::chat_images as image_body;
 pub use apis::vllm_grpc;
-pub use body::{append_session_user, encode_body, encode_row_body, BodyParams, PromptPayload};
+pub use body::{BodyParams, PromptPayload};
 pub use client::{
     build_client, keep_alive_timeout, pool_idle_for, ClientOptions, HttpClient,
     DEFAULT_POOL_IDLE_TIMEOUT_S,
 };
+pub use dispatch::{append_session_user, encode_body, encode_row_body};
 pub use endpoint::{sanitize_url, Endpoint};
 pub use extra::parse_extra_body;
 pub use models::{ModelMap, SentModels};

@@ -245,29 +245,6 @@ pub(super) fn string_bytes(raw: Option<&RawValue>) -> u64 {
 }
 
 impl ResponseState {
-    /// One SSE `data` payload of a streaming `kind` answer, received at `now`.
-    pub fn on_event(
-        &mut self,
-        kind: super::api::ApiKind,
-        data: &[u8],
-        now: Instant,
-    ) -> Result<(), ProtocolError> {
-        kind.read_event(self, data, now)
-    }
-
-    /// A complete non-streaming `kind` answer, received at `now`.
-    pub fn on_body(
-        &mut self,
-        kind: super::api::ApiKind,
-        body: &[u8],
-        now: Instant,
-    ) -> Result<(), ProtocolError> {
-        self.whole = true;
-        kind.read_body(self, body, now)?;
-        self.end(now);
-        Ok(())
-    }
-
     /// The answer ended, at `now`.
     pub(super) fn end(&mut self, now: Instant) {
         self.finished = true;

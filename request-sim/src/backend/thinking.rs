@@ -14,8 +14,6 @@ use serde_json::Value;
 
 use super::api::ApiKind;
 
-pub use super::apis::messages::{messages_thinking_budget, MESSAGES_MIN_THINKING_BUDGET};
-
 /// `--thinking-budget`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ThinkingBudget {

@@ -90,7 +90,7 @@ impl ReplayConfig {
             reorder,
             shard,
             max_idle_gap_ms: trace::max_idle_gap(&a.trace)?,
-            agents: trace::agent_settings(&a.trace)?,
+            agents: trace::agent_settings(&a.trace, a.requests.dry_run)?,
         };
         let notes = ignored_flags(&a.ignored);
         Ok(ReplayConfig {

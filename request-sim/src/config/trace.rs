@@ -148,8 +148,8 @@ pub(super) fn max_idle_gap(a: &ReplayTraceArgs) -> Result<Option<f64>> {
 }
 
 /// `--users`, `--session-rate`, `--share-system-prefix`.
-pub(super) fn agent_settings(a: &ReplayTraceArgs) -> Result<AgentSettings> {
-    use crate::trace::pipeline::plan::Population;
+pub(super) fn agent_settings(a: &ReplayTraceArgs, dry_run: bool) -> Result<AgentSettings> {
+    use crate::trace::pipeline::plan::{check_users_fit, open_file_limit, Population};
     let users = match a.users.as_slice() {
         [] => None,
         &[n] => Some(n),
@@ -161,7 +161,14 @@ pub(super) fn agent_settings(a: &ReplayTraceArgs) -> Result<AgentSettings> {
     };
     let population = match (users, a.session_rate) {
         (Some(0), _) => return Err(Error::config("--users must be at least 1")),
-        (Some(n), None) => Population::Users(n),
+        (Some(n), None) => {
+            // Refused from the flags, before the corpus is read (a dry run opens no
+            // connection).
+            if !dry_run {
+                check_users_fit(n, open_file_limit()).map_err(Error::config)?;
+            }
+            Population::Users(n)
+        }
         (None, Some(r)) if !(r.is_finite() && r > 0.0) => {
             return Err(Error::config(format!(
                 "--session-rate must be a number > 0 (conversations per second), got {r}"

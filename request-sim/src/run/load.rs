@@ -404,7 +404,7 @@ fn describe(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned], head_ms: f64)
 /// rows go without, said once (over the whole trace when it is loaded whole, else over the
 /// first requests read).
 fn thinking_note(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned]) {
-    use crate::backend::{thinking::messages_thinking_budget, ThinkingBudget};
+    use crate::backend::{messages_thinking_budget, ThinkingBudget};
     let Target::Remote(ep) = &cfg.target.server else {
         return;
     };
@@ -421,9 +421,7 @@ fn thinking_note(cfg: &ReplayConfig, loaded: &Loaded, head: &[Planned]) {
         let max_tokens = match chat.filter(|c| !c.is_literal()) {
             Some(c) => c
                 .max_tokens
-                .map_or(crate::backend::body::MESSAGES_DEFAULT_MAX_TOKENS, |n| {
-                    n.max(1)
-                }),
+                .map_or(crate::backend::MESSAGES_DEFAULT_MAX_TOKENS, |n| n.max(1)),
             None => req.output_length.min(cap).max(1),
         };
         counts.0 += 1;

@@ -507,8 +507,8 @@ fn no_tokenizer_reason(cfg: &ReplayConfig, server: &Server) -> Result<Option<Str
     }))
 }
 
-/// Why the server cannot be asked at all: it refuses the API key, or fails otherwise (`None`
-/// when it answers anything else over HTTP); no connection opened is [`Error::Unreachable`].
+/// Why the server cannot be asked at all (`None` when it answers anything else over HTTP); a
+/// refused API key or no connection opened is [`Error::Unreachable`] (exit 5).
 fn reach_error(server: &Server) -> Result<Option<String>> {
     let req = server
         .ep
@@ -516,10 +516,15 @@ fn reach_error(server: &Server) -> Result<Option<String>> {
         .timeout(std::time::Duration::from_secs(5));
     // `send` starts the timeout's timer: inside the runtime.
     Ok(match server.rt.block_on(async { req.send().await }) {
-        Ok(r) if matches!(r.status().as_u16(), 401 | 403) => Some(format!(
-            "it answered {}: the API key was refused; pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY",
-            r.status()
-        )),
+        // A refused key is the server refusing every request: exit 5, as when the requests
+        // find it.
+        Ok(r) if matches!(r.status().as_u16(), 401 | 403) => {
+            return Err(Error::Unreachable(format!(
+                "no --tokenizer, and {} cannot be asked for its /tokenize (it answered {}: the API key was refused; pass the right one with --api-key KEY, --api-key-file F or $OPENAI_API_KEY)",
+                server.ep.display_url(),
+                r.status()
+            )))
+        }
         Ok(_) => None,
         Err(e) => match crate::backend::connect_failure(&e) {
             Some(cause) => {

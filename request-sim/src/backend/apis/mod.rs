@@ -46,9 +46,8 @@ mod tests {
     use super::messages::MESSAGES_DEFAULT_MAX_TOKENS;
     use super::openai::chat::encode_chat_row_body;
     use crate::backend::api::ApiKind;
-    use crate::backend::body::{
-        append_session_user, encode_body, encode_row_body, BodyParams, PromptPayload,
-    };
+    use crate::backend::body::{BodyParams, PromptPayload};
+    use crate::backend::dispatch::{append_session_user, encode_body, encode_row_body};
     use crate::backend::thinking::{thinking_field, ThinkingBudget};
     use serde_json::Value;
 

@@ -253,6 +253,21 @@ impl PlanFacts {
     }
 }
 
+/// `--users N` against the open-file limit, from the flags alone (before the corpus is read or
+/// laid out): N users start N conversations at once, each on its own connection.
+pub fn check_users_fit(users: usize, open_files: Option<u64>) -> Result<(), String> {
+    let Some(limit) = open_files else {
+        return Ok(());
+    };
+    let room = limit.saturating_sub(FD_HEADROOM);
+    if users as u64 <= room {
+        return Ok(());
+    }
+    Err(format!(
+        "--users {users} starts {users} conversations at once, each needing its own connection, and this process may open {limit} files (ulimit -n; {FD_HEADROOM} kept for the run): give --users at most {room}, or --session-rate R, or raise ulimit -n"
+    ))
+}
+
 /// The process's soft open-file limit (`ulimit -n`), when it has one (read from
 /// `/proc/self/limits`; none elsewhere, or when unlimited).
 pub fn open_file_limit() -> Option<u64> {

@@ -95,3 +95,58 @@ fn honest_usage_is_exact_on_both_sides() {
     assert_eq!(s["output_exactness"]["over"], 0);
     assert!(!s["warnings"].to_string().contains("IMPOSSIBLE"));
 }
+
+/// A finish chunk with an empty delta (`{"delta":{},"finish_reason":"stop"}`, what OpenAI and
+/// llama.cpp send) is no token event: 4 tokens 5 ms apart and the finish chunk 200 ms later
+/// give 4 chunks, 3 gaps and an E2EL of the 4 tokens, not of the finish chunk.
+#[test]
+fn an_empty_finish_delta_is_no_token_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "t.jsonl", 1, 0.0, 16, 4);
+    let chunk = |c: &str| {
+        format!(
+            "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{c}\"}},\"finish_reason\":null}}]}}\n\n"
+        )
+    };
+    let finish = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+    let usage = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":16,\"completion_tokens\":4,\"total_tokens\":20}}\n\ndata: [DONE]\n\n";
+    let pieces = [
+        chunk(" a"),
+        chunk(" b"),
+        chunk(" c"),
+        chunk(" d"),
+        finish.to_string(),
+        usage.to_string(),
+    ];
+    let refs: Vec<&[u8]> = pieces.iter().map(|p| p.as_bytes()).collect();
+    // Piece 0 is the response head; the finish chunk is piece 5.
+    let server =
+        RawServer::start(Script::sse(&refs).wait_before(5, std::time::Duration::from_millis(200)));
+    let mut args = vec!["replay".to_string()];
+    args.extend(base_args(
+        &server.url("/v1/chat/completions"),
+        &trace,
+        dir.path(),
+    ));
+    args.push("--record-itl".into());
+    let out = run_bin(&strs(&args), &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(dir.path().join("records.jsonl")).unwrap();
+    let r: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(r["chunks"], 4, "{r}");
+    assert_eq!(r["itl_ms"].as_array().map(Vec::len), Some(3), "{r}");
+    let (ttft, e2e) = (
+        r["ttft_ms"].as_f64().unwrap(),
+        r["e2e_ms"].as_f64().unwrap(),
+    );
+    assert!(
+        e2e - ttft < 150.0,
+        "the finish chunk 200 ms later is not a token: {r}"
+    );
+    assert!(r["tpot_ms"].as_f64().unwrap() < 50.0, "{r}");
+}

@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::OpenAiTail;
+use super::tail::OpenAiTail;
 use crate::backend::api::Calibration;
 use crate::backend::body::{BodyParams, Field, RowBody};
 
@@ -99,14 +99,18 @@ pub fn encode_chat_row_body_marked(
     if let Some(n) = chat.max_tokens.map(|n| n.max(1)) {
         body.budget(params, "max_tokens", n);
     }
-    if let Some((k, v)) = super::thinking_to_send(params, thinking) {
+    if let Some((k, v)) = super::tail::thinking_to_send(params, thinking) {
         body.own(k, v);
     }
     body.own("stream", Value::from(params.stream));
     if params.stream {
         body.own("stream_options", serde_json::json!({"include_usage": true}));
     }
-    body.tail(params, session_user.map(super::session_user_field), chat);
+    body.tail(
+        params,
+        session_user.map(super::tail::session_user_field),
+        chat,
+    );
     body.write(out, marks);
 }
 
@@ -183,7 +187,8 @@ impl LiveBody {
 pub(crate) mod tests {
     use super::*;
     use crate::backend::api::ApiKind;
-    use crate::backend::body::{encode_body, PromptPayload};
+    use crate::backend::body::PromptPayload;
+    use crate::backend::dispatch::encode_body;
 
     pub(crate) fn params(stream: bool) -> BodyParams {
         BodyParams {

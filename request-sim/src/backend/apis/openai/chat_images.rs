@@ -58,7 +58,7 @@ pub fn encode_image_chat_body(
 ) {
     out.clear();
     let exact = params.exact_output;
-    let thinking = super::thinking_to_send(params, thinking).map(|(_, v)| v);
+    let thinking = super::tail::thinking_to_send(params, thinking).map(|(_, v)| v);
     let mut content: Vec<Part<'_>> = images
         .iter()
         .map(|u| Part::ImageUrl {

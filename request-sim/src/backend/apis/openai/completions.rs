@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::OpenAiTail;
+use super::tail::OpenAiTail;
 use crate::backend::api::Calibration;
 use crate::backend::body::{BodyParams, PromptPayload};
 
@@ -55,7 +55,8 @@ pub fn encode_body(
 mod tests {
     use super::super::chat::tests::params;
     use crate::backend::api::ApiKind;
-    use crate::backend::body::{encode_body, PromptPayload};
+    use crate::backend::body::PromptPayload;
+    use crate::backend::dispatch::encode_body;
 
     #[test]
     fn completions_with_token_ids_and_extra() {

@@ -23,14 +23,16 @@ pub mod chat;
 pub mod chat_images;
 pub mod completions;
 mod fast;
+mod tail;
+
+pub use tail::{session_user_field, thinking_field};
 
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::backend::api::ApiKind;
-use crate::backend::body::BodyParams;
 use crate::backend::state::{
     append_text, error_text, expect_string, malformed_body, non_empty, truncate, Carried,
     ProtocolError, ResponseState, Usage,
@@ -138,6 +140,17 @@ impl WireDelta<'_> {
         self.carried().any()
     }
 
+    /// A delta with nothing in it (`{}`, or only nulls): what OpenAI and llama.cpp send with
+    /// the `finish_reason` after the last token. No token event, as the role preamble before
+    /// the first one is not.
+    fn is_bare(&self) -> bool {
+        !present(self.content)
+            && !present(self.reasoning)
+            && !present(self.reasoning_content)
+            && !present(self.role)
+            && self.tool_calls.as_ref().is_none_or(Vec::is_empty)
+    }
+
     /// Tool calls begun in it (entries with an `id` or a function `name`), and the bytes of
     /// the arguments it streamed.
     fn tool_call_parts(&self) -> (u32, u64) {
@@ -224,71 +237,6 @@ struct WireChunk<'a> {
     message: Option<String>,
 }
 
-/// What chat and completions bodies send after the prompt: the output budget, vLLM's
-/// `min_tokens` and `ignore_eos` with `exact_output`, the thinking budget, the stream switch
-/// with usage asked for, `--extra-body`.
-#[derive(Serialize)]
-pub(crate) struct OpenAiTail<'a> {
-    max_tokens: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ignore_eos: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thinking_token_budget: Option<serde_json::Value>,
-    stream: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream_options: Option<StreamOptions>,
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
-}
-
-#[derive(Serialize)]
-struct StreamOptions {
-    include_usage: bool,
-}
-
-impl<'a> OpenAiTail<'a> {
-    pub(crate) fn new(
-        params: &'a BodyParams,
-        max_tokens: u32,
-        thinking: Option<u32>,
-    ) -> OpenAiTail<'a> {
-        let exact = params.exact_output;
-        OpenAiTail {
-            max_tokens,
-            min_tokens: exact.then_some(max_tokens),
-            ignore_eos: exact.then_some(true),
-            thinking_token_budget: thinking_to_send(params, thinking).map(|(_, v)| v),
-            stream: params.stream,
-            stream_options: params.stream.then_some(StreamOptions {
-                include_usage: true,
-            }),
-            extra: params.extra.as_ref(),
-        }
-    }
-}
-
-/// The thinking budget field of a chat or completions request: vLLM's
-/// `thinking_token_budget` = the row's budget (`max_tokens` stays the row's whole output:
-/// OpenAI's and vLLM's count reasoning tokens).
-pub fn thinking_field(budget: u32) -> Option<(&'static str, serde_json::Value)> {
-    Some(("thinking_token_budget", serde_json::Value::from(budget)))
-}
-
-/// [`thinking_field`] for a row's `thinking` budget, unless `--thinking-budget off`.
-fn thinking_to_send(
-    params: &BodyParams,
-    thinking: Option<u32>,
-) -> Option<(&'static str, serde_json::Value)> {
-    crate::backend::thinking::budget_to_send(params.thinking, thinking).and_then(thinking_field)
-}
-
-/// The field that carries a session id (`--session-user`): OpenAI's `user`.
-pub fn session_user_field(user: &str) -> (&'static str, serde_json::Value) {
-    ("user", serde_json::Value::from(user))
-}
-
 /// The API an `--endpoint` path names with `--api openai` or `aibrix` (a base URL or `/v1`:
 /// chat completions, whose path is set in `url`): chat, completions, Responses or Messages.
 pub fn kind_of_path(url: &mut reqwest::Url, path: &str) -> Result<ApiKind, String> {
@@ -368,9 +316,11 @@ impl ResponseState {
                 expect_string(d.reasoning, "a delta's `reasoning`", data)?;
                 expect_string(d.reasoning_content, "a delta's `reasoning_content`", data)?;
             }
-            // The role preamble before the first token is no token event (docs/metrics.md).
-            let preamble =
-                self.first_token.is_none() && delta.is_some_and(|d| d.is_role_preamble());
+            // The role preamble before the first token is no token event (docs/metrics.md),
+            // nor is a bare finish delta after the last one.
+            let preamble = (self.first_token.is_none()
+                && delta.is_some_and(|d| d.is_role_preamble()))
+                || (delta.is_some_and(WireDelta::is_bare) && !present(c.text));
             let mut carried = delta.map_or(Carried::NOTHING, WireDelta::carried);
             carried.answer |= non_empty(c.text);
             if !preamble {
