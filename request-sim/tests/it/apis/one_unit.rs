@@ -1,4 +1,5 @@
-//! "An API is one unit": outside the API modules and their one dispatch (`backend/api.rs`), no
+//! "An API is one unit": outside the API modules, their types (`backend/api.rs`) and their one
+//! dispatch (`backend/dispatch.rs`), no
 //! source file names an API variant (`ApiKind::Chat`, `ApiFlavor::Tgi`, `Api::OpenaiChat`, ...):
 //! the rest of the crate asks the dispatch what an API does (`ep.kind.takes_token_ids()`,
 //! `ep.kind.transport()`), so a new API is its module and its arms in the dispatch.
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// bodies, its answer reading, its usage and errors, its path and calibration facts). No
 /// API-neutral file is listed: the SSE parser, the stream reader, the state, the body writer,
 /// the endpoint, the server tokenizer and the calibration steps ask the dispatch.
-const API_MODULES: &[&str] = &["backend/api.rs", "backend/apis/"];
+const API_MODULES: &[&str] = &["backend/api.rs", "backend/dispatch.rs", "backend/apis/"];
 
 /// Files outside this helper's area that still name a variant, each with its count and the
 /// dispatch method that replaces it (the merge replaces them; the count may only go down).
