@@ -358,11 +358,14 @@ SUBCOMMANDS=$("$RS" --help | sed -n '/^Commands:/,/^$/p' | awk 'NR > 1 && $1 != 
   grep -o '"--[a-z0-9-]*"' request-sim/src/compat/aiperf_flags.rs | tr -d '"'
 } 2>/dev/null | grep -o -- '--[a-z0-9][a-z0-9-]*' | sort -u >"$KNOWN"
 # Other tools' flags the pages quote (cargo, vLLM, llama.cpp, AIPerf, UCM's accepted-and-ignored
-# flags, this repository's scripts: make_azure2024_csv.py --rows, gen-copilot.py --day --jobs;
+# flags, this repository's scripts: make_azure2024_csv.py --rows, gen-copilot.py --day --jobs,
+# make-parquet-trace.py --schema; vLLM's --enable-prefix-caching;
 # vLLM's plot script --var-x/--var-y; the AIPerf flag that does not exist, --artifact-directory),
 # and anchors of headings.
 cat >>"$KNOWN" <<'EOF'
 --all
+--enable-prefix-caching
+--schema
 --all-targets
 --cfg
 --artifact-directory

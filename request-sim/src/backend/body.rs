@@ -1,10 +1,9 @@
 //! Request bodies, serialised into a reusable buffer: what every API's body is built from
 //! ([`PromptPayload`], [`BodyParams`]; the entry points that write one, `encode_body`,
 //! `encode_row_body` and `append_session_user`, are [`super::dispatch`]'s: each asks the API's
-//! module), and the
-//! field writer the `messages`-row bodies of the API modules share ([`RowBody`]: keys in
-//! order, later sources overriding earlier keys in place, the byte range of every message kept
-//! when asked).
+//! module), and the field writer the `messages`-row bodies of the API modules share
+//! ([`RowBody`]: keys in order, later sources overriding earlier keys in place, the byte range
+//! of every message kept when asked).
 //!
 //! The output length each API can enforce (`docs/backends.md`): chat and completions send
 //! `max_tokens`, Responses `max_output_tokens`, Messages `max_tokens` (required by Anthropic),

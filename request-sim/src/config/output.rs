@@ -93,9 +93,20 @@ pub(super) fn live_metrics(f: &LiveMetricsFlags) -> Result<Option<LiveMetricsCon
 pub(super) fn output_paths(a: &OutputArgs) -> Result<(PathBuf, PathBuf)> {
     let output_path = match &a.output_path {
         Some(p) => p.clone(),
+        // The default names a new file: a run in the same second as the last one (a sweep's
+        // points, a script) gets the next free number, never the other run's records.
         None => {
             let ts = crate::stats::file_stamp();
-            PathBuf::from(format!("results/replay-{ts}.jsonl"))
+            let free = |p: &PathBuf| {
+                !p.exists() && !PathBuf::from(format!("{}.summary.json", p.display())).exists()
+            };
+            (1..)
+                .map(|n| match n {
+                    1 => PathBuf::from(format!("results/replay-{ts}.jsonl")),
+                    n => PathBuf::from(format!("results/replay-{ts}-{n}.jsonl")),
+                })
+                .find(free)
+                .unwrap_or_else(|| PathBuf::from(format!("results/replay-{ts}.jsonl")))
         }
     };
     let summary_path = a

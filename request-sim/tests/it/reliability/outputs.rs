@@ -312,3 +312,31 @@ fn an_unwritable_records_path_is_named_itself() {
     assert!(stderr.contains("cannot write /sys/rec.jsonl:"), "{stderr}");
     assert!(!stderr.contains("server_metrics"), "{stderr}");
 }
+
+/// Without `--output-path`, every run gets a new file, even two in the same second (a script,
+/// a sweep's points): the default never names another run's records.
+#[test]
+fn the_default_records_path_is_never_an_earlier_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..3 {
+        let out = std::process::Command::new(BIN)
+            .args(["replay", "--dry-run", "--max-requests", "3", "--quiet"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let records = std::fs::read_dir(dir.path().join("results"))
+        .unwrap()
+        .filter(|e| {
+            let n = e.as_ref().unwrap().file_name().into_string().unwrap();
+            n.ends_with(".jsonl") && !n.contains("server_metrics")
+        })
+        .count();
+    assert_eq!(records, 3);
+}
