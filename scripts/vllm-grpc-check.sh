@@ -6,7 +6,8 @@
 # (a) a 200-row Mooncake-shaped trace (block 512, prompts <= 1500 tokens sharing their first
 #     blocks, 16-32 output tokens, Poisson arrivals at $RATE req/s), seeded;
 # (b) `vllm serve --grpc` (smg-grpc-servicer installed into vLLM's venv if missing), ready when
-#     its log says "Server is ready to accept requests" (the gRPC port has no HTTP /health or
+#     its log says "Server is ready to accept requests" and its planned warm-up, when it runs
+#     one, is over (the gRPC port has no HTTP /health or
 #     /metrics); the slice replayed with --api vllm-grpc --token-ids --tokenizer;
 # (c) the same slice against a fresh `vllm serve` over HTTP (/v1/completions --token-ids), with
 #     vLLM's prefix_cache_hits_total read before and after;
@@ -84,6 +85,10 @@ hits() { curl -sf "http://127.0.0.1:$PORT/metrics" | awk '/^vllm:prefix_cache_hi
 # (b) gRPC.
 serve grpc --grpc
 wait_for grpc 'grep -q "Server is ready to accept requests" "$OUT/grpc.log"'
+# vLLM's gRPC server may run its planned warm-up (a decode staircase of 128 requests, ~20 s
+# here) after that line: requests sent meanwhile queue behind it (seen: TTFT ~360 ms for the
+# first 15 s instead of ~33 ms). Wait for it to end when it started.
+wait_for grpc '! grep -q "Planned warm-up starts" "$OUT/grpc.log" || grep -q "Planned warm-up over" "$OUT/grpc.log"'
 replay grpc --api vllm-grpc --endpoint "grpc://127.0.0.1:$PORT"
 stop
 
