@@ -331,11 +331,26 @@ async fn exchange(
     }
     if ep.stream {
         let mut reader = StreamReader::new(ep.kind);
+        let mut end = None;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| classify(&e.without_url(), true))?;
-            reader.push(&chunk, state, Instant::now())?;
+            let now = Instant::now();
+            reader.push(&chunk, state, now)?;
+            if state.finished {
+                end = Some(now);
+                break;
+            }
         }
-        reader.finish(state, Instant::now())?;
+        if let Some(at) = end {
+            // The API's last event came: what follows is only the body's end. A server that
+            // never ends the body must not turn a finished answer into a timeout; its end is
+            // waited for a moment (so the connection can go back to the pool), no longer.
+            let drain = async { while let Some(Ok(_)) = stream.next().await {} };
+            let _ = tokio::time::timeout(STREAM_TAIL_WAIT, drain).await;
+            reader.finish(state, at)?;
+        } else {
+            reader.finish(state, Instant::now())?;
+        }
     } else {
         let mut buf = Vec::new();
         while let Some(chunk) = stream.next().await {
@@ -355,6 +370,9 @@ async fn exchange(
     }
     Ok(())
 }
+
+/// How long the end of a streamed body is waited for after the API's last event.
+const STREAM_TAIL_WAIT: Duration = Duration::from_millis(500);
 
 /// Longest `x-inference-pod` value kept in a record.
 const MAX_POD_LEN: usize = 253;

@@ -150,3 +150,42 @@ fn an_empty_finish_delta_is_no_token_event() {
     );
     assert!(r["tpot_ms"].as_f64().unwrap() < 50.0, "{r}");
 }
+
+/// A finished stream (`[DONE]` sent) whose HTTP body never ends is a finished answer, not a
+/// timeout after the request timeout.
+#[test]
+fn a_finished_stream_whose_body_never_ends_is_ok() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), "t.jsonl", 1, 0.0, 16, 4);
+    let mut script = script(16, 4, 0);
+    script.hang = Some(std::time::Duration::from_secs(30));
+    let server = RawServer::start(script);
+    let mut args = vec!["replay".to_string()];
+    args.extend(base_args(
+        &server.url("/v1/chat/completions"),
+        &trace,
+        dir.path(),
+    ));
+    args.extend(["--request-timeout".to_string(), "10".to_string()]);
+    let t = std::time::Instant::now();
+    let out = run_bin(&strs(&args), &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        t.elapsed().as_secs_f64() < 8.0,
+        "waited for the body's end: {:?}",
+        t.elapsed()
+    );
+    let text = std::fs::read_to_string(dir.path().join("records.jsonl")).unwrap();
+    let r: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!(r["output_tokens"], 4, "{r}");
+    assert!(
+        r["done_ms"].as_f64().unwrap() < 400.0,
+        "done at [DONE], not after the wait: {r}"
+    );
+}
