@@ -342,11 +342,14 @@ async fn exchange(
             }
         }
         if let Some(at) = end {
-            // The API's last event came: what follows is only the body's end. A server that
-            // never ends the body must not turn a finished answer into a timeout; its end is
-            // waited for a moment (so the connection can go back to the pool), no longer.
-            let drain = async { while let Some(Ok(_)) = stream.next().await {} };
-            let _ = tokio::time::timeout(STREAM_TAIL_WAIT, drain).await;
+            // The API's last event came: what follows is only the body's end (data after it
+            // is still a protocol error). A server that never ends the body must not turn a
+            // finished answer into a timeout; its end is waited for a moment (so the
+            // connection can go back to the pool), no longer.
+            let deadline = tokio::time::Instant::now() + STREAM_TAIL_WAIT;
+            while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, stream.next()).await {
+                reader.push(&chunk, state, Instant::now())?;
+            }
             reader.finish(state, at)?;
         } else {
             reader.finish(state, Instant::now())?;
