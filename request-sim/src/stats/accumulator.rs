@@ -260,6 +260,50 @@ impl Accumulator {
         self.served_ideal.take().map(ServedIdeal::finish)
     }
 
+    /// Server usage: prompt exactness and cache over every record that has it, output
+    /// exactness over the completed ones.
+    fn add_usage(&mut self, rec: &Record) {
+        if let Some(pt) = rec.prompt_tokens {
+            // input_length 0: no intended count (a messages row without a chat template).
+            if rec.input_length == 0 {
+                self.exact.unknown_intended += 1;
+            } else {
+                self.exact.with_usage += 1;
+                let diff = pt as i64 - rec.input_length as i64;
+                match diff.cmp(&0) {
+                    std::cmp::Ordering::Equal => self.exact.exact += 1,
+                    std::cmp::Ordering::Greater => self.exact.over += 1,
+                    std::cmp::Ordering::Less => self.exact.under += 1,
+                }
+                self.exact.max_abs_diff = self.exact.max_abs_diff.max(diff.unsigned_abs());
+            }
+            if let Some(ct) = rec.cached_tokens {
+                self.cache.requests_with_cached_tokens += 1;
+                self.cache.prompt_tokens += pt as u64;
+                // More cached than prompt tokens is impossible: counted, and capped at the
+                // prompt so the hit ratio stays a ratio.
+                if ct > pt {
+                    self.cache.impossible_cached += 1;
+                }
+                self.cache.cached_tokens += ct.min(pt) as u64;
+            }
+        }
+
+        if rec.status == Status::Ok && rec.output_length > 0 {
+            if let Some(got) = rec.output_tokens {
+                let o = &mut self.output_exact;
+                o.with_usage += 1;
+                let diff = i64::from(got) - i64::from(rec.output_length);
+                match diff.cmp(&0) {
+                    std::cmp::Ordering::Equal => o.exact += 1,
+                    std::cmp::Ordering::Greater => o.over += 1,
+                    std::cmp::Ordering::Less => o.under += 1,
+                }
+                o.max_abs_diff = o.max_abs_diff.max(diff.unsigned_abs());
+            }
+        }
+    }
+
     pub fn add(&mut self, rec: &Record, itl_ms: &[f64]) {
         if let Some(w) = &mut self.window {
             if let Some(t) = rec.sent_ms {
@@ -304,46 +348,8 @@ impl Accumulator {
             }
         }
 
-        // Server usage: cache and exactness over every record that has it.
-        if let Some(pt) = rec.prompt_tokens {
-            // input_length 0: no intended count (a messages row without a chat template).
-            if rec.input_length == 0 {
-                self.exact.unknown_intended += 1;
-            } else {
-                self.exact.with_usage += 1;
-                let diff = pt as i64 - rec.input_length as i64;
-                match diff.cmp(&0) {
-                    std::cmp::Ordering::Equal => self.exact.exact += 1,
-                    std::cmp::Ordering::Greater => self.exact.over += 1,
-                    std::cmp::Ordering::Less => self.exact.under += 1,
-                }
-                self.exact.max_abs_diff = self.exact.max_abs_diff.max(diff.unsigned_abs());
-            }
-            if let Some(ct) = rec.cached_tokens {
-                self.cache.requests_with_cached_tokens += 1;
-                self.cache.prompt_tokens += pt as u64;
-                // More cached than prompt tokens is impossible: counted, and capped at the
-                // prompt so the hit ratio stays a ratio.
-                if ct > pt {
-                    self.cache.impossible_cached += 1;
-                }
-                self.cache.cached_tokens += ct.min(pt) as u64;
-            }
-        }
+        self.add_usage(rec);
 
-        if rec.status == Status::Ok && rec.output_length > 0 {
-            if let Some(got) = rec.output_tokens {
-                let o = &mut self.output_exact;
-                o.with_usage += 1;
-                let diff = i64::from(got) - i64::from(rec.output_length);
-                match diff.cmp(&0) {
-                    std::cmp::Ordering::Equal => o.exact += 1,
-                    std::cmp::Ordering::Greater => o.over += 1,
-                    std::cmp::Ordering::Less => o.under += 1,
-                }
-                o.max_abs_diff = o.max_abs_diff.max(diff.unsigned_abs());
-            }
-        }
         match rec.status {
             Status::Ok => self.add_completed(rec, itl_ms),
             Status::DryRun => {}
