@@ -85,7 +85,7 @@ impl Chains {
         // Shared blocks make the distinct count much smaller than `total`; the map grows as needed.
         b.trie.reserve(total / 4);
         for r in &trace.requests {
-            b.push(&r.hash_ids, r.input_length);
+            b.push(&r.hash_ids.ids(), r.input_length);
         }
         b.finish(trace.block_size)
     }

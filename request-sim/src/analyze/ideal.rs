@@ -44,7 +44,7 @@ impl IdealCache {
     /// its blocks are cached. `None` once the cache holds more than its cap of distinct blocks
     /// (the hits of later requests would be undercounted).
     pub fn hits(&mut self, req: &TraceRequest) -> Option<u32> {
-        self.hits_of(&req.hash_ids, req.input_length)
+        self.hits_of(&req.hash_ids.ids(), req.input_length)
     }
 
     /// [`IdealCache::hits`] of a request of `input_length` tokens with these `hash_ids`.
@@ -114,7 +114,7 @@ mod tests {
             timestamp_ms: 0.0,
             input_length: 1024,
             output_length: 1,
-            hash_ids: vec![i, i + 1],
+            hash_ids: vec![i, i + 1].into(),
             session: None,
         };
         let mut c = IdealCache::new(512, 5);

@@ -84,8 +84,9 @@ impl Columns {
     pub fn push(&mut self, r: &TraceRequest, turn: Option<&SessionTurn>) {
         self.times_ms.push(r.timestamp_ms);
         self.outputs.push(r.output_length);
-        self.chains.push(&r.hash_ids, r.input_length);
-        self.distinct_ids.extend(r.hash_ids.iter().copied());
+        let ids = r.hash_ids.ids();
+        self.chains.push(&ids, r.input_length);
+        self.distinct_ids.extend(ids.iter().copied());
         self.with_ids += usize::from(!r.hash_ids.is_empty());
         self.sessions.push(r, turn);
     }
@@ -213,7 +214,7 @@ mod tests {
                     timestamp_ms: t,
                     input_length: input,
                     output_length: 1,
-                    hash_ids: ids.to_vec(),
+                    hash_ids: ids.to_vec().into(),
                     session: None,
                 })
                 .collect(),

@@ -277,7 +277,7 @@ impl PromptBuilder {
     pub fn for_each_piece<F: FnMut(Piece)>(&self, req: &TraceRequest, n_tokens: usize, mut f: F) {
         let mut left = n_tokens;
         if self.block_size > 0 {
-            for &h in &req.hash_ids {
+            for &h in req.hash_ids.ids().iter() {
                 if left == 0 {
                     return;
                 }

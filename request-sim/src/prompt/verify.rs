@@ -301,7 +301,7 @@ impl Sharing {
         let mut on_known_path = true;
         let mut shared_blocks = 0usize;
         let mut pos = 0usize;
-        for (i, &h) in req.hash_ids.iter().enumerate() {
+        for (i, &h) in req.hash_ids.ids().iter().enumerate() {
             if b == 0 || pos >= ids.len() {
                 break;
             }

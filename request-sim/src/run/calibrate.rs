@@ -263,7 +263,7 @@ fn calibrate(
         timestamp_ms: 0.0,
         input_length: K as u32,
         output_length: 1,
-        hash_ids: Vec::new(),
+        hash_ids: Default::default(),
         session: None,
     };
     let mut text = lead.to_string();

@@ -122,7 +122,7 @@ fn agent_corpus(
         .filter(|a| a.parent.as_ref().is_some_and(|l| l.join.is_some()))
         .count();
     note(format!(
-        "agent corpus {name}: {} conversations, {} requests ({} subagents, {joined} joined); {} laid out as {} with {} requests{}",
+        "agent corpus {name}: {} conversations, {} requests ({} subagents, {joined} joined); {} laid out as {} with {} requests{}{}",
         facts.corpus_conversations,
         corpus.requests(),
         corpus.subagents(),
@@ -140,6 +140,10 @@ fn agent_corpus(
         match facts.max_idle_gap_ms {
             Some(ms) => format!("; --max-idle-gap {} s cut {} gaps", ms / 1e3, facts.capped_gaps),
             None => String::new(),
+        },
+        match facts.past_limit {
+            0 => String::new(),
+            n => format!("; {n} requests left out: they cannot start before the time limit"),
         }
     ));
     for n in &corpus.notes {

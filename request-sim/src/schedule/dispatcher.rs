@@ -432,7 +432,7 @@ mod tests {
                 timestamp_ms,
                 input_length: 1,
                 output_length: 1,
-                hash_ids: vec![],
+                hash_ids: Default::default(),
                 session: None,
             },
             turn: None,

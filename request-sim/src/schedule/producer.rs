@@ -508,7 +508,7 @@ mod tests {
             timestamp_ms: i as f64,
             input_length: i as u32,
             output_length: 1,
-            hash_ids: vec![],
+            hash_ids: Default::default(),
             session: None,
         }
     }

@@ -36,7 +36,8 @@ use super::unit::{Format, Reader};
 use crate::trace::error::TraceError;
 use crate::trace::model::FormatInfo;
 use crate::trace::model::{
-    Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,
+    Agent, AgentRequest, BlockIds, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin,
+    ParentLink,
 };
 
 /// Bytes read to recognise a file by content.
@@ -348,6 +349,8 @@ impl Builder<'_> {
         // Subagents waiting for the parent's next request to join them.
         let mut pending: Vec<Child> = Vec::new();
         let mut prev_end_ms: Option<f64> = None;
+        // The previous request's entry: its ids as read, for the prefix this one shares.
+        let mut prev_entry: Option<&Entry> = None;
         for (k, e) in entries.iter().enumerate() {
             let here = format!("{at}[{k}]");
             let t_ms = entry_time(e, start_ms).map_err(|w| (here.clone(), w.to_owned()))?;
@@ -370,12 +373,21 @@ impl Builder<'_> {
                 }
             }
             prev_end_ms = Some(end_ms);
+            let hash_ids = match (prev_entry, self.conv.agents[me].requests.last()) {
+                (Some(p), Some(pr)) => BlockIds::sharing(
+                    &pr.hash_ids,
+                    p.hash_ids.as_deref().unwrap_or_default(),
+                    r.hash_ids,
+                ),
+                _ => r.hash_ids.into(),
+            };
+            prev_entry = Some(e);
             self.conv.agents[me].requests.push(AgentRequest {
                 result: None,
                 trace_ms: t_ms,
                 input_length: r.input_length,
                 output_length: r.output_length,
-                hash_ids: r.hash_ids.into(),
+                hash_ids,
                 stream: Some(r.stream),
                 gap,
                 server_ms: r.server_ms,

@@ -53,6 +53,7 @@ pub fn write_jsonl(trace: &Trace, out: &mut dyn Write) -> Result<(), String> {
     let io = |e: std::io::Error| e.to_string();
     for r in &trace.requests {
         let ts = round_ms(r.timestamp_ms);
+        let ids = r.hash_ids.ids();
         let line = match (&r.session, keeps_parent_links(trace)) {
             (Some(s), true) => serde_json::to_string(&BailianRow {
                 chat_id: s.chat_id,
@@ -62,13 +63,13 @@ pub fn write_jsonl(trace: &Trace, out: &mut dyn Write) -> Result<(), String> {
                 output_length: r.output_length,
                 kind: s.kind.as_deref(),
                 turn: s.turn,
-                hash_ids: &r.hash_ids,
+                hash_ids: &ids,
             }),
             _ => serde_json::to_string(&Row {
                 timestamp: ts,
                 input_length: r.input_length,
                 output_length: r.output_length,
-                hash_ids: (!r.hash_ids.is_empty()).then_some(r.hash_ids.as_slice()),
+                hash_ids: (!r.hash_ids.is_empty()).then_some(&*ids),
                 session_id: trace.sessions.get(r.index).map(|t| &*t.id),
                 reasoning_tokens: r.reasoning.tokens,
                 thinking_token_budget: r.reasoning.budget,

@@ -7,36 +7,108 @@
 //! `start`", a call costs one small node whatever its length; the ids are produced when a
 //! request is laid out or analysed ([`BlockIds::extend_into`], [`BlockIds::to_vec`]).
 //! Chains can be as long as a session; expansion and drop walk them without recursion.
+//!
+//! A corpus read from per-request lists (Weka) is stored the same way: each request keeps the
+//! prefix it shares with its predecessor as a node ([`BlockIds::sharing`]) and its new ids as
+//! a list. A laid-out request keeps its conversation's ids renamed into its namespace
+//! ([`BlockIds::renamed`], [`Rename`]) as one more node, so a population of any number of
+//! users holds no list per request: the ids are produced when its prompt is built.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
 /// A request's hash ids: a list, or a prefix of other ids plus a run of fresh ones.
 #[derive(Clone)]
 pub enum BlockIds {
-    /// Ids as a reader gave them.
-    List(Vec<u64>),
+    /// Ids as a reader gave them (shared: a laid-out request renames its corpus request's
+    /// list without a copy).
+    List(Arc<[u64]>),
     /// The first `prefix_len` ids of `prefix`, then `fresh` ids counting up from `start`.
     Extend(Arc<Extend>),
+    /// Other ids, each renamed by a [`Rename`].
+    Renamed(Arc<(BlockIds, Rename)>),
+}
+
+/// How a layout renames a conversation's ids (`trace/pipeline/plan/layout.rs`): the blocks
+/// wholly inside the shared tools + system prompt are keyed by those sizes and their position,
+/// the others are namespaced per conversation (and repeat pass) or kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Rename {
+    /// The namespace of the conversation's own ids (`None`: kept as they are).
+    pub space: Option<u64>,
+    /// Blocks keyed as the shared tools + system prompt, and the key of their sizes.
+    pub shared_blocks: usize,
+    pub sizes: u64,
+}
+
+impl Rename {
+    /// Id `id` at block `i`, renamed.
+    pub fn apply(&self, i: usize, id: u64) -> u64 {
+        if i < self.shared_blocks {
+            return llm_common::util::hash3(0x5a5e_d000, self.sizes, i as u64);
+        }
+        match self.space {
+            Some(s) => llm_common::util::hash3(s, id, 0x1d),
+            None => id,
+        }
+    }
+
+    fn is_identity(&self) -> bool {
+        self.space.is_none() && self.shared_blocks == 0
+    }
 }
 
 /// A prefix of other ids plus a run of fresh ones (see [`BlockIds::Extend`]).
 pub struct Extend {
     prefix: BlockIds,
     prefix_len: usize,
-    start: u64,
-    fresh: usize,
+    tail: Tail,
 }
+
+/// What follows an [`Extend`]'s prefix: ids counting up, or ids as a reader gave them (a Weka
+/// request's new blocks past what it shares with its predecessor).
+enum Tail {
+    Range { start: u64, n: usize },
+    List(Box<[u64]>),
+}
+
+impl Tail {
+    fn len(&self) -> usize {
+        match self {
+            Tail::Range { n, .. } => *n,
+            Tail::List(v) => v.len(),
+        }
+    }
+
+    /// Appends the first `k` ids to `out`.
+    fn extend_into(&self, out: &mut Vec<u64>, k: usize) {
+        match self {
+            Tail::Range { start, .. } => out.extend(*start..*start + k as u64),
+            Tail::List(v) => out.extend_from_slice(&v[..k]),
+        }
+    }
+}
+
+/// A request shares its predecessor's ids through a prefix node only when at least this many
+/// ids are shared (fewer cost less as a list).
+const MIN_SHARED: usize = 8;
 
 impl Default for BlockIds {
     fn default() -> Self {
-        BlockIds::List(Vec::new())
+        BlockIds::List(Arc::from([]))
+    }
+}
+
+impl FromIterator<u64> for BlockIds {
+    fn from_iter<I: IntoIterator<Item = u64>>(iter: I) -> Self {
+        BlockIds::List(iter.into_iter().collect())
     }
 }
 
 impl From<Vec<u64>> for BlockIds {
     fn from(v: Vec<u64>) -> Self {
-        BlockIds::List(v)
+        BlockIds::List(v.into())
     }
 }
 
@@ -53,8 +125,28 @@ impl BlockIds {
         BlockIds::Extend(Arc::new(Extend {
             prefix,
             prefix_len,
-            start,
-            fresh,
+            tail: Tail::Range { start, n: fresh },
+        }))
+    }
+
+    /// `ids` (a request's ids as read) stored as the longest prefix they share with its
+    /// predecessor's (`prev`, whose ids are `prev_ids`) plus the rest as a list: an agent's
+    /// prompt is mostly its predecessor's, so a corpus read this way keeps each request's new
+    /// blocks only.
+    pub fn sharing(prev: &BlockIds, prev_ids: &[u64], ids: Vec<u64>) -> BlockIds {
+        let k = prev_ids
+            .iter()
+            .zip(&ids)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(prev.len());
+        if k < MIN_SHARED {
+            return BlockIds::List(ids.into());
+        }
+        BlockIds::Extend(Arc::new(Extend {
+            prefix: prev.clone(),
+            prefix_len: k,
+            tail: Tail::List(ids[k..].into()),
         }))
     }
 
@@ -67,7 +159,8 @@ impl BlockIds {
     pub fn len(&self) -> usize {
         match self {
             BlockIds::List(v) => v.len(),
-            BlockIds::Extend(e) => e.prefix_len + e.fresh,
+            BlockIds::Extend(e) => e.prefix_len + e.tail.len(),
+            BlockIds::Renamed(r) => r.0.len(),
         }
     }
 
@@ -78,7 +171,7 @@ impl BlockIds {
     /// Appends the first `n` ids (at most all) to `out`.
     pub fn extend_into(&self, out: &mut Vec<u64>, n: usize) {
         let mut n = n.min(self.len());
-        let mut runs: Vec<(u64, usize)> = Vec::new();
+        let mut runs: Vec<(&Tail, usize)> = Vec::new();
         let mut cur = self;
         while n > 0 {
             match cur {
@@ -86,18 +179,50 @@ impl BlockIds {
                     out.extend_from_slice(&v[..n]);
                     break;
                 }
+                BlockIds::Renamed(r) => {
+                    let from = out.len();
+                    r.0.extend_into(out, n);
+                    for (i, h) in out[from..].iter_mut().enumerate() {
+                        *h = r.1.apply(i, *h);
+                    }
+                    break;
+                }
                 BlockIds::Extend(e) => {
                     let p = n.min(e.prefix_len);
                     if n > p {
-                        runs.push((e.start, n - p));
+                        runs.push((&e.tail, n - p));
                     }
                     n = p;
                     cur = &e.prefix;
                 }
             }
         }
-        for (start, k) in runs.into_iter().rev() {
-            out.extend(start..start + k as u64);
+        for (tail, k) in runs.into_iter().rev() {
+            tail.extend_into(out, k);
+        }
+    }
+
+    /// `ids`, each renamed by `rename` (kept as they are when it renames nothing).
+    pub fn renamed(ids: &BlockIds, rename: Rename) -> BlockIds {
+        if rename.is_identity() || ids.is_empty() {
+            return ids.clone();
+        }
+        BlockIds::Renamed(Arc::new((ids.clone(), rename)))
+    }
+
+    /// The ids as a slice: borrowed from a list, expanded from shared storage.
+    pub fn ids(&self) -> Cow<'_, [u64]> {
+        match self {
+            BlockIds::List(v) => Cow::Borrowed(&v[..]),
+            _ => Cow::Owned(self.to_vec()),
+        }
+    }
+
+    /// Every id, as a list.
+    pub fn into_vec(self) -> Vec<u64> {
+        match self {
+            BlockIds::List(v) => v.to_vec(),
+            _ => self.to_vec(),
         }
     }
 
@@ -112,11 +237,20 @@ impl BlockIds {
     pub fn truncated(&self, n: usize) -> BlockIds {
         match self {
             _ if n >= self.len() => self.clone(),
-            BlockIds::List(v) => BlockIds::List(v[..n].to_vec()),
+            BlockIds::List(v) => BlockIds::List(v[..n].into()),
+            BlockIds::Renamed(r) => BlockIds::Renamed(Arc::new((r.0.truncated(n), r.1))),
             BlockIds::Extend(e) if n <= e.prefix_len => e.prefix.truncated(n),
-            BlockIds::Extend(e) => {
-                BlockIds::extend(&e.prefix, e.prefix_len, e.start, n - e.prefix_len)
-            }
+            BlockIds::Extend(e) => BlockIds::Extend(Arc::new(Extend {
+                prefix: e.prefix.clone(),
+                prefix_len: e.prefix_len,
+                tail: match &e.tail {
+                    Tail::Range { start, .. } => Tail::Range {
+                        start: *start,
+                        n: n - e.prefix_len,
+                    },
+                    Tail::List(v) => Tail::List(v[..n - e.prefix_len].into()),
+                },
+            })),
         }
     }
 
@@ -198,5 +332,56 @@ mod tests {
         assert_eq!(c.len(), 200_000);
         assert_eq!(c.to_vec()[199_999], 199_999);
         drop(c);
+    }
+
+    #[test]
+    fn a_request_shares_its_predecessors_prefix() {
+        let first: Vec<u64> = (100..120).collect();
+        let a = BlockIds::from(first.clone());
+        let mut second = first[..15].to_vec();
+        second.extend([7, 8, 9]);
+        let b = BlockIds::sharing(&a, &first, second.clone());
+        assert!(matches!(&b, BlockIds::Extend(e) if e.prefix_len == 15 && e.tail.len() == 3));
+        assert_eq!(b, second);
+        assert_eq!(b.truncated(16), second[..16]);
+        assert_eq!(b.truncated(4), second[..4]);
+        // fewer than MIN_SHARED ids in common: a plain list
+        let c = BlockIds::sharing(&b, &second, vec![100, 101, 5]);
+        assert!(matches!(c, BlockIds::List(_)));
+        assert_eq!(c, [100, 101, 5]);
+    }
+
+    #[test]
+    fn renamed_ids_are_renamed_when_produced() {
+        let first: Vec<u64> = (100..120).collect();
+        let a = BlockIds::from(first.clone());
+        let b = BlockIds::sharing(&a, &first, (100..125).collect());
+        let rename = Rename {
+            space: Some(9),
+            shared_blocks: 2,
+            sizes: 77,
+        };
+        let r = BlockIds::renamed(&b, rename);
+        let want: Vec<u64> = (100..125)
+            .enumerate()
+            .map(|(i, h)| rename.apply(i, h))
+            .collect();
+        assert_eq!(r.len(), 25);
+        assert_eq!(r, want);
+        assert_eq!(r.truncated(3), want[..3]);
+        assert_ne!(want[0], 100);
+        assert_eq!(
+            want[0],
+            Rename {
+                space: None,
+                ..rename
+            }
+            .apply(0, 555)
+        );
+        // renaming nothing keeps the ids
+        assert!(matches!(
+            BlockIds::renamed(&b, Rename::default()),
+            BlockIds::Extend(_)
+        ));
     }
 }

@@ -17,7 +17,7 @@ mod format;
 mod request;
 mod session;
 
-pub use blocks::BlockIds;
+pub use blocks::{BlockIds, Rename};
 pub use chat::{image_url_size, image_urls, ChatPayload};
 pub use corpus::{
     Agent, AgentRequest, ClientGap, Conversation, Corpus, GapRule, HashScope, Origin, ParentLink,

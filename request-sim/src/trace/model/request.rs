@@ -1,6 +1,7 @@
 //! One request of a trace ([`TraceRequest`], its Bailian [`SessionInfo`]), the counts of rows
 //! that needed a rule ([`TraceStats`]) and a whole parsed [`Trace`].
 
+use super::blocks::BlockIds;
 use super::chat::ChatPayload;
 use super::format::TraceFormat;
 use super::session::Sessions;
@@ -29,8 +30,11 @@ pub struct TraceRequest {
     pub input_length: u32,
     /// Intended output length in tokens.
     pub output_length: u32,
-    /// One id per `block_size` prompt tokens (already normalised, see `docs/traces.md`).
-    pub hash_ids: Vec<u64>,
+    /// One id per `block_size` prompt tokens (already normalised, see `docs/traces.md`): a
+    /// list as read, or a laid-out corpus request's ids kept as the corpus stores them
+    /// ([`BlockIds`]: a prefix shared with its predecessor, renamed into its conversation's
+    /// namespace), so a population of many users does not hold a list per request.
+    pub hash_ids: BlockIds,
     pub session: Option<SessionInfo>,
     /// The thinking the row recorded or asked for (`docs/traces.md`, "Reasoning").
     pub reasoning: Reasoning,
@@ -97,7 +101,7 @@ pub(crate) fn test_request(index: usize, hash_ids: Vec<u64>, input_length: u32) 
         timestamp_ms: 0.0,
         input_length,
         output_length: 1,
-        hash_ids,
+        hash_ids: hash_ids.into(),
         session: None,
         reasoning: Reasoning::default(),
         model: None,

@@ -31,6 +31,12 @@
 //!   block's position instead, so conversations whose agents declare the same prompt sizes
 //!   share them (real agents of one client version send the same tools and system prompt).
 //! - `max_idle_gap_ms` caps every client gap (the number capped is counted).
+//! - With a time limit, a conversation's requests whose lower bound is at or past it are left
+//!   out as soon as it is laid out (counted): the gate cannot release them before the run
+//!   ends, and what a request waits for is never later than itself, so what is kept never
+//!   waits for what is left out. Memory then follows what the run can send, not users ×
+//!   conversation length, and with the ids kept as the corpus stores them
+//!   ([`crate::trace::model::BlockIds::renamed`]) a request costs a few hundred bytes.
 //!
 //! This file deals the conversations out (which starts when, and after what) and puts the
 //! requests in replay order; `plan/layout.rs` lays one conversation out.
@@ -40,7 +46,7 @@ use std::sync::Arc;
 
 use llm_common::util::{hash3, mix64, unit};
 
-use self::layout::{lay_out, Item, Rules, Slot};
+use self::layout::{drop_past, lay_out, Item, Rules, Slot};
 use crate::trace::model::{
     Conversation, Corpus, SessionStats, Sessions, Trace, TraceFormat, TraceStats,
 };
@@ -141,6 +147,10 @@ pub struct PlanFacts {
     /// Conversations left out because their recorded start is past `--time-in-secs`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub starting_after_limit: usize,
+    /// Requests of the conversations laid out left out because they cannot start before
+    /// `--time-in-secs`: their lower bound is past it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub past_limit: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -204,7 +214,11 @@ pub fn plan(
             prior,
             user,
         };
-        let ends = lay_out(conv, slot, &rules, &mut items, &mut facts.capped_gaps)?;
+        let base = items.len();
+        let mut ends = lay_out(conv, slot, &rules, &mut items, &mut facts.capped_gaps)?;
+        if let Some(l) = limit {
+            facts.past_limit += drop_past(&mut items, base, l, &mut ends.1);
+        }
         if let Some(u) = user {
             starts.user_end[u] = ends;
         }
@@ -557,7 +571,7 @@ mod tests {
             .filter(|r| t.sessions.get(r.index).unwrap().parent_index.is_none())
             .collect();
         assert_eq!(firsts.len(), 2);
-        assert_ne!(firsts[0].hash_ids[0], firsts[1].hash_ids[0]);
+        assert_ne!(firsts[0].hash_ids.ids()[0], firsts[1].hash_ids.ids()[0]);
         let second = t
             .requests
             .iter()
@@ -589,8 +603,8 @@ mod tests {
             .filter(|r| t.sessions.get(r.index).unwrap().parent_index.is_none())
             .collect();
         // 32 prompt tokens of tools + system = 2 shared blocks; the third stays private.
-        assert_eq!(firsts[0].hash_ids[..2], firsts[1].hash_ids[..2]);
-        assert_ne!(firsts[0].hash_ids[2], firsts[1].hash_ids[2]);
+        assert_eq!(firsts[0].hash_ids.ids()[..2], firsts[1].hash_ids.ids()[..2]);
+        assert_ne!(firsts[0].hash_ids.ids()[2], firsts[1].hash_ids.ids()[2]);
 
         // One user: the second conversation waits for every agent's last request of the first.
         let users = PlanOptions {
@@ -660,6 +674,47 @@ mod tests {
             assert_eq!(t.requests.len(), 10);
             assert_eq!(facts.starting_at_once(), 2);
         }
+    }
+
+    /// A time limit lays out only the requests that can start before it: the same requests,
+    /// ids and waits as the whole layout's first ones, the rest counted as left out. (Memory
+    /// followed users × conversation length: a 10,000-user run with `-t 5` laid out 746,000
+    /// requests to send 52,000.)
+    #[test]
+    fn a_time_limit_lays_out_only_what_can_start_before_it() {
+        let weka = TraceFormat::from_name("weka").unwrap();
+        let (whole, all) = plan(&corpus(), weka, &PlanOptions::default()).unwrap();
+        let limit = 25_000.0;
+        let opts = PlanOptions {
+            time_limit_ms: Some(limit),
+            ..PlanOptions::default()
+        };
+        let (t, facts) = plan(&corpus(), weka, &opts).unwrap();
+        let before = whole.requests.iter().filter(|r| r.timestamp_ms < limit);
+        let kept = before.count();
+        assert!(kept > 0 && kept < whole.requests.len(), "{kept}");
+        assert_eq!((t.requests.len(), facts.requests), (kept, kept));
+        assert_eq!(facts.past_limit, all.requests - kept);
+        assert_eq!(t.sessions.turns.len(), kept);
+        for (i, r) in t.requests.iter().enumerate() {
+            let w = &whole.requests[i];
+            assert_eq!(
+                (r.timestamp_ms, &r.hash_ids, r.input_length),
+                (w.timestamp_ms, &w.hash_ids, w.input_length)
+            );
+            let (a, b) = (t.sessions.get(i).unwrap(), whole.sessions.get(i).unwrap());
+            assert_eq!(a.waits().collect::<Vec<_>>(), b.waits().collect::<Vec<_>>());
+            assert!(a.waits().all(|w| w < kept));
+        }
+        // With users the population repeats the corpus until every user is past the limit.
+        let users = PlanOptions {
+            population: Population::Users(3),
+            time_limit_ms: Some(limit),
+            ..PlanOptions::default()
+        };
+        let (t, facts) = plan(&corpus(), weka, &users).unwrap();
+        assert!(t.requests.iter().all(|r| r.timestamp_ms < limit));
+        assert!(facts.past_limit > 0);
     }
 
     /// A population that starts more conversations at once than the client can open

@@ -98,7 +98,7 @@ mod tests {
             timestamp_ms: index as f64,
             input_length: 10,
             output_length: 1,
-            hash_ids: vec![],
+            hash_ids: Default::default(),
             session: None,
         }
     }

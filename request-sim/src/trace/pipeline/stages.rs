@@ -338,7 +338,7 @@ impl<B: BufRead> Pipeline<B> {
             timestamp_ms,
             input_length: raw.input_length,
             output_length: raw.output_length,
-            hash_ids: raw.hash_ids.take().unwrap_or_default(),
+            hash_ids: raw.hash_ids.take().unwrap_or_default().into(),
             session: raw.session.take(),
             reasoning: raw.reasoning,
             model: raw.model.take(),

@@ -370,7 +370,7 @@ fn templates(trace: &Trace) -> Vec<Template> {
         .map(|r| {
             path.clear();
             let (mut parent, mut shared, mut reuse_ms, mut partial) = (u32::MAX, 0u32, 0.0, false);
-            for &h in &r.hash_ids {
+            for &h in r.hash_ids.ids().iter() {
                 let node = match nodes.get(&(parent, h)) {
                     Some(&n) if shared as usize == path.len() => {
                         shared += 1;

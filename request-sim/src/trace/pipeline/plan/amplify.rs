@@ -82,7 +82,7 @@ mod tests {
             )
             .unwrap();
             assert_eq!((facts.conversations, facts.requests), (3, 6));
-            let firsts: Vec<u64> = t.requests.iter().map(|r| r.hash_ids[0]).collect();
+            let firsts: Vec<u64> = t.requests.iter().map(|r| r.hash_ids.ids()[0]).collect();
             let distinct: std::collections::BTreeSet<u64> = firsts.iter().copied().collect();
             assert_eq!(distinct.len(), 3, "{scope}: {firsts:?}");
         }

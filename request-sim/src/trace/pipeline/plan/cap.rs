@@ -79,7 +79,10 @@ mod tests {
         assert_eq!(lens, [24, 32, 32]);
         assert!(t.requests.iter().all(|r| r.hash_ids.len() == 2));
         assert_eq!(t.requests[1].hash_ids, t.requests[2].hash_ids);
-        assert_eq!(t.requests[0].hash_ids[0], t.requests[1].hash_ids[0]);
+        assert_eq!(
+            t.requests[0].hash_ids.ids()[0],
+            t.requests[1].hash_ids.ids()[0]
+        );
         let mut cache = IdealCache::new(16, IdealCache::MAX_BLOCKS);
         let hits: Vec<u32> = t.requests.iter().map(|r| cache.hits(r).unwrap()).collect();
         assert_eq!(hits, [0, 16, 32]);

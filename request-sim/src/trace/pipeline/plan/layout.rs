@@ -10,7 +10,8 @@ use std::sync::Arc;
 use llm_common::util::hash3;
 
 use crate::trace::model::{
-    Agent, AgentRequest, AgentTurn, ChatPayload, Conversation, HashScope, SessionTurn, TraceRequest,
+    Agent, AgentRequest, AgentTurn, BlockIds, ChatPayload, Conversation, HashScope, Rename,
+    SessionTurn, TraceRequest,
 };
 
 /// One request before the replay order is known.
@@ -180,6 +181,49 @@ pub(super) fn lay_out(
     Ok((end_ms, ends))
 }
 
+/// Leaves out the items of `items[base..]` (one conversation, just laid out) whose lower bound
+/// is at or past `limit_ms`, renumbering the waits among those kept and `ends` (the
+/// conversation's last requests; those left out are dropped from it); returns how many were
+/// left out. What an item waits for has a lower bound no later than its own, so a kept item
+/// never waits for one left out.
+pub(super) fn drop_past(
+    items: &mut Vec<Item>,
+    base: usize,
+    limit_ms: f64,
+    ends: &mut Vec<usize>,
+) -> usize {
+    let n = items.len() - base;
+    let mut to = vec![usize::MAX; n];
+    let mut kept = base;
+    for (i, slot) in to.iter_mut().enumerate() {
+        if items[base + i].lower_ms < limit_ms {
+            *slot = kept;
+            kept += 1;
+        }
+    }
+    if kept == items.len() {
+        return 0;
+    }
+    let new = |j: usize| if j >= base { to[j - base] } else { j };
+    let mut i = 0;
+    items.retain(|_| {
+        i += 1;
+        i <= base || to[i - 1 - base] != usize::MAX
+    });
+    for it in &mut items[base..] {
+        it.parent = it.parent.map(new);
+        for j in it.joins.iter_mut() {
+            *j = new(*j);
+        }
+        debug_assert!(it.parent.iter().chain(&it.joins).all(|&j| j != usize::MAX));
+    }
+    ends.retain_mut(|e| {
+        *e = new(*e);
+        *e != usize::MAX
+    });
+    n - (kept - base)
+}
+
 /// Request `k` of agent `ai` of the conversation of `l`, in `session`, as an item.
 fn item(
     l: &Layout,
@@ -217,13 +261,10 @@ fn item(
             conversation_requests: first.then_some(conv.requests() as u32),
         })),
     };
-    let hash_ids = r
-        .hash_ids
-        .to_vec()
-        .iter()
-        .enumerate()
-        .map(|(i, &h)| block_id(conv, a, i, h, l.space, rules.share_system_prefix))
-        .collect();
+    let hash_ids = BlockIds::renamed(
+        &r.hash_ids,
+        rename(conv, a, l.space, rules.share_system_prefix),
+    );
     Item {
         lower_ms: start_ms,
         req: TraceRequest {
@@ -360,25 +401,16 @@ fn namespace(conv: &Conversation, pass: usize) -> Option<u64> {
     })
 }
 
-/// The replay's id of block `i` of a request of agent `a`.
-fn block_id(
-    conv: &Conversation,
-    a: &Agent,
-    i: usize,
-    id: u64,
-    space: Option<u64>,
-    share: bool,
-) -> u64 {
-    if share {
-        let prefix = a.tool_tokens.unwrap_or(0) as usize + a.system_tokens.unwrap_or(0) as usize;
-        if (i + 1) * conv.block_size <= prefix {
-            let sizes = (u64::from(a.tool_tokens.unwrap_or(0)) << 32)
-                | u64::from(a.system_tokens.unwrap_or(0));
-            return hash3(0x5a5e_d000, sizes, i as u64);
-        }
-    }
-    match space {
-        Some(s) => hash3(s, id, 0x1d),
-        None => id,
+/// How the ids of agent `a`'s requests are renamed in a conversation laid out in `space`.
+fn rename(conv: &Conversation, a: &Agent, space: Option<u64>, share: bool) -> Rename {
+    let (tools, system) = (a.tool_tokens.unwrap_or(0), a.system_tokens.unwrap_or(0));
+    Rename {
+        space,
+        shared_blocks: if share {
+            (tools as usize + system as usize) / conv.block_size.max(1)
+        } else {
+            0
+        },
+        sizes: (u64::from(tools) << 32) | u64::from(system),
     }
 }

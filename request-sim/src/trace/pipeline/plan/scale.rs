@@ -109,7 +109,7 @@ mod tests {
         let lens: Vec<u32> = t.requests.iter().map(|r| r.input_length).collect();
         assert_eq!(lens, [64, 96, 144]);
         for w in t.requests.windows(2) {
-            assert!(w[1].hash_ids.starts_with(&w[0].hash_ids));
+            assert!(w[1].hash_ids.ids().starts_with(&w[0].hash_ids.ids()));
         }
         let mut cache = IdealCache::new(16, IdealCache::MAX_BLOCKS);
         let hits: Vec<u32> = t.requests.iter().map(|r| cache.hits(r).unwrap()).collect();
