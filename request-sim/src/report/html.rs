@@ -56,11 +56,38 @@ pub struct SweepPage {
     pub meta: Vec<(String, String)>,
     /// The answer in one line.
     pub answer: String,
+    /// Whether the answer is a capacity found, or only a bound of it (shown as a warning).
+    pub look: AnswerLook,
+    /// What a bound means, in plain words, shown before the answer (empty for a capacity found).
+    pub lead: String,
     /// Lines shown as warnings (interrupted, invalid points).
     pub notes: Vec<String>,
     /// Column names of the points' table.
     pub head: Vec<String>,
     pub points: Vec<SweepPagePoint>,
+}
+
+/// How a sweep's answer is shown: only a capacity found looks like a success.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AnswerLook {
+    /// A capacity found: green.
+    #[default]
+    Found,
+    /// A lower bound only (every point was carried): amber, as a warning.
+    Bound,
+    /// No point carried, or none judged: red, as an invalid run.
+    Failed,
+}
+
+impl AnswerLook {
+    /// The CSS class of the answer's box (`html/base.html`).
+    fn class(self) -> &'static str {
+        match self {
+            AnswerLook::Found => "answer",
+            AnswerLook::Bound => "answer-bound",
+            AnswerLook::Failed => "answer-failed",
+        }
+    }
 }
 
 /// One row of a sweep's table.
@@ -197,6 +224,8 @@ pub fn write_sweep_html(dir: &Path, page: &SweepPage, files: &[PathBuf]) -> Resu
         generated => now_rfc3339(),
         meta => page.meta.clone(),
         answer => page.answer.clone(),
+        answer_class => page.look.class(),
+        lead => page.lead.clone(),
         notes => page.notes.clone(),
         head => page.head.clone(),
         points => page.points.clone(),
