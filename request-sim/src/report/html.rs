@@ -188,13 +188,35 @@ fn meta(s: &Summary) -> Vec<(String, String)> {
     };
     add("started", r.started_at.clone());
     add("endpoint", r.server.endpoint.clone());
-    add("model", r.server.model.clone());
+    let (key, models) = served_models(s);
+    add(key, models);
     add("API", r.server.api.map(|a| a.to_string()));
     add("trace", r.trace_path.clone());
     add("scale factor", r.scale_factor.map(|f| f.to_string()));
     add("seed", r.seed.map(|x| x.to_string()));
     add("requests scheduled", Some(s.scheduled.to_string()));
     m
+}
+
+/// The models the run's requests were served as, from its records (the summary's per-model
+/// rows): `model: a` when one, `models: 2 served: a (n requests), b (m requests)` when
+/// `--model-map` spread them; the run's one model setting when the records name none.
+fn served_models(s: &Summary) -> (&'static str, Option<String>) {
+    let served = s.models.as_ref().map_or(&[][..], |m| &m.served[..]);
+    match served {
+        [] => ("model", s.run.server.model.clone()),
+        [one] => ("model", Some(one.model.clone())),
+        many => {
+            let each: Vec<String> = many
+                .iter()
+                .map(|r| format!("{} ({} requests)", r.model, r.requests))
+                .collect();
+            (
+                "models",
+                Some(format!("{} served: {}", many.len(), each.join(", "))),
+            )
+        }
+    }
 }
 
 /// Write `report.html` into `dir`: the summary's tables, then the charts among `files` (PNGs

@@ -1,7 +1,8 @@
 //! `report.html` as a new user meets it, with the built binary: a sweep that carried nothing
-//! is not shown as a success.
+//! is not shown as a success; the header names every model a `--model-map` run served.
 
 use crate::support::*;
+use request_sim::stats::Summary;
 
 /// `text` escaped as minijinja escapes HTML.
 fn escaped(text: &str) -> String {
@@ -78,4 +79,52 @@ fn a_sweep_whose_lowest_point_fell_short_is_not_shown_as_a_success() {
         "{html}"
     );
     assert!(!html.contains("class=\"answer\""), "{html}");
+}
+
+#[test]
+fn the_page_header_names_every_model_a_model_map_served() {
+    let sim = start_sim(llm_sim::SimConfig {
+        model_name: "qwen3-8b".into(),
+        model_aliases: vec!["llama-70b".into()],
+        block_size: 16,
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("res");
+    let mut args = vec!["replay".to_string()];
+    args.extend(base_args(
+        &sim.base_url(),
+        &data_path("copilot/date=2026-06-01"),
+        dir.path(),
+    ));
+    args.extend(
+        [
+            "--model-map",
+            "Model A=qwen3-8b,Model B=llama-70b,Model C=qwen3-8b,*=llama-70b",
+            "--max-idle-gap",
+            "0.05",
+            "--result-dir",
+            res.to_str().unwrap(),
+        ]
+        .map(String::from),
+    );
+    let (code, _, stderr) = run_cli(&args, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let s: Summary = read_summary_file(&res.join("summary.json"));
+    let served = &s.models.as_ref().expect("per-model rows").served;
+    assert_eq!(served.len(), 2, "{served:?}");
+    let each: Vec<String> = served
+        .iter()
+        .map(|r| format!("{} ({} requests)", r.model, r.requests))
+        .collect();
+    let html = std::fs::read_to_string(res.join("report.html")).unwrap();
+    assert!(
+        html.contains(&format!(
+            "<span><b>models:</b> 2 served: {}</span>",
+            each.join(", ")
+        )),
+        "{html}"
+    );
+    // Not one setting's name (`--model-name llm-sim`) for a run served as two models.
+    assert!(!html.contains("<b>model:</b>"), "{html}");
 }
