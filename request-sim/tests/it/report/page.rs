@@ -1,5 +1,7 @@
-//! `report.html` as a new user meets it, with the built binary: a sweep that carried nothing
-//! is not shown as a success; the header names every model a `--model-map` run served.
+//! `report.html` and the console as a new user meets them, with the built binary: a sweep
+//! that carried nothing is not shown as a success; the header names every model a
+//! `--model-map` run served; an image run shows its `images` section on the console and the
+//! page (a run without images shows none).
 
 use crate::support::*;
 use request_sim::stats::Summary;
@@ -127,4 +129,77 @@ fn the_page_header_names_every_model_a_model_map_served() {
     );
     // Not one setting's name (`--model-name llm-sim`) for a run served as two models.
     assert!(!html.contains("<b>model:</b>"), "{html}");
+}
+
+#[test]
+fn an_image_run_shows_its_images_section_on_the_console_and_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = trace_fixture("azure_lmm.csv");
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let records = dir.path().join(format!("{name}.jsonl"));
+        let mut args = vec![
+            "replay",
+            "--dataset-path",
+            trace.to_str().unwrap(),
+            "--seed",
+            "5",
+            "--no-pin",
+            "--quiet",
+            "-o",
+            records.to_str().unwrap(),
+            "--result-dir",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let (code, stdout, stderr) = run_cli(&args, &[]);
+        assert_eq!(code, 0, "{stderr}");
+        let s = read_summary_file(&out.join("summary.json"));
+        let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+        (s, stdout, html)
+    };
+    let (s, console, html) = run("images", &[]);
+    let i = s.images.clone().expect("an images section");
+    assert!(i.requests > 0 && i.with_image_usage > 0, "{i:?}");
+    let rows = [
+        ("Requests with images", i.requests.to_string()),
+        ("Images sent", i.images.to_string()),
+        (
+            "Prompt tokens exact (image requests)",
+            format!("{} / {}", i.prompt_exact, i.requests),
+        ),
+        (
+            "Image tokens (server/intended)",
+            format!("{} / {}", i.image_tokens, i.image_tokens_intended),
+        ),
+        (
+            "Image tokens exact (requests)",
+            format!("{} / {}", i.image_tokens_exact, i.with_image_usage),
+        ),
+        (
+            "Text tokens exact (requests)",
+            format!("{} / {}", i.text_tokens_exact, i.with_image_usage),
+        ),
+    ];
+    let header = format!("{0}Images{0}", "-".repeat(22));
+    let at = console.find(&header).unwrap_or_else(|| panic!("{console}"));
+    for (label, value) in &rows {
+        let line = format!("{:<40} {value}", format!("{label}:"));
+        assert!(
+            console[at..].lines().any(|l| l.trim_end() == line),
+            "no {line:?} in\n{console}"
+        );
+        let cell = format!(
+            "<tr><th>{}</th><td>{}</td></tr>",
+            escaped(label),
+            escaped(value)
+        );
+        assert!(html.contains(&cell), "no {cell}");
+    }
+    assert!(html.contains("<h3>Images</h3>"));
+    // The same trace sent as text: no images, no section.
+    let (s, console, html) = run("text", &["--no-images"]);
+    assert_eq!(s.images, None);
+    assert!(!console.contains("Images"), "{console}");
+    assert!(!html.contains("<h3>Images</h3>"));
 }
