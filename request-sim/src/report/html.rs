@@ -1,7 +1,8 @@
-//! `report.html`: one self-contained page per run (the summary's tables, every chart, the
-//! servers' panels) and per sweep (its table, its chart, links to each point's page), for
-//! sharing a result. Nothing is fetched when it opens: the CSS is inline and the charts are
-//! embedded as `data:` URIs (base64 SVG, or PNG when that is smaller).
+//! `report.html`: one self-contained page per run (the charts first, throughput and latency at
+//! the top, then the summary's tables and the servers' panels) and per sweep (its answer, its
+//! chart, then its table with links to each point's page), for sharing a result. Nothing is
+//! fetched when it opens: the CSS is inline and the charts are embedded as `data:` URIs
+//! (base64 SVG, or PNG when that is smaller).
 //!
 //! The pages are minijinja templates (`html/*.html`, auto-escaped as HTML); the run's tables
 //! are the console table's pieces ([`super::table::Item`]), so both always say the same.
@@ -25,6 +26,16 @@ pub const REPORT_HTML: &str = "report.html";
 
 /// The chart shown apart, under "Server metrics over the run".
 const SERVER_CHART: &str = "server_over_time";
+
+/// The charts a reader needs first, in this order, at the top of a run's page (before the
+/// tables): throughput and in-flight requests, the latency CDFs, TTFT and end-to-end latency
+/// by send time.
+const FIRST_CHARTS: [&str; 4] = [
+    "throughput_inflight",
+    "latency_cdf",
+    "ttft_over_time",
+    "e2el_over_time",
+];
 
 /// One summary section: a header of the console table and what follows it.
 #[derive(Debug, Default, Serialize)]
@@ -219,12 +230,19 @@ fn served_models(s: &Summary) -> (&'static str, Option<String>) {
     }
 }
 
-/// Write `report.html` into `dir`: the summary's tables, then the charts among `files` (PNGs
-/// embedded), the servers' chart under its own heading.
+/// Write `report.html` into `dir`: the charts among `files` (PNGs embedded; [`FIRST_CHARTS`]
+/// first), then the summary's tables, then the servers' chart under its own heading.
 pub fn write_run_html(dir: &Path, s: &Summary, files: &[PathBuf]) -> Result<PathBuf> {
-    let (server_plots, plots): (Vec<Image>, Vec<Image>) = images(files)?
+    let (server_plots, mut plots): (Vec<Image>, Vec<Image>) = images(files)?
         .into_iter()
         .partition(|i| i.name == SERVER_CHART);
+    // Throughput and latency first, at the top of the page; the others in the order given.
+    plots.sort_by_key(|i| {
+        FIRST_CHARTS
+            .iter()
+            .position(|n| *n == i.name)
+            .unwrap_or(FIRST_CHARTS.len())
+    });
     let ctx = minijinja::context! {
         version => s.run.tool_version.clone(),
         generated => now_rfc3339(),

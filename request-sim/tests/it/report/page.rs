@@ -1,7 +1,10 @@
-//! `report.html` and the console as a new user meets them, with the built binary: a sweep
+//! `report.html` and the console as a new user meets them, with the built binary: the demo
+//! writes its page and says where; every page shows its charts before its tables; a sweep
 //! that carried nothing is not shown as a success; the header names every model a
 //! `--model-map` run served; an image run shows its `images` section on the console and the
 //! page (a run without images shows none).
+
+use std::path::{Path, PathBuf};
 
 use crate::support::*;
 use request_sim::stats::Summary;
@@ -14,6 +17,77 @@ fn escaped(text: &str) -> String {
         .replace('"', "&quot;")
         .replace('\'', "&#x27;")
         .replace('/', "&#x2f;")
+}
+
+/// Runs `request-sim ARGS...` in `cwd` to its end: exit code, stdout, stderr.
+fn run_in(cwd: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = command(BIN, args, &[])
+        .current_dir(cwd)
+        .output()
+        .expect("run request-sim");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The ids of the page's charts, in the page's order.
+fn figures(html: &str) -> Vec<&str> {
+    html.split("<figure id=\"")
+        .skip(1)
+        .map(|f| &f[..f.find('"').unwrap()])
+        .collect()
+}
+
+/// The page's charts come before its first table, `first` the first of them.
+fn assert_charts_first(html: &str, first: &[&str]) {
+    let img = html.find("<img").expect("a chart");
+    let table = html.find("<table").expect("a table");
+    assert!(img < table, "a table before the first chart");
+    assert_eq!(&figures(html)[..first.len()], first);
+}
+
+/// The path a stderr line `request-sim: WHAT: PATH...` names.
+fn said(stderr: &str, what: &str) -> PathBuf {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("request-sim: {what}: ")))
+        .unwrap_or_else(|| panic!("no {what:?} line in\n{stderr}"));
+    PathBuf::from(line.split(' ').next().unwrap())
+}
+
+#[test]
+fn the_demo_writes_its_report_page_with_the_charts_first() {
+    let cwd = tempfile::tempdir().unwrap();
+    let args = ["replay", "--max-requests", "20", "--no-pin"];
+    let (code, _, stderr) = run_in(cwd.path(), &args);
+    assert_eq!(code, 0, "{stderr}");
+    // Said at the end, beside the other outputs: the page in the result directory, which is
+    // the records' name without `.jsonl`.
+    let records = said(&stderr, "records");
+    let page = said(&stderr, "report");
+    assert_eq!(page, records.with_extension("").join("report.html"));
+    assert!(page.starts_with("results"), "{}", page.display());
+    let html = std::fs::read_to_string(cwd.path().join(&page)).unwrap();
+    let summary = read_summary_file(&cwd.path().join(page.with_file_name("summary.json")));
+    assert_eq!(summary.completed, 20);
+    assert!(html.contains(&format!(
+        "<tr><th>Successful requests</th><td>{}</td></tr>",
+        summary.completed
+    )));
+    assert_charts_first(&html, &["throughput_inflight", "latency_cdf"]);
+    assert!(html.find("<h2 id=\"plots\">") < html.find("<h2 id=\"summary\">"));
+    // Run again: a new directory, the first run's page left as it was.
+    let (code, _, stderr) = run_in(cwd.path(), &args);
+    assert_eq!(code, 0, "{stderr}");
+    let again = said(&stderr, "report");
+    assert_ne!(again, page);
+    assert_eq!(
+        std::fs::read_to_string(cwd.path().join(&page)).unwrap(),
+        html
+    );
+    assert!(cwd.path().join(&again).is_file());
 }
 
 #[test]
@@ -81,6 +155,8 @@ fn a_sweep_whose_lowest_point_fell_short_is_not_shown_as_a_success() {
         "{html}"
     );
     assert!(!html.contains("class=\"answer\""), "{html}");
+    // The chart before the table of points.
+    assert_charts_first(&html, &["sweep"]);
 }
 
 #[test]
@@ -197,6 +273,7 @@ fn an_image_run_shows_its_images_section_on_the_console_and_the_page() {
         assert!(html.contains(&cell), "no {cell}");
     }
     assert!(html.contains("<h3>Images</h3>"));
+    assert_charts_first(&html, &["throughput_inflight", "latency_cdf"]);
     // The same trace sent as text: no images, no section.
     let (s, console, html) = run("text", &["--no-images"]);
     assert_eq!(s.images, None);
