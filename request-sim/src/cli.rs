@@ -628,7 +628,9 @@ pub struct ReportFlags {
     /// Percentiles to report, comma-separated (each in (0, 100]; sorted, repeats dropped).
     #[arg(long, alias = "metric-percentiles", value_delimiter = ',', value_parser = crate::stats::parse_percentile)]
     pub metric_percentile: Option<Vec<f64>>,
-    /// Also write summary.json, requests.csv, results.xlsx and plots into this directory.
+    /// Also write summary.json, requests.csv, results.xlsx, plots and report.html into this
+    /// directory (replay's demo, the built-in trace and simulator without --output-path, writes
+    /// them into results/replay-<time>/ by default).
     #[arg(long, alias = "save-result")]
     pub result_dir: Option<PathBuf>,
     /// Compute every statistic over the requests sent in this span of the run: START..END in

@@ -71,7 +71,16 @@ impl ReplayConfig {
         target::check_pool_idle_timeout(&a.target)?;
         let early_stop = requests::early_stop(&a.requests)?;
         let threads = schedule::threads(&a.schedule)?;
-        let paths = output::output_paths(&a.output)?;
+        // The demo (the built-in simulator and trace, no output named) writes its result
+        // directory, report.html included, into a new directory beside its records.
+        let demo_page = matches!(source, TraceSource::BuiltinDemo)
+            && matches!(server, Target::BuiltinSimulator)
+            && a.output.output_path.is_none()
+            && a.output.report.result_dir.is_none();
+        let paths = output::output_paths(&a.output, demo_page)?;
+        if demo_page {
+            a.output.report.result_dir = Some(output::demo_result_dir(&paths.0));
+        }
         let trace_file = match &source {
             TraceSource::File(p) => Some(p.as_path()),
             TraceSource::BuiltinDemo => None,

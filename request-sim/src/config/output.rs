@@ -89,25 +89,39 @@ pub(super) fn live_metrics(f: &LiveMetricsFlags) -> Result<Option<LiveMetricsCon
     }))
 }
 
-/// The records file and the summary beside it.
-pub(super) fn output_paths(a: &OutputArgs) -> Result<(PathBuf, PathBuf)> {
+/// The default records file in `dir` for a run at `ts` (`crate::stats::file_stamp`): a new
+/// file, `replay-<ts>.jsonl`, or the next free number (`-2`, `-3`, ...) when a run in the same
+/// second (a sweep's points, a script) took it, never the other run's records. With `page`
+/// (the demo, which writes its result directory beside its records,
+/// [`demo_result_dir`]) the directory of that name must be free too.
+fn default_records(dir: &Path, ts: &str, page: bool) -> PathBuf {
+    let free = |p: &PathBuf| {
+        !p.exists()
+            && !PathBuf::from(format!("{}.summary.json", p.display())).exists()
+            && (!page || !demo_result_dir(p).exists())
+    };
+    (1..)
+        .map(|n| match n {
+            1 => dir.join(format!("replay-{ts}.jsonl")),
+            n => dir.join(format!("replay-{ts}-{n}.jsonl")),
+        })
+        .find(free)
+        .unwrap_or_else(|| dir.join(format!("replay-{ts}.jsonl")))
+}
+
+/// The demo's result directory (its `report.html`, plots and tables): beside its default
+/// records, of the same name without `.jsonl` (`results/replay-<time>/`).
+pub(super) fn demo_result_dir(records: &Path) -> PathBuf {
+    records.with_extension("")
+}
+
+/// The records file and the summary beside it. `demo_page`: the run is the demo (the built-in
+/// simulator and trace, no `--output-path`, no `--result-dir`), whose records get a name whose
+/// result directory is free too.
+pub(super) fn output_paths(a: &OutputArgs, demo_page: bool) -> Result<(PathBuf, PathBuf)> {
     let output_path = match &a.output_path {
         Some(p) => p.clone(),
-        // The default names a new file: a run in the same second as the last one (a sweep's
-        // points, a script) gets the next free number, never the other run's records.
-        None => {
-            let ts = crate::stats::file_stamp();
-            let free = |p: &PathBuf| {
-                !p.exists() && !PathBuf::from(format!("{}.summary.json", p.display())).exists()
-            };
-            (1..)
-                .map(|n| match n {
-                    1 => PathBuf::from(format!("results/replay-{ts}.jsonl")),
-                    n => PathBuf::from(format!("results/replay-{ts}-{n}.jsonl")),
-                })
-                .find(free)
-                .unwrap_or_else(|| PathBuf::from(format!("results/replay-{ts}.jsonl")))
-        }
+        None => default_records(Path::new("results"), &crate::stats::file_stamp(), demo_page),
     };
     let summary_path = a
         .summary_path
@@ -231,4 +245,35 @@ pub(super) fn report_settings(a: &OutputArgs) -> Result<ReportConfig> {
         report.slo.tpot_ms = a.tpot_slo.map(|s| s * 1e3);
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_records_take_the_next_free_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let ts = "20260101-000000";
+        assert_eq!(
+            default_records(d, ts, false),
+            d.join(format!("replay-{ts}.jsonl"))
+        );
+        // Another run's summary at the name: the next number.
+        std::fs::write(d.join(format!("replay-{ts}.jsonl.summary.json")), "{}").unwrap();
+        assert_eq!(
+            default_records(d, ts, false),
+            d.join(format!("replay-{ts}-2.jsonl"))
+        );
+        // The demo's result directory of that name exists: the next number, for the demo only.
+        std::fs::create_dir(d.join(format!("replay-{ts}-2"))).unwrap();
+        assert_eq!(
+            default_records(d, ts, false),
+            d.join(format!("replay-{ts}-2.jsonl"))
+        );
+        let demo = default_records(d, ts, true);
+        assert_eq!(demo, d.join(format!("replay-{ts}-3.jsonl")));
+        assert_eq!(demo_result_dir(&demo), d.join(format!("replay-{ts}-3")));
+    }
 }

@@ -58,6 +58,9 @@ fn table(s: &Summary) -> Table {
         server_section(&mut t, srv);
     }
     exactness_section(&mut t, s);
+    if let Some(i) = &s.images {
+        images_section(&mut t, i);
+    }
     t
 }
 
@@ -456,6 +459,35 @@ fn exactness_section(t: &mut Table, s: &Summary) {
     if let Some(seed) = s.run.seed {
         t.row("Seed:", seed);
     }
+}
+
+/// Image requests: their images and the exactness check split into images and text
+/// (`docs/metrics.md`, "Images"); only when some request carried images.
+fn images_section(t: &mut Table, i: &crate::stats::images::ImageSummary) {
+    t.header("Images", '-');
+    t.row("Requests with images:", i.requests);
+    t.row("Images sent:", i.images);
+    t.row(
+        "Prompt tokens exact (image requests):",
+        format!("{} / {}", i.prompt_exact, i.requests),
+    );
+    if i.with_image_usage == 0 {
+        t.row("Image tokens reported by the server:", "none");
+        t.row("Image tokens intended:", i.image_tokens_intended);
+        return;
+    }
+    t.row(
+        "Image tokens (server/intended):",
+        format!("{} / {}", i.image_tokens, i.image_tokens_intended),
+    );
+    t.row(
+        "Image tokens exact (requests):",
+        format!("{} / {}", i.image_tokens_exact, i.with_image_usage),
+    );
+    t.row(
+        "Text tokens exact (requests):",
+        format!("{} / {}", i.text_tokens_exact, i.with_image_usage),
+    );
 }
 
 /// Thinking, answer and tool calls apart (reasoning models, tool calls).

@@ -1,7 +1,8 @@
-//! `report.html`: one self-contained page per run (the summary's tables, every chart, the
-//! servers' panels) and per sweep (its table, its chart, links to each point's page), for
-//! sharing a result. Nothing is fetched when it opens: the CSS is inline and the charts are
-//! embedded as `data:` URIs (base64 SVG, or PNG when that is smaller).
+//! `report.html`: one self-contained page per run (the charts first, throughput and latency at
+//! the top, then the summary's tables and the servers' panels) and per sweep (its answer, its
+//! chart, then its table with links to each point's page), for sharing a result. Nothing is
+//! fetched when it opens: the CSS is inline and the charts are embedded as `data:` URIs
+//! (base64 SVG, or PNG when that is smaller).
 //!
 //! The pages are minijinja templates (`html/*.html`, auto-escaped as HTML); the run's tables
 //! are the console table's pieces ([`super::table::Item`]), so both always say the same.
@@ -25,6 +26,16 @@ pub const REPORT_HTML: &str = "report.html";
 
 /// The chart shown apart, under "Server metrics over the run".
 const SERVER_CHART: &str = "server_over_time";
+
+/// The charts a reader needs first, in this order, at the top of a run's page (before the
+/// tables): throughput and in-flight requests, the latency CDFs, TTFT and end-to-end latency
+/// by send time.
+const FIRST_CHARTS: [&str; 4] = [
+    "throughput_inflight",
+    "latency_cdf",
+    "ttft_over_time",
+    "e2el_over_time",
+];
 
 /// One summary section: a header of the console table and what follows it.
 #[derive(Debug, Default, Serialize)]
@@ -56,11 +67,38 @@ pub struct SweepPage {
     pub meta: Vec<(String, String)>,
     /// The answer in one line.
     pub answer: String,
+    /// Whether the answer is a capacity found, or only a bound of it (shown as a warning).
+    pub look: AnswerLook,
+    /// What a bound means, in plain words, shown before the answer (empty for a capacity found).
+    pub lead: String,
     /// Lines shown as warnings (interrupted, invalid points).
     pub notes: Vec<String>,
     /// Column names of the points' table.
     pub head: Vec<String>,
     pub points: Vec<SweepPagePoint>,
+}
+
+/// How a sweep's answer is shown: only a capacity found looks like a success.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AnswerLook {
+    /// A capacity found: green.
+    #[default]
+    Found,
+    /// A lower bound only (every point was carried): amber, as a warning.
+    Bound,
+    /// No point carried, or none judged: red, as an invalid run.
+    Failed,
+}
+
+impl AnswerLook {
+    /// The CSS class of the answer's box (`html/base.html`).
+    fn class(self) -> &'static str {
+        match self {
+            AnswerLook::Found => "answer",
+            AnswerLook::Bound => "answer-bound",
+            AnswerLook::Failed => "answer-failed",
+        }
+    }
 }
 
 /// One row of a sweep's table.
@@ -161,7 +199,8 @@ fn meta(s: &Summary) -> Vec<(String, String)> {
     };
     add("started", r.started_at.clone());
     add("endpoint", r.server.endpoint.clone());
-    add("model", r.server.model.clone());
+    let (key, models) = served_models(s);
+    add(key, models);
     add("API", r.server.api.map(|a| a.to_string()));
     add("trace", r.trace_path.clone());
     add("scale factor", r.scale_factor.map(|f| f.to_string()));
@@ -170,12 +209,40 @@ fn meta(s: &Summary) -> Vec<(String, String)> {
     m
 }
 
-/// Write `report.html` into `dir`: the summary's tables, then the charts among `files` (PNGs
-/// embedded), the servers' chart under its own heading.
+/// The models the run's requests were served as, from its records (the summary's per-model
+/// rows): `model: a` when one, `models: 2 served: a (n requests), b (m requests)` when
+/// `--model-map` spread them; the run's one model setting when the records name none.
+fn served_models(s: &Summary) -> (&'static str, Option<String>) {
+    let served = s.models.as_ref().map_or(&[][..], |m| &m.served[..]);
+    match served {
+        [] => ("model", s.run.server.model.clone()),
+        [one] => ("model", Some(one.model.clone())),
+        many => {
+            let each: Vec<String> = many
+                .iter()
+                .map(|r| format!("{} ({} requests)", r.model, r.requests))
+                .collect();
+            (
+                "models",
+                Some(format!("{} served: {}", many.len(), each.join(", "))),
+            )
+        }
+    }
+}
+
+/// Write `report.html` into `dir`: the charts among `files` (PNGs embedded; [`FIRST_CHARTS`]
+/// first), then the summary's tables, then the servers' chart under its own heading.
 pub fn write_run_html(dir: &Path, s: &Summary, files: &[PathBuf]) -> Result<PathBuf> {
-    let (server_plots, plots): (Vec<Image>, Vec<Image>) = images(files)?
+    let (server_plots, mut plots): (Vec<Image>, Vec<Image>) = images(files)?
         .into_iter()
         .partition(|i| i.name == SERVER_CHART);
+    // Throughput and latency first, at the top of the page; the others in the order given.
+    plots.sort_by_key(|i| {
+        FIRST_CHARTS
+            .iter()
+            .position(|n| *n == i.name)
+            .unwrap_or(FIRST_CHARTS.len())
+    });
     let ctx = minijinja::context! {
         version => s.run.tool_version.clone(),
         generated => now_rfc3339(),
@@ -197,6 +264,8 @@ pub fn write_sweep_html(dir: &Path, page: &SweepPage, files: &[PathBuf]) -> Resu
         generated => now_rfc3339(),
         meta => page.meta.clone(),
         answer => page.answer.clone(),
+        answer_class => page.look.class(),
+        lead => page.lead.clone(),
         notes => page.notes.clone(),
         head => page.head.clone(),
         points => page.points.clone(),

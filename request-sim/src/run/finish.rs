@@ -90,6 +90,10 @@ pub(super) fn run(
             files.len(),
             dir.display()
         ));
+        let page = dir.join(report::html::REPORT_HTML);
+        if files.contains(&page) {
+            note(format!("report: {} (open it in a browser)", page.display()));
+        }
     }
     for w in &summary.invalid {
         note(format!("RUN INVALID: {w}"));

@@ -2,7 +2,7 @@
 //! highest scale factor, or the most `--users`, carried with every lower one carried too; the
 //! capacity search's bracket after it).
 
-use super::result::SweepPoint;
+use super::result::{SweepPoint, SweepResult};
 use super::search::SearchInfo;
 
 /// Throughput below this fraction of the offered rate: the server no longer keeps up.
@@ -123,6 +123,36 @@ pub fn answer(points: &[SweepPoint], slo: Option<&str>, target: f64) -> (Option<
     (best.map(|p| p.scale_factor), text)
 }
 
+/// What kind of answer a sweep gave, from its judged points (those Ctrl-C did not cut short),
+/// the lowest load first: the capacity found, or a bound of it only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The lowest points were carried and a higher one fell short: the capacity is known.
+    Found,
+    /// Every point was carried: the capacity is above the sweep's range.
+    AboveRange,
+    /// Even the lowest point fell short: the capacity is below the sweep's range.
+    BelowRange,
+    /// No point was judged.
+    NoPoint,
+}
+
+/// The sweep's [`Verdict`], by the rule of [`answer`] and [`users_answer`].
+pub fn verdict(r: &SweepResult) -> Verdict {
+    let mut judged: Vec<&SweepPoint> = r.points.iter().filter(|p| !p.interrupted).collect();
+    judged.sort_by(|a, b| {
+        a.users
+            .cmp(&b.users)
+            .then(a.scale_factor.total_cmp(&b.scale_factor))
+    });
+    match judged.first() {
+        None => Verdict::NoPoint,
+        Some(p) if !carried(p, r.target) => Verdict::BelowRange,
+        Some(_) if judged.iter().all(|p| carried(p, r.target)) => Verdict::AboveRange,
+        Some(_) => Verdict::Found,
+    }
+}
+
 /// The search's end in words, after the answer: the bracket and how the search ended.
 pub(super) fn search_words(s: &SearchInfo, points: usize) -> String {
     let how = if s.converged {
@@ -139,5 +169,50 @@ pub(super) fn search_words(s: &SearchInfo, points: usize) -> String {
             format!("; search bracket [{lo}, {hi}) {how}, {points} points")
         }
         _ => format!("; search found no bracket ({how}), {points} points"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(f: f64, good: f64) -> SweepPoint {
+        SweepPoint {
+            scale_factor: f,
+            offered_rps: 10.0 * f,
+            request_throughput: 10.0 * f,
+            good_fraction: Some(good),
+            ..SweepPoint::default()
+        }
+    }
+
+    #[test]
+    fn the_verdict_says_whether_the_capacity_was_found_or_only_bounded() {
+        let result = |points: Vec<SweepPoint>| SweepResult {
+            points,
+            target: 0.95,
+            ..SweepResult::default()
+        };
+        let v = |pts: Vec<SweepPoint>| verdict(&result(pts));
+        assert_eq!(v(vec![point(2.0, 0.5), point(1.0, 0.99)]), Verdict::Found);
+        assert_eq!(
+            v(vec![point(1.0, 0.99), point(2.0, 0.96)]),
+            Verdict::AboveRange
+        );
+        assert_eq!(
+            v(vec![point(2.0, 0.1), point(1.0, 0.5)]),
+            Verdict::BelowRange
+        );
+        // A dip at the lowest point is below the range, whatever a higher point did.
+        assert_eq!(
+            v(vec![point(1.0, 0.9), point(2.0, 0.99)]),
+            Verdict::BelowRange
+        );
+        assert_eq!(v(vec![]), Verdict::NoPoint);
+        // A point cut short by Ctrl-C is not judged.
+        let mut cut = point(0.5, 0.0);
+        cut.interrupted = true;
+        assert_eq!(v(vec![cut.clone(), point(1.0, 0.99)]), Verdict::AboveRange);
+        assert_eq!(v(vec![cut]), Verdict::NoPoint);
     }
 }

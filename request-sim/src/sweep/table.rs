@@ -3,8 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use super::answer::{verdict, Verdict};
 use super::result::{SweepPoint, SweepResult};
 use crate::config::{ReplayConfig, Target};
+use crate::report::html::AnswerLook;
 
 /// Columns of the combined table (console and `report.html`), with their console widths.
 const COLUMNS: [(&str, usize); 12] = [
@@ -81,6 +83,32 @@ pub fn render_table(r: &SweepResult) -> String {
     out
 }
 
+/// How the page shows the answer, and what a bound means in plain words: only a capacity
+/// found is shown as a success.
+fn answer_look(r: &SweepResult) -> (AnswerLook, String) {
+    let users = r.points.iter().any(|p| p.users.is_some());
+    let (lower, higher) = if users {
+        ("fewer --users", "more --users")
+    } else {
+        ("lower scale factors", "higher scale factors")
+    };
+    match verdict(r) {
+        Verdict::Found => (AnswerLook::Found, String::new()),
+        Verdict::AboveRange => (
+            AnswerLook::Bound,
+            format!("No capacity found: every point met the target, so the capacity is above this sweep's range; sweep {higher}."),
+        ),
+        Verdict::BelowRange => (
+            AnswerLook::Failed,
+            format!("No capacity found: even the lowest point fell short of the target, so the server did not carry any load of this sweep; sweep {lower}."),
+        ),
+        Verdict::NoPoint => (
+            AnswerLook::Failed,
+            "No capacity found: no point was run to its end.".to_string(),
+        ),
+    }
+}
+
 /// The sweep's `report.html`: the table with a link to each point's page, and the chart.
 pub(super) fn write_html(dir: &Path, r: &SweepResult, cfg: &ReplayConfig, charts: &[PathBuf]) {
     use crate::report::html::{write_sweep_html, SweepPage, SweepPagePoint, REPORT_HTML};
@@ -119,9 +147,12 @@ pub(super) fn write_html(dir: &Path, r: &SweepResult, cfg: &ReplayConfig, charts
             }
         })
         .collect();
+    let (look, lead) = answer_look(r);
     let page = SweepPage {
         meta,
         answer: r.answer.clone(),
+        look,
+        lead,
         notes,
         head: COLUMNS.iter().map(|c| c.0.to_string()).collect(),
         points,

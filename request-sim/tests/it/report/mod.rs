@@ -1,6 +1,7 @@
 mod files;
 mod merge;
 mod metrics;
+mod page;
 mod progress;
 mod significance;
 mod ttst;
