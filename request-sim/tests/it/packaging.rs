@@ -42,7 +42,11 @@ fn elf(dynamic: bool, needed: Option<&str>) -> Vec<u8> {
         .into_iter()
         .chain([(5, 0), (0, 0)]) // DT_STRTAB (address set below), DT_NULL
         .collect();
-    let dyn_size = if dynamic { 16 * entries.len() as u64 } else { 0 };
+    let dyn_size = if dynamic {
+        16 * entries.len() as u64
+    } else {
+        0
+    };
     let strtab_at = dyn_at + dyn_size;
     let mut strtab = vec![0u8];
     if let Some(n) = needed {

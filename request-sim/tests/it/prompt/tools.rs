@@ -70,7 +70,10 @@ fn tools_in_extra_body_are_counted_in_the_chat_overhead() {
     // The overhead holds the rendered tools: far more than the bare message's template.
     let with = tools.summary.run.prompts.chat_overhead.unwrap();
     let without = plain.summary.run.prompts.chat_overhead.unwrap();
-    assert!(with > without + 50, "overhead {with} with tools, {without} without");
+    assert!(
+        with > without + 50,
+        "overhead {with} with tools, {without} without"
+    );
     let e = &plain.summary.token_exactness;
     assert_eq!((e.with_usage, e.exact), (5, 5), "{e:?}");
 }

@@ -44,7 +44,11 @@ fn tool_call_answers_meet_a_generous_ttfa_limit() {
         assert_eq!(r.ttft_ms, Some(tool), "{r:?}");
         assert_eq!(r.ttfa_ms, None, "no answer text came: {r:?}");
     }
-    assert_eq!(s.good_requests, Some(6), "tool-call answers meet ttfa:60000");
+    assert_eq!(
+        s.good_requests,
+        Some(6),
+        "tool-call answers meet ttfa:60000"
+    );
     assert_eq!(s.good_fraction(), Some(1.0));
     // The summary's ttfa statistics take the same TTFA: one value per answer, the call's.
     let ttfa = &s.latency[Metric::Ttfa];
@@ -75,7 +79,11 @@ fn aiperf_time_to_first_output_token_goodput_counts_tool_call_answers() {
         .args(["profile", "--model", "llm-sim", "--endpoint-type", "chat"])
         .args(["--streaming", "--url", &url, "--input-file"])
         .arg(&trace)
-        .args(["--custom-dataset-type", "mooncake_trace", "--fixed-schedule"])
+        .args([
+            "--custom-dataset-type",
+            "mooncake_trace",
+            "--fixed-schedule",
+        ])
         .args(["--extra-inputs", TOOLS])
         .args(["--goodput", "time_to_first_output_token:60000"])
         .env_remove("OPENAI_API_KEY")
@@ -85,7 +93,11 @@ fn aiperf_time_to_first_output_token_goodput_counts_tool_call_answers() {
     let art = dir.path().join("artifacts");
     let agg = read_json(&art.join("profile_export_aiperf.json"));
     assert_eq!(agg["request_count"]["avg"].as_f64(), Some(5.0));
-    assert_eq!(agg["good_request_count"]["avg"].as_f64(), Some(5.0), "{agg}");
+    assert_eq!(
+        agg["good_request_count"]["avg"].as_f64(),
+        Some(5.0),
+        "{agg}"
+    );
     let recs = read_records_by_index(&art.join("request_sim_records.jsonl"));
     let lines = read_json_lines(&art.join("profile_export.jsonl"));
     assert_eq!(lines.len(), 5);
@@ -97,6 +109,9 @@ fn aiperf_time_to_first_output_token_goodput_counts_tool_call_answers() {
                 .as_f64()
                 .is_some_and(|v| (v - tool).abs() < 1e-3)
         });
-        assert!(found, "no time_to_first_output_token of {tool} ms: {lines:?}");
+        assert!(
+            found,
+            "no time_to_first_output_token of {tool} ms: {lines:?}"
+        );
     }
 }
