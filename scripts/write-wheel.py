@@ -138,7 +138,7 @@ def main() -> int:
     platforms = args.tag.split(".")
 
     entries = []  # (archive name, bytes, mode)
-    names = set()
+    names, refused = set(), 0
     for spec in args.binaries:
         name, sep, path = spec.partition("=")
         if not sep:
@@ -164,8 +164,10 @@ def main() -> int:
                 print(f"write-wheel: refusing {name} ({path}): dynamically linked ({why}); "
                       f"a {args.tag} wheel must hold static executables "
                       "(scripts/build-static.sh builds them)", file=sys.stderr)
-                return 1
+                refused += 1
         entries.append((f"{data_scripts}/{name}", body, 0o755))
+    if refused:  # every dynamic one named, then nothing written
+        return 1
 
     metadata = [
         "Metadata-Version: 2.1",
