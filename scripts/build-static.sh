@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds request-sim, client, trace_replay and llm-sim as static x86_64 Linux executables
-# (glibc linked in with `-C target-feature=+crt-static`, release profile) and copies them,
-# stripped, into OUT (default .cache/static). Both the wheel (scripts/wheel.sh) and the image
-# (scripts/image.sh) ship these four files; docs/install.md says why static.
+# Builds request-sim, llm-sim and the drop-ins client, trace_replay and aiperf as static x86_64
+# Linux executables (glibc linked in with `-C target-feature=+crt-static`, release profile) and
+# copies them, stripped, into OUT (default .cache/static) under their Cargo names. Both the wheel
+# (scripts/wheel.sh) and the image (scripts/image.sh) ship these five files, `client` and
+# `aiperf` under the names request-sim-client and request-sim-aiperf (the list and why:
+# scripts/programs.sh); docs/install.md says why static.
 #
 #   scripts/build-static.sh            # then: ls .cache/static
 #   CARGO_TARGET_DIR=/elsewhere OUT=/tmp/bins scripts/build-static.sh
@@ -14,7 +16,9 @@ cd "$(dirname "$0")/.."
 TARGET=${TARGET:-x86_64-unknown-linux-gnu}
 OUT=${OUT:-.cache/static}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
-BINS=(request-sim client trace_replay llm-sim)
+# shellcheck source=programs.sh
+. scripts/programs.sh
+BINS=("${CARGO_BINS[@]}")
 
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
   nice -n "${NICE:-10}" cargo build --release --locked --target "$TARGET" \

@@ -55,9 +55,15 @@ build() {
   local ctx="$OUT/context"
   rm -rf "$ctx"
   mkdir -p "$ctx/rootfs/usr/local/bin" "$ctx/rootfs/etc/ssl/certs" "$ctx/rootfs/tmp" "$ctx/home/request-sim"
-  for b in request-sim llm-sim client trace_replay; do
+  # The wheel's names (scripts/programs.sh): request-sim-client and request-sim-aiperf, not the
+  # bare `client` and `aiperf`.
+  # shellcheck source=programs.sh
+  . scripts/programs.sh
+  local p b
+  for p in "${PROGRAMS[@]}"; do
+    b=${p#*:}
     [[ -x "$BIN_DIR/$b" ]] || { echo "image.sh: $BIN_DIR/$b missing (run scripts/build-static.sh)" >&2; exit 1; }
-    cp "$BIN_DIR/$b" "$ctx/rootfs/usr/local/bin/$b"
+    cp "$BIN_DIR/$b" "$ctx/rootfs/usr/local/bin/${p%%:*}"
   done
   chmod 1777 "$ctx/rootfs/tmp"
   printf 'root:x:0:0:root:/root:/sbin/nologin\nrequest-sim:x:10001:10001:request-sim:/home/request-sim:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' \

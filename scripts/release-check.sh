@@ -50,11 +50,15 @@ wheel() {
   (cd "$res" && "${clean[@]}" request-sim replay >stdout.txt 2>stderr.txt) ||
     { cat "$res/stderr.txt" >&2; echo "release-check: wheel demo failed" >&2; exit 1; }
   local t2; t2=$(now)
-  local which_rs; which_rs=$("${clean[@]}" sh -c 'for b in request-sim llm-sim client trace_replay; do command -v "$b" || echo "$b:missing"; done' | tr '\n' ' ')
+  local which_rs; which_rs=$("${clean[@]}" sh -c 'for b in request-sim llm-sim trace_replay request-sim-client request-sim-aiperf; do command -v "$b" || echo "$b:missing"; done' | tr '\n' ' ')
   local summary; summary=$(ls "$res"/results/*.summary.json 2>/dev/null | head -1)
   [[ -n "$summary" ]] || summary=$(ls "$res"/results/*/summary.json 2>/dev/null | head -1)
   local counts; counts=$(python3 scripts/summary-counts.py "$summary")
   echo "release-check: on PATH: $which_rs"
+  # The drop-ins' bare names stay off PATH unless a user links them (scripts/programs.sh).
+  for b in client aiperf; do
+    [[ ! -e "$venv/bin/$b" ]] || { echo "release-check: the wheel installed a bare $b" >&2; exit 1; }
+  done
   echo "release-check: wheel demo $counts; pip install $(secs "$t0" "$t1") s, pip install -> demo end $(secs "$t0" "$t2") s"
   [[ "$counts" == "200/200 ok" ]] || { echo "release-check: expected 200/200 ok" >&2; exit 1; }
 }

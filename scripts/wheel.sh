@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds dist/request_sim-<version>-py3-none-<platform>.whl: the four executables of
-# scripts/build-static.sh (request-sim, llm-sim, client, trace_replay) in the wheel's
-# `.data/scripts/`, so `pip install` puts them on the venv's PATH. No Rust is needed to install
-# or run it. docs/install.md: why a small wheel writer and not maturin, and how a release
+# Builds dist/request_sim-<version>-py3-none-<platform>.whl: the five executables of
+# scripts/build-static.sh in the wheel's `.data/scripts/`, so `pip install` puts them on the
+# venv's PATH as request-sim, llm-sim, trace_replay, request-sim-client and request-sim-aiperf
+# (the names and why the drop-ins are prefixed: scripts/programs.sh). No Rust is needed to
+# install or run it. docs/install.md: why a small wheel writer and not maturin, and how a release
 # builds the other platforms.
 #
 #   scripts/wheel.sh                 # builds the binaries, then the wheel; prints its path
@@ -12,8 +13,10 @@
 #
 # The platform tag is what the binaries need: static, they load no shared library, so any
 # x86_64 Linux with glibc >= 2.17 qualifies; manylinux2014 is that tag's older spelling, which
-# pip < 20.3 needs. TARGET=aarch64-unknown-linux-gnu (binaries built for it) gives the aarch64
-# tag; TAG overrides (docs/install.md, "Publishing").
+# pip < 20.3 needs. The wheel writer checks that claim before it writes the tag: an executable
+# with an ELF interpreter or NEEDED libraries (NO_BUILD=1 BIN_DIR=<a dynamic build>) is refused
+# by name, and no wheel is written (exit 1). TARGET=aarch64-unknown-linux-gnu (binaries built
+# for it) gives the aarch64 tag; TAG overrides (docs/install.md, "Publishing").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN_DIR=${BIN_DIR:-.cache/static}
@@ -26,13 +29,18 @@ TAG=${TAG:-manylinux_2_17_$ARCH.manylinux2014_$ARCH}
 if [[ "${NO_BUILD:-0}" != 1 ]]; then
   TARGET="$TARGET" OUT="$BIN_DIR" scripts/build-static.sh >/dev/null
 fi
-for b in request-sim llm-sim client trace_replay; do
+# shellcheck source=programs.sh
+. scripts/programs.sh
+SHIP=()
+for p in "${PROGRAMS[@]}"; do
+  b=${p#*:}
   [[ -x "$BIN_DIR/$b" ]] || { echo "wheel.sh: $BIN_DIR/$b missing (run scripts/build-static.sh)" >&2; exit 1; }
+  SHIP+=("${p%%:*}=$BIN_DIR/$b")
 done
 rm -f "$OUT"/request_sim-"$VERSION"-*.whl
 WHEEL=$(SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 315532800)} \
   python3 scripts/write-wheel.py --version "$VERSION" --tag "$TAG" --out "$OUT" \
-  "$BIN_DIR/request-sim" "$BIN_DIR/llm-sim" "$BIN_DIR/client" "$BIN_DIR/trace_replay")
+  "${SHIP[@]}")
 
 if [[ "${CHECK:-0}" == 1 ]]; then
   TOOLS=.cache/wheel-tools

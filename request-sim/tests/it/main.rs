@@ -13,6 +13,7 @@ mod convert;
 mod images;
 mod live_metrics;
 mod observe;
+mod packaging;
 mod prompt;
 mod reliability;
 mod replay;

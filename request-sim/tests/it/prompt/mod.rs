@@ -5,4 +5,5 @@ mod messages;
 mod qwen3;
 mod save;
 mod server;
+mod tools;
 mod ucm;

@@ -5,3 +5,4 @@ mod loopback;
 mod models;
 mod sessions;
 mod stream;
+mod tool_calls;
