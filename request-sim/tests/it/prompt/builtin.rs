@@ -19,7 +19,7 @@ fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceRequest {
         timestamp_ms: index as f64,
         input_length,
         output_length: 16,
-        hash_ids,
+        hash_ids: hash_ids.into(),
         session: None,
     }
 }

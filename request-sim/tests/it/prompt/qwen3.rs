@@ -59,7 +59,7 @@ pub(super) fn req(index: usize, hash_ids: Vec<u64>, input_length: u32) -> TraceR
         timestamp_ms: 0.0,
         input_length,
         output_length: 8,
-        hash_ids,
+        hash_ids: hash_ids.into(),
         session: None,
     }
 }
@@ -75,7 +75,7 @@ pub(super) fn conversation_requests(count: usize, block: usize, seed: u64) -> Ve
         let mut hash_ids = if !out.is_empty() && g.below(3) != 0 {
             let parent = &out[g.below(out.len() as u64) as usize];
             let keep = g.below(parent.hash_ids.len() as u64 + 1) as usize;
-            parent.hash_ids[..keep].to_vec()
+            parent.hash_ids.ids()[..keep].to_vec()
         } else {
             Vec::new()
         };

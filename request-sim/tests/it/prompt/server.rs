@@ -81,7 +81,7 @@ fn server_vocabulary_equals_the_local_one_and_checks_prompts() {
             timestamp_ms: 0.0,
             input_length: 300 + 700 * i as u32,
             output_length: 1,
-            hash_ids: vec![i as u64, 100 + i as u64],
+            hash_ids: vec![i as u64, 100 + i as u64].into(),
             session: None,
         })
         .collect();

@@ -271,7 +271,7 @@ fn consistency_rules_and_counts() {
     // Stable sort: 400(l3), 400(l4), 1000(l1), 1000(l2), 1500(l6), 2000(l5); rebased to 400.
     assert_eq!(lines(&t), vec![3, 4, 1, 2, 6, 5]);
     assert_eq!(times(&t), vec![0.0, 0.0, 600.0, 600.0, 1100.0, 1600.0]);
-    let ids: Vec<Vec<u64>> = t.requests.iter().map(|r| r.hash_ids.clone()).collect();
+    let ids: Vec<Vec<u64>> = t.requests.iter().map(|r| r.hash_ids.to_vec()).collect();
     assert_eq!(
         ids,
         vec![

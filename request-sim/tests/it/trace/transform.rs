@@ -108,7 +108,7 @@ fn amplify_makes_copies_with_their_own_ids_and_the_same_gaps() {
         ids_of
             .entry(k)
             .or_default()
-            .extend(r.hash_ids.iter().copied());
+            .extend(r.hash_ids.ids().iter().copied());
     }
     for a in 0..4 {
         for b in a + 1..4 {
@@ -414,11 +414,11 @@ fn prefix_and_prompt_scales_grow_blocks_and_keep_sharing() {
     assert_eq!(r[0].input_length, 4 * 512 + 2 * 512 + 176);
     assert_eq!(r[1].input_length, 4 * 512 + 2 * 512 + 376);
     assert_eq!(
-        r[0].hash_ids[..4],
-        r[1].hash_ids[..4],
+        r[0].hash_ids.ids()[..4],
+        r[1].hash_ids.ids()[..4],
         "the prefix stays shared"
     );
-    assert_ne!(r[0].hash_ids[4..], r[1].hash_ids[4..]);
+    assert_ne!(r[0].hash_ids.ids()[4..], r[1].hash_ids.ids()[4..]);
     assert_eq!(r[2].input_length, 2 * 512 + 300);
     // Half the size: about every other shared block (a seeded coin per block), still shared
     // by both requests.
@@ -435,7 +435,10 @@ fn prefix_and_prompt_scales_grow_blocks_and_keep_sharing() {
             ..Reshape::default()
         },
     );
-    let (a, b) = (&half.requests[0].hash_ids, &half.requests[1].hash_ids);
+    let (a, b) = (
+        half.requests[0].hash_ids.to_vec(),
+        half.requests[1].hash_ids.to_vec(),
+    );
     assert_eq!(a.len(), b.len());
     let kept = a.len() - 1;
     assert!((12..=28).contains(&kept), "{kept} of 40 shared blocks");
