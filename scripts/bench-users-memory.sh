@@ -7,7 +7,7 @@
 #   CORPUS=<dir of Weka *.json> scripts/bench-users-memory.sh
 #
 # Without CORPUS a corpus like kv-cache-tester's is generated (CONVS conversations of REQS
-# requests, each prompt its predecessor's plus 2 blocks of 64 tokens, starting at ~PROMPT_BLOCKS
+# requests, each prompt its predecessor's plus 2 blocks of 64 tokens, starting at PROMPT_BLOCKS
 # blocks, gaps of 1-20 s). The public corpus itself: `git clone
 # https://github.com/callanjfox/kv-cache-tester` (traces/, 710 files, 440 MB).
 #
@@ -15,8 +15,8 @@
 # wall time (s). A dry run opens no connection; each run is capped by `timeout`.
 #
 # Environment (defaults in brackets):
-#   CORPUS []  USERS ["1000 10000 100000"]  TIME_S [5]  CONVS [200]  REQS [80]
-#   PROMPT_BLOCKS [1500]  BIN_DIR [target/release]  NO_BUILD [0]
+#   CORPUS []  USERS ["1000 10000 100000"]  TIME_S [5]  CONVS [200]  REQS [60]
+#   PROMPT_BLOCKS [500]  BIN_DIR [target/release]  NO_BUILD [0]
 #   OUT [bench-results/users-memory-<UTC time>]
 # Needs: jq, python3, GNU time (/usr/bin/time).
 set -euo pipefail
@@ -24,8 +24,8 @@ cd "$(dirname "$0")/.."
 USERS=${USERS:-"1000 10000 100000"}
 TIME_S=${TIME_S:-5}
 CONVS=${CONVS:-200}
-REQS=${REQS:-80}
-PROMPT_BLOCKS=${PROMPT_BLOCKS:-1500}
+REQS=${REQS:-60}
+PROMPT_BLOCKS=${PROMPT_BLOCKS:-500}
 BIN_DIR=${BIN_DIR:-target/release}
 OUT=${OUT:-bench-results/users-memory-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"

@@ -290,6 +290,9 @@ fn agent_layout_rows(t: &mut Table, l: &crate::trace::pipeline::plan::PlanFacts)
         "Conversations laid out (corpus):",
         format!("{} ({})", l.conversations, l.corpus_conversations),
     );
+    if l.past_limit > 0 {
+        t.row("Requests left out (past -t):", l.past_limit);
+    }
     if let Some(p) = l.sample_sessions {
         t.row(
             "Sample sessions / sampled out:",
