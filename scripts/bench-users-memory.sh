@@ -46,9 +46,11 @@ for c in range(convs):
     for k in range(reqs):
         ids = ids + [c * 10_000_000 + first + 2 * k, c * 10_000_000 + first + 2 * k + 1]
         api = round(rng.uniform(0.5, 4.0), 2)
+        think = round(rng.uniform(1.0, 20.0), 2) if k > 0 else 0.0
+        t += think
         entries.append({"t": round(t, 2), "type": "s", "in": 64 * len(ids), "out": 200,
-                        "hash_ids": ids, "api_time": api, "think_time": 0.0})
-        t += api + rng.uniform(1.0, 20.0)
+                        "hash_ids": ids, "api_time": api, "think_time": think})
+        t += api
     with open(os.path.join(out, f"{c:06d}.json"), "w") as f:
         json.dump({"id": f"c{c}", "block_size": 64, "requests": entries}, f)
 PY
