@@ -360,10 +360,11 @@ SUBCOMMANDS=$("$RS" --help | sed -n '/^Commands:/,/^$/p' | awk 'NR > 1 && $1 != 
 # Other tools' flags the pages quote (cargo, vLLM, llama.cpp, AIPerf, UCM's accepted-and-ignored
 # flags, this repository's scripts: make_azure2024_csv.py --rows, gen-copilot.py --day --jobs,
 # make-parquet-trace.py --schema; vLLM's --enable-prefix-caching;
-# vLLM's plot script --var-x/--var-y; the AIPerf flag that does not exist, --artifact-directory),
-# and anchors of headings.
+# vLLM's plot script --var-x/--var-y; the AIPerf flag that does not exist, --artifact-directory;
+# podman's --entrypoint), and anchors of headings.
 cat >>"$KNOWN" <<'EOF'
 --all
+--entrypoint
 --enable-prefix-caching
 --schema
 --all-targets
