@@ -82,32 +82,13 @@ pub async fn execute(
                     "a gRPC API without its engine's channel".to_string(),
                 )),
                 (Transport::HttpSse, _) => {
-                    let first = exchange(
-                        &client.pooled,
-                        ep,
-                        body.clone(),
-                        session,
-                        &mut state,
-                        &mut http_status,
-                    )
-                    .await;
-                    match first {
-                        Err(Failure::PeerClosed(_)) => {
-                            retries = 1;
-                            state = fresh_state();
-                            exchange(
-                                &client.fresh,
-                                ep,
-                                body,
-                                session,
-                                &mut state,
-                                &mut http_status,
-                            )
-                            .await
-                            .map_err(Failure::into_error)
-                        }
-                        r => r.map_err(Failure::into_error),
-                    }
+                    let mut http = Attempt {
+                        state: &mut state,
+                        http_status: &mut http_status,
+                        retries: &mut retries,
+                    };
+                    http.with_one_retry(client, ep, body, session, fresh_state)
+                        .await
                 }
             }
         };
@@ -125,7 +106,28 @@ pub async fn execute(
             _ = sleep => Err((Status::Timeout, format!("no complete response within {:.1} s", timeout.unwrap_or_default().as_secs_f64()))),
         }
     };
-    let (status, error) = match result {
+    let (status, error) = verdict(ep, &state, result, allow_missing_usage);
+    // Servers may echo the key in an error ("Incorrect API key provided: sk-..."): it must
+    // never reach a record.
+    let error = error.map(|e| ep.redact(e));
+    Outcome {
+        status,
+        http_status,
+        error,
+        state,
+        retries,
+    }
+}
+
+/// The status of an exchange that ended with `result`: a finished stream without the usage it
+/// was asked for is a protocol error unless `allow_missing_usage`.
+fn verdict(
+    ep: &Endpoint,
+    state: &ResponseState,
+    result: Result<(), ExchangeError>,
+    allow_missing_usage: bool,
+) -> (Status, Option<String>) {
+    match result {
         Ok(()) => {
             let usage_missing = ep.kind.openai_style_server()
                 && ep.stream
@@ -142,16 +144,53 @@ pub async fn execute(
             }
         }
         Err((s, e)) => (s, Some(e)),
-    };
-    // Servers may echo the key in an error ("Incorrect API key provided: sk-..."): it must
-    // never reach a record.
-    let error = error.map(|e| ep.redact(e));
-    Outcome {
-        status,
-        http_status,
-        error,
-        state,
-        retries,
+    }
+}
+
+/// What one HTTP request writes as it goes: the answer read, the HTTP status, the retry.
+struct Attempt<'s> {
+    state: &'s mut ResponseState,
+    http_status: &'s mut Option<u16>,
+    retries: &'s mut u32,
+}
+
+impl Attempt<'_> {
+    /// The request on a pooled connection; when the server closed that connection before
+    /// any byte of the response, once more on a fresh one, with a fresh answer state.
+    async fn with_one_retry(
+        &mut self,
+        client: &HttpClient,
+        ep: &Endpoint,
+        body: Bytes,
+        session: Option<&str>,
+        fresh_state: impl Fn() -> ResponseState,
+    ) -> Result<(), ExchangeError> {
+        let first = exchange(
+            &client.pooled,
+            ep,
+            body.clone(),
+            session,
+            self.state,
+            self.http_status,
+        )
+        .await;
+        match first {
+            Err(Failure::PeerClosed(_)) => {
+                *self.retries = 1;
+                *self.state = fresh_state();
+                exchange(
+                    &client.fresh,
+                    ep,
+                    body,
+                    session,
+                    self.state,
+                    self.http_status,
+                )
+                .await
+                .map_err(Failure::into_error)
+            }
+            r => r.map_err(Failure::into_error),
+        }
     }
 }
 
@@ -272,6 +311,7 @@ fn classify(e: &reqwest::Error, during_body: bool) -> ExchangeError {
     }
 }
 
+/// One HTTP request of `body` on `client`, its answer read into `state`.
 async fn exchange(
     client: &reqwest::Client,
     ep: &Endpoint,
@@ -307,70 +347,97 @@ async fn exchange(
     state.served_by = served_by(resp.headers());
     let mut stream = resp.bytes_stream();
     if !status.is_success() {
-        let mut buf = Vec::new();
-        // The status is what matters: a server that never finishes its error body must not
-        // turn an HTTP error into a timeout.
-        let read = async {
-            while let Some(chunk) = stream.next().await {
-                match chunk {
-                    Ok(c) => {
-                        buf.extend_from_slice(&c);
-                        if buf.len() >= MAX_ERROR_BODY {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-        };
-        let _ = tokio::time::timeout(ERROR_BODY_WAIT, read).await;
-        return Err(Failure::Other((
-            Status::HttpError,
-            format!("HTTP {}: {}", status.as_u16(), error_message(&buf)),
-        )));
+        return Err(Failure::Other(error_answer(status, &mut stream).await));
     }
     if ep.stream {
-        let mut reader = StreamReader::new(ep.kind);
-        let mut end = None;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| classify(&e.without_url(), true))?;
-            let now = Instant::now();
-            reader.push(&chunk, state, now)?;
-            if state.finished {
-                end = Some(now);
-                break;
-            }
-        }
-        if let Some(at) = end {
-            // The API's last event came: what follows is only the body's end (data after it
-            // is still a protocol error). A server that never ends the body must not turn a
-            // finished answer into a timeout; its end is waited for a moment (so the
-            // connection can go back to the pool), no longer.
-            let deadline = tokio::time::Instant::now() + STREAM_TAIL_WAIT;
-            while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, stream.next()).await {
-                reader.push(&chunk, state, Instant::now())?;
-            }
-            reader.finish(state, at)?;
-        } else {
-            reader.finish(state, Instant::now())?;
-        }
+        read_events(ep, &mut stream, state).await
     } else {
-        let mut buf = Vec::new();
+        read_body(ep, &mut stream, state).await
+    }
+}
+
+/// An HTTP error's status and message: its body read for at most [`ERROR_BODY_WAIT`].
+async fn error_answer(
+    status: reqwest::StatusCode,
+    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin),
+) -> ExchangeError {
+    let mut buf = Vec::new();
+    // The status is what matters: a server that never finishes its error body must not
+    // turn an HTTP error into a timeout.
+    let read = async {
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| classify(&e.without_url(), true))?;
-            buf.extend_from_slice(&chunk);
-            if buf.len() > MAX_EVENT_BYTES {
-                return Err((
-                    Status::ProtocolError,
-                    format!("response body larger than {MAX_EVENT_BYTES} bytes"),
-                )
-                    .into());
+            match chunk {
+                Ok(c) => {
+                    buf.extend_from_slice(&c);
+                    if buf.len() >= MAX_ERROR_BODY {
+                        break;
+                    }
+                }
+                Err(_) => break,
             }
         }
-        state
-            .on_body(ep.kind, &buf, Instant::now())
-            .map_err(|e| (Status::ProtocolError, e.0))?;
+    };
+    let _ = tokio::time::timeout(ERROR_BODY_WAIT, read).await;
+    (
+        Status::HttpError,
+        format!("HTTP {}: {}", status.as_u16(), error_message(&buf)),
+    )
+}
+
+/// A streamed answer's events, to the API's last event and the body's end after it.
+async fn read_events(
+    ep: &Endpoint,
+    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin),
+    state: &mut ResponseState,
+) -> Result<(), Failure> {
+    let mut reader = StreamReader::new(ep.kind);
+    let mut end = None;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| classify(&e.without_url(), true))?;
+        let now = Instant::now();
+        reader.push(&chunk, state, now)?;
+        if state.finished {
+            end = Some(now);
+            break;
+        }
     }
+    if let Some(at) = end {
+        // The API's last event came: what follows is only the body's end (data after it
+        // is still a protocol error). A server that never ends the body must not turn a
+        // finished answer into a timeout; its end is waited for a moment (so the
+        // connection can go back to the pool), no longer.
+        let deadline = tokio::time::Instant::now() + STREAM_TAIL_WAIT;
+        while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, stream.next()).await {
+            reader.push(&chunk, state, Instant::now())?;
+        }
+        reader.finish(state, at)?;
+    } else {
+        reader.finish(state, Instant::now())?;
+    }
+    Ok(())
+}
+
+/// A whole (not streamed) answer's body, at most [`MAX_EVENT_BYTES`].
+async fn read_body(
+    ep: &Endpoint,
+    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin),
+    state: &mut ResponseState,
+) -> Result<(), Failure> {
+    let mut buf = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| classify(&e.without_url(), true))?;
+        buf.extend_from_slice(&chunk);
+        if buf.len() > MAX_EVENT_BYTES {
+            return Err((
+                Status::ProtocolError,
+                format!("response body larger than {MAX_EVENT_BYTES} bytes"),
+            )
+                .into());
+        }
+    }
+    state
+        .on_body(ep.kind, &buf, Instant::now())
+        .map_err(|e| (Status::ProtocolError, e.0))?;
     Ok(())
 }
 
