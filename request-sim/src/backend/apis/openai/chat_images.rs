@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::tail::OpenAiTail;
 use crate::backend::body::BodyParams;
 
 #[derive(Serialize)]
@@ -24,27 +25,13 @@ struct Message<'a> {
     role: &'static str,
 }
 
-#[derive(Serialize)]
-struct StreamOptions {
-    include_usage: bool,
-}
-
+/// The chat body: the one message, then what every chat body ends with.
 #[derive(Serialize)]
 struct ImageChatBody<'a> {
     model: &'a str,
     messages: [Message<'a>; 1],
-    max_tokens: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    min_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ignore_eos: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thinking_token_budget: Option<serde_json::Value>,
-    stream: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream_options: Option<StreamOptions>,
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    #[serde(flatten)]
+    tail: OpenAiTail<'a>,
 }
 
 /// Serialise a chat completions body of `images` (data URLs, in order) then `text` into `out`
@@ -57,8 +44,6 @@ pub fn encode_image_chat_body(
     out: &mut Vec<u8>,
 ) {
     out.clear();
-    let exact = params.exact_output;
-    let thinking = super::tail::thinking_to_send(params, thinking).map(|(_, v)| v);
     let mut content: Vec<Part<'_>> = images
         .iter()
         .map(|u| Part::ImageUrl {
@@ -72,15 +57,7 @@ pub fn encode_image_chat_body(
             content,
             role: "user",
         }],
-        max_tokens,
-        min_tokens: exact.then_some(max_tokens),
-        ignore_eos: exact.then_some(true),
-        thinking_token_budget: thinking,
-        stream: params.stream,
-        stream_options: params.stream.then_some(StreamOptions {
-            include_usage: true,
-        }),
-        extra: params.extra.as_ref(),
+        tail: OpenAiTail::new(params, max_tokens, thinking),
     };
     let r = serde_json::to_writer(&mut *out, &body);
     debug_assert!(r.is_ok());
@@ -115,5 +92,10 @@ mod tests {
             (Some(3), Some(3))
         );
         assert_eq!(v["stream_options"]["include_usage"], true);
+        // Byte for byte: the message, then the fields in the order every chat body sends them.
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"model":"m","messages":[{"content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},{"type":"text","text":" hi"}],"role":"user"}],"max_tokens":3,"min_tokens":3,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}"#
+        );
     }
 }
