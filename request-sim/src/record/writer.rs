@@ -32,8 +32,9 @@ pub struct SentBlocks {
     /// Send sequence number: 0, 1, 2, … over the run's sent requests, in send order.
     pub seq: u64,
     pub input_length: u32,
-    /// The trace's hash ids (empty when it has none).
-    pub hash_ids: Vec<u64>,
+    /// The trace's hash ids (empty when it has none), as the trace keeps them: handed over
+    /// without a copy, produced by the writer thread's ideal cache, off the send path.
+    pub hash_ids: crate::trace::model::BlockIds,
 }
 
 /// Handle to the writer thread, which owns the state `S` its sink updates (the summary's

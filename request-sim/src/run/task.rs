@@ -561,7 +561,7 @@ pub(super) async fn run_one(
     done.blocks = Some(SentBlocks {
         seq,
         input_length,
-        hash_ids: std::mem::take(&mut planned.req.hash_ids).into_vec(),
+        hash_ids: std::mem::take(&mut planned.req.hash_ids),
     });
     if let Some(sent_ms) = done.record.sent_ms {
         ctx.first_sent_us

@@ -106,7 +106,9 @@ impl ServedIdeal {
         self.processed += 1;
         self.any_hash_ids |= !blocks.hash_ids.is_empty();
         self.input += u64::from(blocks.input_length);
-        let hit = self.cache.hits_of(&blocks.hash_ids, blocks.input_length);
+        let hit = self
+            .cache
+            .hits_of(&blocks.hash_ids.ids(), blocks.input_length);
         if let Some(h) = hit {
             self.per_request.push((h, blocks.input_length));
         }
@@ -148,7 +150,7 @@ mod tests {
         SentBlocks {
             seq,
             input_length,
-            hash_ids: hash_ids.to_vec(),
+            hash_ids: hash_ids.to_vec().into(),
         }
     }
 

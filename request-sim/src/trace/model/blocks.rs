@@ -219,14 +219,6 @@ impl BlockIds {
     }
 
     /// Every id, as a list.
-    pub fn into_vec(self) -> Vec<u64> {
-        match self {
-            BlockIds::List(v) => v.to_vec(),
-            _ => self.to_vec(),
-        }
-    }
-
-    /// Every id, as a list.
     pub fn to_vec(&self) -> Vec<u64> {
         let mut v = Vec::with_capacity(self.len());
         self.extend_into(&mut v, usize::MAX);
@@ -285,6 +277,8 @@ impl PartialEq for BlockIds {
         self.len() == other.len() && self.to_vec() == other.to_vec()
     }
 }
+
+impl Eq for BlockIds {}
 
 impl PartialEq<[u64]> for BlockIds {
     fn eq(&self, other: &[u64]) -> bool {
