@@ -447,7 +447,8 @@ fi
             column -t -s $'\t'
     fi
     for f in repeat.txt sweep.txt convert.txt kv-bind.txt kv-connect.txt vl.txt; do
-        [[ -s "$OUT/$f" ]] && { printf '\n== %s\n' "$f"; tail -n 25 "$OUT/$f"; }
+        # (an `if`: a `[[ ]] &&` whose test fails last would end the script with status 1)
+        if [[ -s "$OUT/$f" ]]; then printf '\n== %s\n' "$f"; tail -n 25 "$OUT/$f"; fi
     done
 } | tee "$OUT/report.txt"
 log "results: $OUT"
