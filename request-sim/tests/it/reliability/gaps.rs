@@ -85,6 +85,31 @@ fn stopped_run(
     (took, summary)
 }
 
+/// A two-row run (the second row `second_ms` later) on the built-in simulator with
+/// `--grace-secs 2`, sent `sig` `pause` after the first row's record: what [`stopped_run`]
+/// checks of it (exit 130, interrupted, the first row ok).
+fn signalled_in_gap(dir: &Path, second_ms: f64, sig: &str, pause: Duration) -> (Duration, Summary) {
+    let trace = two_rows(dir, "gap.jsonl", second_ms, 4);
+    let args = builtin_replay(dir, &trace, &["--grace-secs", "2"]);
+    let child = spawn_bin(&strs(&args), &[]);
+    // The first row has its record: the run is in the gap.
+    assert!(wait_for_lines(
+        &dir.join("records.jsonl"),
+        1,
+        Duration::from_secs(20)
+    ));
+    std::thread::sleep(pause);
+    signal(&child, sig);
+    stopped_run(
+        dir,
+        child,
+        Duration::from_secs(40),
+        130,
+        "interrupted",
+        Status::Ok,
+    )
+}
+
 /// `replay -t 3` of a trace with rows at 0 and 30 s ends at the limit, not at the second
 /// row's lookahead (it took 25 s).
 #[test]
@@ -116,25 +141,7 @@ fn a_time_limit_ends_the_run_during_a_30s_gap() {
 #[test]
 fn sigterm_ends_the_run_during_a_30s_gap() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = two_rows(dir.path(), "gap.jsonl", 30_000.0, 4);
-    let args = builtin_replay(dir.path(), &trace, &["--grace-secs", "2"]);
-    let child = spawn_bin(&strs(&args), &[]);
-    // The first row has its record: the run is in the gap.
-    assert!(wait_for_lines(
-        &dir.path().join("records.jsonl"),
-        1,
-        Duration::from_secs(20)
-    ));
-    std::thread::sleep(Duration::from_secs(3));
-    signal(&child, "TERM");
-    let (took, _) = stopped_run(
-        dir.path(),
-        child,
-        Duration::from_secs(40),
-        130,
-        "interrupted",
-        Status::Ok,
-    );
+    let (took, _) = signalled_in_gap(dir.path(), 30_000.0, "TERM", Duration::from_secs(3));
     assert!(took < Duration::from_secs(2 + 1), "exit took {took:?}");
 }
 
@@ -142,24 +149,7 @@ fn sigterm_ends_the_run_during_a_30s_gap() {
 #[test]
 fn sigint_ends_the_run_before_a_row_at_1e15_ms() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = two_rows(dir.path(), "far.jsonl", FAR_MS, 4);
-    let args = builtin_replay(dir.path(), &trace, &["--grace-secs", "2"]);
-    let child = spawn_bin(&strs(&args), &[]);
-    assert!(wait_for_lines(
-        &dir.path().join("records.jsonl"),
-        1,
-        Duration::from_secs(20)
-    ));
-    std::thread::sleep(Duration::from_millis(500));
-    signal(&child, "INT");
-    let (took, summary) = stopped_run(
-        dir.path(),
-        child,
-        Duration::from_secs(20),
-        130,
-        "interrupted",
-        Status::Ok,
-    );
+    let (took, summary) = signalled_in_gap(dir.path(), FAR_MS, "INT", Duration::from_millis(500));
     assert!(took < Duration::from_secs(2 + 1), "exit took {took:?}");
     assert!(
         !summary.warnings.iter().any(|w| w.contains("forced")),
