@@ -475,6 +475,13 @@ pub struct ValidityArgs {
     /// Do not scrape any server metrics.
     #[arg(long, conflicts_with = "server_metrics")]
     pub no_server_metrics: bool,
+    /// Tell which instance served each request from the instances' KV cache events (vLLM
+    /// --kv-events-config, ZeroMQ): INSTANCE_URL=tcp://HOST:PORT per instance, or bare
+    /// tcp://HOST:PORT in the order of the scraped instances (comma-separated). Records carry
+    /// the instance and its votes (kv_placement); the per-instance table and the routed ideal
+    /// follow. For routers that do not say (docs/server-metrics.md).
+    #[arg(long, value_name = "[URL=]tcp://HOST:PORT,...", value_delimiter = ',')]
+    pub kv_events: Vec<String>,
     /// The run is flagged INVALID when the send drift p99 exceeds this many ms (the client fell
     /// behind the schedule).
     #[arg(long, value_name = "MS", default_value_t = 5.0)]

@@ -19,12 +19,14 @@ pub struct ValidityConfig {
     pub max_error_rate: Option<f64>,
 }
 
-/// `--server-metrics`, `--metrics-interval`.
+/// `--server-metrics`, `--metrics-interval`, `--kv-events`.
 #[derive(Debug, Clone)]
 pub struct ServerMetrics {
     /// Always scraped.
     pub urls: Vec<reqwest::Url>,
     pub interval: Duration,
+    /// `--kv-events`: where each instance publishes its KV cache events.
+    pub kv_events: Vec<crate::observe::kv::KvSource>,
 }
 
 impl ValidityConfig {
@@ -82,7 +84,24 @@ pub(super) fn server_metrics(a: &ValidityArgs) -> Result<Option<ServerMetrics>> 
             )));
         }
     }
+    let kv_events = a
+        .kv_events
+        .iter()
+        .filter(|u| !u.trim().is_empty())
+        .map(|u| crate::observe::kv::KvSource::parse(u).map_err(Error::config))
+        .collect::<Result<Vec<_>>>()?;
+    let named = kv_events.iter().filter(|k| k.instance.is_some()).count();
+    if named != 0 && named != kv_events.len() {
+        return Err(Error::config(
+            "--kv-events: give every instance as URL=tcp://HOST:PORT, or none (bare endpoints follow the scraped instances' order)",
+        ));
+    }
     if a.no_server_metrics {
+        if !kv_events.is_empty() {
+            return Err(Error::config(
+                "--kv-events needs the instances' server metrics: drop --no-server-metrics",
+            ));
+        }
         return Ok(None);
     }
     let interval = parse_interval(&a.metrics_interval).map_err(Error::config)?;
@@ -92,5 +111,9 @@ pub(super) fn server_metrics(a: &ValidityArgs) -> Result<Option<ServerMetrics>> 
         .filter(|u| !u.trim().is_empty())
         .map(|u| crate::observe::scrape::metrics_url(u))
         .collect::<Result<Vec<_>>>()?;
-    Ok(Some(ServerMetrics { urls, interval }))
+    Ok(Some(ServerMetrics {
+        urls,
+        interval,
+        kv_events,
+    }))
 }

@@ -26,6 +26,28 @@ pub struct InstanceResult {
     /// First and last successful scrape (the counter deltas of the run).
     pub first: Option<ServerView>,
     pub last: Option<ServerView>,
+    /// When it stopped answering after it had answered, and when it answered again (`None`:
+    /// it never did before the run ended), with the first error of the outage.
+    pub outages: Vec<Outage>,
+}
+
+/// A time an instance did not answer its scrapes.
+#[derive(Debug, Clone)]
+pub struct Outage {
+    /// The first failed scrape.
+    pub from: Instant,
+    /// The first successful scrape after it.
+    pub to: Option<Instant>,
+    pub error: String,
+}
+
+/// An instance the router in front listed or stopped listing during the run.
+#[derive(Debug, Clone)]
+pub struct MembershipEvent {
+    pub at: Instant,
+    /// The instance's base URL, as the router lists it.
+    pub url: String,
+    pub appeared: bool,
 }
 
 /// Everything the scraper saw.
@@ -41,6 +63,10 @@ pub struct ScrapeResult {
     pub path: Option<PathBuf>,
     /// Lines written to it.
     pub lines: u64,
+    /// The router's list of instances changing during the run.
+    pub membership: Vec<MembershipEvent>,
+    /// `--kv-events`: the listener's and the placements' counts.
+    pub placement: Option<super::placement::PlacementStats>,
 }
 
 /// One line of `server_metrics.jsonl`.
@@ -92,6 +118,7 @@ pub(super) struct Collector {
     /// Lines waiting for the clock to start (their times are not known yet).
     pending: Vec<(Instant, usize, f64, Result<ServerView, String>)>,
     lines: u64,
+    membership: Vec<MembershipEvent>,
 }
 
 impl Collector {
@@ -119,6 +146,7 @@ impl Collector {
                         first_error: None,
                         first: None,
                         last: None,
+                        outages: Vec::new(),
                     },
                     shown,
                 }
@@ -135,7 +163,63 @@ impl Collector {
             out_error: None,
             pending: Vec::new(),
             lines: 0,
+            membership: Vec::new(),
         }
+    }
+
+    /// Seconds from the run's start (from the scraper's before the run starts), for messages.
+    fn at_s(&self, at: Instant) -> f64 {
+        signed_ms(self.clock.get().copied().unwrap_or(self.t0), at) / 1e3
+    }
+
+    /// The router listed (`appeared`) or stopped listing the instance at `base`: said on
+    /// stderr and kept for the summary. A new instance is added and its index returned (the
+    /// caller scrapes it from then on); one already scraped is not added again.
+    pub(super) fn membership_change(
+        &mut self,
+        base: &reqwest::Url,
+        appeared: bool,
+        router: &str,
+    ) -> Option<usize> {
+        let now = Instant::now();
+        let metrics = super::discover::metrics_of(base);
+        let shown = crate::backend::sanitize_url(base.as_str());
+        let known = self.instances.iter().position(|i| i.url == metrics);
+        eprintln!(
+            "request-sim: server metrics: at {:.1} s the router ({router}) {} instance {shown}{}",
+            self.at_s(now),
+            if appeared { "lists a new" } else { "no longer lists" },
+            match known {
+                Some(i) => format!(" (instance {i})"),
+                None => String::new(),
+            }
+        );
+        self.membership.push(MembershipEvent {
+            at: now,
+            url: shown,
+            appeared,
+        });
+        if !appeared || known.is_some() {
+            return None;
+        }
+        let i = self.instances.len();
+        let shown = crate::backend::sanitize_url(metrics.as_str());
+        self.series.add_address(&metrics);
+        self.instances.push(Instance {
+            url: metrics,
+            key: None,
+            result: InstanceResult {
+                url: shown.clone(),
+                ok: 0,
+                failed: 0,
+                first_error: None,
+                first: None,
+                last: None,
+                outages: Vec::new(),
+            },
+            shown,
+        });
+        Some(i)
     }
 
     /// Write what is left and hand over the samples.
@@ -162,6 +246,8 @@ impl Collector {
             instances: self.instances.into_iter().map(|i| i.result).collect(),
             path: self.path,
             lines: self.lines,
+            membership: self.membership,
+            placement: None,
         })
     }
 
@@ -180,7 +266,34 @@ impl Collector {
             }
             Ok(ServerView::of(&page))
         });
-        let inst = &mut self.instances[s.instance].result;
+        let at_s = self.at_s(mid);
+        let instance = &mut self.instances[s.instance];
+        let inst = &mut instance.result;
+        // An outage starts at a failure after a success and ends at the next success; each
+        // edge is said as it happens.
+        match (&view, inst.outages.last_mut()) {
+            (Ok(_), Some(o)) if o.to.is_none() => {
+                o.to = Some(mid);
+                eprintln!(
+                    "request-sim: server metrics: instance {} ({}) answers again at {at_s:.1} s (no answer for {:.1} s)",
+                    s.instance,
+                    instance.shown,
+                    mid.saturating_duration_since(o.from).as_secs_f64()
+                );
+            }
+            (Err(e), last) if inst.ok > 0 && last.as_ref().is_none_or(|o| o.to.is_some()) => {
+                eprintln!(
+                    "request-sim: server metrics: instance {} ({}) stopped answering at {at_s:.1} s: {e}",
+                    s.instance, instance.shown
+                );
+                inst.outages.push(Outage {
+                    from: mid,
+                    to: None,
+                    error: e.clone(),
+                });
+            }
+            _ => {}
+        }
         match &view {
             Ok(v) => {
                 inst.ok += 1;

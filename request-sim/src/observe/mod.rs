@@ -10,8 +10,11 @@
 //! [`export`] serves the client's own metrics the other way round (`--metrics-port`).
 
 pub mod collect;
+pub mod discover;
+pub mod kv;
 pub mod export;
 pub mod names;
+pub mod placement;
 pub mod prom;
 pub mod samples;
 pub mod scrape;

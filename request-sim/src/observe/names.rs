@@ -304,14 +304,24 @@ const CACHE_CONFIG: &str = "vllm:cache_config_info";
 const TIME_SCALE: &str = "llm_sim:speedup";
 /// llm-sim's built-in router: one sample per instance, its base URL in the `url` label.
 const ROUTER_INSTANCE: &str = "llm_sim:router_instance_info";
+/// vLLM production-stack's router (`vllm_router`): one sample per engine it routes to, the
+/// engine's URL in the `server` label (its other `vllm:` gauges carry the same label, which
+/// no engine's page does).
+const PRODUCTION_STACK_ENGINE: &str = "vllm:healthy_pods_total";
 
 /// What a `/metrics` page is, for the scraper's start-up.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PageKind {
     /// It has metrics of a known engine.
     Engine,
-    /// llm-sim's built-in router: its instances' base URLs (instance order) and its policy.
-    LlmSimRouter { urls: Vec<String>, policy: String },
+    /// A router's page that names its instances: the router, their base URLs (instance
+    /// order) and its policy when the page says: llm-sim's built-in router, vLLM
+    /// production-stack's router.
+    Router {
+        router: &'static str,
+        urls: Vec<String>,
+        policy: Option<String>,
+    },
     /// None of the names request-sim reads (a router's or a gateway's page, an exporter).
     NoEngine,
 }
@@ -331,9 +341,22 @@ impl PageKind {
                 .samples(ROUTER_INSTANCE)
                 .find_map(|s| s.labels.get("policy").cloned())
                 .unwrap_or_default();
-            return PageKind::LlmSimRouter {
+            return PageKind::Router {
+                router: "llm-sim's built-in router",
                 urls: listed.into_iter().map(|(_, u)| u).collect(),
-                policy,
+                policy: Some(policy),
+            };
+        }
+        let mut engines: Vec<String> = page
+            .samples(PRODUCTION_STACK_ENGINE)
+            .filter_map(|s| s.labels.get("server").cloned())
+            .collect();
+        if !engines.is_empty() {
+            engines.dedup();
+            return PageKind::Router {
+                router: "vLLM production-stack's router",
+                urls: engines,
+                policy: None,
             };
         }
         if ServerView::of(page).is_empty() {
@@ -482,9 +505,23 @@ mod tests {
             llm_sim:router_requests_total{policy=\"session\",instance=\"0\",pod=\"llm-sim-0\"} 4\n";
         assert_eq!(
             kind(router),
-            PageKind::LlmSimRouter {
+            PageKind::Router {
+                router: "llm-sim's built-in router",
                 urls: vec!["http://h:8001".into(), "http://h:8002".into()],
-                policy: "session".into()
+                policy: Some("session".into())
+            }
+        );
+        let stack = "# TYPE vllm:healthy_pods_total gauge\n\
+            vllm:healthy_pods_total{server=\"http://10.0.0.5:8000\"} 1\n\
+            vllm:healthy_pods_total{server=\"http://10.0.0.6:8000\"} 0\n\
+            # TYPE vllm:num_requests_running gauge\n\
+            vllm:num_requests_running{server=\"http://10.0.0.5:8000\"} 3\n";
+        assert_eq!(
+            kind(stack),
+            PageKind::Router {
+                router: "vLLM production-stack's router",
+                urls: vec!["http://10.0.0.5:8000".into(), "http://10.0.0.6:8000".into()],
+                policy: None
             }
         );
         let gateway = "# TYPE envoy_requests_total counter\nenvoy_requests_total 3\n";

@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::collect::{open_out, Collector, ScrapeResult, Scraped};
+use super::discover;
+use super::kv::{KvListener, KvSource};
+use super::placement::Placement;
 use super::names::PageKind;
 use super::prom;
 use super::series::Series;
@@ -67,6 +70,8 @@ pub struct Scraper {
     series: Arc<Series>,
     urls: Vec<String>,
     thread: Option<std::thread::JoinHandle<Result<ScrapeResult, String>>>,
+    /// `--kv-events`: where each request was placed, and the listener that feeds it.
+    kv: Option<(Arc<Placement>, KvListener)>,
 }
 
 impl Drop for Scraper {
@@ -118,6 +123,7 @@ impl Scraper {
                         series,
                         urls,
                         thread: Some(thread),
+                        kv: None,
                     })
                 };
                 Ok(Started { scraper, notes })
@@ -133,6 +139,56 @@ impl Scraper {
                 ))
             }
         }
+    }
+
+    /// `--kv-events`: listen to the instances' KV cache events, to place each request on the
+    /// instance that served it ([`Placement`]). Named sources go to the scraped instance of
+    /// that URL, bare ones to the scraped instances in order. Returns the start-up note.
+    pub fn listen_kv_events(&mut self, sources: &[KvSource], horizon: Duration) -> crate::Result<String> {
+        let bases: Vec<String> = self
+            .urls
+            .iter()
+            .map(|u| u.strip_suffix("/metrics").unwrap_or(u).to_string())
+            .collect();
+        let mut endpoints = vec![String::new(); bases.len()];
+        for (k, src) in sources.iter().enumerate() {
+            let i = match &src.instance {
+                Some(u) => bases.iter().position(|b| b == u).ok_or_else(|| {
+                    crate::Error::config(format!(
+                        "--kv-events {u}=...: {u} is not a scraped instance (scraped: {})",
+                        bases.join(", ")
+                    ))
+                })?,
+                None if k < bases.len() => k,
+                None => {
+                    return Err(crate::Error::config(format!(
+                        "--kv-events: {} endpoints for {} scraped instance(s) ({})",
+                        sources.len(),
+                        bases.len(),
+                        bases.join(", ")
+                    )))
+                }
+            };
+            endpoints[i] = src.endpoint.clone();
+        }
+        let placement = Arc::new(Placement::new(bases.clone(), endpoints.clone(), horizon));
+        let listener = KvListener::start(placement.clone(), endpoints.clone())?;
+        let pairs: Vec<String> = bases
+            .iter()
+            .zip(&endpoints)
+            .filter(|(_, e)| !e.is_empty())
+            .map(|(b, e)| format!("{b} <- {e}"))
+            .collect();
+        self.kv = Some((placement, listener));
+        Ok(format!(
+            "KV events: placing each request on the instance that stores its prompt: {}",
+            pairs.join(", ")
+        ))
+    }
+
+    /// `--kv-events`: the placement the record writer asks.
+    pub fn placement(&self) -> Option<Arc<Placement>> {
+        self.kv.as_ref().map(|(p, _)| p.clone())
     }
 
     /// The URLs scraped, in instance order.
@@ -159,15 +215,22 @@ impl Scraper {
     /// hand over what was seen.
     pub fn finish(mut self) -> crate::Result<ScrapeResult> {
         self.stop.cancel();
-        match self.thread.take() {
+        let mut r = match self.thread.take() {
             Some(t) => t
                 .join()
                 .map_err(|_| crate::Error::internal("the metrics scraper thread panicked"))?
-                .map_err(|e| crate::Error::server(format!("server metrics: {e}"))),
-            None => Err(crate::Error::internal(
-                "the metrics scraper was not running",
-            )),
+                .map_err(|e| crate::Error::server(format!("server metrics: {e}")))?,
+            None => {
+                return Err(crate::Error::internal(
+                    "the metrics scraper was not running",
+                ))
+            }
+        };
+        if let Some((placement, listener)) = self.kv.take() {
+            drop(listener);
+            r.placement = Some(placement.stats());
         }
+        Ok(r)
     }
 }
 
@@ -232,7 +295,7 @@ async fn run(
         .min(MAX_SCRAPE_TIMEOUT);
     let client = build_client(&cfg, timeout).map_err(fail)?;
     let t0 = Instant::now();
-    let (kept, first, mut notes) = startup_round(&cfg, &client).await;
+    let (kept, first, mut notes, mut membership) = startup_round(&cfg, &client).await;
     if kept.is_empty() {
         let _ = ready.send(Ok((Vec::new(), notes)));
         return Err("nothing to scrape".into());
@@ -262,7 +325,7 @@ async fn run(
         shown.join(", ")
     ));
     let _ = ready.send(Ok((shown, notes)));
-    scrape_until_stopped(&mut col, &client, &stop, timeout).await;
+    scrape_until_stopped(&mut col, &client, &stop, timeout, membership.as_mut()).await;
     final_round(&mut col, &client).await;
     col.finish()
 }
@@ -301,7 +364,7 @@ async fn probe(client: &reqwest::Client, targets: &[Target]) -> Vec<Scraped> {
 async fn startup_round(
     cfg: &ScrapeConfig,
     client: &reqwest::Client,
-) -> (Vec<Target>, Vec<Scraped>, Vec<String>) {
+) -> (Vec<Target>, Vec<Scraped>, Vec<String>, Option<Membership>) {
     let mut urls: Vec<(reqwest::Url, Option<String>)> =
         cfg.urls.iter().map(|u| (u.clone(), None)).collect();
     let mut origin_at = None;
@@ -314,6 +377,7 @@ async fn startup_round(
     let round = probe(client, &urls).await;
     let (mut kept, mut first, mut notes) = (Vec::new(), Vec::new(), Vec::new());
     let mut discovered: Vec<Target> = Vec::new();
+    let mut membership = None;
     for (i, ((u, key), mut s)) in urls.iter().zip(round).enumerate() {
         let shown = crate::backend::sanitize_url(u.as_str());
         let page = s
@@ -323,6 +387,31 @@ async fn startup_round(
             .and_then(|t| prom::parse(t).ok())
             .filter(|p| !p.families.is_empty());
         let is_origin = Some(i) == origin_at;
+        let router_page = match page.as_ref().map(PageKind::of) {
+            None | Some(PageKind::NoEngine) => true,
+            Some(_) => false,
+        };
+        if is_origin && router_page {
+            // A router in front: its instances, from its own list of them.
+            if let Some(m) = Membership::find(client, u, key.as_deref()).await {
+                let found: Vec<String> = m.known.iter().map(ToString::to_string).collect();
+                for base in &m.known {
+                    let u = discover::metrics_of(base);
+                    if !urls.iter().chain(discovered.iter()).any(|(s, _)| *s == u) {
+                        discovered.push((u, None));
+                    }
+                }
+                notes.push(format!(
+                    "server metrics: the endpoint is a router ({}, {} lists {} instance(s)): scraping each instance's own /metrics: {}",
+                    m.listing.router,
+                    m.shown(),
+                    m.known.len(),
+                    found.join(", ")
+                ));
+                membership = Some(m);
+                continue;
+            }
+        }
         match page.as_ref().map(PageKind::of) {
             None if is_origin => {
                 let why = match &s.body {
@@ -334,10 +423,15 @@ async fn startup_round(
                 ));
                 continue;
             }
-            Some(PageKind::LlmSimRouter { urls: found, policy }) => {
+            Some(PageKind::Router {
+                router,
+                urls: found,
+                policy,
+            }) => {
                 let skipped = router_instances(&found, &urls, &mut discovered);
                 notes.push(format!(
-                    "server metrics: {shown} is llm-sim's built-in router ({policy}), whose page holds no engine metrics; scraping its {} instance(s)' own pages instead{}",
+                    "server metrics: {shown} is {router}{}, whose page holds no engine metrics; scraping its {} instance(s)' own pages instead{}",
+                    policy.map(|p| format!(" ({p})")).unwrap_or_default(),
                     found.len(),
                     if skipped.is_empty() {
                         String::new()
@@ -369,7 +463,65 @@ async fn startup_round(
         first.push(s);
         kept.push(target);
     }
-    (kept, first, notes)
+    (kept, first, notes, membership)
+}
+
+/// The list of instances of the router in front (see [`super::discover`]), read again during
+/// the run.
+struct Membership {
+    listing: &'static discover::Listing,
+    /// The list's URL, and the endpoint's key sent with it.
+    list: reqwest::Url,
+    key: Option<String>,
+    /// The instances' base URLs at the last read.
+    known: Vec<reqwest::Url>,
+}
+
+impl Membership {
+    /// The first of the known routers' lists that the endpoint's origin answers.
+    async fn find(
+        client: &reqwest::Client,
+        origin_metrics: &reqwest::Url,
+        key: Option<&str>,
+    ) -> Option<Membership> {
+        for listing in discover::LISTINGS {
+            let mut list = origin_metrics.clone();
+            list.set_path(listing.path);
+            list.set_query(None);
+            let Ok(body) = get(client, &list, key, STARTUP_TIMEOUT).await else {
+                continue;
+            };
+            if let Some(known) = discover::worker_urls(&body, listing.url_keys) {
+                return Some(Membership {
+                    listing,
+                    list,
+                    key: key.map(str::to_string),
+                    known,
+                });
+            }
+        }
+        None
+    }
+
+    fn shown(&self) -> String {
+        crate::backend::sanitize_url(self.list.as_str())
+    }
+
+    /// Read the list again: the instances that appeared and disappeared since the last read
+    /// (nothing when the router did not answer: a router down is not its instances gone).
+    async fn relist(
+        &mut self,
+        client: &reqwest::Client,
+        timeout: Duration,
+    ) -> (Vec<reqwest::Url>, Vec<reqwest::Url>) {
+        let Ok(body) = get(client, &self.list, self.key.as_deref(), timeout).await else {
+            return (Vec::new(), Vec::new());
+        };
+        let now = discover::worker_urls(&body, self.listing.url_keys).unwrap_or_default();
+        let (appeared, gone) = discover::changes(&self.known, &now);
+        self.known = now;
+        (appeared, gone)
+    }
 }
 
 /// The `/metrics` URLs of a router's instances (`found`: their base URLs) not already
@@ -398,20 +550,22 @@ fn router_instances(
 }
 
 /// A task per instance on this thread's runtime, each scraping every interval (missed ticks
-/// skipped) until `stop`; the collector takes what they send.
+/// skipped) until `stop`; the collector takes what they send. With a router in front
+/// (`membership`), its list is read again every [`discover::RELIST_EVERY`]: an instance that
+/// appears is said and scraped from then on, one that disappears is said (and still scraped:
+/// its failures show when it went).
 async fn scrape_until_stopped(
     col: &mut Collector,
     client: &reqwest::Client,
     stop: &CancellationToken,
     timeout: Duration,
+    mut membership: Option<&mut Membership>,
 ) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Scraped>();
-    let mut tasks = Vec::new();
-    for (instance, inst) in col.instances.iter().enumerate() {
-        let (client, url, key) = (client.clone(), inst.url.clone(), inst.key.clone());
-        let (tx, stop) = (tx.clone(), stop.clone());
+    let spawn = |instance: usize, url: reqwest::Url, key: Option<String>, col: &Collector| {
+        let (client, tx, stop) = (client.clone(), tx.clone(), stop.clone());
         let (interval, t0) = (col.interval, col.t0);
-        tasks.push(tokio::spawn(async move {
+        tokio::spawn(async move {
             let mut ticks = tokio::time::interval_at((t0 + interval).into(), interval);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
@@ -439,9 +593,17 @@ async fn scrape_until_stopped(
                     break;
                 }
             }
-        }));
+        })
+    };
+    let mut tasks = Vec::new();
+    for (instance, inst) in col.instances.iter().enumerate() {
+        tasks.push(spawn(instance, inst.url.clone(), inst.key.clone(), col));
     }
-    drop(tx);
+    let mut relist = tokio::time::interval_at(
+        (Instant::now() + discover::RELIST_EVERY).into(),
+        discover::RELIST_EVERY,
+    );
+    relist.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {
             biased;
@@ -450,6 +612,19 @@ async fn scrape_until_stopped(
                 None => break,
             },
             _ = stop.cancelled() => break,
+            _ = relist.tick(), if membership.is_some() => {
+                let Some(m) = membership.as_deref_mut() else { continue };
+                let (appeared, gone) = m.relist(client, timeout).await;
+                for base in gone {
+                    col.membership_change(&base, false, m.listing.router);
+                }
+                for base in appeared {
+                    let url = discover::metrics_of(&base);
+                    if let Some(i) = col.membership_change(&base, true, m.listing.router) {
+                        tasks.push(spawn(i, url, None, col));
+                    }
+                }
+            }
         }
     }
     for t in tasks {

@@ -2,7 +2,7 @@
 //! instance), shared with the record writer for the per-request join: the server's state
 //! nearest to a request's send ([`StateAt`]), of the instance that served it or of the cluster.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use crate::record::ServedBy;
@@ -23,12 +23,20 @@ pub struct Point {
 #[derive(Debug, Default)]
 pub struct Series {
     per_instance: Mutex<Vec<Vec<Point>>>,
-    /// Host and port of each scraped URL, in instance order (set once start-up chose them).
-    addresses: OnceLock<Vec<Address>>,
+    /// Host and port of each scraped URL, in instance order (set when start-up chose them;
+    /// an instance a router lists later is added).
+    addresses: Mutex<Vec<Address>>,
 }
 
 /// Host and port of a scraped URL.
 type Address = (String, Option<u16>);
+
+fn address(u: &reqwest::Url) -> Address {
+    (
+        u.host_str().unwrap_or("").to_string(),
+        u.port_or_known_default(),
+    )
+}
 
 /// The server's state nearest to an instant: of one instance, or summed (waiting, running) and
 /// averaged (KV usage) over the cluster.
@@ -64,22 +72,20 @@ impl Series {
 
     /// Remember the scraped URLs' addresses (instance order) for [`Series::instance_of`].
     pub fn set_addresses(&self, urls: &[reqwest::Url]) {
-        let a = urls
-            .iter()
-            .map(|u| {
-                (
-                    u.host_str().unwrap_or("").to_string(),
-                    u.port_or_known_default(),
-                )
-            })
-            .collect();
-        let _ = self.addresses.set(a);
+        let mut g = self.addresses.lock().unwrap_or_else(|e| e.into_inner());
+        *g = urls.iter().map(address).collect();
+    }
+
+    /// Add the address of an instance scraped from now on (the next instance index).
+    pub fn add_address(&self, url: &reqwest::Url) {
+        let mut g = self.addresses.lock().unwrap_or_else(|e| e.into_inner());
+        g.push(address(url));
     }
 
     /// The scraped instance a response named: the only one on its port, or among several on
     /// that port (or without a port) the only one whose host is the pod.
     pub fn instance_of(&self, s: &ServedBy) -> Option<usize> {
-        let addrs = self.addresses.get()?;
+        let addrs = self.addresses.lock().unwrap_or_else(|e| e.into_inner());
         let only = |f: &dyn Fn(&Address) -> bool| {
             let mut hits = addrs.iter().enumerate().filter(|(_, a)| f(a));
             match (hits.next(), hits.next()) {

@@ -186,16 +186,7 @@ impl PromptBuilder {
     /// Append the token ids of the same prompt [`write_text`](Self::write_text) builds (for
     /// servers that accept token-id prompts, and for verification).
     pub fn write_token_ids(&self, req: &TraceRequest, n_tokens: usize, out: &mut Vec<u32>) {
-        out.reserve(n_tokens);
-        let ids = self.vocab.ids();
-        self.for_each_piece(req, n_tokens, |p| match p {
-            Piece::Word(i) => out.push(ids[i]),
-            Piece::Units(r) => {
-                if let Some(c) = &self.corpus {
-                    out.extend_from_slice(c.ids_of(r))
-                }
-            }
-        });
+        self.write_token_ids_of(&req.hash_ids.ids(), req.index, n_tokens, out)
     }
 
     /// The prompt text as a new string.
@@ -274,10 +265,42 @@ impl PromptBuilder {
 
     /// Call `f` with every piece of the prompt, in order.
     #[inline]
-    pub fn for_each_piece<F: FnMut(Piece)>(&self, req: &TraceRequest, n_tokens: usize, mut f: F) {
+    pub fn for_each_piece<F: FnMut(Piece)>(&self, req: &TraceRequest, n_tokens: usize, f: F) {
+        self.for_each_piece_of(&req.hash_ids.ids(), req.index, n_tokens, f)
+    }
+
+    /// The token ids [`write_token_ids`](Self::write_token_ids) gives the request of index
+    /// `index` with these hash ids (the record writer's view of a sent request).
+    pub fn write_token_ids_of(
+        &self,
+        hash_ids: &[u64],
+        index: usize,
+        n_tokens: usize,
+        out: &mut Vec<u32>,
+    ) {
+        out.reserve(n_tokens);
+        let ids = self.vocab.ids();
+        self.for_each_piece_of(hash_ids, index, n_tokens, |p| match p {
+            Piece::Word(i) => out.push(ids[i]),
+            Piece::Units(r) => {
+                if let Some(c) = &self.corpus {
+                    out.extend_from_slice(c.ids_of(r))
+                }
+            }
+        });
+    }
+
+    #[inline]
+    fn for_each_piece_of<F: FnMut(Piece)>(
+        &self,
+        hash_ids: &[u64],
+        index: usize,
+        n_tokens: usize,
+        mut f: F,
+    ) {
         let mut left = n_tokens;
         if self.block_size > 0 {
-            for &h in req.hash_ids.ids().iter() {
+            for &h in hash_ids {
                 if left == 0 {
                     return;
                 }
@@ -287,7 +310,7 @@ impl PromptBuilder {
             }
         }
         if left > 0 {
-            self.run(self.tail, req.index as u64, left, &mut f);
+            self.run(self.tail, index as u64, left, &mut f);
         }
     }
 

@@ -188,6 +188,10 @@ pub struct Record {
     /// `x-inference-port` headers of routers and llm-sim clusters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub served_by: Option<ServedBy>,
+    /// The instance the instances' own KV cache events place the request on (`--kv-events`:
+    /// the one that stored most of its prompt's blocks while it ran), with the votes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_placement: Option<KvPlacement>,
     /// The model the trace names for the request (Weka, Copilot, TraceLab `model`, BurstGPT
     /// `Model`), when it names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -256,6 +260,7 @@ impl Record {
             server: None,
             retries: 0,
             served_by: None,
+            kv_placement: None,
             trace_model: None,
             model: None,
         }
@@ -287,3 +292,17 @@ pub struct ServerAtSend {
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
+
+/// Where a request was placed, with the evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvPlacement {
+    /// Index in the `--kv-events` list (the instance order of the summary).
+    pub instance: usize,
+    /// The instance's URL.
+    pub url: String,
+    /// Prompt windows this instance stored while the request was in flight.
+    pub votes: u32,
+    /// Prompt windows any instance stored meanwhile (`votes / of`: the agreement).
+    pub of: u32,
+}
+

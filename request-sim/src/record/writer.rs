@@ -61,7 +61,7 @@ const FLUSH_BYTES: usize = 256 << 10;
 pub const PACE: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// A change made to every record before it is written (see [`RecordWriter::spawn_annotated`]).
-pub type Annotate = Box<dyn FnMut(&mut Record) + Send>;
+pub type Annotate = Box<dyn FnMut(&mut Record, Option<&SentBlocks>) + Send>;
 
 impl<S: Send + 'static> RecordWriter<S> {
     /// Create (truncate) `path` and start the writer. `sink` sees every record (in arrival
@@ -151,7 +151,7 @@ fn writer_loop(
     while let Ok(mut fin) = rx.recv() {
         loop {
             if let Some(a) = annotate.as_mut() {
-                a(&mut fin.record);
+                a(&mut fin.record, fin.blocks.as_ref());
             }
             sink(&fin);
             if file.is_some() {

@@ -17,7 +17,7 @@ use super::server::Server;
 use crate::config::ReplayConfig;
 use crate::observe::export::{ExportConfig, ExportLabels, Exporter, LiveMetrics};
 use crate::observe::{ScrapeConfig, Scraper};
-use crate::record::{Annotate, Finished, Record, RecordWriter, ServerAtSend};
+use crate::record::{Annotate, Finished, Record, RecordWriter, SentBlocks, ServerAtSend};
 use crate::report::export::inputs::InputsSink;
 use crate::report::Progress;
 use crate::schedule::sessions::{SessionGate, Timing};
@@ -74,6 +74,7 @@ pub(super) fn run(
     let (writer, tx) = start_writer(
         cfg,
         trace.block_size,
+        prompts.builder.clone(),
         scraper.as_ref(),
         progress.clone(),
         live.clone(),
@@ -277,7 +278,21 @@ fn start_scraper(cfg: &ReplayConfig, server: &Server) -> Result<Option<Scraper>>
     for n in &started.notes {
         note(n);
     }
-    Ok(started.scraper)
+    let mut scraper = started.scraper;
+    if !sm.kv_events.is_empty() {
+        let Some(s) = scraper.as_mut() else {
+            return Err(Error::config(
+                "--kv-events: no instance is scraped, so there is nothing to place requests on (give the instances with --server-metrics)",
+            ));
+        };
+        // Events are kept as long as a request can be in flight.
+        let horizon = match cfg.requests.timeout {
+            crate::config::TimeoutRule::Fixed(d) => d.min(Duration::from_secs(600)),
+            crate::config::TimeoutRule::FromSlo { .. } => Duration::from_secs(600),
+        } + Duration::from_secs(30);
+        note(s.listen_kv_events(&sm.kv_events, horizon)?);
+    }
+    Ok(scraper)
 }
 
 /// The record writer, owning the summary's accumulator; each record gets the server's state at
@@ -285,18 +300,39 @@ fn start_scraper(cfg: &ReplayConfig, server: &Server) -> Result<Option<Scraper>>
 fn start_writer(
     cfg: &ReplayConfig,
     block_size: usize,
+    builder: Arc<crate::prompt::PromptBuilder>,
     scraper: Option<&Scraper>,
     progress: Arc<Progress>,
     live: Option<Arc<LiveMetrics>>,
 ) -> Result<(RecordWriter<Accumulator>, Sender<Finished>)> {
     let annotate = scraper.map(|s| {
         let (series, clock) = (s.series(), s.clock());
-        Box::new(move |r: &mut Record| {
-            if let (Some(sent), Some(start)) = (r.sent_ms, clock.get()) {
-                let at = *start + Duration::from_secs_f64(sent.max(0.0) / 1e3);
-                let st = series.state_at(at, r.served_by.as_ref());
-                r.server = st.map(ServerAtSend::from);
+        let placement = s.placement().map(|p| (p, builder.clone()));
+        let mut prompt: Vec<u32> = Vec::new();
+        Box::new(move |r: &mut Record, blocks: Option<&SentBlocks>| {
+            let (Some(sent), Some(start)) = (r.sent_ms, clock.get()) else {
+                return;
+            };
+            let at = *start + Duration::from_secs_f64(sent.max(0.0) / 1e3);
+            let mut placed = None;
+            if let (Some((p, builder)), Some(b)) = (&placement, blocks) {
+                // The prompt as the builder made it, placed by the instances' KV events.
+                prompt.clear();
+                builder.write_token_ids_of(&b.hash_ids.ids(), r.index, b.input_length as usize, &mut prompt);
+                let done = *start + Duration::from_secs_f64(r.done_ms.unwrap_or(sent).max(sent).max(0.0) / 1e3);
+                r.kv_placement = p.place(at, done, &prompt);
+                placed = r.kv_placement.as_ref().map(|k| k.instance);
+                if let (Some(k), Some(named)) = (&r.kv_placement, r.served_by.as_ref()) {
+                    if let Some(i) = series.instance_of(named) {
+                        p.compared_with_response(i == k.instance);
+                    }
+                }
             }
+            let st = match placed.filter(|_| r.served_by.is_none()) {
+                Some(i) => series.instance_at(at, i).or_else(|| series.cluster_at(at)),
+                None => series.state_at(at, r.served_by.as_ref()),
+            };
+            r.server = st.map(ServerAtSend::from);
         }) as Annotate
     });
     let mut acc = Accumulator::new(&cfg.output.report);

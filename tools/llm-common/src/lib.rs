@@ -8,9 +8,12 @@
 //! - [`routing`]: the routing policies of llm-sim's router and request-sim's offline analysis;
 //! - [`buckets`]: vLLM V1's histogram bucket bounds (llm-sim's `/metrics`, request-sim's live
 //!   client metrics);
-//! - [`vision`]: the image token rule per model family and image sizes read from headers.
+//! - [`vision`]: the image token rule per model family and image sizes read from headers;
+//! - [`kv_events`]: vLLM's KV cache events on the wire (llm-sim publishes them, request-sim
+//!   reads real vLLM's).
 
 pub mod buckets;
+pub mod kv_events;
 pub mod routing;
 pub mod template;
 pub mod util;

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# A real cluster on this machine: K real vLLM 0.32 (the CPU build, the tiny Qwen3 of
+# scripts/vllm-install.sh) behind a real router, the Shepherd Model Gateway (PyPI `smg`), and
+# request-sim's checks against it, each a real replay with a row of numbers (docs/cluster.md).
+#
+#   scripts/cluster.sh                      # install (once), start, run every check, print rows
+#   scripts/cluster.sh up                   # only start the cluster (KEEP=1 implied); `down` stops it
+#   scripts/cluster.sh policies affinity kill whatif   # some checks (REUSE=1: a cluster already up)
+#
+# Checks:
+#  - policies: for each of POLICIES (cache_aware round_robin by default) smg restarted with that
+#    policy, the instances' caches reset, a multi-turn workload (scripts/sessions-trace.py:
+#    sessions with a shared system prompt, each turn adding to its history) replayed through the
+#    router given only the router's URL: records = scheduled, exact, client cached tokens against
+#    the sum of the instances' `prefix_cache_hits_total` deltas, each request's instance from the
+#    instances' KV events (--kv-events) against each instance's own `request_success_total`
+#    delta, the server hit ratio next to the routed ideal and the one-cache ideal;
+#  - affinity: smg `consistent_hashing`, sessions sent in X-SMG-Routing-Key (--session-header
+#    smg): every session on one instance (from the records);
+#  - kill: one vLLM killed mid-run (SIGKILL) and started again: records = scheduled, errors
+#    classified, the instance's outage in the per-instance table, the router's failover;
+#  - whatif: llm-sim's built-in router with each policy and K instances on the same workload,
+#    next to the real cluster's rows, then the what-if at 32 instances.
+# Not run in CI (vLLM's venv is ~6 GB). Environment: K (3), POLICIES, SESSIONS (24), TURNS (6),
+# BASE_PORT (18600: the router; instances BASE_PORT+1..K; KV events on KV_BASE (5600)+1..K;
+# the router's metrics on BASE_PORT+90), REQUEST_SIM, LLM_SIM (default target/release/...),
+# OUT (.cache/cluster/runs/<time>), KEEP=1 (leave the cluster running), VLLM_CPU_KVCACHE_SPACE (1).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${VLLM_CACHE:-$ROOT/.cache/vllm}"
+VENV="$CACHE/venv"
+MODEL="$CACHE/qwen3-tiny-random"
+SMG_VENV="$ROOT/.cache/smg/venv"
+K="${K:-3}"
+POLICIES="${POLICIES:-cache_aware round_robin}"
+SESSIONS="${SESSIONS:-24}"
+TURNS="${TURNS:-6}"
+BASE_PORT="${BASE_PORT:-18600}"
+KV_BASE="${KV_BASE:-5600}"
+ROUTER="http://127.0.0.1:$BASE_PORT"
+ROUTER_METRICS_PORT=$((BASE_PORT + 90))
+RS="${REQUEST_SIM:-$ROOT/target/release/request-sim}"
+LS="${LLM_SIM:-$(dirname "$RS")/llm-sim}"
+OUT="${OUT:-$ROOT/.cache/cluster/runs/$(date -u +%Y%m%dT%H%M%S)}"
+STATE="$ROOT/.cache/cluster/state"
+TOKDIR="$ROOT/.cache/tokenizers/qwen3"
+CHECKS=("$@")
+[[ ${#CHECKS[@]} -gt 0 ]] || CHECKS=(policies affinity kill whatif)
+
+log() { echo "cluster.sh: $(date +%T) $*" >&2; }
+want() { local c; for c in "${CHECKS[@]}"; do [[ "$c" == "$1" ]] && return 0; done; return 1; }
+inst_url() { echo "http://127.0.0.1:$((BASE_PORT + $1))"; }
+
+mkdir -p "$OUT" "$STATE"
+
+install() {
+    bash "$ROOT/scripts/vllm-install.sh"
+    if [[ ! -x "$SMG_VENV/bin/smg" ]]; then
+        log "installing smg (PyPI) into $SMG_VENV"
+        python3 -m venv "$SMG_VENV"
+        "$SMG_VENV/bin/pip" install -q "smg==${SMG_VERSION:-1.13.0}" >&2
+    fi
+    if [[ ! -x "$RS" || ! -x "$LS" ]]; then
+        log "building request-sim and llm-sim (release)"
+        (cd "$ROOT" && cargo build --release -q -p request-sim -p llm-sim)
+    fi
+}
+
+# One vLLM instance i (1..K): its port, its KV events published on tcp://*:KV_BASE+i.
+start_instance() {
+    local i="$1" port=$((BASE_PORT + $1)) kv=$((KV_BASE + $1))
+    (
+        cd "$CACHE"
+        VLLM_SERVER_DEV_MODE=1 VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" \
+            exec "$VENV/bin/vllm" serve "$MODEL" --served-model-name qwen3 \
+            --host 127.0.0.1 --port "$port" --block-size 32 --enable-prefix-caching \
+            --enable-prompt-tokens-details --max-model-len 8192 \
+            --kv-events-config "{\"enable_kv_cache_events\":true,\"publisher\":\"zmq\",\"endpoint\":\"tcp://*:$kv\",\"topic\":\"kv\"}"
+    ) >"$STATE/vllm-$i.log" 2>&1 &
+    echo $! >"$STATE/vllm-$i.pid"
+}
+wait_instance() {
+    local i="$1" t0=$SECONDS
+    until curl -sf "$(inst_url "$i")/v1/models" >/dev/null; do
+        kill -0 "$(cat "$STATE/vllm-$i.pid")" 2>/dev/null || { log "vllm $i exited: see $STATE/vllm-$i.log"; tail -20 "$STATE/vllm-$i.log" >&2; exit 1; }
+        ((SECONDS - t0 < 900)) || { log "vllm $i not ready in 900 s"; exit 1; }
+        sleep 2
+    done
+}
+stop_instance() {
+    local i="$1" pid
+    pid="$(cat "$STATE/vllm-$i.pid" 2>/dev/null || true)"
+    [[ -n "$pid" ]] || return 0
+    kill "$@" "$pid" 2>/dev/null || true
+    # vLLM's engine core is a child process: stop what serves the port.
+    pkill -f -- "--port $((BASE_PORT + i)) " 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    rm -f "$STATE/vllm-$i.pid"
+}
+# The router with a policy (and smg flags); its own metrics on ROUTER_METRICS_PORT.
+start_router() {
+    local policy="$1"
+    shift
+    stop_router
+    local workers=()
+    for i in $(seq 1 "$K"); do workers+=("$(inst_url "$i")"); done
+    "$SMG_VENV/bin/smg" launch --host 127.0.0.1 --port "$BASE_PORT" --worker-urls "${workers[@]}" \
+        --policy "$policy" --prometheus-host 127.0.0.1 --prometheus-port "$ROUTER_METRICS_PORT" \
+        --log-level warn "$@" >"$STATE/smg-$policy.log" 2>&1 &
+    echo $! >"$STATE/smg.pid"
+    local t0=$SECONDS
+    until curl -sf "$ROUTER/v1/models" >/dev/null && curl -sf "$ROUTER/workers" | grep -q url; do
+        kill -0 "$(cat "$STATE/smg.pid")" 2>/dev/null || { log "smg exited: see $STATE/smg-$policy.log"; tail -20 "$STATE/smg-$policy.log" >&2; exit 1; }
+        ((SECONDS - t0 < 120)) || { log "smg not ready in 120 s"; exit 1; }
+        sleep 1
+    done
+    log "smg $policy ready on $ROUTER (metrics :$ROUTER_METRICS_PORT) in $((SECONDS - t0)) s"
+}
+stop_router() {
+    local pid
+    pid="$(cat "$STATE/smg.pid" 2>/dev/null || true)"
+    [[ -n "$pid" ]] || return 0
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    rm -f "$STATE/smg.pid"
+}
+up() {
+    local t0=$SECONDS
+    for i in $(seq 1 "$K"); do
+        if curl -sf "$(inst_url "$i")/v1/models" >/dev/null; then continue; fi
+        log "starting vllm $i on $(inst_url "$i") (KV events tcp://*:$((KV_BASE + i)))"
+        start_instance "$i"
+    done
+    for i in $(seq 1 "$K"); do wait_instance "$i"; done
+    log "$K vLLM instances ready in $((SECONDS - t0)) s"
+}
+down() {
+    stop_router
+    for i in $(seq 1 "$K"); do stop_instance "$i"; done
+}
+
+case "${CHECKS[0]}" in
+    up)
+        install
+        up
+        start_router cache_aware
+        exit 0
+        ;;
+    down)
+        down
+        exit 0
+        ;;
+esac

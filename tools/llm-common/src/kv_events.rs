@@ -1,0 +1,160 @@
+//! vLLM's KV cache events on the wire (the msgpack payload of its ZeroMQ publisher), shared by
+//! llm-sim, which publishes them, and request-sim, which reads real vLLM's to tell which
+//! instance served a request.
+//!
+//! As vLLM's `vllm/distributed/kv_events.py` (`ZmqEventPublisher`, msgspec structs with
+//! `array_like=True`, events tagged by class name): each message is three frames, the topic, an
+//! 8-byte big-endian sequence number and a msgpack array `[timestamp, [events...],
+//! data_parallel_rank]`, where vLLM 0.32 sends each event as a map tagged by `type`
+//! (request-sim/tests/data/vllm-0.32/kv_events_*.hex) and older vLLM as a positional array.
+
+use rmpv::Value;
+
+/// The storage medium vLLM reports for GPU blocks.
+pub const MEDIUM_GPU: &str = "GPU";
+
+/// One change to an engine's prefix cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KvEvent {
+    /// Full blocks newly cached, in chain order: `parent` is the hash of the block before the
+    /// first (`None` at the start of a sequence), `token_ids` the blocks' tokens.
+    BlockStored {
+        block_hashes: Vec<u64>,
+        parent_block_hash: Option<u64>,
+        token_ids: Vec<u32>,
+        block_size: u32,
+    },
+    /// Cached blocks evicted.
+    BlockRemoved { block_hashes: Vec<u64> },
+    /// The whole prefix cache was emptied (`/reset_prefix_cache`).
+    AllBlocksCleared,
+}
+
+impl KvEvent {
+    pub fn to_value(&self) -> Value {
+        let hashes = |h: &[u64]| Value::Array(h.iter().map(|&x| Value::from(x)).collect());
+        let map = |fields: Vec<(&str, Value)>| {
+            Value::Map(
+                fields
+                    .into_iter()
+                    .map(|(k, v)| (Value::from(k), v))
+                    .collect(),
+            )
+        };
+        match self {
+            KvEvent::BlockStored {
+                block_hashes,
+                parent_block_hash,
+                token_ids,
+                block_size,
+            } => map(vec![
+                ("type", Value::from("BlockStored")),
+                ("block_hashes", hashes(block_hashes)),
+                (
+                    "parent_block_hash",
+                    parent_block_hash.map_or(Value::Nil, Value::from),
+                ),
+                (
+                    "token_ids",
+                    Value::Array(token_ids.iter().map(|&t| Value::from(t)).collect()),
+                ),
+                ("block_size", Value::from(*block_size)),
+                ("lora_id", Value::Nil),
+                ("medium", Value::from(MEDIUM_GPU)),
+                ("lora_name", Value::Nil),
+                (
+                    "extra_keys",
+                    Value::Array(vec![Value::Nil; block_hashes.len()]),
+                ),
+                ("group_idx", Value::from(0)),
+                ("kv_cache_spec_kind", Value::from("full_attention")),
+            ]),
+            KvEvent::BlockRemoved { block_hashes } => map(vec![
+                ("type", Value::from("BlockRemoved")),
+                ("block_hashes", hashes(block_hashes)),
+                ("medium", Value::from(MEDIUM_GPU)),
+                ("group_idx", Value::from(0)),
+            ]),
+            KvEvent::AllBlocksCleared => map(vec![("type", Value::from("AllBlocksCleared"))]),
+        }
+    }
+
+    /// Reads one event back from its msgpack value (what a subscriber does): vLLM 0.32's map
+    /// tagged by `type`, or the positional array of older vLLM (`[tag, fields...]`).
+    pub fn from_value(v: &Value) -> Result<KvEvent, String> {
+        if !matches!(v, Value::Map(_) | Value::Array(_)) {
+            return Err("an event must be a map or an array".into());
+        }
+        let field = |k: &str, i: usize| event_field(v, k, i);
+        let tag = field("type", 0)
+            .and_then(Value::as_str)
+            .ok_or("missing event tag")?;
+        let u64s = |k: &str, i: usize| -> Result<Vec<u64>, String> {
+            field(k, i)
+                .and_then(Value::as_array)
+                .ok_or(format!("{tag}: `{k}` must be an array"))?
+                .iter()
+                .map(|x| x.as_u64().ok_or(format!("{tag}: non-integer in `{k}`")))
+                .collect()
+        };
+        match tag {
+            "BlockStored" => Ok(KvEvent::BlockStored {
+                block_hashes: u64s("block_hashes", 1)?,
+                parent_block_hash: field("parent_block_hash", 2).and_then(Value::as_u64),
+                token_ids: u64s("token_ids", 3)?
+                    .into_iter()
+                    .map(|t| t as u32)
+                    .collect(),
+                block_size: field("block_size", 4)
+                    .and_then(Value::as_u64)
+                    .ok_or("block_size")? as u32,
+            }),
+            "BlockRemoved" => Ok(KvEvent::BlockRemoved {
+                block_hashes: u64s("block_hashes", 1)?,
+            }),
+            "AllBlocksCleared" => Ok(KvEvent::AllBlocksCleared),
+            other => Err(format!("unknown event `{other}`")),
+        }
+    }
+}
+
+/// Field `key` of a map-form event, or field `index` of an array-form one.
+fn event_field<'a>(v: &'a Value, key: &str, index: usize) -> Option<&'a Value> {
+    match v {
+        Value::Map(m) => m
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(_, v)| v),
+        Value::Array(a) => a.get(index),
+        _ => None,
+    }
+}
+
+/// The msgpack payload of one batch: `[ts, [events...], data_parallel_rank]`.
+pub fn encode_batch(ts: f64, events: &[KvEvent], rank: usize) -> Vec<u8> {
+    let v = Value::Array(vec![
+        Value::from(ts),
+        Value::Array(events.iter().map(KvEvent::to_value).collect()),
+        Value::from(rank as u64),
+    ]);
+    let mut out = Vec::with_capacity(64 + events.len() * 64);
+    // Writing into a Vec cannot fail.
+    let _ = rmpv::encode::write_value(&mut out, &v);
+    out
+}
+
+/// Decodes a batch payload into (timestamp, events, data_parallel_rank).
+pub fn decode_batch(mut payload: &[u8]) -> Result<(f64, Vec<KvEvent>, Option<u64>), String> {
+    let v = rmpv::decode::read_value(&mut payload).map_err(|e| e.to_string())?;
+    let a = v.as_array().ok_or("a batch must be an array")?;
+    let ts = a.first().and_then(Value::as_f64).ok_or("missing ts")?;
+    let events = a
+        .get(1)
+        .and_then(Value::as_array)
+        .ok_or("missing events")?
+        .iter()
+        .map(KvEvent::from_value)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((ts, events, a.get(2).and_then(Value::as_u64)))
+}
+
