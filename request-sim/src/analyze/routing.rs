@@ -73,7 +73,14 @@ pub(super) fn routing_analysis(
             let mut router = Router::new(policy, n, cap);
             let (hit_tokens, hit_blocks, per, input) = routed_hits(chains, n, cap, |r, b| {
                 let session = sessions.key(r);
-                router.route(&RouteRequest { session, blocks: b }, &[])
+                router.route(
+                    &RouteRequest {
+                        session,
+                        blocks: b,
+                        ..Default::default()
+                    },
+                    &[],
+                )
             });
             RoutingPoint {
                 policy: policy.name().to_owned(),

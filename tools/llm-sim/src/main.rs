@@ -25,7 +25,9 @@ struct Cli {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     instances: u32,
     /// Also start the built-in router on a front port (what-if studies only; real deployments
-    /// route with their own gateway): round-robin, least-loaded, session, prefix-aware.
+    /// route with their own gateway): round-robin, least-loaded, session, prefix-aware, or one
+    /// of smg's (the Shepherd Model Gateway's) policies by its name: cache_aware, prefix_hash,
+    /// consistent_hashing, power_of_two, round_robin, random.
     #[arg(long, value_name = "POLICY")]
     router: Option<llm_sim::routing::Policy>,
     /// The router's port (default: PORT+N, just after the instances; 0 with --port 0).
@@ -35,6 +37,58 @@ struct Cli {
     /// `user` field).
     #[arg(long, default_value = "x-session-id", requires = "router")]
     session_header: String,
+    /// smg router: headers carrying the routing key of `consistent_hashing`, the first present
+    /// wins (then smg's implicit keys: authorization, x-forwarded-for, cookie).
+    #[arg(long, num_args = 1.., value_delimiter = ',', default_value = llm_sim::router::SMG_ROUTING_KEY_HEADER, requires = "router")]
+    routing_key_headers: Vec<String>,
+    /// smg router, cache_aware: the matched share of the request's chars over which it goes to
+    /// the instance holding the match (smg's default).
+    #[arg(
+        long,
+        visible_alias = "cache-match-threshold",
+        default_value_t = 0.3,
+        requires = "router"
+    )]
+    cache_threshold: f64,
+    /// smg router, cache_aware spill gate, absolute part: a matched instance more than this
+    /// many requests over the mean (capped at 2 sqrt(mean), never under 4) AND over
+    /// --balance-rel-threshold x the mean loses the request to the least loaded.
+    #[arg(
+        long,
+        visible_alias = "spill-abs-threshold",
+        default_value_t = 64,
+        requires = "router"
+    )]
+    balance_abs_threshold: u64,
+    /// smg router, cache_aware spill gate, relative part (a multiple of the mean in flight).
+    #[arg(
+        long,
+        visible_alias = "spill-rel-threshold",
+        default_value_t = 1.5,
+        requires = "router"
+    )]
+    balance_rel_threshold: f64,
+    /// smg router, cache_aware: the approximate tree's bound (chars, summed over instances)
+    /// each eviction brings it under.
+    #[arg(long, default_value_t = 1 << 26, requires = "router")]
+    max_tree_size: usize,
+    /// smg router, cache_aware: seconds (simulated) between tree evictions (0: never).
+    #[arg(long, default_value_t = 60, requires = "router")]
+    eviction_interval_secs: u64,
+    /// smg router, prefix_hash: tokens of the prompt's head hashed (4x as many chars of the
+    /// request text).
+    #[arg(long, default_value_t = 256, requires = "router")]
+    prefix_token_count: usize,
+    /// smg router, prefix_hash: load factor (x the mean, the incoming request included) above
+    /// which the hashed instance is overloaded...
+    #[arg(long, default_value_t = 1.25, requires = "router")]
+    prefix_hash_load_factor: f64,
+    /// smg router, prefix_hash: ...if it is also this many requests over the mean.
+    #[arg(long, default_value_t = 10, requires = "router")]
+    prefix_hash_balance_abs_threshold: u64,
+    /// smg router: seed of random, power_of_two and keyless consistent_hashing.
+    #[arg(long, default_value_t = llm_sim::routing::SmgConfig::default().seed, requires = "router")]
+    router_seed: u64,
     /// Simulated time runs X times faster: engine steps and fault timers take 1/X of their
     /// simulated length (metrics keep simulated values). Pair with request-sim --scale-factor X.
     #[arg(long, default_value_t = 1.0)]
@@ -265,7 +319,38 @@ fn router_config(cli: &Cli) -> anyhow::Result<Option<RouterConfig>> {
         host: cli.host.clone(),
         port,
         session_header: cli.session_header.clone(),
+        routing_key_headers: cli.routing_key_headers.clone(),
+        smg: smg_config(cli)?,
     }))
+}
+
+/// The smg policies' thresholds from the command line, checked as smg checks them.
+fn smg_config(cli: &Cli) -> anyhow::Result<llm_sim::routing::SmgConfig> {
+    if !(0.0..=1.0).contains(&cli.cache_threshold) {
+        anyhow::bail!(
+            "--cache-threshold must be in 0..=1, got {}",
+            cli.cache_threshold
+        );
+    }
+    for (flag, v) in [
+        ("--balance-rel-threshold", cli.balance_rel_threshold),
+        ("--prefix-hash-load-factor", cli.prefix_hash_load_factor),
+    ] {
+        if !(v.is_finite() && v >= 1.0) {
+            anyhow::bail!("{flag} must be a finite number of at least 1.0, got {v}");
+        }
+    }
+    Ok(llm_sim::routing::SmgConfig {
+        cache_threshold: cli.cache_threshold,
+        balance_abs_threshold: cli.balance_abs_threshold,
+        balance_rel_threshold: cli.balance_rel_threshold,
+        max_tree_size: cli.max_tree_size,
+        eviction_interval_secs: cli.eviction_interval_secs,
+        prefix_token_count: cli.prefix_token_count,
+        prefix_hash_load_factor: cli.prefix_hash_load_factor,
+        prefix_hash_balance_abs_threshold: cli.prefix_hash_balance_abs_threshold,
+        seed: cli.router_seed,
+    })
 }
 
 fn main() {

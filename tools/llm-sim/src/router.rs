@@ -33,7 +33,7 @@ use tokio::sync::watch;
 use crate::api::{self, error_response, full, Api, Body};
 use crate::cache::extend_block_hashes;
 use crate::error::{Error, Result};
-use crate::routing::{Policy, RouteRequest, Router};
+use crate::routing::{Policy, RouteRequest, Router, SmgConfig};
 use crate::server::{self, SimServer};
 use crate::state::AppState;
 
@@ -47,6 +47,12 @@ pub struct RouterConfig {
     /// Header carrying the session key for the `session` policy (the OpenAI `user` field is
     /// used when the header is absent).
     pub session_header: String,
+    /// Headers carrying smg's routing key (`consistent_hashing`), the first present wins
+    /// (smg's `--routing-key-headers`, default `x-smg-routing-key`); without one, smg's
+    /// implicit keys `authorization`, `x-forwarded-for`, `cookie` in that order.
+    pub routing_key_headers: Vec<String>,
+    /// The smg policies' thresholds (smg's defaults).
+    pub smg: SmgConfig,
 }
 
 impl RouterConfig {
@@ -57,9 +63,18 @@ impl RouterConfig {
             host: "127.0.0.1".into(),
             port: 0,
             session_header: "x-session-id".into(),
+            routing_key_headers: vec![SMG_ROUTING_KEY_HEADER.into()],
+            smg: SmgConfig::default(),
         }
     }
 }
+
+/// smg's default routing-key header.
+pub const SMG_ROUTING_KEY_HEADER: &str = "x-smg-routing-key";
+
+/// The headers smg takes a routing key from when no routing-key header is present
+/// (`policies/consistent_hashing.rs`).
+const SMG_IMPLICIT_KEY_HEADERS: [&str; 3] = ["authorization", "x-forwarded-for", "cookie"];
 
 /// State shared by the router's connections.
 struct RouterState {
@@ -69,6 +84,12 @@ struct RouterState {
     policy: Policy,
     router: Mutex<Router>,
     session_header: HeaderName,
+    /// Where `consistent_hashing` looks for its key, in order.
+    key_headers: Vec<HeaderName>,
+    /// When the router started, and how much faster simulated time runs (`cache_aware`'s
+    /// eviction interval is simulated time).
+    started: std::time::Instant,
+    speedup: f64,
     /// Requests routed to each instance whose response has not ended (its waiting + running,
     /// as the router sees them).
     in_flight: Vec<AtomicU64>,
@@ -131,7 +152,21 @@ pub async fn start_router(servers: &[SimServer], cfg: RouterConfig) -> Result<Si
             cfg.session_header
         ))
     })?;
+    let mut key_headers = Vec::new();
+    for h in cfg
+        .routing_key_headers
+        .iter()
+        .map(String::as_str)
+        .chain(SMG_IMPLICIT_KEY_HEADERS)
+    {
+        key_headers.push(HeaderName::from_bytes(h.as_bytes()).map_err(|e| {
+            Error::config(format!(
+                "routing key header `{h}` is not a header name: {e}"
+            ))
+        })?);
+    }
     let capacity = first.cfg.num_gpu_blocks as usize;
+    let speedup = first.cfg.speedup;
     let listener = TcpListener::bind((cfg.host.as_str(), cfg.port))
         .await
         .map_err(|e| {
@@ -145,9 +180,12 @@ pub async fn start_router(servers: &[SimServer], cfg: RouterConfig) -> Result<Si
         .map_err(|e| Error::io("reading the router's bound address", e))?;
     let n = instances.len();
     let state = Arc::new(RouterState {
-        router: Mutex::new(Router::new(cfg.policy, n, capacity)),
+        router: Mutex::new(Router::with_smg(cfg.policy, n, capacity, cfg.smg.clone())),
         policy: cfg.policy,
         session_header,
+        key_headers,
+        started: std::time::Instant::now(),
+        speedup,
         in_flight: (0..n).map(|_| AtomicU64::new(0)).collect(),
         routed: (0..n).map(|_| AtomicU64::new(0)).collect(),
         rejected: AtomicU64::new(0),
@@ -235,11 +273,21 @@ async fn generate(st: &Arc<RouterState>, req: Request<Incoming>) -> Response<Bod
         .get(&st.session_header)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let routing_key = match st.policy {
+        Policy::ConsistentHashing => st.key_headers.iter().find_map(|h| {
+            let v = req.headers().get(h)?.to_str().ok()?;
+            (!v.is_empty()).then(|| v.to_owned())
+        }),
+        _ => None,
+    };
+    let at_secs = st.started.elapsed().as_secs_f64() * st.speedup;
     let body = match server::read_body(req).await {
         Ok(b) => b,
         Err(r) => return r,
     };
     let first = &st.instances[0];
+    // smg reads the text off the body itself; only the policies that route on it pay for it.
+    let text_body = st.policy.needs_text().then(|| body.clone());
     let job = match api::parse_job_off_runtime(first, api, body, tgi_stream).await {
         Ok(j) => j,
         Err(e) => {
@@ -252,6 +300,7 @@ async fn generate(st: &Arc<RouterState>, req: Request<Incoming>) -> Response<Bod
     if st.policy == Policy::PrefixAware {
         extend_block_hashes(&mut blocks, job.prompt(), first.cfg.block_size as usize);
     }
+    let text = text_body.map(|b| routing_text(api, &b));
     let i = {
         let Ok(mut router) = st.router.lock() else {
             return error_response(api, StatusCode::INTERNAL_SERVER_ERROR, "Router poisoned.");
@@ -265,6 +314,9 @@ async fn generate(st: &Arc<RouterState>, req: Request<Incoming>) -> Response<Bod
             &RouteRequest {
                 session,
                 blocks: &blocks,
+                text: text.as_deref(),
+                routing_key: routing_key.as_deref(),
+                at_secs,
             },
             &loads,
         )
@@ -282,6 +334,88 @@ async fn generate(st: &Arc<RouterState>, req: Request<Incoming>) -> Response<Bod
         })
         .boxed_unsync()
     })
+}
+
+/// The text smg's HTTP router routes a request on (`GenerationRequest::extract_text_for_routing`
+/// in smg's `crates/protocols`): a chat request's message contents in order, joined by single
+/// spaces (a message's text parts joined by spaces too, an assistant message's
+/// `reasoning_content` after its content); a completion's prompt (a list of prompts joined by
+/// spaces). Other APIs route on an empty text. An unreadable body has been refused already.
+pub fn routing_text(api: Api, body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Content {
+        Text(String),
+        Parts(Vec<Part>),
+        Other(serde::de::IgnoredAny),
+    }
+    #[derive(serde::Deserialize)]
+    struct Part {
+        #[serde(rename = "type", default)]
+        kind: String,
+        #[serde(default)]
+        text: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Message {
+        #[serde(default)]
+        content: Option<Content>,
+        #[serde(default)]
+        reasoning_content: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Chat {
+        #[serde(default)]
+        messages: Vec<Message>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Prompt {
+        One(String),
+        Many(Vec<String>),
+        Other(serde::de::IgnoredAny),
+    }
+    #[derive(serde::Deserialize)]
+    struct Completion {
+        prompt: Option<Prompt>,
+    }
+    let mut out = String::new();
+    match api {
+        Api::Chat => {
+            let Ok(chat) = serde_json::from_slice::<Chat>(body) else {
+                return out;
+            };
+            for m in chat.messages {
+                let mut pieces: Vec<String> = match m.content {
+                    Some(Content::Text(t)) => vec![t],
+                    Some(Content::Parts(parts)) => parts
+                        .into_iter()
+                        .filter(|p| p.kind == "text")
+                        .filter_map(|p| p.text)
+                        .collect(),
+                    Some(Content::Other(_)) | None => Vec::new(),
+                };
+                pieces.extend(m.reasoning_content);
+                for p in pieces.iter().filter(|p| !p.is_empty()) {
+                    if !out.is_empty() {
+                        out.push(' ');
+                    }
+                    out.push_str(p);
+                }
+            }
+        }
+        Api::Completion => match serde_json::from_slice::<Completion>(body) {
+            Ok(Completion {
+                prompt: Some(Prompt::One(p)),
+            }) => out = p,
+            Ok(Completion {
+                prompt: Some(Prompt::Many(ps)),
+            }) => out = ps.join(" "),
+            _ => {}
+        },
+        Api::Tgi | Api::Responses | Api::Messages => {}
+    }
+    out
 }
 
 /// Counts a request in flight on instance `i` until dropped.

@@ -301,7 +301,105 @@ fn command_line_router() {
             && router_line.contains("2 instance(s)"),
         "{router_line}"
     );
-    let out = run_binary_to_end(&["--router", "random"]);
+    let out = run_binary_to_end(&["--router", "no-such-policy"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("prefix-aware"));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        err.contains("prefix-aware") && err.contains("cache_aware"),
+        "{err}"
+    );
+    let out = run_binary_to_end(&["--router", "cache_aware", "--cache-threshold", "1.5"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cache-threshold"));
+}
+
+/// A multi-turn conversation through smg's `cache_aware` on real sockets: each conversation's
+/// later turns go where its first turn went (the router's tree holds the first turn's text),
+/// and its prefix cache hits them.
+#[tokio::test]
+async fn cache_aware_keeps_conversations_where_their_text_is() {
+    let (servers, router) = cluster(3, Policy::CacheAware, SimConfig::default()).await;
+    let b = router.base_url();
+    let mut homes = Vec::new();
+    for c in 0..3 {
+        let sys = words(60, 1000 * (c + 1));
+        let mut messages = vec![json!({"role": "system", "content": sys})];
+        let mut home = None;
+        for t in 0..3 {
+            messages.push(json!({"role": "user", "content": words(8, 100 * t + 7 * c)}));
+            let body = json!({"model": "llm-sim", "messages": messages, "max_tokens": 4});
+            let (i, v) = chat(&b, &body, &[]).await;
+            match home {
+                None => home = Some(i),
+                Some(h) => assert_eq!(i, h, "conversation {c} turn {t}"),
+            }
+            let reply = v["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            messages.push(json!({"role": "assistant", "content": reply}));
+        }
+        homes.push(home.unwrap());
+    }
+    // Three first turns, nothing matched, equal loads: one each (smg's min-load tie-break).
+    homes.sort_unstable();
+    assert_eq!(homes, vec![0, 1, 2]);
+    assert_eq!(router.routed(), vec![3, 3, 3]);
+    for s in &servers {
+        let p = metrics(&s.base_url()).await;
+        assert!(metric(&p, "vllm:prefix_cache_hits_total") > 0.0);
+    }
+    let v: Value = client()
+        .get(format!("{b}/instances"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["policy"], "cache_aware");
+    router.shutdown().await;
+}
+
+/// smg's `consistent_hashing` on real sockets: `X-SMG-Routing-Key` keeps a key on one instance;
+/// without it, the `authorization` header is the key.
+#[tokio::test]
+async fn consistent_hashing_follows_the_routing_key_header() {
+    let (_servers, router) = cluster(4, Policy::ConsistentHashing, SimConfig::default()).await;
+    let b = router.base_url();
+    let mut used = [false; 4];
+    for k in 0..24 {
+        let key = format!("conversation-{k}");
+        let (first, _) = chat(
+            &b,
+            &chat_body(&words(10, k), 2, false),
+            &[("x-smg-routing-key", &key)],
+        )
+        .await;
+        used[first] = true;
+        for r in 0..2 {
+            let body = chat_body(&words(10, 50 + r), 2, false);
+            assert_eq!(
+                chat(&b, &body, &[("x-smg-routing-key", &key)]).await.0,
+                first
+            );
+        }
+    }
+    assert!(used.iter().filter(|&&u| u).count() >= 3, "{used:?}");
+    let (a, _) = chat(
+        &b,
+        &chat_body("hi", 2, false),
+        &[("authorization", "Bearer k1")],
+    )
+    .await;
+    for _ in 0..4 {
+        let (i, _) = chat(
+            &b,
+            &chat_body("hello", 2, false),
+            &[("authorization", "Bearer k1")],
+        )
+        .await;
+        assert_eq!(i, a);
+    }
+    router.shutdown().await;
 }
