@@ -812,7 +812,9 @@ pub struct SessionArgs {
     #[arg(long)]
     pub session_user: bool,
     /// Send each request's session id in this HTTP header (e.g. x-session-id), for routers
-    /// that pin a session to an instance. Requests without a session get no header.
+    /// that pin a session to an instance, or name the router: smg (X-SMG-Routing-Key),
+    /// production-stack (x-user-id), llm-sim (x-session-id). Requests without a session get
+    /// no header.
     #[arg(long, value_name = "NAME")]
     pub session_header: Option<String>,
     /// --timing closed with a messages trace: a later turn carries the text the server

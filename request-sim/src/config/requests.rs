@@ -175,10 +175,32 @@ pub(super) fn early_stop(r: &RequestArgs) -> Result<Option<EarlyStop>> {
         .map_err(Error::config)
 }
 
-/// `--session-header NAME`, checked as an HTTP header name.
+/// Routers by name, and the header each reads a session's routing key from (`--session-header
+/// ROUTER`):
+/// - `smg` (Shepherd Model Gateway): `X-SMG-Routing-Key`, read by its `manual` and
+///   `consistent_hashing` policies (and by any policy with `--routing-key-override`);
+/// - `production-stack` (vLLM's router, `--routing-logic session`): its `--session-key`, by
+///   its docs' convention `x-user-id`;
+/// - `llm-sim` (its built-in router's `session` policy): `x-session-id`.
+pub const SESSION_HEADER_PRESETS: &[(&str, &str)] = &[
+    ("smg", "x-smg-routing-key"),
+    ("production-stack", "x-user-id"),
+    ("llm-sim", "x-session-id"),
+];
+
+/// `--session-header NAME|ROUTER`, checked as an HTTP header name; a router's name stands for
+/// the header it reads ([`SESSION_HEADER_PRESETS`]).
 pub(super) fn session_header(a: &SessionArgs) -> Result<Option<reqwest::header::HeaderName>> {
+    let preset = |n: &str| {
+        SESSION_HEADER_PRESETS
+            .iter()
+            .find(|(r, _)| r.eq_ignore_ascii_case(n.trim()))
+            .map(|(_, h)| *h)
+    };
     match &a.session_header {
-        Some(name) => reqwest::header::HeaderName::from_bytes(name.trim().as_bytes())
+        Some(name) => reqwest::header::HeaderName::from_bytes(
+            preset(name).unwrap_or(name.trim()).as_bytes(),
+        )
             .map(Some)
             .map_err(|_| {
                 Error::config(format!(

@@ -137,6 +137,58 @@ pub struct InstanceSummary {
     /// largest of its instances'.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block_size: Option<u32>,
+    /// Requests the records place on this instance (its response named it, or its KV
+    /// placement), of those the server processed, and their share of the placed ones: set
+    /// when any record knew its instance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub records: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record_share: Option<f64>,
+    /// Times it did not answer its scrapes after it had (s on the run's clock; `to_s` null:
+    /// not again before the run ended).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub outages: Vec<OutageSummary>,
+}
+
+/// A time an instance did not answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OutageSummary {
+    pub from_s: f64,
+    pub to_s: Option<f64>,
+    pub error: String,
+}
+
+/// The router in front listing or dropping an instance during the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MembershipSummary {
+    pub at_s: f64,
+    pub url: String,
+    /// `appeared` or `disappeared`.
+    pub event: String,
+}
+
+/// Which instance served each request, over the run (`docs/server-metrics.md`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlacementSummary {
+    /// `kv-events` (the instances' KV cache events, `--kv-events`) or `response` (headers
+    /// such as `x-inference-pod`).
+    pub from: String,
+    /// Processed requests placed on an instance, and those no instance was known for.
+    pub placed: u64,
+    pub unplaced: u64,
+    /// The hit ratio K unbounded caches reach under the placement that happened (the placed
+    /// requests, in send order, each against its instance's cache), next to the one-cache
+    /// ideal of `client.ideal_hit_ratio`; at the server's block size when it differs from the
+    /// trace's.
+    pub routed_ideal_hit_ratio: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routed_ideal_hit_ratio_server_blocks: Option<f64>,
+    /// `--kv-events`: what the listener received and how the votes went.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_events: Option<super::placement::PlacementStats>,
 }
 
 /// The client-side numbers printed next to the server's.
@@ -168,6 +220,12 @@ pub struct ServerSummary {
     pub instances: Vec<InstanceSummary>,
     pub cluster: InstanceSummary,
     pub client: ClientSide,
+    /// The router in front (found from the endpoint) listing or dropping instances.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub membership: Vec<MembershipSummary>,
+    /// Which instance served each request, when records know (set by the run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementSummary>,
 }
 
 fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {
@@ -205,6 +263,15 @@ struct Deltas {
     ttft: Option<HistTotals>,
     e2e: Option<HistTotals>,
     queue: Option<HistTotals>,
+}
+
+/// Seconds from the run's start (the scraper's when the run never started), 0.1 s.
+fn secs(start: Option<std::time::Instant>, at: std::time::Instant) -> f64 {
+    let ms = match start {
+        Some(s) => super::series::signed_ms(s, at),
+        None => 0.0,
+    };
+    (ms / 100.0).round() / 10.0
 }
 
 fn instance(
@@ -264,6 +331,17 @@ fn instance(
         queue: hist(&deltas.queue),
         time_scale: scale,
         block_size: last.and_then(|v| v.block_size),
+        records: None,
+        record_share: None,
+        outages: r
+            .outages
+            .iter()
+            .map(|o| OutageSummary {
+                from_s: secs(start, o.from),
+                to_s: o.to.map(|t| secs(start, t)),
+                error: o.error.clone(),
+            })
+            .collect(),
     };
     (s, deltas)
 }
@@ -362,5 +440,15 @@ pub fn summarize(r: &ScrapeResult, client: ClientSide) -> ServerSummary {
         instances,
         cluster,
         client,
+        membership: r
+            .membership
+            .iter()
+            .map(|m| MembershipSummary {
+                at_s: secs(start, m.at),
+                url: m.url.clone(),
+                event: if m.appeared { "appeared" } else { "disappeared" }.to_string(),
+            })
+            .collect(),
+        placement: None,
     }
 }

@@ -42,6 +42,44 @@ pub(super) fn server_section(t: &mut Table, srv: &ServerSummary) {
             pct(srv.client.ideal_hit_ratio),
         );
     }
+    if let Some(p) = &srv.placement {
+        t.row(
+            "Routed ideal hit ratio (%):",
+            match p.routed_ideal_hit_ratio_server_blocks {
+                Some(b) => format!(
+                    "{} ({} at the server's block size)",
+                    pct(p.routed_ideal_hit_ratio),
+                    pct(Some(b))
+                ),
+                None => pct(p.routed_ideal_hit_ratio),
+            },
+        );
+        let votes = p.kv_events.as_ref().map_or(String::new(), |k| {
+            format!(
+                ", {} split vote{}{}",
+                k.split_votes,
+                if k.split_votes == 1 { "" } else { "s" },
+                if k.named_by_response > 0 {
+                    format!(
+                        ", {} of {} as the response named",
+                        k.agreed_with_response, k.named_by_response
+                    )
+                } else {
+                    String::new()
+                }
+            )
+        });
+        t.row(
+            &format!("Requests placed ({}):", p.from),
+            format!("{} placed / {} not{votes}", p.placed, p.unplaced),
+        );
+    }
+    for m in &srv.membership {
+        t.row(
+            &format!("Router at {:.1} s:", m.at_s),
+            format!("{} {}", m.event, m.url),
+        );
+    }
     t.row("Requests finished (server):", num(c.requests, 0));
     t.row(
         "Running mean / peak:",
@@ -72,9 +110,10 @@ pub(super) fn server_section(t: &mut Table, srv: &ServerSummary) {
         three(cl.e2e_mean_ms, cl.e2e_p50_ms, cl.e2e_p99_ms),
     );
     t.row("Server queue mean/p50/p99 (ms):", h(&c.queue));
+    let placed = srv.placement.is_some();
     let head = [
         "inst",
-        "share%",
+        if placed { "share%/rec%" } else { "share%" },
         "hit%",
         "run mean/pk",
         "wait mean/pk",
@@ -88,22 +127,36 @@ pub(super) fn server_section(t: &mut Table, srv: &ServerSummary) {
         .iter()
         .enumerate()
         .map(|(i, x)| {
+            let share = if placed {
+                format!("{}/{}", pct(x.request_share), pct(x.record_share))
+            } else {
+                pct(x.request_share)
+            };
+            let fails = match x.outages.first() {
+                Some(o) => format!(
+                    "{} (down {:.0}–{} s)",
+                    x.scrapes_failed,
+                    o.from_s,
+                    o.to_s.map_or("end".to_string(), |t| format!("{t:.0}"))
+                ),
+                None => x.scrapes_failed.to_string(),
+            };
             vec![
                 i.to_string(),
-                pct(x.request_share),
+                share,
                 pct(x.prefix_hit_ratio),
                 format!("{}/{}", num(x.running_mean, 1), num(x.running_peak, 0)),
                 format!("{}/{}", num(x.waiting_mean, 1), num(x.waiting_peak, 0)),
                 pct(x.kv_usage_peak),
                 num(x.preemptions, 0),
                 num(x.ttft.as_ref().and_then(|h| h.mean_ms), 1),
-                x.scrapes_failed.to_string(),
+                fails,
             ]
         })
         .collect();
     t.grid(head.map(String::from).to_vec(), rows, |c| {
         format!(
-            "{:<4} {:>6} {:>6} {:>11} {:>11} {:>6} {:>7} {:>9} {:>6}",
+            "{:<4} {:>11} {:>6} {:>11} {:>11} {:>6} {:>7} {:>9} {:>6}",
             c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
         )
     });

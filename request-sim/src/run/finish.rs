@@ -62,6 +62,7 @@ pub(super) fn run(
         Some(Ok(r)) => {
             server_section(&mut summary, &r);
             server_blocks(&mut summary, trace.block_size, served_ideal.as_ref());
+            placement_section(&mut summary, &r, trace.block_size, served_ideal.as_ref());
         }
         Some(Err(e)) => summary
             .warnings
@@ -388,6 +389,62 @@ fn server_section(summary: &mut Summary, scraped: &ScrapeResult) {
         ));
     }
     summary.server = Some(srv);
+}
+
+/// Which instance served each request (`docs/server-metrics.md`): the records' counts per
+/// instance beside the instances' own, and the routed ideal beside the one-cache ideal.
+fn placement_section(
+    summary: &mut Summary,
+    scraped: &ScrapeResult,
+    trace_block: usize,
+    ideal: Option<&crate::stats::ideal::IdealCount>,
+) {
+    let Some(routed) = ideal.and_then(|c| c.routed.as_ref()) else {
+        return;
+    };
+    let Some(srv) = summary.server.as_mut() else {
+        return;
+    };
+    let placed: u64 = routed.requests.iter().sum();
+    for (i, x) in srv.instances.iter_mut().enumerate() {
+        let n = routed.requests.get(i).copied().unwrap_or(0);
+        x.records = Some(n);
+        x.record_share = (placed > 0).then(|| n as f64 / placed as f64);
+    }
+    srv.cluster.records = Some(placed);
+    let server_block = srv
+        .cluster
+        .block_size
+        .filter(|b| *b as usize != trace_block);
+    let from = if scraped.placement.is_some() {
+        "kv-events"
+    } else {
+        "response"
+    };
+    srv.placement = Some(crate::observe::summary::PlacementSummary {
+        from: from.to_string(),
+        placed,
+        unplaced: routed.unplaced,
+        routed_ideal_hit_ratio: routed.ratio(None),
+        routed_ideal_hit_ratio_server_blocks: server_block.and_then(|b| routed.ratio(Some(b))),
+        kv_events: scraped.placement.clone(),
+    });
+    if let Some(k) = &scraped.placement {
+        if k.unreadable > 0 {
+            summary.warnings.push(format!(
+                "KV events: {} of {} batches could not be read (first: {})",
+                k.unreadable,
+                k.batches,
+                k.first_error.as_deref().unwrap_or("?")
+            ));
+        }
+        if k.batches == 0 {
+            summary.warnings.push(format!(
+                "KV events: nothing came from {}: is each instance publishing (vLLM --kv-events-config)?",
+                k.endpoints.join(", ")
+            ));
+        }
+    }
 }
 
 /// A run is invalid when the client fell behind the schedule or the server metrics it was to

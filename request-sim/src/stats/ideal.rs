@@ -24,8 +24,8 @@ pub struct ServedIdeal {
     cache: IdealCache,
     /// Send sequence number of the next request to apply.
     next: u64,
-    /// Requests that arrived before an earlier-sent one: seq → (processed, blocks).
-    waiting: BTreeMap<u64, (bool, SentBlocks)>,
+    /// Requests that arrived before an earlier-sent one: seq → (processed, instance, blocks).
+    waiting: BTreeMap<u64, (bool, Option<usize>, SentBlocks)>,
     hits: Option<u64>,
     input: u64,
     processed: u64,
@@ -34,6 +34,61 @@ pub struct ServedIdeal {
     /// (trace-ideal hit tokens, prompt tokens) of each processed request, for the ideal at
     /// the server's block size ([`IdealCount::ratio_at_block`]); 8 bytes a request.
     per_request: Vec<(u32, u32)>,
+    /// The routed ideal: one cache per instance that served (as the record says: its
+    /// response or its KV placement), each fed the requests placed there.
+    routed: Routed,
+}
+
+/// The routed ideal as it is counted (see [`ServedIdeal`]).
+#[derive(Debug, Clone, Default)]
+struct Routed {
+    caches: Vec<Option<IdealCache>>,
+    /// (hit tokens in its instance's cache, prompt tokens) of each processed, placed request.
+    per_request: Vec<(u32, u32)>,
+    /// Processed requests per instance, and processed requests no instance was known for.
+    requests: Vec<u64>,
+    unplaced: u64,
+    block_size: usize,
+}
+
+/// The hit ratio of whole server blocks over (hit, prompt) pairs: a shared prefix counts only
+/// as far as it fills whole blocks of `block`, and never a request's last token.
+fn at_block(per_request: &[(u32, u32)], block: u32) -> Option<f64> {
+    let block = u64::from(block.max(1));
+    let (mut hit, mut input) = (0u64, 0u64);
+    for &(h, n) in per_request {
+        let usable = u64::from(h.min(n.saturating_sub(1)));
+        hit += usable / block * block;
+        input += u64::from(n);
+    }
+    (input > 0).then(|| hit as f64 / input as f64)
+}
+
+/// The routed ideal over the processed requests (see [`ServedIdeal`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RoutedCount {
+    /// Processed requests per instance (instance order of the server section).
+    pub requests: Vec<u64>,
+    /// Processed requests whose instance is not known.
+    pub unplaced: u64,
+    per_request: Vec<(u32, u32)>,
+}
+
+impl RoutedCount {
+    /// The ratio K unbounded caches reach under the placement that happened (placed requests
+    /// only); at the server's block size when `block` is given.
+    pub fn ratio(&self, block: Option<u32>) -> Option<f64> {
+        match block {
+            Some(b) => at_block(&self.per_request, b),
+            None => {
+                let (h, n) = self
+                    .per_request
+                    .iter()
+                    .fold((0u64, 0u64), |(h, n), &(a, b)| (h + u64::from(a), n + u64::from(b)));
+                (n > 0).then(|| h as f64 / n as f64)
+            }
+        }
+    }
 }
 
 /// What [`ServedIdeal`] counted.
@@ -46,6 +101,8 @@ pub struct IdealCount {
     pub processed: u64,
     pub sent: u64,
     per_request: Vec<(u32, u32)>,
+    /// The routed ideal, when some processed request's instance is known.
+    pub routed: Option<RoutedCount>,
 }
 
 impl IdealCount {
@@ -54,14 +111,7 @@ impl IdealCount {
     /// token (vLLM recomputes at least one). `None` without a ratio.
     pub fn ratio_at_block(&self, block: u32) -> Option<f64> {
         self.ratio?;
-        let block = u64::from(block.max(1));
-        let (mut hit, mut input) = (0u64, 0u64);
-        for &(h, n) in &self.per_request {
-            let usable = u64::from(h.min(n.saturating_sub(1)));
-            hit += usable / block * block;
-            input += u64::from(n);
-        }
-        (input > 0).then(|| hit as f64 / input as f64)
+        at_block(&self.per_request, block)
     }
 }
 
@@ -77,31 +127,59 @@ impl ServedIdeal {
             sent: 0,
             any_hash_ids: false,
             per_request: Vec::new(),
+            routed: Routed {
+                block_size,
+                ..Routed::default()
+            },
         }
     }
 
     /// The record of a sent request and its blocks (records of unsent requests carry none).
     pub fn add(&mut self, rec: &Record, blocks: &SentBlocks) {
         let processed = matches!(rec.status, Status::Ok | Status::DryRun) || rec.ttft_ms.is_some();
+        // The instance that served it: its KV placement, else the one its response named.
+        let instance = rec
+            .kv_placement
+            .as_ref()
+            .map(|k| k.instance)
+            .or_else(|| rec.server.as_ref().and_then(|s| s.instance));
         if blocks.seq != self.next {
-            self.waiting.insert(blocks.seq, (processed, blocks.clone()));
+            self.waiting
+                .insert(blocks.seq, (processed, instance, blocks.clone()));
             return;
         }
-        self.apply(processed, blocks);
+        self.apply(processed, instance, blocks);
         while let Some(e) = self.waiting.first_entry() {
             if *e.key() != self.next {
                 break;
             }
-            let (p, b) = e.remove();
-            self.apply(p, &b);
+            let (p, i, b) = e.remove();
+            self.apply(p, i, &b);
         }
     }
 
-    fn apply(&mut self, processed: bool, blocks: &SentBlocks) {
+    fn apply(&mut self, processed: bool, instance: Option<usize>, blocks: &SentBlocks) {
         self.next = blocks.seq + 1;
         self.sent += 1;
         if !processed {
             return;
+        }
+        let r = &mut self.routed;
+        match instance {
+            Some(i) => {
+                if r.caches.len() <= i {
+                    r.caches.resize_with(i + 1, || None);
+                    r.requests.resize(i + 1, 0);
+                }
+                r.requests[i] += 1;
+                let bs = r.block_size;
+                let cache = r.caches[i]
+                    .get_or_insert_with(|| IdealCache::new(bs, IdealCache::MAX_BLOCKS));
+                if let Some(h) = cache.hits_of(&blocks.hash_ids.ids(), blocks.input_length) {
+                    r.per_request.push((h, blocks.input_length));
+                }
+            }
+            None => r.unplaced += 1,
         }
         self.processed += 1;
         self.any_hash_ids |= !blocks.hash_ids.is_empty();
@@ -118,9 +196,9 @@ impl ServedIdeal {
     /// The ratio over every request seen. A gap in the sequence (a sent request whose record
     /// never came, which the run refuses anyway) is skipped rather than waited for.
     pub fn finish(mut self) -> IdealCount {
-        while let Some((seq, (p, b))) = self.waiting.pop_first() {
+        while let Some((seq, (p, i, b))) = self.waiting.pop_first() {
             self.next = seq;
-            self.apply(p, &b);
+            self.apply(p, i, &b);
         }
         let ratio = self
             .hits
@@ -131,6 +209,11 @@ impl ServedIdeal {
             processed: self.processed,
             sent: self.sent,
             per_request: self.per_request,
+            routed: (!self.routed.requests.is_empty()).then(|| RoutedCount {
+                requests: self.routed.requests,
+                unplaced: self.routed.unplaced,
+                per_request: self.routed.per_request,
+            }),
         }
     }
 }
