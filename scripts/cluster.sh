@@ -152,3 +152,111 @@ case "${CHECKS[0]}" in
         exit 0
         ;;
 esac
+
+install
+up
+trap '[[ "${KEEP:-0}" == 1 ]] || down' EXIT
+
+TRACE="$OUT/sessions.jsonl"
+python3 "$ROOT/scripts/sessions-trace.py" "$TRACE" --sessions "$SESSIONS" --turns "$TURNS" --block 64
+TOK=(--tokenizer "$TOKDIR/tokenizer.json" --tokenizer-config "$TOKDIR/tokenizer_config.json")
+KV_ARGS=()
+for i in $(seq 1 "$K"); do KV_ARGS+=("$(inst_url "$i")=tcp://127.0.0.1:$((KV_BASE + i))"); done
+KV_LIST="$(IFS=,; echo "${KV_ARGS[*]}")"
+COMMON=(--dataset-path "$TRACE" --block-size 64 --stream "${TOK[@]}" --timing closed
+    --metrics-interval 500ms --quiet)
+
+# Each instance's counters (one line per instance: hits success) and the router's per-worker
+# successes (smg_worker_cb_outcomes_total{outcome="success"}).
+counters() {
+    for i in $(seq 1 "$K"); do
+        curl -sf "$(inst_url "$i")/metrics" | awk -v i="$i" '
+            /^vllm:prefix_cache_hits_total/ {h += $NF}
+            /^vllm:request_success_total/ {s += $NF}
+            END {printf "%d %d %d\n", i, h, s}' || echo "$i -1 -1"
+    done
+}
+router_counts() {
+    curl -sf "http://127.0.0.1:$ROUTER_METRICS_PORT/metrics" | python3 -c '
+import re, sys
+c = {}
+for l in sys.stdin:
+    m = re.match(r"smg_worker_cb_outcomes_total\{(.*)\} (\S+)", l)
+    if m and "outcome=\"success\"" in m.group(1):
+        w = re.search(r"worker=\"([^\"]+)\"", m.group(1)).group(1)
+        c[w] = c.get(w, 0) + float(m.group(2))
+print(" ".join(f"{k}={int(v)}" for k, v in sorted(c.items())))' || true
+}
+reset_caches() { for i in $(seq 1 "$K"); do curl -sf -X POST "$(inst_url "$i")/reset_prefix_cache" >/dev/null || true; done; }
+
+ROWS="$OUT/rows.tsv"
+python3 "$ROOT/scripts/cluster-row.py" --header >"$ROWS"
+# replay NAME ARGS...: a replay through the router (its URL only) with counters around it and
+# a row of numbers (scripts/cluster-row.py).
+replay() {
+    local name="$1"
+    shift
+    local dir="$OUT/$name" rc=0
+    mkdir -p "$dir"
+    reset_caches
+    counters >"$dir/before.txt"
+    router_counts >"$dir/router-before.txt"
+    local t0=$SECONDS
+    "$RS" replay --endpoint "$ROUTER" "${COMMON[@]}" --kv-events "$KV_LIST" "$@" \
+        --result-dir "$dir" >"$dir/console.txt" 2>"$dir/stderr.txt" || rc=$?
+    echo "$((SECONDS - t0))" >"$dir/seconds.txt"
+    counters >"$dir/after.txt"
+    router_counts >"$dir/router-after.txt"
+    python3 "$ROOT/scripts/cluster-row.py" "$dir" "$name" "$rc" >>"$ROWS"
+    tail -n1 "$ROWS" >&2
+}
+
+if want policies; then
+    for p in $POLICIES; do
+        start_router "$p"
+        replay "smg-$p"
+    done
+fi
+
+if want affinity; then
+    start_router consistent_hashing
+    replay smg-consistent_hashing-affinity --session-header smg
+fi
+
+if want kill; then
+    start_router cache_aware
+    victim="$K"
+    (
+        sleep "${KILL_AT:-25}"
+        log "killing vllm $victim (SIGKILL) mid-run"
+        stop_instance "$victim" -9
+        sleep "${DOWN_FOR:-5}"
+        log "starting vllm $victim again"
+        start_instance "$victim"
+    ) &
+    killer=$!
+    replay smg-cache_aware-kill --max-drift-ms 1000000
+    wait "$killer" || true
+    wait_instance "$victim"
+fi
+
+if want whatif; then
+    stop_router
+    for p in $POLICIES; do
+        dir="$OUT/llm-sim-$p"
+        mkdir -p "$dir"
+        "$LS" --instances "$K" --router "$p" --port $((BASE_PORT + 50)) --served-model-name qwen3 \
+            --tokenizer "$TOKDIR/tokenizer.json" --tokenizer-config "$TOKDIR/tokenizer_config.json" \
+            --block-size 32 --max-model-len 8192 >"$dir/llm-sim.log" 2>&1 &
+        lpid=$!
+        until curl -sf "http://127.0.0.1:$((BASE_PORT + 50))/health" >/dev/null; do sleep 0.5; done
+        "$RS" replay --endpoint "http://127.0.0.1:$((BASE_PORT + 50))" "${COMMON[@]}" \
+            --result-dir "$dir" >"$dir/console.txt" 2>"$dir/stderr.txt" || true
+        kill "$lpid"; wait "$lpid" 2>/dev/null || true
+        python3 "$ROOT/scripts/cluster-row.py" "$dir" "llm-sim-$p" 0 >>"$ROWS"
+        tail -n1 "$ROWS" >&2
+    done
+fi
+
+printf '\n%s\n' "rows ($OUT/rows.tsv):"
+column -t -s $'\t' "$ROWS" 2>/dev/null || cat "$ROWS"

@@ -198,15 +198,15 @@ pub(super) fn session_header(a: &SessionArgs) -> Result<Option<reqwest::header::
             .map(|(_, h)| *h)
     };
     match &a.session_header {
-        Some(name) => reqwest::header::HeaderName::from_bytes(
-            preset(name).unwrap_or(name.trim()).as_bytes(),
-        )
-            .map(Some)
-            .map_err(|_| {
-                Error::config(format!(
-                    "--session-header {name:?}: not a valid HTTP header name"
-                ))
-            }),
+        Some(name) => {
+            reqwest::header::HeaderName::from_bytes(preset(name).unwrap_or(name.trim()).as_bytes())
+                .map(Some)
+                .map_err(|_| {
+                    Error::config(format!(
+                        "--session-header {name:?}: not a valid HTTP header name"
+                    ))
+                })
+        }
         None => Ok(None),
     }
 }

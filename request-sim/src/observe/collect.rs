@@ -65,8 +65,8 @@ pub struct ScrapeResult {
     pub lines: u64,
     /// The router's list of instances changing during the run.
     pub membership: Vec<MembershipEvent>,
-    /// `--kv-events`: the listener's and the placements' counts.
-    pub placement: Option<super::placement::PlacementStats>,
+    /// `--kv-events`: the placement (its counts are read once the record writer is done).
+    pub placement: Option<std::sync::Arc<super::placement::Placement>>,
 }
 
 /// One line of `server_metrics.jsonl`.
@@ -188,7 +188,11 @@ impl Collector {
         eprintln!(
             "request-sim: server metrics: at {:.1} s the router ({router}) {} instance {shown}{}",
             self.at_s(now),
-            if appeared { "lists a new" } else { "no longer lists" },
+            if appeared {
+                "lists a new"
+            } else {
+                "no longer lists"
+            },
             match known {
                 Some(i) => format!(" (instance {i})"),
                 None => String::new(),

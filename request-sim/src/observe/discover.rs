@@ -89,8 +89,16 @@ pub fn changes(
     before: &[reqwest::Url],
     now: &[reqwest::Url],
 ) -> (Vec<reqwest::Url>, Vec<reqwest::Url>) {
-    let appeared = now.iter().filter(|u| !before.contains(u)).cloned().collect();
-    let gone = before.iter().filter(|u| !now.contains(u)).cloned().collect();
+    let appeared = now
+        .iter()
+        .filter(|u| !before.contains(u))
+        .cloned()
+        .collect();
+    let gone = before
+        .iter()
+        .filter(|u| !now.contains(u))
+        .cloned()
+        .collect();
     (appeared, gone)
 }
 

@@ -186,7 +186,13 @@ mod tests {
                 endpoint: "tcp://10.0.0.5:5557".into()
             }
         );
-        for bad in ["5557", "tcp://h", "tcp://h:x", "ftp://a=tcp://h:1", "nope=tcp://h:1"] {
+        for bad in [
+            "5557",
+            "tcp://h",
+            "tcp://h:x",
+            "ftp://a=tcp://h:1",
+            "nope=tcp://h:1",
+        ] {
             assert!(KvSource::parse(bad).is_err(), "{bad}");
         }
     }

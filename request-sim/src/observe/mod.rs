@@ -11,8 +11,8 @@
 
 pub mod collect;
 pub mod discover;
-pub mod kv;
 pub mod export;
+pub mod kv;
 pub mod names;
 pub mod placement;
 pub mod prom;

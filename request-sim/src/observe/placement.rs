@@ -76,6 +76,15 @@ pub struct Placement {
     state: Mutex<State>,
 }
 
+impl std::fmt::Debug for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placement")
+            .field("urls", &self.urls)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
 /// The fingerprint of one window of token ids.
 fn fingerprint(w: &[u32]) -> u64 {
     w.iter().fold(0x9e37_79b9_7f4a_7c15, |h, &t| {
@@ -243,10 +252,20 @@ mod tests {
             .place(sent, sent + Duration::from_millis(50), &prompt)
             .unwrap();
         assert_eq!((got.instance, got.url.as_str()), (1, "http://b"));
-        assert_eq!(got.votes, got.of, "the earlier store is outside the request's time");
+        assert_eq!(
+            got.votes, got.of,
+            "the earlier store is outside the request's time"
+        );
         assert!(got.votes >= 15, "{got:?}");
         // A request sent before anything was stored and done before: unplaced.
-        assert_eq!(p.place(t0 - Duration::from_secs(9), t0 - Duration::from_secs(8), &prompt), None);
+        assert_eq!(
+            p.place(
+                t0 - Duration::from_secs(9),
+                t0 - Duration::from_secs(8),
+                &prompt
+            ),
+            None
+        );
         let s = p.stats();
         assert_eq!((s.placed, s.unplaced, s.blocks_stored), (1, 1, 7));
     }

@@ -20,8 +20,8 @@ use tokio_util::sync::CancellationToken;
 use super::collect::{open_out, Collector, ScrapeResult, Scraped};
 use super::discover;
 use super::kv::{KvListener, KvSource};
-use super::placement::Placement;
 use super::names::PageKind;
+use super::placement::Placement;
 use super::prom;
 use super::series::Series;
 
@@ -144,7 +144,11 @@ impl Scraper {
     /// `--kv-events`: listen to the instances' KV cache events, to place each request on the
     /// instance that served it ([`Placement`]). Named sources go to the scraped instance of
     /// that URL, bare ones to the scraped instances in order. Returns the start-up note.
-    pub fn listen_kv_events(&mut self, sources: &[KvSource], horizon: Duration) -> crate::Result<String> {
+    pub fn listen_kv_events(
+        &mut self,
+        sources: &[KvSource],
+        horizon: Duration,
+    ) -> crate::Result<String> {
         let bases: Vec<String> = self
             .urls
             .iter()
@@ -228,7 +232,7 @@ impl Scraper {
         };
         if let Some((placement, listener)) = self.kv.take() {
             drop(listener);
-            r.placement = Some(placement.stats());
+            r.placement = Some(placement);
         }
         Ok(r)
     }

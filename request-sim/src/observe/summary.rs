@@ -446,7 +446,12 @@ pub fn summarize(r: &ScrapeResult, client: ClientSide) -> ServerSummary {
             .map(|m| MembershipSummary {
                 at_s: secs(start, m.at),
                 url: m.url.clone(),
-                event: if m.appeared { "appeared" } else { "disappeared" }.to_string(),
+                event: if m.appeared {
+                    "appeared"
+                } else {
+                    "disappeared"
+                }
+                .to_string(),
             })
             .collect(),
         placement: None,

@@ -305,4 +305,3 @@ pub struct KvPlacement {
     /// Prompt windows any instance stored meanwhile (`votes / of`: the agreement).
     pub of: u32,
 }
-

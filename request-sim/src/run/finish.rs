@@ -427,9 +427,9 @@ fn placement_section(
         unplaced: routed.unplaced,
         routed_ideal_hit_ratio: routed.ratio(None),
         routed_ideal_hit_ratio_server_blocks: server_block.and_then(|b| routed.ratio(Some(b))),
-        kv_events: scraped.placement.clone(),
+        kv_events: scraped.placement.as_ref().map(|p| p.stats()),
     });
-    if let Some(k) = &scraped.placement {
+    if let Some(k) = scraped.placement.as_ref().map(|p| p.stats()) {
         if k.unreadable > 0 {
             summary.warnings.push(format!(
                 "KV events: {} of {} batches could not be read (first: {})",

@@ -318,8 +318,14 @@ fn start_writer(
             if let (Some((p, builder)), Some(b)) = (&placement, blocks) {
                 // The prompt as the builder made it, placed by the instances' KV events.
                 prompt.clear();
-                builder.write_token_ids_of(&b.hash_ids.ids(), r.index, b.input_length as usize, &mut prompt);
-                let done = *start + Duration::from_secs_f64(r.done_ms.unwrap_or(sent).max(sent).max(0.0) / 1e3);
+                builder.write_token_ids_of(
+                    &b.hash_ids.ids(),
+                    r.index,
+                    b.input_length as usize,
+                    &mut prompt,
+                );
+                let done = *start
+                    + Duration::from_secs_f64(r.done_ms.unwrap_or(sent).max(sent).max(0.0) / 1e3);
                 r.kv_placement = p.place(at, done, &prompt);
                 placed = r.kv_placement.as_ref().map(|k| k.instance);
                 if let (Some(k), Some(named)) = (&r.kv_placement, r.served_by.as_ref()) {

@@ -84,7 +84,9 @@ impl RoutedCount {
                 let (h, n) = self
                     .per_request
                     .iter()
-                    .fold((0u64, 0u64), |(h, n), &(a, b)| (h + u64::from(a), n + u64::from(b)));
+                    .fold((0u64, 0u64), |(h, n), &(a, b)| {
+                        (h + u64::from(a), n + u64::from(b))
+                    });
                 (n > 0).then(|| h as f64 / n as f64)
             }
         }
@@ -173,8 +175,8 @@ impl ServedIdeal {
                 }
                 r.requests[i] += 1;
                 let bs = r.block_size;
-                let cache = r.caches[i]
-                    .get_or_insert_with(|| IdealCache::new(bs, IdealCache::MAX_BLOCKS));
+                let cache =
+                    r.caches[i].get_or_insert_with(|| IdealCache::new(bs, IdealCache::MAX_BLOCKS));
                 if let Some(h) = cache.hits_of(&blocks.hash_ids.ids(), blocks.input_length) {
                     r.per_request.push((h, blocks.input_length));
                 }

@@ -144,3 +144,153 @@ fn the_router_page_leads_to_its_instances() {
         );
     }
 }
+
+#[test]
+fn instances_are_found_from_the_routers_list_of_workers() {
+    // A router shaped as smg: no /metrics of its own on the API port, `GET /workers` lists
+    // its workers (the raw server answers every path with the list).
+    let cluster = Cluster::start(
+        2,
+        llm_sim::routing::Policy::RoundRobin,
+        llm_sim::SimConfig::default(),
+    );
+    let list = format!(
+        r#"{{"workers":[{}],"total":2,"stats":{{"regular_count":2}}}}"#,
+        cluster
+            .instances
+            .iter()
+            .map(|a| format!(r#"{{"id":"w","url":"http://{a}","runtime_type":"vllm","is_healthy":true,"load":0}}"#))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let smg = RawServer::start(Script::whole("200 OK", "application/json", list.as_bytes()));
+    let (scraping, notes) = startup_notes(&smg.url("/metrics"));
+    assert!(scraping, "{notes:?}");
+    let found = notes
+        .iter()
+        .find(|n| n.contains("the endpoint is a router (smg"))
+        .unwrap_or_else(|| panic!("{notes:?}"));
+    assert!(found.contains("lists 2 instance(s)"), "{found}");
+    let scraped = notes
+        .iter()
+        .find(|n| n.contains("scraping 2 endpoints"))
+        .unwrap_or_else(|| panic!("{notes:?}"));
+    for a in &cluster.instances {
+        assert!(
+            scraped.contains(&format!("http://{a}/metrics")),
+            "{scraped}"
+        );
+    }
+    // The router's list was asked for.
+    assert!(smg
+        .requests()
+        .iter()
+        .any(|r| r.head.starts_with("GET /workers ")));
+}
+
+/// `n` consecutive free TCP ports on 127.0.0.1 (the first returned).
+fn free_ports(n: u16) -> u16 {
+    for _ in 0..50 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = l.local_addr().unwrap().port();
+        drop(l);
+        if p.checked_add(n).is_none() {
+            continue;
+        }
+        if (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
+            return p;
+        }
+    }
+    panic!("no {n} consecutive free ports");
+}
+
+#[test]
+fn kv_events_place_each_request_on_the_instance_that_served_it() {
+    // llm-sim instances publish vLLM-format KV events (instance i on port + i); its router
+    // names the instance in each response, which the placement must agree with.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 30);
+    let port = free_ports(2);
+    // `::` makes llm-sim bind, as vLLM does with `*` (here on the IPv6 loopback only).
+    let cfg = llm_sim::SimConfig {
+        kv_events_endpoint: Some(format!("tcp://[::1]:{port}")),
+        ..llm_sim::SimConfig::default()
+    };
+    // Two instances for three prompt families: round-robin splits each family.
+    let cluster = Cluster::start(2, llm_sim::routing::Policy::RoundRobin, cfg);
+    let kv: Vec<String> = (0..2)
+        .map(|i| format!("tcp://[::1]:{}", port + i))
+        .collect();
+    let out = dir.path().join("out.jsonl");
+    let outcome = replay(&[
+        "--quiet",
+        "--block-size",
+        "64",
+        "--endpoint",
+        &cluster.router,
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--metrics-interval",
+        "100ms",
+        "--kv-events",
+        &kv.join(","),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(outcome.exit_code, 0);
+    let records = read_records(&out);
+    assert_eq!(records.len(), 30);
+    let mut placed = 0;
+    for r in &records {
+        let named = r
+            .served_by
+            .as_ref()
+            .and_then(|s| s.port)
+            .expect("llm-sim names it");
+        if let Some(k) = &r.kv_placement {
+            placed += 1;
+            assert_eq!(
+                k.url,
+                format!("http://{}", cluster.instances[k.instance]),
+                "{k:?}"
+            );
+            assert_eq!(
+                cluster.instances[k.instance].port(),
+                named,
+                "request {} placed on {k:?}, served by port {named}",
+                r.index
+            );
+            assert!(k.votes > 0 && k.votes <= k.of);
+        }
+    }
+    // Every request brings a block of its own (hash id 100 + i), stored where it went.
+    assert_eq!(placed, 30, "placed {placed} of 30");
+    let srv = outcome.summary.server.as_ref().unwrap();
+    let p = srv.placement.as_ref().expect("placement section");
+    assert_eq!(p.from, "kv-events");
+    assert_eq!((p.placed, p.unplaced), (30, 0));
+    let k = p.kv_events.as_ref().unwrap();
+    assert_eq!(
+        (k.named_by_response, k.agreed_with_response),
+        (30, 30),
+        "{k:?} {:?}",
+        records
+            .iter()
+            .map(|r| (&r.served_by, r.kv_placement.as_ref().map(|k| k.instance)))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(k.unreadable, 0);
+    assert!(k.blocks_stored > 0);
+    // The records' counts per instance are the instances' own (round-robin: 15 each).
+    for (i, x) in srv.instances.iter().enumerate() {
+        assert_eq!(x.records, Some(15), "instance {i}");
+        assert_eq!(x.requests, Some(15.0), "instance {i}");
+    }
+    // The routed ideal: three caches under round-robin hit less than the one-cache ideal.
+    let routed = p.routed_ideal_hit_ratio.unwrap();
+    let one = srv.client.ideal_hit_ratio.unwrap();
+    assert!(routed < one, "routed {routed} vs one cache {one}");
+    let text = request_sim::report::render_console(&outcome.summary);
+    assert!(text.contains("Requests placed (kv-events):"), "{text}");
+    assert!(text.contains("30 of 30 as the response named"), "{text}");
+}

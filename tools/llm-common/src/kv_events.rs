@@ -157,4 +157,3 @@ pub fn decode_batch(mut payload: &[u8]) -> Result<(f64, Vec<KvEvent>, Option<u64
         .collect::<Result<Vec<_>, _>>()?;
     Ok((ts, events, a.get(2).and_then(Value::as_u64)))
 }
-
