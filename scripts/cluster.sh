@@ -110,7 +110,8 @@ start_router() {
         --log-level warn "$@" >"$STATE/smg-$policy.log" 2>&1 &
     echo $! >"$STATE/smg.pid"
     local t0=$SECONDS
-    until curl -sf "$ROUTER/v1/models" >/dev/null && curl -sf "$ROUTER/workers" | grep -q url; do
+    until curl -sf "$ROUTER/v1/models" >/dev/null && curl -sf "$ROUTER/workers" | grep -q url \
+        && curl -sf "http://127.0.0.1:$ROUTER_METRICS_PORT/metrics" >/dev/null; do
         kill -0 "$(cat "$STATE/smg.pid")" 2>/dev/null || { log "smg exited: see $STATE/smg-$policy.log"; tail -20 "$STATE/smg-$policy.log" >&2; exit 1; }
         ((SECONDS - t0 < 120)) || { log "smg not ready in 120 s"; exit 1; }
         sleep 1
@@ -120,9 +121,16 @@ start_router() {
 stop_router() {
     local pid
     pid="$(cat "$STATE/smg.pid" 2>/dev/null || true)"
-    [[ -n "$pid" ]] || return 0
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
+    [[ -n "$pid" ]] && kill "$pid" 2>/dev/null || true
+    # Gone, and its ports free, before another starts (smg drains on SIGTERM).
+    local t0=$SECONDS
+    while pgrep -f "smg::router|smg launch" >/dev/null || curl -s -o /dev/null "$ROUTER/workers"; do
+        if ((SECONDS - t0 > 10)); then
+            pkill -9 -f "smg::router|smg launch" 2>/dev/null || true
+        fi
+        ((SECONDS - t0 < 30)) || { log "smg did not stop"; exit 1; }
+        sleep 0.5
+    done
     rm -f "$STATE/smg.pid"
 }
 up() {
@@ -163,7 +171,7 @@ TOK=(--tokenizer "$TOKDIR/tokenizer.json" --tokenizer-config "$TOKDIR/tokenizer_
 KV_ARGS=()
 for i in $(seq 1 "$K"); do KV_ARGS+=("$(inst_url "$i")=tcp://127.0.0.1:$((KV_BASE + i))"); done
 KV_LIST="$(IFS=,; echo "${KV_ARGS[*]}")"
-COMMON=(--dataset-path "$TRACE" --block-size 64 --stream "${TOK[@]}" --timing closed
+COMMON=(--block-size 64 --stream "${TOK[@]}" --timing closed
     --metrics-interval 500ms --quiet)
 
 # Each instance's counters (one line per instance: hits success) and the router's per-worker
@@ -202,8 +210,10 @@ replay() {
     counters >"$dir/before.txt"
     router_counts >"$dir/router-before.txt"
     local t0=$SECONDS
-    "$RS" replay --endpoint "$ROUTER" "${COMMON[@]}" --kv-events "$KV_LIST" "$@" \
-        --result-dir "$dir" >"$dir/console.txt" 2>"$dir/stderr.txt" || rc=$?
+    "$RS" replay --endpoint "$ROUTER" --dataset-path "${RUN_TRACE:-$TRACE}" "${COMMON[@]}" \
+        --kv-events "$KV_LIST" "$@" \
+        --output-path "$dir/records.jsonl" --result-dir "$dir" >"$dir/console.txt" \
+        2>"$dir/stderr.txt" || rc=$?
     echo "$((SECONDS - t0))" >"$dir/seconds.txt"
     counters >"$dir/after.txt"
     router_counts >"$dir/router-after.txt"
@@ -224,8 +234,12 @@ if want affinity; then
 fi
 
 if want kill; then
-    start_router cache_aware
+    # Round-robin, so the victim has requests in flight when it dies; a longer trace, so the
+    # victim is back (vLLM restarts in ~1.5 min here) before the run ends.
+    start_router round_robin
     victim="$K"
+    python3 "$ROOT/scripts/sessions-trace.py" "$OUT/sessions-long.jsonl" --sessions "$SESSIONS" \
+        --turns 10 --block 64 --spread 60 --seed 2
     (
         sleep "${KILL_AT:-25}"
         log "killing vllm $victim (SIGKILL) mid-run"
@@ -235,7 +249,7 @@ if want kill; then
         start_instance "$victim"
     ) &
     killer=$!
-    replay smg-cache_aware-kill --max-drift-ms 1000000
+    RUN_TRACE="$OUT/sessions-long.jsonl" replay smg-round_robin-kill
     wait "$killer" || true
     wait_instance "$victim"
 fi
@@ -250,8 +264,10 @@ if want whatif; then
             --block-size 32 --max-model-len 8192 >"$dir/llm-sim.log" 2>&1 &
         lpid=$!
         until curl -sf "http://127.0.0.1:$((BASE_PORT + 50))/health" >/dev/null; do sleep 0.5; done
-        "$RS" replay --endpoint "http://127.0.0.1:$((BASE_PORT + 50))" "${COMMON[@]}" \
-            --result-dir "$dir" >"$dir/console.txt" 2>"$dir/stderr.txt" || true
+        "$RS" replay --endpoint "http://127.0.0.1:$((BASE_PORT + 50))" --dataset-path "$TRACE" \
+            "${COMMON[@]}" \
+            --output-path "$dir/records.jsonl" --result-dir "$dir" >"$dir/console.txt" \
+            2>"$dir/stderr.txt" || true
         kill "$lpid"; wait "$lpid" 2>/dev/null || true
         python3 "$ROOT/scripts/cluster-row.py" "$dir" "llm-sim-$p" 0 >>"$ROWS"
         tail -n1 "$ROWS" >&2

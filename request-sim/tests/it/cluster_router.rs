@@ -294,3 +294,134 @@ fn kv_events_place_each_request_on_the_instance_that_served_it() {
     assert!(text.contains("Requests placed (kv-events):"), "{text}");
     assert!(text.contains("30 of 30 as the response named"), "{text}");
 }
+
+/// An HTTP server on 127.0.0.1 whose answer to every GET is what `body` holds at the time
+/// (`None`: it closes its port until `body` holds a page again, on the same port).
+fn changing_server(body: std::sync::Arc<std::sync::Mutex<Option<String>>>) -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut listener = Some(l);
+        loop {
+            let now = body.lock().unwrap().clone();
+            match (now, listener.as_ref()) {
+                (None, Some(_)) => listener = None,
+                (Some(_), None) => {
+                    listener = std::net::TcpListener::bind(("127.0.0.1", port)).ok();
+                }
+                (None, None) => std::thread::sleep(Duration::from_millis(10)),
+                (Some(text), Some(l)) => {
+                    l.set_nonblocking(true).unwrap();
+                    match l.accept() {
+                        Ok((mut s, _)) => {
+                            s.set_nonblocking(false).unwrap();
+                            let mut r = BufReader::new(s.try_clone().unwrap());
+                            let mut line = String::new();
+                            while r.read_line(&mut line).is_ok_and(|n| n > 2) {
+                                line.clear();
+                            }
+                            let _ = write!(
+                                s,
+                                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+                                text.len()
+                            );
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+            }
+        }
+    });
+    port
+}
+
+#[test]
+fn an_instance_that_stops_answering_is_kept_as_an_outage() {
+    use std::sync::{Arc, Mutex};
+    let page = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1\n";
+    let body = Arc::new(Mutex::new(Some(page.to_string())));
+    let port = changing_server(body.clone());
+    let started = Scraper::start(ScrapeConfig {
+        urls: vec![format!("http://127.0.0.1:{port}/metrics").parse().unwrap()],
+        origin: None,
+        origin_api_key: None,
+        interval: Duration::from_millis(100),
+        out: None,
+        insecure: false,
+    })
+    .unwrap();
+    let scraper = started.scraper.expect("scraping");
+    std::thread::sleep(Duration::from_millis(400));
+    *body.lock().unwrap() = None;
+    std::thread::sleep(Duration::from_millis(600));
+    *body.lock().unwrap() = Some(page.to_string());
+    std::thread::sleep(Duration::from_millis(600));
+    let r = scraper.finish().unwrap();
+    let inst = &r.instances[0];
+    assert!(inst.failed >= 3, "{inst:?}");
+    assert_eq!(inst.outages.len(), 1, "{:?}", inst.outages);
+    let o = &inst.outages[0];
+    let down = o.to.expect("it answered again").duration_since(o.from);
+    assert!(
+        down >= Duration::from_millis(300) && down <= Duration::from_millis(1500),
+        "{down:?}"
+    );
+}
+
+#[test]
+fn the_routers_list_is_read_again_and_changes_are_kept() {
+    use std::sync::{Arc, Mutex};
+    let page = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n";
+    let a = changing_server(Arc::new(Mutex::new(Some(page.to_string()))));
+    let b = changing_server(Arc::new(Mutex::new(Some(page.to_string()))));
+    let list = |ports: &[u16]| {
+        format!(
+            r#"{{"workers":[{}]}}"#,
+            ports
+                .iter()
+                .map(|p| format!(r#"{{"url":"http://127.0.0.1:{p}"}}"#))
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    };
+    let routed = Arc::new(Mutex::new(Some(list(&[a]))));
+    let router = changing_server(routed.clone());
+    let started = Scraper::start(ScrapeConfig {
+        urls: Vec::new(),
+        origin: Some(
+            format!("http://127.0.0.1:{router}/metrics")
+                .parse()
+                .unwrap(),
+        ),
+        origin_api_key: None,
+        interval: Duration::from_millis(100),
+        out: None,
+        insecure: false,
+    })
+    .unwrap();
+    let scraper = started.scraper.expect("scraping");
+    assert_eq!(scraper.urls(), [format!("http://127.0.0.1:{a}/metrics")]);
+    // b joins, then a leaves; the list is read every 2 s.
+    *routed.lock().unwrap() = Some(list(&[a, b]));
+    std::thread::sleep(Duration::from_millis(2600));
+    *routed.lock().unwrap() = Some(list(&[b]));
+    std::thread::sleep(Duration::from_millis(2200));
+    let r = scraper.finish().unwrap();
+    let events: Vec<(String, bool)> = r
+        .membership
+        .iter()
+        .map(|m| (m.url.clone(), m.appeared))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            (format!("http://127.0.0.1:{b}/"), true),
+            (format!("http://127.0.0.1:{a}/"), false)
+        ]
+    );
+    // b was scraped from when it appeared.
+    assert_eq!(r.instances.len(), 2);
+    assert_eq!(r.instances[1].url, format!("http://127.0.0.1:{b}/metrics"));
+    assert!(r.instances[1].ok >= 5, "{:?}", r.instances[1]);
+}
