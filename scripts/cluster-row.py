@@ -12,7 +12,7 @@ import sys
 
 HEADER = ["run", "exit", "records/sched", "ok", "exact", "client cached", "sum inst hits",
           "equal", "server hit%", "one-cache ideal%", "routed ideal%", "inst shares (rec%)",
-          "rec vs inst count", "cached per inst equal", "unplaced", "split", "router's count", "s"]
+          "rec vs inst count", "cached per inst equal", "unplaced", "split", "sessions on 1 inst", "router's count", "s"]
 
 
 def counters(path):
@@ -42,10 +42,16 @@ def main():
     insts = srv.get("instances") or []
     before, after = counters(os.path.join(d, "before.txt")), counters(os.path.join(d, "after.txt"))
     # Instance i of the summary is the scraped URL; the counters are keyed 1..K by port order.
-    deltas = {}
+    # A counter that went down is an instance restarted during the run: what it counted
+    # before is gone, so its delta (and the sum) is only what it counted since.
+    deltas, restarted = {}, []
     for k in sorted(after):
         if k in before and after[k][0] >= 0 and before[k][0] >= 0:
-            deltas[k] = (after[k][0] - before[k][0], after[k][1] - before[k][1])
+            if after[k][1] < before[k][1]:
+                restarted.append(k)
+                deltas[k] = after[k]
+            else:
+                deltas[k] = (after[k][0] - before[k][0], after[k][1] - before[k][1])
     hits = sum(h for h, _ in deltas.values()) if deltas else None
     recs = [json.loads(l) for l in open(os.path.join(d, "records.jsonl"))] if os.path.exists(os.path.join(d, "records.jsonl")) else []
     # Records per instance (their KV placement, else the response's header) by URL port.
@@ -53,6 +59,7 @@ def main():
         return int(u.rstrip("/").rsplit(":", 1)[1].split("/")[0])
     url_of = {i: x["url"].replace("/metrics", "") for i, x in enumerate(insts)}
     by_port, cached_by_port, placed_ok = {}, {}, 0
+    sessions = {}
     for r in recs:
         if r.get("status") != "ok":
             continue
@@ -65,6 +72,8 @@ def main():
         if port is None:
             continue
         placed_ok += 1
+        if r.get("session_id") is not None:
+            sessions.setdefault(r["session_id"], set()).add(port)
         by_port[port] = by_port.get(port, 0) + 1
         cached_by_port[port] = cached_by_port.get(port, 0) + (r.get("cached_tokens") or 0)
     base = min(by_port) - 1 if by_port else 0
@@ -75,31 +84,40 @@ def main():
     for p in inst_ports:
         k = p - (inst_ports[0] - 1)
         own = deltas.get(k, (None, None))
-        vs.append(f"{by_port.get(p, 0)}/{own[1]}")
-        if own[1] is not None:
+        vs.append(f"{by_port.get(p, 0)}/{own[1]}" + ("(restarted)" if k in restarted else ""))
+        if own[1] is not None and k not in restarted:
             diff += abs(by_port.get(p, 0) - own[1])
             cached_eq.append(cached_by_port.get(p, 0) == own[0])
+        elif k in restarted:
+            pass
+    # The router's own per-worker outcomes (smg_worker_cb_outcomes_total), "port=ok[/failed]".
     rb = {}
     try:
         b = dict(x.split("=") for x in open(os.path.join(d, "router-before.txt")).read().split())
         a = dict(x.split("=") for x in open(os.path.join(d, "router-after.txt")).read().split())
-        rb = {w: int(a[w]) - int(b.get(w, 0)) for w in a}
+        for k in a:
+            w, o = k.split("|")
+            rb.setdefault(w, {})[o] = int(a[k]) - int(b.get(k, 0))
     except (OSError, ValueError):
         pass
+    router = " ".join(
+        f"{w.rsplit(':', 1)[1]}={v.get('success', 0)}" + (f"/{v['failure']}fail" if v.get("failure") else "")
+        for w, v in sorted(rb.items()))
     pct = lambda x: "n/a" if x is None else f"{100 * x:.2f}"
     cached = c["cached_tokens"]
     kv = pl.get("kv_events") or {}
     row = [
         name, rc, f"{st['total']}/{s['scheduled']}", st["ok"],
         f"{ex['exact']}/{ex['with_usage']}", cached, hits,
-        "yes" if cached == hits else "NO",
+        "yes" if cached == hits else (f"n/a (instance {','.join(map(str, restarted))} restarted)" if restarted else "NO"),
         pct((srv.get("cluster") or {}).get("prefix_hit_ratio")),
         pct(c.get("ideal_hit_ratio_server_blocks") or c.get("ideal_hit_ratio")),
         pct(pl.get("routed_ideal_hit_ratio_server_blocks") or pl.get("routed_ideal_hit_ratio")),
         shares, " ".join(vs) + f" (off {diff})",
         "all" if cached_eq and all(cached_eq) else f"{sum(cached_eq)}/{len(cached_eq)}",
         pl.get("unplaced", "n/a"), kv.get("split_votes", "-"),
-        " ".join(f"{w.rsplit(':', 1)[1]}={n}" for w, n in sorted(rb.items())) or "-",
+        f"{sum(len(v) == 1 for v in sessions.values())}/{len(sessions)}",
+        router or "-",
         open(os.path.join(d, "seconds.txt")).read().strip() if os.path.exists(os.path.join(d, "seconds.txt")) else "-",
     ]
     print("\t".join(str(x) for x in row))

@@ -20,7 +20,7 @@
 #  - kill: one vLLM killed mid-run (SIGKILL) and started again: records = scheduled, errors
 #    classified, the instance's outage in the per-instance table, the router's failover;
 #  - whatif: llm-sim's built-in router with each policy and K instances on the same workload,
-#    next to the real cluster's rows, then the what-if at 32 instances.
+#    next to the real cluster's rows; whatif32: the what-if at 32 instances (SESSIONS32).
 # Not run in CI (vLLM's venv is ~6 GB). Environment: K (3), POLICIES, SESSIONS (24), TURNS (6),
 # BASE_PORT (18600: the router; instances BASE_PORT+1..K; KV events on KV_BASE (5600)+1..K;
 # the router's metrics on BASE_PORT+90), REQUEST_SIM, LLM_SIM (default target/release/...),
@@ -46,7 +46,7 @@ OUT="${OUT:-$ROOT/.cache/cluster/runs/$(date -u +%Y%m%dT%H%M%S)}"
 STATE="$ROOT/.cache/cluster/state"
 TOKDIR="$ROOT/.cache/tokenizers/qwen3"
 CHECKS=("$@")
-[[ ${#CHECKS[@]} -gt 0 ]] || CHECKS=(policies affinity kill whatif)
+[[ ${#CHECKS[@]} -gt 0 ]] || CHECKS=(policies affinity kill whatif whatif32)
 
 log() { echo "cluster.sh: $(date +%T) $*" >&2; }
 want() { local c; for c in "${CHECKS[@]}"; do [[ "$c" == "$1" ]] && return 0; done; return 1; }
@@ -62,8 +62,10 @@ install() {
         "$SMG_VENV/bin/pip" install -q "smg==${SMG_VERSION:-1.13.0}" >&2
     fi
     if [[ ! -x "$RS" || ! -x "$LS" ]]; then
-        log "building request-sim and llm-sim (release)"
+        log "building request-sim and llm-sim (release, $ROOT/target/release)"
         (cd "$ROOT" && cargo build --release -q -p request-sim -p llm-sim)
+        [[ -x "$RS" ]] || RS="$ROOT/target/release/request-sim"
+        [[ -x "$LS" ]] || LS="$ROOT/target/release/llm-sim"
     fi
 }
 
@@ -190,10 +192,11 @@ import re, sys
 c = {}
 for l in sys.stdin:
     m = re.match(r"smg_worker_cb_outcomes_total\{(.*)\} (\S+)", l)
-    if m and "outcome=\"success\"" in m.group(1):
+    if m:
         w = re.search(r"worker=\"([^\"]+)\"", m.group(1)).group(1)
-        c[w] = c.get(w, 0) + float(m.group(2))
-print(" ".join(f"{k}={int(v)}" for k, v in sorted(c.items())))' || true
+        o = re.search(r"outcome=\"([^\"]+)\"", m.group(1)).group(1)
+        c[(w, o)] = c.get((w, o), 0) + float(m.group(2))
+print(" ".join(f"{w}|{o}={int(v)}" for (w, o), v in sorted(c.items())))' || true
 }
 reset_caches() { for i in $(seq 1 "$K"); do curl -sf -X POST "$(inst_url "$i")/reset_prefix_cache" >/dev/null || true; done; }
 
@@ -254,24 +257,40 @@ if want kill; then
     wait_instance "$victim"
 fi
 
+# llm-sim's built-in router, N instances, POLICY, on a trace: a row named NAME.
+whatif_run() {
+    local name="$1" n="$2" policy="$3" trace="$4" dir="$OUT/$1"
+    mkdir -p "$dir"
+    "$LS" --instances "$n" --router "$policy" --port $((BASE_PORT + 100)) --served-model-name qwen3 \
+        --tokenizer "$TOKDIR/tokenizer.json" --tokenizer-config "$TOKDIR/tokenizer_config.json" \
+        --block-size 32 --max-model-len 8192 >"$dir/llm-sim.log" 2>&1 &
+    local lpid=$! t0=$SECONDS
+    until curl -sf "http://127.0.0.1:$((BASE_PORT + 100))/health" >/dev/null; do
+        kill -0 "$lpid" 2>/dev/null || { log "llm-sim exited: see $dir/llm-sim.log"; tail -5 "$dir/llm-sim.log" >&2; exit 1; }
+        ((SECONDS - t0 < 60)) || { log "llm-sim not ready in 60 s"; exit 1; }
+        sleep 0.5
+    done
+    t0=$SECONDS
+    "$RS" replay --endpoint "http://127.0.0.1:$((BASE_PORT + 100))" --dataset-path "$trace" \
+        "${COMMON[@]}" --output-path "$dir/records.jsonl" --result-dir "$dir" \
+        >"$dir/console.txt" 2>"$dir/stderr.txt" || true
+    echo "$((SECONDS - t0))" >"$dir/seconds.txt"
+    kill "$lpid"
+    wait "$lpid" 2>/dev/null || true
+    python3 "$ROOT/scripts/cluster-row.py" "$dir" "$name" 0 >>"$ROWS"
+    tail -n1 "$ROWS" >&2
+}
+
 if want whatif; then
     stop_router
-    for p in $POLICIES; do
-        dir="$OUT/llm-sim-$p"
-        mkdir -p "$dir"
-        "$LS" --instances "$K" --router "$p" --port $((BASE_PORT + 50)) --served-model-name qwen3 \
-            --tokenizer "$TOKDIR/tokenizer.json" --tokenizer-config "$TOKDIR/tokenizer_config.json" \
-            --block-size 32 --max-model-len 8192 >"$dir/llm-sim.log" 2>&1 &
-        lpid=$!
-        until curl -sf "http://127.0.0.1:$((BASE_PORT + 50))/health" >/dev/null; do sleep 0.5; done
-        "$RS" replay --endpoint "http://127.0.0.1:$((BASE_PORT + 50))" --dataset-path "$TRACE" \
-            "${COMMON[@]}" \
-            --output-path "$dir/records.jsonl" --result-dir "$dir" >"$dir/console.txt" \
-            2>"$dir/stderr.txt" || true
-        kill "$lpid"; wait "$lpid" 2>/dev/null || true
-        python3 "$ROOT/scripts/cluster-row.py" "$dir" "llm-sim-$p" 0 >>"$ROWS"
-        tail -n1 "$ROWS" >&2
-    done
+    for p in $POLICIES; do whatif_run "llm-sim-$p" "$K" "$p" "$TRACE"; done
+fi
+
+# The what-if at 32 instances: SESSIONS32 sessions (320), each policy.
+if want whatif32; then
+    python3 "$ROOT/scripts/sessions-trace.py" "$OUT/sessions-32.jsonl" --sessions "${SESSIONS32:-320}" \
+        --turns "$TURNS" --block 64 --spread 60 --seed 3
+    for p in $POLICIES; do whatif_run "llm-sim-32-$p" 32 "$p" "$OUT/sessions-32.jsonl"; done
 fi
 
 printf '\n%s\n' "rows ($OUT/rows.tsv):"
