@@ -264,14 +264,15 @@ whatif_run() {
     "$LS" --instances "$n" --router "$policy" --port $((BASE_PORT + 100)) --served-model-name qwen3 \
         --tokenizer "$TOKDIR/tokenizer.json" --tokenizer-config "$TOKDIR/tokenizer_config.json" \
         --block-size 32 --max-model-len 8192 >"$dir/llm-sim.log" 2>&1 &
-    local lpid=$! t0=$SECONDS
-    until curl -sf "http://127.0.0.1:$((BASE_PORT + 100))/health" >/dev/null; do
+    # The instances take ports BASE_PORT+100.. and the router the next one.
+    local lpid=$! t0=$SECONDS front="http://127.0.0.1:$((BASE_PORT + 100 + n))"
+    until curl -sf "$front/health" >/dev/null; do
         kill -0 "$lpid" 2>/dev/null || { log "llm-sim exited: see $dir/llm-sim.log"; tail -5 "$dir/llm-sim.log" >&2; exit 1; }
         ((SECONDS - t0 < 60)) || { log "llm-sim not ready in 60 s"; exit 1; }
         sleep 0.5
     done
     t0=$SECONDS
-    "$RS" replay --endpoint "http://127.0.0.1:$((BASE_PORT + 100))" --dataset-path "$trace" \
+    "$RS" replay --endpoint "$front" --dataset-path "$trace" \
         "${COMMON[@]}" --output-path "$dir/records.jsonl" --result-dir "$dir" \
         >"$dir/console.txt" 2>"$dir/stderr.txt" || true
     echo "$((SECONDS - t0))" >"$dir/seconds.txt"

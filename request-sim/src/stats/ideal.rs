@@ -211,7 +211,7 @@ impl ServedIdeal {
             processed: self.processed,
             sent: self.sent,
             per_request: self.per_request,
-            routed: (!self.routed.requests.is_empty()).then(|| RoutedCount {
+            routed: (!self.routed.requests.is_empty()).then_some(RoutedCount {
                 requests: self.routed.requests,
                 unplaced: self.routed.unplaced,
                 per_request: self.routed.per_request,

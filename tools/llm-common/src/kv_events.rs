@@ -157,3 +157,103 @@ pub fn decode_batch(mut payload: &[u8]) -> Result<(f64, Vec<KvEvent>, Option<u64
         .collect::<Result<Vec<_>, _>>()?;
     Ok((ts, events, a.get(2).and_then(Value::as_u64)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_round_trip_in_vllm_layout() {
+        let events = vec![
+            KvEvent::BlockStored {
+                block_hashes: vec![1, u64::MAX],
+                parent_block_hash: None,
+                token_ids: (0..32).collect(),
+                block_size: 16,
+            },
+            KvEvent::BlockRemoved {
+                block_hashes: vec![7],
+            },
+            KvEvent::AllBlocksCleared,
+        ];
+        let bytes = encode_batch(12.5, &events, 3);
+        let v = rmpv::decode::read_value(&mut &bytes[..]).unwrap();
+        let a = v.as_array().unwrap();
+        assert_eq!(a.len(), 3);
+        let stored = &a[1].as_array().unwrap()[0];
+        assert_eq!(stored.as_map().unwrap().len(), 11);
+        let get = |k| event_field(stored, k, 0).unwrap();
+        assert_eq!(get("type").as_str(), Some("BlockStored"));
+        assert!(get("parent_block_hash").is_nil());
+        assert_eq!(get("medium").as_str(), Some("GPU"));
+        assert_eq!(get("extra_keys").as_array().unwrap().len(), 2);
+        assert_eq!(decode_batch(&bytes).unwrap(), (12.5, events, Some(3)));
+    }
+
+    #[test]
+    fn older_array_form_still_decodes() {
+        let v = Value::Array(vec![
+            Value::from(1.5),
+            Value::Array(vec![
+                Value::Array(vec![
+                    Value::from("BlockStored"),
+                    Value::Array(vec![Value::from(9u64)]),
+                    Value::from(4u64),
+                    Value::Array((0..2u32).map(Value::from).collect()),
+                    Value::from(2u32),
+                    Value::Nil,
+                    Value::from("GPU"),
+                    Value::Nil,
+                ]),
+                Value::Array(vec![Value::from("AllBlocksCleared")]),
+            ]),
+        ]);
+        let mut bytes = Vec::new();
+        rmpv::encode::write_value(&mut bytes, &v).unwrap();
+        let want = vec![
+            KvEvent::BlockStored {
+                block_hashes: vec![9],
+                parent_block_hash: Some(4),
+                token_ids: vec![0, 1],
+                block_size: 2,
+            },
+            KvEvent::AllBlocksCleared,
+        ];
+        assert_eq!(decode_batch(&bytes).unwrap(), (1.5, want, None));
+    }
+
+    #[test]
+    fn real_vllm_batches_decode() {
+        // vLLM 0.32's own messages (request-sim/tests/data/vllm-0.32/README.md): one a line,
+        // topic, sequence and payload in hex.
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../request-sim/tests/data/vllm-0.32/kv_events_vllm_binds.hex"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let hex = |s: &str| -> Vec<u8> {
+            (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+                .collect()
+        };
+        let mut stored = 0;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let payload = hex(line.split_whitespace().nth(2).unwrap());
+            let (_, events, _) = decode_batch(&payload).unwrap();
+            for e in events {
+                if let KvEvent::BlockStored {
+                    block_hashes,
+                    token_ids,
+                    block_size,
+                    ..
+                } = e
+                {
+                    assert_eq!(token_ids.len(), block_hashes.len() * block_size as usize);
+                    stored += block_hashes.len();
+                }
+            }
+        }
+        assert!(stored > 0);
+    }
+}

@@ -116,66 +116,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn batches_round_trip_in_vllm_layout() {
-        let events = vec![
-            KvEvent::BlockStored {
-                block_hashes: vec![1, u64::MAX],
-                parent_block_hash: None,
-                token_ids: (0..32).collect(),
-                block_size: 16,
-            },
-            KvEvent::BlockRemoved {
-                block_hashes: vec![7],
-            },
-            KvEvent::AllBlocksCleared,
-        ];
-        let bytes = encode_batch(12.5, &events, 3);
-        let v = rmpv::decode::read_value(&mut &bytes[..]).unwrap();
-        let a = v.as_array().unwrap();
-        assert_eq!(a.len(), 3);
-        let stored = &a[1].as_array().unwrap()[0];
-        assert_eq!(stored.as_map().unwrap().len(), 11);
-        let get = |k| event_field(stored, k, 0).unwrap();
-        assert_eq!(get("type").as_str(), Some("BlockStored"));
-        assert!(get("parent_block_hash").is_nil());
-        assert_eq!(get("medium").as_str(), Some("GPU"));
-        assert_eq!(get("extra_keys").as_array().unwrap().len(), 2);
-        assert_eq!(decode_batch(&bytes).unwrap(), (12.5, events, Some(3)));
-    }
-
-    #[test]
-    fn older_array_form_still_decodes() {
-        let v = Value::Array(vec![
-            Value::from(1.5),
-            Value::Array(vec![
-                Value::Array(vec![
-                    Value::from("BlockStored"),
-                    Value::Array(vec![Value::from(9u64)]),
-                    Value::from(4u64),
-                    Value::Array((0..2u32).map(Value::from).collect()),
-                    Value::from(2u32),
-                    Value::Nil,
-                    Value::from("GPU"),
-                    Value::Nil,
-                ]),
-                Value::Array(vec![Value::from("AllBlocksCleared")]),
-            ]),
-        ]);
-        let mut bytes = Vec::new();
-        rmpv::encode::write_value(&mut bytes, &v).unwrap();
-        let want = vec![
-            KvEvent::BlockStored {
-                block_hashes: vec![9],
-                parent_block_hash: Some(4),
-                token_ids: vec![0, 1],
-                block_size: 2,
-            },
-            KvEvent::AllBlocksCleared,
-        ];
-        assert_eq!(decode_batch(&bytes).unwrap(), (1.5, want, None));
-    }
-
-    #[test]
     fn ports_offset_by_rank() {
         assert_eq!(
             offset_endpoint_port("tcp://127.0.0.1:5557", 0).unwrap(),
