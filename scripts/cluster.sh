@@ -23,7 +23,8 @@
 #    next to the real cluster's rows; whatif32: the what-if at 32 instances (SESSIONS32).
 # Not run in CI (vLLM's venv is ~6 GB). Environment: K (3), POLICIES, SESSIONS (24), TURNS (6),
 # BASE_PORT (18600: the router; instances BASE_PORT+1..K; KV events on KV_BASE (5600)+1..K;
-# the router's metrics on BASE_PORT+90), REQUEST_SIM, LLM_SIM (default target/release/...),
+# the router's metrics on ROUTER_METRICS_PORT, 29000), SYSTEM_BLOCKS (4: the shared system
+# prompt of the workload, in 64-token blocks), REQUEST_SIM, LLM_SIM (default target/release/...),
 # OUT (.cache/cluster/runs/<time>), KEEP=1 (leave the cluster running), VLLM_CPU_KVCACHE_SPACE (1).
 set -euo pipefail
 
@@ -39,7 +40,8 @@ TURNS="${TURNS:-6}"
 BASE_PORT="${BASE_PORT:-18600}"
 KV_BASE="${KV_BASE:-5600}"
 ROUTER="http://127.0.0.1:$BASE_PORT"
-ROUTER_METRICS_PORT=$((BASE_PORT + 90))
+# smg's default metrics port: request-sim looks there for the router's own page.
+ROUTER_METRICS_PORT="${ROUTER_METRICS_PORT:-29000}"
 RS="${REQUEST_SIM:-$ROOT/target/release/request-sim}"
 LS="${LLM_SIM:-$(dirname "$RS")/llm-sim}"
 OUT="${OUT:-$ROOT/.cache/cluster/runs/$(date -u +%Y%m%dT%H%M%S)}"
@@ -168,7 +170,8 @@ up
 trap '[[ "${KEEP:-0}" == 1 ]] || down' EXIT
 
 TRACE="$OUT/sessions.jsonl"
-python3 "$ROOT/scripts/sessions-trace.py" "$TRACE" --sessions "$SESSIONS" --turns "$TURNS" --block 64
+python3 "$ROOT/scripts/sessions-trace.py" "$TRACE" --sessions "$SESSIONS" --turns "$TURNS" --block 64 \
+    --system "${SYSTEM_BLOCKS:-4}"
 TOK=(--tokenizer "$TOKDIR/tokenizer.json" --tokenizer-config "$TOKDIR/tokenizer_config.json")
 KV_ARGS=()
 for i in $(seq 1 "$K"); do KV_ARGS+=("$(inst_url "$i")=tcp://127.0.0.1:$((KV_BASE + i))"); done

@@ -67,6 +67,8 @@ pub struct ScrapeResult {
     pub membership: Vec<MembershipEvent>,
     /// `--kv-events`: the placement (its counts are read once the record writer is done).
     pub placement: Option<std::sync::Arc<super::placement::Placement>>,
+    /// The router's own page's per-worker counts over the run, when it was found.
+    pub router: Option<super::scrape::RouterCounts>,
 }
 
 /// One line of `server_metrics.jsonl`.
@@ -252,6 +254,7 @@ impl Collector {
             lines: self.lines,
             membership: self.membership,
             placement: None,
+            router: None,
         })
     }
 

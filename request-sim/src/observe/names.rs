@@ -6,6 +6,7 @@
 //! stay in the [`Page`] untouched.
 
 use super::prom::Page;
+use std::collections::BTreeMap;
 
 /// Which server a page comes from, told by its metric prefixes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -308,6 +309,29 @@ const ROUTER_INSTANCE: &str = "llm_sim:router_instance_info";
 /// engine's URL in the `server` label (its other `vllm:` gauges carry the same label, which
 /// no engine's page does).
 const PRODUCTION_STACK_ENGINE: &str = "vllm:healthy_pods_total";
+/// smg's own page (its `--prometheus-port`): each worker's health, the worker's URL in the
+/// `worker` label.
+const SMG_WORKER_HEALTH: &str = "smg_worker_health";
+/// smg's per-worker outcomes of the requests it sent (`worker`, `outcome`: success, failure).
+const SMG_WORKER_OUTCOMES: &str = "smg_worker_cb_outcomes_total";
+
+/// What a router's own page says per worker: requests it sent there that succeeded and that
+/// failed (smg's `smg_worker_cb_outcomes_total`), by the worker's URL.
+pub fn router_outcomes(page: &Page) -> BTreeMap<String, (f64, f64)> {
+    let mut out: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for s in page.samples(SMG_WORKER_OUTCOMES) {
+        let Some(w) = s.labels.get("worker") else {
+            continue;
+        };
+        let e = out.entry(w.trim_end_matches('/').to_string()).or_default();
+        match s.labels.get("outcome").map(String::as_str) {
+            Some("success") => e.0 += s.value,
+            Some("failure") => e.1 += s.value,
+            _ => {}
+        }
+    }
+    out
+}
 
 /// What a `/metrics` page is, for the scraper's start-up.
 #[derive(Clone, Debug, PartialEq)]
@@ -345,6 +369,19 @@ impl PageKind {
                 router: "llm-sim's built-in router",
                 urls: listed.into_iter().map(|(_, u)| u).collect(),
                 policy: Some(policy),
+            };
+        }
+        let mut workers: Vec<String> = page
+            .samples(SMG_WORKER_HEALTH)
+            .filter(|s| s.value >= 0.0)
+            .filter_map(|s| s.labels.get("worker").cloned())
+            .collect();
+        if !workers.is_empty() {
+            workers.dedup();
+            return PageKind::Router {
+                router: "smg's own page",
+                urls: workers,
+                policy: None,
             };
         }
         let mut engines: Vec<String> = page
@@ -511,6 +548,27 @@ mod tests {
                 policy: Some("session".into())
             }
         );
+        let smg = "# TYPE smg_worker_health gauge\n\
+            smg_worker_health{worker=\"http://127.0.0.1:18601\"} 1\n\
+            smg_worker_health{worker=\"http://127.0.0.1:18602\"} 0\n\
+            smg_worker_health{worker=\"http://127.0.0.1:18603\"} -1\n\
+            # TYPE smg_worker_cb_outcomes_total counter\n\
+            smg_worker_cb_outcomes_total{worker=\"http://127.0.0.1:18601\",outcome=\"success\"} 7\n\
+            smg_worker_cb_outcomes_total{worker=\"http://127.0.0.1:18601\",outcome=\"failure\"} 2\n";
+        assert_eq!(
+            kind(smg),
+            PageKind::Router {
+                router: "smg's own page",
+                // A removed worker (-1) is not an instance any more.
+                urls: vec![
+                    "http://127.0.0.1:18601".into(),
+                    "http://127.0.0.1:18602".into()
+                ],
+                policy: None
+            }
+        );
+        let counts = router_outcomes(&super::super::prom::parse(smg).unwrap());
+        assert_eq!(counts.get("http://127.0.0.1:18601"), Some(&(7.0, 2.0)));
         let stack = "# TYPE vllm:healthy_pods_total gauge\n\
             vllm:healthy_pods_total{server=\"http://10.0.0.5:8000\"} 1\n\
             vllm:healthy_pods_total{server=\"http://10.0.0.6:8000\"} 0\n\

@@ -300,6 +300,30 @@ async fn run(
     let client = build_client(&cfg, timeout).map_err(fail)?;
     let t0 = Instant::now();
     let (kept, first, mut notes, mut membership) = startup_round(&cfg, &client).await;
+    // The router's own page: listed (smg's page names its workers), or smg's default port on
+    // the router's host when smg's list found the instances.
+    // (A listed URL start-up did not keep is a router's page or dead; `first` tells.)
+    let mut router_page = cfg.urls.iter().find(|u| !kept.iter().any(|(k, _)| k == *u));
+    let probed = match (&membership, router_page) {
+        (Some(m), None) if m.listing.router == "smg" => {
+            let mut u = m.list.clone();
+            let _ = u.set_port(Some(SMG_METRICS_PORT));
+            u.set_path("/metrics");
+            Some(u)
+        }
+        _ => None,
+    };
+    let router_url = router_page.take().cloned().or(probed);
+    let router = match &router_url {
+        Some(u) => RouterPage::first(&client, u).await,
+        None => None,
+    };
+    if let Some(r) = &router {
+        notes.push(format!(
+            "server metrics: the router's own page {} is read at the start and the end (its count of requests per instance)",
+            crate::backend::sanitize_url(r.url.as_str())
+        ));
+    }
     if kept.is_empty() {
         let _ = ready.send(Ok((Vec::new(), notes)));
         return Err("nothing to scrape".into());
@@ -331,7 +355,11 @@ async fn run(
     let _ = ready.send(Ok((shown, notes)));
     scrape_until_stopped(&mut col, &client, &stop, timeout, membership.as_mut()).await;
     final_round(&mut col, &client).await;
-    col.finish()
+    let mut result = col.finish()?;
+    if let Some(r) = router {
+        result.router = Some(r.last(&client).await);
+    }
+    Ok(result)
 }
 
 /// A URL to scrape and the key sent with it.
@@ -468,6 +496,74 @@ async fn startup_round(
         kept.push(target);
     }
     (kept, first, notes, membership)
+}
+
+/// smg's default `--prometheus-port`, tried on the router's host when its `/workers` found the
+/// instances.
+const SMG_METRICS_PORT: u16 = 29000;
+
+/// A router's own metrics page, read at the start and the end of the run: its count of the
+/// requests it sent each worker (smg's `smg_worker_cb_outcomes_total`).
+struct RouterPage {
+    url: reqwest::Url,
+    first: std::collections::BTreeMap<String, (f64, f64)>,
+}
+
+/// What the router's own page counted during the run, per worker: (URL, succeeded, failed).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RouterCounts {
+    pub url: String,
+    pub workers: Vec<(String, f64, f64)>,
+    /// The end's read failed (the counts are then empty).
+    pub error: Option<String>,
+}
+
+impl RouterPage {
+    async fn read(
+        client: &reqwest::Client,
+        url: &reqwest::Url,
+    ) -> Result<std::collections::BTreeMap<String, (f64, f64)>, String> {
+        let text = get(client, url, None, STARTUP_TIMEOUT).await?;
+        let page = prom::parse(&text).map_err(|e| e.to_string())?;
+        Ok(super::names::router_outcomes(&page))
+    }
+
+    /// The page at start-up, when it is a router's page with per-worker counts.
+    async fn first(client: &reqwest::Client, url: &reqwest::Url) -> Option<RouterPage> {
+        let text = get(client, url, None, STARTUP_TIMEOUT).await.ok()?;
+        let page = prom::parse(&text).ok()?;
+        if !matches!(PageKind::of(&page), PageKind::Router { .. }) {
+            return None;
+        }
+        Some(RouterPage {
+            url: url.clone(),
+            first: super::names::router_outcomes(&page),
+        })
+    }
+
+    /// The counts since [`RouterPage::first`] (a counter that went down counts from zero).
+    async fn last(self, client: &reqwest::Client) -> RouterCounts {
+        let url = crate::backend::sanitize_url(self.url.as_str());
+        match Self::read(client, &self.url).await {
+            Ok(now) => RouterCounts {
+                url,
+                workers: now
+                    .into_iter()
+                    .map(|(w, (ok, failed))| {
+                        let (ok0, failed0) = self.first.get(&w).copied().unwrap_or_default();
+                        let d = |a: f64, b: f64| if a >= b { a - b } else { a };
+                        (w, d(ok, ok0), d(failed, failed0))
+                    })
+                    .collect(),
+                error: None,
+            },
+            Err(e) => RouterCounts {
+                url,
+                workers: Vec::new(),
+                error: Some(e),
+            },
+        }
+    }
 }
 
 /// The list of instances of the router in front (see [`super::discover`]), read again during

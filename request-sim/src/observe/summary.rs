@@ -169,6 +169,29 @@ pub struct MembershipSummary {
     pub event: String,
 }
 
+/// The router's own count per worker over the run (smg's page: `smg_worker_cb_outcomes_total`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RouterSummary {
+    /// The router's metrics page.
+    pub url: String,
+    pub workers: Vec<RouterWorker>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One worker as the router counted it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RouterWorker {
+    pub url: String,
+    /// The scraped instance it is (index of `instances`), when it is one.
+    pub instance: Option<usize>,
+    /// Requests the router sent it that succeeded, and that failed.
+    pub ok: f64,
+    pub failed: f64,
+}
+
 /// Which instance served each request, over the run (`docs/server-metrics.md`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -226,6 +249,10 @@ pub struct ServerSummary {
     /// Which instance served each request, when records know (set by the run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementSummary>,
+    /// The router's own page, when it was found (smg's: listed in `--server-metrics`, or on
+    /// its default port beside `/workers`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<RouterSummary>,
 }
 
 fn ratio(num: Option<f64>, den: Option<f64>) -> Option<f64> {
@@ -455,5 +482,25 @@ pub fn summarize(r: &ScrapeResult, client: ClientSide) -> ServerSummary {
             })
             .collect(),
         placement: None,
+        router: r.router.as_ref().map(|rc| RouterSummary {
+            url: rc.url.clone(),
+            workers: rc
+                .workers
+                .iter()
+                .map(|(w, ok, failed)| RouterWorker {
+                    url: w.clone(),
+                    instance: r.instances.iter().position(|i| {
+                        i.url
+                            .strip_suffix("/metrics")
+                            .unwrap_or(&i.url)
+                            .trim_end_matches('/')
+                            == w.trim_end_matches('/')
+                    }),
+                    ok: *ok,
+                    failed: *failed,
+                })
+                .collect(),
+            error: rc.error.clone(),
+        }),
     }
 }

@@ -74,6 +74,27 @@ pub(super) fn server_section(t: &mut Table, srv: &ServerSummary) {
             format!("{} placed / {} not{votes}", p.placed, p.unplaced),
         );
     }
+    if let Some(r) = &srv.router {
+        let cells: Vec<String> = r
+            .workers
+            .iter()
+            .map(|w| {
+                let who = w.instance.map_or(w.url.clone(), |i| format!("inst {i}"));
+                if w.failed > 0.0 {
+                    format!("{who}: {} ok / {} failed", w.ok, w.failed)
+                } else {
+                    format!("{who}: {}", w.ok)
+                }
+            })
+            .collect();
+        t.row(
+            "Router's own count per instance:",
+            match &r.error {
+                Some(e) => format!("n/a ({e})"),
+                None => cells.join(", "),
+            },
+        );
+    }
     for m in &srv.membership {
         t.row(
             &format!("Router at {:.1} s:", m.at_s),
