@@ -105,6 +105,26 @@ pub(super) struct Instance {
     pub(super) result: InstanceResult,
 }
 
+impl Instance {
+    fn new(url: reqwest::Url, key: Option<String>) -> Instance {
+        let shown = crate::backend::sanitize_url(url.as_str());
+        Instance {
+            url,
+            key,
+            result: InstanceResult {
+                url: shown.clone(),
+                ok: 0,
+                failed: 0,
+                first_error: None,
+                first: None,
+                last: None,
+                outages: Vec::new(),
+            },
+            shown,
+        }
+    }
+}
+
 /// Takes the scrapes of every instance (see the module doc).
 pub(super) struct Collector {
     pub(super) instances: Vec<Instance>,
@@ -136,23 +156,7 @@ impl Collector {
         series.set_addresses(&kept.iter().map(|(u, _)| u.clone()).collect::<Vec<_>>());
         let instances = kept
             .iter()
-            .map(|(u, key)| {
-                let shown = crate::backend::sanitize_url(u.as_str());
-                Instance {
-                    url: u.clone(),
-                    key: key.clone(),
-                    result: InstanceResult {
-                        url: shown.clone(),
-                        ok: 0,
-                        failed: 0,
-                        first_error: None,
-                        first: None,
-                        last: None,
-                        outages: Vec::new(),
-                    },
-                    shown,
-                }
-            })
+            .map(|(u, key)| Instance::new(u.clone(), key.clone()))
             .collect();
         Collector {
             instances,
@@ -209,22 +213,8 @@ impl Collector {
             return None;
         }
         let i = self.instances.len();
-        let shown = crate::backend::sanitize_url(metrics.as_str());
         self.series.add_address(&metrics);
-        self.instances.push(Instance {
-            url: metrics,
-            key: None,
-            result: InstanceResult {
-                url: shown.clone(),
-                ok: 0,
-                failed: 0,
-                first_error: None,
-                first: None,
-                last: None,
-                outages: Vec::new(),
-            },
-            shown,
-        });
+        self.instances.push(Instance::new(metrics, None));
         Some(i)
     }
 

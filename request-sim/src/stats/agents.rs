@@ -186,7 +186,7 @@ impl AgentAcc {
 
 /// The trace-ideal prefix-cache hit ratio for the routing a run got, and the instances that
 /// served: every sent request in send order against an unbounded cache of the instance that
-/// answered it (`served_by`; one cache when responses do not say), hits as the trace-ideal
+/// answered it (`served_by`, else `kv_placement`; one cache when neither says), hits as the trace-ideal
 /// counts them (`docs/traces.md`). `request(i)`: the trace request of record index `i`.
 pub fn routed_ideal_hit_ratio<'a>(
     records: &[Record],
@@ -210,10 +210,12 @@ pub fn routed_ideal_hit_ratio<'a>(
         let Some(req) = request(r.index) else {
             continue;
         };
-        let key = r
-            .served_by
-            .as_ref()
-            .map_or((None, None), |s| (s.pod.clone(), s.port));
+        // The instance the response named, else the one its KV placement found.
+        let key = match (&r.served_by, &r.kv_placement) {
+            (Some(s), _) => (s.pod.clone(), s.port),
+            (None, Some(k)) => (Some(k.url.clone()), None),
+            (None, None) => (None, None),
+        };
         let cache = caches
             .entry(key)
             .or_insert_with(|| IdealCache::new(block_size, IdealCache::MAX_BLOCKS));
