@@ -263,6 +263,7 @@ fi
 # llm-sim's built-in router, N instances, POLICY, on a trace: a row named NAME.
 whatif_run() {
     local name="$1" n="$2" policy="$3" trace="$4" dir="$OUT/$1"
+    shift 4
     mkdir -p "$dir"
     "$LS" --instances "$n" --router "$policy" --port $((BASE_PORT + 100)) --served-model-name qwen3 \
         --tokenizer "$TOKDIR/tokenizer.json" --tokenizer-config "$TOKDIR/tokenizer_config.json" \
@@ -276,7 +277,7 @@ whatif_run() {
     done
     t0=$SECONDS
     "$RS" replay --endpoint "$front" --dataset-path "$trace" \
-        "${COMMON[@]}" --output-path "$dir/records.jsonl" --result-dir "$dir" \
+        "${COMMON[@]}" "$@" --output-path "$dir/records.jsonl" --result-dir "$dir" \
         >"$dir/console.txt" 2>"$dir/stderr.txt" || true
     echo "$((SECONDS - t0))" >"$dir/seconds.txt"
     kill "$lpid"
@@ -288,6 +289,8 @@ whatif_run() {
 if want whatif; then
     stop_router
     for p in $POLICIES; do whatif_run "llm-sim-$p" "$K" "$p" "$TRACE"; done
+    whatif_run llm-sim-consistent_hashing-affinity "$K" consistent_hashing "$TRACE" \
+        --session-header smg
 fi
 
 # The what-if at 32 instances: SESSIONS32 sessions (320), each policy.
@@ -295,6 +298,8 @@ if want whatif32; then
     python3 "$ROOT/scripts/sessions-trace.py" "$OUT/sessions-32.jsonl" --sessions "${SESSIONS32:-320}" \
         --turns "$TURNS" --block 64 --spread 60 --seed 3
     for p in $POLICIES; do whatif_run "llm-sim-32-$p" 32 "$p" "$OUT/sessions-32.jsonl"; done
+    whatif_run llm-sim-32-consistent_hashing-affinity 32 consistent_hashing \
+        "$OUT/sessions-32.jsonl" --session-header smg
 fi
 
 printf '\n%s\n' "rows ($OUT/rows.tsv):"
