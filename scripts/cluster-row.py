@@ -26,6 +26,10 @@ def counters(path):
     return out
 
 
+def port_of_url(u):
+    return int(u.replace("/metrics", "").rstrip("/").rsplit(":", 1)[1].split("/")[0])
+
+
 def main():
     if sys.argv[1:] == ["--header"]:
         print("\t".join(HEADER))
@@ -52,6 +56,13 @@ def main():
                 deltas[k] = after[k]
             else:
                 deltas[k] = (after[k][0] - before[k][0], after[k][1] - before[k][1])
+    if not after and insts:
+        # No counters read by the script (llm-sim): the summary's own deltas, by port order.
+        order = sorted(range(len(insts)), key=lambda i: port_of_url(insts[i]["url"]))
+        for k, i in enumerate(order, start=1):
+            x = insts[i]
+            if x.get("requests") is not None:
+                deltas[k] = (int(x.get("prefix_hits") or 0), int(x["requests"]))
     hits = sum(h for h, _ in deltas.values()) if deltas else None
     recs = [json.loads(l) for l in open(os.path.join(d, "records.jsonl"))] if os.path.exists(os.path.join(d, "records.jsonl")) else []
     # Records per instance (their KV placement, else the response's header) by URL port.
@@ -78,7 +89,10 @@ def main():
         cached_by_port[port] = cached_by_port.get(port, 0) + (r.get("cached_tokens") or 0)
     base = min(by_port) - 1 if by_port else 0
     inst_ports = sorted(port_of(u) for u in url_of.values()) if url_of else sorted(by_port)
-    shares = "/".join(f"{100 * by_port.get(p, 0) / max(placed_ok, 1):.1f}" for p in inst_ports)
+    share_list = [100 * by_port.get(p, 0) / max(placed_ok, 1) for p in inst_ports]
+    shares = "/".join(f"{x:.1f}" for x in share_list)
+    if len(share_list) > 6:
+        shares = f"{len(share_list)} instances, {min(share_list):.1f}-{max(share_list):.1f}"
     # Each instance's own success count, by its port (counters are keyed 1..K = BASE+1..).
     vs, diff, cached_eq = [], 0, []
     for p in inst_ports:
@@ -113,7 +127,7 @@ def main():
         pct((srv.get("cluster") or {}).get("prefix_hit_ratio")),
         pct(c.get("ideal_hit_ratio_server_blocks") or c.get("ideal_hit_ratio")),
         pct(pl.get("routed_ideal_hit_ratio_server_blocks") or pl.get("routed_ideal_hit_ratio")),
-        shares, " ".join(vs) + f" (off {diff})",
+        shares, (" ".join(vs) if len(vs) <= 6 else f"{len(vs)} instances") + f" (off {diff})",
         "all" if cached_eq and all(cached_eq) else f"{sum(cached_eq)}/{len(cached_eq)}",
         pl.get("unplaced", "n/a"), kv.get("split_votes", "-"),
         f"{sum(len(v) == 1 for v in sessions.values())}/{len(sessions)}",
