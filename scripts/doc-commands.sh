@@ -361,9 +361,10 @@ SUBCOMMANDS=$("$RS" --help | sed -n '/^Commands:/,/^$/p' | awk 'NR > 1 && $1 != 
 # flags, this repository's scripts: make_azure2024_csv.py --rows, gen-copilot.py --day --jobs,
 # make-parquet-trace.py --schema; vLLM's --enable-prefix-caching;
 # vLLM's plot script --var-x/--var-y; the AIPerf flag that does not exist, --artifact-directory;
-# podman's --entrypoint), and anchors of headings.
+# podman's --entrypoint; vLLM's --kv-events-config), and anchors of headings.
 cat >>"$KNOWN" <<'EOF'
 --all
+--kv-events-config
 --entrypoint
 --enable-prefix-caching
 --schema
