@@ -50,6 +50,15 @@ pub struct MembershipEvent {
     pub appeared: bool,
 }
 
+/// What the router's own page counted during the run, per worker: (URL, succeeded, failed).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RouterCounts {
+    pub url: String,
+    pub workers: Vec<(String, f64, f64)>,
+    /// The end's read failed (the counts are then empty).
+    pub error: Option<String>,
+}
+
 /// Everything the scraper saw.
 #[derive(Debug, Clone)]
 pub struct ScrapeResult {
@@ -68,7 +77,7 @@ pub struct ScrapeResult {
     /// `--kv-events`: the placement (its counts are read once the record writer is done).
     pub placement: Option<std::sync::Arc<super::placement::Placement>>,
     /// The router's own page's per-worker counts over the run, when it was found.
-    pub router: Option<super::scrape::RouterCounts>,
+    pub router: Option<RouterCounts>,
 }
 
 /// One line of `server_metrics.jsonl`.

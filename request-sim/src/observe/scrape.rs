@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::collect::{open_out, Collector, ScrapeResult, Scraped};
+use super::collect::{open_out, Collector, RouterCounts, ScrapeResult, Scraped};
 use super::discover;
 use super::kv::{KvListener, KvSource};
 use super::names::PageKind;
@@ -507,15 +507,6 @@ const SMG_METRICS_PORT: u16 = 29000;
 struct RouterPage {
     url: reqwest::Url,
     first: std::collections::BTreeMap<String, (f64, f64)>,
-}
-
-/// What the router's own page counted during the run, per worker: (URL, succeeded, failed).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RouterCounts {
-    pub url: String,
-    pub workers: Vec<(String, f64, f64)>,
-    /// The end's read failed (the counts are then empty).
-    pub error: Option<String>,
 }
 
 impl RouterPage {

@@ -251,10 +251,19 @@ fn four_instances_scraped_together_match_their_own_counters() {
         "<tr><th>Server prefix-cache hit ratio (%)</th><td>{hit}</td></tr>"
     )));
     for (i, x) in srv.instances.iter().enumerate() {
-        let share = format!("{:.2}", x.request_share.unwrap() * 100.0);
-        assert!(html.contains(&format!(
-            "<tr><td class=\"num\">{i}</td><td class=\"num\">{share}</td>"
-        )));
+        // The server's share / the records' (each response named its instance); the page
+        // escapes the slash.
+        let share = format!(
+            "{:.2}&#x2f;{:.2}",
+            x.request_share.unwrap() * 100.0,
+            x.record_share.unwrap() * 100.0
+        );
+        let row = format!("<tr><td class=\"num\">{i}</td><td class=\"num\">{share}</td>");
+        assert!(
+            html.contains(&row),
+            "{row} not in {}",
+            &html[html.find("<th>inst").unwrap_or(0)..][..600.min(html.len())]
+        );
     }
     assert!(html.contains(
         "<figure id=\"server_over_time\"><img alt=\"server_over_time\" src=\"data:image/"
