@@ -183,15 +183,29 @@ pub fn verify_sample<E: Encoder + ?Sized>(
                 tokens += got.len();
                 if got != want && failures[k].is_none() {
                     let r = picks[k];
-                    failures[k] = Some(format!(
-                        "request {} (line {}): tokens {at}..{} re-tokenized to {} tokens, not \
-                         the intended {}",
-                        r.index,
-                        r.line,
-                        at + want.len(),
-                        got.len(),
-                        want.len()
-                    ));
+                    let end = at + want.len();
+                    // Same count, other ids: say where they part, not "32, not 32".
+                    failures[k] = Some(if got.len() == want.len() {
+                        let i = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(0);
+                        format!(
+                            "request {} (line {}): tokens {at}..{end} re-tokenized to as many \
+                             tokens, but other ones: token {} is id {} as built and {} as re-tokenized",
+                            r.index,
+                            r.line,
+                            at + i,
+                            want[i],
+                            got[i]
+                        )
+                    } else {
+                        format!(
+                            "request {} (line {}): tokens {at}..{end} re-tokenized to {} tokens, \
+                             not the intended {}",
+                            r.index,
+                            r.line,
+                            got.len(),
+                            want.len()
+                        )
+                    });
                 }
             }
         }

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Rows and the table of scripts/bench-wire.sh.
+
+    scripts/bench-wire-row.py DIR CLIENT STREAMS TRIAL PORT   # one JSON row of a trial
+    scripts/bench-wire-row.py --table ROWS.jsonl              # the Markdown table
+
+A row: the wire's TTFT and ITL (scripts/wire.py on DIR/wire.pcap), the client's own mean TTFT
+(request-sim: its records; vllm-bench: its result file), what the client adds (its mean minus
+the wire's), the server's lateness on the wire (wire TTFT - 50 ms), CPU and peak RSS.
+"""
+import glob
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import wire  # noqa: E402
+
+FIRST_TOKEN_MS = 50.0
+
+
+def client_ttft(d, client):
+    """(mean TTFT ms, requests ok) as the client reported them."""
+    if client == "request-sim":
+        try:
+            recs = [json.loads(l) for l in open(os.path.join(d, "records.jsonl"))]
+        except OSError:
+            return None, 0
+        t = [r["ttft_ms"] for r in recs if r.get("status") == "ok" and r.get("ttft_ms") is not None]
+        return (sum(t) / len(t) if t else None), len(t)
+    files = sorted(glob.glob(os.path.join(d, "result", "*.json")))
+    if not files:
+        return None, 0
+    j = json.load(open(files[-1]))
+    return j.get("mean_ttft_ms"), j.get("completed", 0)
+
+
+def row(d, client, streams, trial, port):
+    w = wire.summary([r for r in wire.requests(os.path.join(d, "wire.pcap"), port) if r["tokens"]])
+    ttft, ok = client_ttft(d, client)
+    cpu = rss = None
+    try:
+        e, u, s, m = open(os.path.join(d, "time.txt")).read().split()[-4:]
+        cpu, rss = float(u) + float(s), int(m) / 1024
+    except (OSError, ValueError):
+        pass
+    wt = w["ttft_mean_ms"]
+    return {
+        "client": client, "streams": streams, "trial": trial, "ok": ok,
+        "wire_requests": w["with_tokens"],
+        "wire_ttft_ms": wt, "wire_ttft_p99_ms": w["ttft_p99_ms"], "wire_itl_ms": w["itl_mean_ms"],
+        "client_ttft_ms": ttft,
+        "added_ms": None if ttft is None or wt is None else ttft - wt,
+        "server_late_ms": None if wt is None else wt - FIRST_TOKEN_MS,
+        "reported_minus_50_ms": None if ttft is None else ttft - FIRST_TOKEN_MS,
+        "cpu_s": cpu, "rss_mib": rss,
+    }
+
+
+def table(path):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    keys = []
+    for r in rows:
+        k = (r["streams"], r["client"])
+        if k not in keys:
+            keys.append(k)
+    f = lambda v: "n/a" if v is None else f"{v:.1f}"
+
+    def cell(rs, name, digits=1):
+        v = [r[name] for r in rs if r[name] is not None]
+        if not v:
+            return "n/a"
+        m = sum(v) / len(v)
+        return f"{m:.{digits}f}" if len(v) == 1 else f"{m:.{digits}f} ({min(v):.{digits}f}–{max(v):.{digits}f})"
+
+    print("| streams | client | trials | ok | added to TTFT by the client (ms) | the server's own lateness on the wire (ms) | reported TTFT − 50 (ms) | wire ITL (ms) | CPU (s) | RSS (MiB) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for s, c in sorted(keys):
+        rs = [r for r in rows if r["streams"] == s and r["client"] == c]
+        print(f"| {s} | {c} | {len(rs)} | {min(r['ok'] for r in rs)} | {cell(rs, 'added_ms')} | {cell(rs, 'server_late_ms')} | "
+              f"{cell(rs, 'reported_minus_50_ms')} | {cell(rs, 'wire_itl_ms', 2)} | {cell(rs, 'cpu_s', 2)} | {cell(rs, 'rss_mib', 0)} |")
+    print("\nEach cell: mean over the trials (min–max).")
+
+
+def main():
+    if sys.argv[1] == "--table":
+        table(sys.argv[2])
+        return
+    d, client, streams, trial, port = sys.argv[1:6]
+    print(json.dumps(row(d, client, int(streams), int(trial), int(port))))
+
+
+if __name__ == "__main__":
+    main()
