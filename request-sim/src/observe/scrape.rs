@@ -390,9 +390,10 @@ async fn probe(client: &reqwest::Client, targets: &[Target]) -> Vec<Scraped> {
 }
 
 /// The start-up round over every URL: the instances kept, their first scrapes, and notes for
-/// the user. The origin is kept only when it answers with a page of engine metrics; a page of
-/// llm-sim's built-in router (the origin or a listed URL) is replaced by its instances' own
-/// pages, found through it.
+/// the user. The origin is kept only when it answers with a page of engine metrics; an origin
+/// without one that lists its instances (smg's `/workers`, [`discover`]) is replaced by them;
+/// a router's page that names its instances (the origin or a listed URL) is replaced by their
+/// own pages.
 async fn startup_round(
     cfg: &ScrapeConfig,
     client: &reqwest::Client,
@@ -426,20 +427,7 @@ async fn startup_round(
         if is_origin && router_page {
             // A router in front: its instances, from its own list of them.
             if let Some(m) = Membership::find(client, u, key.as_deref()).await {
-                let found: Vec<String> = m.known.iter().map(ToString::to_string).collect();
-                for base in &m.known {
-                    let u = discover::metrics_of(base);
-                    if !urls.iter().chain(discovered.iter()).any(|(s, _)| *s == u) {
-                        discovered.push((u, None));
-                    }
-                }
-                notes.push(format!(
-                    "server metrics: the endpoint is a router ({}, {} lists {} instance(s)): scraping each instance's own /metrics: {}",
-                    m.listing.router,
-                    m.shown(),
-                    m.known.len(),
-                    found.join(", ")
-                ));
+                notes.push(m.adopt(&urls, &mut discovered));
                 membership = Some(m);
                 continue;
             }
@@ -596,6 +584,29 @@ impl Membership {
 
     fn shown(&self) -> String {
         crate::backend::sanitize_url(self.list.as_str())
+    }
+
+    /// The listed instances' `/metrics` pages not already among `scraped`, added to
+    /// `discovered`; returns the start-up note.
+    fn adopt(&self, scraped: &[Target], discovered: &mut Vec<Target>) -> String {
+        for base in &self.known {
+            let u = discover::metrics_of(base);
+            if !scraped
+                .iter()
+                .chain(discovered.iter())
+                .any(|(s, _)| *s == u)
+            {
+                discovered.push((u, None));
+            }
+        }
+        let found: Vec<String> = self.known.iter().map(ToString::to_string).collect();
+        format!(
+            "server metrics: the endpoint is a router ({}, {} lists {} instance(s)): scraping each instance's own /metrics: {}",
+            self.listing.router,
+            self.shown(),
+            self.known.len(),
+            found.join(", ")
+        )
     }
 
     /// Read the list again: the instances that appeared and disappeared since the last read

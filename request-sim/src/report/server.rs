@@ -42,6 +42,99 @@ pub(super) fn server_section(t: &mut Table, srv: &ServerSummary) {
             pct(srv.client.ideal_hit_ratio),
         );
     }
+    placement_rows(t, srv);
+    t.row("Requests finished (server):", num(c.requests, 0));
+    t.row(
+        "Running mean / peak:",
+        format!("{} / {}", num(c.running_mean, 2), num(c.running_peak, 0)),
+    );
+    t.row(
+        "Waiting mean / peak:",
+        format!("{} / {}", num(c.waiting_mean, 2), num(c.waiting_peak, 0)),
+    );
+    t.row(
+        "KV usage mean / peak (%):",
+        format!("{} / {}", pct(c.kv_usage_mean), pct(c.kv_usage_peak)),
+    );
+    t.row("Preemptions:", num(c.preemptions, 0));
+    let h = |x: &Option<HistSummary>| match x {
+        Some(h) => render_hist(h),
+        None => "n/a".to_string(),
+    };
+    let cl = &srv.client;
+    t.row("Server TTFT mean/p50/p99 (ms):", h(&c.ttft));
+    t.row(
+        "Client TTFT mean/p50/p99 (ms):",
+        three(cl.ttft_mean_ms, cl.ttft_p50_ms, cl.ttft_p99_ms),
+    );
+    t.row("Server E2E mean/p50/p99 (ms):", h(&c.e2e));
+    t.row(
+        "Client E2E mean/p50/p99 (ms):",
+        three(cl.e2e_mean_ms, cl.e2e_p50_ms, cl.e2e_p99_ms),
+    );
+    t.row("Server queue mean/p50/p99 (ms):", h(&c.queue));
+    instance_grid(t, srv);
+}
+
+/// One line per instance: the server's share (and the records' when they know each
+/// request's instance), hit ratio, queues, KV peak, preemptions, TTFT, failed scrapes and the
+/// first outage.
+fn instance_grid(t: &mut Table, srv: &ServerSummary) {
+    let placed = srv.placement.is_some();
+    let head = [
+        "inst",
+        if placed { "share%/rec%" } else { "share%" },
+        "hit%",
+        "run mean/pk",
+        "wait mean/pk",
+        "kv%pk",
+        "preempt",
+        "ttft ms",
+        "fails",
+    ];
+    let rows = srv
+        .instances
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let share = if placed {
+                format!("{}/{}", pct(x.request_share), pct(x.record_share))
+            } else {
+                pct(x.request_share)
+            };
+            let fails = match x.outages.first() {
+                Some(o) => format!(
+                    "{} (down {:.0}–{} s)",
+                    x.scrapes_failed,
+                    o.from_s,
+                    o.to_s.map_or("end".to_string(), |t| format!("{t:.0}"))
+                ),
+                None => x.scrapes_failed.to_string(),
+            };
+            vec![
+                i.to_string(),
+                share,
+                pct(x.prefix_hit_ratio),
+                format!("{}/{}", num(x.running_mean, 1), num(x.running_peak, 0)),
+                format!("{}/{}", num(x.waiting_mean, 1), num(x.waiting_peak, 0)),
+                pct(x.kv_usage_peak),
+                num(x.preemptions, 0),
+                num(x.ttft.as_ref().and_then(|h| h.mean_ms), 1),
+                fails,
+            ]
+        })
+        .collect();
+    t.grid(head.map(String::from).to_vec(), rows, |c| {
+        format!(
+            "{:<4} {:>11} {:>6} {:>11} {:>11} {:>6} {:>7} {:>9} {:>6}",
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
+        )
+    });
+}
+
+/// Where requests went: the routed ideal and how requests were placed (when records know
+/// each one's instance), the router's own count, and the router's list changing.
+fn placement_rows(t: &mut Table, srv: &ServerSummary) {
     if let Some(p) = &srv.placement {
         t.row(
             "Routed ideal hit ratio (%):",
@@ -101,86 +194,6 @@ pub(super) fn server_section(t: &mut Table, srv: &ServerSummary) {
             format!("{} {}", m.event, m.url),
         );
     }
-    t.row("Requests finished (server):", num(c.requests, 0));
-    t.row(
-        "Running mean / peak:",
-        format!("{} / {}", num(c.running_mean, 2), num(c.running_peak, 0)),
-    );
-    t.row(
-        "Waiting mean / peak:",
-        format!("{} / {}", num(c.waiting_mean, 2), num(c.waiting_peak, 0)),
-    );
-    t.row(
-        "KV usage mean / peak (%):",
-        format!("{} / {}", pct(c.kv_usage_mean), pct(c.kv_usage_peak)),
-    );
-    t.row("Preemptions:", num(c.preemptions, 0));
-    let h = |x: &Option<HistSummary>| match x {
-        Some(h) => render_hist(h),
-        None => "n/a".to_string(),
-    };
-    let cl = &srv.client;
-    t.row("Server TTFT mean/p50/p99 (ms):", h(&c.ttft));
-    t.row(
-        "Client TTFT mean/p50/p99 (ms):",
-        three(cl.ttft_mean_ms, cl.ttft_p50_ms, cl.ttft_p99_ms),
-    );
-    t.row("Server E2E mean/p50/p99 (ms):", h(&c.e2e));
-    t.row(
-        "Client E2E mean/p50/p99 (ms):",
-        three(cl.e2e_mean_ms, cl.e2e_p50_ms, cl.e2e_p99_ms),
-    );
-    t.row("Server queue mean/p50/p99 (ms):", h(&c.queue));
-    let placed = srv.placement.is_some();
-    let head = [
-        "inst",
-        if placed { "share%/rec%" } else { "share%" },
-        "hit%",
-        "run mean/pk",
-        "wait mean/pk",
-        "kv%pk",
-        "preempt",
-        "ttft ms",
-        "fails",
-    ];
-    let rows = srv
-        .instances
-        .iter()
-        .enumerate()
-        .map(|(i, x)| {
-            let share = if placed {
-                format!("{}/{}", pct(x.request_share), pct(x.record_share))
-            } else {
-                pct(x.request_share)
-            };
-            let fails = match x.outages.first() {
-                Some(o) => format!(
-                    "{} (down {:.0}–{} s)",
-                    x.scrapes_failed,
-                    o.from_s,
-                    o.to_s.map_or("end".to_string(), |t| format!("{t:.0}"))
-                ),
-                None => x.scrapes_failed.to_string(),
-            };
-            vec![
-                i.to_string(),
-                share,
-                pct(x.prefix_hit_ratio),
-                format!("{}/{}", num(x.running_mean, 1), num(x.running_peak, 0)),
-                format!("{}/{}", num(x.waiting_mean, 1), num(x.waiting_peak, 0)),
-                pct(x.kv_usage_peak),
-                num(x.preemptions, 0),
-                num(x.ttft.as_ref().and_then(|h| h.mean_ms), 1),
-                fails,
-            ]
-        })
-        .collect();
-    t.grid(head.map(String::from).to_vec(), rows, |c| {
-        format!(
-            "{:<4} {:>11} {:>6} {:>11} {:>11} {:>6} {:>7} {:>9} {:>6}",
-            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
-        )
-    });
 }
 
 /// `mean / p50 / p99` of a server-side histogram, every percentile in one format: the range
