@@ -288,9 +288,6 @@ impl Default for SmgConfig {
 /// blocks (smg's and vLLM's default page size).
 pub const OFFLINE_BLOCK_TOKENS: usize = 16;
 
-/// smg's virtual nodes per instance on its hash ring (`worker/hash_ring.rs`).
-pub const RING_VIRTUAL_NODES: usize = 150;
-
 /// The spill gate's absolute margin at a fleet mean of `mean` in-flight requests: `abs`, capped
 /// at two standard deviations of a Poisson count at that mean (2 sqrt(mean)), the cap never
 /// under 4 (smg 1.13 `--balance-abs-threshold`: "capped at the in-flight count's natural swing
@@ -578,27 +575,9 @@ impl Router {
     }
 }
 
-/// A consistent-hash ring: [`RING_VIRTUAL_NODES`] points per instance, a key going to the
-/// first point at or after its hash (smg's `HashRing`, placed by this module's hash rather
-/// than smg's blake3 of worker URLs).
-/// A fixed 64-bit hash of a text (FNV-1a over its bytes, then mixed): ring keys and points.
-pub fn text_hash(text: &str) -> u64 {
-    session_hash(text)
-}
-
-/// A fixed 64-bit hash of a session key (FNV-1a, then mixed): the same key goes to the same
-/// instance in every run and in request-sim's analysis.
-pub fn session_hash(key: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in key.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    mix64(h)
-}
-
 mod tree;
 use tree::*;
+pub use tree::{session_hash, text_hash, RING_VIRTUAL_NODES};
 
 #[cfg(test)]
 mod tests;

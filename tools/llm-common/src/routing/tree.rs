@@ -1,10 +1,13 @@
 //! The structures behind smg's policies in [`super::Router`]: the hash ring of `prefix_hash`
 //! and `consistent_hashing`, and the approximate radix tree of `cache_aware` (one tree over
 //! characters, or over block hashes offline, each node listing the instances that inserted
-//! through it).
+//! through it), and the fixed hashes of keys and texts.
 
-use super::*;
+use crate::util::mix64;
 
+/// A consistent-hash ring: [`RING_VIRTUAL_NODES`] points per instance, a key going to the
+/// first point at or after its hash (smg's `HashRing`, placed by this module's hash rather
+/// than smg's blake3 of worker URLs).
 pub(super) struct Ring {
     points: Vec<(u64, usize)>,
 }
@@ -306,4 +309,23 @@ impl<T: Copy + Ord> ApproxTree<T> {
     pub(super) fn held(&self) -> &[usize] {
         &self.size
     }
+}
+
+/// smg's virtual nodes per instance on its hash ring (`worker/hash_ring.rs`).
+pub const RING_VIRTUAL_NODES: usize = 150;
+
+/// A fixed 64-bit hash of a text (FNV-1a over its bytes, then mixed): ring keys and points.
+pub fn text_hash(text: &str) -> u64 {
+    session_hash(text)
+}
+
+/// A fixed 64-bit hash of a session key (FNV-1a, then mixed): the same key goes to the same
+/// instance in every run and in request-sim's analysis.
+pub fn session_hash(key: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    mix64(h)
 }
