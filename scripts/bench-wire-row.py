@@ -19,25 +19,39 @@ import wire  # noqa: E402
 FIRST_TOKEN_MS = 50.0
 
 
+def p99(v):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(round(0.99 * (len(v) - 1))))] if v else None
+
+
 def client_ttft(d, client):
-    """(mean TTFT ms, requests ok) as the client reported them."""
-    if client == "request-sim":
+    """(mean TTFT ms, p99 TTFT ms, requests ok, extra) as the client reported them; extra:
+    request-sim's own send drift and receive lateness p99 from its summary."""
+    if client.startswith("request-sim"):
         try:
             recs = [json.loads(l) for l in open(os.path.join(d, "records.jsonl"))]
         except OSError:
-            return None, 0
+            return None, None, 0, {}
         t = [r["ttft_ms"] for r in recs if r.get("status") == "ok" and r.get("ttft_ms") is not None]
-        return (sum(t) / len(t) if t else None), len(t)
+        extra = {}
+        try:
+            sm = json.load(open(os.path.join(d, "records.jsonl.summary.json")))
+            extra = {"drift_p99_ms": sm["drift"].get("p99_ms"),
+                     "rx_late_p99_ms": sm.get("rx_late", {}).get("p99_ms"),
+                     "same_host": bool(sm["run"].get("realtime", {}).get("same_host"))}
+        except (OSError, KeyError, ValueError):
+            pass
+        return (sum(t) / len(t) if t else None), p99(t), len(t), extra
     files = sorted(glob.glob(os.path.join(d, "result", "*.json")))
     if not files:
-        return None, 0
+        return None, None, 0, {}
     j = json.load(open(files[-1]))
-    return j.get("mean_ttft_ms"), j.get("completed", 0)
+    return j.get("mean_ttft_ms"), j.get("p99_ttft_ms"), j.get("completed", 0), {}
 
 
 def row(d, client, streams, trial, port):
     w = wire.summary([r for r in wire.requests(os.path.join(d, "wire.pcap"), port) if r["tokens"]])
-    ttft, ok = client_ttft(d, client)
+    ttft, ttft99, ok, extra = client_ttft(d, client)
     cpu = rss = None
     try:
         e, u, s, m = open(os.path.join(d, "time.txt")).read().split()[-4:]
@@ -51,6 +65,9 @@ def row(d, client, streams, trial, port):
         "wire_ttft_ms": wt, "wire_ttft_p99_ms": w["ttft_p99_ms"], "wire_itl_ms": w["itl_mean_ms"],
         "client_ttft_ms": ttft,
         "added_ms": None if ttft is None or wt is None else ttft - wt,
+        "client_ttft_p99_ms": ttft99,
+        "added_p99_ms": None if ttft99 is None or w["ttft_p99_ms"] is None else ttft99 - w["ttft_p99_ms"],
+        **extra,
         "server_late_ms": None if wt is None else wt - FIRST_TOKEN_MS,
         "reported_minus_50_ms": None if ttft is None else ttft - FIRST_TOKEN_MS,
         "cpu_s": cpu, "rss_mib": rss,
@@ -73,13 +90,13 @@ def table(path):
         m = sum(v) / len(v)
         return f"{m:.{digits}f}" if len(v) == 1 else f"{m:.{digits}f} ({min(v):.{digits}f}–{max(v):.{digits}f})"
 
-    print("| streams | client | trials | ok | added to TTFT by the client (ms) | the server's own lateness on the wire (ms) | reported TTFT − 50 (ms) | wire ITL (ms) | CPU (s) | RSS (MiB) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| streams | client | trials | ok | added to TTFT by the client, mean (ms) | added, p99 (ms) | the server's own lateness on the wire (ms) | reported TTFT − 50 (ms) | wire ITL (ms) | CPU (s) | RSS (MiB) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for s, c in sorted(keys):
         rs = [r for r in rows if r["streams"] == s and r["client"] == c]
-        print(f"| {s} | {c} | {len(rs)} | {min(r['ok'] for r in rs)} | {cell(rs, 'added_ms')} | {cell(rs, 'server_late_ms')} | "
+        print(f"| {s} | {c} | {len(rs)} | {min(r['ok'] for r in rs)} | {cell(rs, 'added_ms')} | {cell(rs, 'added_p99_ms')} | {cell(rs, 'server_late_ms')} | "
               f"{cell(rs, 'reported_minus_50_ms')} | {cell(rs, 'wire_itl_ms', 2)} | {cell(rs, 'cpu_s', 2)} | {cell(rs, 'rss_mib', 0)} |")
-    print("\nEach cell: mean over the trials (min–max).")
+    print("\nEach cell: mean over the trials (min–max). Added p99: the client's p99 TTFT minus the wire's.")
 
 
 def main():

@@ -16,8 +16,9 @@
 # mock server's 0.0.0.0 listener reaches nothing. vllm-bench is fetched and built here
 # (VLLM_BENCH_SRC: a checkout, default .cache/vllm-bench/src, cloned from GitHub when absent;
 # built in .cache/vllm-bench/target); it is not a dependency. Needs root (unshare, tcpdump).
-# Environment: STREAMS, TRIALS (3), CLIENTS ("request-sim vllm-bench"), RS_ARGS (more replay
-# flags, e.g. "--realtime off --no-keep-awake"), REQUEST_SIM (target/release/request-sim), OUT
+# Environment: STREAMS, TRIALS (3), CLIENTS ("request-sim vllm-bench"; also request-sim+raise
+# and request-sim+off, see rs_variant), RS_ARGS (more replay flags), MOCK_ARGS (the mock
+# server's, e.g. "--token-interval-ms 100"), REQUEST_SIM (target/release/request-sim), OUT
 # (bench-results/wire-<time>), TOKDIR (the Qwen3 tokenizer vllm-bench counts prompts with).
 set -euo pipefail
 
@@ -44,21 +45,32 @@ if [[ "${BENCH_WIRE_INSIDE:-0}" != 1 ]]; then
     exec env BENCH_WIRE_INSIDE=1 OUT="$OUT" unshare -n bash "$0"
 fi
 
-# Inside the namespace.
+# Inside the namespace. 10,000 streams need 10,000 descriptors on each side.
 ip link set lo up
+ulimit -n 65536
 MOCK="$VB_TARGET/release/mock-llm-server"
 VB="$VB_TARGET/release/vllm-bench"
 ROWS="$OUT/rows.jsonl"
 : >"$ROWS"
 
 start_mock() {
-    "$MOCK" --port "$PORT" >"$1/mock.log" 2>&1 &
+    "$MOCK" --port "$PORT" ${MOCK_ARGS:-} >"$1/mock.log" 2>&1 &
     MOCK_PID=$!
     local t0=$SECONDS
     until curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null; do
         ((SECONDS - t0 < 20)) || { log "mock server not up"; exit 1; }
         sleep 0.1
     done
+}
+
+# request-sim's variants: request-sim (as shipped), request-sim+raise (--realtime on: the I/O
+# threads raised even though the server is on this host), request-sim+off (--realtime off
+# --no-keep-awake).
+rs_variant() {
+    case "$1" in
+        request-sim+raise) echo "--realtime on" ;;
+        request-sim+off) echo "--realtime off --no-keep-awake" ;;
+    esac
 }
 
 # One trial of one client at C streams: capture, run, then a row (scripts/bench-wire-row.py).
@@ -71,7 +83,7 @@ trial() {
     local td=$!
     sleep 0.5
     case "$client" in
-        request-sim)
+        request-sim*)
             python3 -c "
 import json, sys
 for i in range($c):
@@ -80,7 +92,7 @@ for i in range($c):
             /usr/bin/time -f "%e %U %S %M" -o "$dir/time.txt" "$RS" replay \
                 --endpoint "http://127.0.0.1:$PORT/v1/completions" --dataset-path "$dir/trace.jsonl" \
                 --stream --quiet --no-server-metrics --allow-inexact-prompts -o "$dir/records.jsonl" \
-                --result-dir "$dir/result" ${RS_ARGS:-} >"$dir/console.txt" 2>"$dir/stderr.txt" || true
+                --result-dir "$dir/result" ${RS_ARGS:-} $(rs_variant "$client") >"$dir/console.txt" 2>"$dir/stderr.txt" || true
             ;;
         vllm-bench)
             /usr/bin/time -f "%e %U %S %M" -o "$dir/time.txt" "$VB" --backend openai \

@@ -483,7 +483,8 @@ pub struct ValidityArgs {
     #[arg(long, value_name = "[URL=]tcp://HOST:PORT,...", value_delimiter = ',')]
     pub kv_events: Vec<String>,
     /// The run is flagged INVALID when the send drift p99 exceeds this many ms (the client fell
-    /// behind the schedule).
+    /// behind the schedule), or the receive lateness p99 does (the client read its tokens late:
+    /// docs/metrics.md, "Receive lateness").
     #[arg(long, value_name = "MS", default_value_t = 5.0)]
     pub max_drift_ms: f64,
     /// Exit with status 4 when the run is flagged invalid (drift, incomplete server metrics).

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 /// HTTP client settings.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -37,12 +39,22 @@ impl Default for ClientOptions {
 /// without a pool, whose every request opens a fresh connection, for the one retry of a
 /// request whose reused connection the server had closed (see [`execute`](super::execute)).
 ///
-/// Derefs to the pooled client, for the few side requests (`/v1/models`, warm-up).
+/// Each is two clients: plain-HTTP (`http://`) requests go through hyper's client on the
+/// kernel-stamped connections of [`super::socket`] (their token times are the kernel's
+/// arrivals); `https://` goes through reqwest (rustls).
+///
+/// Derefs to the pooled reqwest client, for the few side requests (`/v1/models`, metrics).
 #[derive(Debug, Clone)]
 pub struct HttpClient {
     pub(super) pooled: reqwest::Client,
     pub(super) fresh: reqwest::Client,
+    pub(super) timed: Timed,
+    pub(super) timed_fresh: Timed,
 }
+
+/// hyper's client on kernel-stamped connections.
+pub(super) type Timed =
+    hyper_util::client::legacy::Client<super::socket::TimedConnector, http_body_util::Full<Bytes>>;
 
 impl std::ops::Deref for HttpClient {
     type Target = reqwest::Client;
@@ -74,7 +86,173 @@ pub fn build_client(opts: &ClientOptions) -> crate::Result<HttpClient> {
         .pool_max_idle_per_host(0)
         .build()
         .map_err(|e| crate::Error::config(format!("cannot build HTTP client: {e}")))?;
-    Ok(HttpClient { pooled, fresh })
+    let timed = |max_idle: usize| {
+        use hyper_util::rt::{TokioExecutor, TokioTimer};
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(opts.pool_idle_timeout)
+            .pool_max_idle_per_host(max_idle)
+            .build(super::socket::TimedConnector {
+                connect_timeout: opts.connect_timeout,
+            })
+    };
+    Ok(HttpClient {
+        pooled,
+        fresh,
+        timed: timed(opts.max_idle_per_host),
+        timed_fresh: timed(0),
+    })
+}
+
+/// Why an HTTP request got no answer, whichever client sent it.
+#[derive(Debug)]
+pub struct TransportError {
+    /// No connection could be opened.
+    pub connect: bool,
+    /// reqwest's own timeout (the connect timeout).
+    pub timeout: bool,
+    pub err: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl TransportError {
+    fn of_reqwest(e: reqwest::Error) -> TransportError {
+        TransportError {
+            connect: e.is_connect(),
+            timeout: e.is_timeout(),
+            err: Box::new(e.without_url()),
+        }
+    }
+
+    fn of_hyper(e: hyper_util::client::legacy::Error) -> TransportError {
+        TransportError {
+            connect: e.is_connect(),
+            timeout: false,
+            err: Box::new(e),
+        }
+    }
+
+    /// The error and its causes, outermost first.
+    pub fn chain(&self) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+        let first: &(dyn std::error::Error + 'static) = &*self.err;
+        std::iter::successors(Some(first), |e| e.source())
+    }
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.err.fmt(f)
+    }
+}
+
+/// An answer's head and its body, whichever client got it.
+pub struct Answer {
+    pub status: reqwest::StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: AnswerBody,
+    /// The connection's kernel stamps (plain HTTP only).
+    pub clock: Option<super::socket::ConnClock>,
+}
+
+/// The body of an [`Answer`], read chunk by chunk as it arrives.
+pub enum AnswerBody {
+    Reqwest(reqwest::Response),
+    Hyper(hyper::body::Incoming),
+}
+
+impl AnswerBody {
+    /// Read the body to its end.
+    pub async fn drain(&mut self) -> Result<(), TransportError> {
+        while let Some(c) = self.chunk().await {
+            c?;
+        }
+        Ok(())
+    }
+
+    /// The next chunk of the body, `None` at its end.
+    pub async fn chunk(&mut self) -> Option<Result<Bytes, TransportError>> {
+        match self {
+            AnswerBody::Reqwest(r) => r
+                .chunk()
+                .await
+                .map_err(TransportError::of_reqwest)
+                .transpose(),
+            AnswerBody::Hyper(b) => {
+                use http_body_util::BodyExt;
+                loop {
+                    match b.frame().await? {
+                        Ok(f) => match f.into_data() {
+                            Ok(d) => return Some(Ok(d)),
+                            // Trailers carry no body bytes.
+                            Err(_) => continue,
+                        },
+                        Err(e) => {
+                            return Some(Err(TransportError {
+                                connect: false,
+                                timeout: false,
+                                err: Box::new(e),
+                            }))
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl HttpClient {
+    /// Send `method url` with `headers` and `body` (`fresh`: on a new connection) and return
+    /// its answer's head, its body to be read.
+    pub async fn send(
+        &self,
+        fresh: bool,
+        method: reqwest::Method,
+        url: &reqwest::Url,
+        headers: reqwest::header::HeaderMap,
+        body: Bytes,
+    ) -> Result<Answer, TransportError> {
+        if url.scheme() == "http" {
+            let client = if fresh {
+                &self.timed_fresh
+            } else {
+                &self.timed
+            };
+            let uri: hyper::Uri = url.as_str().parse().map_err(|e| TransportError {
+                connect: true,
+                timeout: false,
+                err: Box::new(e),
+            })?;
+            let mut req = hyper::Request::new(http_body_util::Full::new(body));
+            *req.method_mut() = method;
+            *req.uri_mut() = uri;
+            *req.headers_mut() = headers;
+            let resp = client
+                .request(req)
+                .await
+                .map_err(TransportError::of_hyper)?;
+            let (head, body) = resp.into_parts();
+            let clock = head.extensions.get::<super::socket::ConnClock>().cloned();
+            return Ok(Answer {
+                status: head.status,
+                headers: head.headers,
+                body: AnswerBody::Hyper(body),
+                clock,
+            });
+        }
+        let client = if fresh { &self.fresh } else { &self.pooled };
+        let resp = client
+            .request(method, url.clone())
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .map_err(TransportError::of_reqwest)?;
+        Ok(Answer {
+            status: resp.status(),
+            headers: resp.headers().clone(),
+            body: AnswerBody::Reqwest(resp),
+            clock: None,
+        })
+    }
 }
 
 /// The idle timeout a server announces in `Keep-Alive: timeout=N[, max=M]` (RFC 9112 leaves

@@ -151,23 +151,54 @@ impl Endpoint {
     /// Add the API key (if any) to a request: `Authorization: Bearer` (OpenAI-style
     /// servers); for the Messages API also Anthropic's `x-api-key` and `anthropic-version`
     /// (the self-hosted servers read the first, Anthropic's API the others).
-    pub fn authorize(&self, mut req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    pub fn authorize(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        req.headers(self.auth_headers())
+    }
+
+    /// The headers every request to this endpoint carries: the API's version header, the key
+    /// (`Authorization: Bearer`, and `x-api-key` for Messages; marked sensitive), `--header`s.
+    pub fn auth_headers(&self) -> reqwest::header::HeaderMap {
+        use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+        let mut h = HeaderMap::new();
+        let secret = |v: String| {
+            HeaderValue::from_str(&v).ok().map(|mut v| {
+                v.set_sensitive(true);
+                v
+            })
+        };
         if self.kind.is_messages() {
-            req = req.header(
+            h.insert(
                 "anthropic-version",
-                super::apis::messages::ANTHROPIC_VERSION,
+                HeaderValue::from_static(super::apis::messages::ANTHROPIC_VERSION),
             );
-            if let Some(k) = &self.api_key {
-                req = req.header("x-api-key", k);
+            if let Some(v) = self.api_key.as_ref().and_then(|k| secret(k.clone())) {
+                h.insert("x-api-key", v);
             }
         }
-        if let Some(k) = &self.api_key {
-            req = req.bearer_auth(k);
+        if let Some(v) = self
+            .api_key
+            .as_ref()
+            .and_then(|k| secret(format!("Bearer {k}")))
+        {
+            h.insert(AUTHORIZATION, v);
         }
         for (name, value) in self.headers.iter().flat_map(|h| h.iter()) {
-            req = req.header(name, value);
+            h.append(name.clone(), value.clone());
         }
-        req
+        h
+    }
+
+    /// The endpoint's host, when it is this machine: a loopback address or one assigned to
+    /// one of its interfaces (checked by binding a UDP socket to it, which only a local
+    /// address allows). Resolves the name (blocking: for start-up).
+    pub fn on_this_host(&self) -> Option<std::net::IpAddr> {
+        use std::net::ToSocketAddrs;
+        let host = self.url.host_str()?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let port = self.url.port_or_known_default().unwrap_or(80);
+        (host, port).to_socket_addrs().ok()?.map(|a| a.ip()).find(|ip| {
+            ip.is_loopback() || std::net::UdpSocket::bind((*ip, 0)).is_ok()
+        })
     }
 
     /// The gRPC engine of a gRPC API's endpoint (`--api vllm-grpc`).

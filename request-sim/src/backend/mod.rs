@@ -33,6 +33,7 @@ pub mod endpoint;
 mod extra;
 pub mod models;
 pub mod send;
+pub mod socket;
 pub mod sse;
 pub mod state;
 pub mod status;

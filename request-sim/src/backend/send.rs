@@ -6,12 +6,12 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::api::Transport;
-use super::client::HttpClient;
+use super::client::{AnswerBody, HttpClient, TransportError};
 use super::endpoint::Endpoint;
+use super::socket::ConnClock;
 use super::state::ResponseState;
 use super::status::{ServedBy, Status};
 use super::stream::{StreamReader, MAX_EVENT_BYTES};
@@ -166,7 +166,8 @@ impl Attempt<'_> {
         fresh_state: impl Fn() -> ResponseState,
     ) -> Result<(), ExchangeError> {
         let first = exchange(
-            &client.pooled,
+            client,
+            false,
             ep,
             body.clone(),
             session,
@@ -179,7 +180,8 @@ impl Attempt<'_> {
                 *self.retries = 1;
                 *self.state = fresh_state();
                 exchange(
-                    &client.fresh,
+                    client,
+                    true,
                     ep,
                     body,
                     session,
@@ -243,12 +245,11 @@ pub fn connect_failure(e: &reqwest::Error) -> Option<String> {
 /// established connection: hyper's "connection closed before message completed", or a reset
 /// / broken pipe while writing the request. Connect errors (a new connection that could not
 /// be opened), timeouts and answers that are not HTTP are not this.
-fn closed_by_peer(e: &reqwest::Error) -> bool {
-    if e.is_connect() || e.is_timeout() {
+fn closed_by_peer(e: &TransportError) -> bool {
+    if e.connect || e.timeout {
         return false;
     }
-    let mut src = std::error::Error::source(e);
-    while let Some(inner) = src {
+    for inner in e.chain() {
         if let Some(h) = inner.downcast_ref::<hyper::Error>() {
             if h.is_incomplete_message() || h.is_canceled() {
                 return true;
@@ -264,42 +265,36 @@ fn closed_by_peer(e: &reqwest::Error) -> bool {
                 ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
             );
         }
-        src = inner.source();
     }
     false
 }
 
-fn classify(e: &reqwest::Error, during_body: bool) -> ExchangeError {
-    let msg = {
-        let mut s = e.to_string();
-        let mut src = std::error::Error::source(e);
-        while let Some(inner) = src {
-            s.push_str(": ");
-            s.push_str(&inner.to_string());
-            src = inner.source();
-        }
-        s
-    };
+fn classify(e: &TransportError, during_body: bool) -> ExchangeError {
+    let msg = e
+        .chain()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(": ");
     // The peer answered, but not with HTTP (or with a broken response head).
-    let unparsable = {
-        let mut src = std::error::Error::source(e);
-        let mut found = false;
-        while let Some(inner) = src {
-            if let Some(h) = inner.downcast_ref::<hyper::Error>() {
-                found |= h.is_parse() || h.is_parse_status() || h.is_parse_too_large();
-            }
-            src = inner.source();
-        }
-        found
-    };
-    if e.is_timeout() {
+    let unparsable = e.chain().any(|inner| {
+        inner
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(|h| h.is_parse() || h.is_parse_status() || h.is_parse_too_large())
+    });
+    let timed_out = e.timeout
+        || e.chain().any(|inner| {
+            inner
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        });
+    if timed_out {
         (Status::Timeout, msg)
     } else if unparsable {
         (
             Status::ProtocolError,
             format!("the server's answer is not valid HTTP: {msg}"),
         )
-    } else if e.is_connect() {
+    } else if e.connect {
         (Status::ConnectError, msg)
     } else if during_body {
         (
@@ -311,63 +306,103 @@ fn classify(e: &reqwest::Error, during_body: bool) -> ExchangeError {
     }
 }
 
-/// One HTTP request of `body` on `client`, its answer read into `state`.
+/// One HTTP request of `body` (on a new connection when `fresh`), its answer read into
+/// `state`.
 async fn exchange(
-    client: &reqwest::Client,
+    client: &HttpClient,
+    fresh: bool,
     ep: &Endpoint,
     body: Bytes,
     session: Option<&str>,
     state: &mut ResponseState,
     http_status: &mut Option<u16>,
 ) -> Result<(), Failure> {
-    let mut req = client
-        .post(ep.url.clone())
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(body);
-    if ep.stream {
-        req = req.header(reqwest::header::ACCEPT, "text/event-stream");
+    use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
+    let mut headers = ep.auth_headers();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    // What reqwest sends when asked for nothing else, on both clients.
+    let accept = if ep.stream { "text/event-stream" } else { "*/*" };
+    headers.insert(ACCEPT, HeaderValue::from_static(accept));
+    if let Some(v) = ep
+        .route
+        .as_ref()
+        .and_then(|r| HeaderValue::from_str(r).ok())
+    {
+        headers.insert(super::apis::openai::ROUTE_HEADER, v);
     }
-    req = ep.authorize(req);
-    if let Some(route) = &ep.route {
-        req = req.header(super::apis::openai::ROUTE_HEADER, route);
+    if let (Some(name), Some(v)) = (
+        &ep.session_header,
+        session.and_then(|id| HeaderValue::from_str(id).ok()),
+    ) {
+        headers.insert(name.clone(), v);
     }
-    if let (Some(name), Some(id)) = (&ep.session_header, session) {
-        req = req.header(name, id);
-    }
-    let resp = req.send().await.map_err(|e| {
-        let e = e.without_url();
-        if closed_by_peer(&e) {
-            Failure::PeerClosed(classify(&e, false))
-        } else {
-            Failure::Other(classify(&e, false))
-        }
-    })?;
-    let status = resp.status();
+    let mut resp = client
+        .send(fresh, reqwest::Method::POST, &ep.url, headers, body)
+        .await
+        .map_err(|e| {
+            if closed_by_peer(&e) {
+                Failure::PeerClosed(classify(&e, false))
+            } else {
+                Failure::Other(classify(&e, false))
+            }
+        })?;
+    let status = resp.status;
     *http_status = Some(status.as_u16());
-    state.served_by = served_by(resp.headers());
-    let mut stream = resp.bytes_stream();
+    state.served_by = served_by(&resp.headers);
+    let clock = resp.clock.take();
+    if let Some(c) = &clock {
+        state.written = c.written();
+    }
+    let mut reader = Chunks {
+        body: resp.body,
+        clock,
+    };
     if !status.is_success() {
-        return Err(Failure::Other(error_answer(status, &mut stream).await));
+        return Err(Failure::Other(error_answer(status, &mut reader).await));
     }
     if ep.stream {
-        read_events(ep, &mut stream, state).await
+        read_events(ep, &mut reader, state).await
     } else {
-        read_body(ep, &mut stream, state).await
+        read_body(ep, &mut reader, state).await
+    }
+}
+
+/// An answer's body chunk by chunk, each with the time its bytes arrived: the kernel's stamp
+/// of the read that brought them when the connection has one (`super::socket`), else the
+/// moment the chunk was taken.
+struct Chunks {
+    body: AnswerBody,
+    clock: Option<ConnClock>,
+}
+
+impl Chunks {
+    async fn next(&mut self) -> Option<Result<(Bytes, Instant), TransportError>> {
+        let chunk = self.body.chunk().await?;
+        let now = Instant::now();
+        Some(chunk.map(|c| {
+            let at = match self.clock.as_ref().and_then(|k| k.arrival()) {
+                Some(a) => a.at.min(now),
+                None => now,
+            };
+            (c, at)
+        }))
+    }
+
+    /// How late the latest read was (kernel stamps only).
+    fn late(&self) -> Option<Duration> {
+        self.clock.as_ref()?.arrival().map(|a| a.late)
     }
 }
 
 /// An HTTP error's status and message: its body read for at most [`ERROR_BODY_WAIT`].
-async fn error_answer(
-    status: reqwest::StatusCode,
-    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin),
-) -> ExchangeError {
+async fn error_answer(status: reqwest::StatusCode, body: &mut Chunks) -> ExchangeError {
     let mut buf = Vec::new();
     // The status is what matters: a server that never finishes its error body must not
     // turn an HTTP error into a timeout.
     let read = async {
-        while let Some(chunk) = stream.next().await {
+        while let Some(chunk) = body.next().await {
             match chunk {
-                Ok(c) => {
+                Ok((c, _)) => {
                     buf.extend_from_slice(&c);
                     if buf.len() >= MAX_ERROR_BODY {
                         break;
@@ -384,20 +419,28 @@ async fn error_answer(
     )
 }
 
-/// A streamed answer's events, to the API's last event and the body's end after it.
+/// A streamed answer's events, to the API's last event and the body's end after it. Each
+/// chunk's events are stamped with its bytes' arrival; the latest read of a token-carrying
+/// chunk sets the request's receive lateness.
 async fn read_events(
     ep: &Endpoint,
-    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin),
+    body: &mut Chunks,
     state: &mut ResponseState,
 ) -> Result<(), Failure> {
     let mut reader = StreamReader::new(ep.kind);
     let mut end = None;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| classify(&e.without_url(), true))?;
-        let now = Instant::now();
-        reader.push(&chunk, state, now)?;
+    while let Some(chunk) = body.next().await {
+        let (chunk, at) = chunk.map_err(|e| classify(&e, true))?;
+        let tokens = state.chunks;
+        reader.push(&chunk, state, at)?;
+        if state.chunks > tokens {
+            if let Some(late) = body.late() {
+                let ms = late.as_secs_f64() * 1e3;
+                state.rx_late_ms = Some(state.rx_late_ms.map_or(ms, |m: f64| m.max(ms)));
+            }
+        }
         if state.finished {
-            end = Some(now);
+            end = Some(at);
             break;
         }
     }
@@ -407,8 +450,8 @@ async fn read_events(
         // finished answer into a timeout; its end is waited for a moment (so the
         // connection can go back to the pool), no longer.
         let deadline = tokio::time::Instant::now() + STREAM_TAIL_WAIT;
-        while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, stream.next()).await {
-            reader.push(&chunk, state, Instant::now())?;
+        while let Ok(Some(Ok((chunk, at)))) = tokio::time::timeout_at(deadline, body.next()).await {
+            reader.push(&chunk, state, at)?;
         }
         reader.finish(state, at)?;
     } else {
@@ -420,12 +463,14 @@ async fn read_events(
 /// A whole (not streamed) answer's body, at most [`MAX_EVENT_BYTES`].
 async fn read_body(
     ep: &Endpoint,
-    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<Bytes>> + Unpin),
+    body: &mut Chunks,
     state: &mut ResponseState,
 ) -> Result<(), Failure> {
     let mut buf = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| classify(&e.without_url(), true))?;
+    let mut last = None;
+    while let Some(chunk) = body.next().await {
+        let (chunk, at) = chunk.map_err(|e| classify(&e, true))?;
+        last = Some(at);
         buf.extend_from_slice(&chunk);
         if buf.len() > MAX_EVENT_BYTES {
             return Err((
@@ -435,8 +480,11 @@ async fn read_body(
                 .into());
         }
     }
+    if let Some(late) = body.late() {
+        state.rx_late_ms = Some(late.as_secs_f64() * 1e3);
+    }
     state
-        .on_body(ep.kind, &buf, Instant::now())
+        .on_body(ep.kind, &buf, last.unwrap_or_else(Instant::now))
         .map_err(|e| (Status::ProtocolError, e.0))?;
     Ok(())
 }

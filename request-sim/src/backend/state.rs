@@ -72,6 +72,12 @@ pub struct ProtocolError(pub String);
 /// Everything observed while reading one response.
 #[derive(Debug, Clone, Default)]
 pub struct ResponseState {
+    /// When the request's first byte went into the socket (plain HTTP, `super::socket`);
+    /// `None` where the client cannot see it (https, gRPC).
+    pub written: Option<Instant>,
+    /// The latest a token-carrying read of this answer came after its bytes arrived, ms
+    /// (receive lateness; plain HTTP only).
+    pub rx_late_ms: Option<f64>,
     pub first_token: Option<Instant>,
     pub first_content: Option<Instant>,
     pub last_token: Option<Instant>,

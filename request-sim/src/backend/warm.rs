@@ -20,8 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::api::Transport;
-use super::client::keep_alive_timeout;
+use super::client::{keep_alive_timeout, HttpClient};
 use super::endpoint::Endpoint;
+use bytes::Bytes;
 
 /// Width of the buckets in which [`Warmth`] remembers the peak number of connections in use.
 const BUCKET: Duration = Duration::from_millis(100);
@@ -141,7 +142,7 @@ impl Warmth {
     pub fn warm(
         self: &Arc<Self>,
         rt: &tokio::runtime::Handle,
-        client: &reqwest::Client,
+        client: &HttpClient,
         ep: &Endpoint,
         n: usize,
     ) {
@@ -151,15 +152,21 @@ impl Warmth {
         }
         self.gets.fetch_add(n as u64, Ordering::Relaxed);
         self.bursts.fetch_add(1, Ordering::Relaxed);
-        let url = warmup_url(ep);
+        let Some(url) = warmup_url(ep) else {
+            return;
+        };
         for _ in 0..n {
-            let req = ep.authorize(client.get(&url));
+            let (client, url, headers) = (client.clone(), url.clone(), ep.auth_headers());
             let hold = self.begin();
             rt.spawn(async move {
                 let _hold = hold;
                 let get = async {
-                    let resp = req.send().await.ok()?;
-                    resp.bytes().await.ok()
+                    let mut resp = client
+                        .send(false, reqwest::Method::GET, &url, headers, Bytes::new())
+                        .await
+                        .ok()?;
+                    resp.body.drain().await.ok()?;
+                    Some(())
                 };
                 let _ = tokio::time::timeout(WARM_GET_MAX, get).await;
             });
@@ -170,19 +177,20 @@ impl Warmth {
 /// The cheap request that opens a keep-alive connection: `GET /v1/models` for OpenAI-style
 /// servers (every API but TGI's), `GET /health` for TGI (any answer, even an error status,
 /// leaves the connection open).
-pub fn warmup_url(ep: &Endpoint) -> String {
-    if ep.kind.openai_style_server() {
+pub fn warmup_url(ep: &Endpoint) -> Option<reqwest::Url> {
+    let url = if ep.kind.openai_style_server() {
         format!("{}/v1/models", ep.base_url())
     } else {
         format!("{}/health", ep.base_url())
-    }
+    };
+    reqwest::Url::parse(&url).ok()
 }
 
 /// Open `n` keep-alive connections with warm-up `GET`s, within `max`; returns how many were
 /// answered (a failure only means the first requests open their own connections) and the idle
 /// timeout the server announced (`Keep-Alive: timeout=`), if it did.
 pub async fn open_connections(
-    client: &reqwest::Client,
+    client: &HttpClient,
     ep: &Endpoint,
     n: usize,
     max: Duration,
@@ -192,16 +200,21 @@ pub async fn open_connections(
         let ok = tokio::time::timeout(max, g.health()).await;
         return (usize::from(matches!(ok, Ok(Ok(())))), None);
     }
-    let url = warmup_url(ep);
+    let Some(url) = warmup_url(ep) else {
+        return (0, None);
+    };
     // One task each, so they spread over the I/O threads and each thread has run the request
     // path once before the first real send.
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..n {
-        let req = ep.authorize(client.get(&url));
+        let (client, url, headers) = (client.clone(), url.clone(), ep.auth_headers());
         set.spawn(async move {
-            let resp = req.send().await.ok()?;
-            let keep_alive = keep_alive_timeout(resp.headers());
-            resp.bytes().await.ok()?;
+            let mut resp = client
+                .send(false, reqwest::Method::GET, &url, headers, Bytes::new())
+                .await
+                .ok()?;
+            let keep_alive = keep_alive_timeout(&resp.headers);
+            resp.body.drain().await.ok()?;
             Some(keep_alive)
         });
     }

@@ -42,11 +42,16 @@ pub struct Record {
     pub timestamp: f64,
     /// Scheduled send time, ms since the run's start (`timestamp / scale_factor`).
     pub scheduled_ms: f64,
-    /// Actual send time, ms since the run's start (taken just before the request is written);
-    /// `None` when the request was never sent.
+    /// Actual send time, ms since the run's start: when its first byte went into the socket
+    /// (plain HTTP), else taken just before it is written; `None` when it was never sent.
     pub sent_ms: Option<f64>,
     /// `sent_ms - scheduled_ms`.
     pub drift_ms: Option<f64>,
+    /// Receive lateness: the latest any token-carrying read of the answer came after the
+    /// kernel received its bytes, ms (plain-HTTP endpoints; docs/metrics.md, "Receive
+    /// lateness"). The token times above are the kernel's arrivals, not these reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_late_ms: Option<f64>,
     pub status: Status,
     /// HTTP status code when a response head arrived.
     pub http_status: Option<u16>,
@@ -213,6 +218,7 @@ impl Record {
             scheduled_ms: 0.0,
             sent_ms: None,
             drift_ms: None,
+            rx_late_ms: None,
             status,
             http_status: None,
             error: None,

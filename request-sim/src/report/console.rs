@@ -146,6 +146,14 @@ fn drift_section(t: &mut Table, s: &Summary) {
     t.maybe("P99 drift (ms):", known(s.drift.p99_ms));
     t.maybe("Max drift (ms):", known(s.drift.max_ms));
     t.row("Sent > 5 ms late:", s.drift.over_5ms);
+    // Receive lateness: how late the client read each request's latest token after the kernel
+    // had it (token times are the kernel's).
+    let rx = &s.rx_late;
+    if rx.count > 0 {
+        t.row("P50 read lateness (ms):", format!("{:.3}", rx.p50_ms));
+        t.row("P99 read lateness (ms):", format!("{:.3}", rx.p99_ms));
+        t.row("Max read lateness (ms):", format!("{:.3}", rx.max_ms));
+    }
     if let Some(c) = &s.run.internals.client_cpu {
         let label = if c.includes_simulator {
             "Client CPU, ms/request (with simulator):"

@@ -456,6 +456,13 @@ fn validity(cfg: &ReplayConfig, summary: &mut Summary) {
             summary.drift.p99_ms, cfg.validity.max_drift_ms
         ));
     }
+    let rx = &summary.rx_late;
+    if rx.count > 0 && rx.p99_ms > cfg.validity.max_drift_ms {
+        summary.invalid.push(format!(
+            "receive lateness p99 {:.3} ms is above --max-drift-ms {}: the client read its tokens late, so tokens that queued in one read share its newest bytes' arrival (see docs/metrics.md, \"Receive lateness\")",
+            rx.p99_ms, cfg.validity.max_drift_ms
+        ));
+    }
     if let Some(srv) = &summary.server {
         for (i, x) in srv.instances.iter().enumerate() {
             let all = x.scrapes_ok + x.scrapes_failed;

@@ -32,7 +32,7 @@ pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Serv
     let t = Instant::now();
     // The I/O threads write requests when their time comes: real-time scheduling when the
     // mode allows it (see schedule::priority). `on` fails here, before anything is sent.
-    let realtime = Realtime::new(cfg.schedule.realtime, cfg.schedule.rt_priority)
+    let mut realtime = Realtime::new(cfg.schedule.realtime, cfg.schedule.rt_priority)
         .keep_awake(cfg.schedule.keep_awake);
     match (cfg.schedule.realtime, realtime.probe()) {
         (RealtimeMode::On, Err(e)) => return Err(Error::config(format!("--realtime on: {e}"))),
@@ -59,6 +59,13 @@ pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Serv
             (Some(sim), ep)
         }
     };
+    // A server on this host (the built-in simulator too) keeps its cores: see
+    // `Realtime::leave_cores_to_local_server`.
+    if let Some(ip) = ep.on_this_host() {
+        if let Some(what) = realtime.leave_cores_to_local_server(&ip.to_string()) {
+            note(what);
+        }
+    }
     let client_options = backend::ClientOptions {
         insecure: cfg.target.insecure,
         tls_roots: ep.url.scheme() == "https",

@@ -324,6 +324,12 @@ impl Sent {
             images,
             released,
         } = self;
+        // The send time is the moment the request's first byte went into the socket, when the
+        // connection says (plain HTTP, one attempt); else the task's own stamp just before.
+        let at = match outcome.state.written {
+            Some(w) if outcome.retries == 0 && w >= at => w,
+            _ => at,
+        };
         // Called as soon as the exchange ended, so now is when the run cut a cancelled one.
         let cut = (outcome.status == Status::Cancelled).then(|| ms_between(at, Instant::now()));
         let st = outcome.state;
@@ -389,6 +395,7 @@ impl Sent {
             join_wait_ms: released.and_then(|r| r.join_wait_ms),
             joins: released.and_then(|r| r.joins),
             served_by: st.served_by,
+            rx_late_ms: st.rx_late_ms.map(|ms| (ms * 1e3).round() / 1e3),
             retries: outcome.retries,
             ..base
         };

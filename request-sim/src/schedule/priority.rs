@@ -82,6 +82,10 @@ pub struct RealtimeReport {
     /// [`IoBoost::AWAKE_BURST`]) and the seconds the threads spun in all.
     pub keep_awake_raises: u64,
     pub keep_awake_s: f64,
+    /// The server is on this host (`--realtime auto`): what was chosen to leave it its cores
+    /// (the I/O threads are not raised and no core is kept awake; the dispatcher still is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_host: Option<String>,
 }
 
 /// The scheduling policy the dispatcher ran under.
@@ -112,6 +116,8 @@ struct Shared {
     io: Mutex<Vec<i32>>,
     dispatcher_fifo: std::sync::atomic::AtomicBool,
     refused: Mutex<Option<String>>,
+    /// Set by [`Realtime::leave_cores_to_local_server`]: the I/O threads are never raised.
+    same_host: Mutex<Option<String>>,
     /// Request tasks that have started (first poll), for [`IoBoost::settle`].
     started: AtomicU64,
     raises: AtomicU64,
@@ -235,6 +241,9 @@ impl Realtime {
     /// call with `start_awake` (the dispatcher's, before the clock starts: starting them took
     /// 4-8 ms) and shared by every booster.
     pub fn io_boost(&self, start_awake: bool) -> Option<IoBoost> {
+        if lock(&self.shared.same_host).is_some() {
+            return None;
+        }
         let have_io = !lock(&self.shared.io).is_empty();
         if !(self.shared.dispatcher_fifo.load(Ordering::Relaxed) && have_io) {
             return None;
@@ -255,6 +264,24 @@ impl Realtime {
             rt: self.clone(),
             held: false,
         })
+    }
+
+    /// The server under test is on this host (`server`: where, for the report): in `auto`
+    /// mode, never raise the I/O threads nor keep cores awake, so the server keeps its cores
+    /// and its timing. The dispatcher still runs under SCHED_FIFO (it sleeps between sends).
+    /// Send and token times stay true without the raise: they are the kernel's (the socket
+    /// stamps of `backend::socket`). Returns what was chosen, to say at start-up; `None` when
+    /// the mode is not `auto` (`on` keeps the raise: the user asked for it).
+    pub fn leave_cores_to_local_server(&mut self, server: &str) -> Option<String> {
+        if self.mode != RealtimeMode::Auto {
+            return None;
+        }
+        self.awake_cores.clear();
+        let what = format!(
+            "the server ({server}) is on this host: the I/O threads stay at normal priority and no core is kept awake, so it keeps its cores (send and token times are the kernel's; --realtime on raises them anyway)"
+        );
+        *lock(&self.shared.same_host) = Some(what.clone());
+        Some(what)
     }
 
     pub fn report(&self) -> RealtimeReport {
@@ -280,6 +307,7 @@ impl Realtime {
             keep_awake_threads: self.shared.awake_threads.load(Ordering::Relaxed),
             keep_awake_raises: self.shared.awake_raises.load(Ordering::Relaxed),
             keep_awake_s: self.shared.awake_ns.load(Ordering::Relaxed) as f64 / 1e9,
+            same_host: lock(&self.shared.same_host).clone(),
         }
     }
 }

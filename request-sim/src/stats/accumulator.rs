@@ -97,6 +97,10 @@ pub struct Accumulator {
     drift: Samples,
     drift_over_1: u64,
     drift_over_5: u64,
+    /// Receive lateness per request (its latest token read), ms; [`Record::rx_late_ms`].
+    rx_late: Samples,
+    rx_late_over_1: u64,
+    rx_late_over_5: u64,
     status: StatusCounts,
     completed: usize,
     failed: usize,
@@ -158,6 +162,9 @@ impl Accumulator {
             drift: Samples::default(),
             drift_over_1: 0,
             drift_over_5: 0,
+            rx_late: Samples::default(),
+            rx_late_over_1: 0,
+            rx_late_over_5: 0,
             status: StatusCounts::default(),
             completed: 0,
             failed: 0,
@@ -346,6 +353,11 @@ impl Accumulator {
                     self.drift_over_5 += 1;
                 }
             }
+            if let Some(l) = rec.rx_late_ms {
+                self.rx_late.push(l);
+                self.rx_late_over_1 += u64::from(l > 1.0);
+                self.rx_late_over_5 += u64::from(l > 5.0);
+            }
         }
 
         self.add_usage(rec);
@@ -447,6 +459,7 @@ impl Accumulator {
         let (max_output_tokens_per_s, max_concurrent_requests) = self.per_second_peaks();
         let max_in_flight = peak_overlap(&self.all_spans);
         let drift = self.drift_stats();
+        let rx_late = self.rx_late_stats();
         // Every record, inside the measurement window or not: the window only selects which
         // records the statistics use, a record outside it is not missing.
         let outside = self.window.as_ref().map_or(0, |w| w.outside);
@@ -501,6 +514,7 @@ impl Accumulator {
             good_requests: good,
             slo_undecided: good.map(|_| self.slo_undecided),
             drift,
+            rx_late,
             status: self.status,
             scheduled,
             counts_add_up,
@@ -559,6 +573,19 @@ impl Accumulator {
             max_output_tokens_per_s,
             per_second_concurrency(&self.ok_spans, base),
         )
+    }
+
+    fn rx_late_stats(&self) -> DriftStats {
+        let stats = self.rx_late.stats(&[50.0, 99.0]);
+        DriftStats {
+            count: stats.count,
+            mean_ms: stats.mean,
+            p50_ms: stats.percentile(50.0).unwrap_or(0.0),
+            p99_ms: stats.percentile(99.0).unwrap_or(0.0),
+            max_ms: stats.max,
+            over_1ms: self.rx_late_over_1,
+            over_5ms: self.rx_late_over_5,
+        }
     }
 
     fn drift_stats(&self) -> DriftStats {

@@ -265,6 +265,11 @@ pub struct Summary {
     pub slo_undecided: Option<usize>,
 
     pub drift: DriftStats,
+    /// Receive lateness: over the requests that have one (plain HTTP), each request's latest
+    /// token-carrying read after its bytes arrived in the kernel (`over_1ms`/`over_5ms`:
+    /// requests read more than 1 / 5 ms late). docs/metrics.md, "Receive lateness".
+    #[serde(default)]
+    pub rx_late: DriftStats,
     /// Records by status; `status.total` must equal `scheduled`.
     pub status: StatusCounts,
     pub scheduled: usize,
