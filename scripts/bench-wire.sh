@@ -47,7 +47,7 @@ fi
 
 # Inside the namespace. 10,000 streams need 10,000 descriptors on each side.
 ip link set lo up
-ulimit -n 65536
+ulimit -n "$(ulimit -Hn)"
 MOCK="$VB_TARGET/release/mock-llm-server"
 VB="$VB_TARGET/release/vllm-bench"
 ROWS="$OUT/rows.jsonl"

@@ -196,9 +196,11 @@ impl Endpoint {
         let host = self.url.host_str()?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let port = self.url.port_or_known_default().unwrap_or(80);
-        (host, port).to_socket_addrs().ok()?.map(|a| a.ip()).find(|ip| {
-            ip.is_loopback() || std::net::UdpSocket::bind((*ip, 0)).is_ok()
-        })
+        (host, port)
+            .to_socket_addrs()
+            .ok()?
+            .map(|a| a.ip())
+            .find(|ip| ip.is_loopback() || std::net::UdpSocket::bind((*ip, 0)).is_ok())
     }
 
     /// The gRPC engine of a gRPC API's endpoint (`--api vllm-grpc`).
@@ -224,6 +226,27 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_on_this_host_is_told_from_one_elsewhere() {
+        let at = |u: &str| {
+            Endpoint::resolve(u, ApiFlavor::default(), true, None, None)
+                .unwrap()
+                .on_this_host()
+        };
+        assert!(at("http://127.0.0.1:8000").is_some_and(|ip| ip.is_loopback()));
+        assert!(at("http://[::1]:8000").is_some_and(|ip| ip.is_loopback()));
+        // TEST-NET-3 (RFC 5737) is assigned to no machine: not this one.
+        assert_eq!(at("http://203.0.113.7:8000"), None);
+        // An address of one of this machine's interfaces, when it has one besides loopback.
+        let sock = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        if sock.connect("203.0.113.7:9").is_ok() {
+            let mine = sock.local_addr().unwrap().ip();
+            if !mine.is_unspecified() {
+                assert_eq!(at(&format!("http://{mine}:8000")), Some(mine));
+            }
+        }
+    }
 
     #[test]
     fn sanitize_strips_credentials() {

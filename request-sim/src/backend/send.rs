@@ -321,7 +321,11 @@ async fn exchange(
     let mut headers = ep.auth_headers();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     // What reqwest sends when asked for nothing else, on both clients.
-    let accept = if ep.stream { "text/event-stream" } else { "*/*" };
+    let accept = if ep.stream {
+        "text/event-stream"
+    } else {
+        "*/*"
+    };
     headers.insert(ACCEPT, HeaderValue::from_static(accept));
     if let Some(v) = ep
         .route

@@ -52,6 +52,32 @@ pub(super) struct Loaded {
     pub(super) agents: Option<PlanFacts>,
 }
 
+/// Requests due within this many ms of each other count as one burst (start-up sizes the
+/// connections and the bodies built ahead for the largest early one).
+pub(super) const BURST_WINDOW_MS: f64 = 20.0;
+
+impl Loaded {
+    /// The most requests of the first second (at `scale`) due within [`BURST_WINDOW_MS`] of
+    /// each other, as far as the head shows (at most [`HEAD`]).
+    pub(super) fn first_burst(&self, scale: f64) -> usize {
+        let due: Vec<f64> = self
+            .head
+            .iter()
+            .map(|p| p.req.timestamp_ms / scale)
+            .take_while(|&t| t < 1000.0)
+            .collect();
+        // In time order already (the feed is); a sliding window.
+        let (mut best, mut lo) = (0, 0);
+        for hi in 0..due.len() {
+            while due[hi] - due[lo] > BURST_WINDOW_MS {
+                lo += 1;
+            }
+            best = best.max(hi + 1 - lo);
+        }
+        best
+    }
+}
+
 /// Where the trace's counts come from.
 enum Stats {
     Whole(TraceStats),

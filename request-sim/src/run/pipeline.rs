@@ -222,7 +222,7 @@ fn start_producers(
         feed,
         &ProducerConfig {
             threads: cfg.schedule.producers,
-            capacity: cfg.schedule.channel_capacity,
+            capacity: lookahead_count(cfg, trace),
             pin: cfg.schedule.pin && ncores >= 2,
             cores,
             budget_bytes: cfg.schedule.lookahead_bytes,
@@ -379,4 +379,14 @@ fn producer_placement(threads: usize, ncores: usize, st: &ProducerStats) -> Stri
         format!("pinned one per core on {} core(s)", st.pinned_cores)
     };
     format!("producers: {threads} thread(s) {level}; {place}")
+}
+
+/// How many built bodies may wait for the dispatcher: `--channel-capacity`, or the first burst
+/// when it is larger (1,000 requests due at one instant are all built before the clock starts,
+/// not by producers competing with the burst's own sends: docs/performance.md, "Measured on
+/// the wire"). `--lookahead-mb` still bounds their bytes.
+pub(super) fn lookahead_count(cfg: &ReplayConfig, trace: &Loaded) -> usize {
+    cfg.schedule
+        .channel_capacity
+        .max(trace.first_burst(cfg.schedule.scale_factor))
 }

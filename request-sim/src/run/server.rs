@@ -41,6 +41,9 @@ pub(super) fn run(cfg: &ReplayConfig, startup: &mut StartupTimes) -> Result<Serv
         )),
         _ => {}
     }
+    // One descriptor per connection: the soft open-files limit (often 1,024) goes up to the
+    // hard one, as servers do, so 10,000 streams fit.
+    let _ = rlimit::increase_nofile_limit(u64::MAX);
     let rt_io = realtime.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.schedule.threads)

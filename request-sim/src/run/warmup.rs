@@ -16,12 +16,20 @@ use crate::Result;
 
 /// Before the clock starts, producers build the bodies scheduled in this first stretch…
 const WARMUP_SCHEDULE_MS: f64 = 20.0;
-/// …but at most this many…
+/// …but at most this many (or the first burst's, `Loaded::first_burst`: the lookahead holds
+/// it, see `run::pipeline`)…
 const WARMUP_MAX_BODIES: usize = 256;
 /// …for at most this long.
 const WARMUP_MAX: Duration = Duration::from_secs(2);
-/// At most this many connections are opened before the start, within this time.
+/// Before the start, the connections of the first second's requests are opened, at most this
+/// many…
 const WARMUP_CONNECTIONS: usize = 64;
+/// …and, when more requests are due together (a burst, `Loaded::first_burst`) in that second,
+/// one for each of those, at most this many (and half the descriptors the process may open):
+/// a burst of 1,000 at one instant then only writes its requests. Opened at its send time,
+/// each took a TCP set-up, and the writes of the burst spread over 113 ms on two cores
+/// (docs/performance.md, "Measured on the wire").
+const WARMUP_BURST_CONNECTIONS: usize = 16_384;
 const WARMUP_CONNECT_MAX: Duration = Duration::from_secs(2);
 
 pub(super) fn run(
@@ -45,6 +53,15 @@ pub(super) fn run(
     }
 }
 
+/// How many connections a burst may open ahead: [`WARMUP_BURST_CONNECTIONS`], within half the
+/// descriptors this process may open.
+fn burst_cap() -> usize {
+    let fds = rlimit::getrlimit(rlimit::Resource::NOFILE)
+        .map(|(soft, _)| soft as usize)
+        .unwrap_or(1024);
+    WARMUP_BURST_CONNECTIONS.min(fds / 2)
+}
+
 /// Open the connections the first second of the schedule will need. A server that announces
 /// its idle timeout (`Keep-Alive: timeout=N`) gets a pool that lets connections go before it
 /// does (the connections just opened go with the old one, so they are opened again).
@@ -59,7 +76,11 @@ fn connect(
         .iter()
         .take_while(|p| p.req.timestamp_ms / cfg.schedule.scale_factor < 1000.0)
         .count();
-    let n = first_second.clamp(1, WARMUP_CONNECTIONS);
+    let n = first_second.clamp(1, WARMUP_CONNECTIONS).max(
+        trace
+            .first_burst(cfg.schedule.scale_factor)
+            .min(burst_cap()),
+    );
     let (mut answered, announced) = server.rt.block_on(warm::open_connections(
         &server.client,
         &server.ep,
@@ -107,8 +128,12 @@ fn prefill(cfg: &ReplayConfig, trace: &Loaded, pipeline: &Pipeline, startup: &mu
         .iter()
         .take_while(|p| p.req.timestamp_ms / cfg.schedule.scale_factor < WARMUP_SCHEDULE_MS)
         .count();
+    let capacity = super::pipeline::lookahead_count(cfg, trace);
     let want = early
-        .clamp(1, cfg.schedule.channel_capacity.min(WARMUP_MAX_BODIES))
+        .clamp(
+            1,
+            capacity.min(WARMUP_MAX_BODIES.max(trace.first_burst(cfg.schedule.scale_factor))),
+        )
         .min(trace.head.len());
     let t = Instant::now();
     let until = t + WARMUP_MAX;
@@ -128,7 +153,7 @@ fn prefill(cfg: &ReplayConfig, trace: &Loaded, pipeline: &Pipeline, startup: &mu
         "pre-fill: the first {want} request bodies (due in the first {WARMUP_SCHEDULE_MS:.0} ms) {} in {:.1} ms; lookahead: {} bodies, {:.0} MB, {:.1} s",
         if prefilled { "built" } else { "NOT all built" },
         ms_since(t),
-        cfg.schedule.channel_capacity,
+        capacity,
         cfg.schedule.lookahead_bytes as f64 / 1e6,
         cfg.schedule.lookahead.as_secs_f64(),
     ));

@@ -765,3 +765,66 @@ fn the_servers_block_size_gives_the_ideal_it_can_reach() {
         s.warnings
     );
 }
+
+/// On a plain-HTTP endpoint every answered request has its receive lateness, the summary
+/// gathers it, and a server on this host is said and left its cores; a lateness p99 above
+/// `--max-drift-ms` makes the run invalid.
+#[test]
+fn receive_lateness_is_measured_and_judged_and_a_local_server_keeps_its_cores() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 30, 64);
+    let sim = default_sim();
+    let out = dir.path().join("out.jsonl");
+    let outcome = replay_sim(&sim.base_url(), &trace, &out, "2", &[]);
+    let recs = read_records(&out);
+    assert_eq!(recs.len(), 30);
+    for r in &recs {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        let late = r
+            .rx_late_ms
+            .expect("a plain-HTTP answer has its receive lateness");
+        assert!((0.0..1000.0).contains(&late), "{r:?}");
+        // The send time is the first byte into the socket, after the request's due time.
+        assert!(r.drift_ms.unwrap() >= 0.0);
+        assert!(r.ttft_ms.unwrap() > 0.0);
+    }
+    let s = &outcome.summary;
+    assert_eq!(s.rx_late.count, 30);
+    let worst = recs.iter().filter_map(|r| r.rx_late_ms).fold(0.0, f64::max);
+    assert!((s.rx_late.max_ms - worst).abs() < 1e-9);
+    // The simulator listens on 127.0.0.1: this host.
+    let rt = s
+        .run
+        .internals
+        .realtime
+        .as_ref()
+        .expect("the run's scheduling");
+    assert_eq!(rt.mode, request_sim::schedule::RealtimeMode::Auto);
+    let same = rt.same_host.as_deref();
+    assert!(same.is_some_and(|w| w.contains("127.0.0.1")), "{same:?}");
+    assert_eq!(rt.io_raises, 0, "I/O threads never raised");
+    assert_eq!(rt.keep_awake_threads, 0);
+    assert!(
+        !s.invalid.iter().any(|w| w.contains("receive lateness")),
+        "{:?}",
+        s.invalid
+    );
+    // The same run judged against 0 ms: any lateness at all is too late.
+    let out0 = dir.path().join("strict.jsonl");
+    let judged = replay_sim(
+        &sim.base_url(),
+        &trace,
+        &out0,
+        "2",
+        &["--max-drift-ms", "0"],
+    );
+    assert!(
+        judged
+            .summary
+            .invalid
+            .iter()
+            .any(|w| w.contains("receive lateness p99")),
+        "{:?}",
+        judged.summary.invalid
+    );
+}
