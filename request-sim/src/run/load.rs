@@ -25,10 +25,8 @@ use crate::{Error, Result};
 
 pub use crate::trace::demo::DEMO_TRACE;
 
-/// Requests read before the run starts (start-up looks at the first ones only)…
+/// Requests read before the run starts (start-up looks at the first ones only).
 const HEAD: usize = 1024;
-/// …or, when they are all due at the start (one burst), the whole burst up to this many.
-const BURST_HEAD_MAX: usize = 16_384;
 
 /// The trace as this run replays it.
 pub(super) struct Loaded {
@@ -60,7 +58,7 @@ pub(super) const BURST_WINDOW_MS: f64 = 20.0;
 
 impl Loaded {
     /// The most requests of the first second (at `scale`) due within [`BURST_WINDOW_MS`] of
-    /// each other, as far as the head shows (at most [`BURST_HEAD_MAX`]).
+    /// each other, as far as the head shows (at most [`HEAD`]).
     pub(super) fn first_burst(&self, scale: f64) -> usize {
         let due: Vec<f64> = self
             .head
@@ -308,29 +306,12 @@ fn start_feed(cfg: &ReplayConfig, mut loaded: Loaded, inner: Source) -> Result<(
             ));
         }
     }
-    let mut head: Vec<Planned> = feed.by_ref().take(HEAD).collect::<Result<_>>()?;
-    // A first burst larger than the head (10,000 requests at one instant) is read whole, so
-    // start-up opens its connections and builds its bodies ahead (`Loaded::first_burst`).
-    let mut next = None;
-    if head.len() == HEAD {
-        let t0 = head[0].req.timestamp_ms;
-        while head.len() < BURST_HEAD_MAX {
-            let Some(p) = feed.next().transpose()? else {
-                break;
-            };
-            if p.req.timestamp_ms - t0 > BURST_WINDOW_MS * cfg.schedule.scale_factor {
-                next = Some(p);
-                break;
-            }
-            head.push(p);
-        }
-    }
+    let head: Vec<Planned> = feed.by_ref().take(HEAD).collect::<Result<_>>()?;
     describe(cfg, &loaded, &head, t.elapsed().as_secs_f64() * 1e3);
     thinking_note(cfg, &loaded, &head);
     session_label_warning(cfg, &loaded, &head);
     loaded.head = head.clone();
-    let rest = next.into_iter().map(Ok).chain(feed);
-    Ok((loaded, Box::new(head.into_iter().map(Ok).chain(rest))))
+    Ok((loaded, Box::new(head.into_iter().map(Ok).chain(feed))))
 }
 
 /// `--timing closed` on a trace without sessions: it would run open-loop, so it is refused.

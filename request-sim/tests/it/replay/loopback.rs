@@ -490,7 +490,12 @@ fn realtime_scheduling_is_used_when_permitted_and_reported() {
     use request_sim::schedule::{Realtime, RealtimeMode};
     let permitted = Realtime::new(RealtimeMode::Auto, 10).probe().is_ok();
     let sim = default_sim();
-    for mode in ["auto", "off"] {
+    let modes: &[&str] = if permitted {
+        &["auto", "on", "off"]
+    } else {
+        &["auto", "off"]
+    };
+    for &mode in modes {
         let dir = tempfile::tempdir().unwrap();
         let trace = write_trace(dir.path(), 40, 64);
         let out = dir.path().join("out.jsonl");
@@ -507,7 +512,14 @@ fn realtime_scheduling_is_used_when_permitted_and_reported() {
         // 40 requests 2.5 ms apart: all in the first second, one connection each.
         assert_eq!(startup.connections, 40, "{mode}");
         if mode == "auto" && permitted {
+            // The simulator is on this host: only the dispatcher is raised.
             assert_eq!(rt.policy, SchedPolicy::Fifo);
+            assert!(rt.same_host.is_some(), "{rt:?}");
+            assert_eq!((rt.io_threads, rt.io_raises), (0, 0), "{rt:?}");
+            assert_eq!(rt.keep_awake_threads, 0, "{rt:?}");
+        } else if mode == "on" {
+            assert_eq!(rt.policy, SchedPolicy::Fifo);
+            assert!(rt.same_host.is_none(), "{rt:?}");
             assert_eq!(rt.priority, Some(10));
             assert_eq!(rt.io_threads, 2, "both runtime threads were raised");
             assert!(rt.io_raises >= 1 && rt.io_raised_s > 0.0, "{rt:?}");
@@ -523,11 +535,12 @@ fn realtime_scheduling_is_used_when_permitted_and_reported() {
         }
     }
     if permitted {
-        // `--no-keep-awake`: raised as before, no spinning threads.
+        // `--no-keep-awake` (with `--realtime on`: the simulator is on this host): raised as
+        // before, no spinning threads.
         let dir = tempfile::tempdir().unwrap();
         let trace = write_trace(dir.path(), 10, 64);
         let out = dir.path().join("out.jsonl");
-        let extra = ["--threads", "2", "--no-keep-awake"];
+        let extra = ["--threads", "2", "--no-keep-awake", "--realtime", "on"];
         let outcome = replay_sim(&sim.base_url(), &trace, &out, "4", &extra);
         assert_eq!(outcome.exit_code, 0);
         assert_eq!(read_records(&out).len(), 10);
