@@ -380,22 +380,26 @@ struct Chunks {
 }
 
 impl Chunks {
-    async fn next(&mut self) -> Option<Result<(Bytes, Instant), TransportError>> {
+    async fn next(&mut self) -> Option<Result<Chunk, TransportError>> {
         let chunk = self.body.chunk().await?;
         let now = Instant::now();
-        Some(chunk.map(|c| {
-            let at = match self.clock.as_ref().and_then(|k| k.arrival()) {
-                Some(a) => a.at.min(now),
-                None => now,
-            };
-            (c, at)
+        Some(chunk.map(|bytes| {
+            let arrival = self.clock.as_ref().and_then(|k| k.arrival());
+            Chunk {
+                bytes,
+                at: arrival.map_or(now, |a| a.at.min(now)),
+                late: arrival.map(|a| a.late),
+            }
         }))
     }
+}
 
-    /// How late the latest read was (kernel stamps only).
-    fn late(&self) -> Option<Duration> {
-        self.clock.as_ref()?.arrival().map(|a| a.late)
-    }
+/// One chunk of an answer's body (see [`Chunks`]), with the time its bytes arrived and how
+/// late the read that brought them came (kernel stamps only).
+struct Chunk {
+    bytes: Bytes,
+    at: Instant,
+    late: Option<Duration>,
 }
 
 /// An HTTP error's status and message: its body read for at most [`ERROR_BODY_WAIT`].
@@ -406,8 +410,8 @@ async fn error_answer(status: reqwest::StatusCode, body: &mut Chunks) -> Exchang
     let read = async {
         while let Some(chunk) = body.next().await {
             match chunk {
-                Ok((c, _)) => {
-                    buf.extend_from_slice(&c);
+                Ok(c) => {
+                    buf.extend_from_slice(&c.bytes);
                     if buf.len() >= MAX_ERROR_BODY {
                         break;
                     }
@@ -434,11 +438,11 @@ async fn read_events(
     let mut reader = StreamReader::new(ep.kind);
     let mut end = None;
     while let Some(chunk) = body.next().await {
-        let (chunk, at) = chunk.map_err(|e| classify(&e, true))?;
+        let Chunk { bytes, at, late } = chunk.map_err(|e| classify(&e, true))?;
         let tokens = state.chunks;
-        reader.push(&chunk, state, at)?;
+        reader.push(&bytes, state, at)?;
         if state.chunks > tokens {
-            if let Some(late) = body.late() {
+            if let Some(late) = late {
                 let ms = late.as_secs_f64() * 1e3;
                 state.rx_late_ms = Some(state.rx_late_ms.map_or(ms, |m: f64| m.max(ms)));
             }
@@ -454,8 +458,8 @@ async fn read_events(
         // finished answer into a timeout; its end is waited for a moment (so the
         // connection can go back to the pool), no longer.
         let deadline = tokio::time::Instant::now() + STREAM_TAIL_WAIT;
-        while let Ok(Some(Ok((chunk, at)))) = tokio::time::timeout_at(deadline, body.next()).await {
-            reader.push(&chunk, state, at)?;
+        while let Ok(Some(Ok(c))) = tokio::time::timeout_at(deadline, body.next()).await {
+            reader.push(&c.bytes, state, c.at)?;
         }
         reader.finish(state, at)?;
     } else {
@@ -473,9 +477,9 @@ async fn read_body(
     let mut buf = Vec::new();
     let mut last = None;
     while let Some(chunk) = body.next().await {
-        let (chunk, at) = chunk.map_err(|e| classify(&e, true))?;
-        last = Some(at);
-        buf.extend_from_slice(&chunk);
+        let c = chunk.map_err(|e| classify(&e, true))?;
+        last = Some((c.at, c.late));
+        buf.extend_from_slice(&c.bytes);
         if buf.len() > MAX_EVENT_BYTES {
             return Err((
                 Status::ProtocolError,
@@ -484,11 +488,11 @@ async fn read_body(
                 .into());
         }
     }
-    if let Some(late) = body.late() {
+    if let Some((_, Some(late))) = last {
         state.rx_late_ms = Some(late.as_secs_f64() * 1e3);
     }
     state
-        .on_body(ep.kind, &buf, last.unwrap_or_else(Instant::now))
+        .on_body(ep.kind, &buf, last.map_or_else(Instant::now, |(at, _)| at))
         .map_err(|e| (Status::ProtocolError, e.0))?;
     Ok(())
 }

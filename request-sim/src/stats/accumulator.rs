@@ -94,13 +94,10 @@ pub struct Accumulator {
     slo: Slo,
     /// The latency metrics' values (`stats/latency.rs`, one row per metric).
     latency: LatencyAcc,
-    drift: Samples,
-    drift_over_1: u64,
-    drift_over_5: u64,
+    /// Send drift per request, ms.
+    drift: Lateness,
     /// Receive lateness per request (its latest token read), ms; [`Record::rx_late_ms`].
-    rx_late: Samples,
-    rx_late_over_1: u64,
-    rx_late_over_5: u64,
+    rx_late: Lateness,
     status: StatusCounts,
     completed: usize,
     failed: usize,
@@ -159,12 +156,8 @@ impl Accumulator {
             percentiles: cfg.percentiles.to_vec(),
             slo: cfg.slo,
             latency: LatencyAcc::default(),
-            drift: Samples::default(),
-            drift_over_1: 0,
-            drift_over_5: 0,
-            rx_late: Samples::default(),
-            rx_late_over_1: 0,
-            rx_late_over_5: 0,
+            drift: Lateness::default(),
+            rx_late: Lateness::default(),
             status: StatusCounts::default(),
             completed: 0,
             failed: 0,
@@ -346,17 +339,9 @@ impl Accumulator {
             }
             if let Some(d) = rec.drift_ms {
                 self.drift.push(d);
-                if d > 1.0 {
-                    self.drift_over_1 += 1;
-                }
-                if d > 5.0 {
-                    self.drift_over_5 += 1;
-                }
             }
             if let Some(l) = rec.rx_late_ms {
                 self.rx_late.push(l);
-                self.rx_late_over_1 += u64::from(l > 1.0);
-                self.rx_late_over_5 += u64::from(l > 5.0);
             }
         }
 
@@ -458,8 +443,8 @@ impl Accumulator {
         };
         let (max_output_tokens_per_s, max_concurrent_requests) = self.per_second_peaks();
         let max_in_flight = peak_overlap(&self.all_spans);
-        let drift = self.drift_stats();
-        let rx_late = self.rx_late_stats();
+        let drift = self.drift.stats();
+        let rx_late = self.rx_late.stats();
         // Every record, inside the measurement window or not: the window only selects which
         // records the statistics use, a record outside it is not missing.
         let outside = self.window.as_ref().map_or(0, |w| w.outside);
@@ -573,32 +558,6 @@ impl Accumulator {
             max_output_tokens_per_s,
             per_second_concurrency(&self.ok_spans, base),
         )
-    }
-
-    fn rx_late_stats(&self) -> DriftStats {
-        let stats = self.rx_late.stats(&[50.0, 99.0]);
-        DriftStats {
-            count: stats.count,
-            mean_ms: stats.mean,
-            p50_ms: stats.percentile(50.0).unwrap_or(0.0),
-            p99_ms: stats.percentile(99.0).unwrap_or(0.0),
-            max_ms: stats.max,
-            over_1ms: self.rx_late_over_1,
-            over_5ms: self.rx_late_over_5,
-        }
-    }
-
-    fn drift_stats(&self) -> DriftStats {
-        let stats = self.drift.stats(&[50.0, 99.0]);
-        DriftStats {
-            count: stats.count,
-            mean_ms: stats.mean,
-            p50_ms: stats.percentile(50.0).unwrap_or(0.0),
-            p99_ms: stats.percentile(99.0).unwrap_or(0.0),
-            max_ms: stats.max,
-            over_1ms: self.drift_over_1,
-            over_5ms: self.drift_over_5,
-        }
     }
 
     /// What makes the numbers doubtful: missing records (`counts`: every record, inside the
@@ -763,6 +722,36 @@ fn peak_overlap(spans: &[(f64, f64)]) -> u64 {
         best = best.max(cur);
     }
     best as u64
+}
+
+/// One value per request of how late something was, ms (send drift, receive lateness): the
+/// values, and the requests over 1 ms and over 5 ms.
+#[derive(Debug, Clone, Default)]
+struct Lateness {
+    values: Samples,
+    over_1: u64,
+    over_5: u64,
+}
+
+impl Lateness {
+    fn push(&mut self, ms: f64) {
+        self.values.push(ms);
+        self.over_1 += u64::from(ms > 1.0);
+        self.over_5 += u64::from(ms > 5.0);
+    }
+
+    fn stats(&self) -> DriftStats {
+        let stats = self.values.stats(&[50.0, 99.0]);
+        DriftStats {
+            count: stats.count,
+            mean_ms: stats.mean,
+            p50_ms: stats.percentile(50.0).unwrap_or(0.0),
+            p99_ms: stats.percentile(99.0).unwrap_or(0.0),
+            max_ms: stats.max,
+            over_1ms: self.over_1,
+            over_5ms: self.over_5,
+        }
+    }
 }
 
 #[cfg(test)]
