@@ -58,6 +58,11 @@ def row(d, client, streams, trial, port):
         cpu, rss = float(u) + float(s), int(m) / 1024
     except (OSError, ValueError):
         pass
+    fds = ports = None
+    try:
+        fds, ports = (int(x) for x in open(os.path.join(d, "peaks.txt")).read().split())
+    except (OSError, ValueError):
+        pass
     wt = w["ttft_mean_ms"]
     return {
         "client": client, "streams": streams, "trial": trial, "ok": ok,
@@ -70,8 +75,15 @@ def row(d, client, streams, trial, port):
         **extra,
         "server_late_ms": None if wt is None else wt - FIRST_TOKEN_MS,
         "reported_minus_50_ms": None if ttft is None else ttft - FIRST_TOKEN_MS,
-        "cpu_s": cpu, "rss_mib": rss,
+        "cpu_s": cpu, "rss_mib": rss, "peak_fds": fds, "peak_ports": ports,
     }
+
+
+def peaks(rs):
+    """The largest peak open descriptors / client ports over the trials."""
+    fds = [r.get("peak_fds") for r in rs if r.get("peak_fds") is not None]
+    ports = [r.get("peak_ports") for r in rs if r.get("peak_ports") is not None]
+    return f"{max(fds)} / {max(ports)}" if fds and ports else "n/a"
 
 
 def table(path):
@@ -90,12 +102,13 @@ def table(path):
         m = sum(v) / len(v)
         return f"{m:.{digits}f}" if len(v) == 1 else f"{m:.{digits}f} ({min(v):.{digits}f}–{max(v):.{digits}f})"
 
-    print("| streams | client | trials | ok | added to TTFT by the client, mean (ms) | added, p99 (ms) | the server's own lateness on the wire (ms) | reported TTFT − 50 (ms) | wire ITL (ms) | CPU (s) | RSS (MiB) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| streams | client | trials | ok | added to TTFT by the client, mean (ms) | added, p99 (ms) | the server's own lateness on the wire (ms) | reported TTFT − 50 (ms) | wire ITL (ms) | CPU (s) | RSS (MiB) | peak fds / client ports |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s, c in sorted(keys):
         rs = [r for r in rows if r["streams"] == s and r["client"] == c]
         print(f"| {s} | {c} | {len(rs)} | {min(r['ok'] for r in rs)} | {cell(rs, 'added_ms')} | {cell(rs, 'added_p99_ms')} | {cell(rs, 'server_late_ms')} | "
-              f"{cell(rs, 'reported_minus_50_ms')} | {cell(rs, 'wire_itl_ms', 2)} | {cell(rs, 'cpu_s', 2)} | {cell(rs, 'rss_mib', 0)} |")
+              f"{cell(rs, 'reported_minus_50_ms')} | {cell(rs, 'wire_itl_ms', 2)} | {cell(rs, 'cpu_s', 2)} | {cell(rs, 'rss_mib', 0)} | "
+              f"{peaks(rs)} |")
     print("\nEach cell: mean over the trials (min–max). Added p99: the client's p99 TTFT minus the wire's.")
 
 

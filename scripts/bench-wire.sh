@@ -10,7 +10,8 @@
 # prompts, 100 output tokens, /v1/completions, streamed). tcpdump on loopback timestamps each
 # request and each token-carrying segment (scripts/wire.py reads the capture), so the wire is
 # the clock: what a client adds to TTFT is its mean TTFT minus the wire's for the same run, and
-# the server's own lateness is the wire's TTFT minus 50 ms. CPU and RSS from /usr/bin/time.
+# the server's own lateness is the wire's TTFT minus 50 ms. CPU and RSS from /usr/bin/time; the
+# client's peak descriptors and connections to the server sampled every 0.2 s (watch_client).
 #
 # Everything runs in a network namespace of its own (unshare -n: only its loopback), so the
 # mock server's 0.0.0.0 listener reaches nothing. vllm-bench is fetched and built here
@@ -73,6 +74,19 @@ rs_variant() {
     esac
 }
 
+# The client's peak open descriptors and connections to the server (each its own local port),
+# sampled every 0.2 s while it runs, into DIR/peaks.txt ("fds ports").
+watch_client() {
+    local name="$1" dir="$2" pid="" fds=0 ports=0 n
+    for _ in $(seq 1 50); do pid="$(pgrep -nx "$name" || true)"; [[ -n "$pid" ]] && break; sleep 0.1; done
+    while [[ -n "$pid" && -d "/proc/$pid" ]]; do
+        n="$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)"; ((n > fds)) && fds=$n
+        n="$(ss -Htn state established "( dport = :$PORT )" 2>/dev/null | wc -l)"; ((n > ports)) && ports=$n
+        sleep 0.2
+    done
+    echo "$fds $ports" >"$dir/peaks.txt"
+}
+
 # One trial of one client at C streams: capture, run, then a row (scripts/bench-wire-row.py).
 trial() {
     local client="$1" c="$2" n="$3" dir="$OUT/c$2-t$3-$1"
@@ -89,12 +103,14 @@ import json, sys
 for i in range($c):
     print(json.dumps({'timestamp': 0, 'input_length': 32, 'output_length': 100, 'hash_ids': [i]}))
 " >"$dir/trace.jsonl"
+            watch_client request-sim "$dir" & WATCH=$!
             /usr/bin/time -f "%e %U %S %M" -o "$dir/time.txt" "$RS" replay \
                 --endpoint "http://127.0.0.1:$PORT/v1/completions" --dataset-path "$dir/trace.jsonl" \
                 --stream --quiet --no-server-metrics --allow-inexact-prompts -o "$dir/records.jsonl" \
                 --result-dir "$dir/result" ${RS_ARGS:-} $(rs_variant "$client") >"$dir/console.txt" 2>"$dir/stderr.txt" || true
             ;;
         vllm-bench)
+            watch_client vllm-bench "$dir" & WATCH=$!
             /usr/bin/time -f "%e %U %S %M" -o "$dir/time.txt" "$VB" --backend openai \
                 --base-url "http://127.0.0.1:$PORT" --model mock-model --tokenizer "$TOKDIR" \
                 --dataset-name random --random-input-len 32 --random-output-len 100 \
@@ -103,6 +119,7 @@ for i in range($c):
                 --percentile-metrics ttft,tpot,itl,e2el >"$dir/console.txt" 2>"$dir/stderr.txt" || true
             ;;
     esac
+    wait "$WATCH" 2>/dev/null || true
     sleep 0.3
     kill -INT "$td" 2>/dev/null || true
     wait "$td" 2>/dev/null || true

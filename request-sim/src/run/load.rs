@@ -25,8 +25,10 @@ use crate::{Error, Result};
 
 pub use crate::trace::demo::DEMO_TRACE;
 
-/// Requests read before the run starts (start-up looks at the first ones only).
+/// Requests read before the run starts (start-up looks at the first ones only)…
 const HEAD: usize = 1024;
+/// …or, when they are all due at the start (one burst), the whole burst up to this many.
+const BURST_HEAD_MAX: usize = 16_384;
 
 /// The trace as this run replays it.
 pub(super) struct Loaded {
@@ -58,7 +60,7 @@ pub(super) const BURST_WINDOW_MS: f64 = 20.0;
 
 impl Loaded {
     /// The most requests of the first second (at `scale`) due within [`BURST_WINDOW_MS`] of
-    /// each other, as far as the head shows (at most [`HEAD`]).
+    /// each other, as far as the head shows (at most [`BURST_HEAD_MAX`]).
     pub(super) fn first_burst(&self, scale: f64) -> usize {
         let due: Vec<f64> = self
             .head
@@ -306,12 +308,34 @@ fn start_feed(cfg: &ReplayConfig, mut loaded: Loaded, inner: Source) -> Result<(
             ));
         }
     }
-    let head: Vec<Planned> = feed.by_ref().take(HEAD).collect::<Result<_>>()?;
+    let mut head: Vec<Planned> = feed.by_ref().take(HEAD).collect::<Result<_>>()?;
+    // A first burst larger than the head (10,000 requests at one instant) is read whole, so
+    // start-up opens its connections and builds its bodies ahead (`Loaded::first_burst`).
+    // Whatever ends it (the first later row, or a bad row) goes back in front of the rest: a bad
+    // row inside the burst is still the stream's error at its place, not a start-up error.
+    let mut next = None;
+    if head.len() == HEAD {
+        let (t0, window) = (
+            head[0].req.timestamp_ms,
+            BURST_WINDOW_MS * cfg.schedule.scale_factor,
+        );
+        while head.len() < BURST_HEAD_MAX {
+            match feed.next() {
+                Some(Ok(p)) if p.req.timestamp_ms - t0 <= window => head.push(p),
+                Some(other) => {
+                    next = Some(other);
+                    break;
+                }
+                None => break,
+            }
+        }
+    }
     describe(cfg, &loaded, &head, t.elapsed().as_secs_f64() * 1e3);
     thinking_note(cfg, &loaded, &head);
     session_label_warning(cfg, &loaded, &head);
     loaded.head = head.clone();
-    Ok((loaded, Box::new(head.into_iter().map(Ok).chain(feed))))
+    let rest = next.into_iter().chain(feed);
+    Ok((loaded, Box::new(head.into_iter().map(Ok).chain(rest))))
 }
 
 /// `--timing closed` on a trace without sessions: it would run open-loop, so it is refused.

@@ -50,8 +50,12 @@ fn dry_run(trace: &Path, out: &Path, extra: &[&str]) -> (i32, String) {
         out.as_os_str(),
     ];
     let flags = ["--dry-run", "--quiet", "--no-pin", "--seed", "1"];
-    let rate = ["--scale-factor", "1000"];
-    args.extend(flags.iter().chain(&rate).chain(extra).map(OsStr::new));
+    // 1000× unless the test gives its own rate.
+    let rate: &[&str] = match extra.contains(&"--scale-factor") {
+        true => &[],
+        false => &["--scale-factor", "1000"],
+    };
+    args.extend(flags.iter().chain(rate).chain(extra).map(OsStr::new));
     replay_cli(&args, &[])
 }
 
@@ -218,12 +222,15 @@ fn write_with_broken_line(dir: &Path, n: usize, bad: usize) -> PathBuf {
 /// in the reorder window) were neither sent nor counted (`never_sent` 0). Every valid row read
 /// before the bad row is now sent or counted in `never_sent` (reason `trace_error`); on shards,
 /// each run counts its own share.
+///
+/// At 100× the first burst (rows within 20 ms of each other, 2 s of trace) is 200 rows, so
+/// start-up reads only its 1,024-row head and the bad row is met while the run goes.
 #[test]
 fn a_bad_row_far_into_a_stream_counts_the_rows_it_cut_off() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = write_with_broken_line(tmp.path(), 3000, 2901);
     let out = tmp.path().join("r.jsonl");
-    let (code, err) = dry_run(&trace, &out, &[]);
+    let (code, err) = dry_run(&trace, &out, &["--scale-factor", "100"]);
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains(&format!("{}:2901: ", trace.display())),
@@ -256,7 +263,11 @@ fn a_bad_row_far_into_a_stream_counts_the_rows_it_cut_off() {
     let mut total = 0;
     for k in 0..2 {
         let out = tmp.path().join(format!("shard{k}.jsonl"));
-        let (code, err) = dry_run(&trace, &out, &["--shard", &format!("{k}/2")]);
+        let (code, err) = dry_run(
+            &trace,
+            &out,
+            &["--shard", &format!("{k}/2"), "--scale-factor", "100"],
+        );
         assert_eq!(code, 1, "{err}");
         let s = read_json(&summary_path(&out));
         let n = s["scheduled"].as_u64().unwrap() + s["run"]["never_sent"].as_u64().unwrap();
@@ -265,4 +276,31 @@ fn a_bad_row_far_into_a_stream_counts_the_rows_it_cut_off() {
         total += n;
     }
     assert_eq!(total, 5900);
+}
+
+/// A bad row inside a first burst larger than the head (3,000 rows due at one instant): start-up
+/// reads the whole burst ahead (to open its connections and build its bodies), so the row is
+/// met before anything is sent. It stops the run there, naming its line, with nothing sent.
+#[test]
+fn a_bad_row_inside_the_first_burst_stops_the_run_before_anything_is_sent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for i in 0..3000 {
+        text.push_str(&match i + 1 {
+            2500 => "{\"timestamp\": 0, \"input_length\": \n".to_string(),
+            _ => "{\"timestamp\": 0, \"input_length\": 20, \"output_length\": 2}\n".to_string(),
+        });
+    }
+    let trace = tmp.path().join("burst.jsonl");
+    std::fs::write(&trace, text).unwrap();
+    let out = tmp.path().join("r.jsonl");
+    let (code, err) = dry_run(&trace, &out, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!("{}:2500: ", trace.display())),
+        "{err}"
+    );
+    assert!(!summary_path(&out).exists(), "a start-up error: {err}");
+    let sent = std::fs::read_to_string(&out).unwrap_or_default();
+    assert_eq!(sent.lines().count(), 0, "nothing was sent");
 }
