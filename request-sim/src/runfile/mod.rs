@@ -52,8 +52,21 @@ pub fn expand(command: &Command, argv: Vec<OsString>, at: usize) -> Result<Vec<O
         .clone()
         .no_binary_name(true)
         .try_get_matches_from(&argv[at..]);
-    let Ok(m) = user else {
-        return Ok(argv);
+    let m = match user {
+        Ok(m) => m,
+        // `--help`, `--version`: no file needed.
+        Err(e) if !e.use_stderr() => return Ok(argv),
+        // A flag that needs one the file gives (`--metrics-host` with the file's
+        // `metrics-port`): read what there is; the whole is checked once merged.
+        Err(_) => match command
+            .clone()
+            .no_binary_name(true)
+            .ignore_errors(true)
+            .try_get_matches_from(&argv[at..])
+        {
+            Ok(m) => m,
+            Err(_) => return Ok(argv),
+        },
     };
     let Some(path) = m.get_one::<PathBuf>("config").cloned() else {
         return Ok(argv);

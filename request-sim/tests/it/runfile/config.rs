@@ -79,6 +79,19 @@ goodput = ["ttft:2000", "tpot:50"]
     assert_eq!(a.schedule.spin_us, 50);
     assert_eq!(a.target.header, ["x-c:3"]);
     assert!(a.requests.stream && !a.requests.no_stream);
+    // A flag that needs one only the file gives.
+    std::fs::write(dir.path().join("m.toml"), "[output]\nmetrics-port = 0\n").unwrap();
+    let m = dir.path().join("m.toml");
+    let a = expanded_replay(&[
+        "replay",
+        "--config",
+        m.to_str().unwrap(),
+        "--metrics-host",
+        "0.0.0.0",
+    ])
+    .unwrap();
+    assert_eq!(a.output.live_metrics.metrics_port, Some(0));
+    assert_eq!(a.output.live_metrics.metrics_host, "0.0.0.0");
     // `sweep` takes the same file (its replay flags).
     let argv: Vec<OsString> = [
         "request-sim",
