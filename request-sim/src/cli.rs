@@ -90,7 +90,11 @@ pub struct ConfigArgs {
 pub enum ConfigAction {
     /// Print the JSON schema of a `replay --config` file (tables: the --help headings; keys:
     /// the long flags), for editors to complete and check run files.
-    Schema,
+    Schema {
+        /// The schema of an experiment file (`request-sim experiment FILE`) instead.
+        #[arg(long)]
+        experiment: bool,
+    },
 }
 
 /// Flags of `sweep`: the points, then every `replay` flag (`--scale-factor`, `--output-path`,

@@ -208,14 +208,35 @@ fn the_example_config_reproduces_the_readme_example() {
 }
 
 #[test]
-fn the_checked_in_schema_is_the_generated_one() {
-    let path = repo_root().join("docs/request-sim.schema.json");
-    let checked_in: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+fn the_checked_in_schemas_are_the_generated_ones() {
+    use request_sim::runfile::schema::{experiment_schema, replay_schema};
+    for (file, schema, flag) in [
+        ("request-sim.schema.json", replay_schema(), ""),
+        (
+            "experiment.schema.json",
+            experiment_schema(),
+            " --experiment",
+        ),
+    ] {
+        let path = repo_root().join("docs").join(file);
+        let checked_in: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(
+            checked_in,
+            schema,
+            "{} is stale: `cargo run -- config schema{flag} > docs/{file}`",
+            path.display()
+        );
+    }
+    // Every flag table is in the schema, closed to unknown keys.
+    let s = replay_schema();
+    let tables: Vec<&String> = s["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(tables.len(), 8, "{tables:?}");
+    let e = experiment_schema();
+    assert_eq!(e["properties"]["point"]["items"]["required"][0], "name");
     assert_eq!(
-        checked_in,
-        request_sim::runfile::schema::replay_schema(),
-        "{} is stale: `cargo run -- config schema > docs/request-sim.schema.json`",
-        path.display()
+        e["properties"]["point"]["items"]["properties"]["schedule"]["properties"]["scale-factor"]
+            ["type"],
+        "number"
     );
 }

@@ -127,7 +127,8 @@ fn a_changed_trace_is_refused_before_anything_is_sent() {
     std::fs::copy(trace_fixture("mooncake.jsonl"), &trace).unwrap();
     let summary = first_run(&trace, dir.path(), "2");
     let mut text = std::fs::read_to_string(&trace).unwrap();
-    text.push_str(&text.lines().next().unwrap().to_string());
+    let first = text.lines().next().unwrap().to_string();
+    text.push_str(&first);
     text.push('\n');
     std::fs::write(&trace, text).unwrap();
     let out = dir.path().join("again.jsonl");
