@@ -88,6 +88,13 @@ pub fn expand(command: &Command, argv: Vec<OsString>, at: usize) -> Result<Vec<O
             check_rerun(&path, dataset, m.get_flag("accept_changed_trace"))?;
             rerun_fragments(&keys, frags)
         }
+        // A summary of a version that did not write its settings.
+        None if doc.root.get("run").is_some() && doc.root.get("scheduled").is_some() => {
+            return Err(doc.error(
+                0,
+                "a summary without its `rerun` section (written by a request-sim that did not record every setting): it cannot be re-run",
+            ))
+        }
         None => argv::fragments(&doc, &doc.root, &keys, &[])?,
     };
     let frags = argv::without_given(&keys, frags, &given);

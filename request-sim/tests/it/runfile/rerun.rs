@@ -148,4 +148,13 @@ fn a_changed_trace_is_refused_before_anything_is_sent() {
     assert!(!out.exists());
     let a = expanded_replay(&[&args[..], &["--accept-changed-trace"]].concat()).unwrap();
     assert_eq!(a.trace.dataset_path.as_deref(), Some(trace.as_path()));
+    // A summary without its rerun section says so.
+    let mut s = read_json(&summary);
+    s.as_object_mut().unwrap().remove("rerun");
+    let old = dir.path().join("old.summary.json");
+    std::fs::write(&old, serde_json::to_string_pretty(&s).unwrap()).unwrap();
+    let e = expanded_replay(&["replay", "--config", old.to_str().unwrap()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.ends_with("a summary without its `rerun` section (written by a request-sim that did not record every setting): it cannot be re-run"), "{e}");
 }
