@@ -155,6 +155,15 @@ if needs_q README.md:184; then
 fi
 run README.md:186 0 "$BIN/llm-sim" --help
 
+# docs/config.md: a run file, the run again from its summary, the schema, an experiment
+printf '[target]\nendpoint = "%s"\n[trace]\ndataset-path = "%s"\nmax-requests = 10\n' "$SIM" "$TRACE" >"$T/run.toml"
+run docs/config.md:config 0 "$RS" replay --config run.toml --scale-factor 4 -o cfg.jsonl --save-prompts cfg.prompts.jsonl
+run docs/config.md:rerun 0 "$RS" replay --config cfg.jsonl.summary.json -o cfg2.jsonl --save-prompts cfg2.prompts.jsonl
+run docs/config.md:rerun-same 0 cmp "$T/cfg.prompts.jsonl" "$T/cfg2.prompts.jsonl"
+run docs/config.md:schema 0 "$RS" config schema
+run README.md:five 0 "$BIN/client" --config run.toml --time-in-secs 5
+run docs/config.md:experiment 0 "$RS" experiment "$ROOT/examples/experiment.toml" --dir exp
+
 # docs/llm-sim.md
 run docs/llm-sim.md:12 0 curl -sfN "$SIM/v1/chat/completions" -H 'content-type: application/json' \
   -d '{"messages":[{"role":"user","content":"bake tomo"}],"max_tokens":4,"stream":true,"stream_options":{"include_usage":true}}'

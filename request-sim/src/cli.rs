@@ -57,6 +57,44 @@ pub enum Command {
     /// target model's tokenizer and chat template, salted hash ids of the prompt's blocks,
     /// sessions; no prompt text (docs/convert.md).
     Convert(Box<ConvertArgs>),
+    /// Run files: `config schema` prints the JSON schema of `--config` files
+    /// (docs/config.md).
+    Config(ConfigArgs),
+    /// Run an experiment file: a base run and [[point]]s overriding some of its settings
+    /// (scale factor, users, model map, API, endpoint, ...), each run `repeats` times into
+    /// DIR/NAME/, then every point compared with the baseline: the console, experiment.json
+    /// and one page, DIR/report.html (docs/config.md).
+    Experiment(ExperimentArgs),
+}
+
+/// `request-sim experiment`.
+#[derive(Debug, Clone, Args)]
+pub struct ExperimentArgs {
+    /// The experiment file (TOML).
+    pub file: PathBuf,
+    /// Directory of the experiment (default: the file's `[experiment] dir`, else
+    /// results/experiment-<UTC time>).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// `request-sim config`.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    pub action: ConfigAction,
+}
+
+/// What `config` does.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ConfigAction {
+    /// Print the JSON schema of a `replay --config` file (tables: the --help headings; keys:
+    /// the long flags), for editors to complete and check run files.
+    Schema {
+        /// The schema of an experiment file (`request-sim experiment FILE`) instead.
+        #[arg(long)]
+        experiment: bool,
+    },
 }
 
 /// Flags of `sweep`: the points, then every `replay` flag (`--scale-factor`, `--output-path`,
@@ -95,6 +133,9 @@ pub struct SweepArgs {
 /// (the groups of [`crate::config::ReplayConfig`]); `--help` lists them under these headings.
 #[derive(Debug, Clone, Args)]
 pub struct ReplayArgs {
+    /// `--config FILE` and what the flags resolved to ([`crate::runfile`]).
+    #[command(flatten)]
+    pub run_file: crate::runfile::RunFileArgs,
     #[command(flatten)]
     pub trace: ReplayTraceArgs,
     #[command(flatten)]
@@ -140,8 +181,6 @@ pub struct ReplayTraceArgs {
     /// The reorder window holds at most this many rows (its memory bound).
     #[arg(long, value_name = "ROWS", default_value_t = 65_536)]
     pub reorder_window_rows: usize,
-    #[command(flatten)]
-    pub reshape: ReshapeArgs,
     /// Send only shard K of N (0 <= K < N) of the trace: sessions stay whole on one shard,
     /// other requests are dealt round-robin; record indexes stay those of the whole trace, so
     /// `request-sim report DIR` merges the shards (docs/scale-out.md). Needs --seed when N > 1.
@@ -172,6 +211,10 @@ pub struct ReplayTraceArgs {
     /// those token counts), as agents of one client version do.
     #[arg(long)]
     pub share_system_prefix: bool,
+    /// Last: clap does not restore the heading after a flattened group, so the flags after it
+    /// would be listed under its heading (`Transform`) in `--help` and in run files.
+    #[command(flatten)]
+    pub reshape: ReshapeArgs,
 }
 
 /// How prompts are made.

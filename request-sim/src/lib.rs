@@ -14,7 +14,9 @@
 //! `convert` turns request logs into anonymized traces (beside the flow: it reads logs with
 //! `trace`, counts tokens with `prompt` or the server's `/tokenize`).
 //!
-//! `cli` parses the command line, `config` validates it once, and `run` orchestrates a replay;
+//! `runfile` turns a run file (`--config`, a run's summary, an experiment) into command-line
+//! words and a run's settings back into its summary; `cli` parses the command line, `config`
+//! validates it once, and `run` orchestrates a replay;
 //! `compat` maps other tools' command lines (blitz-serving's trace-replayer, UCM's
 //! `trace_replay.py`) onto the same settings.
 
@@ -39,4 +41,5 @@ pub mod config;
 pub mod convert;
 pub mod repeat;
 pub mod run;
+pub mod runfile;
 pub mod sweep;

@@ -88,6 +88,14 @@ pub fn run_set(base: &ReplayArgs, n: u32, dir: &Path) -> Result<RepeatOutcome> {
         // The set's own files: a set run again into its directory replaces them.
         a.output.overwrite = true;
         a.output.report.result_dir = per_repeat_files.then(|| rdir.clone());
+        // One repeat is one run: its summary re-runs that run.
+        let s = &mut a.run_file.settings;
+        s.set("repeat", serde_json::Value::Null);
+        s.set("seed", a.prompts.seed);
+        s.set("overwrite", true);
+        s.set_path("output-path", a.output.output_path.as_deref());
+        s.set_path("summary-path", a.output.summary_path.as_deref());
+        s.set_path("result-dir", a.output.report.result_dir.as_deref());
         std::fs::create_dir_all(&rdir)
             .map_err(|e| Error::io(format!("cannot create {}", rdir.display()), e))?;
         let cfg = ReplayConfig::from_args(a)?;

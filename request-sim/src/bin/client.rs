@@ -2,7 +2,7 @@
 //! existing scripts run unchanged (`request_sim::compat::blitz`).
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use mimalloc::MiMalloc;
 use request_sim::compat::blitz::{self, ClientCli};
 
@@ -10,7 +10,11 @@ use request_sim::compat::blitz::{self, ClientCli};
 static GLOBAL: MiMalloc = MiMalloc;
 
 fn main() -> ExitCode {
-    match blitz::run(ClientCli::parse()) {
+    // `--config FILE`, as for `request-sim replay`.
+    let argv =
+        request_sim::runfile::expand(&ClientCli::command(), std::env::args_os().collect(), 1)
+            .and_then(|argv| blitz::run(ClientCli::parse_from(argv)));
+    match argv {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("client: error: {e}");

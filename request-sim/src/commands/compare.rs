@@ -16,7 +16,7 @@ const EXIT_WORSE: u8 = 7;
 /// directory of shard records, a records JSONL, or a summary JSON (with its records when they
 /// are found at its `records_path`). Records are kept for the bootstrap, restricted to the
 /// summary's measure window when it had one.
-fn load_side(path: &Path) -> Result<stats::compare::Side> {
+pub fn load_side(path: &Path) -> Result<stats::compare::Side> {
     use stats::repeats::REPEATS_JSON;
     let name = path.display().to_string();
     let set_file = if path.is_dir() {

@@ -1,10 +1,11 @@
 //! The subcommands, as functions returning the process exit code: one file per subcommand
 //! (`replay`, `analyze`, `transform` and its `--synthesize`, `report`, `compare`,
-//! `verify-prompts`, `convert`; `sweep` is [`crate::sweep`]), and here what several of them
+//! `verify-prompts`, `convert`, `config`; `sweep` is [`crate::sweep`]), and here what several of them
 //! share: two traces analysed at the same cache sizes, and shards' records merged into one run.
 
 mod analyze;
 mod compare;
+mod config;
 mod convert;
 mod replay;
 mod report;
@@ -13,7 +14,8 @@ mod transform;
 mod verify;
 
 pub use analyze::analyze;
-pub use compare::compare;
+pub use compare::{compare, load_side};
+pub use config::config;
 pub use convert::convert;
 pub use replay::{replay, run_replay};
 pub use report::report;

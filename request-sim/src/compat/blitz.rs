@@ -63,6 +63,16 @@ pub fn config(mut a: ReplayArgs) -> Result<ReplayConfig> {
             ttft_s: a.output.ttft_slo.unwrap_or(TTFT_SLO_S),
             tpot_s: a.output.tpot_slo.unwrap_or(TPOT_SLO_S),
         });
+    // The summary re-runs the run with these defaults.
+    let s = &mut a.run_file.settings;
+    s.set("no-stream", a.requests.no_stream);
+    s.set("time-in-secs", a.schedule.time_in_secs);
+    s.set("overwrite", true);
+    s.set_path("output-path", a.output.output_path.as_deref());
+    s.set(
+        "metric-percentile",
+        a.output.report.metric_percentile.clone(),
+    );
     let mut cfg = ReplayConfig::from_args(a)?;
     if let Some(t) = timeout {
         cfg.requests.timeout = t;

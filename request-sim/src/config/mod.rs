@@ -48,6 +48,8 @@ pub struct ReplayConfig {
     pub validity: ValidityConfig,
     /// Notes about accepted-but-ignored flags, printed at start-up.
     pub notes: Vec<String>,
+    /// Every flag's value as given or defaulted (the summary's `rerun.settings`).
+    pub settings: crate::runfile::Settings,
 }
 
 impl ReplayConfig {
@@ -85,7 +87,14 @@ impl ReplayConfig {
             TraceSource::File(p) => Some(p.as_path()),
             TraceSource::BuiltinDemo => None,
         };
-        output::check_output_files(&a.output, (&paths.0, &paths.1), trace_file)?;
+        let mut inputs = Vec::new();
+        if let Some(t) = trace_file {
+            inputs.push((t, "trace (--dataset-path)"));
+        }
+        if let Some(c) = &a.run_file.config {
+            inputs.push((c.as_path(), "run file (--config)"));
+        }
+        output::check_output_files(&a.output, (&paths.0, &paths.1), &inputs)?;
         let report = output::report_settings(&a.output)?;
         let server_metrics = validity::server_metrics(&a.validity)?;
         let live_metrics = output::live_metrics(&a.output.live_metrics)?;
@@ -102,6 +111,7 @@ impl ReplayConfig {
             agents: trace::agent_settings(&a.trace, a.requests.dry_run)?,
         };
         let notes = ignored_flags(&a.ignored);
+        let settings = std::mem::take(&mut a.run_file.settings);
         Ok(ReplayConfig {
             target: TargetConfig::new(a.target, server, api_key)?,
             trace,
@@ -111,6 +121,7 @@ impl ReplayConfig {
             output: OutputConfig::new(a.output, paths, report, live_metrics),
             validity: ValidityConfig::new(a.validity, server_metrics),
             notes,
+            settings,
         })
     }
 

@@ -135,22 +135,22 @@ pub(super) fn output_paths(a: &OutputArgs, demo_page: bool) -> Result<(PathBuf, 
     Ok((output_path, summary_path))
 }
 
-/// Every file a replay writes, checked before anything is sent: none is the trace it reads
-/// (`--dataset-path`), and no two are one file (`-o rd/summary.json --result-dir rd` would
+/// Every file a replay writes, checked before anything is sent: none is a file it reads
+/// (`inputs`: the trace, `--dataset-path`, and the run file, `--config`), and no two are one file (`-o rd/summary.json --result-dir rd` would
 /// write the summary over the records). The one pair allowed: `--summary-path` at the result
 /// directory's `summary.json` (the same summary twice; `--repeat` writes it so).
 pub(super) fn check_output_files(
     a: &OutputArgs,
     (records, summary): (&Path, &Path),
-    trace: Option<&Path>,
+    inputs: &[(&Path, &str)],
 ) -> Result<()> {
     if !a.overwrite {
         refuse_existing_records(records)?;
     }
     let outputs = output_files(a, records, summary);
     for (flag, path) in &outputs {
-        if let Some(t) = trace {
-            crate::util::refuse_input_as_output(path, flag, t, "trace (--dataset-path)")?;
+        for (input, what) in inputs {
+            crate::util::refuse_input_as_output(path, flag, input, what)?;
         }
     }
     let result_summary = a.report.result_dir.as_ref().map(|d| d.join("summary.json"));

@@ -424,6 +424,123 @@ pub fn write_compare_html(path: &Path, a: &str, b: &str, c: &Comparison) -> Resu
     render("stats.html", ctx, path)
 }
 
+/// Write an experiment's page, `dir/report.html`: its points (linked to their own pages)
+/// and each point's verdicts against the baseline.
+pub fn write_experiment_html(
+    dir: &Path,
+    r: &crate::runfile::experiment::ExperimentResult,
+) -> Result<PathBuf> {
+    let points = r
+        .points
+        .iter()
+        .map(|p| {
+            let page = Path::new(&p.dir).join(REPORT_HTML);
+            StatsRow {
+                cells: vec![
+                    p.name.clone(),
+                    p.repeats.to_string(),
+                    p.exit_code.to_string(),
+                    if p.overrides.is_empty() {
+                        "(the base run)".into()
+                    } else {
+                        p.overrides.join(" ")
+                    },
+                    p.dir.clone(),
+                ],
+                mark: if p.exit_code == 0 { "" } else { "worse" },
+                link: Path::new(&p.name)
+                    .join(REPORT_HTML)
+                    .to_str()
+                    .map(String::from)
+                    .filter(|_| page.is_file()),
+            }
+        })
+        .collect();
+    let mut tables = vec![StatsTable {
+        title: "Points".into(),
+        text: String::new(),
+        head: [
+            "point",
+            "repeats",
+            "exit status",
+            "settings over the base",
+            "directory",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: points,
+    }];
+    let mut notes = Vec::new();
+    for c in &r.comparisons {
+        let Some(cmp) = &c.comparison else {
+            notes.push(format!(
+                "{} not compared with {}: {}",
+                c.point,
+                c.baseline,
+                c.error.as_deref().unwrap_or("no comparison")
+            ));
+            continue;
+        };
+        let rows = cmp
+            .verdicts
+            .iter()
+            .map(|v| StatsRow {
+                cells: vec![
+                    v.label.clone(),
+                    num(v.a),
+                    num(v.b),
+                    change(v.change_pct()),
+                    change_interval(v.ci_pct()),
+                    v.verdict_text(),
+                ],
+                mark: match (v.worse(), v.significant()) {
+                    (Some(true), _) => "worse",
+                    (_, Some(true)) => "better",
+                    _ => "",
+                },
+                link: None,
+            })
+            .collect();
+        let differ: Vec<String> = cmp
+            .differences
+            .iter()
+            .map(|(k, x, y)| format!("{k} {x} → {y}"))
+            .collect();
+        tables.push(StatsTable {
+            title: format!("{} against {} (baseline)", c.point, c.baseline),
+            text: format!(
+                "method: {}{}",
+                super::compare::method_words(cmp),
+                if differ.is_empty() {
+                    String::new()
+                } else {
+                    format!("; settings that differ: {}", differ.join(", "))
+                }
+            ),
+            head: [
+                "metric",
+                c.baseline.as_str(),
+                c.point.as_str(),
+                "change",
+                "95% CI of change",
+                "verdict",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        });
+    }
+    let ctx = minijinja::context! {
+        version => env!("CARGO_PKG_VERSION"),
+        generated => now_rfc3339(),
+        title => format!("request-sim: experiment of {} points", r.points.len()),
+        meta => vec![("file".to_string(), r.file.clone()), ("started".to_string(), r.started_at.clone())],
+        notes => notes,
+        tables => tables,
+    };
+    render("stats.html", ctx, &dir.join(REPORT_HTML))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,6 +53,7 @@ pub(super) fn run(
         ..
     } = drained;
     let mut summary = windowed_summary(cfg, accumulator, &info)?;
+    summary.rerun = Some(rerun(cfg));
     routed_ideal(cfg, trace, &mut summary);
     feed_warnings(&mut summary, &feed, reason);
     if forced {
@@ -277,6 +278,21 @@ fn run_info(
         ),
         agents: trace.agents.clone(),
         ..RunInfo::new()
+    }
+}
+
+/// The run as a run file: its settings with the seed it drew, the tool's version, the trace
+/// file's checksum.
+fn rerun(cfg: &ReplayConfig) -> crate::runfile::Rerun {
+    let mut settings = cfg.settings.clone();
+    settings.set("seed", cfg.prompts.seed);
+    crate::runfile::Rerun {
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        trace: match &cfg.trace.source {
+            crate::config::TraceSource::File(p) => crate::runfile::trace_file(p),
+            crate::config::TraceSource::BuiltinDemo => None,
+        },
+        settings,
     }
 }
 

@@ -526,6 +526,7 @@ impl Accumulator {
             invalid: Vec::new(),
             run: info.clone(),
             measure_window,
+            rerun: None,
         }
     }
 

@@ -499,7 +499,8 @@ pub fn differences(a: &Summary, b: &Summary) -> Vec<(String, String, String)> {
         ]
     };
     let (ja, jb) = (j(a), j(b));
-    ja.into_iter()
+    let mut out: Vec<(String, String, String)> = ja
+        .into_iter()
         .zip(jb)
         .filter(|(x, y)| {
             if x.0 == "measure_window" {
@@ -520,7 +521,39 @@ pub fn differences(a: &Summary, b: &Summary) -> Vec<(String, String, String)> {
             };
             (x.0.to_string(), ta, tb)
         })
-        .collect()
+        .collect();
+    let named: Vec<String> = out.iter().map(|d| d.0.clone()).collect();
+    out.extend(flag_differences(a, b, &named));
+    out
+}
+
+/// The flags that differ, when both summaries record every flag (`rerun.settings`): those not
+/// named already (`named`: the run facts that differ), less the seed and where each run wrote (its own
+/// paths), `(--flag, A, B)`.
+fn flag_differences(a: &Summary, b: &Summary, named: &[String]) -> Vec<(String, String, String)> {
+    let (Some(ra), Some(rb)) = (&a.rerun, &b.rerun) else {
+        return Vec::new();
+    };
+    let keys = crate::runfile::Keys::replay();
+    let show = |v: Option<&serde_json::Value>| match v {
+        None | Some(serde_json::Value::Null) => "(not given)".to_string(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    };
+    let mut out = Vec::new();
+    for (table, ta) in &ra.settings.0 {
+        for (long, va) in ta {
+            let vb = rb.settings.0.get(table).and_then(|t| t.get(long));
+            let own_path = keys
+                .by_long(long)
+                .is_some_and(|k| k.table == "output" && k.path);
+            let skip = long == "seed" || own_path || named.contains(&long.replace('-', "_"));
+            if !skip && Some(va) != vb {
+                out.push((format!("--{long}"), show(Some(va)), show(vb)));
+            }
+        }
+    }
+    out
 }
 
 /// A run's measure window in words: `none (every request)`, `10..20 s`, `auto: 1.0..59.0 s`.

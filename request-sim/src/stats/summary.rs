@@ -318,6 +318,10 @@ pub struct Summary {
     /// other field is over the requests sent inside it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measure_window: Option<super::window::WindowReport>,
+    /// The run as a run file: every setting resolved, the tool's version, the trace's checksum
+    /// (`request-sim replay --config SUMMARY` runs it again; docs/config.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<crate::runfile::Rerun>,
 }
 
 impl Summary {

@@ -152,6 +152,17 @@ impl Sweep {
         // The sweep's own files: a sweep run again into its directory replaces them.
         a.output.overwrite = true;
         a.output.report.result_dir = Some(pdir.clone());
+        // The point's summary re-runs the point.
+        let s = &mut a.run_file.settings;
+        s.set("scale-factor", f);
+        s.set("users", a.trace.users.clone());
+        s.set("max-requests", a.trace.max_requests);
+        s.set("seed", a.prompts.seed);
+        s.set("time-in-secs", a.schedule.time_in_secs);
+        s.set("overwrite", true);
+        s.set_path("output-path", a.output.output_path.as_deref());
+        s.set_path("summary-path", None);
+        s.set_path("result-dir", Some(pdir.as_path()));
         if let Some(n) = crate::repeat::count(&self.base)? {
             return self.repeated_point(a, n, k, f, of, &pdir);
         }

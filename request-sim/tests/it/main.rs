@@ -18,6 +18,7 @@ mod prompt;
 mod reliability;
 mod replay;
 mod report;
+mod runfile;
 mod server_metrics;
 mod server_percentiles;
 mod server_sim_time;
