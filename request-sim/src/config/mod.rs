@@ -48,12 +48,15 @@ pub struct ReplayConfig {
     pub validity: ValidityConfig,
     /// Notes about accepted-but-ignored flags, printed at start-up.
     pub notes: Vec<String>,
+    /// `--scenario`: the rules applied to the flags, and the stamp (`crate::scenario`).
+    pub scenario: Option<crate::scenario::Stamp>,
 }
 
 impl ReplayConfig {
     /// Validate the flags once; every contradiction is an [`Error::Config`] naming the flag.
     /// (The `client` binary's defaults are set by [`crate::compat::blitz`] before this.)
     pub fn from_args(mut a: ReplayArgs) -> Result<ReplayConfig> {
+        let scenario = crate::scenario::flags::apply(&mut a).map_err(Error::config)?;
         schedule::single_run(&a.schedule)?;
         let (source, load) = trace::trace_settings(&a)?;
         let start_at = schedule::start_at(&a.schedule)?;
@@ -101,7 +104,10 @@ impl ReplayConfig {
             max_idle_gap_ms: trace::max_idle_gap(&a.trace)?,
             agents: trace::agent_settings(&a.trace, a.requests.dry_run)?,
         };
-        let notes = ignored_flags(&a.ignored);
+        let mut notes = ignored_flags(&a.ignored);
+        if let Some(s) = &scenario {
+            notes.extend(s.notes.iter().cloned());
+        }
         Ok(ReplayConfig {
             target: TargetConfig::new(a.target, server, api_key)?,
             trace,
@@ -111,6 +117,7 @@ impl ReplayConfig {
             output: OutputConfig::new(a.output, paths, report, live_metrics),
             validity: ValidityConfig::new(a.validity, server_metrics),
             notes,
+            scenario,
         })
     }
 

@@ -118,6 +118,9 @@ pub(super) struct Slot {
     pub(super) start_ms: f64,
     pub(super) prior: Vec<usize>,
     pub(super) user: Option<usize>,
+    /// A warm start (`plan/trajectory.rs`): the fraction of the recorded span, the warm-up
+    /// requests after the primers.
+    pub(super) warm: Option<(f64, usize)>,
 }
 
 /// The settings of the layout a request needs: the gap cap (`--max-idle-gap`, ms) and the
@@ -143,6 +146,7 @@ pub(super) fn lay_out(
     rules: &Rules,
     items: &mut Vec<Item>,
     capped: &mut usize,
+    warmed: &mut super::trajectory::Warmed,
 ) -> Result<(f64, Vec<usize>), String> {
     let (base, start_ms) = (items.len(), slot.start_ms);
     let l = Layout::new(conv, slot.pass, slot.user, base);
@@ -169,11 +173,19 @@ pub(super) fn lay_out(
             items.push(item(&l, ai, k, &session, waits, start_ms, rules));
         }
     }
-    lower_bounds(items, base, start_ms)?;
     if let Some(cap) = rules.max_idle_gap_ms {
         capped_trace_time(conv, cap, items, base, l.trace_end_ms);
     }
-    let ends = l.ends();
+    let mut ends = l.ends();
+    if let Some((ratio, extra)) = slot.warm {
+        let (w, to) = super::trajectory::warm_start(conv, ratio, extra, items, base);
+        warmed.add(w);
+        ends = ends
+            .iter()
+            .filter_map(|&e| (to[e - base] != usize::MAX).then(|| base + to[e - base]))
+            .collect();
+    }
+    lower_bounds(items, base, start_ms)?;
     let end_ms = ends
         .iter()
         .map(|&i| items[i].lower_ms)
@@ -259,6 +271,7 @@ fn item(
             trace_result: r.result.clone(),
             conversation_trace_ms: first.then_some(l.trace_end_ms),
             conversation_requests: first.then_some(conv.requests() as u32),
+            warmup: false,
         })),
     };
     let hash_ids = BlockIds::renamed(
