@@ -11,6 +11,7 @@ mod check;
 mod output;
 mod prompts;
 mod requests;
+mod scenario;
 mod schedule;
 mod target;
 mod trace;
@@ -56,7 +57,7 @@ impl ReplayConfig {
     /// Validate the flags once; every contradiction is an [`Error::Config`] naming the flag.
     /// (The `client` binary's defaults are set by [`crate::compat::blitz`] before this.)
     pub fn from_args(mut a: ReplayArgs) -> Result<ReplayConfig> {
-        let scenario = crate::scenario::flags::apply(&mut a).map_err(Error::config)?;
+        let scenario = scenario::apply(&mut a).map_err(Error::config)?;
         schedule::single_run(&a.schedule)?;
         let (source, load) = trace::trace_settings(&a)?;
         let start_at = schedule::start_at(&a.schedule)?;

@@ -23,11 +23,11 @@
 //! `--unsafe-override`) the run goes on and is stamped `submission_valid: false` with every
 //! violation listed. Two rules are judged after the run ([`Stamp::judge`]): the failed share
 //! and the coverage (the last first token and the last streamed answer's end, from the first
-//! measured send, each at least 95% of the duration). Flag → rule mapping: [`flags`].
+//! measured send, each at least 95% of the duration). Flag → rule mapping: `config/scenario.rs`
+//! (the flags applied before they are validated); this file holds the rules and the stamp, for
+//! the configuration, the statistics and the reports.
 
 use serde::{Deserialize, Serialize};
-
-pub mod flags;
 
 /// One scenario's rules and defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -242,16 +242,25 @@ pub fn plan(
             start_ms,
             prior,
             user,
-            warm,
         };
         let base = items.len();
+        let mut warm_start = |items: &mut Vec<Item>, base: usize| {
+            let (ratio, extra) = warm.unwrap_or_default();
+            let (w, to) = trajectory::warm_start(conv, ratio, extra, items, base);
+            warmed.add(w);
+            to
+        };
+        let rewrite: Option<layout::Rewrite<'_>> = match warm {
+            Some(_) => Some(&mut warm_start),
+            None => None,
+        };
         let mut ends = lay_out(
             conv,
             slot,
             &rules,
             &mut items,
             &mut facts.capped_gaps,
-            &mut warmed,
+            rewrite,
         )?;
         if let Some(l) = limit {
             facts.past_limit += drop_past(&mut items, base, l, &mut ends.1);

@@ -118,10 +118,12 @@ pub(super) struct Slot {
     pub(super) start_ms: f64,
     pub(super) prior: Vec<usize>,
     pub(super) user: Option<usize>,
-    /// A warm start (`plan/trajectory.rs`): the fraction of the recorded span, the warm-up
-    /// requests after the primers.
-    pub(super) warm: Option<(f64, usize)>,
 }
+
+/// Rewrites a conversation's requests just laid out (`items[base..]`, their waits set, their
+/// lower bounds not yet) and says where each went (`usize::MAX`: left out): the warm start of
+/// `plan/trajectory.rs`.
+pub(super) type Rewrite<'a> = &'a mut dyn FnMut(&mut Vec<Item>, usize) -> Vec<usize>;
 
 /// The settings of the layout a request needs: the gap cap (`--max-idle-gap`, ms) and the
 /// shared tools + system prompt blocks.
@@ -146,7 +148,7 @@ pub(super) fn lay_out(
     rules: &Rules,
     items: &mut Vec<Item>,
     capped: &mut usize,
-    warmed: &mut super::trajectory::Warmed,
+    rewrite: Option<Rewrite<'_>>,
 ) -> Result<(f64, Vec<usize>), String> {
     let (base, start_ms) = (items.len(), slot.start_ms);
     let l = Layout::new(conv, slot.pass, slot.user, base);
@@ -177,9 +179,8 @@ pub(super) fn lay_out(
         capped_trace_time(conv, cap, items, base, l.trace_end_ms);
     }
     let mut ends = l.ends();
-    if let Some((ratio, extra)) = slot.warm {
-        let (w, to) = super::trajectory::warm_start(conv, ratio, extra, items, base);
-        warmed.add(w);
+    if let Some(rewrite) = rewrite {
+        let to = rewrite(items, base);
         ends = ends
             .iter()
             .filter_map(|&e| (to[e - base] != usize::MAX).then(|| base + to[e - base]))

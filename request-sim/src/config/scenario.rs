@@ -1,4 +1,5 @@
-//! A scenario applied to a replay's flags ([`apply`]), before they are validated: each rule
+//! A scenario (`crate::scenario`: its rules and its stamp) applied to a replay's flags
+//! ([`apply`]), before they are validated: each rule
 //! either fills in a flag left at its default or, when a flag given breaks it, is a
 //! [`Violation`] (refused, or with `--scenario-override` kept and stamped). The rules in the
 //! order AgentX's validator applies them:
@@ -17,8 +18,8 @@
 //! - `trajectory_start`, `warmup`, `trace_idle_gap_cap`, `seed`, `grace`: defaults filled in,
 //!   values given kept.
 
-use super::{Spec, Stamp, Violation};
 use crate::cli::{ReplayArgs, ScenarioArgs};
+use crate::scenario::{Spec, Stamp, Violation};
 
 /// The scenario `--scenario` names, applied to `a`: the stamp (valid when no rule is broken),
 /// or, without `--scenario-override`, the violations as one message. `None` without
