@@ -239,7 +239,7 @@ fn defaults(spec: &Spec, a: &mut ReplayArgs) {
     if a.prompts.seed.is_none() {
         a.prompts.seed = spec.seed;
     }
-    if a.requests.grace_secs == crate::cli::DEFAULT_GRACE_SECS {
+    if (a.requests.grace_secs - crate::cli::DEFAULT_GRACE_SECS).abs() < 1e-9 {
         a.requests.grace_secs = spec.grace_s;
     }
 }
@@ -265,7 +265,7 @@ mod tests {
         ];
         v.extend(extra.iter().map(|s| s.to_string()));
         let cli = crate::cli::Cli::try_parse_from(&v).unwrap();
-        std::mem::forget(dir);
+        let _kept = dir.keep();
         match cli.command {
             crate::cli::Command::Replay(a) => *a,
             _ => unreachable!(),

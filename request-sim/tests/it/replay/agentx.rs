@@ -433,3 +433,68 @@ fn eight_lanes_against_llm_sim_warm_up_recorded_not_measured() {
         "{console}"
     );
 }
+
+/// `agentx profile ...`: AIPerf's command line with `--scenario agentx` by default, AIPerf's
+/// result files written, warm-up apart; without `--unsafe-override` a short run is refused.
+#[test]
+fn the_agentx_command_line_runs_the_scenario_and_writes_aiperfs_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = rows_corpus(dir.path(), 4, 0.0);
+    let sim = start_sim(llm_sim::SimConfig::default());
+    let url = sim.base_url().trim_start_matches("http://").to_string();
+    let art = dir.path().join("art");
+    let run = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentx"))
+            .args([
+                "profile",
+                "--model",
+                "llm-sim",
+                "--url",
+                &url,
+                "--input-file",
+                path.to_str().unwrap(),
+                "--custom-dataset-type",
+                "weka_trace",
+                "--concurrency",
+                "4",
+                "--benchmark-duration",
+                "2",
+                "--output-artifact-dir",
+                art.to_str().unwrap(),
+                "--ui-type",
+                "none",
+            ])
+            .args(extra)
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap()
+    };
+    let refused = run(&[]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("--scenario agentx") && err.contains("duration"),
+        "{err}"
+    );
+    let o = run(&["--unsafe-override"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary = read_json(&art.join("summary.json"));
+    assert_eq!(summary["scenario"]["scenario"], "agentx");
+    assert_eq!(summary["scenario"]["users"], 4);
+    assert_eq!(summary["scenario"]["submission_valid"], false);
+    assert_eq!(summary["scenario"]["violations"][0]["rule"], "duration");
+    let lines = read_json_lines(&art.join("profile_export.jsonl"));
+    let phase = |p: &str| {
+        lines
+            .iter()
+            .filter(|l| l["metadata"]["benchmark_phase"] == p)
+            .count()
+    };
+    assert_eq!(phase("warmup"), 4 * 11);
+    assert_eq!(phase("warmup") + phase("profiling"), lines.len());
+    let agg = read_json(&art.join("profile_export_aiperf.json"));
+    assert_eq!(
+        agg["request_count"]["avg"].as_f64(),
+        Some(summary["completed"].as_f64().unwrap())
+    );
+}

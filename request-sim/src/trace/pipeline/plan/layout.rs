@@ -183,7 +183,8 @@ pub(super) fn lay_out(
         let to = rewrite(items, base);
         ends = ends
             .iter()
-            .filter_map(|&e| (to[e - base] != usize::MAX).then(|| base + to[e - base]))
+            .filter(|&&e| to[e - base] != usize::MAX)
+            .map(|&e| base + to[e - base])
             .collect();
     }
     lower_bounds(items, base, start_ms)?;
