@@ -427,6 +427,14 @@ fn eight_lanes_against_llm_sim_warm_up_recorded_not_measured() {
         console.contains("Submission valid:") && console.contains("duration"),
         "{console}"
     );
+    // 1 s slices of the measured run: the tokens add up to the measured output.
+    assert!(s.time_slices.len() >= 2, "{:?}", s.time_slices);
+    let sliced: u64 = s.time_slices.iter().map(|x| x.output_tokens).sum();
+    assert_eq!(sliced, measured_out);
+    assert!(s
+        .time_slices
+        .iter()
+        .any(|x| x.per_user_output_tps.is_some_and(|v| v > 0.0)));
     let split = format!("{} / {}", warm.len(), s.status.total);
     assert!(
         console.contains("Warm-up / profiling requests:") && console.contains(&split),
@@ -497,4 +505,65 @@ fn the_agentx_command_line_runs_the_scenario_and_writes_aiperfs_files() {
         agg["request_count"]["avg"].as_f64(),
         Some(summary["completed"].as_f64().unwrap())
     );
+}
+
+/// `sweep --users 1,2,4,8 --gpus 2` under the scenario: InferenceX's curve, total output
+/// tokens/s per GPU against the median per-user output tokens/s, each point stamped, drawn.
+#[test]
+fn a_users_sweep_prints_and_draws_the_throughput_interactivity_curve_with_stamps() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = rows_corpus(dir.path(), 8, 0.0);
+    let sim = start_sim(llm_sim::SimConfig {
+        block_size: 16,
+        ..Default::default()
+    });
+    let url = sim.base_url();
+    let sweep_dir = dir.path().join("sweep");
+    let (code, r) = sweep(&[
+        "--users",
+        "1,2,4,8",
+        "--gpus",
+        "2",
+        "--sweep-dir",
+        sweep_dir.to_str().unwrap(),
+        "--endpoint",
+        &url,
+        "--dataset-path",
+        path.to_str().unwrap(),
+        "--scenario",
+        "agentx",
+        "--scenario-override",
+        "--time-in-secs",
+        "1.5",
+        "--seed",
+        "5",
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(r.points.len(), 4);
+    for p in &r.points {
+        assert_eq!(p.submission_valid, Some(false), "{p:?}");
+        assert_eq!(p.violations[0], "duration");
+        let per_gpu = p.output_throughput_per_gpu.unwrap();
+        assert!((per_gpu - p.output_throughput / 2.0).abs() < 1e-9);
+        let tpot = p.tpot_p50_ms.unwrap();
+        assert!((p.per_user_output_tps.unwrap() - 1000.0 / tpot).abs() < 1e-9);
+    }
+    let table = request_sim::sweep::render_table(&r);
+    assert!(
+        table.contains("throughput vs interactivity:") && table.contains("tok/s/GPU"),
+        "{table}"
+    );
+    assert_eq!(table.matches("no (duration").count(), 4, "{table}");
+    let svg = std::fs::read_to_string(sweep_dir.join("curve.svg")).unwrap();
+    for text in [
+        "Throughput vs interactivity",
+        "output tokens/s per GPU",
+        "8 users",
+        "submission invalid",
+    ] {
+        assert!(svg.contains(text), "curve.svg has no {text:?}");
+    }
+    let page = std::fs::read_to_string(sweep_dir.join("report.html")).unwrap();
+    assert!(page.contains("curve"), "the sweep page embeds the curve");
 }
