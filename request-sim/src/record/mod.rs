@@ -209,6 +209,10 @@ pub struct Record {
     /// `--scenario agentx`): sent and recorded, left out of the statistics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
+    /// Agent corpora with `--users`: the user (lane, from 0) the request's conversation is
+    /// one of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<u32>,
 }
 
 /// The phase of a run a request belongs to, when it is not the measured one.
@@ -282,6 +286,7 @@ impl Record {
             trace_model: None,
             model: None,
             phase: None,
+            user: None,
         }
     }
 

@@ -296,6 +296,7 @@ fn record(ctx: &TaskCtx, planned: &Planned, scheduled: Instant, ending: Ending) 
         phase: agent
             .is_some_and(|a| a.warmup)
             .then_some(crate::record::Phase::Warmup),
+        user: agent.and_then(|a| a.key.strip_prefix("user:")?.parse().ok()),
         trace_model: req.model.as_deref().map(str::to_owned),
         model: ctx
             .models

@@ -36,6 +36,7 @@ use plotters::prelude::*;
 use super::format::fmt_num;
 
 mod axes;
+mod lanes;
 mod run;
 mod server;
 mod sweep;

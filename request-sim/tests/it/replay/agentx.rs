@@ -365,6 +365,8 @@ fn eight_lanes_against_llm_sim_warm_up_recorded_not_measured() {
             "3",
             "--grace-secs",
             "5",
+            "--result-dir",
+            out.join("res").to_str().unwrap(),
         ]
         .map(String::from),
     );
@@ -435,6 +437,18 @@ fn eight_lanes_against_llm_sim_warm_up_recorded_not_measured() {
         .time_slices
         .iter()
         .any(|x| x.per_user_output_tps.is_some_and(|v| v > 0.0)));
+    // The swim lanes: every user's row, warm-up apart, subagents visible, on the page.
+    assert!(recs.iter().all(|r| r.user.is_some_and(|u| u < 8)));
+    let svg = std::fs::read_to_string(out.join("res/lanes.svg")).unwrap();
+    for text in ["Lanes", "warm-up", "main agent", "user (lane)"] {
+        assert!(svg.contains(text), "lanes.svg has no {text:?}");
+    }
+    let page = std::fs::read_to_string(out.join("res/report.html")).unwrap();
+    assert!(page.contains("lanes"), "the run's page embeds the lanes");
+    let _ = std::fs::copy(
+        out.join("res/lanes.png"),
+        std::env::temp_dir().join("agentx-lanes.png"),
+    );
     let split = format!("{} / {}", warm.len(), s.status.total);
     assert!(
         console.contains("Warm-up / profiling requests:") && console.contains(&split),
