@@ -139,18 +139,14 @@ pub fn directory_refusal(path: &Path) -> String {
     }
 }
 
-/// The trace files of a directory (`*.json`, `*.json.gz`, and row files `*.jsonl`,
-/// `*.jsonl.gz`), sorted by name.
+/// The trace files of a directory (`*.json`, `*.json.gz`; a file of rows is one file, not
+/// a directory: a directory of `.jsonl` files is other formats' shards), sorted by name.
 fn corpus_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             let n = p.file_name().map(|n| n.to_string_lossy().into_owned());
-            n.is_some_and(|n| {
-                [".json", ".json.gz", ".jsonl", ".jsonl.gz"]
-                    .iter()
-                    .any(|x| n.ends_with(x))
-            })
+            n.is_some_and(|n| [".json", ".json.gz"].iter().any(|x| n.ends_with(x)))
         })
         .collect();
     files.sort();

@@ -529,6 +529,8 @@ fn a_users_sweep_prints_and_draws_the_throughput_interactivity_curve_with_stamps
     let path = rows_corpus(dir.path(), 8, 0.0);
     let sim = start_sim(llm_sim::SimConfig {
         block_size: 16,
+        // 5 ms engine steps: every answer has a time between its tokens.
+        step_fixed_us: 5000.0,
         ..Default::default()
     });
     let url = sim.base_url();
@@ -561,7 +563,8 @@ fn a_users_sweep_prints_and_draws_the_throughput_interactivity_curve_with_stamps
         let per_gpu = p.output_throughput_per_gpu.unwrap();
         assert!((per_gpu - p.output_throughput / 2.0).abs() < 1e-9);
         let tpot = p.tpot_p50_ms.unwrap();
-        assert!((p.per_user_output_tps.unwrap() - 1000.0 / tpot).abs() < 1e-9);
+        let per_user = p.per_user_output_tps.unwrap_or_else(|| panic!("{p:?}"));
+        assert!((per_user - 1000.0 / tpot).abs() < 1e-9);
     }
     let table = request_sim::sweep::render_table(&r);
     assert!(
