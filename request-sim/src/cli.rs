@@ -125,6 +125,10 @@ pub struct SweepArgs {
     /// sweep.json (default: results/sweep-<UTC time>).
     #[arg(long)]
     pub sweep_dir: Option<PathBuf>,
+    /// GPUs serving the model: the throughput-vs-interactivity curve of a --users sweep is
+    /// then per GPU (InferenceX's axes).
+    #[arg(long, value_name = "N")]
+    pub gpus: Option<u32>,
     #[command(flatten)]
     pub replay: ReplayArgs,
 }
@@ -152,7 +156,26 @@ pub struct ReplayArgs {
     pub validity: ValidityArgs,
     #[command(flatten)]
     pub ignored: IgnoredArgs,
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
 }
+
+/// A named benchmark profile (`crate::scenario`).
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Scenario")]
+pub struct ScenarioArgs {
+    /// Apply a benchmark's rules: `agentx` (InferenceX AgentX) or `inferencex-agentx-mvp`.
+    /// A flag that breaks a rule is refused (docs/agentx.md).
+    #[arg(long, value_name = "NAME")]
+    pub scenario: Option<String>,
+    /// With --scenario: run even when a flag breaks a rule; the run is stamped
+    /// submission_valid: false with the violations (AgentX's --unsafe-override).
+    #[arg(long, alias = "unsafe-override", requires = "scenario")]
+    pub scenario_override: bool,
+}
+
+/// `--grace-secs` when not given.
+pub const DEFAULT_GRACE_SECS: f64 = 5.0;
 
 /// The trace, the part of it replayed, and this shard's share.
 #[derive(Debug, Clone, Args)]
@@ -211,6 +234,15 @@ pub struct ReplayTraceArgs {
     /// those token counts), as agents of one client version do.
     #[arg(long)]
     pub share_system_prefix: bool,
+    /// Agent corpora with --users: each user's first conversation starts warm, at a fraction
+    /// of its recorded span drawn (seeded) in MIN..MAX; what it did before is primed, not
+    /// measured (docs/agentx.md, "Warm trajectories").
+    #[arg(long, value_name = "MIN..MAX", value_parser = crate::trace::pipeline::plan::TrajectoryStart::parse_range)]
+    pub trajectory_start: Option<(f64, f64)>,
+    /// With --trajectory-start: this many more warm-up requests per user after the primers
+    /// (1 output token, no client gap).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub warmup_requests_per_lane: usize,
     /// Last: clap does not restore the heading after a flattened group, so the flags after it
     /// would be listed under its heading (`Transform`) in `--help` and in run files.
     #[command(flatten)]
@@ -421,7 +453,7 @@ pub struct RequestArgs {
     #[arg(long)]
     pub request_timeout: Option<f64>,
     /// Seconds in-flight requests get to finish after a stop (Ctrl-C, time limit, early stop).
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = DEFAULT_GRACE_SECS)]
     pub grace_secs: f64,
     /// Stop early after this many failed requests ("50") or this failure rate ("5%", "0.05").
     #[arg(long)]

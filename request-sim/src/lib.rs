@@ -29,6 +29,7 @@ pub mod observe;
 pub mod prompt;
 pub mod record;
 pub mod report;
+pub mod scenario;
 pub mod schedule;
 pub mod stats;
 pub mod trace;

@@ -82,6 +82,31 @@ pub struct ProfileArgs {
     pub schedule: ScheduleFlags,
     #[command(flatten)]
     pub output: OutputFlags,
+    #[command(flatten)]
+    pub scenario: ScenarioFlags,
+}
+
+/// AIPerf's scenario and agentic-replay flags (agentx-harness 1.0.12).
+#[derive(Debug, Clone, Args)]
+pub struct ScenarioFlags {
+    /// agentx or inferencex-agentx-mvp (request-sim's --scenario).
+    #[arg(long)]
+    pub scenario: Option<String>,
+    /// Run a scenario whose rules a flag breaks; stamped submission_valid: false.
+    #[arg(long)]
+    pub unsafe_override: bool,
+    /// Agentic replay: the lanes (request-sim's --users) of a Weka corpus.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    #[arg(long)]
+    pub trajectory_start_min_ratio: Option<f64>,
+    #[arg(long)]
+    pub trajectory_start_max_ratio: Option<f64>,
+    #[arg(long)]
+    pub warmup_requests_per_lane: Option<usize>,
+    /// The per-trace idle-gap cap (request-sim's --max-idle-gap).
+    #[arg(long)]
+    pub trace_idle_gap_cap_seconds: Option<f64>,
 }
 
 /// AIPerf's fixed-schedule and run-length flags.
@@ -198,6 +223,11 @@ impl ProfileArgs {
         self.schedule
             .push(&mut a, &mut notes, self.request_timeout_seconds)?;
         self.output.push(&mut a, &mut notes, &self.model)?;
+        let weka = self
+            .custom_dataset_type
+            .as_deref()
+            .is_some_and(|k| k.replace('-', "_") == "weka_trace");
+        self.scenario.push(&mut a, &mut notes, weka)?;
         Ok(ProfilePlan { argv: a, notes })
     }
 
@@ -239,7 +269,8 @@ impl ProfileArgs {
                 self.model.join(",")
             ));
         }
-        if !self.streaming {
+        // A scenario turns streaming on when --streaming is not given (AgentX does).
+        if !self.streaming && self.scenario.scenario.is_none() {
             a.push("--no-stream".into());
             notes.push("no --streaming: answers come whole (AIPerf's default), so TTFT is the whole answer's time".into());
         }
@@ -362,6 +393,62 @@ impl ScheduleFlags {
         }
         Ok(())
     }
+}
+
+impl ScenarioFlags {
+    /// The scenario and the agentic replay's lanes, warm start and gap cap.
+    fn push(&self, a: &mut Vec<String>, notes: &mut Vec<String>, weka: bool) -> crate::Result<()> {
+        if let Some(s) = &self.scenario {
+            push(a, "--scenario", s.clone());
+        }
+        if self.unsafe_override {
+            a.push("--scenario-override".into());
+        }
+        match self.concurrency {
+            Some(n) if weka || self.scenario.is_some() => push(a, "--users", n.to_string()),
+            Some(_) => notes.push("--concurrency: requests go at the trace's timestamps (a Weka corpus with --custom-dataset-type weka_trace or --scenario replays --concurrency lanes)".into()),
+            None => {}
+        }
+        let default = match &self.scenario {
+            Some(s) => {
+                crate::scenario::Spec::named(s)
+                    .map_err(crate::Error::config)?
+                    .start_ratios
+            }
+            // AIPerf's phase defaults.
+            None => (0.25, 0.75),
+        };
+        if self.trajectory_start_min_ratio.is_some() || self.trajectory_start_max_ratio.is_some() {
+            let lo = self.trajectory_start_min_ratio.unwrap_or(default.0);
+            let hi = self.trajectory_start_max_ratio.unwrap_or(default.1);
+            push(a, "--trajectory-start", format!("{lo}..{hi}"));
+        }
+        if let Some(n) = self.warmup_requests_per_lane {
+            push(a, "--warmup-requests-per-lane", n.to_string());
+        }
+        if let Some(g) = self.trace_idle_gap_cap_seconds {
+            push(a, "--max-idle-gap", g.to_string());
+        }
+        Ok(())
+    }
+}
+
+/// `agentx`: AgentX's command line (agentx-harness 1.0.12), AIPerf's with one default: a
+/// `profile` without `--scenario` or `--config`/`-f` runs `--scenario agentx`.
+pub fn run_agentx(mut argv: Vec<String>) -> crate::Result<u8> {
+    if argv.get(1).map(String::as_str) == Some("profile") {
+        let end = argv.iter().position(|t| t == "--").unwrap_or(argv.len());
+        let chosen = argv[2..end].iter().any(|t| {
+            ["--scenario", "--config", "-f"].contains(&t.as_str())
+                || t.starts_with("--scenario=")
+                || t.starts_with("--config=")
+                || (t.starts_with("-f") && !t.starts_with("--"))
+        });
+        if !chosen {
+            argv.splice(2..2, ["--scenario".to_string(), "agentx".to_string()]);
+        }
+    }
+    run(argv)
 }
 
 /// Added to `--fixed-schedule-end-offset` so that request-sim's exclusive `--end-ms` keeps a

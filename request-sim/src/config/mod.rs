@@ -11,6 +11,7 @@ mod check;
 mod output;
 mod prompts;
 mod requests;
+mod scenario;
 mod schedule;
 mod target;
 mod trace;
@@ -50,12 +51,15 @@ pub struct ReplayConfig {
     pub notes: Vec<String>,
     /// Every flag's value as given or defaulted (the summary's `rerun.settings`).
     pub settings: crate::runfile::Settings,
+    /// `--scenario`: the rules applied to the flags, and the stamp (`crate::scenario`).
+    pub scenario: Option<crate::scenario::Stamp>,
 }
 
 impl ReplayConfig {
     /// Validate the flags once; every contradiction is an [`Error::Config`] naming the flag.
     /// (The `client` binary's defaults are set by [`crate::compat::blitz`] before this.)
     pub fn from_args(mut a: ReplayArgs) -> Result<ReplayConfig> {
+        let scenario = scenario::apply(&mut a).map_err(Error::config)?;
         schedule::single_run(&a.schedule)?;
         let (source, load) = trace::trace_settings(&a)?;
         let start_at = schedule::start_at(&a.schedule)?;
@@ -110,7 +114,10 @@ impl ReplayConfig {
             max_idle_gap_ms: trace::max_idle_gap(&a.trace)?,
             agents: trace::agent_settings(&a.trace, a.requests.dry_run)?,
         };
-        let notes = ignored_flags(&a.ignored);
+        let mut notes = ignored_flags(&a.ignored);
+        if let Some(s) = &scenario {
+            notes.extend(s.notes.iter().cloned());
+        }
         let settings = std::mem::take(&mut a.run_file.settings);
         Ok(ReplayConfig {
             target: TargetConfig::new(a.target, server, api_key)?,
@@ -122,6 +129,7 @@ impl ReplayConfig {
             validity: ValidityConfig::new(a.validity, server_metrics),
             notes,
             settings,
+            scenario,
         })
     }
 

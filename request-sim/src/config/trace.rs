@@ -41,6 +41,8 @@ pub struct TraceConfig {
 pub struct AgentSettings {
     pub population: crate::trace::pipeline::plan::Population,
     pub share_system_prefix: bool,
+    /// `--trajectory-start` and `--warmup-requests-per-lane`.
+    pub trajectory: Option<crate::trace::pipeline::plan::TrajectoryStart>,
 }
 
 /// The load options a trace's format flags ask for (the rest at their defaults): `replay`,
@@ -180,9 +182,30 @@ pub(super) fn agent_settings(a: &ReplayTraceArgs, dry_run: bool) -> Result<Agent
             return Err(Error::config("give --users or --session-rate, not both"))
         }
     };
+    let trajectory = match (a.trajectory_start, population) {
+        (None, _) if a.warmup_requests_per_lane > 0 => {
+            return Err(Error::config(
+                "--warmup-requests-per-lane needs --trajectory-start (the warm-up continues a warm start)",
+            ))
+        }
+        (None, _) => None,
+        (Some(_), Population::Users(_)) => a.trajectory_start.map(|(lo, hi)| {
+            crate::trace::pipeline::plan::TrajectoryStart {
+                min_ratio: lo,
+                max_ratio: hi,
+                warmup_requests: a.warmup_requests_per_lane,
+            }
+        }),
+        (Some(_), _) => {
+            return Err(Error::config(
+                "--trajectory-start needs --users N (each user's first conversation starts warm)",
+            ))
+        }
+    };
     Ok(AgentSettings {
         population,
         share_system_prefix: a.share_system_prefix,
+        trajectory,
     })
 }
 

@@ -205,6 +205,22 @@ pub struct Record {
     /// the run's one model: the summary's `run.model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// `warmup` for a warm-up request of a warm trajectory start (`--trajectory-start`,
+    /// `--scenario agentx`): sent and recorded, left out of the statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Agent corpora with `--users`: the user (lane, from 0) the request's conversation is
+    /// one of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<u32>,
+}
+
+/// The phase of a run a request belongs to, when it is not the measured one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Primes the server's cache; not measured.
+    Warmup,
 }
 
 impl Record {
@@ -269,7 +285,14 @@ impl Record {
             kv_placement: None,
             trace_model: None,
             model: None,
+            phase: None,
+            user: None,
         }
+    }
+
+    /// True for a warm-up request (recorded, not measured).
+    pub fn is_warmup(&self) -> bool {
+        self.phase == Some(Phase::Warmup)
     }
 }
 

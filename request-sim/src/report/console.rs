@@ -36,6 +36,9 @@ pub(super) fn console_items(s: &Summary) -> Vec<Item> {
 /// sections in order.
 fn table(s: &Summary) -> Table {
     let mut t = Table::new();
+    if let Some(sc) = &s.scenario {
+        scenario_section(&mut t, sc, s);
+    }
     benchmark_section(&mut t, s);
     ttfc_section(&mut t, s);
     own_sections(&mut t, s);
@@ -62,6 +65,23 @@ fn table(s: &Summary) -> Table {
         images_section(&mut t, i);
     }
     t
+}
+
+/// `--scenario`: its name, its stamp, the broken rules and the warm-up / profiling split.
+fn scenario_section(t: &mut Table, sc: &crate::scenario::Stamp, s: &Summary) {
+    t.header(" Scenario ", '=');
+    t.row("Scenario:", &sc.scenario);
+    t.row("Submission valid:", sc.submission_valid);
+    t.row("Violations:", sc.violated_rules());
+    t.row("Lanes (users):", sc.users);
+    t.row(
+        "Warm-up / profiling requests:",
+        format!("{} / {}", s.warmup_requests, s.status.total),
+    );
+    t.row("Duration asked (s):", sc.duration_s);
+    for v in &sc.violations {
+        t.row("Violation:", v.to_string());
+    }
 }
 
 /// vLLM's own rows: counts, throughput and the latency metrics.

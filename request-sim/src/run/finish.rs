@@ -277,6 +277,7 @@ fn run_info(
             },
         ),
         agents: trace.agents.clone(),
+        scenario: cfg.scenario.clone(),
         ..RunInfo::new()
     }
 }

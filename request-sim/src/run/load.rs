@@ -128,6 +128,7 @@ fn agent_corpus(
             .time_limit
             .map(|l| l.as_secs_f64() * 1e3 * cfg.schedule.scale_factor),
         max_requests: cfg.trace.load.max_requests,
+        trajectory: cfg.trace.agents.trajectory,
     };
     let (whole, mut facts) =
         crate::trace::pipeline::plan::plan(&corpus, format, &opts).map_err(|e| {

@@ -293,6 +293,10 @@ fn record(ctx: &TaskCtx, planned: &Planned, scheduled: Instant, ending: Ending) 
         trace_result: agent.and_then(|a| a.trace_result.as_deref().map(str::to_owned)),
         conversation_trace_ms: agent.and_then(|a| a.conversation_trace_ms),
         conversation_requests: agent.and_then(|a| a.conversation_requests),
+        phase: agent
+            .is_some_and(|a| a.warmup)
+            .then_some(crate::record::Phase::Warmup),
+        user: agent.and_then(|a| a.key.strip_prefix("user:")?.parse().ok()),
         trace_model: req.model.as_deref().map(str::to_owned),
         model: ctx
             .models

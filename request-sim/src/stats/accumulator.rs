@@ -63,6 +63,11 @@ impl TokenTimeline {
     }
     /// Max tokens in 1-second windows `[base + k s, base + (k+1) s)`.
     fn max_per_second(&self, base_ms: f64) -> f64 {
+        self.per_second(base_ms).into_iter().max().unwrap_or(0) as f64
+    }
+
+    /// Tokens in each 1-second window `[base + k s, base + (k+1) s)`.
+    fn per_second(&self, base_ms: f64) -> Vec<u64> {
         let mut windows: Vec<u64> = Vec::new();
         for (i, c) in self.bins.iter().enumerate() {
             if *c == 0 {
@@ -79,7 +84,7 @@ impl TokenTimeline {
             }
             windows[k] += *c as u64;
         }
-        windows.into_iter().max().unwrap_or(0) as f64
+        windows
     }
 }
 
@@ -108,6 +113,9 @@ pub struct Accumulator {
     total_output: u64,
     first_send: Option<f64>,
     last_end: Option<f64>,
+    /// For a scenario's coverage: the last first token, the last streamed answer's end (ms).
+    last_first_token: Option<f64>,
+    last_stream_end: Option<f64>,
     /// (start, end) of completed requests, ms (for vLLM's per-second concurrency).
     ok_spans: Vec<(f64, f64)>,
     /// (start, end) of every sent request with a known end (instantaneous in-flight).
@@ -122,6 +130,8 @@ pub struct Accumulator {
     output_exact: OutputExactness,
     sources: OutputTokenSources,
     retried: usize,
+    /// Warm-up records (`Record::phase`): recorded, not measured.
+    warmup: usize,
     sessions: SessionAcc,
     agents: AgentAcc,
     models: ModelAcc,
@@ -167,6 +177,8 @@ impl Accumulator {
             total_output: 0,
             first_send: None,
             last_end: None,
+            last_first_token: None,
+            last_stream_end: None,
             ok_spans: Vec::new(),
             all_spans: Vec::new(),
             tokens: TokenTimeline::new(),
@@ -177,6 +189,7 @@ impl Accumulator {
             output_exact: OutputExactness::default(),
             sources: OutputTokenSources::default(),
             retried: 0,
+            warmup: 0,
             sessions: SessionAcc::default(),
             agents: AgentAcc::default(),
             models: ModelAcc::default(),
@@ -305,6 +318,10 @@ impl Accumulator {
     }
 
     pub fn add(&mut self, rec: &Record, itl_ms: &[f64]) {
+        if rec.is_warmup() {
+            self.warmup += 1;
+            return;
+        }
         if let Some(w) = &mut self.window {
             if let Some(t) = rec.sent_ms {
                 w.sends = Some(w.sends.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
@@ -336,6 +353,12 @@ impl Accumulator {
             if let Some(end) = end_ms(rec) {
                 self.last_end = Some(self.last_end.map_or(end, |l| l.max(end)));
                 self.all_spans.push((sent, end));
+                if rec.status == Status::Ok && rec.chunks > 1 {
+                    self.last_stream_end = Some(self.last_stream_end.map_or(end, |l| l.max(end)));
+                }
+            }
+            if let Some(t) = rec.ttft_ms.map(|t| sent + t) {
+                self.last_first_token = Some(self.last_first_token.map_or(t, |l| l.max(t)));
             }
             if let Some(d) = rec.drift_ms {
                 self.drift.push(d);
@@ -433,6 +456,8 @@ impl Accumulator {
 
     /// The summary of the records added, with the run's facts from `info`.
     pub fn finish(self, info: &RunInfo) -> Summary {
+        let scenario = self.scenario_stamp(info);
+        let time_slices = self.time_slices(info);
         let duration_s = self.duration_ms() / 1000.0;
         let per_s = |x: f64| {
             if duration_s > 0.0 {
@@ -448,7 +473,7 @@ impl Accumulator {
         // Every record, inside the measurement window or not: the window only selects which
         // records the statistics use, a record outside it is not missing.
         let outside = self.window.as_ref().map_or(0, |w| w.outside);
-        let recorded = self.status.total + outside;
+        let recorded = self.status.total + outside + self.warmup;
         // scheduled = 0 means unknown (e.g. re-summarising a JSONL without run info).
         let scheduled = if info.outcome.scheduled == 0 {
             recorded
@@ -504,6 +529,7 @@ impl Accumulator {
             scheduled,
             counts_add_up,
             retried: self.retried,
+            warmup_requests: self.warmup,
             sessions: self.sessions.finish(info.sessions.as_ref()),
             reasoning,
             images,
@@ -527,7 +553,36 @@ impl Accumulator {
             run: info.clone(),
             measure_window,
             rerun: None,
+            scenario,
+            time_slices,
         }
+    }
+
+    /// With a scenario: the run in 1 s slices from the first successful send (AgentX's
+    /// `slice_duration` 1.0), when every token's time is known.
+    fn time_slices(&self, info: &RunInfo) -> Vec<super::slices::TimeSlice> {
+        if info.scenario.is_none() || self.itl_missing + self.one_piece > 0 {
+            return Vec::new();
+        }
+        let base = self.ok_spans.iter().map(|s| s.0).min_by(f64::total_cmp);
+        match base {
+            Some(b) => super::slices::slices(&self.tokens.per_second(b), &self.ok_spans, b),
+            None => Vec::new(),
+        }
+    }
+
+    /// The run's scenario stamp with the post-run rules judged on the measured requests.
+    fn scenario_stamp(&self, info: &RunInfo) -> Option<crate::scenario::Stamp> {
+        let stamp = info.scenario.clone()?;
+        let spec = crate::scenario::Spec::named(&stamp.scenario).ok()?;
+        let from = |t: Option<f64>| Some((t? - self.first_send?) / 1e3);
+        let m = crate::scenario::Measured {
+            requests: self.status.total,
+            failed: self.failed,
+            last_first_token_s: from(self.last_first_token),
+            last_stream_end_s: from(self.last_stream_end),
+        };
+        Some(stamp.judge(spec, &m))
     }
 
     /// From the first send to the last end, ms (0 before any request ended).

@@ -39,6 +39,7 @@ pub mod repeats;
 pub mod run_info;
 pub mod samples;
 pub mod sessions;
+pub mod slices;
 pub mod slo;
 pub mod summary;
 pub mod window;

@@ -88,6 +88,9 @@ pub struct RunInfo {
     /// An agent corpus: how its population was laid out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<crate::trace::pipeline::plan::PlanFacts>,
+    /// `--scenario`: the stamp before the run (the summary's `scenario` is judged after it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<crate::scenario::Stamp>,
 }
 
 /// The server the run targeted and how it was asked. Part of [`RunInfo`] (its keys are

@@ -278,6 +278,11 @@ pub struct Summary {
     /// Requests sent a second time on a fresh connection because the server closed the
     /// reused one before answering (records with `retries` > 0).
     pub retried: usize,
+    /// Warm-up requests (`--trajectory-start`, `--scenario agentx`): recorded, not in these
+    /// statistics (`status` counts the measured ones; with `warmup_requests` and the window's
+    /// `outside`, every scheduled request).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warmup_requests: usize,
     /// Sessions (multi-turn conversations), when the records carry session ids.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sessions: Option<super::sessions::SessionSummary>,
@@ -322,6 +327,12 @@ pub struct Summary {
     /// (`request-sim replay --config SUMMARY` runs it again; docs/config.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerun: Option<crate::runfile::Rerun>,
+    /// `--scenario`: its name, `submission_valid` and the violations (`crate::scenario`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<crate::scenario::Stamp>,
+    /// With a scenario: the run in 1 s slices (`stats/slices.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub time_slices: Vec<super::slices::TimeSlice>,
 }
 
 impl Summary {

@@ -40,6 +40,8 @@ pub(super) struct Sweep {
     /// and requests; a point replays it once (more passes when there are more users than
     /// conversations).
     pub(super) corpus: Option<(usize, usize)>,
+    /// `--gpus`: the curve's throughput is per GPU.
+    pub(super) gpus: Option<u32>,
 }
 
 /// A flag set by SIGINT or SIGTERM for the rest of the process. A replay listens only while
@@ -199,6 +201,7 @@ impl Sweep {
                 0.0
             };
         }
+        p.output_throughput_per_gpu = self.gpus.map(|g| p.output_throughput / f64::from(g));
         let stopped = p.interrupted || self.stopped();
         Ok((p, stopped))
     }

@@ -51,6 +51,17 @@ pub struct SweepPoint {
     /// repeats, its counts the sums, its drift the largest. 0: one run.
     #[serde(skip_serializing_if = "is_zero")]
     pub repeats: usize,
+    /// InferenceX's axes: interactivity, the median output tokens/s one user sees (1000 /
+    /// the median TPOT), and the total output tokens/s per GPU (`--gpus`, else of the run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_user_output_tps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_throughput_per_gpu: Option<f64>,
+    /// `--scenario`: the point's stamp and the rules it broke.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submission_valid: Option<bool>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<String>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -114,5 +125,14 @@ pub(super) fn point_of(
         exit_code: code,
         interrupted: s.run.outcome.stop_reason == Some(crate::schedule::StopReason::Interrupted),
         repeats: 0,
+        per_user_output_tps: s.latency[Metric::Tpot]
+            .known_median()
+            .filter(|t| *t > 0.0)
+            .map(|t| 1000.0 / t),
+        output_throughput_per_gpu: None,
+        submission_valid: s.scenario.as_ref().map(|x| x.submission_valid),
+        violations: s.scenario.as_ref().map_or_else(Vec::new, |x| {
+            x.violations.iter().map(|v| v.rule.clone()).collect()
+        }),
     }
 }

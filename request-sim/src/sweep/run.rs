@@ -87,6 +87,9 @@ pub fn sweep(args: SweepArgs) -> Result<u8> {
             "request-sim: sweep: every point stops sending after {DEFAULT_POINT_SECS:.0} s at most (--time-in-secs to change)"
         );
     }
+    if args.gpus == Some(0) {
+        return Err(Error::config("--gpus must be at least 1"));
+    }
     // Made only once the flags, the settings and the trace passed their checks: a refused
     // sweep leaves no empty directory behind.
     std::fs::create_dir_all(&dir)
@@ -99,6 +102,7 @@ pub fn sweep(args: SweepArgs) -> Result<u8> {
         slo: slo_words.clone(),
         target: args.target,
         corpus,
+        gpus: args.gpus,
     };
     let mut result = SweepResult {
         slo: slo_words,
@@ -233,6 +237,9 @@ fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8> 
                 Some(u) => Some(u) == result.capacity_users,
                 None => Some(p.scale_factor) == cap,
             },
+            output_tps: p.output_throughput_per_gpu.unwrap_or(p.output_throughput),
+            per_user_output_tps: p.per_user_output_tps,
+            valid: p.submission_valid,
         })
         .collect();
     let mut title = result.answer.clone();
@@ -248,9 +255,17 @@ fn finish(dir: &Path, result: &SweepResult, probe: &ReplayConfig) -> Result<u8> 
         &title,
         probe.validity.max_drift_ms,
     );
-    let charts = match drawn {
-        Ok(files) => files,
-        Err(e) => {
+    let per_gpu = result
+        .points
+        .iter()
+        .any(|p| p.output_throughput_per_gpu.is_some());
+    let curve = crate::report::plots::write_curve_plot(dir, &plot_points, per_gpu);
+    let charts = match (drawn, curve) {
+        (Ok(mut files), Ok(more)) => {
+            files.extend(more);
+            files
+        }
+        (Err(e), _) | (_, Err(e)) => {
             eprintln!("request-sim: sweep: cannot draw the plot: {e:#}");
             Vec::new()
         }

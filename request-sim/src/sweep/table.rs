@@ -78,8 +78,45 @@ pub fn render_table(r: &SweepResult) -> String {
         }
         out.push('\n');
     }
+    out.push_str(&curve(r));
     out.push_str(&r.answer);
     out.push('\n');
+    out
+}
+
+/// A `--users` sweep: InferenceX's curve, one line per point: output tokens/s (per GPU with
+/// `--gpus`) against the median output tokens/s per user, with the scenario stamp.
+pub fn curve(r: &SweepResult) -> String {
+    let points: Vec<&SweepPoint> = r.points.iter().filter(|p| p.users.is_some()).collect();
+    if points.is_empty() {
+        return String::new();
+    }
+    let per_gpu = points.iter().any(|p| p.output_throughput_per_gpu.is_some());
+    let mut out = format!(
+        "throughput vs interactivity:\n{:>7} {:>14} {:>14} {:>8}\n",
+        "users",
+        if per_gpu { "tok/s/GPU" } else { "out tok/s" },
+        "tok/s/user p50",
+        "valid"
+    );
+    for p in points {
+        let y = p.output_throughput_per_gpu.unwrap_or(p.output_throughput);
+        let x = p
+            .per_user_output_tps
+            .map_or("n/a".to_string(), |v| format!("{v:.1}"));
+        let valid = match p.submission_valid {
+            None => "-".to_string(),
+            Some(true) => "yes".to_string(),
+            Some(false) => format!("no ({})", p.violations.join(", ")),
+        };
+        out.push_str(&format!(
+            "{:>7} {:>14.1} {:>14} {:>8}\n",
+            p.users.unwrap_or(0),
+            y,
+            x,
+            valid
+        ));
+    }
     out
 }
 

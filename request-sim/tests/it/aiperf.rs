@@ -188,7 +188,9 @@ fn aiperf_flags_map_to_replay_flags_with_aiperfs_defaults() {
     assert_eq!(&a[i + 1..i + 3], ["ttft:250", "tpot:20"]);
     assert_eq!(value(&a, "--result-dir"), Some("out"));
     assert_eq!(value(&a, "--export"), Some("aiperf"));
-    assert_eq!(ignored, ["--concurrency", "--request-rate"]);
+    assert_eq!(ignored, ["--request-rate"]);
+    // --concurrency is the lanes of a Weka corpus; on a timestamped trace, a note.
+    assert!(value(&a, "--users").is_none());
     // The seed command: streaming chat at the URL given, http:// added.
     let (a, _) = plan(&format!(
         "aiperf profile --model M --endpoint-type chat --streaming --url h:9 --input-file {t} \

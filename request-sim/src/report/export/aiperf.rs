@@ -106,6 +106,12 @@ fn metadata(rec: &Record, start_ns: i128) -> Metadata {
         .or_else(|| rec.cut_ms.map(|c| sent + c))
         .unwrap_or(sent);
     let cancelled = rec.status == Status::Cancelled;
+    // A warm-up request (a warm trajectory start) is in AIPerf's warmup phase.
+    let phase = if rec.is_warmup() {
+        "warmup"
+    } else {
+        "profiling"
+    };
     Metadata {
         session_num: rec.index,
         x_request_id: format!("request-sim-{}", rec.index),
@@ -120,11 +126,11 @@ fn metadata(rec: &Record, start_ns: i128) -> Metadata {
         request_end_ns: ns(start_ns, end),
         worker_id: WORKER_ID,
         record_processor_id: WORKER_ID,
-        benchmark_phase: "profiling",
-        phase_index: 0,
+        benchmark_phase: phase,
+        phase_index: u32::from(!rec.is_warmup()),
         profiling_index: 0,
-        phase_name: "profiling",
-        phase_kind: "profiling",
+        phase_name: phase,
+        phase_kind: phase,
         was_cancelled: cancelled,
         cancellation_time_ns: cancelled.then(|| ns(start_ns, end)),
     }

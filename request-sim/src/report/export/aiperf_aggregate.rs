@@ -55,7 +55,7 @@ impl Aggregates {
     pub fn of(summary: &Summary, records: &[Record]) -> Aggregates {
         let ok: Vec<Map<String, Value>> = records
             .iter()
-            .filter(|r| r.status == Status::Ok)
+            .filter(|r| r.status == Status::Ok && !r.is_warmup())
             .map(metrics)
             .collect();
         let mut out = Vec::new();
@@ -276,7 +276,11 @@ fn two(x: f64) -> String {
 fn error_counts(records: &[Record]) -> Vec<(Value, usize)> {
     let mut counts: std::collections::BTreeMap<(Option<u16>, &str, String), usize> =
         Default::default();
-    for e in records.iter().filter_map(ErrorDetails::of) {
+    for e in records
+        .iter()
+        .filter(|r| !r.is_warmup())
+        .filter_map(ErrorDetails::of)
+    {
         *counts.entry((e.code, e.kind, e.message)).or_insert(0) += 1;
     }
     let mut v: Vec<(Value, usize)> = counts

@@ -36,13 +36,14 @@ use plotters::prelude::*;
 use super::format::fmt_num;
 
 mod axes;
+mod lanes;
 mod run;
 mod server;
 mod sweep;
 mod trace;
 
 pub use run::write_plots;
-pub use sweep::{write_sweep_plot, SweepPlotPoint};
+pub use sweep::{write_curve_plot, write_sweep_plot, SweepPlotPoint};
 pub use trace::write_analysis_plots;
 
 const FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");

@@ -551,5 +551,8 @@ pub fn write_plots(
         values: records.iter().filter_map(|r| r.drift_ms).collect(),
     };
     files.extend(save(dir, "drift_histogram", &drift)?);
+    if let Some(lanes) = super::lanes::Lanes::of(records) {
+        files.extend(save(dir, "lanes", &lanes)?);
+    }
     Ok(files)
 }

@@ -47,6 +47,11 @@ pub struct SweepPlotPoint {
     pub drift_p99_ms: f64,
     /// The capacity point.
     pub capacity: bool,
+    /// InferenceX's curve (a `--users` sweep): output tokens/s (per GPU with `--gpus`)
+    /// against the median output tokens/s per user, and the scenario stamp.
+    pub output_tps: f64,
+    pub per_user_output_tps: Option<f64>,
+    pub valid: Option<bool>,
 }
 
 struct SweepChart {
@@ -251,6 +256,93 @@ impl Chart for SweepChart {
             )),
         )
     }
+}
+
+/// InferenceX's chart: throughput against interactivity, one dot per `--users` point (green:
+/// stamped valid, red: invalid, blue: no scenario), labelled with its users.
+struct CurveChart {
+    points: Vec<SweepPlotPoint>,
+    per_gpu: bool,
+}
+
+impl Chart for CurveChart {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
+        let pts: Vec<(f64, f64, &SweepPlotPoint)> = self
+            .points
+            .iter()
+            .filter_map(|p| Some((p.per_user_output_tps?, p.output_tps, p)))
+            .collect();
+        let x_max = upper(pts.iter().map(|p| p.0).fold(0.0, f64::max) * 1.1);
+        let y_max = upper(pts.iter().map(|p| p.1).fold(0.0, f64::max) * 1.15);
+        let y_desc = if self.per_gpu {
+            "output tokens/s per GPU"
+        } else {
+            "output tokens/s"
+        };
+        let mut chart = Frame::panel(
+            "Throughput vs interactivity",
+            "median output tokens/s per user",
+            y_desc,
+        )
+        .x(0.0..x_max)
+        .y(0.0..y_max)
+        .build(root)?;
+        line(
+            &mut chart,
+            pts.iter().map(|p| (p.0, p.1)).collect(),
+            GREY,
+            "sweep (fewer users: right)",
+        )?;
+        for (valid, color, label) in [
+            (Some(true), GREEN_, "submission valid"),
+            (Some(false), RED_, "submission invalid"),
+            (None, BLUE_, "no scenario"),
+        ] {
+            let these: Vec<&(f64, f64, &SweepPlotPoint)> =
+                pts.iter().filter(|p| p.2.valid == valid).collect();
+            if these.is_empty() {
+                continue;
+            }
+            chart
+                .draw_series(
+                    these
+                        .iter()
+                        .map(|p| Circle::new((p.0, p.1), 6, color.filled())),
+                )
+                .map_err(err)?
+                .label(label)
+                .legend(move |(x, y)| Circle::new((x, y), 5, color.filled()));
+            chart
+                .draw_series(these.iter().map(|p| {
+                    Text::new(
+                        format!("{} users", p.2.users.unwrap_or(0)),
+                        (p.0, p.1),
+                        (FAMILY, 13),
+                    )
+                }))
+                .map_err(err)?;
+        }
+        legend(&mut chart, SeriesLabelPosition::UpperRight)
+    }
+}
+
+/// `curve.png` and `curve.svg` in `dir` for a `--users` sweep whose points have an
+/// interactivity (`per_gpu`: the throughput is per GPU); none otherwise.
+pub fn write_curve_plot(
+    dir: &Path,
+    points: &[SweepPlotPoint],
+    per_gpu: bool,
+) -> crate::Result<Vec<PathBuf>> {
+    let points: Vec<SweepPlotPoint> = points
+        .iter()
+        .filter(|p| p.users.is_some() && p.per_user_output_tps.is_some())
+        .copied()
+        .collect();
+    if points.is_empty() {
+        return Ok(Vec::new());
+    }
+    register_font()?;
+    save(dir, "curve", &CurveChart { points, per_gpu })
 }
 
 /// `sweep.png` and `sweep.svg` in `dir`; `answer` is the title, `max_drift_ms` the drift

@@ -23,8 +23,15 @@
 //!   subagents (`think_time` would count the subagents' time); any other request waits its
 //!   `think_time`, else `t − (t_prev + api_time_prev)`, else `t − t_prev`. Negative values are 0.
 //!
-//! Errors name the file, the line (a file is usually one line) and the JSON path of the entry
-//! at fault; nothing panics.
+//! The corpus as SemiAnalysis publishes it (`semianalysisai/cc-traces-weka-*`, what AgentX's
+//! `semianalysis_cc_traces_weka*` loaders read) is the same object one per **row**: a JSONL
+//! file whose every non-blank line is one conversation. A row must have its `id` (unique in
+//! the file); `models` (the models the conversation uses, a list of strings) is checked and
+//! not otherwise used (each request names its own `model`). A field that is `null` counts as
+//! absent, as a columnar export writes the fields an entry lacks.
+//!
+//! Errors name the file, the line (a file is usually one line; a row file, one per
+//! conversation) and the JSON path of the entry at fault; nothing panics.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -85,6 +92,9 @@ struct Entry {
 struct File {
     #[serde(default)]
     id: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)] // checked as a list of strings, not used: requests name their model
+    models: Option<Vec<String>>,
     block_size: usize,
     #[serde(default)]
     hash_id_scope: Option<String>,
@@ -129,13 +139,14 @@ pub fn directory_refusal(path: &Path) -> String {
     }
 }
 
-/// The trace files of a directory (`*.json`, `*.json.gz`), sorted by name.
+/// The trace files of a directory (`*.json`, `*.json.gz`; a file of rows is one file, not
+/// a directory: a directory of `.jsonl` files is other formats' shards), sorted by name.
 fn corpus_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             let n = p.file_name().map(|n| n.to_string_lossy().into_owned());
-            n.is_some_and(|n| n.ends_with(".json") || n.ends_with(".json.gz"))
+            n.is_some_and(|n| [".json", ".json.gz"].iter().any(|x| n.ends_with(x)))
         })
         .collect();
     files.sort();
@@ -185,17 +196,70 @@ pub fn load(path: &Path) -> Result<Corpus, TraceError> {
                 compression: fname.ends_with(".gz").then_some("gzip"),
                 error,
             })?;
-        corpus.conversations.push(parse(&fname, &text)?);
+        corpus.conversations.extend(parse_file(&fname, &text)?);
     }
     Ok(corpus)
+}
+
+/// Parses one file's bytes: one conversation, or (the published row form) one per line.
+pub fn parse_file(name: &str, text: &[u8]) -> Result<Vec<Conversation>, TraceError> {
+    if !is_rows(text) {
+        return Ok(vec![parse(name, text)?]);
+    }
+    let mut out: Vec<Conversation> = Vec::new();
+    let mut seen: std::collections::HashMap<Arc<str>, usize> = std::collections::HashMap::new();
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let row = i + 1;
+        let conv = parse_at(name, row, line, true)?;
+        if let Some(first) = seen.insert(conv.id.clone(), row) {
+            return Err(TraceError::Row {
+                path: name.to_owned(),
+                line: row,
+                error: crate::trace::error::RowError::Json(format!(
+                    "id: the trace id {:?} is also the id of line {first}",
+                    &*conv.id
+                )),
+            });
+        }
+        out.push(conv);
+    }
+    Ok(out)
+}
+
+/// True when `text` is the row form: its first non-blank line is a whole JSON object and
+/// another non-blank line follows it.
+fn is_rows(text: &[u8]) -> bool {
+    let mut lines = text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace));
+    let Some(first) = lines.next() else {
+        return false;
+    };
+    lines.next().is_some()
+        && first.trim_ascii_start().starts_with(b"{")
+        && serde_json::from_slice::<serde::de::IgnoredAny>(first).is_ok()
 }
 
 /// Parses one file's bytes into a conversation; `name` is used in messages and as the id when
 /// the file has none.
 pub fn parse(name: &str, text: &[u8]) -> Result<Conversation, TraceError> {
+    parse_at(name, 1, text, false)
+}
+
+/// Parses one conversation's object that starts on line `first_line` of file `name`; a row
+/// (`row`) must have its `id`.
+fn parse_at(
+    name: &str,
+    first_line: usize,
+    text: &[u8],
+    row_form: bool,
+) -> Result<Conversation, TraceError> {
     let row = |line: usize, what: String| TraceError::Row {
         path: name.to_owned(),
-        line,
+        line: line + first_line - 1,
         error: crate::trace::error::RowError::Json(what),
     };
     if text.iter().all(u8::is_ascii_whitespace) {
@@ -226,11 +290,18 @@ pub fn parse(name: &str, text: &[u8]) -> Result<Conversation, TraceError> {
     if file.block_size == 0 {
         return Err(row(1, "block_size: must be at least 1".into()));
     }
+    if row_form && file.id.is_none() {
+        return Err(row(1, "id: a row without its trace `id`".into()));
+    }
     let id = file.id.clone().unwrap_or_else(|| stem(name));
     let mut conv = Conversation {
         recorded_start_ms: None,
         id: Arc::from(id),
-        source: Arc::from(name),
+        source: Arc::from(if row_form {
+            format!("{name}:{first_line}")
+        } else {
+            name.to_owned()
+        }),
         block_size: file.block_size,
         hash_scope,
         system_tokens: file.system_tokens,
@@ -537,7 +608,7 @@ pub(crate) static FORMAT: Format = Format {
                     error,
                 })?;
             Ok(Corpus {
-                conversations: vec![parse(name, &text)?],
+                conversations: parse_file(name, &text)?,
                 ..Corpus::default()
             })
         },

@@ -52,6 +52,9 @@ pub struct AgentTurn {
     /// On the main agent's first request: the conversation's requests (all agents), so the
     /// summary can tell a conversation the run finished from one it cut.
     pub conversation_requests: Option<u32>,
+    /// A warm-up request of a warm trajectory start (`trace/pipeline/plan/trajectory.rs`):
+    /// sent and recorded, not measured.
+    pub warmup: bool,
 }
 
 impl SessionTurn {

@@ -56,11 +56,13 @@ mod cap;
 mod layout;
 mod sample;
 mod scale;
+mod trajectory;
 
 pub use self::amplify::amplify_conversations;
 pub use self::cap::{cap_inputs, Capped};
 pub use self::sample::sample_conversations;
 pub use self::scale::{scale_prompts, Scales};
+pub use self::trajectory::TrajectoryStart;
 
 /// At most this many requests are laid out (a population with near-zero gaps and a time limit
 /// would otherwise grow without end).
@@ -94,6 +96,9 @@ pub struct PlanOptions {
     pub time_limit_ms: Option<f64>,
     /// `--max-requests`: whole conversations up to this many requests.
     pub max_requests: Option<usize>,
+    /// `--trajectory-start` (with `--users`): each user's first conversation starts warm
+    /// (`plan/trajectory.rs`).
+    pub trajectory: Option<TrajectoryStart>,
 }
 
 /// What the layout did, for the summary.
@@ -151,6 +156,20 @@ pub struct PlanFacts {
     /// `--time-in-secs`: their lower bound is past it.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub past_limit: usize,
+    /// `--trajectory-start`: the range, and per user the fraction of its first
+    /// conversation's recorded span it started at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trajectory: Option<TrajectoryStart>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub start_ratios: Vec<f64>,
+    /// Warm-up requests laid out (primers included), primers, and the requests before the
+    /// starts left out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warmup_requests: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub primers: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_before_start: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -185,6 +204,7 @@ pub fn plan(
         share_system_prefix: opts.share_system_prefix,
     };
     let limit = opts.time_limit_ms;
+    let mut warmed = trajectory::Warmed::default();
     // No population flag: every conversation at most once (a time limit bounds the run, it
     // does not repeat the corpus; all would start at once).
     let once =
@@ -208,6 +228,15 @@ pub fn plan(
             facts.starting_after_limit = starts.recorded.as_ref().map_or(0, |_| n - j);
             break;
         }
+        // A user's first conversation (its previous one: none) starts warm.
+        let warm = match (opts.trajectory, user) {
+            (Some(t), Some(u)) if prior.is_empty() && j < starts.user_end.len() => {
+                let r = t.ratio(opts.seed, u, &conv.id);
+                facts.start_ratios.push(r);
+                Some((r, t.warmup_requests))
+            }
+            _ => None,
+        };
         let slot = Slot {
             pass: j / n,
             start_ms,
@@ -215,7 +244,24 @@ pub fn plan(
             user,
         };
         let base = items.len();
-        let mut ends = lay_out(conv, slot, &rules, &mut items, &mut facts.capped_gaps)?;
+        let mut warm_start = |items: &mut Vec<Item>, base: usize| {
+            let (ratio, extra) = warm.unwrap_or_default();
+            let (w, to) = trajectory::warm_start(conv, ratio, extra, items, base);
+            warmed.add(w);
+            to
+        };
+        let rewrite: Option<layout::Rewrite<'_>> = match warm {
+            Some(_) => Some(&mut warm_start),
+            None => None,
+        };
+        let mut ends = lay_out(
+            conv,
+            slot,
+            &rules,
+            &mut items,
+            &mut facts.capped_gaps,
+            rewrite,
+        )?;
         if let Some(l) = limit {
             facts.past_limit += drop_past(&mut items, base, l, &mut ends.1);
         }
@@ -225,6 +271,9 @@ pub fn plan(
         facts.count(conv);
     }
     facts.requests = items.len();
+    facts.warmup_requests = warmed.warmup;
+    facts.primers = warmed.primers;
+    facts.skipped_before_start = warmed.skipped;
     Ok((into_trace(items, format, block_size), facts))
 }
 
@@ -325,6 +374,7 @@ impl PlanFacts {
             },
             max_idle_gap_ms: opts.max_idle_gap_ms,
             share_system_prefix: opts.share_system_prefix,
+            trajectory: opts.trajectory,
             ..PlanFacts::default()
         }
     }

@@ -1,5 +1,6 @@
 mod agent_formats;
 mod agents;
+mod agentx;
 mod copilot;
 mod loopback;
 mod models;

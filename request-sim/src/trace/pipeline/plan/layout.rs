@@ -120,6 +120,11 @@ pub(super) struct Slot {
     pub(super) user: Option<usize>,
 }
 
+/// Rewrites a conversation's requests just laid out (`items[base..]`, their waits set, their
+/// lower bounds not yet) and says where each went (`usize::MAX`: left out): the warm start of
+/// `plan/trajectory.rs`.
+pub(super) type Rewrite<'a> = &'a mut dyn FnMut(&mut Vec<Item>, usize) -> Vec<usize>;
+
 /// The settings of the layout a request needs: the gap cap (`--max-idle-gap`, ms) and the
 /// shared tools + system prompt blocks.
 pub(super) struct Rules {
@@ -143,6 +148,7 @@ pub(super) fn lay_out(
     rules: &Rules,
     items: &mut Vec<Item>,
     capped: &mut usize,
+    rewrite: Option<Rewrite<'_>>,
 ) -> Result<(f64, Vec<usize>), String> {
     let (base, start_ms) = (items.len(), slot.start_ms);
     let l = Layout::new(conv, slot.pass, slot.user, base);
@@ -169,11 +175,19 @@ pub(super) fn lay_out(
             items.push(item(&l, ai, k, &session, waits, start_ms, rules));
         }
     }
-    lower_bounds(items, base, start_ms)?;
     if let Some(cap) = rules.max_idle_gap_ms {
         capped_trace_time(conv, cap, items, base, l.trace_end_ms);
     }
-    let ends = l.ends();
+    let mut ends = l.ends();
+    if let Some(rewrite) = rewrite {
+        let to = rewrite(items, base);
+        ends = ends
+            .iter()
+            .filter(|&&e| to[e - base] != usize::MAX)
+            .map(|&e| base + to[e - base])
+            .collect();
+    }
+    lower_bounds(items, base, start_ms)?;
     let end_ms = ends
         .iter()
         .map(|&i| items[i].lower_ms)
@@ -259,6 +273,7 @@ fn item(
             trace_result: r.result.clone(),
             conversation_trace_ms: first.then_some(l.trace_end_ms),
             conversation_requests: first.then_some(conv.requests() as u32),
+            warmup: false,
         })),
     };
     let hash_ids = BlockIds::renamed(
