@@ -230,8 +230,10 @@ mod tests {
                 "schedule",
                 "requests",
                 "output",
-                "validity"
+                "validity",
+                "scenario"
             ]
         );
+        assert_eq!(keys.by_long("scenario").unwrap().table, "scenario");
     }
 }

@@ -183,8 +183,11 @@ fn renumber(items: &mut Vec<Item>, base: usize, fate: &[Fate], primer: &[bool]) 
         if j < base {
             return Some(j);
         }
-        let t = to[j - base];
-        (t != usize::MAX).then_some(base + t)
+        // Not `then_some(base + t)`: that adds before it looks, and overflows on a left-out one.
+        match to[j - base] {
+            usize::MAX => None,
+            t => Some(base + t),
+        }
     };
     let mut i = 0;
     items.retain(|_| {
