@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         Command::Convert(args) => request_sim::commands::convert(*args),
         Command::Transform(args) => request_sim::commands::transform(*args),
         Command::Config(args) => request_sim::commands::config(args),
-        Command::Experiment(args) => request_sim::runfile::experiment::run(&args.file, args.dir),
+        Command::Experiment(args) => request_sim::commands::experiment(&args.file, args.dir),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -9,9 +9,9 @@ pub fn config(args: ConfigArgs) -> Result<u8> {
     match args.action {
         ConfigAction::Schema { experiment } => {
             let schema = if experiment {
-                crate::runfile::schema::experiment_schema()
+                crate::runfile::schema::experiment_schema(&crate::cli::replay_keys())
             } else {
-                crate::runfile::schema::replay_schema()
+                crate::runfile::schema::replay_schema(&crate::cli::replay_keys())
             };
             let text = serde_json::to_string_pretty(&schema)
                 .map_err(|e| crate::Error::internal(format!("the schema: {e}")))?;

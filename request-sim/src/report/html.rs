@@ -428,7 +428,7 @@ pub fn write_compare_html(path: &Path, a: &str, b: &str, c: &Comparison) -> Resu
 /// and each point's verdicts against the baseline.
 pub fn write_experiment_html(
     dir: &Path,
-    r: &crate::runfile::experiment::ExperimentResult,
+    r: &super::experiment::ExperimentResult,
 ) -> Result<PathBuf> {
     let points = r
         .points

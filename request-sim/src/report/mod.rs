@@ -22,6 +22,7 @@ pub mod against;
 pub mod analysis;
 pub mod compare;
 pub mod console;
+pub mod experiment;
 pub mod export;
 pub mod files;
 pub mod format;

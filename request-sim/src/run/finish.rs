@@ -294,6 +294,12 @@ fn rerun(cfg: &ReplayConfig) -> crate::runfile::Rerun {
             crate::config::TraceSource::BuiltinDemo => None,
         },
         settings,
+        own_paths: crate::cli::replay_keys()
+            .keys
+            .iter()
+            .filter(|k| k.table == "output" && k.path)
+            .map(|k| k.long.clone())
+            .collect(),
     }
 }
 

@@ -199,7 +199,7 @@ mod tests {
 
     fn words_of(text: &str) -> Result<Vec<String>> {
         let d = doc(text);
-        let keys = Keys::replay();
+        let keys = crate::cli::replay_keys();
         let f = fragments(&d, &d.root, &keys, &[])?;
         Ok(words(&f)
             .into_iter()
@@ -284,7 +284,7 @@ mod tests {
     #[test]
     fn a_given_flag_drops_the_file_value_and_its_conflicts() {
         let d = doc("[requests]\nno-stream = true\n[schedule]\nscale-factor = 2\nspin-us = 10\n");
-        let keys = Keys::replay();
+        let keys = crate::cli::replay_keys();
         let f = fragments(&d, &d.root, &keys, &[]).unwrap();
         let given: BTreeSet<String> = ["stream".to_string(), "scale_factor".to_string()].into();
         let left = without_given(&keys, f, &given);

@@ -25,15 +25,10 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use clap::Parser;
-use serde::Serialize;
-
 use super::argv::{self, Fragment};
 use super::keys::Keys;
 use super::read::{self, Doc, Item, Val};
-use crate::cli::{Cli, Command};
-use crate::stats::compare::Comparison;
-use crate::{Error, Result};
+use crate::Result;
 
 /// The file `DIR/experiment.json`.
 pub const EXPERIMENT_JSON: &str = "experiment.json";
@@ -120,12 +115,12 @@ fn refuse_per_point(doc: &Doc, keys: &Keys, frags: &[Fragment]) -> Result<()> {
 }
 
 impl Experiment {
-    /// Read and check an experiment file.
-    pub fn read(path: &Path) -> Result<Experiment> {
+    /// Read and check an experiment file against `keys` (the replay flags,
+    /// `crate::cli::replay_keys`).
+    pub fn read(path: &Path, keys: &Keys) -> Result<Experiment> {
         let doc = read::read(path)?;
-        let keys = Keys::replay();
-        let base = argv::fragments(&doc, &doc.root, &keys, &["experiment", "point"])?;
-        refuse_per_point(&doc, &keys, &base)?;
+        let base = argv::fragments(&doc, &doc.root, keys, &["experiment", "point"])?;
+        refuse_per_point(&doc, keys, &base)?;
         let (mut dir, mut all_repeats, mut baseline) = (None, 1, None);
         if let Some(e) = doc.root.get("experiment") {
             let t = e
@@ -197,10 +192,9 @@ impl Experiment {
     }
 
     /// Point `p`'s replay command line (after `request-sim replay`) into `pdir`.
-    pub fn point_argv(&self, p: &Point, pdir: &Path) -> Vec<OsString> {
-        let keys = Keys::replay();
+    pub fn point_argv(&self, p: &Point, pdir: &Path, keys: &Keys) -> Vec<OsString> {
         let own: BTreeSet<String> = p.frags.iter().map(|f| f.id.clone()).collect();
-        let base = argv::without_given(&keys, self.base.clone(), &own);
+        let base = argv::without_given(keys, self.base.clone(), &own);
         let mut words = argv::words(&base);
         words.extend(argv::words(&p.frags));
         let at = |f: &str| pdir.join(f).into_os_string();
@@ -222,203 +216,12 @@ impl Experiment {
     }
 }
 
-/// What `experiment.json` records of one point.
-#[derive(Debug, Clone, Serialize)]
-pub struct PointRun {
-    pub name: String,
-    pub repeats: u32,
-    pub dir: String,
-    /// Its settings over the base's, as flags.
-    pub overrides: Vec<String>,
-    pub exit_code: u8,
-}
-
-/// One point compared with the baseline.
-#[derive(Debug, Clone, Serialize)]
-pub struct PointComparison {
-    pub baseline: String,
-    pub point: String,
-    /// `None`: not comparable (`error` says why).
-    pub comparison: Option<Comparison>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// `experiment.json`.
-#[derive(Debug, Clone, Serialize)]
-pub struct ExperimentResult {
-    pub file: String,
-    pub tool_version: String,
-    pub started_at: String,
-    pub points: Vec<PointRun>,
-    pub comparisons: Vec<PointComparison>,
-}
-
 /// The words of a point's own settings, for the console and the page.
-fn overrides(p: &Point) -> Vec<String> {
+pub fn overrides(p: &Point) -> Vec<String> {
     argv::words(&p.frags)
         .iter()
         .map(|w| w.to_string_lossy().into_owned())
         .collect()
-}
-
-/// A point's side of a comparison: its summary (one run) or its repeat set.
-fn side_path(run: &PointRun) -> PathBuf {
-    let dir = Path::new(&run.dir);
-    if run.repeats > 1 {
-        dir.to_path_buf()
-    } else {
-        dir.join("summary.json")
-    }
-}
-
-/// Run the experiment of `file` into `dir` (`None`: its `[experiment] dir`, else
-/// `results/experiment-<UTC time>`): each point, then the comparisons. The exit status: the
-/// first point's non-zero one, 130 when interrupted (the points done are kept and compared).
-pub fn run(file: &Path, dir: Option<PathBuf>) -> Result<u8> {
-    let exp = Experiment::read(file)?;
-    let dir = dir.or_else(|| exp.dir.clone()).unwrap_or_else(|| {
-        PathBuf::from(format!("results/experiment-{}", crate::stats::file_stamp()))
-    });
-    if crate::util::same_output(&dir.join(EXPERIMENT_JSON), file) {
-        return Err(Error::config(format!(
-            "{}: the experiment's directory holds its own file: give another directory",
-            dir.display()
-        )));
-    }
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
-    let started_at = crate::stats::now_rfc3339();
-    let n = exp.points.len();
-    let mut runs: Vec<PointRun> = Vec::new();
-    let mut code = 0u8;
-    for (k, p) in exp.points.iter().enumerate() {
-        let pdir = dir.join(&p.name);
-        let mut argv: Vec<OsString> = vec!["request-sim".into(), "replay".into()];
-        argv.extend(exp.point_argv(p, &pdir));
-        let mut a = match Cli::try_parse_from(&argv) {
-            Ok(Cli {
-                command: Command::Replay(a),
-            }) => *a,
-            Ok(_) => return Err(Error::internal("an experiment point is not a replay")),
-            Err(e) => {
-                return Err(Error::config(format!(
-                    "{}: point {:?}: {}",
-                    file.display(),
-                    p.name,
-                    e.to_string().lines().next().unwrap_or_default()
-                )))
-            }
-        };
-        // The experiment file is an input no point may write over.
-        a.run_file.config = Some(file.to_path_buf());
-        let words = overrides(p);
-        eprintln!(
-            "request-sim: experiment point {} of {n}: {}{}{} -> {}",
-            k + 1,
-            p.name,
-            if words.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", words.join(" "))
-            },
-            if p.repeats > 1 {
-                format!(", {} repeats", p.repeats)
-            } else {
-                String::new()
-            },
-            pdir.display()
-        );
-        let exit = crate::commands::replay(a)?;
-        runs.push(PointRun {
-            name: p.name.clone(),
-            repeats: p.repeats,
-            dir: pdir.display().to_string(),
-            overrides: words,
-            exit_code: exit,
-        });
-        if code == 0 {
-            code = exit;
-        }
-        if exit == 130 {
-            eprintln!(
-                "request-sim: interrupted: the experiment ends after {} of {n} points",
-                k + 1
-            );
-            code = 130;
-            break;
-        }
-    }
-    let comparisons = compare_points(&runs, exp.baseline);
-    let result = ExperimentResult {
-        file: file.display().to_string(),
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at,
-        points: runs,
-        comparisons,
-    };
-    crate::util::write_json(&dir.join(EXPERIMENT_JSON), &result)?;
-    crate::util::print_stdout(&format!("{}\n", render(&result)))?;
-    let page = crate::report::html::write_experiment_html(&dir, &result)?;
-    eprintln!(
-        "request-sim: experiment: {} and {} in {}",
-        EXPERIMENT_JSON,
-        page.file_name().unwrap_or_default().to_string_lossy(),
-        dir.display()
-    );
-    Ok(code)
-}
-
-/// Every point against the baseline (when the baseline ran).
-fn compare_points(runs: &[PointRun], baseline: usize) -> Vec<PointComparison> {
-    let Some(base) = runs.get(baseline) else {
-        return Vec::new();
-    };
-    let base_side = crate::commands::load_side(&side_path(base));
-    runs.iter()
-        .enumerate()
-        .filter(|(k, _)| *k != baseline)
-        .map(|(_, r)| {
-            let result = base_side.as_ref().map_err(|e| e.to_string()).and_then(|a| {
-                let b = crate::commands::load_side(&side_path(r)).map_err(|e| e.to_string())?;
-                crate::stats::compare::compare(a, &b)
-            });
-            let (comparison, error) = match result {
-                Ok(c) => (Some(c), None),
-                Err(e) => (None, Some(e)),
-            };
-            PointComparison {
-                baseline: base.name.clone(),
-                point: r.name.clone(),
-                comparison,
-                error,
-            }
-        })
-        .collect()
-}
-
-/// The console's text: the points, then each comparison's verdicts.
-pub fn render(r: &ExperimentResult) -> String {
-    let mut t = String::from("Experiment points\n");
-    for p in &r.points {
-        t.push_str(&format!(
-            "  {:<16} repeats {:<3} exit {:<3} {}  {}\n",
-            p.name,
-            p.repeats,
-            p.exit_code,
-            p.dir,
-            p.overrides.join(" ")
-        ));
-    }
-    for c in &r.comparisons {
-        t.push_str(&format!("\n{} vs {} (baseline)\n", c.point, c.baseline));
-        match (&c.comparison, &c.error) {
-            (Some(cmp), _) => t.push_str(&crate::report::compare::render_verdicts(cmp)),
-            (None, Some(e)) => t.push_str(&format!("  not compared: {e}\n")),
-            (None, None) => {}
-        }
-    }
-    t
 }
 
 #[cfg(test)]
@@ -437,11 +240,11 @@ mod tests {
         let (_d, p) = write(
             "[schedule]\nscale-factor = 1\nspin-us = 10\n[experiment]\nrepeats = 2\nbaseline = \"b\"\n[[point]]\nname = \"a\"\nrepeats = 1\n[[point]]\nname = \"b\"\nschedule.scale-factor = 2\n",
         );
-        let e = Experiment::read(&p).unwrap();
+        let e = Experiment::read(&p, &crate::cli::replay_keys()).unwrap();
         assert_eq!(e.baseline, 1);
         assert_eq!((e.points[0].repeats, e.points[1].repeats), (1, 2));
         let w: Vec<String> = e
-            .point_argv(&e.points[1], Path::new("D/b"))
+            .point_argv(&e.points[1], Path::new("D/b"), &crate::cli::replay_keys())
             .iter()
             .map(|w| w.to_string_lossy().into_owned())
             .collect();
@@ -455,7 +258,7 @@ mod tests {
             ]
         );
         let w: Vec<String> = e
-            .point_argv(&e.points[0], Path::new("D/a"))
+            .point_argv(&e.points[0], Path::new("D/a"), &crate::cli::replay_keys())
             .iter()
             .map(|w| w.to_string_lossy().into_owned())
             .collect();
@@ -476,7 +279,9 @@ mod tests {
     fn bad_experiments_name_file_and_line() {
         let err = |text: &str| {
             let (_d, p) = write(text);
-            let e = Experiment::read(&p).unwrap_err().to_string();
+            let e = Experiment::read(&p, &crate::cli::replay_keys())
+                .unwrap_err()
+                .to_string();
             e.split_once("exp.toml").unwrap().1.to_string()
         };
         assert_eq!(

@@ -6,9 +6,7 @@ use std::any::TypeId;
 use std::path::PathBuf;
 
 use clap::builder::ArgAction;
-use clap::{Arg, Args, Command};
-
-use crate::cli::ReplayArgs;
+use clap::{Arg, Command};
 
 /// The `--help` heading of the flags about the run file itself (`--config`, ...): they are not
 /// keys of a file.
@@ -156,11 +154,6 @@ impl Keys {
         Keys { keys, command }
     }
 
-    /// The keys of `replay` (and of the `client` binary): [`ReplayArgs`]'s flags.
-    pub fn replay() -> Keys {
-        Keys::of(ReplayArgs::augment_args(Command::new("replay")))
-    }
-
     /// The tables, in `--help` order.
     pub fn tables(&self) -> Vec<&str> {
         let mut t: Vec<&str> = Vec::new();
@@ -196,7 +189,7 @@ mod tests {
 
     #[test]
     fn replay_keys_are_the_long_flags_in_their_heading_tables() {
-        let keys = Keys::replay();
+        let keys = crate::cli::replay_keys();
         let k = keys.by_long("scale-factor").unwrap();
         assert_eq!(
             (k.table.as_str(), k.kind, k.ty),

@@ -23,7 +23,7 @@ use clap::parser::ValueSource;
 use clap::Command;
 
 pub use keys::{Key, Keys};
-pub use settings::{trace_file, Rerun, RunFileArgs, Settings, TraceFile};
+pub use settings::{trace_file, Rerun, Settings, TraceFile};
 
 use crate::{Error, Result};
 

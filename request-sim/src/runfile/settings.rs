@@ -1,18 +1,18 @@
 //! What a run was, written into its summary so that it can be run again: every flag's
 //! resolved value (defaults included), the tool's version and the trace's checksum
 //! ([`Rerun`]); and the run file's own flags (`--config`, `--accept-changed-trace`), which
-//! carry the settings from clap's matches to the summary ([`RunFileArgs`]).
+//! carry the settings from clap's matches to the summary (`crate::cli::RunFileArgs`).
 
 use std::collections::BTreeMap;
 use std::hash::Hasher;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use clap::{ArgMatches, Args, Command, FromArgMatches};
+use clap::ArgMatches;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::keys::{Keys, Kind, ValueType, FILE_HEADING};
+use super::keys::{Keys, Kind, ValueType};
 
 /// Every flag's value, by table and key (`settings.schedule["scale-factor"]`): `null` for a
 /// flag not given that has no default (derived at start-up, as the first run derived it).
@@ -39,6 +39,10 @@ pub struct Rerun {
     pub trace: Option<TraceFile>,
     /// Every setting, the seed resolved.
     pub settings: Settings,
+    /// The settings that name where this run wrote (paths of the `[output]` table): not a
+    /// difference between two runs (`compare`), not re-used by a re-run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own_paths: Vec<String>,
 }
 
 /// A flag's raw words as a JSON value of its type.
@@ -101,9 +105,10 @@ impl Settings {
     }
 }
 
-/// The checksum of a trace file (`None`: standard input, or not a readable file).
+/// The checksum of a trace file (`None`: standard input, a pipe, a FIFO or a directory, which
+/// reading here would use up or cannot checksum, or not a readable file).
 pub fn trace_file(path: &Path) -> Option<TraceFile> {
-    if path.as_os_str() == "-" {
+    if path.as_os_str() == "-" || !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
         return None;
     }
     let mut f = std::fs::File::open(path).ok()?;
@@ -123,61 +128,6 @@ pub fn trace_file(path: &Path) -> Option<TraceFile> {
         bytes,
         xxh3_64: format!("{:016x}", h.finish()),
     })
-}
-
-/// The run file's own flags (under the `Config file` heading, not keys of a file), and the
-/// settings clap matched, for the summary.
-#[derive(Debug, Clone, Default)]
-pub struct RunFileArgs {
-    /// `--config`: the file the settings came from (already merged into the flags).
-    pub config: Option<PathBuf>,
-    /// `--accept-changed-trace`.
-    pub accept_changed_trace: bool,
-    /// Every replay setting as matched.
-    pub settings: Settings,
-}
-
-/// The run file's flags as clap declares them.
-#[derive(Debug, Clone, Default, clap::Args)]
-#[command(next_help_heading = FILE_HEADING)]
-struct RunFileFlags {
-    /// Read settings from this file: TOML whose tables are the headings below ([schedule]
-    /// scale-factor = 2) and whose keys are the long flags, or a run's summary.json (re-runs
-    /// that run: the same settings and seed; its output paths are not re-used). Flags given
-    /// on the command line win. `request-sim config schema` prints its JSON schema
-    /// (docs/config.md).
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Re-running from a summary: run even when the trace file's checksum differs from the
-    /// one the summary recorded (refused without this flag).
-    #[arg(long, requires = "config")]
-    accept_changed_trace: bool,
-}
-
-impl FromArgMatches for RunFileArgs {
-    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let flags = RunFileFlags::from_arg_matches(m)?;
-        Ok(RunFileArgs {
-            config: flags.config,
-            accept_changed_trace: flags.accept_changed_trace,
-            settings: Settings::from_matches(m, &Keys::replay()),
-        })
-    }
-
-    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
-        *self = RunFileArgs::from_arg_matches(m)?;
-        Ok(())
-    }
-}
-
-impl Args for RunFileArgs {
-    fn augment_args(cmd: Command) -> Command {
-        RunFileFlags::augment_args(cmd)
-    }
-
-    fn augment_args_for_update(cmd: Command) -> Command {
-        RunFileFlags::augment_args_for_update(cmd)
-    }
 }
 
 #[cfg(test)]

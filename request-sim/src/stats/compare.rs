@@ -534,7 +534,6 @@ fn flag_differences(a: &Summary, b: &Summary, named: &[String]) -> Vec<(String, 
     let (Some(ra), Some(rb)) = (&a.rerun, &b.rerun) else {
         return Vec::new();
     };
-    let keys = crate::runfile::Keys::replay();
     let show = |v: Option<&serde_json::Value>| match v {
         None | Some(serde_json::Value::Null) => "(not given)".to_string(),
         Some(serde_json::Value::String(s)) => s.clone(),
@@ -544,9 +543,7 @@ fn flag_differences(a: &Summary, b: &Summary, named: &[String]) -> Vec<(String, 
     for (table, ta) in &ra.settings.0 {
         for (long, va) in ta {
             let vb = rb.settings.0.get(table).and_then(|t| t.get(long));
-            let own_path = keys
-                .by_long(long)
-                .is_some_and(|k| k.table == "output" && k.path);
+            let own_path = ra.own_paths.contains(long) || rb.own_paths.contains(long);
             let skip = long == "seed" || own_path || named.contains(&long.replace('-', "_"));
             if !skip && Some(va) != vb {
                 out.push((format!("--{long}"), show(Some(va)), show(vb)));

@@ -211,10 +211,14 @@ fn the_example_config_reproduces_the_readme_example() {
 fn the_checked_in_schemas_are_the_generated_ones() {
     use request_sim::runfile::schema::{experiment_schema, replay_schema};
     for (file, schema, flag) in [
-        ("request-sim.schema.json", replay_schema(), ""),
+        (
+            "request-sim.schema.json",
+            replay_schema(&request_sim::cli::replay_keys()),
+            "",
+        ),
         (
             "experiment.schema.json",
-            experiment_schema(),
+            experiment_schema(&request_sim::cli::replay_keys()),
             " --experiment",
         ),
     ] {
@@ -229,10 +233,10 @@ fn the_checked_in_schemas_are_the_generated_ones() {
         );
     }
     // Every flag table is in the schema, closed to unknown keys.
-    let s = replay_schema();
+    let s = replay_schema(&request_sim::cli::replay_keys());
     let tables: Vec<&String> = s["properties"].as_object().unwrap().keys().collect();
-    assert_eq!(tables.len(), 8, "{tables:?}");
-    let e = experiment_schema();
+    assert_eq!(tables.len(), 9, "{tables:?}");
+    let e = experiment_schema(&request_sim::cli::replay_keys());
     assert_eq!(e["properties"]["point"]["items"]["required"][0], "name");
     assert_eq!(
         e["properties"]["point"]["items"]["properties"]["schedule"]["properties"]["scale-factor"]

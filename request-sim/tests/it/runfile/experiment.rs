@@ -43,7 +43,7 @@ max-output-tokens = 2
     )
     .unwrap();
     let out = dir.path().join("exp");
-    let code = request_sim::runfile::experiment::run(&file, Some(out.clone())).unwrap();
+    let code = request_sim::commands::experiment(&file, Some(out.clone())).unwrap();
     assert_eq!(code, 0);
     for p in ["base", "faster", "short"] {
         for k in [1, 2] {
