@@ -168,8 +168,8 @@ impl Experiment {
                 Some(r) => repeats(&doc, r)?,
                 None => all_repeats,
             };
-            let frags = argv::fragments(&doc, p, &keys, &["name", "repeats"])?;
-            refuse_per_point(&doc, &keys, &frags)?;
+            let frags = argv::fragments(&doc, p, keys, &["name", "repeats"])?;
+            refuse_per_point(&doc, keys, &frags)?;
             points.push(Point {
                 name,
                 repeats,

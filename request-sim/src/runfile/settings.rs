@@ -165,7 +165,7 @@ mod tests {
         assert_eq!(s.0["prompts"]["seed"], Value::Null);
         assert_eq!(s.0["target"]["api"], serde_json::json!("openai"));
         assert!(s.get("api-key").is_none(), "secrets are never written");
-        let keys = Keys::replay();
+        let keys = crate::cli::replay_keys();
         let n: usize = s.0.values().map(|t| t.len()).sum();
         assert_eq!(n, keys.keys.iter().filter(|k| !k.secret).count());
     }
