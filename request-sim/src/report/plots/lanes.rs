@@ -56,13 +56,22 @@ impl Lanes {
     }
 }
 
+/// A y tick's label: `user N` on a lane's line, nothing between lanes (where subagents are).
+fn lane_label(y: &f64) -> String {
+    match (*y >= 0.0, (y - y.round()).abs() < 1e-9) {
+        (true, true) => format!("user {}", y.round() as u64),
+        _ => String::new(),
+    }
+}
+
 impl Chart for Lanes {
     fn size(&self) -> (u32, u32) {
         (1000, 160 + 26 * self.lanes)
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
-        let x_max = upper(self.bars.iter().map(|b| b.to_s).fold(0.0, f64::max) * 1.02);
+        // A fifth more time than the last bar: the legend sits there, over no request.
+        let x_max = upper(self.bars.iter().map(|b| b.to_s).fold(0.0, f64::max) * 1.25);
         let y_max = f64::from(self.lanes);
         let mut chart = Frame::figure(
             "Lanes: each user's requests (main agent on the line, subagents below)",
@@ -71,6 +80,7 @@ impl Chart for Lanes {
         )
         .x(0.0..x_max)
         .y(-0.6..y_max)
+        .y_fmt(lane_label)
         .build(root)?;
         for (color, label) in [
             (GREY, "warm-up"),

@@ -169,6 +169,10 @@ impl<'s> Frame<'s> {
         Frame { x_fmt, ..self }
     }
 
+    fn y_fmt(self, y_fmt: fn(&f64) -> String) -> Self {
+        Frame { y_fmt, ..self }
+    }
+
     /// Draws the frame (caption, grid, labels) on `area` and returns the chart to draw into.
     fn build<'a, DB: DrawingBackend>(
         &self,
