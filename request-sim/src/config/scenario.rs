@@ -37,48 +37,7 @@ pub fn apply(a: &mut ReplayArgs) -> Result<Option<Stamp>, String> {
     let mut applied = Vec::new();
     timing(a, &mut v);
     applied.push("timing");
-    if a.requests.no_stream {
-        v.push(broken(
-            "streaming",
-            "--no-stream",
-            "given",
-            "streaming answers",
-        ));
-    }
-    a.requests.stream = !a.requests.no_stream;
-    applied.push("streaming");
-    ignore_eos(a, &mut v);
-    applied.push("ignore_eos");
-    let r = &a.trace.reshape;
-    for (flag, given) in [
-        (
-            "--max-input-length",
-            r.max_input_length.map(|x| x.to_string()),
-        ),
-        ("--prompt-scale", r.prompt_scale.map(|x| x.to_string())),
-        ("--prefix-scale", r.prefix_scale.map(|x| x.to_string())),
-    ] {
-        if let Some(g) = given {
-            v.push(broken(
-                "input_truncation",
-                flag,
-                &g,
-                "the trace's input lengths",
-            ));
-        }
-    }
-    applied.push("input_truncation");
-    loader(a, &mut v)?;
-    applied.push("loader");
-    if a.requests.allow_missing_usage {
-        v.push(broken(
-            "server_token_counts",
-            "--allow-missing-usage",
-            "given",
-            "the server's token counts (usage)",
-        ));
-    }
-    applied.push("server_token_counts");
+    locks(a, &mut v, &mut applied)?;
     a.trace.share_system_prefix = true;
     applied.push("cache_bust");
     let duration = *a
@@ -129,6 +88,58 @@ pub fn apply(a: &mut ReplayArgs) -> Result<Option<Stamp>, String> {
             spec.system_idle_gap_cap_s
         )],
     }))
+}
+
+/// The locks that are not about time: streaming, ignore-EOS, inputs as recorded, the loader,
+/// the server's token counts (each broken one into `v`, each checked one into `applied`).
+fn locks(
+    a: &mut ReplayArgs,
+    v: &mut Vec<Violation>,
+    applied: &mut Vec<&'static str>,
+) -> Result<(), String> {
+    if a.requests.no_stream {
+        v.push(broken(
+            "streaming",
+            "--no-stream",
+            "given",
+            "streaming answers",
+        ));
+    }
+    a.requests.stream = !a.requests.no_stream;
+    applied.push("streaming");
+    ignore_eos(a, v);
+    applied.push("ignore_eos");
+    let r = &a.trace.reshape;
+    for (flag, given) in [
+        (
+            "--max-input-length",
+            r.max_input_length.map(|x| x.to_string()),
+        ),
+        ("--prompt-scale", r.prompt_scale.map(|x| x.to_string())),
+        ("--prefix-scale", r.prefix_scale.map(|x| x.to_string())),
+    ] {
+        if let Some(g) = given {
+            v.push(broken(
+                "input_truncation",
+                flag,
+                &g,
+                "the trace's input lengths",
+            ));
+        }
+    }
+    applied.push("input_truncation");
+    loader(a, v)?;
+    applied.push("loader");
+    if a.requests.allow_missing_usage {
+        v.push(broken(
+            "server_token_counts",
+            "--allow-missing-usage",
+            "given",
+            "the server's token counts (usage)",
+        ));
+    }
+    applied.push("server_token_counts");
+    Ok(())
 }
 
 fn broken(rule: &str, flag: &str, got: &str, required: &str) -> Violation {

@@ -379,11 +379,10 @@ pub fn write_repeats_html(dir: &Path, set: &RepeatSet) -> Result<PathBuf> {
     render("stats.html", ctx, &dir.join(REPORT_HTML))
 }
 
-/// Write a comparison's page to `path`: each headline metric's A, B, change, 95% interval of
-/// the change and verdict (worse rows red), the method, the settings that differ.
-pub fn write_compare_html(path: &Path, a: &str, b: &str, c: &Comparison) -> Result<PathBuf> {
-    let rows = c
-        .verdicts
+/// A comparison's rows: each headline metric's A, B, change, 95% interval of the change and
+/// verdict (worse rows red, better ones green).
+fn verdict_rows(c: &Comparison) -> Vec<StatsRow> {
+    c.verdicts
         .iter()
         .map(|v| StatsRow {
             cells: vec![
@@ -401,7 +400,13 @@ pub fn write_compare_html(path: &Path, a: &str, b: &str, c: &Comparison) -> Resu
             },
             link: None,
         })
-        .collect();
+        .collect()
+}
+
+/// Write a comparison's page to `path`: each headline metric's A, B, change, 95% interval of
+/// the change and verdict (worse rows red), the method, the settings that differ.
+pub fn write_compare_html(path: &Path, a: &str, b: &str, c: &Comparison) -> Result<PathBuf> {
+    let rows = verdict_rows(c);
     let mut notes: Vec<String> = c
         .differences
         .iter()
@@ -481,26 +486,7 @@ pub fn write_experiment_html(
             ));
             continue;
         };
-        let rows = cmp
-            .verdicts
-            .iter()
-            .map(|v| StatsRow {
-                cells: vec![
-                    v.label.clone(),
-                    num(v.a),
-                    num(v.b),
-                    change(v.change_pct()),
-                    change_interval(v.ci_pct()),
-                    v.verdict_text(),
-                ],
-                mark: match (v.worse(), v.significant()) {
-                    (Some(true), _) => "worse",
-                    (_, Some(true)) => "better",
-                    _ => "",
-                },
-                link: None,
-            })
-            .collect();
+        let rows = verdict_rows(cmp);
         let differ: Vec<String> = cmp
             .differences
             .iter()

@@ -458,6 +458,7 @@ impl Accumulator {
     pub fn finish(self, info: &RunInfo) -> Summary {
         let scenario = self.scenario_stamp(info);
         let time_slices = self.time_slices(info);
+        let measure_window = self.window_report();
         let duration_s = self.duration_ms() / 1000.0;
         let per_s = |x: f64| {
             if duration_s > 0.0 {
@@ -494,15 +495,6 @@ impl Accumulator {
         exact.exact_ratio =
             (exact.with_usage > 0).then(|| exact.exact as f64 / exact.with_usage as f64);
         let good = (!self.slo.is_empty()).then_some(self.good);
-        let measure_window = self.window.as_ref().map(|w| WindowReport {
-            mode: if w.auto.is_some() { "auto" } else { "fixed" }.to_string(),
-            start_s: w.start_ms / 1e3,
-            end_s: w.end_ms.is_finite().then_some(w.end_ms / 1e3),
-            inside: self.status.total,
-            outside: w.outside,
-            band: w.auto.map(|a| a.band),
-            median_in_flight: w.auto.map(|a| a.median),
-        });
         let reasoning = self.reasoning.finish(&self.percentiles);
         let images = self.images.finish();
         Summary {
@@ -556,6 +548,19 @@ impl Accumulator {
             scenario,
             time_slices,
         }
+    }
+
+    /// `--measure-window`: the window and how many requests fell in and out of it.
+    fn window_report(&self) -> Option<WindowReport> {
+        self.window.as_ref().map(|w| WindowReport {
+            mode: if w.auto.is_some() { "auto" } else { "fixed" }.to_string(),
+            start_s: w.start_ms / 1e3,
+            end_s: w.end_ms.is_finite().then_some(w.end_ms / 1e3),
+            inside: self.status.total,
+            outside: w.outside,
+            band: w.auto.map(|a| a.band),
+            median_in_flight: w.auto.map(|a| a.median),
+        })
     }
 
     /// With a scenario: the run in 1 s slices from the first successful send (AgentX's

@@ -50,6 +50,9 @@ fn check_point_flags(r: &ReplayArgs) -> Result<()> {
 
 /// `--search LO,HI` as a pair, and the other flags checked.
 pub(super) fn check_args(args: &SweepArgs) -> Result<Option<(f64, f64)>> {
+    if args.gpus == Some(0) {
+        return Err(Error::config("--gpus must be at least 1"));
+    }
     let positive = |f: f64| f.is_finite() && f > 0.0;
     for &f in &args.scale_factors {
         if !positive(f) {

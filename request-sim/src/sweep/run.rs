@@ -87,9 +87,6 @@ pub fn sweep(args: SweepArgs) -> Result<u8> {
             "request-sim: sweep: every point stops sending after {DEFAULT_POINT_SECS:.0} s at most (--time-in-secs to change)"
         );
     }
-    if args.gpus == Some(0) {
-        return Err(Error::config("--gpus must be at least 1"));
-    }
     // Made only once the flags, the settings and the trace passed their checks: a refused
     // sweep leaves no empty directory behind.
     std::fs::create_dir_all(&dir)
